@@ -1,0 +1,405 @@
+//! The statement tree produced by the parser.
+
+use sibyl_types::Constant;
+
+/// `ks.name` or `name`; identifiers are already case-folded (unquoted ones
+/// lower-cased, quoted ones kept as written).
+#[derive(Clone, Debug, PartialEq)]
+pub struct QualifiedName {
+    pub keyspace: Option<String>,
+    pub name: String,
+}
+
+/// A bind marker: `?` or `:name`. `index` counts markers in the statement from 0.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BindMarker {
+    pub index: usize,
+    pub name: Option<String>,
+}
+
+/// A value expression.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Term {
+    Constant(Constant),
+    Null,
+    Bind(BindMarker),
+    List(Vec<Term>),
+    Set(Vec<Term>),
+    Map(Vec<(Term, Term)>),
+    /// `(a, b, c)` — a tuple literal (also the right side of multi-column relations).
+    Tuple(Vec<Term>),
+    /// `{field: value, ...}` when the keys are identifiers (UDT literal).
+    UserType(Vec<(String, Term)>),
+    /// `fn(args)`, e.g. `now()`, `uuid()`, `toTimestamp(now())`.
+    Function { name: String, args: Vec<Term> },
+    /// `(type) term`
+    Cast { typ: String, term: Box<Term> },
+    /// `-term` on a bind marker or function (negative literals are folded).
+    Negate(Box<Term>),
+}
+
+/// One item of a SELECT clause.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Selector {
+    Column(String),
+    WriteTime(String),
+    Ttl(String),
+    /// `count(*)` or `count(1)`.
+    CountRows,
+    Function { name: String, args: Vec<Selector> },
+    Cast { selector: Box<Selector>, typ: String },
+    Term(Term),
+    /// `a.b` field selection on a UDT column.
+    Field { selector: Box<Selector>, field: String },
+}
+
+/// A selector with its optional `AS alias`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SelectItem {
+    pub selector: Selector,
+    pub alias: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operator {
+    Eq,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Ne,
+    In,
+    Contains,
+    ContainsKey,
+    Like,
+    IsNotNull,
+}
+
+impl Operator {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Operator::Eq => "=",
+            Operator::Lt => "<",
+            Operator::Le => "<=",
+            Operator::Gt => ">",
+            Operator::Ge => ">=",
+            Operator::Ne => "!=",
+            Operator::In => "IN",
+            Operator::Contains => "CONTAINS",
+            Operator::ContainsKey => "CONTAINS KEY",
+            Operator::Like => "LIKE",
+            Operator::IsNotNull => "IS NOT",
+        }
+    }
+}
+
+/// Left side of a WHERE relation.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RelationLhs {
+    Column(String),
+    /// `(a, b)` multi-column relation.
+    Columns(Vec<String>),
+    /// `token(a, b)`.
+    Token(Vec<String>),
+}
+
+/// Right side of a WHERE relation.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RelationRhs {
+    Term(Term),
+    /// `IN (t1, t2)`.
+    InList(Vec<Term>),
+    /// `IN ?` — one marker holding the whole list.
+    InMarker(BindMarker),
+    /// `IS NOT NULL`
+    NotNull,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Relation {
+    pub lhs: RelationLhs,
+    pub op: Operator,
+    pub rhs: RelationRhs,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ordering {
+    pub column: String,
+    pub descending: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Select {
+    pub table: QualifiedName,
+    pub json: bool,
+    pub distinct: bool,
+    /// Empty means `*`.
+    pub selectors: Vec<SelectItem>,
+    pub where_clause: Vec<Relation>,
+    pub group_by: Vec<String>,
+    pub order_by: Vec<Ordering>,
+    pub per_partition_limit: Option<Term>,
+    pub limit: Option<Term>,
+    pub allow_filtering: bool,
+}
+
+/// `USING TTL x AND TIMESTAMP y`.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct UsingClause {
+    pub ttl: Option<Term>,
+    pub timestamp: Option<Term>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Insert {
+    pub table: QualifiedName,
+    pub columns: Vec<String>,
+    pub values: Vec<Term>,
+    /// `INSERT JSON '...'`: the JSON term replaces columns/values.
+    pub json: Option<Term>,
+    pub json_default_unset: bool,
+    pub if_not_exists: bool,
+    pub using: UsingClause,
+}
+
+/// Left side of an assignment or a deletion target.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ColumnTarget {
+    Column(String),
+    /// `col[term]`: list index or map key.
+    Element(String, Term),
+    /// `col.field`: UDT field.
+    Field(String, String),
+}
+
+impl ColumnTarget {
+    pub fn column(&self) -> &str {
+        match self {
+            ColumnTarget::Column(c) | ColumnTarget::Element(c, _) | ColumnTarget::Field(c, _) => c,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum AssignOp {
+    /// `c = t`
+    Set(Term),
+    /// `c = c + t`
+    Append(Term),
+    /// `c = t + c`
+    Prepend(Term),
+    /// `c = c - t`
+    Remove(Term),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Assignment {
+    pub target: ColumnTarget,
+    pub op: AssignOp,
+}
+
+/// `IF` conditions of a lightweight transaction.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Conditions {
+    None,
+    Exists,
+    NotExists,
+    Columns(Vec<Condition>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Condition {
+    pub target: ColumnTarget,
+    pub op: Operator,
+    pub rhs: RelationRhs,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Update {
+    pub table: QualifiedName,
+    pub using: UsingClause,
+    pub assignments: Vec<Assignment>,
+    pub where_clause: Vec<Relation>,
+    pub conditions: Conditions,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Delete {
+    pub table: QualifiedName,
+    pub columns: Vec<ColumnTarget>,
+    pub using: UsingClause,
+    pub where_clause: Vec<Relation>,
+    pub conditions: Conditions,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BatchType {
+    Logged,
+    Unlogged,
+    Counter,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Batch {
+    pub batch_type: BatchType,
+    pub using: UsingClause,
+    pub statements: Vec<Statement>,
+}
+
+/// A property value in `WITH a = b AND ...`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PropertyValue {
+    Constant(Constant),
+    Identifier(String),
+    Map(Vec<(String, String)>),
+}
+
+impl PropertyValue {
+    /// The value as text, as Cassandra reads property strings.
+    pub fn as_text(&self) -> Option<String> {
+        match self {
+            PropertyValue::Constant(c) => Some(constant_text(c)),
+            PropertyValue::Identifier(s) => Some(s.clone()),
+            PropertyValue::Map(_) => None,
+        }
+    }
+}
+
+/// The source text of a constant.
+pub fn constant_text(c: &Constant) -> String {
+    match c {
+        Constant::String(s)
+        | Constant::Integer(s)
+        | Constant::Float(s)
+        | Constant::Uuid(s)
+        | Constant::Duration(s) => s.clone(),
+        Constant::Boolean(b) => b.to_string(),
+        Constant::Hex(h) => {
+            let mut s = String::from("0x");
+            for b in h {
+                s.push_str(&format!("{b:02x}"));
+            }
+            s
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Property {
+    pub name: String,
+    pub value: PropertyValue,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CreateKeyspace {
+    pub name: String,
+    pub if_not_exists: bool,
+    pub properties: Vec<Property>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ColumnDef {
+    pub name: String,
+    /// The type as written, normalised (`map<text, int>`); resolved against UDTs by the schema.
+    pub typ: String,
+    pub is_static: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CreateTable {
+    pub name: QualifiedName,
+    pub if_not_exists: bool,
+    pub columns: Vec<ColumnDef>,
+    pub partition_key: Vec<String>,
+    pub clustering_key: Vec<String>,
+    pub clustering_order: Vec<Ordering>,
+    pub compact_storage: bool,
+    pub properties: Vec<Property>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum AlterTableOp {
+    Add(Vec<ColumnDef>),
+    Drop(Vec<String>),
+    Rename(Vec<(String, String)>),
+    Alter { column: String, typ: String },
+    With(Vec<Property>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct AlterTable {
+    pub name: QualifiedName,
+    pub if_exists: bool,
+    pub op: AlterTableOp,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CreateType {
+    pub name: QualifiedName,
+    pub if_not_exists: bool,
+    pub fields: Vec<(String, String)>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CreateIndex {
+    pub name: Option<String>,
+    pub table: QualifiedName,
+    pub if_not_exists: bool,
+    /// `(col)`, `(keys(col))`, `(values(col))`, `(entries(col))`, `(full(col))`.
+    pub target: String,
+    pub target_kind: String,
+    pub custom_class: Option<String>,
+}
+
+/// `DESCRIBE ...`
+#[derive(Clone, Debug, PartialEq)]
+pub enum Describe {
+    Cluster,
+    Keyspaces,
+    Keyspace { name: Option<String>, only: bool },
+    Tables,
+    Table(QualifiedName),
+    Types,
+    Type(QualifiedName),
+    Functions,
+    Aggregates,
+    Schema { full: bool },
+    /// `DESCRIBE name` — a keyspace, table, type… found by name.
+    Generic(QualifiedName),
+    Index(QualifiedName),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct DescribeStatement {
+    pub what: Describe,
+    pub with_internals: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Statement {
+    Select(Box<Select>),
+    Insert(Box<Insert>),
+    Update(Box<Update>),
+    Delete(Box<Delete>),
+    Batch(Box<Batch>),
+    Use(String),
+    CreateKeyspace(CreateKeyspace),
+    AlterKeyspace { name: String, if_exists: bool, properties: Vec<Property> },
+    DropKeyspace { name: String, if_exists: bool },
+    CreateTable(Box<CreateTable>),
+    AlterTable(Box<AlterTable>),
+    DropTable { name: QualifiedName, if_exists: bool },
+    Truncate(QualifiedName),
+    CreateType(CreateType),
+    DropType { name: QualifiedName, if_exists: bool },
+    CreateIndex(CreateIndex),
+    DropIndex { name: QualifiedName, if_exists: bool },
+    Describe(DescribeStatement),
+}
+
+/// A parsed statement with the bind markers it holds, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParsedStatement {
+    pub statement: Statement,
+    pub bind_markers: Vec<BindMarker>,
+}

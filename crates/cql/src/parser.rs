@@ -1,0 +1,1412 @@
+//! A recursive-descent parser for CQL statements, following Cassandra's
+//! `Parser.g`. Syntax errors carry Cassandra-style `line L:C` positions.
+
+use crate::ast::*;
+use crate::lexer::{tokenize, Tok, Token};
+use sibyl_types::Constant;
+
+/// A syntax error; `message` is what the client sees (SYNTAX_ERROR, 0x2000).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct ParseError {
+    pub message: String,
+}
+
+type PResult<T> = Result<T, ParseError>;
+
+/// Parses exactly one statement (a trailing `;` is allowed).
+pub fn parse_statement(src: &str) -> PResult<ParsedStatement> {
+    let mut p = Parser::new(src)?;
+    let st = p.statement()?;
+    p.eat_sym(";");
+    if !p.at_eof() {
+        return Err(p.error_here("expecting EOF"));
+    }
+    Ok(ParsedStatement { statement: st, bind_markers: p.markers })
+}
+
+/// Parses a `;`-separated script of statements.
+pub fn parse_statements(src: &str) -> PResult<Vec<ParsedStatement>> {
+    let mut p = Parser::new(src)?;
+    let mut out = Vec::new();
+    loop {
+        while p.eat_sym(";") {}
+        if p.at_eof() {
+            break;
+        }
+        p.markers.clear();
+        let st = p.statement()?;
+        out.push(ParsedStatement { statement: st, bind_markers: std::mem::take(&mut p.markers) });
+        if !p.eat_sym(";") && !p.at_eof() {
+            return Err(p.error_here("expecting ';'"));
+        }
+    }
+    Ok(out)
+}
+
+struct Parser {
+    toks: Vec<Token>,
+    pos: usize,
+    markers: Vec<BindMarker>,
+}
+
+fn fold_ident(t: &Token) -> Option<String> {
+    match &t.tok {
+        Tok::Ident(s) => Some(s.to_lowercase()),
+        Tok::QuotedIdent(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// Reserved keywords that cannot be unquoted identifiers (subset of Cassandra's).
+const RESERVED: &[&str] = &[
+    "add", "allow", "alter", "and", "apply", "asc", "authorize", "batch", "begin", "by", "columnfamily", "create",
+    "delete", "desc", "describe", "drop", "entries", "execute", "from", "full", "grant", "if", "in", "index",
+    "infinity", "insert", "into", "keyspace", "limit", "modify", "nan", "norecursive", "not", "null", "of", "on",
+    "order", "primary", "rename", "revoke", "schema", "select", "set", "table", "to", "token", "truncate",
+    "unlogged", "update", "use", "using", "where", "with",
+];
+
+impl Parser {
+    fn new(src: &str) -> PResult<Parser> {
+        let toks = tokenize(src).map_err(|e| ParseError { message: format!("line {}:{} {}", e.line, e.col, e.message) })?;
+        Ok(Parser { toks, pos: 0, markers: Vec::new() })
+    }
+
+    fn peek(&self) -> &Token {
+        let i = self.pos.min(self.toks.len() - 1);
+        &self.toks[i]
+    }
+
+    fn peek_at(&self, n: usize) -> &Token {
+        let i = (self.pos + n).min(self.toks.len() - 1);
+        &self.toks[i]
+    }
+
+    fn at_eof(&self) -> bool {
+        self.peek().tok == Tok::Eof
+    }
+
+    fn advance(&mut self) -> Token {
+        let t = self.peek().clone();
+        if self.pos < self.toks.len() - 1 {
+            self.pos += 1;
+        }
+        t
+    }
+
+    fn context(&self) -> String {
+        // Cassandra shows the statement around the failing token: (SELECT * FRM [t]...)
+        let start = self.pos.saturating_sub(3);
+        let mut s = String::new();
+        for (i, t) in self.toks.iter().enumerate().skip(start).take(self.pos - start + 1) {
+            if t.tok == Tok::Eof {
+                break;
+            }
+            if !s.is_empty() {
+                s.push(' ');
+            }
+            if i == self.pos {
+                s.push('[');
+                s.push_str(&t.text);
+                s.push(']');
+            } else {
+                s.push_str(&t.text);
+            }
+        }
+        s
+    }
+
+    fn error_here(&self, expecting: &str) -> ParseError {
+        let t = self.peek();
+        let msg = if t.tok == Tok::Eof {
+            format!("line {}:{} mismatched input '<EOF>' {} ({})", t.line, t.col, expecting, self.context())
+        } else {
+            format!(
+                "line {}:{} mismatched input '{}' {} ({}...)",
+                t.line, t.col, t.text, expecting, self.context()
+            )
+        };
+        ParseError { message: msg }
+    }
+
+    fn no_viable(&self) -> ParseError {
+        let t = self.peek();
+        ParseError { message: format!("line {}:{} no viable alternative at input '{}' ({}...)", t.line, t.col, t.text, self.context()) }
+    }
+
+    fn is_kw(&self, kw: &str) -> bool {
+        matches!(&self.peek().tok, Tok::Ident(s) if s.eq_ignore_ascii_case(kw))
+    }
+
+    fn is_kw_at(&self, n: usize, kw: &str) -> bool {
+        matches!(&self.peek_at(n).tok, Tok::Ident(s) if s.eq_ignore_ascii_case(kw))
+    }
+
+    fn eat_kw(&mut self, kw: &str) -> bool {
+        if self.is_kw(kw) {
+            self.advance();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect_kw(&mut self, kw: &str) -> PResult<()> {
+        if self.eat_kw(kw) {
+            Ok(())
+        } else {
+            Err(self.error_here(&format!("expecting K_{}", kw.to_uppercase())))
+        }
+    }
+
+    fn is_sym(&self, s: &str) -> bool {
+        matches!(&self.peek().tok, Tok::Sym(x) if *x == s)
+    }
+
+    fn eat_sym(&mut self, s: &str) -> bool {
+        if self.is_sym(s) {
+            self.advance();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect_sym(&mut self, s: &str) -> PResult<()> {
+        if self.eat_sym(s) {
+            Ok(())
+        } else {
+            Err(self.error_here(&format!("expecting '{s}'")))
+        }
+    }
+
+    /// An identifier (unquoted ones lower-cased); reserved words are refused.
+    fn ident(&mut self) -> PResult<String> {
+        let t = self.peek().clone();
+        match &t.tok {
+            Tok::Ident(s) if RESERVED.contains(&s.to_lowercase().as_str()) => Err(self.no_viable()),
+            Tok::Ident(_) | Tok::QuotedIdent(_) => {
+                self.advance();
+                Ok(fold_ident(&t).unwrap_or_default())
+            }
+            _ => Err(self.no_viable()),
+        }
+    }
+
+    fn qualified_name(&mut self) -> PResult<QualifiedName> {
+        let first = self.ident()?;
+        if self.eat_sym(".") {
+            let second = self.ident()?;
+            Ok(QualifiedName { keyspace: Some(first), name: second })
+        } else {
+            Ok(QualifiedName { keyspace: None, name: first })
+        }
+    }
+
+    fn if_not_exists(&mut self) -> PResult<bool> {
+        if self.is_kw("if") {
+            self.advance();
+            self.expect_kw("not")?;
+            self.expect_kw("exists")?;
+            Ok(true)
+        } else {
+            Ok(false)
+        }
+    }
+
+    fn if_exists(&mut self) -> PResult<bool> {
+        if self.is_kw("if") && self.is_kw_at(1, "exists") {
+            self.advance();
+            self.advance();
+            Ok(true)
+        } else {
+            Ok(false)
+        }
+    }
+
+    fn statement(&mut self) -> PResult<Statement> {
+        let t = self.peek().clone();
+        let kw = match &t.tok {
+            Tok::Ident(s) => s.to_lowercase(),
+            _ => return Err(self.no_viable()),
+        };
+        match kw.as_str() {
+            "select" => self.select().map(|s| Statement::Select(Box::new(s))),
+            "insert" => self.insert().map(|s| Statement::Insert(Box::new(s))),
+            "update" => self.update().map(|s| Statement::Update(Box::new(s))),
+            "delete" => self.delete().map(|s| Statement::Delete(Box::new(s))),
+            "begin" => self.batch().map(|s| Statement::Batch(Box::new(s))),
+            "use" => {
+                self.advance();
+                Ok(Statement::Use(self.ident()?))
+            }
+            "truncate" => {
+                self.advance();
+                if !self.eat_kw("table") {
+                    self.eat_kw("columnfamily");
+                }
+                Ok(Statement::Truncate(self.qualified_name()?))
+            }
+            "create" => self.create(),
+            "drop" => self.drop(),
+            "alter" => self.alter(),
+            "describe" | "desc" => self.describe(),
+            _ => Err(self.no_viable()),
+        }
+    }
+
+    // ---- terms ----
+
+    fn bind_marker(&mut self) -> PResult<Option<BindMarker>> {
+        if self.eat_sym("?") {
+            let m = BindMarker { index: self.markers.len(), name: None };
+            self.markers.push(m.clone());
+            return Ok(Some(m));
+        }
+        if self.is_sym(":") && matches!(self.peek_at(1).tok, Tok::Ident(_) | Tok::QuotedIdent(_)) {
+            self.advance();
+            let name = self.ident_any()?;
+            let m = BindMarker { index: self.markers.len(), name: Some(name) };
+            self.markers.push(m.clone());
+            return Ok(Some(m));
+        }
+        Ok(None)
+    }
+
+    /// Any identifier, keywords included (for positions where Cassandra allows them).
+    fn ident_any(&mut self) -> PResult<String> {
+        let t = self.peek().clone();
+        match fold_ident(&t) {
+            Some(s) => {
+                self.advance();
+                Ok(s)
+            }
+            None => Err(self.no_viable()),
+        }
+    }
+
+    fn constant(&mut self) -> Option<Constant> {
+        let t = self.peek().clone();
+        let c = match &t.tok {
+            Tok::Str(s) => Constant::String(s.clone()),
+            Tok::Integer(s) => Constant::Integer(s.clone()),
+            Tok::Float(s) => Constant::Float(s.clone()),
+            Tok::Hex(h) => Constant::Hex(h.clone()),
+            Tok::Uuid(u) => Constant::Uuid(u.clone()),
+            Tok::Duration(d) => Constant::Duration(d.clone()),
+            Tok::Ident(s) if s.eq_ignore_ascii_case("true") => Constant::Boolean(true),
+            Tok::Ident(s) if s.eq_ignore_ascii_case("false") => Constant::Boolean(false),
+            Tok::Sym("-") => {
+                let n = self.peek_at(1).clone();
+                let c = match &n.tok {
+                    Tok::Integer(s) => Constant::Integer(format!("-{s}")),
+                    Tok::Float(s) => Constant::Float(format!("-{s}")),
+                    Tok::Duration(s) => Constant::Duration(format!("-{s}")),
+                    _ => return None,
+                };
+                self.advance();
+                c
+            }
+            _ => return None,
+        };
+        self.advance();
+        Some(c)
+    }
+
+    fn term(&mut self) -> PResult<Term> {
+        if let Some(m) = self.bind_marker()? {
+            return Ok(Term::Bind(m));
+        }
+        if let Some(c) = self.constant() {
+            return Ok(Term::Constant(c));
+        }
+        if self.eat_kw("null") {
+            return Ok(Term::Null);
+        }
+        if self.eat_sym("[") {
+            let mut items = Vec::new();
+            if !self.eat_sym("]") {
+                loop {
+                    items.push(self.term()?);
+                    if self.eat_sym("]") {
+                        break;
+                    }
+                    self.expect_sym(",")?;
+                }
+            }
+            return Ok(Term::List(items));
+        }
+        if self.eat_sym("{") {
+            return self.brace_term();
+        }
+        if self.eat_sym("(") {
+            // cast `(type) term` or tuple
+            if matches!(self.peek().tok, Tok::Ident(_)) && matches!(self.peek_at(1).tok, Tok::Sym(")")) {
+                let lookahead = self.peek_at(2).tok.clone();
+                let starts_term = !matches!(lookahead, Tok::Sym(",") | Tok::Sym(")") | Tok::Eof | Tok::Sym(";"))
+                    && !matches!(&lookahead, Tok::Ident(s) if ["and","where","if","using","set","from","limit","allow","order","group","per"].contains(&s.to_lowercase().as_str()));
+                if starts_term {
+                    let typ = self.ident_any()?;
+                    self.expect_sym(")")?;
+                    let term = self.term()?;
+                    return Ok(Term::Cast { typ, term: Box::new(term) });
+                }
+            }
+            let mut items = Vec::new();
+            loop {
+                items.push(self.term()?);
+                if self.eat_sym(")") {
+                    break;
+                }
+                self.expect_sym(",")?;
+            }
+            return Ok(Term::Tuple(items));
+        }
+        if self.eat_sym("-") {
+            let t = self.term()?;
+            return Ok(Term::Negate(Box::new(t)));
+        }
+        // function call
+        if matches!(self.peek().tok, Tok::Ident(_) | Tok::QuotedIdent(_)) {
+            let mut name = self.ident_any()?;
+            if self.is_sym(".") && matches!(self.peek_at(1).tok, Tok::Ident(_) | Tok::QuotedIdent(_)) {
+                self.advance();
+                name = format!("{name}.{}", self.ident_any()?);
+            }
+            if self.eat_sym("(") {
+                let mut args = Vec::new();
+                if !self.eat_sym(")") {
+                    loop {
+                        args.push(self.term()?);
+                        if self.eat_sym(")") {
+                            break;
+                        }
+                        self.expect_sym(",")?;
+                    }
+                }
+                return Ok(Term::Function { name, args });
+            }
+            self.pos -= 1;
+            return Err(self.no_viable());
+        }
+        Err(self.no_viable())
+    }
+
+    /// After `{`: a map, a set, or a UDT literal.
+    fn brace_term(&mut self) -> PResult<Term> {
+        if self.eat_sym("}") {
+            return Ok(Term::Map(Vec::new()));
+        }
+        // UDT literal: ident ':'
+        if matches!(self.peek().tok, Tok::Ident(_) | Tok::QuotedIdent(_))
+            && self.peek_at(1).tok == Tok::Sym(":")
+            && !self.is_kw("true")
+            && !self.is_kw("false")
+        {
+            let mut fields = Vec::new();
+            loop {
+                let f = self.ident_any()?;
+                self.expect_sym(":")?;
+                let v = self.term()?;
+                fields.push((f, v));
+                if self.eat_sym("}") {
+                    break;
+                }
+                self.expect_sym(",")?;
+            }
+            return Ok(Term::UserType(fields));
+        }
+        let first = self.term()?;
+        if self.eat_sym(":") {
+            let v = self.term()?;
+            let mut pairs = vec![(first, v)];
+            loop {
+                if self.eat_sym("}") {
+                    break;
+                }
+                self.expect_sym(",")?;
+                let k = self.term()?;
+                self.expect_sym(":")?;
+                let v = self.term()?;
+                pairs.push((k, v));
+            }
+            Ok(Term::Map(pairs))
+        } else {
+            let mut items = vec![first];
+            loop {
+                if self.eat_sym("}") {
+                    break;
+                }
+                self.expect_sym(",")?;
+                items.push(self.term()?);
+            }
+            Ok(Term::Set(items))
+        }
+    }
+
+    // ---- SELECT ----
+
+    fn select(&mut self) -> PResult<Select> {
+        self.expect_kw("select")?;
+        let json = if self.is_kw("json") && !self.is_kw_at(1, "from") && !matches!(self.peek_at(1).tok, Tok::Sym(",")) {
+            self.advance();
+            true
+        } else {
+            false
+        };
+        let distinct = if self.is_kw("distinct") && !self.is_kw_at(1, "from") && !matches!(self.peek_at(1).tok, Tok::Sym(",")) {
+            self.advance();
+            true
+        } else {
+            false
+        };
+        let mut selectors = Vec::new();
+        if !self.eat_sym("*") {
+            loop {
+                let selector = self.selector()?;
+                let alias = if self.eat_kw("as") { Some(self.ident_any()?) } else { None };
+                selectors.push(SelectItem { selector, alias });
+                if !self.eat_sym(",") {
+                    break;
+                }
+            }
+        }
+        self.expect_kw("from")?;
+        let table = self.qualified_name()?;
+        let where_clause = if self.eat_kw("where") { self.relations()? } else { Vec::new() };
+        let mut group_by = Vec::new();
+        if self.is_kw("group") {
+            self.advance();
+            self.expect_kw("by")?;
+            loop {
+                group_by.push(self.ident()?);
+                if !self.eat_sym(",") {
+                    break;
+                }
+            }
+        }
+        let mut order_by = Vec::new();
+        if self.is_kw("order") {
+            self.advance();
+            self.expect_kw("by")?;
+            loop {
+                let column = self.ident()?;
+                let descending = if self.eat_kw("desc") {
+                    true
+                } else {
+                    self.eat_kw("asc");
+                    false
+                };
+                order_by.push(Ordering { column, descending });
+                if !self.eat_sym(",") {
+                    break;
+                }
+            }
+        }
+        let mut per_partition_limit = None;
+        if self.is_kw("per") {
+            self.advance();
+            self.expect_kw("partition")?;
+            self.expect_kw("limit")?;
+            per_partition_limit = Some(self.term()?);
+        }
+        let limit = if self.eat_kw("limit") { Some(self.term()?) } else { None };
+        let allow_filtering = if self.is_kw("allow") {
+            self.advance();
+            self.expect_kw("filtering")?;
+            true
+        } else {
+            false
+        };
+        Ok(Select { table, json, distinct, selectors, where_clause, group_by, order_by, per_partition_limit, limit, allow_filtering })
+    }
+
+    fn selector(&mut self) -> PResult<Selector> {
+        let mut s = self.selector_atom()?;
+        while self.is_sym(".") {
+            self.advance();
+            let field = self.ident_any()?;
+            s = Selector::Field { selector: Box::new(s), field };
+        }
+        Ok(s)
+    }
+
+    fn selector_atom(&mut self) -> PResult<Selector> {
+        if self.is_kw("cast") && self.peek_at(1).tok == Tok::Sym("(") {
+            self.advance();
+            self.advance();
+            let inner = self.selector()?;
+            self.expect_kw("as")?;
+            let typ = self.ident_any()?;
+            self.expect_sym(")")?;
+            return Ok(Selector::Cast { selector: Box::new(inner), typ });
+        }
+        if matches!(self.peek().tok, Tok::Ident(_) | Tok::QuotedIdent(_)) && self.peek_at(1).tok == Tok::Sym("(") {
+            let quoted = matches!(self.peek().tok, Tok::QuotedIdent(_));
+            let name = self.ident_any()?;
+            self.advance(); // (
+            let lname = if quoted { name.clone() } else { name.to_lowercase() };
+            if lname == "count" && (self.is_sym("*") || matches!(&self.peek().tok, Tok::Integer(s) if s == "1")) && self.peek_at(1).tok == Tok::Sym(")") {
+                self.advance();
+                self.advance();
+                return Ok(Selector::CountRows);
+            }
+            if lname == "writetime" || lname == "ttl" {
+                let col = self.ident()?;
+                self.expect_sym(")")?;
+                return Ok(if lname == "ttl" { Selector::Ttl(col) } else { Selector::WriteTime(col) });
+            }
+            let mut args = Vec::new();
+            if !self.eat_sym(")") {
+                loop {
+                    args.push(self.selector()?);
+                    if self.eat_sym(")") {
+                        break;
+                    }
+                    self.expect_sym(",")?;
+                }
+            }
+            return Ok(Selector::Function { name: lname, args });
+        }
+        if matches!(self.peek().tok, Tok::Ident(_) | Tok::QuotedIdent(_)) && !self.is_kw("true") && !self.is_kw("false") && !self.is_kw("null") {
+            return Ok(Selector::Column(self.ident()?));
+        }
+        Ok(Selector::Term(self.term()?))
+    }
+
+    fn relations(&mut self) -> PResult<Vec<Relation>> {
+        let mut out = Vec::new();
+        loop {
+            out.push(self.relation()?);
+            if !self.eat_kw("and") {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    fn operator(&mut self) -> PResult<Operator> {
+        let op = match &self.peek().tok {
+            Tok::Sym("=") => Operator::Eq,
+            Tok::Sym("<") => Operator::Lt,
+            Tok::Sym("<=") => Operator::Le,
+            Tok::Sym(">") => Operator::Gt,
+            Tok::Sym(">=") => Operator::Ge,
+            Tok::Sym("!=") => Operator::Ne,
+            Tok::Ident(s) if s.eq_ignore_ascii_case("in") => Operator::In,
+            Tok::Ident(s) if s.eq_ignore_ascii_case("like") => Operator::Like,
+            Tok::Ident(s) if s.eq_ignore_ascii_case("contains") => {
+                self.advance();
+                if self.eat_kw("key") {
+                    return Ok(Operator::ContainsKey);
+                }
+                return Ok(Operator::Contains);
+            }
+            Tok::Ident(s) if s.eq_ignore_ascii_case("is") => {
+                self.advance();
+                self.expect_kw("not")?;
+                self.expect_kw("null")?;
+                return Ok(Operator::IsNotNull);
+            }
+            _ => return Err(self.no_viable()),
+        };
+        self.advance();
+        Ok(op)
+    }
+
+    fn rhs(&mut self, op: Operator) -> PResult<RelationRhs> {
+        if op == Operator::IsNotNull {
+            return Ok(RelationRhs::NotNull);
+        }
+        if op == Operator::In {
+            if let Some(m) = self.bind_marker()? {
+                return Ok(RelationRhs::InMarker(m));
+            }
+            self.expect_sym("(")?;
+            let mut items = Vec::new();
+            if !self.eat_sym(")") {
+                loop {
+                    items.push(self.term()?);
+                    if self.eat_sym(")") {
+                        break;
+                    }
+                    self.expect_sym(",")?;
+                }
+            }
+            return Ok(RelationRhs::InList(items));
+        }
+        Ok(RelationRhs::Term(self.term()?))
+    }
+
+    fn relation(&mut self) -> PResult<Relation> {
+        if self.is_kw("token") && self.peek_at(1).tok == Tok::Sym("(") {
+            self.advance();
+            self.advance();
+            let mut cols = Vec::new();
+            loop {
+                cols.push(self.ident()?);
+                if self.eat_sym(")") {
+                    break;
+                }
+                self.expect_sym(",")?;
+            }
+            let op = self.operator()?;
+            let rhs = self.rhs(op)?;
+            return Ok(Relation { lhs: RelationLhs::Token(cols), op, rhs });
+        }
+        if self.eat_sym("(") {
+            let mut cols = Vec::new();
+            loop {
+                cols.push(self.ident()?);
+                if self.eat_sym(")") {
+                    break;
+                }
+                self.expect_sym(",")?;
+            }
+            let op = self.operator()?;
+            let rhs = self.rhs(op)?;
+            return Ok(Relation { lhs: RelationLhs::Columns(cols), op, rhs });
+        }
+        let col = self.ident()?;
+        let op = self.operator()?;
+        let rhs = self.rhs(op)?;
+        Ok(Relation { lhs: RelationLhs::Column(col), op, rhs })
+    }
+
+    // ---- modifications ----
+
+    fn using(&mut self, u: &mut UsingClause) -> PResult<()> {
+        if !self.eat_kw("using") {
+            return Ok(());
+        }
+        loop {
+            if self.eat_kw("ttl") {
+                u.ttl = Some(self.term()?);
+            } else if self.eat_kw("timestamp") {
+                u.timestamp = Some(self.term()?);
+            } else {
+                return Err(self.no_viable());
+            }
+            if !self.eat_kw("and") {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn insert(&mut self) -> PResult<Insert> {
+        self.expect_kw("insert")?;
+        self.expect_kw("into")?;
+        let table = self.qualified_name()?;
+        let mut ins = Insert {
+            table,
+            columns: Vec::new(),
+            values: Vec::new(),
+            json: None,
+            json_default_unset: false,
+            if_not_exists: false,
+            using: UsingClause::default(),
+        };
+        if self.eat_kw("json") {
+            ins.json = Some(self.term()?);
+            if self.eat_kw("default") {
+                if self.eat_kw("unset") {
+                    ins.json_default_unset = true;
+                } else {
+                    self.expect_kw("null")?;
+                }
+            }
+        } else {
+            self.expect_sym("(")?;
+            loop {
+                ins.columns.push(self.ident()?);
+                if self.eat_sym(")") {
+                    break;
+                }
+                self.expect_sym(",")?;
+            }
+            self.expect_kw("values")?;
+            self.expect_sym("(")?;
+            loop {
+                ins.values.push(self.term()?);
+                if self.eat_sym(")") {
+                    break;
+                }
+                self.expect_sym(",")?;
+            }
+        }
+        ins.if_not_exists = self.if_not_exists()?;
+        self.using(&mut ins.using)?;
+        Ok(ins)
+    }
+
+    fn column_target(&mut self) -> PResult<ColumnTarget> {
+        let c = self.ident()?;
+        if self.eat_sym("[") {
+            let t = self.term()?;
+            self.expect_sym("]")?;
+            return Ok(ColumnTarget::Element(c, t));
+        }
+        if self.eat_sym(".") {
+            let f = self.ident_any()?;
+            return Ok(ColumnTarget::Field(c, f));
+        }
+        Ok(ColumnTarget::Column(c))
+    }
+
+    fn assignment(&mut self) -> PResult<Assignment> {
+        let target = self.column_target()?;
+        self.expect_sym("=")?;
+        let col = target.column().to_string();
+        // c = c + t | c = c - t
+        if let ColumnTarget::Column(_) = &target {
+            let t = self.peek().clone();
+            if fold_ident(&t).as_deref() == Some(col.as_str())
+                && matches!(self.peek_at(1).tok, Tok::Sym("+") | Tok::Sym("-"))
+            {
+                self.advance();
+                let plus = self.advance().tok == Tok::Sym("+");
+                let term = self.term()?;
+                return Ok(Assignment { target, op: if plus { AssignOp::Append(term) } else { AssignOp::Remove(term) } });
+            }
+        }
+        let term = self.term()?;
+        if self.eat_sym("+") {
+            let c2 = self.ident()?;
+            if c2 != col {
+                return Err(ParseError { message: format!("Only expressions of the form X = <value> + X are supported.") });
+            }
+            return Ok(Assignment { target, op: AssignOp::Prepend(term) });
+        }
+        Ok(Assignment { target, op: AssignOp::Set(term) })
+    }
+
+    fn conditions(&mut self) -> PResult<Conditions> {
+        if !self.eat_kw("if") {
+            return Ok(Conditions::None);
+        }
+        if self.eat_kw("exists") {
+            return Ok(Conditions::Exists);
+        }
+        if self.is_kw("not") && self.is_kw_at(1, "exists") {
+            self.advance();
+            self.advance();
+            return Ok(Conditions::NotExists);
+        }
+        let mut out = Vec::new();
+        loop {
+            let target = self.column_target()?;
+            let op = self.operator()?;
+            let rhs = self.rhs(op)?;
+            out.push(Condition { target, op, rhs });
+            if !self.eat_kw("and") {
+                break;
+            }
+        }
+        Ok(Conditions::Columns(out))
+    }
+
+    fn update(&mut self) -> PResult<Update> {
+        self.expect_kw("update")?;
+        let table = self.qualified_name()?;
+        let mut using = UsingClause::default();
+        self.using(&mut using)?;
+        self.expect_kw("set")?;
+        let mut assignments = Vec::new();
+        loop {
+            assignments.push(self.assignment()?);
+            if !self.eat_sym(",") {
+                break;
+            }
+        }
+        self.expect_kw("where")?;
+        let where_clause = self.relations()?;
+        let conditions = self.conditions()?;
+        Ok(Update { table, using, assignments, where_clause, conditions })
+    }
+
+    fn delete(&mut self) -> PResult<Delete> {
+        self.expect_kw("delete")?;
+        let mut columns = Vec::new();
+        if !self.is_kw("from") {
+            loop {
+                columns.push(self.column_target()?);
+                if !self.eat_sym(",") {
+                    break;
+                }
+            }
+        }
+        self.expect_kw("from")?;
+        let table = self.qualified_name()?;
+        let mut using = UsingClause::default();
+        self.using(&mut using)?;
+        self.expect_kw("where")?;
+        let where_clause = self.relations()?;
+        let conditions = self.conditions()?;
+        Ok(Delete { table, columns, using, where_clause, conditions })
+    }
+
+    fn batch(&mut self) -> PResult<Batch> {
+        self.expect_kw("begin")?;
+        let batch_type = if self.eat_kw("unlogged") {
+            BatchType::Unlogged
+        } else if self.eat_kw("counter") {
+            BatchType::Counter
+        } else {
+            self.eat_kw("logged");
+            BatchType::Logged
+        };
+        self.expect_kw("batch")?;
+        let mut using = UsingClause::default();
+        self.using(&mut using)?;
+        let mut statements = Vec::new();
+        loop {
+            while self.eat_sym(";") {}
+            if self.is_kw("apply") {
+                self.advance();
+                self.expect_kw("batch")?;
+                break;
+            }
+            let st = match self.peek().tok.clone() {
+                Tok::Ident(s) if s.eq_ignore_ascii_case("insert") => Statement::Insert(Box::new(self.insert()?)),
+                Tok::Ident(s) if s.eq_ignore_ascii_case("update") => Statement::Update(Box::new(self.update()?)),
+                Tok::Ident(s) if s.eq_ignore_ascii_case("delete") => Statement::Delete(Box::new(self.delete()?)),
+                _ => return Err(self.error_here("expecting K_APPLY")),
+            };
+            statements.push(st);
+        }
+        Ok(Batch { batch_type, using, statements })
+    }
+
+    // ---- DDL ----
+
+    fn properties(&mut self) -> PResult<Vec<Property>> {
+        let mut out = Vec::new();
+        loop {
+            let name = self.ident_any()?;
+            self.expect_sym("=")?;
+            let value = if self.eat_sym("{") {
+                let mut pairs = Vec::new();
+                if !self.eat_sym("}") {
+                    loop {
+                        let k = self.prop_scalar()?;
+                        self.expect_sym(":")?;
+                        let v = self.prop_scalar()?;
+                        pairs.push((k, v));
+                        if self.eat_sym("}") {
+                            break;
+                        }
+                        self.expect_sym(",")?;
+                    }
+                }
+                PropertyValue::Map(pairs)
+            } else if let Some(c) = self.constant() {
+                PropertyValue::Constant(c)
+            } else {
+                PropertyValue::Identifier(self.ident_any()?)
+            };
+            out.push(Property { name, value });
+            if !self.eat_kw("and") {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    fn prop_scalar(&mut self) -> PResult<String> {
+        if let Some(c) = self.constant() {
+            return Ok(constant_text(&c));
+        }
+        self.ident_any()
+    }
+
+    /// A type as text, normalised: `map<text, frozen<list<int>>>`.
+    fn type_text(&mut self) -> PResult<String> {
+        let t = self.peek().clone();
+        let name = match &t.tok {
+            Tok::Ident(s) => s.to_lowercase(),
+            Tok::QuotedIdent(s) => format!("\"{}\"", s.replace('"', "\"\"")),
+            Tok::Str(s) => {
+                self.advance();
+                return Ok(format!("'{s}'"));
+            }
+            _ => return Err(self.no_viable()),
+        };
+        self.advance();
+        let mut name = name;
+        if self.is_sym(".") {
+            self.advance();
+            let second = self.ident_any()?;
+            name = format!("{name}.{second}");
+        }
+        if self.eat_sym("<") {
+            let mut args = Vec::new();
+            loop {
+                if matches!(self.peek().tok, Tok::Integer(_)) {
+                    args.push(self.advance().text);
+                } else {
+                    args.push(self.type_text()?);
+                }
+                if self.eat_sym(">") {
+                    break;
+                }
+                self.expect_sym(",")?;
+            }
+            return Ok(format!("{name}<{}>", args.join(", ")));
+        }
+        Ok(name)
+    }
+
+    fn create(&mut self) -> PResult<Statement> {
+        self.expect_kw("create")?;
+        if self.eat_kw("keyspace") || self.eat_kw("schema") {
+            let if_not_exists = self.if_not_exists()?;
+            let name = self.ident()?;
+            self.expect_kw("with")?;
+            let properties = self.properties()?;
+            return Ok(Statement::CreateKeyspace(CreateKeyspace { name, if_not_exists, properties }));
+        }
+        if self.eat_kw("table") || self.eat_kw("columnfamily") {
+            return self.create_table();
+        }
+        if self.eat_kw("type") {
+            let if_not_exists = self.if_not_exists()?;
+            let name = self.qualified_name()?;
+            self.expect_sym("(")?;
+            let mut fields = Vec::new();
+            loop {
+                let f = self.ident_any()?;
+                let t = self.type_text()?;
+                fields.push((f, t));
+                if self.eat_sym(")") {
+                    break;
+                }
+                self.expect_sym(",")?;
+            }
+            return Ok(Statement::CreateType(CreateType { name, if_not_exists, fields }));
+        }
+        let custom = self.eat_kw("custom");
+        if self.eat_kw("index") {
+            let if_not_exists = self.if_not_exists()?;
+            let name = if !self.is_kw("on") { Some(self.ident()?) } else { None };
+            self.expect_kw("on")?;
+            let table = self.qualified_name()?;
+            self.expect_sym("(")?;
+            let (target_kind, target) = if matches!(self.peek_at(1).tok, Tok::Sym("(")) {
+                let k = self.ident_any()?;
+                self.expect_sym("(")?;
+                let c = self.ident()?;
+                self.expect_sym(")")?;
+                (k, c)
+            } else {
+                ("values".to_string(), self.ident()?)
+            };
+            self.expect_sym(")")?;
+            let mut custom_class = None;
+            if custom && self.eat_kw("using") {
+                if let Tok::Str(s) = self.peek().tok.clone() {
+                    self.advance();
+                    custom_class = Some(s);
+                }
+            }
+            if self.eat_kw("with") {
+                let _ = self.properties()?;
+            }
+            return Ok(Statement::CreateIndex(CreateIndex { name, table, if_not_exists, target, target_kind, custom_class }));
+        }
+        Err(self.no_viable())
+    }
+
+    fn create_table(&mut self) -> PResult<Statement> {
+        let if_not_exists = self.if_not_exists()?;
+        let name = self.qualified_name()?;
+        self.expect_sym("(")?;
+        let mut columns = Vec::new();
+        let mut partition_key = Vec::new();
+        let mut clustering_key = Vec::new();
+        let mut inline_pk: Option<String> = None;
+        let mut multiple_pk = false;
+        loop {
+            if self.is_kw("primary") && self.is_kw_at(1, "key") {
+                self.advance();
+                self.advance();
+                if inline_pk.is_some() || !partition_key.is_empty() {
+                    multiple_pk = true;
+                }
+                self.expect_sym("(")?;
+                if self.eat_sym("(") {
+                    loop {
+                        partition_key.push(self.ident()?);
+                        if self.eat_sym(")") {
+                            break;
+                        }
+                        self.expect_sym(",")?;
+                    }
+                } else {
+                    partition_key.push(self.ident()?);
+                }
+                while self.eat_sym(",") {
+                    clustering_key.push(self.ident()?);
+                }
+                self.expect_sym(")")?;
+            } else {
+                let cname = self.ident()?;
+                let typ = self.type_text()?;
+                let mut is_static = false;
+                loop {
+                    if self.eat_kw("static") {
+                        is_static = true;
+                    } else if self.is_kw("primary") {
+                        self.advance();
+                        self.expect_kw("key")?;
+                        if inline_pk.is_some() {
+                            multiple_pk = true;
+                        }
+                        inline_pk = Some(cname.clone());
+                    } else {
+                        break;
+                    }
+                }
+                columns.push(ColumnDef { name: cname, typ, is_static });
+            }
+            if self.eat_sym(")") {
+                break;
+            }
+            self.expect_sym(",")?;
+            if self.is_sym(")") {
+                self.advance();
+                break;
+            }
+        }
+        if multiple_pk || (inline_pk.is_some() && !partition_key.is_empty()) {
+            return Err(ParseError { message: "Multiple PRIMARY KEYs specified (exactly one required)".into() });
+        }
+        if let Some(pk) = inline_pk {
+            partition_key.push(pk);
+        }
+        let mut clustering_order = Vec::new();
+        let mut compact_storage = false;
+        let mut properties = Vec::new();
+        if self.eat_kw("with") {
+            loop {
+                if self.is_kw("clustering") {
+                    self.advance();
+                    self.expect_kw("order")?;
+                    self.expect_kw("by")?;
+                    self.expect_sym("(")?;
+                    loop {
+                        let column = self.ident()?;
+                        let descending = if self.eat_kw("desc") {
+                            true
+                        } else {
+                            self.expect_kw("asc")?;
+                            false
+                        };
+                        clustering_order.push(Ordering { column, descending });
+                        if self.eat_sym(")") {
+                            break;
+                        }
+                        self.expect_sym(",")?;
+                    }
+                } else if self.is_kw("compact") {
+                    self.advance();
+                    self.expect_kw("storage")?;
+                    compact_storage = true;
+                } else {
+                    let mut ps = self.properties_one()?;
+                    properties.append(&mut ps);
+                }
+                if !self.eat_kw("and") {
+                    break;
+                }
+            }
+        }
+        Ok(Statement::CreateTable(Box::new(CreateTable {
+            name,
+            if_not_exists,
+            columns,
+            partition_key,
+            clustering_key,
+            clustering_order,
+            compact_storage,
+            properties,
+        })))
+    }
+
+    /// One `name = value` property (used where properties mix with other clauses).
+    fn properties_one(&mut self) -> PResult<Vec<Property>> {
+        let save = self.pos;
+        let name = self.ident_any()?;
+        if !self.is_sym("=") {
+            self.pos = save;
+            return Err(self.error_here("expecting '='"));
+        }
+        self.pos = save;
+        // parse a single property by parsing a list and stopping before AND handled by caller
+        let name2 = name;
+        self.advance();
+        self.expect_sym("=")?;
+        let value = if self.eat_sym("{") {
+            let mut pairs = Vec::new();
+            if !self.eat_sym("}") {
+                loop {
+                    let k = self.prop_scalar()?;
+                    self.expect_sym(":")?;
+                    let v = self.prop_scalar()?;
+                    pairs.push((k, v));
+                    if self.eat_sym("}") {
+                        break;
+                    }
+                    self.expect_sym(",")?;
+                }
+            }
+            PropertyValue::Map(pairs)
+        } else if let Some(c) = self.constant() {
+            PropertyValue::Constant(c)
+        } else {
+            PropertyValue::Identifier(self.ident_any()?)
+        };
+        Ok(vec![Property { name: name2, value }])
+    }
+
+    fn drop(&mut self) -> PResult<Statement> {
+        self.expect_kw("drop")?;
+        if self.eat_kw("keyspace") || self.eat_kw("schema") {
+            let if_exists = self.if_exists()?;
+            let name = self.ident()?;
+            return Ok(Statement::DropKeyspace { name, if_exists });
+        }
+        if self.eat_kw("table") || self.eat_kw("columnfamily") {
+            let if_exists = self.if_exists()?;
+            let name = self.qualified_name()?;
+            return Ok(Statement::DropTable { name, if_exists });
+        }
+        if self.eat_kw("type") {
+            let if_exists = self.if_exists()?;
+            let name = self.qualified_name()?;
+            return Ok(Statement::DropType { name, if_exists });
+        }
+        if self.eat_kw("index") {
+            let if_exists = self.if_exists()?;
+            let name = self.qualified_name()?;
+            return Ok(Statement::DropIndex { name, if_exists });
+        }
+        Err(self.no_viable())
+    }
+
+    fn alter(&mut self) -> PResult<Statement> {
+        self.expect_kw("alter")?;
+        if self.eat_kw("keyspace") || self.eat_kw("schema") {
+            let if_exists = self.if_exists()?;
+            let name = self.ident()?;
+            self.expect_kw("with")?;
+            let properties = self.properties()?;
+            return Ok(Statement::AlterKeyspace { name, if_exists, properties });
+        }
+        if self.eat_kw("table") || self.eat_kw("columnfamily") {
+            let if_exists = self.if_exists()?;
+            let name = self.qualified_name()?;
+            let op = if self.eat_kw("add") {
+                let _ = self.if_not_exists()?;
+                let mut cols = Vec::new();
+                if self.eat_sym("(") {
+                    loop {
+                        let n = self.ident()?;
+                        let t = self.type_text()?;
+                        let st = self.eat_kw("static");
+                        cols.push(ColumnDef { name: n, typ: t, is_static: st });
+                        if self.eat_sym(")") {
+                            break;
+                        }
+                        self.expect_sym(",")?;
+                    }
+                } else {
+                    let n = self.ident()?;
+                    let t = self.type_text()?;
+                    let st = self.eat_kw("static");
+                    cols.push(ColumnDef { name: n, typ: t, is_static: st });
+                }
+                AlterTableOp::Add(cols)
+            } else if self.eat_kw("drop") {
+                let _ = self.if_exists()?;
+                let mut cols = Vec::new();
+                if self.eat_sym("(") {
+                    loop {
+                        cols.push(self.ident()?);
+                        if self.eat_sym(")") {
+                            break;
+                        }
+                        self.expect_sym(",")?;
+                    }
+                } else {
+                    cols.push(self.ident()?);
+                }
+                AlterTableOp::Drop(cols)
+            } else if self.eat_kw("rename") {
+                let _ = self.if_exists()?;
+                let mut pairs = Vec::new();
+                loop {
+                    let a = self.ident()?;
+                    self.expect_kw("to")?;
+                    let b = self.ident()?;
+                    pairs.push((a, b));
+                    if !self.eat_kw("and") {
+                        break;
+                    }
+                }
+                AlterTableOp::Rename(pairs)
+            } else if self.eat_kw("alter") {
+                let column = self.ident()?;
+                self.expect_kw("type")?;
+                let typ = self.type_text()?;
+                AlterTableOp::Alter { column, typ }
+            } else if self.eat_kw("with") {
+                AlterTableOp::With(self.properties()?)
+            } else {
+                return Err(self.no_viable());
+            };
+            return Ok(Statement::AlterTable(Box::new(AlterTable { name, if_exists, op })));
+        }
+        Err(self.no_viable())
+    }
+
+    fn describe(&mut self) -> PResult<Statement> {
+        self.advance(); // DESCRIBE | DESC
+        let what = if self.eat_kw("cluster") {
+            Describe::Cluster
+        } else if self.eat_kw("keyspaces") {
+            Describe::Keyspaces
+        } else if self.is_kw("only") || self.is_kw("keyspace") {
+            let only = self.eat_kw("only");
+            self.expect_kw("keyspace")?;
+            let name = if matches!(self.peek().tok, Tok::Ident(_) | Tok::QuotedIdent(_)) && !self.is_kw("with") {
+                Some(self.ident_any()?)
+            } else {
+                None
+            };
+            Describe::Keyspace { name, only }
+        } else if self.eat_kw("tables") {
+            Describe::Tables
+        } else if self.eat_kw("table") || self.eat_kw("columnfamily") {
+            Describe::Table(self.qualified_name_any()?)
+        } else if self.eat_kw("types") {
+            Describe::Types
+        } else if self.eat_kw("type") {
+            Describe::Type(self.qualified_name_any()?)
+        } else if self.eat_kw("functions") {
+            Describe::Functions
+        } else if self.eat_kw("aggregates") {
+            Describe::Aggregates
+        } else if self.eat_kw("index") {
+            Describe::Index(self.qualified_name_any()?)
+        } else if self.is_kw("full") && self.is_kw_at(1, "schema") {
+            self.advance();
+            self.advance();
+            Describe::Schema { full: true }
+        } else if self.eat_kw("schema") {
+            Describe::Schema { full: false }
+        } else {
+            Describe::Generic(self.qualified_name_any()?)
+        };
+        let mut with_internals = false;
+        if self.eat_kw("with") {
+            self.expect_kw("internals")?;
+            with_internals = true;
+        }
+        Ok(Statement::Describe(DescribeStatement { what, with_internals }))
+    }
+
+    fn qualified_name_any(&mut self) -> PResult<QualifiedName> {
+        let first = self.ident_any()?;
+        if self.eat_sym(".") {
+            let second = self.ident_any()?;
+            Ok(QualifiedName { keyspace: Some(first), name: second })
+        } else {
+            Ok(QualifiedName { keyspace: None, name: first })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Statement {
+        match parse_statement(s) {
+            Ok(p) => p.statement,
+            Err(e) => panic!("{s}: {e}"),
+        }
+    }
+
+    #[test]
+    fn parses_create_table_with_composite_key_and_order() {
+        let st = parse("CREATE TABLE IF NOT EXISTS ks.t (a int, b text, c timeuuid, v map<text, frozen<list<int>>>, s int static, PRIMARY KEY ((a, b), c)) WITH CLUSTERING ORDER BY (c DESC) AND gc_grace_seconds = 10 AND compaction = {'class': 'LeveledCompactionStrategy'}");
+        let Statement::CreateTable(ct) = st else { panic!("not a create table") };
+        assert!(ct.if_not_exists);
+        assert_eq!(ct.partition_key, vec!["a", "b"]);
+        assert_eq!(ct.clustering_key, vec!["c"]);
+        assert_eq!(ct.columns[3].typ, "map<text, frozen<list<int>>>");
+        assert!(ct.columns[4].is_static);
+        assert!(ct.clustering_order[0].descending);
+        assert_eq!(ct.properties.len(), 2);
+    }
+
+    #[test]
+    fn parses_select_with_everything() {
+        let p = parse_statement("SELECT a, \"B\", writetime(c) AS w, count(*) FROM t WHERE a IN (1, ?) AND (b, c) > (1, 2) AND token(a) > -5 ORDER BY b DESC PER PARTITION LIMIT 2 LIMIT :lim ALLOW FILTERING").expect("parse");
+        let Statement::Select(s) = p.statement else { panic!() };
+        assert_eq!(s.selectors.len(), 4);
+        assert_eq!(s.selectors[1].selector, Selector::Column("B".into()));
+        assert_eq!(s.selectors[2].alias.as_deref(), Some("w"));
+        assert_eq!(s.where_clause.len(), 3);
+        assert!(s.allow_filtering);
+        assert_eq!(p.bind_markers.len(), 2);
+        assert_eq!(p.bind_markers[1].name.as_deref(), Some("lim"));
+    }
+
+    #[test]
+    fn parses_update_with_collections_and_conditions() {
+        let st = parse("UPDATE t USING TTL 10 AND TIMESTAMP 5 SET l = l + [1], m['k'] = 2, s = {1, 2} + s, x = x - {3} WHERE k = 1 IF v = 3");
+        let Statement::Update(u) = st else { panic!() };
+        assert_eq!(u.assignments.len(), 4);
+        assert!(matches!(u.assignments[0].op, AssignOp::Append(_)));
+        assert!(matches!(u.assignments[2].op, AssignOp::Prepend(_)));
+        assert!(matches!(u.assignments[3].op, AssignOp::Remove(_)));
+        assert!(matches!(u.conditions, Conditions::Columns(_)));
+    }
+
+    #[test]
+    fn parses_batch() {
+        let st = parse("BEGIN UNLOGGED BATCH INSERT INTO t (a) VALUES (1); DELETE FROM t WHERE a = 2; APPLY BATCH");
+        let Statement::Batch(b) = st else { panic!() };
+        assert_eq!(b.batch_type, BatchType::Unlogged);
+        assert_eq!(b.statements.len(), 2);
+    }
+
+    #[test]
+    fn syntax_error_has_line_and_column() {
+        let e = parse_statement("SELECT * FRM t").expect_err("must fail");
+        assert!(e.message.starts_with("line 1:9"), "{}", e.message);
+        let e = parse_statement("SELEC * FROM t").expect_err("must fail");
+        assert!(e.message.starts_with("line 1:0 no viable alternative at input 'SELEC'"), "{}", e.message);
+    }
+
+    #[test]
+    fn parses_describe_variants() {
+        assert!(matches!(parse("DESCRIBE KEYSPACES"), Statement::Describe(DescribeStatement { what: Describe::Keyspaces, .. })));
+        assert!(matches!(parse("DESC TABLE ks.t"), Statement::Describe(DescribeStatement { what: Describe::Table(_), .. })));
+        assert!(matches!(parse("DESCRIBE FULL SCHEMA"), Statement::Describe(DescribeStatement { what: Describe::Schema { full: true }, .. })));
+    }
+
+    #[test]
+    fn parses_literals_in_values() {
+        let st = parse("INSERT INTO t (a, b, c, d, e) VALUES (-1, {'a': 1}, {1, 2}, (1, 'x'), {f: 1}) USING TTL 5");
+        let Statement::Insert(i) = st else { panic!() };
+        assert_eq!(i.values[0], Term::Constant(Constant::Integer("-1".into())));
+        assert!(matches!(i.values[1], Term::Map(_)));
+        assert!(matches!(i.values[2], Term::Set(_)));
+        assert!(matches!(i.values[3], Term::Tuple(_)));
+        assert!(matches!(i.values[4], Term::UserType(_)));
+    }
+}

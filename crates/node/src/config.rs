@@ -1,0 +1,308 @@
+//! Node configuration: a subset of `cassandra.yaml`, same key names and units.
+//! Durations accept Cassandra 4.1+ forms (`10s`, `2000ms`) and the old
+//! `_in_ms` keys; sizes accept `32MiB`, `16KiB` and the old `_in_mb` keys.
+//! Unknown keys are an error.
+
+use serde::Deserialize;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("invalid configuration in {path}: {message}")]
+    Invalid { path: String, message: String },
+}
+
+/// The raw YAML keys we accept.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    cluster_name: Option<String>,
+    num_tokens: Option<u32>,
+    listen_address: Option<String>,
+    rpc_address: Option<String>,
+    broadcast_address: Option<String>,
+    broadcast_rpc_address: Option<String>,
+    native_transport_port: Option<u16>,
+    storage_port: Option<u16>,
+    data_file_directories: Option<Vec<String>>,
+    commitlog_directory: Option<String>,
+    hints_directory: Option<String>,
+    saved_caches_directory: Option<String>,
+    commitlog_sync: Option<String>,
+    commitlog_sync_period: Option<String>,
+    commitlog_sync_period_in_ms: Option<u64>,
+    commitlog_sync_group_window: Option<String>,
+    commitlog_sync_group_window_in_ms: Option<u64>,
+    commitlog_sync_batch_window_in_ms: Option<f64>,
+    commitlog_segment_size: Option<String>,
+    commitlog_segment_size_in_mb: Option<u64>,
+    native_transport_max_frame_size: Option<String>,
+    native_transport_max_frame_size_in_mb: Option<u64>,
+    read_request_timeout: Option<String>,
+    read_request_timeout_in_ms: Option<u64>,
+    write_request_timeout: Option<String>,
+    write_request_timeout_in_ms: Option<u64>,
+    range_request_timeout: Option<String>,
+    range_request_timeout_in_ms: Option<u64>,
+    request_timeout: Option<String>,
+    request_timeout_in_ms: Option<u64>,
+    truncate_request_timeout: Option<String>,
+    truncate_request_timeout_in_ms: Option<u64>,
+    authenticator: Option<String>,
+    authorizer: Option<String>,
+    endpoint_snitch: Option<String>,
+    partitioner: Option<String>,
+    native_transport_max_concurrent_requests_in_bytes: Option<i64>,
+    batch_size_warn_threshold: Option<String>,
+    batch_size_warn_threshold_in_kb: Option<u64>,
+    batch_size_fail_threshold: Option<String>,
+    batch_size_fail_threshold_in_kb: Option<u64>,
+    start_native_transport: Option<bool>,
+    seed_provider: Option<serde_yaml::Value>,
+}
+
+/// `commitlog_sync`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitLogSync {
+    Periodic,
+    Batch,
+    Group,
+}
+
+/// The node's configuration with defaults applied.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub cluster_name: String,
+    pub num_tokens: u32,
+    pub listen_address: String,
+    pub rpc_address: String,
+    pub native_transport_port: u16,
+    pub storage_port: u16,
+    pub data_file_directories: Vec<PathBuf>,
+    pub commitlog_directory: PathBuf,
+    pub commitlog_sync: CommitLogSync,
+    pub commitlog_sync_period: Duration,
+    pub commitlog_sync_group_window: Duration,
+    pub commitlog_segment_size_bytes: u64,
+    pub native_transport_max_frame_size_bytes: usize,
+    pub read_request_timeout: Duration,
+    pub write_request_timeout: Duration,
+    pub range_request_timeout: Duration,
+    pub request_timeout: Duration,
+    pub authenticator: String,
+    pub endpoint_snitch: String,
+    pub batch_size_warn_threshold_bytes: u64,
+    pub batch_size_fail_threshold_bytes: u64,
+    pub start_native_transport: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            cluster_name: "Test Cluster".into(),
+            num_tokens: 16,
+            listen_address: "127.0.0.1".into(),
+            rpc_address: "127.0.0.1".into(),
+            native_transport_port: 9042,
+            storage_port: 7000,
+            data_file_directories: vec![PathBuf::from("data/data")],
+            commitlog_directory: PathBuf::from("data/commitlog"),
+            commitlog_sync: CommitLogSync::Periodic,
+            commitlog_sync_period: Duration::from_secs(10),
+            commitlog_sync_group_window: Duration::from_millis(15),
+            commitlog_segment_size_bytes: 32 * 1024 * 1024,
+            native_transport_max_frame_size_bytes: 16 * 1024 * 1024,
+            read_request_timeout: Duration::from_millis(5000),
+            write_request_timeout: Duration::from_millis(2000),
+            range_request_timeout: Duration::from_millis(10000),
+            request_timeout: Duration::from_millis(10000),
+            authenticator: "AllowAllAuthenticator".into(),
+            endpoint_snitch: "SimpleSnitch".into(),
+            batch_size_warn_threshold_bytes: 5 * 1024,
+            batch_size_fail_threshold_bytes: 50 * 1024,
+            start_native_transport: true,
+        }
+    }
+}
+
+/// Parses `10s`, `100ms`, `1m`, `2h`, `1d`, `500us`, or a bare number in `default_unit_ms`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().map_err(|_| format!("invalid duration '{s}'"))?;
+    let ms = match unit.trim().to_ascii_lowercase().as_str() {
+        "ms" | "milliseconds" => n,
+        "s" | "seconds" => n * 1000.0,
+        "m" | "minutes" => n * 60_000.0,
+        "h" | "hours" => n * 3_600_000.0,
+        "d" | "days" => n * 86_400_000.0,
+        "us" | "µs" | "microseconds" => n / 1000.0,
+        "ns" | "nanoseconds" => n / 1_000_000.0,
+        _ => return Err(format!("invalid duration '{s}': unknown unit '{unit}' (use ms, s, m, h, d)")),
+    };
+    Ok(Duration::from_secs_f64(ms / 1000.0))
+}
+
+/// Parses `32MiB`, `16KiB`, `1GiB`, `512B`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num.parse().map_err(|_| format!("invalid size '{s}'"))?;
+    let mult = match unit.trim() {
+        "B" | "" => 1,
+        "KiB" => 1024,
+        "MiB" => 1024 * 1024,
+        "GiB" => 1024 * 1024 * 1024,
+        _ => return Err(format!("invalid size '{s}': unknown unit '{unit}' (use B, KiB, MiB, GiB)")),
+    };
+    Ok(n * mult)
+}
+
+impl Config {
+    /// Reads a YAML file with `cassandra.yaml` key names.
+    pub fn load(path: &std::path::Path) -> Result<Config, ConfigError> {
+        let p = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read { path: p.clone(), source: e })?;
+        Self::parse(&text).map_err(|message| ConfigError::Invalid { path: p, message })
+    }
+
+    /// Parses YAML text.
+    pub fn parse(text: &str) -> Result<Config, String> {
+        let raw: RawConfig = if text.trim().is_empty() {
+            RawConfig::default()
+        } else {
+            serde_yaml::from_str(text).map_err(|e| e.to_string())?
+        };
+        let mut c = Config::default();
+        let dur = |new: &Option<String>, old: Option<u64>, cur: Duration| -> Result<Duration, String> {
+            if let Some(s) = new {
+                return parse_duration(s);
+            }
+            Ok(old.map(Duration::from_millis).unwrap_or(cur))
+        };
+        if let Some(v) = raw.cluster_name {
+            c.cluster_name = v;
+        }
+        if let Some(v) = raw.num_tokens {
+            if v == 0 {
+                return Err("num_tokens must be at least 1".into());
+            }
+            c.num_tokens = v;
+        }
+        if let Some(v) = raw.listen_address {
+            c.listen_address = v;
+            c.rpc_address = c.listen_address.clone();
+        }
+        if let Some(v) = raw.rpc_address {
+            c.rpc_address = v;
+        }
+        if let Some(v) = raw.native_transport_port {
+            c.native_transport_port = v;
+        }
+        if let Some(v) = raw.storage_port {
+            c.storage_port = v;
+        }
+        if let Some(v) = raw.data_file_directories {
+            if v.is_empty() {
+                return Err("data_file_directories must not be empty".into());
+            }
+            c.data_file_directories = v.into_iter().map(PathBuf::from).collect();
+        }
+        c.commitlog_directory = match raw.commitlog_directory {
+            Some(v) => PathBuf::from(v),
+            None => c.data_file_directories[0].parent().map(|p| p.join("commitlog")).unwrap_or_else(|| PathBuf::from("commitlog")),
+        };
+        if let Some(v) = raw.commitlog_sync {
+            c.commitlog_sync = match v.as_str() {
+                "periodic" => CommitLogSync::Periodic,
+                "batch" => CommitLogSync::Batch,
+                "group" => CommitLogSync::Group,
+                other => return Err(format!("commitlog_sync must be periodic, batch or group, not '{other}'")),
+            };
+        }
+        c.commitlog_sync_period = dur(&raw.commitlog_sync_period, raw.commitlog_sync_period_in_ms, c.commitlog_sync_period)?;
+        c.commitlog_sync_group_window =
+            dur(&raw.commitlog_sync_group_window, raw.commitlog_sync_group_window_in_ms, c.commitlog_sync_group_window)?;
+        if let Some(s) = raw.commitlog_segment_size {
+            c.commitlog_segment_size_bytes = parse_size(&s)?;
+        } else if let Some(mb) = raw.commitlog_segment_size_in_mb {
+            c.commitlog_segment_size_bytes = mb * 1024 * 1024;
+        }
+        if let Some(s) = raw.native_transport_max_frame_size {
+            c.native_transport_max_frame_size_bytes = parse_size(&s)? as usize;
+        } else if let Some(mb) = raw.native_transport_max_frame_size_in_mb {
+            c.native_transport_max_frame_size_bytes = (mb * 1024 * 1024) as usize;
+        }
+        c.read_request_timeout = dur(&raw.read_request_timeout, raw.read_request_timeout_in_ms, c.read_request_timeout)?;
+        c.write_request_timeout = dur(&raw.write_request_timeout, raw.write_request_timeout_in_ms, c.write_request_timeout)?;
+        c.range_request_timeout = dur(&raw.range_request_timeout, raw.range_request_timeout_in_ms, c.range_request_timeout)?;
+        c.request_timeout = dur(&raw.request_timeout, raw.request_timeout_in_ms, c.request_timeout)?;
+        let _ = dur(&raw.truncate_request_timeout, raw.truncate_request_timeout_in_ms, Duration::from_secs(60))?;
+        if let Some(v) = raw.authenticator {
+            if !matches!(v.as_str(), "AllowAllAuthenticator" | "org.apache.cassandra.auth.AllowAllAuthenticator") {
+                return Err(format!("authenticator '{v}' is not supported yet (only AllowAllAuthenticator)"));
+            }
+            c.authenticator = v;
+        }
+        if let Some(v) = raw.endpoint_snitch {
+            c.endpoint_snitch = v;
+        }
+        if let Some(v) = raw.partitioner {
+            if !v.ends_with("Murmur3Partitioner") {
+                return Err(format!("partitioner '{v}' is not supported (only org.apache.cassandra.dht.Murmur3Partitioner)"));
+            }
+        }
+        if let Some(s) = raw.batch_size_warn_threshold {
+            c.batch_size_warn_threshold_bytes = parse_size(&s)?;
+        } else if let Some(kb) = raw.batch_size_warn_threshold_in_kb {
+            c.batch_size_warn_threshold_bytes = kb * 1024;
+        }
+        if let Some(s) = raw.batch_size_fail_threshold {
+            c.batch_size_fail_threshold_bytes = parse_size(&s)?;
+        } else if let Some(kb) = raw.batch_size_fail_threshold_in_kb {
+            c.batch_size_fail_threshold_bytes = kb * 1024;
+        }
+        if let Some(v) = raw.start_native_transport {
+            c.start_native_transport = v;
+        }
+        let _ = (raw.broadcast_address, raw.broadcast_rpc_address, raw.hints_directory, raw.saved_caches_directory);
+        let _ = (raw.commitlog_sync_batch_window_in_ms, raw.authorizer, raw.native_transport_max_concurrent_requests_in_bytes, raw.seed_provider);
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_cassandra_key_names_and_units() {
+        let c = Config::parse(
+            "cluster_name: x\nnative_transport_port: 9100\ncommitlog_sync: batch\ncommitlog_sync_period: 2s\ndata_file_directories: [/tmp/a]\nwrite_request_timeout_in_ms: 500\nnative_transport_max_frame_size: 1MiB\n",
+        )
+        .expect("parse");
+        assert_eq!(c.cluster_name, "x");
+        assert_eq!(c.native_transport_port, 9100);
+        assert_eq!(c.commitlog_sync, CommitLogSync::Batch);
+        assert_eq!(c.commitlog_sync_period, Duration::from_secs(2));
+        assert_eq!(c.write_request_timeout, Duration::from_millis(500));
+        assert_eq!(c.native_transport_max_frame_size_bytes, 1 << 20);
+        assert_eq!(c.commitlog_directory, PathBuf::from("/tmp/commitlog"));
+    }
+
+    #[test]
+    fn unknown_keys_are_an_error() {
+        let e = Config::parse("clustr_name: x\n").expect_err("must fail");
+        assert!(e.contains("clustr_name"), "{e}");
+    }
+
+    #[test]
+    fn bad_units_are_an_error() {
+        assert!(Config::parse("commitlog_sync_period: 10 parsecs\n").is_err());
+    }
+}

@@ -1,0 +1,294 @@
+//! A Sibyl node: configuration, schema, the query processor, the coordinator
+//! (StorageProxy) and the CQL server, wired together by [`start`].
+
+pub mod cells;
+pub mod config;
+pub mod describe;
+pub mod error;
+pub mod modification;
+pub mod proxy;
+pub mod query;
+pub mod restrictions;
+pub mod schema;
+pub mod schema_tables;
+pub mod select;
+pub mod terms;
+pub mod transport;
+
+use crate::cells::WriteParams;
+use crate::config::{CommitLogSync, Config};
+use crate::query::QueryProcessor;
+use crate::schema::*;
+use crate::schema_tables::{boolean, int, row_mutation, text};
+use bytes::Bytes;
+use sibyl_storage::commitlog::SyncMode;
+use sibyl_storage::store::StorageConfig;
+use sibyl_storage::{StorageEngine, StorageError};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The version we report as `release_version`: drivers choose their schema
+/// queries from it, so it names the Cassandra release whose behaviour we follow.
+pub const RELEASE_VERSION: &str = "5.0.4";
+pub const CQL_VERSION: &str = "3.4.7";
+pub const DATA_CENTER: &str = "datacenter1";
+pub const RACK: &str = "rack1";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen { addr: String, source: std::io::Error },
+    #[error("invalid address {0}")]
+    Address(String),
+}
+
+/// A running node.
+pub struct Node {
+    pub config: Config,
+    pub storage: Arc<StorageEngine>,
+    pub qp: Arc<QueryProcessor>,
+    pub host_id: uuid::Uuid,
+    pub tokens: Vec<i64>,
+    pub native_addr: std::net::SocketAddr,
+    shutdown_tx: tokio::sync::watch::Sender<bool>,
+    server_task: Option<tokio::task::JoinHandle<()>>,
+}
+
+fn sync_mode(c: &Config) -> SyncMode {
+    match c.commitlog_sync {
+        CommitLogSync::Periodic => SyncMode::Periodic(c.commitlog_sync_period),
+        CommitLogSync::Batch => SyncMode::Batch,
+        CommitLogSync::Group => SyncMode::Group(c.commitlog_sync_group_window),
+    }
+}
+
+fn system_table(schema: &Schema, ks: &str, t: &str) -> Arc<TableMetadata> {
+    schema.table(ks, t).cloned().unwrap_or_else(|| {
+        Arc::new(TableMetadata::new(ks, t, system_table_id(ks, t), Vec::new(), TableParams::default()))
+    })
+}
+
+/// Starts a node: replays the commit log, loads the schema, serves CQL.
+pub async fn start(config: Config) -> Result<Node, StartError> {
+    let started = Instant::now();
+    let storage = StorageEngine::new(StorageConfig {
+        data_directories: config.data_file_directories.clone(),
+        commitlog_directory: config.commitlog_directory.clone(),
+        sync: sync_mode(&config),
+        segment_size_bytes: config.commitlog_segment_size_bytes,
+    })?;
+    // 1. system tables, and their part of the commit log
+    let mut schema = Schema::default();
+    let mut system_ids = std::collections::HashSet::new();
+    for ks in system_keyspaces() {
+        for t in ks.tables.values() {
+            storage.add_table(t.id, t.comparator.clone());
+            system_ids.insert(t.id);
+        }
+        schema.keyspaces.insert(ks.name.clone(), Arc::new(ks));
+    }
+    let stats = storage.replay_commitlog(&|id| system_ids.contains(&id))?;
+    // 2. user schema from system_schema, then user data
+    let now = sibyl_storage::now_in_seconds();
+    for ks in schema_tables::read_user_keyspaces(&storage, now) {
+        for t in ks.tables.values() {
+            storage.add_table(t.id, t.comparator.clone());
+        }
+        schema.keyspaces.insert(ks.name.clone(), Arc::new(ks));
+    }
+    let user_stats = storage.replay_commitlog(&|id| !system_ids.contains(&id))?;
+    tracing::info!(
+        "replayed {} commit log entries from {} segments{}",
+        user_stats.entries,
+        stats.segments,
+        if user_stats.torn_tail { " (ignored a torn write at the end of the last segment)" } else { "" }
+    );
+    storage.start_commitlog()?;
+    schema.compute_version();
+
+    // 3. local node identity: host id and tokens survive restarts
+    let local_t = system_table(&schema, "system", "local");
+    let (host_id, tokens) = read_local_identity(&storage, &local_t, now).unwrap_or_else(|| {
+        let tokens: Vec<i64> = (0..config.num_tokens).map(|_| rand::random::<i64>()).collect();
+        (uuid::Uuid::new_v4(), tokens)
+    });
+    let listen: IpAddr = config.listen_address.parse().map_err(|_| StartError::Address(config.listen_address.clone()))?;
+    let rpc: IpAddr = config.rpc_address.parse().map_err(|_| StartError::Address(config.rpc_address.clone()))?;
+
+    let qp = Arc::new(QueryProcessor::new(
+        storage.clone(),
+        schema.clone(),
+        DATA_CENTER.to_string(),
+        config.batch_size_warn_threshold_bytes,
+        config.batch_size_fail_threshold_bytes,
+    ));
+    write_system_schema_rows(&storage, &schema).await?;
+    let local = LocalInfo { host_id, tokens: tokens.clone(), listen, rpc, config: config.clone() };
+    write_local_row(&storage, &local_t, &local, schema.version).await?;
+    {
+        let storage2 = storage.clone();
+        let local_t2 = local_t.clone();
+        let local2 = local.clone();
+        *qp.on_schema_change.write() = Some(Box::new(move |s: &Schema| {
+            let storage3 = storage2.clone();
+            let t = local_t2.clone();
+            let l = local2.clone();
+            let v = s.version;
+            tokio::spawn(async move {
+                let _ = write_local_row(&storage3, &t, &l, v).await;
+            });
+        }));
+    }
+
+    // 4. CQL server
+    let addr = std::net::SocketAddr::new(rpc, config.native_transport_port);
+    let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
+    let (events, _) = tokio::sync::broadcast::channel(1024);
+    let server = Arc::new(transport::Server {
+        qp: qp.clone(),
+        events,
+        max_frame_bytes: config.native_transport_max_frame_size_bytes,
+        release_version: RELEASE_VERSION.to_string(),
+    });
+    let mut native_addr = addr;
+    let server_task = if config.start_native_transport {
+        let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| StartError::Listen { addr: addr.to_string(), source: e })?;
+        native_addr = listener.local_addr().unwrap_or(addr);
+        Some(tokio::spawn(server.serve(listener, shutdown_rx)))
+    } else {
+        None
+    };
+    tracing::info!(
+        "Sibyl {} (Cassandra {} compatible) started in {} ms; CQL on {}; host id {}",
+        env!("CARGO_PKG_VERSION"),
+        RELEASE_VERSION,
+        started.elapsed().as_millis(),
+        native_addr,
+        host_id
+    );
+    Ok(Node { config, storage, qp, host_id, tokens, native_addr, shutdown_tx, server_task })
+}
+
+impl Node {
+    /// Stops serving, makes the commit log durable and closes it.
+    pub async fn shutdown(mut self) {
+        let _ = self.shutdown_tx.send(true);
+        if let Some(t) = self.server_task.take() {
+            let _ = t.await;
+        }
+        self.storage.shutdown();
+        tracing::info!("Sibyl stopped");
+    }
+}
+
+#[derive(Clone)]
+struct LocalInfo {
+    host_id: uuid::Uuid,
+    tokens: Vec<i64>,
+    listen: IpAddr,
+    rpc: IpAddr,
+    config: Config,
+}
+
+fn inet(ip: &IpAddr) -> Bytes {
+    match ip {
+        IpAddr::V4(v) => Bytes::copy_from_slice(&v.octets()),
+        IpAddr::V6(v) => Bytes::copy_from_slice(&v.octets()),
+    }
+}
+
+fn read_local_identity(storage: &StorageEngine, t: &TableMetadata, now: i32) -> Option<(uuid::Uuid, Vec<i64>)> {
+    let cfs = storage.table(t.id)?;
+    let mut p = cfs.read(&sibyl_storage::DecoratedKey::new(text("local")), None)?;
+    p.resolve(now);
+    let row = p.rows.values().next()?;
+    let hid = cells::column_value(row, "host_id", &sibyl_types::CqlType::Uuid, now)?;
+    let host_id = uuid::Uuid::from_slice(&hid).ok()?;
+    let tt = t.column("tokens")?.typ.clone();
+    let toks = cells::column_value(row, "tokens", &tt, now)?;
+    let tokens = sibyl_types::value::deserialize_collection(&toks)
+        .ok()?
+        .into_iter()
+        .filter_map(|b| std::str::from_utf8(&b).ok().and_then(|s| s.parse::<i64>().ok()))
+        .collect::<Vec<_>>();
+    if tokens.is_empty() {
+        return None;
+    }
+    Some((host_id, tokens))
+}
+
+async fn write_local_row(storage: &StorageEngine, t: &TableMetadata, l: &LocalInfo, schema_version: uuid::Uuid) -> Result<(), StorageError> {
+    let wp = WriteParams { timestamp: sibyl_types::timeuuid::timestamp_micros_now(), ttl: 0, now: sibyl_storage::now_in_seconds() };
+    let mut toks: Vec<Bytes> = l.tokens.iter().map(|t| text(&t.to_string())).collect();
+    toks.sort();
+    let m = row_mutation(
+        t,
+        &[text("local")],
+        &[],
+        &[
+            ("bootstrapped", Some(text("COMPLETED"))),
+            ("broadcast_address", Some(inet(&l.listen))),
+            ("broadcast_port", Some(int(l.config.storage_port as i32))),
+            ("cluster_name", Some(text(&l.config.cluster_name))),
+            ("cql_version", Some(text(CQL_VERSION))),
+            ("data_center", Some(text(DATA_CENTER))),
+            ("gossip_generation", Some(int(sibyl_storage::now_in_seconds()))),
+            ("host_id", Some(Bytes::copy_from_slice(l.host_id.as_bytes()))),
+            ("listen_address", Some(inet(&l.listen))),
+            ("listen_port", Some(int(l.config.storage_port as i32))),
+            ("native_protocol_version", Some(text("5"))),
+            ("partitioner", Some(text("org.apache.cassandra.dht.Murmur3Partitioner"))),
+            ("rack", Some(text(RACK))),
+            ("release_version", Some(text(RELEASE_VERSION))),
+            ("rpc_address", Some(inet(&l.rpc))),
+            ("rpc_port", Some(int(l.config.native_transport_port as i32))),
+            ("schema_version", Some(Bytes::copy_from_slice(schema_version.as_bytes()))),
+            ("tokens", Some(sibyl_types::value::serialize_collection(&toks))),
+        ],
+        &wp,
+    );
+    storage.apply(vec![m]).await
+}
+
+/// The schema of the system keyspaces as rows of system_schema (and the
+/// virtual keyspaces' in system_virtual_schema); regenerated at every start.
+async fn write_system_schema_rows(storage: &StorageEngine, schema: &Schema) -> Result<(), StorageError> {
+    let ts = 1; // older than any user write: never shadows anything
+    let now = sibyl_storage::now_in_seconds();
+    let mut muts = Vec::new();
+    for ks in schema.keyspaces.values().filter(|k| k.is_system && !k.is_virtual) {
+        muts.extend(schema_tables::keyspace_mutations(ks, ts + 1, now).into_iter().filter(|m| !m.update.rows.is_empty()));
+    }
+    let wp = WriteParams { timestamp: ts, ttl: 0, now };
+    let vks = system_table(schema, "system_virtual_schema", "keyspaces");
+    let vtables = system_table(schema, "system_virtual_schema", "tables");
+    let vcols = system_table(schema, "system_virtual_schema", "columns");
+    for ks in schema.keyspaces.values().filter(|k| k.is_virtual) {
+        muts.push(row_mutation(&vks, &[text(&ks.name)], &[], &[], &wp));
+        for t in ks.tables.values() {
+            muts.push(row_mutation(&vtables, &[text(&ks.name)], &[text(&t.name)], &[("comment", Some(text(&t.params.comment)))], &wp));
+            for c in &t.columns {
+                let order = if c.kind == ColumnKind::Clustering { if c.reversed { "desc" } else { "asc" } } else { "none" };
+                muts.push(row_mutation(
+                    &vcols,
+                    &[text(&ks.name)],
+                    &[text(&t.name), text(&c.name)],
+                    &[
+                        ("clustering_order", Some(text(order))),
+                        ("column_name_bytes", Some(text(&c.name))),
+                        ("kind", Some(text(c.kind.as_str()))),
+                        ("position", Some(int(c.position))),
+                        ("type", Some(text(&c.typ.to_string()))),
+                    ],
+                    &wp,
+                ));
+            }
+        }
+    }
+    let _ = boolean(true);
+    storage.apply_unlogged(muts);
+    Ok(())
+}

@@ -1,0 +1,518 @@
+//! INSERT, UPDATE and DELETE: from statement to mutations.
+
+use crate::cells::{add_cells, collection_cells, list_path, set_column, WriteParams};
+use crate::error::{Error, Result};
+use crate::restrictions::{analyse, Purpose};
+use crate::schema::{ColumnKind, ColumnMetadata, TableMetadata};
+use crate::terms::{Eval, Val};
+use bytes::Bytes;
+use sibyl_cql::{AssignOp, ColumnTarget, Delete, Insert, Term, Update, UsingClause};
+use sibyl_storage::{
+    BoundKind, Cell, ClusteringKey, ColumnData, DecoratedKey, DeletionTime, LivenessInfo, Mutation, Partition, RangeTombstone, Row,
+    NO_DELETION_TIME,
+};
+use sibyl_types::{value, CqlType};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Maximum TTL, as Cassandra's `Attributes.MAX_TTL` (20 years).
+pub const MAX_TTL: i64 = 630_720_000;
+
+/// Resolves USING TIMESTAMP / TTL against defaults.
+pub fn write_params(table: &TableMetadata, using: &UsingClause, ev: &Eval, default_ts: i64, now: i32) -> Result<WriteParams> {
+    let timestamp = match &using.timestamp {
+        Some(t) => match ev.value(t, &CqlType::Bigint, "[timestamp]")? {
+            Val::Set(b) => {
+                let a: [u8; 8] = b.as_ref().try_into().map_err(|_| Error::Invalid("Invalid timestamp value".into()))?;
+                let ts = i64::from_be_bytes(a);
+                if ts == i64::MIN {
+                    return Err(Error::Invalid(format!("Invalid timestamp value: {ts}")));
+                }
+                ts
+            }
+            Val::Null => return Err(Error::Invalid("Invalid null value of timestamp".into())),
+            Val::Unset => default_ts,
+        },
+        None => default_ts,
+    };
+    let ttl = match &using.ttl {
+        Some(t) => match ev.value(t, &CqlType::Int, "[ttl]")? {
+            Val::Set(b) => {
+                let a: [u8; 4] = b.as_ref().try_into().map_err(|_| Error::Invalid("Invalid TTL value".into()))?;
+                let ttl = i32::from_be_bytes(a) as i64;
+                if ttl < 0 {
+                    return Err(Error::Invalid(format!("A TTL must be greater or equal to 0, but was {ttl}")));
+                }
+                if ttl > MAX_TTL {
+                    return Err(Error::Invalid(format!("ttl is too large. requested ({ttl}) maximum ({MAX_TTL})")));
+                }
+                ttl as i32
+            }
+            Val::Null => return Err(Error::Invalid("Invalid null value of TTL".into())),
+            Val::Unset => table.params.default_time_to_live,
+        },
+        None => table.params.default_time_to_live,
+    };
+    Ok(WriteParams { timestamp, ttl, now })
+}
+
+fn undefined(table: &TableMetadata, c: &str) -> Error {
+    Error::Invalid(format!("Undefined column name {c} in table {}.{}", table.keyspace, table.name))
+}
+
+fn partition_mutation(table: &TableMetadata, key: &Bytes, update: Partition) -> Mutation {
+    Mutation { table_id: table.id, key: DecoratedKey::new(key.clone()), update }
+}
+
+fn check_key_size(key: &Bytes) -> Result<()> {
+    if key.len() > u16::MAX as usize {
+        return Err(Error::Invalid(format!("Key length of {} is longer than maximum of {}", key.len(), u16::MAX)));
+    }
+    if key.is_empty() {
+        return Err(Error::Invalid("Key may not be empty".into()));
+    }
+    Ok(())
+}
+
+/// INSERT: one mutation (row with primary key liveness).
+pub fn insert(table: &Arc<TableMetadata>, ins: &Insert, ev: &Eval, default_ts: i64, now: i32) -> Result<Vec<Mutation>> {
+    if ins.json.is_some() {
+        return Err(Error::Invalid("INSERT JSON is not supported yet".into()));
+    }
+    if ins.columns.len() != ins.values.len() {
+        return Err(Error::Invalid("Unmatched column names/values".into()));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for c in &ins.columns {
+        if !seen.insert(c) {
+            return Err(Error::Invalid("The column names contains duplicates".into()));
+        }
+        if table.column(c).is_none() {
+            return Err(undefined(table, c));
+        }
+    }
+    let wp = write_params(table, &ins.using, ev, default_ts, now)?;
+    let find = |name: &str| ins.columns.iter().position(|c| c == name);
+    let mut pk = Vec::new();
+    let mut missing = Vec::new();
+    for c in table.partition_key() {
+        match find(&c.name) {
+            Some(i) => pk.push(key_value(ev, &ins.values[i], c)?),
+            None => missing.push(c.name.clone()),
+        }
+    }
+    if !missing.is_empty() {
+        return Err(Error::Invalid(format!("Some partition key parts are missing: {}", missing.join(", "))));
+    }
+    let mut ck = Vec::new();
+    for c in table.clustering() {
+        match find(&c.name) {
+            Some(i) => ck.push(key_value(ev, &ins.values[i], c)?),
+            None => missing.push(c.name.clone()),
+        }
+    }
+    if !missing.is_empty() {
+        return Err(Error::Invalid(format!("Some clustering keys are missing: {}", missing.join(", "))));
+    }
+    if table.is_counter {
+        return Err(Error::Invalid("INSERT statements are not allowed on counter tables, use UPDATE instead".into()));
+    }
+    let key = crate::cells::make_partition_key(&pk);
+    check_key_size(&key)?;
+    let mut row = Row {
+        liveness: Some(LivenessInfo {
+            timestamp: wp.timestamp,
+            ttl: wp.ttl,
+            local_expiration_time: if wp.ttl > 0 { now.saturating_add(wp.ttl) } else { NO_DELETION_TIME },
+        }),
+        ..Default::default()
+    };
+    let mut static_row = Row::default();
+    for (c, term) in ins.columns.iter().zip(ins.values.iter()) {
+        let Some(col) = table.column(c) else { continue };
+        if col.kind.is_primary_key() {
+            continue;
+        }
+        let v = ev.value(term, &col.typ, c)?;
+        if v == Val::Unset {
+            continue;
+        }
+        let target = if col.kind == ColumnKind::Static { &mut static_row } else { &mut row };
+        set_column(target, c, &col.typ, v.bytes(), &wp).map_err(Error::Invalid)?;
+    }
+    let mut p = Partition::new();
+    if !static_row.cells.is_empty() {
+        p.static_row = Some(static_row);
+    }
+    if table.clustering_count == 0 {
+        // the row lives in the single, empty clustering
+        p.rows.insert(ClusteringKey::row(Vec::new(), table.comparator.clone()), row);
+    } else {
+        p.rows.insert(ClusteringKey::row(ck, table.comparator.clone()), row);
+    }
+    Ok(vec![partition_mutation(table, &key, p)])
+}
+
+fn key_value(ev: &Eval, term: &Term, c: &ColumnMetadata) -> Result<Bytes> {
+    match ev.value(term, &c.typ, &c.name)? {
+        Val::Set(b) => {
+            if b.is_empty() && c.kind == ColumnKind::PartitionKey {
+                return Err(Error::Invalid("Key may not be empty".into()));
+            }
+            Ok(b)
+        }
+        Val::Null => Err(Error::Invalid(format!("Invalid null value in condition for column {}", c.name))),
+        Val::Unset => Err(Error::Invalid(format!("Invalid unset value for column {}", c.name))),
+    }
+}
+
+/// Values read before writing, for list operations by index or removal
+/// (current list cells of a row: path and value, in order).
+pub type ListState = Vec<(Bytes, Bytes)>;
+
+/// UPDATE. `read_list` reads the current cells of a list column in a row.
+pub fn update(
+    table: &Arc<TableMetadata>,
+    up: &Update,
+    ev: &Eval,
+    default_ts: i64,
+    now: i32,
+    read_list: &dyn Fn(&Bytes, &[Bytes], &str) -> ListState,
+) -> Result<Vec<Mutation>> {
+    for a in &up.assignments {
+        let c = a.target.column();
+        match table.column(c) {
+            None => return Err(undefined(table, c)),
+            Some(col) if col.kind.is_primary_key() => {
+                return Err(Error::Invalid(format!("PRIMARY KEY part {c} found in SET part")));
+            }
+            _ => {}
+        }
+    }
+    let only_static = up.assignments.iter().all(|a| table.column(a.target.column()).map(|c| c.kind == ColumnKind::Static).unwrap_or(false));
+    let r = analyse(table, &up.where_clause, ev, if only_static { Purpose::Delete } else { Purpose::Update })?;
+    let keys = r.partition_keys.clone().unwrap_or_default();
+    let clusterings: Vec<Vec<Bytes>> = if table.clustering_count == 0 {
+        vec![Vec::new()]
+    } else {
+        match r.clusterings.clone() {
+            Some(c) => c,
+            None if only_static && !r.has_clustering_restriction => Vec::new(),
+            None => {
+                return Err(Error::Invalid(format!(
+                    "Some clustering keys are missing: {}",
+                    table.clustering().iter().map(|c| c.name.clone()).collect::<Vec<_>>().join(", ")
+                )))
+            }
+        }
+    };
+    let wp = write_params(table, &up.using, ev, default_ts, now)?;
+    let mut out = Vec::new();
+    for key in &keys {
+        check_key_size(key)?;
+        let mut p = Partition::new();
+        let mut static_row = Row::default();
+        let mut rows: Vec<(Vec<Bytes>, Row)> = clusterings.iter().map(|c| (c.clone(), Row::default())).collect();
+        for a in &up.assignments {
+            let Some(col) = table.column(a.target.column()) else { continue };
+            if col.kind == ColumnKind::Static {
+                apply_assignment(table, col, &a.target, &a.op, ev, &wp, &mut static_row, key, &[], read_list)?;
+            } else {
+                for (ck, row) in rows.iter_mut() {
+                    apply_assignment(table, col, &a.target, &a.op, ev, &wp, row, key, ck, read_list)?;
+                }
+            }
+        }
+        if !static_row.cells.is_empty() {
+            p.static_row = Some(static_row);
+        }
+        for (ck, row) in rows {
+            if !row.cells.is_empty() {
+                p.rows.insert(ClusteringKey::row(ck, table.comparator.clone()), row);
+            }
+        }
+        if !p.is_empty() {
+            out.push(partition_mutation(table, key, p));
+        }
+    }
+    Ok(out)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn apply_assignment(
+    table: &TableMetadata,
+    col: &ColumnMetadata,
+    target: &ColumnTarget,
+    op: &AssignOp,
+    ev: &Eval,
+    wp: &WriteParams,
+    row: &mut Row,
+    key: &Bytes,
+    ck: &[Bytes],
+    read_list: &dyn Fn(&Bytes, &[Bytes], &str) -> ListState,
+) -> Result<()> {
+    let name = col.name.as_str();
+    let t = &col.typ;
+    if t.is_counter() {
+        return Err(Error::Invalid("Counter updates are not supported yet".into()));
+    }
+    match (target, op) {
+        (ColumnTarget::Column(_), AssignOp::Set(term)) => {
+            let v = ev.value(term, t, name)?;
+            if v != Val::Unset {
+                set_column(row, name, t, v.bytes(), wp).map_err(Error::Invalid)?;
+            }
+        }
+        (ColumnTarget::Column(_), AssignOp::Append(term)) | (ColumnTarget::Column(_), AssignOp::Prepend(term)) => {
+            if !t.is_multi_cell() {
+                return Err(Error::Invalid(format!("Invalid operation ({name} = {name} + ?) for non counter column {name}")));
+            }
+            let v = ev.value(term, t, name)?;
+            let Val::Set(b) = v else { return Ok(()) };
+            let mut cells = collection_cells(t, &b, wp).map_err(Error::Invalid)?;
+            if matches!(op, AssignOp::Prepend(_)) {
+                if !matches!(t, CqlType::List(_)) {
+                    return Err(Error::Invalid(format!("Invalid operation ({name} = ? + {name}) for non list column {name}")));
+                }
+                // prepended elements sort before every existing one: timeuuids from the distant past
+                let elems: Vec<Cell> = cells.into_values().collect();
+                cells = BTreeMap::new();
+                let base = -(sibyl_types::timeuuid::timestamp_micros_now() / 1000);
+                for (i, c) in elems.into_iter().enumerate() {
+                    let u = sibyl_types::timeuuid::min_timeuuid(base - 1_000_000_000_000 + i as i64);
+                    let mut path = u.as_bytes().to_vec();
+                    // make it unique
+                    let r: [u8; 8] = rand::random();
+                    path[8..16].copy_from_slice(&r);
+                    path[8] = (path[8] & 0x3f) | 0x80;
+                    cells.insert(Bytes::from(path), c);
+                }
+            }
+            add_cells(row, name, cells);
+        }
+        (ColumnTarget::Column(_), AssignOp::Remove(term)) => {
+            if !t.is_multi_cell() {
+                return Err(Error::Invalid(format!("Invalid operation ({name} = {name} - ?) for non counter column {name}")));
+            }
+            let Val::Set(b) = ev.value(term, t, name)? else { return Ok(()) };
+            let mut cells = BTreeMap::new();
+            match t {
+                CqlType::Set(_) => {
+                    for e in value::deserialize_collection(&b).map_err(|e| Error::Invalid(e.to_string()))? {
+                        cells.insert(e, wp.tombstone());
+                    }
+                }
+                CqlType::Map(_, _) => {
+                    // map - set of keys
+                    for e in value::deserialize_collection(&b).map_err(|e| Error::Invalid(e.to_string()))? {
+                        cells.insert(e, wp.tombstone());
+                    }
+                }
+                CqlType::List(et) => {
+                    let remove = value::deserialize_collection(&b).map_err(|e| Error::Invalid(e.to_string()))?;
+                    for (path, v) in read_list(key, ck, name) {
+                        if remove.iter().any(|r| et.compare(r, &v) == std::cmp::Ordering::Equal) {
+                            cells.insert(path, wp.tombstone());
+                        }
+                    }
+                }
+                _ => return Err(Error::Invalid(format!("Invalid operation for column {name}"))),
+            }
+            add_cells(row, name, cells);
+        }
+        (ColumnTarget::Element(_, idx), AssignOp::Set(term)) => match t {
+            CqlType::Map(kt, vt) => {
+                let k = match ev.value(idx, kt, name)? {
+                    Val::Set(k) => k,
+                    _ => return Err(Error::Invalid("Invalid null value for map key".into())),
+                };
+                let cell = match ev.value(term, vt, name)? {
+                    Val::Set(v) => wp.cell(v),
+                    Val::Null => wp.tombstone(),
+                    Val::Unset => return Ok(()),
+                };
+                let mut cells = BTreeMap::new();
+                cells.insert(k, cell);
+                add_cells(row, name, cells);
+            }
+            CqlType::List(et) => {
+                let i = match ev.value(idx, &CqlType::Int, name)? {
+                    Val::Set(b) if b.len() == 4 => i32::from_be_bytes([b[0], b[1], b[2], b[3]]),
+                    _ => return Err(Error::Invalid("Invalid null value for list index".into())),
+                };
+                let current = read_list(key, ck, name);
+                if i < 0 || i as usize >= current.len() {
+                    return Err(Error::Invalid(format!("List index {i} out of bound, list has size {}", current.len())));
+                }
+                let path = current[i as usize].0.clone();
+                let cell = match ev.value(term, et, name)? {
+                    Val::Set(v) => wp.cell(v),
+                    Val::Null => wp.tombstone(),
+                    Val::Unset => return Ok(()),
+                };
+                let mut cells = BTreeMap::new();
+                cells.insert(path, cell);
+                add_cells(row, name, cells);
+            }
+            _ => return Err(Error::Invalid(format!("Invalid operation ({name}[?] = ?) for non list/map column {name}"))),
+        },
+        (ColumnTarget::Field(_, field), AssignOp::Set(term)) => {
+            let CqlType::Udt(u) = t else {
+                return Err(Error::Invalid(format!("Invalid operation ({name}.{field} = ?) for non-UDT column {name}")));
+            };
+            if !t.is_multi_cell() {
+                return Err(Error::Invalid(format!("Invalid operation ({name}.{field} = ?) for frozen UDT column {name}")));
+            }
+            let Some(fi) = u.fields.iter().position(|(n, _)| n == field) else {
+                return Err(Error::Invalid(format!("UDT column {name} does not have a field named {field}")));
+            };
+            let cell = match ev.value(term, &u.fields[fi].1, name)? {
+                Val::Set(v) => wp.cell(v),
+                Val::Null => wp.tombstone(),
+                Val::Unset => return Ok(()),
+            };
+            let mut cells = BTreeMap::new();
+            cells.insert(Bytes::copy_from_slice(&(fi as u16).to_be_bytes()), cell);
+            add_cells(row, name, cells);
+        }
+        _ => return Err(Error::Invalid(format!("Invalid operation on column {name}"))),
+    }
+    let _ = (table, list_path);
+    Ok(())
+}
+
+/// DELETE: cells, rows, ranges or whole partitions.
+pub fn delete(
+    table: &Arc<TableMetadata>,
+    del: &Delete,
+    ev: &Eval,
+    default_ts: i64,
+    now: i32,
+    read_list: &dyn Fn(&Bytes, &[Bytes], &str) -> ListState,
+) -> Result<Vec<Mutation>> {
+    if del.using.ttl.is_some() {
+        return Err(Error::Invalid("Cannot provide custom TTL for DELETE statement".into()));
+    }
+    for c in &del.columns {
+        match table.column(c.column()) {
+            None => return Err(undefined(table, c.column())),
+            Some(col) if col.kind.is_primary_key() => {
+                return Err(Error::Invalid(format!("Invalid identifier {} for deletion (should not be a PRIMARY KEY part)", c.column())))
+            }
+            _ => {}
+        }
+    }
+    let r = analyse(table, &del.where_clause, ev, Purpose::Delete)?;
+    let wp = write_params(table, &del.using, ev, default_ts, now)?;
+    let deletion = DeletionTime { marked_for_delete_at: wp.timestamp, local_deletion_time: now };
+    let keys = r.partition_keys.clone().unwrap_or_default();
+    let mut out = Vec::new();
+    for key in &keys {
+        check_key_size(key)?;
+        let mut p = Partition::new();
+        if del.columns.is_empty() {
+            match (&r.clusterings, &r.slices) {
+                (Some(cks), _) if table.clustering_count > 0 => {
+                    for ck in cks {
+                        let row = Row { deletion: Some(deletion), ..Default::default() };
+                        p.rows.insert(ClusteringKey::row(ck.clone(), table.comparator.clone()), row);
+                    }
+                }
+                (_, Some(slices)) => {
+                    for (s, e) in slices {
+                        p.range_tombstones.push(RangeTombstone { start: s.clone(), end: e.clone(), deletion });
+                    }
+                }
+                _ => p.deletion = deletion,
+            }
+        } else {
+            let only_static = del.columns.iter().all(|c| table.column(c.column()).map(|c| c.kind == ColumnKind::Static).unwrap_or(false));
+            let cks: Vec<Vec<Bytes>> = if table.clustering_count == 0 {
+                vec![Vec::new()]
+            } else {
+                match &r.clusterings {
+                    Some(c) => c.clone(),
+                    None if only_static => Vec::new(),
+                    None => {
+                        return Err(Error::Invalid(format!(
+                            "Some clustering keys are missing: {}",
+                            table.clustering().iter().map(|c| c.name.clone()).collect::<Vec<_>>().join(", ")
+                        )))
+                    }
+                }
+            };
+            let mut static_row = Row::default();
+            let mut rows: Vec<(Vec<Bytes>, Row)> = cks.into_iter().map(|c| (c, Row::default())).collect();
+            for target in &del.columns {
+                let Some(col) = table.column(target.column()) else { continue };
+                let name: Arc<str> = col.name.as_str().into();
+                let apply = |row: &mut Row, ck: &[Bytes]| -> Result<()> {
+                    match target {
+                        ColumnTarget::Column(_) => {
+                            if col.typ.is_multi_cell() {
+                                row.cells.insert(name.clone(), ColumnData::Complex { deletion, cells: BTreeMap::new() });
+                            } else {
+                                row.cells.insert(name.clone(), ColumnData::Simple(wp.tombstone()));
+                            }
+                        }
+                        ColumnTarget::Element(_, idx) => {
+                            let path = match &col.typ {
+                                CqlType::Map(kt, _) => match ev.value(idx, kt, &col.name)? {
+                                    Val::Set(k) => k,
+                                    _ => return Err(Error::Invalid("Invalid null value for map key".into())),
+                                },
+                                CqlType::Set(et) => match ev.value(idx, et, &col.name)? {
+                                    Val::Set(k) => k,
+                                    _ => return Err(Error::Invalid("Invalid null value for set element".into())),
+                                },
+                                CqlType::List(_) => {
+                                    let i = match ev.value(idx, &CqlType::Int, &col.name)? {
+                                        Val::Set(b) if b.len() == 4 => i32::from_be_bytes([b[0], b[1], b[2], b[3]]),
+                                        _ => return Err(Error::Invalid("Invalid null value for list index".into())),
+                                    };
+                                    let current = read_list(key, ck, &col.name);
+                                    if i < 0 || i as usize >= current.len() {
+                                        return Err(Error::Invalid(format!("List index {i} out of bound, list has size {}", current.len())));
+                                    }
+                                    current[i as usize].0.clone()
+                                }
+                                _ => return Err(Error::Invalid(format!("Invalid deletion operation for non collection column {}", col.name))),
+                            };
+                            let mut cells = BTreeMap::new();
+                            cells.insert(path, wp.tombstone());
+                            add_cells(row, &col.name, cells);
+                        }
+                        ColumnTarget::Field(_, field) => {
+                            let CqlType::Udt(u) = &col.typ else {
+                                return Err(Error::Invalid(format!("Invalid deletion operation for non-UDT column {}", col.name)));
+                            };
+                            let Some(fi) = u.fields.iter().position(|(n, _)| n == field) else {
+                                return Err(Error::Invalid(format!("UDT column {} does not have a field named {field}", col.name)));
+                            };
+                            let mut cells = BTreeMap::new();
+                            cells.insert(Bytes::copy_from_slice(&(fi as u16).to_be_bytes()), wp.tombstone());
+                            add_cells(row, &col.name, cells);
+                        }
+                    }
+                    Ok(())
+                };
+                if col.kind == ColumnKind::Static {
+                    apply(&mut static_row, &[])?;
+                } else {
+                    for (ck, row) in rows.iter_mut() {
+                        apply(row, ck)?;
+                    }
+                }
+            }
+            if !static_row.cells.is_empty() {
+                p.static_row = Some(static_row);
+            }
+            for (ck, row) in rows {
+                p.rows.insert(ClusteringKey::row(ck, table.comparator.clone()), row);
+            }
+        }
+        out.push(partition_mutation(table, key, p));
+    }
+    let _ = BoundKind::Row;
+    Ok(out)
+}

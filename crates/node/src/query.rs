@@ -1,0 +1,1189 @@
+//! The query processor: parses and prepares statements (with a bounded cache
+//! of prepared statements), executes them through the StorageProxy, and runs
+//! schema changes.
+
+use crate::cells::{split_partition_key, WriteParams};
+use crate::error::{Error, Result};
+use crate::modification;
+use crate::proxy::StorageProxy;
+use crate::schema::*;
+use crate::schema_tables;
+use crate::select;
+use crate::terms::{Bindings, Eval};
+use bytes::Bytes;
+use parking_lot::{Mutex, RwLock};
+use sibyl_cql::*;
+use sibyl_protocol::{ColumnSpec, Consistency, PreparedMetadata, ResultBody, RowsMetadata, SchemaChange, SchemaChangeTarget, Value};
+use sibyl_storage::{ColumnFamilyStore, Mutation, StorageEngine};
+use sibyl_types::{CqlType, UserType};
+use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+
+/// Per-request options, from QUERY/EXECUTE/BATCH parameters.
+#[derive(Debug, Clone)]
+pub struct QueryOptions {
+    pub consistency: Consistency,
+    pub serial_consistency: Option<Consistency>,
+    pub values: Vec<Value>,
+    pub names: Option<Vec<String>>,
+    pub page_size: Option<i32>,
+    pub paging_state: Option<Bytes>,
+    pub timestamp: Option<i64>,
+    pub keyspace: Option<String>,
+    pub now_in_seconds: Option<i32>,
+    pub skip_metadata: bool,
+}
+
+impl Default for QueryOptions {
+    fn default() -> Self {
+        QueryOptions {
+            consistency: Consistency::One,
+            serial_consistency: None,
+            values: Vec::new(),
+            names: None,
+            page_size: None,
+            paging_state: None,
+            timestamp: None,
+            keyspace: None,
+            now_in_seconds: None,
+            skip_metadata: false,
+        }
+    }
+}
+
+/// A prepared statement.
+pub struct Prepared {
+    pub id: Bytes,
+    pub query: String,
+    pub keyspace: Option<String>,
+    pub statement: ParsedStatement,
+    pub bind_specs: Vec<ColumnSpec>,
+    pub pk_indexes: Vec<u16>,
+    pub result_columns: Vec<ColumnSpec>,
+    pub result_metadata_id: Bytes,
+}
+
+/// What executing a statement produced.
+pub struct Outcome {
+    pub body: ResultBody,
+    pub warnings: Vec<String>,
+    /// A schema change to announce to registered clients.
+    pub event: Option<SchemaChange>,
+}
+
+impl Outcome {
+    fn void() -> Self {
+        Outcome { body: ResultBody::Void, warnings: Vec::new(), event: None }
+    }
+}
+
+/// The state of a client connection the processor needs.
+#[derive(Debug, Default, Clone)]
+pub struct ClientState {
+    pub keyspace: Option<String>,
+}
+
+pub struct QueryProcessor {
+    pub storage: Arc<StorageEngine>,
+    pub schema: RwLock<Arc<Schema>>,
+    pub proxy: StorageProxy,
+    prepared: Mutex<lru::LruCache<Bytes, Arc<Prepared>>>,
+    /// Serialises schema changes.
+    schema_lock: tokio::sync::Mutex<()>,
+    /// Serialises lightweight transactions on this node.
+    lwt_lock: tokio::sync::Mutex<()>,
+    pub local_dc: String,
+    pub batch_size_warn_threshold_bytes: u64,
+    pub batch_size_fail_threshold_bytes: u64,
+    /// Called after every schema change (to refresh system.local's schema_version).
+    pub on_schema_change: RwLock<Option<Box<dyn Fn(&Schema) + Send + Sync>>>,
+}
+
+fn md5ish(parts: &[&[u8]]) -> Bytes {
+    use std::hash::{Hash, Hasher};
+    let mut a = std::collections::hash_map::DefaultHasher::new();
+    for p in parts {
+        p.hash(&mut a);
+    }
+    let x = a.finish();
+    x.rotate_left(31).hash(&mut a);
+    let y = a.finish();
+    let mut out = Vec::with_capacity(16);
+    out.extend_from_slice(&x.to_be_bytes());
+    out.extend_from_slice(&y.to_be_bytes());
+    Bytes::from(out)
+}
+
+fn now_micros() -> i64 {
+    sibyl_types::timeuuid::timestamp_micros_now()
+}
+
+impl QueryProcessor {
+    pub fn new(storage: Arc<StorageEngine>, schema: Schema, local_dc: String, warn: u64, fail: u64) -> Self {
+        QueryProcessor {
+            proxy: StorageProxy::new(storage.clone(), local_dc.clone()),
+            storage,
+            schema: RwLock::new(Arc::new(schema)),
+            prepared: Mutex::new(lru::LruCache::new(NonZeroUsize::new(10_000).unwrap_or(NonZeroUsize::MIN))),
+            schema_lock: tokio::sync::Mutex::new(()),
+            lwt_lock: tokio::sync::Mutex::new(()),
+            local_dc,
+            batch_size_warn_threshold_bytes: warn,
+            batch_size_fail_threshold_bytes: fail,
+            on_schema_change: RwLock::new(None),
+        }
+    }
+
+    pub fn schema(&self) -> Arc<Schema> {
+        self.schema.read().clone()
+    }
+
+    fn keyspace_of<'a>(&self, name: &'a QualifiedName, client: &'a ClientState, opts_ks: Option<&'a str>) -> Result<String> {
+        if let Some(k) = &name.keyspace {
+            return Ok(k.clone());
+        }
+        if let Some(k) = opts_ks {
+            return Ok(k.to_string());
+        }
+        client.keyspace.clone().ok_or_else(|| {
+            Error::Invalid("No keyspace has been specified. USE a keyspace, or explicitly specify keyspace.tablename".into())
+        })
+    }
+
+    /// Resolves a table name, with Cassandra's errors.
+    pub fn table(&self, name: &QualifiedName, client: &ClientState, opts_ks: Option<&str>) -> Result<Arc<TableMetadata>> {
+        let ks = self.keyspace_of(name, client, opts_ks)?;
+        let schema = self.schema();
+        let Some(k) = schema.keyspace(&ks) else {
+            return Err(Error::Invalid(format!("keyspace {ks} does not exist")));
+        };
+        k.tables.get(&name.name).cloned().ok_or_else(|| Error::Invalid(format!("table {} does not exist", name.name)))
+    }
+
+    fn store(&self, t: &TableMetadata) -> Result<Arc<ColumnFamilyStore>> {
+        self.storage.table(t.id).ok_or_else(|| Error::Invalid(format!("table {} does not exist", t.name)))
+    }
+
+    // ---------- prepare ----------
+
+    /// PREPARE: parses, computes bind and result metadata, caches.
+    pub fn prepare(&self, query: &str, client: &ClientState, keyspace: Option<&str>) -> Result<Arc<Prepared>> {
+        let ks_for_id = keyspace.map(|s| s.to_string()).or_else(|| client.keyspace.clone());
+        let id = md5ish(&[query.as_bytes(), ks_for_id.as_deref().unwrap_or("").as_bytes()]);
+        if let Some(p) = self.prepared.lock().get(&id) {
+            return Ok(p.clone());
+        }
+        let statement = parse_statement(query)?;
+        let (bind_specs, pk_indexes, result_columns) = self.describe_binds(&statement, client, keyspace)?;
+        let mut rm = Vec::new();
+        for c in &result_columns {
+            rm.extend_from_slice(c.name.as_bytes());
+            rm.extend_from_slice(c.typ.to_string().as_bytes());
+        }
+        let result_metadata_id = md5ish(&[&rm]);
+        let p = Arc::new(Prepared {
+            id: id.clone(),
+            query: query.to_string(),
+            keyspace: ks_for_id,
+            statement,
+            bind_specs,
+            pk_indexes,
+            result_columns,
+            result_metadata_id,
+        });
+        self.prepared.lock().put(id, p.clone());
+        Ok(p)
+    }
+
+    pub fn get_prepared(&self, id: &Bytes) -> Option<Arc<Prepared>> {
+        self.prepared.lock().get(id).cloned()
+    }
+
+    /// The bind marker specs, partition key indexes and result columns of a statement.
+    fn describe_binds(&self, st: &ParsedStatement, client: &ClientState, ks: Option<&str>) -> Result<(Vec<ColumnSpec>, Vec<u16>, Vec<ColumnSpec>)> {
+        let mut specs: Vec<Option<ColumnSpec>> = vec![None; st.bind_markers.len()];
+        let mut result = Vec::new();
+        let mut pk_idx: Vec<Option<u16>> = Vec::new();
+        let walk = |stmt: &Statement, specs: &mut Vec<Option<ColumnSpec>>, pk_idx: &mut Vec<Option<u16>>, result: &mut Vec<ColumnSpec>, top: bool| -> Result<()> {
+            let (table_name, relations, extra): (&QualifiedName, Vec<&Relation>, Vec<(&Term, String, CqlType)>) = match stmt {
+                Statement::Select(s) => {
+                    let t = self.table(&s.table, client, ks)?;
+                    if top {
+                        *result = select::selection(&t, s)?.columns;
+                    }
+                    let mut extra = Vec::new();
+                    if let Some(l) = &s.limit {
+                        extra.push((l, "[limit]".to_string(), CqlType::Int));
+                    }
+                    if let Some(l) = &s.per_partition_limit {
+                        extra.push((l, "[per_partition_limit]".to_string(), CqlType::Int));
+                    }
+                    (&s.table, s.where_clause.iter().collect(), extra)
+                }
+                Statement::Insert(i) => {
+                    let t = self.table(&i.table, client, ks)?;
+                    let mut extra = Vec::new();
+                    for (c, v) in i.columns.iter().zip(i.values.iter()) {
+                        let col = t.column(c).ok_or_else(|| Error::Invalid(format!("Undefined column name {c} in table {}.{}", t.keyspace, t.name)))?;
+                        extra.push((v, c.clone(), col.typ.clone()));
+                    }
+                    using_specs(&i.using, &mut extra);
+                    (&i.table, Vec::new(), extra)
+                }
+                Statement::Update(u) => {
+                    let t = self.table(&u.table, client, ks)?;
+                    let mut extra = Vec::new();
+                    using_specs(&u.using, &mut extra);
+                    for a in &u.assignments {
+                        let c = a.target.column();
+                        let col = t.column(c).ok_or_else(|| Error::Invalid(format!("Undefined column name {c} in table {}.{}", t.keyspace, t.name)))?;
+                        let typ = col.typ.clone();
+                        if let ColumnTarget::Element(_, idx) = &a.target {
+                            match typ.unfrozen() {
+                                CqlType::Map(k, _) => extra.push((idx, format!("key({c})"), k.as_ref().clone())),
+                                _ => extra.push((idx, format!("idx({c})"), CqlType::Int)),
+                            }
+                        }
+                        let vt = match (&a.target, typ.unfrozen()) {
+                            (ColumnTarget::Element(..), CqlType::Map(_, v)) => v.as_ref().clone(),
+                            (ColumnTarget::Element(..), CqlType::List(e)) => e.as_ref().clone(),
+                            (ColumnTarget::Field(_, f), CqlType::Udt(u)) => u.fields.iter().find(|(n, _)| n == f).map(|(_, t)| t.clone()).unwrap_or(CqlType::Blob),
+                            (_, CqlType::Map(k, _)) if matches!(a.op, AssignOp::Remove(_)) => CqlType::Set(k.clone()),
+                            _ => typ.clone(),
+                        };
+                        let term = match &a.op {
+                            AssignOp::Set(t) | AssignOp::Append(t) | AssignOp::Prepend(t) | AssignOp::Remove(t) => t,
+                        };
+                        extra.push((term, c.to_string(), vt));
+                    }
+                    (&u.table, u.where_clause.iter().collect(), extra)
+                }
+                Statement::Delete(d) => {
+                    let mut extra = Vec::new();
+                    using_specs(&d.using, &mut extra);
+                    (&d.table, d.where_clause.iter().collect(), extra)
+                }
+                _ => return Ok(()),
+            };
+            let t = self.table(table_name, client, ks)?;
+            let spec = |name: String, typ: CqlType| ColumnSpec { keyspace: t.keyspace.clone(), table: t.name.clone(), name, typ };
+            let set = |term: &Term, name: String, typ: CqlType, specs: &mut Vec<Option<ColumnSpec>>, pk_idx: &mut Vec<Option<u16>>| {
+                set_term_specs(term, &name, &typ, &spec, specs);
+                if let Term::Bind(m) = term {
+                    if let Some(pos) = t.partition_key().iter().position(|c| c.name == name) {
+                        if pk_idx.len() < t.partition_key_count {
+                            pk_idx.resize(t.partition_key_count, None);
+                        }
+                        pk_idx[pos] = Some(m.index as u16);
+                    }
+                }
+            };
+            for (term, name, typ) in extra {
+                set(term, name, typ, specs, pk_idx);
+            }
+            for rel in relations {
+                match (&rel.lhs, &rel.rhs) {
+                    (RelationLhs::Column(c), rhs) => {
+                        let col = t.column(c).ok_or_else(|| Error::Invalid(format!("Undefined column name {c} in table {}.{}", t.keyspace, t.name)))?;
+                        let typ = match rel.op {
+                            Operator::Contains => match col.typ.unfrozen() {
+                                CqlType::List(e) | CqlType::Set(e) => e.as_ref().clone(),
+                                CqlType::Map(_, v) => v.as_ref().clone(),
+                                t => t.clone(),
+                            },
+                            Operator::ContainsKey => match col.typ.unfrozen() {
+                                CqlType::Map(k, _) => k.as_ref().clone(),
+                                t => t.clone(),
+                            },
+                            _ => col.typ.clone(),
+                        };
+                        match rhs {
+                            RelationRhs::Term(term) => set(term, c.clone(), typ, specs, pk_idx),
+                            RelationRhs::InList(items) => {
+                                for it in items {
+                                    set(it, c.clone(), typ.clone(), specs, pk_idx);
+                                }
+                            }
+                            RelationRhs::InMarker(m) => {
+                                if let Some(s) = specs.get_mut(m.index) {
+                                    *s = Some(spec(format!("in({c})"), CqlType::List(Box::new(typ))));
+                                }
+                            }
+                            RelationRhs::NotNull => {}
+                        }
+                    }
+                    (RelationLhs::Token(_), RelationRhs::Term(term)) => {
+                        set_term_specs(term, "partition key token", &CqlType::Bigint, &spec, specs);
+                    }
+                    (RelationLhs::Columns(cols), rhs) => {
+                        let types: Vec<CqlType> = cols.iter().filter_map(|c| t.column(c).map(|c| c.typ.clone())).collect();
+                        let name = format!("({})", cols.join(","));
+                        let tt = CqlType::Tuple(types);
+                        match rhs {
+                            RelationRhs::Term(term) => set_term_specs(term, &name, &tt, &spec, specs),
+                            RelationRhs::InList(items) => {
+                                for it in items {
+                                    set_term_specs(it, &name, &tt, &spec, specs);
+                                }
+                            }
+                            RelationRhs::InMarker(m) => {
+                                if let Some(s) = specs.get_mut(m.index) {
+                                    *s = Some(spec(format!("in({name})"), CqlType::List(Box::new(tt))));
+                                }
+                            }
+                            RelationRhs::NotNull => {}
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            Ok(())
+        };
+        match &st.statement {
+            Statement::Batch(b) => {
+                for s in &b.statements {
+                    walk(s, &mut specs, &mut pk_idx, &mut result, false)?;
+                }
+                let mut extra = Vec::new();
+                using_specs(&b.using, &mut extra);
+                for (term, name, typ) in extra {
+                    set_term_specs(term, &name, &typ, &|n, t| ColumnSpec { keyspace: String::new(), table: String::new(), name: n, typ: t }, &mut specs);
+                }
+                pk_idx.clear();
+            }
+            other => walk(other, &mut specs, &mut pk_idx, &mut result, true)?,
+        }
+        let specs: Vec<ColumnSpec> = specs
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| s.unwrap_or(ColumnSpec { keyspace: String::new(), table: String::new(), name: format!("[{i}]"), typ: CqlType::Blob }))
+            .collect();
+        // named markers take their name
+        let specs = specs
+            .into_iter()
+            .zip(st.bind_markers.iter())
+            .map(|(mut s, m)| {
+                if let Some(n) = &m.name {
+                    s.name = n.clone();
+                }
+                s
+            })
+            .collect();
+        let pk_indexes = if pk_idx.iter().all(|x| x.is_some()) { pk_idx.into_iter().flatten().collect() } else { Vec::new() };
+        Ok((specs, pk_indexes, result))
+    }
+
+    /// Prepared metadata for a PREPARED result.
+    pub fn prepared_result(&self, p: &Prepared) -> ResultBody {
+        ResultBody::Prepared {
+            id: p.id.clone(),
+            result_metadata_id: p.result_metadata_id.clone(),
+            metadata: PreparedMetadata { columns: p.bind_specs.clone(), pk_indexes: p.pk_indexes.clone() },
+            result_metadata: RowsMetadata { columns: p.result_columns.clone(), ..Default::default() },
+        }
+    }
+
+    // ---------- execute ----------
+
+    /// Runs a parsed statement.
+    pub async fn execute(&self, st: &ParsedStatement, client: &mut ClientState, opts: &QueryOptions) -> Result<Outcome> {
+        let values = resolve_values(st, opts)?;
+        let bindings = Bindings { values: &values };
+        let ev = Eval { bindings: &bindings };
+        let ks_opt = opts.keyspace.as_deref();
+        let now = opts.now_in_seconds.unwrap_or_else(sibyl_storage::now_in_seconds);
+        let default_ts = opts.timestamp.unwrap_or_else(now_micros);
+        match &st.statement {
+            Statement::Select(s) => {
+                let t = self.table(&s.table, client, ks_opt)?;
+                let sel = select::selection(&t, s)?;
+                let cfs = self.store(&t)?;
+                self.proxy.check_read(&self.schema(), &t.keyspace, opts.consistency)?;
+                let r = select::execute(&t, &cfs, s, &sel, &ev, opts.page_size, opts.paging_state.as_ref(), now)?;
+                let metadata = RowsMetadata {
+                    columns: sel.columns,
+                    paging_state: r.paging_state,
+                    no_metadata: opts.skip_metadata,
+                    new_metadata_id: None,
+                };
+                Ok(Outcome { body: ResultBody::Rows { metadata, rows: r.rows }, warnings: Vec::new(), event: None })
+            }
+            Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => {
+                if let Some(out) = self.maybe_lwt(&st.statement, client, opts, &ev, default_ts, now).await? {
+                    return Ok(out);
+                }
+                let (ks, muts) = self.mutations_of(&st.statement, client, ks_opt, &ev, default_ts, now)?;
+                self.proxy.mutate(&self.schema(), &ks, muts, opts.consistency).await?;
+                Ok(Outcome::void())
+            }
+            Statement::Batch(b) => self.execute_batch_statement(b, client, opts, &ev, default_ts, now).await,
+            Statement::Use(ks) => {
+                if self.schema().keyspace(ks).is_none() {
+                    return Err(Error::Invalid(format!("Keyspace '{ks}' does not exist")));
+                }
+                client.keyspace = Some(ks.clone());
+                Ok(Outcome { body: ResultBody::SetKeyspace(ks.clone()), warnings: Vec::new(), event: None })
+            }
+            Statement::Truncate(name) => {
+                let t = self.table(name, client, ks_opt)?;
+                if is_system_keyspace(&t.keyspace) {
+                    return Err(Error::Unauthorized(format!("Cannot TRUNCATE system keyspace {}", t.keyspace)));
+                }
+                self.storage.truncate(t.id, now_micros()).await?;
+                Ok(Outcome::void())
+            }
+            Statement::Describe(d) => crate::describe::describe(self, d, client),
+            _ => self.execute_schema_change(&st.statement, client, ks_opt).await,
+        }
+    }
+
+    /// Mutations of one modification statement, and its keyspace.
+    pub fn mutations_of(&self, st: &Statement, client: &ClientState, ks_opt: Option<&str>, ev: &Eval, default_ts: i64, now: i32) -> Result<(String, Vec<Mutation>)> {
+        let name = match st {
+            Statement::Insert(i) => &i.table,
+            Statement::Update(u) => &u.table,
+            Statement::Delete(d) => &d.table,
+            _ => return Err(Error::Invalid("Only INSERT, UPDATE and DELETE statements are allowed here".into())),
+        };
+        let t = self.table(name, client, ks_opt)?;
+        if is_system_keyspace(&t.keyspace) && t.keyspace != "system_traces" {
+            return Err(Error::Unauthorized(format!("{} keyspace is not user-modifiable.", t.keyspace)));
+        }
+        let cfs = self.store(&t)?;
+        let table = t.clone();
+        let read_list = move |key: &Bytes, ck: &[Bytes], col: &str| -> modification::ListState {
+            let dk = sibyl_storage::DecoratedKey::new(key.clone());
+            let Some(mut p) = cfs.read(&dk, None) else { return Vec::new() };
+            p.resolve(now);
+            let ckey = sibyl_storage::ClusteringKey::row(ck.to_vec(), table.comparator.clone());
+            let row = if table.column(col).map(|c| c.kind == ColumnKind::Static).unwrap_or(false) { p.static_row.as_ref() } else { p.rows.get(&ckey) };
+            match row.and_then(|r| r.cells.get(col)) {
+                Some(sibyl_storage::ColumnData::Complex { cells, .. }) => {
+                    let mut v: Vec<(Bytes, Bytes)> =
+                        cells.iter().filter(|(_, c)| c.is_live(now)).map(|(p, c)| (p.clone(), c.value.clone().unwrap_or_default())).collect();
+                    v.sort_by(|a, b| CqlType::Timeuuid.compare(&a.0, &b.0));
+                    v
+                }
+                _ => Vec::new(),
+            }
+        };
+        let muts = match st {
+            Statement::Insert(i) => modification::insert(&t, i, ev, default_ts, now)?,
+            Statement::Update(u) => modification::update(&t, u, ev, default_ts, now, &read_list)?,
+            Statement::Delete(d) => modification::delete(&t, d, ev, default_ts, now, &read_list)?,
+            _ => Vec::new(),
+        };
+        Ok((t.keyspace.clone(), muts))
+    }
+
+    async fn execute_batch_statement(&self, b: &sibyl_cql::Batch, client: &ClientState, opts: &QueryOptions, ev: &Eval<'_>, default_ts: i64, now: i32) -> Result<Outcome> {
+        let ts = match &b.using.timestamp {
+            Some(_) => modification::write_params(
+                &TableMetadata::new("", "", uuid::Uuid::nil(), Vec::new(), TableParams::default()),
+                &b.using,
+                ev,
+                default_ts,
+                now,
+            )?
+            .timestamp,
+            None => default_ts,
+        };
+        let mut all = Vec::new();
+        let mut ks = String::new();
+        for s in &b.statements {
+            if has_conditions(s) {
+                return Err(Error::Invalid("Conditional statements in batches are not supported yet".into()));
+            }
+            let (k, muts) = self.mutations_of(s, client, opts.keyspace.as_deref(), ev, ts, now)?;
+            ks = k;
+            all.extend(muts);
+        }
+        self.apply_batch(b.batch_type, &ks, all, opts.consistency).await
+    }
+
+    /// Applies a batch's mutations with Cassandra's size checks and warnings.
+    pub async fn apply_batch(&self, batch_type: BatchType, ks: &str, mutations: Vec<Mutation>, cl: Consistency) -> Result<Outcome> {
+        let schema = self.schema();
+        let mut warnings = Vec::new();
+        let size: usize = mutations.iter().map(|m| m.update.estimated_size()).sum();
+        for m in &mutations {
+            if let Some(t) = schema.table_by_id(m.table_id) {
+                if t.is_counter != (batch_type == BatchType::Counter) {
+                    return Err(Error::Invalid(if t.is_counter {
+                        "Cannot include a counter statement in a non-counter batch".into()
+                    } else {
+                        "Cannot include non-counter statement in a counter batch".into()
+                    }));
+                }
+            }
+        }
+        if size as u64 > self.batch_size_fail_threshold_bytes {
+            return Err(Error::Invalid(format!(
+                "Batch too large: Batch for {} is of size {}, exceeding specified threshold of {} by {}.",
+                ks,
+                size,
+                self.batch_size_fail_threshold_bytes,
+                size as u64 - self.batch_size_fail_threshold_bytes
+            )));
+        }
+        if size as u64 > self.batch_size_warn_threshold_bytes {
+            warnings.push(format!(
+                "Batch for [{}] is of size {}, exceeding specified threshold of {} by {}.",
+                ks,
+                size,
+                self.batch_size_warn_threshold_bytes,
+                size as u64 - self.batch_size_warn_threshold_bytes
+            ));
+        }
+        let mut keys: Vec<&Bytes> = mutations.iter().map(|m| &m.key.key).collect();
+        keys.sort();
+        keys.dedup();
+        if batch_type == BatchType::Unlogged && keys.len() > 10 {
+            warnings.push(format!(
+                "Unlogged batch covering {} partitions detected against table{} [{}]. You should use a logged batch for atomicity, or asynchronous writes for performance.",
+                keys.len(),
+                "",
+                ks
+            ));
+        }
+        // group per keyspace for the consistency check
+        let mut by_ks: BTreeMap<String, Vec<Mutation>> = BTreeMap::new();
+        for m in mutations {
+            let k = schema.table_by_id(m.table_id).map(|t| t.keyspace.clone()).unwrap_or_default();
+            by_ks.entry(k).or_default().push(m);
+        }
+        for (k, muts) in by_ks {
+            self.proxy.mutate(&schema, &k, muts, cl).await?;
+        }
+        Ok(Outcome { body: ResultBody::Void, warnings, event: None })
+    }
+
+    // ---------- lightweight transactions (single node) ----------
+
+    async fn maybe_lwt(&self, st: &Statement, client: &ClientState, opts: &QueryOptions, ev: &Eval<'_>, default_ts: i64, now: i32) -> Result<Option<Outcome>> {
+        let (name, cond) = match st {
+            Statement::Insert(i) if i.if_not_exists => (&i.table, Conditions::NotExists),
+            Statement::Update(u) if u.conditions != Conditions::None => (&u.table, u.conditions.clone()),
+            Statement::Delete(d) if d.conditions != Conditions::None => (&d.table, d.conditions.clone()),
+            _ => return Ok(None),
+        };
+        let t = self.table(name, client, opts.keyspace.as_deref())?;
+        if matches!(st, Statement::Insert(i) if i.using.timestamp.is_some())
+            || matches!(st, Statement::Update(u) if u.using.timestamp.is_some())
+            || matches!(st, Statement::Delete(d) if d.using.timestamp.is_some())
+        {
+            return Err(Error::Invalid("Cannot provide custom timestamp for conditional updates".into()));
+        }
+        let _guard = self.lwt_lock.lock().await;
+        let (ks, muts) = self.mutations_of(st, client, opts.keyspace.as_deref(), ev, default_ts, now)?;
+        let Some(m) = muts.first() else { return Ok(Some(Outcome::void())) };
+        let cfs = self.store(&t)?;
+        let ck = m.update.rows.keys().next().cloned();
+        let current = cfs.read(&m.key, None).map(|mut p| {
+            p.resolve(now);
+            p
+        });
+        let row = match (&current, &ck) {
+            (Some(p), Some(ck)) => p.rows.get(ck).cloned(),
+            (Some(p), None) => p.static_row.clone(),
+            _ => None,
+        };
+        let exists = row.as_ref().map(|r| r.is_live(now)).unwrap_or(false);
+        let pk_vals = split_partition_key(&m.key.key, t.partition_key_count);
+        let value_of = |c: &ColumnMetadata| -> Option<Bytes> {
+            match c.kind {
+                ColumnKind::PartitionKey => pk_vals.get(c.position as usize).cloned(),
+                ColumnKind::Clustering => ck.as_ref().and_then(|k| k.values.get(c.position as usize).cloned()),
+                ColumnKind::Static => current.as_ref().and_then(|p| p.static_row.as_ref()).and_then(|r| crate::cells::column_value(r, &c.name, &c.typ, now)),
+                ColumnKind::Regular => row.as_ref().and_then(|r| crate::cells::column_value(r, &c.name, &c.typ, now)),
+            }
+        };
+        let (applied, shown): (bool, Vec<&ColumnMetadata>) = match &cond {
+            Conditions::NotExists => (!exists, t.columns.iter().collect()),
+            Conditions::Exists => (exists, t.columns.iter().collect()),
+            Conditions::Columns(conds) => {
+                let mut ok = true;
+                let mut shown = Vec::new();
+                for c in conds {
+                    let col = t.column(c.target.column()).ok_or_else(|| Error::Invalid(format!("Undefined column name {} in table {}.{}", c.target.column(), t.keyspace, t.name)))?;
+                    if !shown.iter().any(|s: &&ColumnMetadata| s.name == col.name) {
+                        shown.push(col);
+                    }
+                    let cur = if exists || col.kind == ColumnKind::Static { value_of(col) } else { None };
+                    let rel = Relation { lhs: RelationLhs::Column(col.name.clone()), op: c.op, rhs: c.rhs.clone() };
+                    let vals = match &rel.rhs {
+                        RelationRhs::Term(Term::Null) => None,
+                        _ => {
+                            let r = crate::restrictions::analyse_condition_values(ev, &rel, &col.name, &col.typ)?;
+                            Some(r)
+                        }
+                    };
+                    let pass = match vals {
+                        None => match c.op {
+                            Operator::Eq => cur.is_none(),
+                            Operator::Ne => cur.is_some(),
+                            _ => false,
+                        },
+                        Some(vals) => {
+                            let f = crate::restrictions::Filter { column: 0, op: c.op, values: vals };
+                            crate::restrictions::filter_matches(&f, &col.typ, cur.as_ref())
+                        }
+                    };
+                    ok &= pass;
+                }
+                (ok, shown)
+            }
+            Conditions::None => (true, Vec::new()),
+        };
+        let mut columns = vec![ColumnSpec { keyspace: t.keyspace.clone(), table: t.name.clone(), name: "[applied]".into(), typ: CqlType::Boolean }];
+        let mut row_out = vec![Some(Bytes::copy_from_slice(&[applied as u8]))];
+        if applied {
+            self.proxy.mutate(&self.schema(), &ks, muts, opts.consistency).await?;
+        } else if exists || matches!(cond, Conditions::Columns(_)) {
+            for c in shown {
+                if !exists && c.kind != ColumnKind::Static && matches!(cond, Conditions::Columns(_)) {
+                    continue;
+                }
+                columns.push(ColumnSpec { keyspace: t.keyspace.clone(), table: t.name.clone(), name: c.name.clone(), typ: c.typ.clone() });
+                row_out.push(value_of(c));
+            }
+        }
+        Ok(Some(Outcome {
+            body: ResultBody::Rows { metadata: RowsMetadata { columns, ..Default::default() }, rows: vec![row_out] },
+            warnings: Vec::new(),
+            event: None,
+        }))
+    }
+
+    // ---------- schema changes ----------
+
+    async fn execute_schema_change(&self, st: &Statement, client: &ClientState, ks_opt: Option<&str>) -> Result<Outcome> {
+        let _guard = self.schema_lock.lock().await;
+        let schema = self.schema();
+        let now = sibyl_storage::now_in_seconds();
+        let change = |change_type: &str, target: SchemaChangeTarget, keyspace: &str, name: Option<&str>| SchemaChange {
+            change_type: change_type.into(),
+            target,
+            keyspace: keyspace.into(),
+            name: name.map(|s| s.to_string()),
+            arg_types: Vec::new(),
+        };
+        let (new_ks, dropped_ks, ev): (Option<KeyspaceMetadata>, Option<String>, Option<SchemaChange>) = match st {
+            Statement::CreateKeyspace(c) => {
+                validate_name("Keyspace", &c.name)?;
+                if schema.keyspace(&c.name).is_some() {
+                    if c.if_not_exists {
+                        return Ok(Outcome::void());
+                    }
+                    return Err(Error::AlreadyExists {
+                        keyspace: c.name.clone(),
+                        table: String::new(),
+                        message: format!("Keyspace '{}' already exists", c.name),
+                    });
+                }
+                let ks = self.keyspace_from_properties(&c.name, &c.properties, None)?;
+                (Some(ks), None, Some(change("CREATED", SchemaChangeTarget::Keyspace, &c.name, None)))
+            }
+            Statement::AlterKeyspace { name, if_exists, properties } => {
+                let Some(old) = schema.keyspace(name) else {
+                    if *if_exists {
+                        return Ok(Outcome::void());
+                    }
+                    return Err(Error::Invalid(format!("Keyspace '{name}' does not exist")));
+                };
+                if is_system_keyspace(name) {
+                    return Err(Error::Unauthorized(format!("{name} keyspace is not user-modifiable.")));
+                }
+                let ks = self.keyspace_from_properties(name, properties, Some(old))?;
+                (Some(ks), None, Some(change("UPDATED", SchemaChangeTarget::Keyspace, name, None)))
+            }
+            Statement::DropKeyspace { name, if_exists } => {
+                if schema.keyspace(name).is_none() {
+                    if *if_exists {
+                        return Ok(Outcome::void());
+                    }
+                    return Err(Error::Config(format!("Cannot drop non existing keyspace '{name}'.")));
+                }
+                if is_system_keyspace(name) {
+                    return Err(Error::Unauthorized(format!("{name} keyspace is not user-modifiable.")));
+                }
+                (None, Some(name.clone()), Some(change("DROPPED", SchemaChangeTarget::Keyspace, name, None)))
+            }
+            Statement::CreateTable(ct) => {
+                let ks_name = self.keyspace_of(&ct.name, client, ks_opt)?;
+                let Some(old) = schema.keyspace(&ks_name) else {
+                    return Err(Error::Invalid(format!("Keyspace '{ks_name}' doesn't exist")));
+                };
+                if is_system_keyspace(&ks_name) {
+                    return Err(Error::Unauthorized(format!("{ks_name} keyspace is not user-modifiable.")));
+                }
+                validate_name("Table", &ct.name.name)?;
+                if old.tables.contains_key(&ct.name.name) {
+                    if ct.if_not_exists {
+                        return Ok(Outcome::void());
+                    }
+                    return Err(Error::AlreadyExists {
+                        keyspace: ks_name.clone(),
+                        table: ct.name.name.clone(),
+                        message: format!("Table '{}.{}' already exists", ks_name, ct.name.name),
+                    });
+                }
+                let t = build_table(&ks_name, ct, old)?;
+                let mut ks = (**old).clone();
+                ks.tables.insert(t.name.clone(), Arc::new(t));
+                (Some(ks), None, Some(change("CREATED", SchemaChangeTarget::Table, &ks_name, Some(&ct.name.name))))
+            }
+            Statement::AlterTable(at) => {
+                let ks_name = self.keyspace_of(&at.name, client, ks_opt)?;
+                let Some(old) = schema.keyspace(&ks_name) else {
+                    return Err(Error::Invalid(format!("Keyspace '{ks_name}' doesn't exist")));
+                };
+                let Some(t) = old.tables.get(&at.name.name) else {
+                    if at.if_exists {
+                        return Ok(Outcome::void());
+                    }
+                    return Err(Error::Invalid(format!("Table '{}.{}' doesn't exist", ks_name, at.name.name)));
+                };
+                if is_system_keyspace(&ks_name) {
+                    return Err(Error::Unauthorized(format!("{ks_name} keyspace is not user-modifiable.")));
+                }
+                let nt = alter_table(t, &at.op, old)?;
+                let mut ks = (**old).clone();
+                ks.tables.insert(nt.name.clone(), Arc::new(nt));
+                (Some(ks), None, Some(change("UPDATED", SchemaChangeTarget::Table, &ks_name, Some(&at.name.name))))
+            }
+            Statement::DropTable { name, if_exists } => {
+                let ks_name = self.keyspace_of(name, client, ks_opt)?;
+                let Some(old) = schema.keyspace(&ks_name) else {
+                    if *if_exists {
+                        return Ok(Outcome::void());
+                    }
+                    return Err(Error::Invalid(format!("Keyspace '{ks_name}' doesn't exist")));
+                };
+                if !old.tables.contains_key(&name.name) {
+                    if *if_exists {
+                        return Ok(Outcome::void());
+                    }
+                    return Err(Error::Invalid(format!("Table '{}.{}' doesn't exist", ks_name, name.name)));
+                }
+                if is_system_keyspace(&ks_name) {
+                    return Err(Error::Unauthorized(format!("{ks_name} keyspace is not user-modifiable.")));
+                }
+                let mut ks = (**old).clone();
+                ks.tables.remove(&name.name);
+                (Some(ks), None, Some(change("DROPPED", SchemaChangeTarget::Table, &ks_name, Some(&name.name))))
+            }
+            Statement::CreateType(ct) => {
+                let ks_name = self.keyspace_of(&ct.name, client, ks_opt)?;
+                let Some(old) = schema.keyspace(&ks_name) else {
+                    return Err(Error::Invalid(format!("Keyspace '{ks_name}' doesn't exist")));
+                };
+                if old.types.contains_key(&ct.name.name) {
+                    if ct.if_not_exists {
+                        return Ok(Outcome::void());
+                    }
+                    return Err(Error::AlreadyExists {
+                        keyspace: ks_name.clone(),
+                        table: ct.name.name.clone(),
+                        message: format!("A user type with name '{}' already exists", ct.name.name),
+                    });
+                }
+                let mut fields = Vec::new();
+                for (f, tstr) in &ct.fields {
+                    if fields.iter().any(|(n, _): &(String, CqlType)| n == f) {
+                        return Err(Error::Invalid(format!("Duplicate field name {f} in type {}", ct.name.name)));
+                    }
+                    let typ = parse_type(tstr, old)?;
+                    if typ.is_counter() {
+                        return Err(Error::Invalid("A user type cannot contain counters".into()));
+                    }
+                    let typ = if typ.is_multi_cell() { CqlType::Frozen(Box::new(typ)) } else { typ };
+                    fields.push((f.clone(), typ));
+                }
+                let mut ks = (**old).clone();
+                ks.types.insert(ct.name.name.clone(), Arc::new(UserType { keyspace: ks_name.clone(), name: ct.name.name.clone(), fields }));
+                (Some(ks), None, Some(change("CREATED", SchemaChangeTarget::Type, &ks_name, Some(&ct.name.name))))
+            }
+            Statement::DropType { name, if_exists } => {
+                let ks_name = self.keyspace_of(name, client, ks_opt)?;
+                let Some(old) = schema.keyspace(&ks_name) else {
+                    return Err(Error::Invalid(format!("Keyspace '{ks_name}' doesn't exist")));
+                };
+                if !old.types.contains_key(&name.name) {
+                    if *if_exists {
+                        return Ok(Outcome::void());
+                    }
+                    return Err(Error::Invalid(format!("Type '{}.{}' doesn't exist", ks_name, name.name)));
+                }
+                for t in old.tables.values() {
+                    for c in &t.columns {
+                        if c.typ.to_string().contains(&name.name) {
+                            return Err(Error::Invalid(format!("Cannot drop user type '{}.{}' as it is still used by table {}", ks_name, name.name, t.name)));
+                        }
+                    }
+                }
+                let mut ks = (**old).clone();
+                ks.types.remove(&name.name);
+                (Some(ks), None, Some(change("DROPPED", SchemaChangeTarget::Type, &ks_name, Some(&name.name))))
+            }
+            Statement::CreateIndex(_) | Statement::DropIndex { .. } => {
+                return Err(Error::Invalid("Secondary indexes are not supported yet".into()));
+            }
+            _ => return Err(Error::Invalid("Unsupported statement".into())),
+        };
+        let ts = now_micros();
+        let mutations = match (&new_ks, &dropped_ks) {
+            (Some(ks), _) => schema_tables::keyspace_mutations(ks, ts, now),
+            (None, Some(name)) => schema_tables::drop_keyspace_mutations(name, ts, now),
+            _ => Vec::new(),
+        };
+        self.storage.apply(mutations).await?;
+        // new schema
+        let mut next = (*schema).clone();
+        match (new_ks, dropped_ks) {
+            (Some(ks), _) => {
+                if let Some(old) = schema.keyspace(&ks.name) {
+                    for (n, t) in &old.tables {
+                        if !ks.tables.get(n).map(|nt| nt.id == t.id).unwrap_or(false) {
+                            self.storage.drop_table(t.id);
+                        }
+                    }
+                }
+                for t in ks.tables.values() {
+                    self.storage.add_table(t.id, t.comparator.clone());
+                }
+                next.keyspaces.insert(ks.name.clone(), Arc::new(ks));
+            }
+            (None, Some(name)) => {
+                if let Some(old) = next.keyspaces.remove(&name) {
+                    for t in old.tables.values() {
+                        self.storage.drop_table(t.id);
+                    }
+                }
+            }
+            _ => {}
+        }
+        next.compute_version();
+        *self.schema.write() = Arc::new(next.clone());
+        self.prepared.lock().clear();
+        if let Some(cb) = self.on_schema_change.read().as_ref() {
+            cb(&next);
+        }
+        let event = ev.clone();
+        Ok(Outcome { body: ev.map(ResultBody::SchemaChange).unwrap_or(ResultBody::Void), warnings: Vec::new(), event })
+    }
+
+    fn keyspace_from_properties(&self, name: &str, props: &[Property], old: Option<&Arc<KeyspaceMetadata>>) -> Result<KeyspaceMetadata> {
+        let mut replication = old.map(|o| o.replication.clone());
+        let mut durable_writes = old.map(|o| o.durable_writes).unwrap_or(true);
+        for p in props {
+            match p.name.as_str() {
+                "replication" => {
+                    let PropertyValue::Map(m) = &p.value else {
+                        return Err(Error::Syntax("Invalid value for property 'replication'. It should be a map.".into()));
+                    };
+                    let m: BTreeMap<String, String> = m.iter().cloned().collect();
+                    replication = Some(validate_replication(name, &m, &self.local_dc)?);
+                }
+                "durable_writes" => {
+                    durable_writes = match p.value.as_text().map(|s| s.to_lowercase()).as_deref() {
+                        Some("true") => true,
+                        Some("false") => false,
+                        _ => return Err(Error::Syntax("Invalid boolean value for 'durable_writes'".into())),
+                    }
+                }
+                other => return Err(Error::Syntax(format!("Unknown property '{other}'"))),
+            }
+        }
+        let Some(replication) = replication else {
+            return Err(Error::Config("Missing mandatory option 'replication'".into()));
+        };
+        Ok(KeyspaceMetadata {
+            name: name.to_string(),
+            replication,
+            durable_writes,
+            tables: old.map(|o| o.tables.clone()).unwrap_or_default(),
+            types: old.map(|o| o.types.clone()).unwrap_or_default(),
+            is_system: false,
+            is_virtual: false,
+        })
+    }
+}
+
+fn has_conditions(s: &Statement) -> bool {
+    match s {
+        Statement::Insert(i) => i.if_not_exists,
+        Statement::Update(u) => u.conditions != Conditions::None,
+        Statement::Delete(d) => d.conditions != Conditions::None,
+        _ => false,
+    }
+}
+
+fn using_specs<'a>(u: &'a UsingClause, extra: &mut Vec<(&'a Term, String, CqlType)>) {
+    if let Some(t) = &u.timestamp {
+        extra.push((t, "[timestamp]".into(), CqlType::Bigint));
+    }
+    if let Some(t) = &u.ttl {
+        extra.push((t, "[ttl]".into(), CqlType::Int));
+    }
+}
+
+/// Sets the spec of every bind marker inside `term` (recursing into collection literals).
+fn set_term_specs(term: &Term, name: &str, typ: &CqlType, spec: &dyn Fn(String, CqlType) -> ColumnSpec, specs: &mut [Option<ColumnSpec>]) {
+    match term {
+        Term::Bind(m) => {
+            if let Some(s) = specs.get_mut(m.index) {
+                *s = Some(spec(name.to_string(), typ.clone()));
+            }
+        }
+        Term::List(items) | Term::Set(items) => {
+            let et = match typ.unfrozen() {
+                CqlType::List(e) | CqlType::Set(e) | CqlType::Vector(e, _) => e.as_ref().clone(),
+                t => t.clone(),
+            };
+            for it in items {
+                set_term_specs(it, &format!("value({name})"), &et, spec, specs);
+            }
+        }
+        Term::Map(pairs) => {
+            if let CqlType::Map(k, v) = typ.unfrozen() {
+                for (a, b) in pairs {
+                    set_term_specs(a, &format!("key({name})"), k, spec, specs);
+                    set_term_specs(b, &format!("value({name})"), v, spec, specs);
+                }
+            }
+        }
+        Term::Tuple(items) => {
+            if let CqlType::Tuple(ts) = typ.unfrozen() {
+                for (i, it) in items.iter().enumerate() {
+                    if let Some(t) = ts.get(i) {
+                        set_term_specs(it, &format!("{name}[{i}]"), t, spec, specs);
+                    }
+                }
+            }
+        }
+        Term::UserType(fields) => {
+            if let CqlType::Udt(u) = typ.unfrozen() {
+                for (f, it) in fields {
+                    if let Some((_, t)) = u.fields.iter().find(|(n, _)| n == f) {
+                        set_term_specs(it, &format!("{name}.{f}"), t, spec, specs);
+                    }
+                }
+            }
+        }
+        Term::Function { args, name: fname } => {
+            for a in args {
+                let t = match fname.to_lowercase().as_str() {
+                    "mintimeuuid" | "maxtimeuuid" => CqlType::Timestamp,
+                    _ => CqlType::Blob,
+                };
+                set_term_specs(a, fname, &t, spec, specs);
+            }
+        }
+        Term::Cast { term, .. } | Term::Negate(term) => set_term_specs(term, name, typ, spec, specs),
+        _ => {}
+    }
+}
+
+/// Positional values for the statement's markers (named values matched by name).
+fn resolve_values(st: &ParsedStatement, opts: &QueryOptions) -> Result<Vec<Value>> {
+    let n = st.bind_markers.len();
+    if let Some(names) = &opts.names {
+        let mut out = vec![Value::Unset; n];
+        for (i, m) in st.bind_markers.iter().enumerate() {
+            let Some(name) = &m.name else {
+                return Err(Error::Invalid("Named values given for a statement with unnamed markers".into()));
+            };
+            match names.iter().position(|x| x == name) {
+                Some(j) => out[i] = opts.values[j].clone(),
+                None => return Err(Error::Invalid(format!("No value for bind variable {name}"))),
+            }
+        }
+        return Ok(out);
+    }
+    if opts.values.len() != n {
+        return Err(Error::Invalid(format!("there were {} markers(?) in CQL but {} bound variables", n, opts.values.len())));
+    }
+    Ok(opts.values.clone())
+}
+
+fn parse_type(s: &str, ks: &KeyspaceMetadata) -> Result<CqlType> {
+    CqlType::parse(s, &|n: &str| ks.types.get(n.trim_matches('"')).cloned()).map_err(|e| Error::Invalid(e.to_string()))
+}
+
+fn build_table(ks_name: &str, ct: &CreateTable, ks: &KeyspaceMetadata) -> Result<TableMetadata> {
+    let mut columns: Vec<ColumnMetadata> = Vec::new();
+    for c in &ct.columns {
+        if columns.iter().any(|x| x.name == c.name) {
+            return Err(Error::Invalid(format!("Duplicate column '{}' declaration for table {}.{}", c.name, ks_name, ct.name.name)));
+        }
+        let typ = parse_type(&c.typ, ks)?;
+        columns.push(ColumnMetadata {
+            name: c.name.clone(),
+            typ,
+            kind: if c.is_static { ColumnKind::Static } else { ColumnKind::Regular },
+            position: -1,
+            reversed: false,
+        });
+    }
+    if ct.partition_key.is_empty() {
+        return Err(Error::Invalid("No PRIMARY KEY specifed for table '".to_string() + &ct.name.name + "' (exactly one required)"));
+    }
+    for (i, pk) in ct.partition_key.iter().enumerate() {
+        let Some(c) = columns.iter_mut().find(|c| &c.name == pk) else {
+            return Err(Error::Invalid(format!("Unknown column '{pk}' referenced in PRIMARY KEY for table '{}'", ct.name.name)));
+        };
+        if c.kind == ColumnKind::PartitionKey || c.kind == ColumnKind::Clustering {
+            return Err(Error::Invalid(format!("Duplicate column '{pk}' in PRIMARY KEY clause for table '{}'", ct.name.name)));
+        }
+        if c.typ.is_multi_cell() {
+            return Err(Error::Invalid(format!("Invalid non-frozen collection type {} for PRIMARY KEY column '{pk}'", c.typ)));
+        }
+        if c.typ.is_counter() {
+            return Err(Error::Invalid(format!("counter type is not supported for PRIMARY KEY column '{pk}'")));
+        }
+        if c.kind == ColumnKind::Static {
+            return Err(Error::Invalid(format!("Static column '{pk}' cannot be part of the PRIMARY KEY")));
+        }
+        c.kind = ColumnKind::PartitionKey;
+        c.position = i as i32;
+    }
+    for (i, ck) in ct.clustering_key.iter().enumerate() {
+        let Some(c) = columns.iter_mut().find(|c| &c.name == ck) else {
+            return Err(Error::Invalid(format!("Unknown column '{ck}' referenced in PRIMARY KEY for table '{}'", ct.name.name)));
+        };
+        if c.kind == ColumnKind::PartitionKey || c.kind == ColumnKind::Clustering {
+            return Err(Error::Invalid(format!("Duplicate column '{ck}' in PRIMARY KEY clause for table '{}'", ct.name.name)));
+        }
+        if c.typ.is_multi_cell() {
+            return Err(Error::Invalid(format!("Invalid non-frozen collection type {} for PRIMARY KEY column '{ck}'", c.typ)));
+        }
+        if c.kind == ColumnKind::Static {
+            return Err(Error::Invalid(format!("Static column '{ck}' cannot be part of the PRIMARY KEY")));
+        }
+        c.kind = ColumnKind::Clustering;
+        c.position = i as i32;
+    }
+    if ct.clustering_key.is_empty() && columns.iter().any(|c| c.kind == ColumnKind::Static) {
+        return Err(Error::Invalid(format!(
+            "Static column '{}' is only allowed in tables with clustering columns",
+            columns.iter().find(|c| c.kind == ColumnKind::Static).map(|c| c.name.clone()).unwrap_or_default()
+        )));
+    }
+    // CLUSTERING ORDER
+    if !ct.clustering_order.is_empty() {
+        for (i, o) in ct.clustering_order.iter().enumerate() {
+            let Some(pos) = ct.clustering_key.iter().position(|c| c == &o.column) else {
+                return Err(Error::Invalid(format!("Only clustering key columns can be defined in CLUSTERING ORDER directive: {} is not a clustering column", o.column)));
+            };
+            if pos != i {
+                return Err(Error::Invalid("The order of columns in the CLUSTERING ORDER directive must match that of the clustering columns".into()));
+            }
+            if let Some(c) = columns.iter_mut().find(|c| c.name == o.column) {
+                c.reversed = o.descending;
+            }
+        }
+    }
+    let counters = columns.iter().filter(|c| !c.kind.is_primary_key() && c.typ.is_counter()).count();
+    let regulars = columns.iter().filter(|c| !c.kind.is_primary_key()).count();
+    if counters > 0 && counters != regulars {
+        return Err(Error::Invalid("Cannot mix counter and non counter columns in the same table".into()));
+    }
+    if ct.compact_storage {
+        return Err(Error::Invalid("COMPACT STORAGE tables are not supported starting with version 4.0".into()));
+    }
+    let mut params = TableParams::default();
+    let mut props = ct.properties.clone();
+    let mut id = None;
+    props.retain(|p| {
+        if p.name == "id" {
+            id = p.value.as_text().and_then(|t| uuid::Uuid::parse_str(&t).ok());
+            false
+        } else {
+            true
+        }
+    });
+    params.apply(&props)?;
+    if counters > 0 && params.default_time_to_live > 0 {
+        return Err(Error::Invalid("Cannot set default_time_to_live on a table with counters".into()));
+    }
+    Ok(TableMetadata::new(ks_name, &ct.name.name, id.unwrap_or_else(uuid::Uuid::new_v4), columns, params))
+}
+
+fn alter_table(t: &TableMetadata, op: &AlterTableOp, ks: &KeyspaceMetadata) -> Result<TableMetadata> {
+    let mut nt = t.clone();
+    match op {
+        AlterTableOp::Add(cols) => {
+            for c in cols {
+                if nt.column(&c.name).is_some() {
+                    return Err(Error::Invalid(format!("Column with name '{}' already exists", c.name)));
+                }
+                let typ = parse_type(&c.typ, ks)?;
+                if c.is_static && nt.clustering_count == 0 {
+                    return Err(Error::Invalid(format!("Static columns are not allowed in COMPACT STORAGE tables or tables without clustering columns (column {})", c.name)));
+                }
+                if let Some((dt, _)) = nt.dropped.get(&c.name) {
+                    if dt.unfrozen() != typ.unfrozen() && dt.is_multi_cell() != typ.is_multi_cell() {
+                        return Err(Error::Invalid(format!(
+                            "Cannot re-add previously dropped column '{}' of type {}, incompatible with previous type {}",
+                            c.name, typ, dt
+                        )));
+                    }
+                }
+                if nt.is_counter != typ.is_counter() && nt.regular_and_static().len() > 0 {
+                    return Err(Error::Invalid("Cannot mix counter and non counter columns in the same table".into()));
+                }
+                nt.columns.push(ColumnMetadata {
+                    name: c.name.clone(),
+                    typ,
+                    kind: if c.is_static { ColumnKind::Static } else { ColumnKind::Regular },
+                    position: -1,
+                    reversed: false,
+                });
+            }
+        }
+        AlterTableOp::Drop(cols) => {
+            for c in cols {
+                let Some(col) = nt.column(c) else {
+                    return Err(Error::Invalid(format!("Column {c} was not found in table {}.{}", t.keyspace, t.name)));
+                };
+                if col.kind.is_primary_key() {
+                    return Err(Error::Invalid(format!("Cannot drop PRIMARY KEY column {c}")));
+                }
+                let typ = col.typ.clone();
+                nt.columns.retain(|x| &x.name != c);
+                nt.dropped.insert(c.clone(), (typ, now_micros()));
+            }
+        }
+        AlterTableOp::Rename(pairs) => {
+            for (from, to) in pairs {
+                let Some(i) = nt.column_index(from) else {
+                    return Err(Error::Invalid(format!("Column {from} was not found in table {}.{}", t.keyspace, t.name)));
+                };
+                if !nt.columns[i].kind.is_primary_key() {
+                    return Err(Error::Invalid(format!(
+                        "Cannot rename non PRIMARY KEY column {from}"
+                    )));
+                }
+                if nt.column(to).is_some() {
+                    return Err(Error::Invalid(format!("Cannot rename column {from} to {to} in table '{}'; another column with that name already exists", t.name)));
+                }
+                nt.columns[i].name = to.clone();
+            }
+        }
+        AlterTableOp::Alter { column, .. } => {
+            return Err(Error::Invalid(format!("Altering column types is no longer supported (column {column})")));
+        }
+        AlterTableOp::With(props) => {
+            nt.params.apply(props)?;
+        }
+    }
+    let rebuilt = TableMetadata::new(&nt.keyspace, &nt.name, nt.id, nt.columns.clone(), nt.params.clone());
+    Ok(TableMetadata { dropped: nt.dropped, ..rebuilt })
+}
+
+/// Writes non-durable rows straight into memtables (system data regenerated at start).
+pub fn write_params_now(ts: i64) -> WriteParams {
+    WriteParams { timestamp: ts, ttl: 0, now: sibyl_storage::now_in_seconds() }
+}

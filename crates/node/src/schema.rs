@@ -1,0 +1,831 @@
+//! Schema: keyspaces, tables, columns, user types; their validation as
+//! Cassandra does it; and the definitions of the system tables.
+
+use crate::error::{Error, Result};
+use sibyl_cql::{Property, PropertyValue};
+use sibyl_storage::ClusteringComparator;
+use sibyl_types::{CqlType, UserType};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ColumnKind {
+    PartitionKey,
+    Clustering,
+    Static,
+    Regular,
+}
+
+impl ColumnKind {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ColumnKind::PartitionKey => "partition_key",
+            ColumnKind::Clustering => "clustering",
+            ColumnKind::Static => "static",
+            ColumnKind::Regular => "regular",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ColumnKind> {
+        Some(match s {
+            "partition_key" => ColumnKind::PartitionKey,
+            "clustering" => ColumnKind::Clustering,
+            "static" => ColumnKind::Static,
+            "regular" => ColumnKind::Regular,
+            _ => return None,
+        })
+    }
+
+    pub fn is_primary_key(&self) -> bool {
+        matches!(self, ColumnKind::PartitionKey | ColumnKind::Clustering)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnMetadata {
+    pub name: String,
+    pub typ: CqlType,
+    pub kind: ColumnKind,
+    /// Position within the partition key or clustering; -1 otherwise.
+    pub position: i32,
+    /// Clustering column in DESC order.
+    pub reversed: bool,
+}
+
+/// Table options, with Cassandra 5.0's defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableParams {
+    pub additional_write_policy: String,
+    pub allow_auto_snapshot: bool,
+    pub bloom_filter_fp_chance: f64,
+    pub caching: BTreeMap<String, String>,
+    pub cdc: bool,
+    pub comment: String,
+    pub compaction: BTreeMap<String, String>,
+    pub compression: BTreeMap<String, String>,
+    pub crc_check_chance: f64,
+    pub default_time_to_live: i32,
+    pub extensions: BTreeMap<String, bytes::Bytes>,
+    pub gc_grace_seconds: i32,
+    pub incremental_backups: bool,
+    pub max_index_interval: i32,
+    pub memtable: String,
+    pub memtable_flush_period_in_ms: i32,
+    pub min_index_interval: i32,
+    pub read_repair: String,
+    pub speculative_retry: String,
+}
+
+fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+impl Default for TableParams {
+    fn default() -> Self {
+        TableParams {
+            additional_write_policy: "99p".into(),
+            allow_auto_snapshot: true,
+            bloom_filter_fp_chance: 0.01,
+            caching: map(&[("keys", "ALL"), ("rows_per_partition", "NONE")]),
+            cdc: false,
+            comment: String::new(),
+            compaction: map(&[
+                ("class", "org.apache.cassandra.db.compaction.SizeTieredCompactionStrategy"),
+                ("max_threshold", "32"),
+                ("min_threshold", "4"),
+            ]),
+            compression: map(&[("chunk_length_in_kb", "16"), ("class", "org.apache.cassandra.io.compress.LZ4Compressor")]),
+            crc_check_chance: 1.0,
+            default_time_to_live: 0,
+            extensions: BTreeMap::new(),
+            gc_grace_seconds: 864000,
+            incremental_backups: true,
+            max_index_interval: 2048,
+            memtable: "default".into(),
+            memtable_flush_period_in_ms: 0,
+            min_index_interval: 128,
+            read_repair: "BLOCKING".into(),
+            speculative_retry: "99p".into(),
+        }
+    }
+}
+
+fn prop_text(p: &Property) -> Result<String> {
+    p.value.as_text().ok_or_else(|| Error::Syntax(format!("Invalid value for property '{}'", p.name)))
+}
+
+fn prop_map(p: &Property) -> Result<BTreeMap<String, String>> {
+    match &p.value {
+        PropertyValue::Map(m) => Ok(m.iter().cloned().collect()),
+        _ => Err(Error::Syntax(format!("Invalid value for property '{}'. It should be a map.", p.name))),
+    }
+}
+
+fn prop_int(p: &Property) -> Result<i32> {
+    let t = prop_text(p)?;
+    t.parse::<i32>().map_err(|_| Error::Syntax(format!("Invalid integer value {} for '{}'", t, p.name)))
+}
+
+fn prop_double(p: &Property) -> Result<f64> {
+    let t = prop_text(p)?;
+    t.parse::<f64>().map_err(|_| Error::Syntax(format!("Invalid double value {} for '{}'", t, p.name)))
+}
+
+fn prop_bool(p: &Property) -> Result<bool> {
+    let t = prop_text(p)?.to_lowercase();
+    match t.as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(Error::Syntax(format!("Invalid boolean value {} for '{}'", t, p.name))),
+    }
+}
+
+fn full_class(short: &str, package: &str) -> String {
+    if short.contains('.') {
+        short.to_string()
+    } else {
+        format!("{package}.{short}")
+    }
+}
+
+impl TableParams {
+    /// Applies `WITH` properties, validating names and values like Cassandra.
+    pub fn apply(&mut self, props: &[Property]) -> Result<()> {
+        for p in props {
+            match p.name.as_str() {
+                "additional_write_policy" => self.additional_write_policy = prop_text(p)?,
+                "allow_auto_snapshot" => self.allow_auto_snapshot = prop_bool(p)?,
+                "bloom_filter_fp_chance" => {
+                    let v = prop_double(p)?;
+                    if v <= 0.0 || v > 1.0 {
+                        return Err(Error::Config(format!(
+                            "bloom_filter_fp_chance must be larger than 0.0 and less than or equal to 1.0 (got {v})"
+                        )));
+                    }
+                    self.bloom_filter_fp_chance = v;
+                }
+                "caching" => {
+                    let m = prop_map(p)?;
+                    let mut c = map(&[("keys", "ALL"), ("rows_per_partition", "NONE")]);
+                    for (k, v) in m {
+                        match k.as_str() {
+                            "keys" => {
+                                let up = v.to_uppercase();
+                                if up != "ALL" && up != "NONE" {
+                                    return Err(Error::Config(format!("Invalid value '{v}' for caching sub-option 'keys': valid values are 'ALL' and 'NONE'")));
+                                }
+                                c.insert(k, up);
+                            }
+                            "rows_per_partition" => {
+                                let up = v.to_uppercase();
+                                if up != "ALL" && up != "NONE" && v.parse::<u32>().is_err() {
+                                    return Err(Error::Config(format!("Invalid value '{v}' for caching sub-option 'rows_per_partition': valid values are 'ALL', 'NONE' or a positive integer")));
+                                }
+                                c.insert(k, if v.parse::<u32>().is_ok() { v } else { up });
+                            }
+                            _ => return Err(Error::Config(format!("Invalid caching sub-options {{{k}={v}}}: only 'keys' and 'rows_per_partition' are allowed"))),
+                        }
+                    }
+                    self.caching = c;
+                }
+                "cdc" => self.cdc = prop_bool(p)?,
+                "comment" => self.comment = prop_text(p)?,
+                "compaction" => {
+                    let mut m = prop_map(p)?;
+                    let Some(class) = m.remove("class") else {
+                        return Err(Error::Config("Missing sub-option 'class' for the 'compaction' option.".into()));
+                    };
+                    let class = match class.as_str() {
+                        "DateTieredCompactionStrategy" | "org.apache.cassandra.db.compaction.DateTieredCompactionStrategy" => {
+                            "org.apache.cassandra.db.compaction.TimeWindowCompactionStrategy".to_string()
+                        }
+                        c => full_class(c, "org.apache.cassandra.db.compaction"),
+                    };
+                    let known = [
+                        "org.apache.cassandra.db.compaction.SizeTieredCompactionStrategy",
+                        "org.apache.cassandra.db.compaction.LeveledCompactionStrategy",
+                        "org.apache.cassandra.db.compaction.TimeWindowCompactionStrategy",
+                        "org.apache.cassandra.db.compaction.UnifiedCompactionStrategy",
+                    ];
+                    if !known.contains(&class.as_str()) {
+                        return Err(Error::Config(format!("Unable to find compaction strategy class '{class}'")));
+                    }
+                    m.insert("class".into(), class);
+                    m.entry("max_threshold".into()).or_insert_with(|| "32".into());
+                    m.entry("min_threshold".into()).or_insert_with(|| "4".into());
+                    self.compaction = m;
+                }
+                "compression" => {
+                    let mut m = prop_map(p)?;
+                    if m.get("enabled").map(|v| v == "false").unwrap_or(false) {
+                        self.compression = map(&[("enabled", "false")]);
+                        continue;
+                    }
+                    m.remove("enabled");
+                    let class = m.remove("class").or_else(|| m.remove("sstable_compression"));
+                    let Some(class) = class else {
+                        return Err(Error::Config("Missing sub-option 'class' for the 'compression' option.".into()));
+                    };
+                    let class = full_class(&class, "org.apache.cassandra.io.compress");
+                    let known = [
+                        "org.apache.cassandra.io.compress.LZ4Compressor",
+                        "org.apache.cassandra.io.compress.ZstdCompressor",
+                        "org.apache.cassandra.io.compress.SnappyCompressor",
+                        "org.apache.cassandra.io.compress.DeflateCompressor",
+                        "org.apache.cassandra.io.compress.NoopCompressor",
+                    ];
+                    if !known.contains(&class.as_str()) {
+                        return Err(Error::Config(format!("Could not create Compression for type {class}")));
+                    }
+                    let chunk = m.remove("chunk_length_in_kb").unwrap_or_else(|| "16".into());
+                    let mut out = BTreeMap::new();
+                    out.insert("chunk_length_in_kb".to_string(), chunk);
+                    out.insert("class".to_string(), class);
+                    out.extend(m);
+                    self.compression = out;
+                }
+                "crc_check_chance" => self.crc_check_chance = prop_double(p)?,
+                "default_time_to_live" => {
+                    let v = prop_int(p)?;
+                    if v < 0 {
+                        return Err(Error::Config("default_time_to_live must be greater than or equal to 0 (got -1)".replace("-1", &v.to_string())));
+                    }
+                    self.default_time_to_live = v;
+                }
+                "extensions" => {}
+                "gc_grace_seconds" => {
+                    let v = prop_int(p)?;
+                    if v < 0 {
+                        return Err(Error::Config(format!("gc_grace_seconds must be greater than or equal to 0 (got {v})")));
+                    }
+                    self.gc_grace_seconds = v;
+                }
+                "incremental_backups" => self.incremental_backups = prop_bool(p)?,
+                "max_index_interval" => self.max_index_interval = prop_int(p)?,
+                "memtable" => self.memtable = prop_text(p)?,
+                "memtable_flush_period_in_ms" => self.memtable_flush_period_in_ms = prop_int(p)?,
+                "min_index_interval" => self.min_index_interval = prop_int(p)?,
+                "read_repair" => {
+                    let v = prop_text(p)?.to_uppercase();
+                    if v != "BLOCKING" && v != "NONE" {
+                        return Err(Error::Config(format!("Invalid read repair strategy {v}")));
+                    }
+                    self.read_repair = v;
+                }
+                "speculative_retry" => self.speculative_retry = prop_text(p)?,
+                other => return Err(Error::Syntax(format!("Unknown property '{other}'"))),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A table's definition.
+#[derive(Debug, Clone)]
+pub struct TableMetadata {
+    pub keyspace: String,
+    pub name: String,
+    pub id: uuid::Uuid,
+    /// Partition key columns in order, clustering columns in order, then the
+    /// others by name (static first), as Cassandra lists them.
+    pub columns: Vec<ColumnMetadata>,
+    pub partition_key_count: usize,
+    pub clustering_count: usize,
+    pub params: TableParams,
+    pub comparator: Arc<ClusteringComparator>,
+    /// Dropped columns: name → (type, drop time in micros).
+    pub dropped: BTreeMap<String, (CqlType, i64)>,
+    pub is_counter: bool,
+    /// Generated on read (system_views, system_virtual_schema).
+    pub is_virtual: bool,
+}
+
+impl TableMetadata {
+    /// Builds a table from its columns (kinds and positions set).
+    pub fn new(keyspace: &str, name: &str, id: uuid::Uuid, mut columns: Vec<ColumnMetadata>, params: TableParams) -> Self {
+        columns.sort_by(|a, b| {
+            a.kind.cmp(&b.kind).then_with(|| {
+                if a.kind.is_primary_key() {
+                    a.position.cmp(&b.position)
+                } else {
+                    a.name.cmp(&b.name)
+                }
+            })
+        });
+        let partition_key_count = columns.iter().filter(|c| c.kind == ColumnKind::PartitionKey).count();
+        let clustering_count = columns.iter().filter(|c| c.kind == ColumnKind::Clustering).count();
+        let comparator = ClusteringComparator::new(
+            columns.iter().filter(|c| c.kind == ColumnKind::Clustering).map(|c| (c.typ.clone(), c.reversed)).collect(),
+        );
+        let is_counter = columns.iter().any(|c| c.typ.is_counter());
+        TableMetadata {
+            keyspace: keyspace.into(),
+            name: name.into(),
+            id,
+            columns,
+            partition_key_count,
+            clustering_count,
+            params,
+            comparator,
+            dropped: BTreeMap::new(),
+            is_counter,
+            is_virtual: false,
+        }
+    }
+
+    pub fn column(&self, name: &str) -> Option<&ColumnMetadata> {
+        self.columns.iter().find(|c| c.name == name)
+    }
+
+    pub fn column_index(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c.name == name)
+    }
+
+    pub fn partition_key(&self) -> &[ColumnMetadata] {
+        &self.columns[..self.partition_key_count]
+    }
+
+    pub fn clustering(&self) -> &[ColumnMetadata] {
+        &self.columns[self.partition_key_count..self.partition_key_count + self.clustering_count]
+    }
+
+    pub fn regular_and_static(&self) -> &[ColumnMetadata] {
+        &self.columns[self.partition_key_count + self.clustering_count..]
+    }
+
+    pub fn has_static(&self) -> bool {
+        self.columns.iter().any(|c| c.kind == ColumnKind::Static)
+    }
+}
+
+/// A keyspace's definition.
+#[derive(Debug, Clone)]
+pub struct KeyspaceMetadata {
+    pub name: String,
+    pub replication: BTreeMap<String, String>,
+    pub durable_writes: bool,
+    pub tables: BTreeMap<String, Arc<TableMetadata>>,
+    pub types: BTreeMap<String, Arc<UserType>>,
+    /// Keyspaces whose schema is fixed by the node (system*).
+    pub is_system: bool,
+    pub is_virtual: bool,
+}
+
+impl KeyspaceMetadata {
+    /// The total replication factor (sum over DCs for NetworkTopologyStrategy).
+    pub fn replication_factor(&self) -> usize {
+        let class = self.replication.get("class").map(|s| s.as_str()).unwrap_or("");
+        if class.ends_with("LocalStrategy") {
+            return 1;
+        }
+        if class.ends_with("SimpleStrategy") {
+            return self.replication.get("replication_factor").and_then(|v| v.parse().ok()).unwrap_or(1);
+        }
+        self.replication.iter().filter(|(k, _)| *k != "class").filter_map(|(_, v)| v.parse::<usize>().ok()).sum()
+    }
+}
+
+/// Validates `WITH replication = {...}` like Cassandra and returns the stored map.
+pub fn validate_replication(keyspace: &str, m: &BTreeMap<String, String>, local_dc: &str) -> Result<BTreeMap<String, String>> {
+    let Some(class) = m.get("class") else {
+        return Err(Error::Config("Missing replication strategy class".into()));
+    };
+    let class = full_class(class, "org.apache.cassandra.locator");
+    let mut out = BTreeMap::new();
+    let check_rf = |v: &str| -> Result<()> {
+        match v.parse::<i64>() {
+            Ok(n) if n >= 0 => Ok(()),
+            Ok(n) => Err(Error::Config(format!("Replication factor must be non-negative; found {n}"))),
+            Err(_) => Err(Error::Config(format!("Replication factor must be numeric; found {v}"))),
+        }
+    };
+    match class.as_str() {
+        "org.apache.cassandra.locator.SimpleStrategy" => {
+            let Some(rf) = m.get("replication_factor") else {
+                return Err(Error::Config("SimpleStrategy requires a replication_factor strategy option.".into()));
+            };
+            check_rf(rf)?;
+            for k in m.keys() {
+                if k != "class" && k != "replication_factor" {
+                    return Err(Error::Config(format!(
+                        "Unrecognized strategy option {{{k}}} passed to SimpleStrategy for keyspace {keyspace}"
+                    )));
+                }
+            }
+            out.insert("replication_factor".into(), rf.clone());
+        }
+        "org.apache.cassandra.locator.NetworkTopologyStrategy" => {
+            for (k, v) in m {
+                if k == "class" {
+                    continue;
+                }
+                check_rf(v)?;
+                if k == "replication_factor" {
+                    out.entry(local_dc.to_string()).or_insert_with(|| v.clone());
+                } else {
+                    out.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        "org.apache.cassandra.locator.LocalStrategy" | "org.apache.cassandra.locator.EverywhereStrategy" => {}
+        _ => return Err(Error::Config(format!("Unable to find replication strategy class '{class}'"))),
+    }
+    out.insert("class".into(), class);
+    Ok(out)
+}
+
+/// Cassandra's rule for keyspace and table names.
+pub fn validate_name(kind: &str, name: &str) -> Result<()> {
+    let ok = !name.is_empty() && name.len() <= 48 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if ok {
+        Ok(())
+    } else if kind == "Keyspace" {
+        Err(Error::Invalid(format!(
+            "Keyspace name must not be empty, more than 48 characters long, or contain non-alphanumeric-underscore characters (got '{name}')"
+        )))
+    } else {
+        Err(Error::Invalid(format!(
+            "{kind} name must not be empty, more than 48 characters long, or contain non-alphanumeric-underscore characters (got '{name}')"
+        )))
+    }
+}
+
+/// The whole schema of the node. Immutable; replaced on every change.
+#[derive(Debug, Clone, Default)]
+pub struct Schema {
+    pub keyspaces: BTreeMap<String, Arc<KeyspaceMetadata>>,
+    pub version: uuid::Uuid,
+}
+
+impl Schema {
+    pub fn keyspace(&self, name: &str) -> Option<&Arc<KeyspaceMetadata>> {
+        self.keyspaces.get(name)
+    }
+
+    pub fn table(&self, ks: &str, name: &str) -> Option<&Arc<TableMetadata>> {
+        self.keyspaces.get(ks).and_then(|k| k.tables.get(name))
+    }
+
+    pub fn table_by_id(&self, id: uuid::Uuid) -> Option<&Arc<TableMetadata>> {
+        self.keyspaces.values().flat_map(|k| k.tables.values()).find(|t| t.id == id)
+    }
+
+    /// A digest of the user-visible schema, as `schema_version`.
+    pub fn compute_version(&mut self) {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        for (name, ks) in &self.keyspaces {
+            name.hash(&mut h);
+            for (k, v) in &ks.replication {
+                k.hash(&mut h);
+                v.hash(&mut h);
+            }
+            for (tn, t) in &ks.tables {
+                tn.hash(&mut h);
+                t.id.hash(&mut h);
+                for c in &t.columns {
+                    c.name.hash(&mut h);
+                    c.typ.to_string().hash(&mut h);
+                }
+                format!("{:?}", t.params).hash(&mut h);
+            }
+            for tn in ks.types.keys() {
+                tn.hash(&mut h);
+            }
+        }
+        let a = h.finish();
+        a.rotate_left(17).hash(&mut h);
+        let b = h.finish();
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&a.to_be_bytes());
+        bytes[8..].copy_from_slice(&b.to_be_bytes());
+        bytes[6] = (bytes[6] & 0x0f) | 0x30; // version 3 like Cassandra's name-based UUIDs
+        bytes[8] = (bytes[8] & 0x3f) | 0x80;
+        self.version = uuid::Uuid::from_bytes(bytes);
+    }
+}
+
+/// Stable id of a system table, derived from its names.
+pub fn system_table_id(ks: &str, table: &str) -> uuid::Uuid {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    ks.hash(&mut h);
+    table.hash(&mut h);
+    let a = h.finish();
+    "sibyl".hash(&mut h);
+    let b = h.finish();
+    let mut bytes = [0u8; 16];
+    bytes[..8].copy_from_slice(&a.to_be_bytes());
+    bytes[8..].copy_from_slice(&b.to_be_bytes());
+    bytes[6] = (bytes[6] & 0x0f) | 0x30;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    uuid::Uuid::from_bytes(bytes)
+}
+
+fn no_udt(_: &str) -> Option<Arc<UserType>> {
+    None
+}
+
+/// Builds a system table from `(name, type, kind, position)` tuples.
+fn sys_table(ks: &str, name: &str, cols: &[(&str, &str, ColumnKind, i32)], comment: &str) -> Arc<TableMetadata> {
+    let columns = cols
+        .iter()
+        .map(|(n, t, k, p)| ColumnMetadata {
+            name: n.to_string(),
+            typ: CqlType::parse(t, &no_udt).unwrap_or(CqlType::Blob),
+            kind: *k,
+            position: *p,
+            reversed: false,
+        })
+        .collect();
+    let mut params = TableParams::default();
+    params.comment = comment.to_string();
+    params.gc_grace_seconds = if ks == "system_schema" { 604800 } else { 0 };
+    Arc::new(TableMetadata::new(ks, name, system_table_id(ks, name), columns, params))
+}
+
+use ColumnKind::{Clustering as C, PartitionKey as P, Regular as R};
+
+/// The stored system keyspaces with their tables.
+pub fn system_keyspaces() -> Vec<KeyspaceMetadata> {
+    let local = |tables: Vec<Arc<TableMetadata>>, name: &str| KeyspaceMetadata {
+        name: name.to_string(),
+        replication: map(&[("class", "org.apache.cassandra.locator.LocalStrategy")]),
+        durable_writes: true,
+        tables: tables.into_iter().map(|t| (t.name.clone(), t)).collect(),
+        types: BTreeMap::new(),
+        is_system: true,
+        is_virtual: false,
+    };
+    let table_params_cols: Vec<(&str, &str, ColumnKind, i32)> = vec![
+        ("additional_write_policy", "text", R, -1),
+        ("allow_auto_snapshot", "boolean", R, -1),
+        ("bloom_filter_fp_chance", "double", R, -1),
+        ("caching", "frozen<map<text, text>>", R, -1),
+        ("cdc", "boolean", R, -1),
+        ("comment", "text", R, -1),
+        ("compaction", "frozen<map<text, text>>", R, -1),
+        ("compression", "frozen<map<text, text>>", R, -1),
+        ("crc_check_chance", "double", R, -1),
+        ("default_time_to_live", "int", R, -1),
+        ("extensions", "frozen<map<text, blob>>", R, -1),
+        ("gc_grace_seconds", "int", R, -1),
+        ("id", "uuid", R, -1),
+        ("incremental_backups", "boolean", R, -1),
+        ("max_index_interval", "int", R, -1),
+        ("memtable", "text", R, -1),
+        ("memtable_flush_period_in_ms", "int", R, -1),
+        ("min_index_interval", "int", R, -1),
+        ("read_repair", "text", R, -1),
+        ("speculative_retry", "text", R, -1),
+    ];
+    let mut tables_cols = vec![("keyspace_name", "text", P, 0), ("table_name", "text", C, 0), ("flags", "frozen<set<text>>", R, -1)];
+    tables_cols.extend(table_params_cols.iter().cloned());
+    let mut views_cols = vec![
+        ("keyspace_name", "text", P, 0),
+        ("view_name", "text", C, 0),
+        ("base_table_id", "uuid", R, -1),
+        ("base_table_name", "text", R, -1),
+        ("include_all_columns", "boolean", R, -1),
+        ("where_clause", "text", R, -1),
+    ];
+    views_cols.extend(table_params_cols.iter().cloned());
+    let schema = vec![
+        sys_table(
+            "system_schema",
+            "keyspaces",
+            &[("keyspace_name", "text", P, 0), ("durable_writes", "boolean", R, -1), ("replication", "frozen<map<text, text>>", R, -1)],
+            "keyspace definitions",
+        ),
+        sys_table("system_schema", "tables", &tables_cols, "table definitions"),
+        sys_table(
+            "system_schema",
+            "columns",
+            &[
+                ("keyspace_name", "text", P, 0),
+                ("table_name", "text", C, 0),
+                ("column_name", "text", C, 1),
+                ("clustering_order", "text", R, -1),
+                ("column_name_bytes", "blob", R, -1),
+                ("kind", "text", R, -1),
+                ("position", "int", R, -1),
+                ("type", "text", R, -1),
+            ],
+            "column definitions",
+        ),
+        sys_table(
+            "system_schema",
+            "column_masks",
+            &[
+                ("keyspace_name", "text", P, 0),
+                ("table_name", "text", C, 0),
+                ("column_name", "text", C, 1),
+                ("function_keyspace", "text", R, -1),
+                ("function_name", "text", R, -1),
+                ("function_argument_types", "frozen<list<text>>", R, -1),
+                ("function_argument_values", "frozen<list<text>>", R, -1),
+                ("function_argument_nulls", "frozen<list<boolean>>", R, -1),
+            ],
+            "column dynamic data masks",
+        ),
+        sys_table(
+            "system_schema",
+            "dropped_columns",
+            &[
+                ("keyspace_name", "text", P, 0),
+                ("table_name", "text", C, 0),
+                ("column_name", "text", C, 1),
+                ("dropped_time", "timestamp", R, -1),
+                ("kind", "text", R, -1),
+                ("type", "text", R, -1),
+            ],
+            "dropped column registry",
+        ),
+        sys_table(
+            "system_schema",
+            "triggers",
+            &[("keyspace_name", "text", P, 0), ("table_name", "text", C, 0), ("trigger_name", "text", C, 1), ("options", "frozen<map<text, text>>", R, -1)],
+            "trigger definitions",
+        ),
+        sys_table("system_schema", "views", &views_cols, "view definitions"),
+        sys_table(
+            "system_schema",
+            "types",
+            &[("keyspace_name", "text", P, 0), ("type_name", "text", C, 0), ("field_names", "frozen<list<text>>", R, -1), ("field_types", "frozen<list<text>>", R, -1)],
+            "user defined type definitions",
+        ),
+        sys_table(
+            "system_schema",
+            "functions",
+            &[
+                ("keyspace_name", "text", P, 0),
+                ("function_name", "text", C, 0),
+                ("argument_types", "frozen<list<text>>", C, 1),
+                ("argument_names", "frozen<list<text>>", R, -1),
+                ("body", "text", R, -1),
+                ("called_on_null_input", "boolean", R, -1),
+                ("language", "text", R, -1),
+                ("return_type", "text", R, -1),
+            ],
+            "user defined function definitions",
+        ),
+        sys_table(
+            "system_schema",
+            "aggregates",
+            &[
+                ("keyspace_name", "text", P, 0),
+                ("aggregate_name", "text", C, 0),
+                ("argument_types", "frozen<list<text>>", C, 1),
+                ("final_func", "text", R, -1),
+                ("initcond", "text", R, -1),
+                ("return_type", "text", R, -1),
+                ("state_func", "text", R, -1),
+                ("state_type", "text", R, -1),
+            ],
+            "user defined aggregate definitions",
+        ),
+        sys_table(
+            "system_schema",
+            "indexes",
+            &[("keyspace_name", "text", P, 0), ("table_name", "text", C, 0), ("index_name", "text", C, 1), ("kind", "text", R, -1), ("options", "frozen<map<text, text>>", R, -1)],
+            "secondary index definitions",
+        ),
+    ];
+    let system = vec![
+        sys_table(
+            "system",
+            "local",
+            &[
+                ("key", "text", P, 0),
+                ("bootstrapped", "text", R, -1),
+                ("broadcast_address", "inet", R, -1),
+                ("broadcast_port", "int", R, -1),
+                ("cluster_name", "text", R, -1),
+                ("cql_version", "text", R, -1),
+                ("data_center", "text", R, -1),
+                ("gossip_generation", "int", R, -1),
+                ("host_id", "uuid", R, -1),
+                ("listen_address", "inet", R, -1),
+                ("listen_port", "int", R, -1),
+                ("native_protocol_version", "text", R, -1),
+                ("partitioner", "text", R, -1),
+                ("rack", "text", R, -1),
+                ("release_version", "text", R, -1),
+                ("rpc_address", "inet", R, -1),
+                ("rpc_port", "int", R, -1),
+                ("schema_version", "uuid", R, -1),
+                ("tokens", "set<text>", R, -1),
+                ("truncated_at", "map<uuid, blob>", R, -1),
+            ],
+            "information about the local node",
+        ),
+        sys_table(
+            "system",
+            "peers",
+            &[
+                ("peer", "inet", P, 0),
+                ("data_center", "text", R, -1),
+                ("host_id", "uuid", R, -1),
+                ("preferred_ip", "inet", R, -1),
+                ("rack", "text", R, -1),
+                ("release_version", "text", R, -1),
+                ("rpc_address", "inet", R, -1),
+                ("schema_version", "uuid", R, -1),
+                ("tokens", "set<text>", R, -1),
+            ],
+            "information about known peers in the cluster",
+        ),
+        sys_table(
+            "system",
+            "peers_v2",
+            &[
+                ("peer", "inet", P, 0),
+                ("peer_port", "int", C, 0),
+                ("data_center", "text", R, -1),
+                ("host_id", "uuid", R, -1),
+                ("native_address", "inet", R, -1),
+                ("native_port", "int", R, -1),
+                ("preferred_ip", "inet", R, -1),
+                ("preferred_port", "int", R, -1),
+                ("rack", "text", R, -1),
+                ("release_version", "text", R, -1),
+                ("schema_version", "uuid", R, -1),
+                ("tokens", "set<text>", R, -1),
+            ],
+            "information about known peers in the cluster",
+        ),
+    ];
+    let traces = vec![
+        sys_table(
+            "system_traces",
+            "sessions",
+            &[
+                ("session_id", "uuid", P, 0),
+                ("client", "inet", R, -1),
+                ("command", "text", R, -1),
+                ("coordinator", "inet", R, -1),
+                ("coordinator_port", "int", R, -1),
+                ("duration", "int", R, -1),
+                ("parameters", "map<text, text>", R, -1),
+                ("request", "text", R, -1),
+                ("started_at", "timestamp", R, -1),
+            ],
+            "tracing sessions",
+        ),
+        sys_table(
+            "system_traces",
+            "events",
+            &[
+                ("session_id", "uuid", P, 0),
+                ("event_id", "timeuuid", C, 0),
+                ("activity", "text", R, -1),
+                ("source", "inet", R, -1),
+                ("source_elapsed", "int", R, -1),
+                ("source_port", "int", R, -1),
+                ("thread", "text", R, -1),
+            ],
+            "tracing events",
+        ),
+    ];
+    let virtual_schema = vec![
+        sys_table("system_virtual_schema", "keyspaces", &[("keyspace_name", "text", P, 0)], "virtual keyspace definitions"),
+        sys_table(
+            "system_virtual_schema",
+            "tables",
+            &[("keyspace_name", "text", P, 0), ("table_name", "text", C, 0), ("comment", "text", R, -1)],
+            "virtual table definitions",
+        ),
+        sys_table(
+            "system_virtual_schema",
+            "columns",
+            &[
+                ("keyspace_name", "text", P, 0),
+                ("table_name", "text", C, 0),
+                ("column_name", "text", C, 1),
+                ("clustering_order", "text", R, -1),
+                ("column_name_bytes", "blob", R, -1),
+                ("kind", "text", R, -1),
+                ("position", "int", R, -1),
+                ("type", "text", R, -1),
+            ],
+            "virtual column definitions",
+        ),
+    ];
+    let mut traces_ks = local(traces, "system_traces");
+    traces_ks.replication = map(&[("class", "org.apache.cassandra.locator.SimpleStrategy"), ("replication_factor", "2")]);
+    let mut vks = local(virtual_schema, "system_virtual_schema");
+    vks.is_virtual = true;
+    let mut auth = local(Vec::new(), "system_auth");
+    auth.replication = map(&[("class", "org.apache.cassandra.locator.SimpleStrategy"), ("replication_factor", "1")]);
+    let mut dist = local(Vec::new(), "system_distributed");
+    dist.replication = map(&[("class", "org.apache.cassandra.locator.SimpleStrategy"), ("replication_factor", "3")]);
+    vec![local(system, "system"), local(schema, "system_schema"), traces_ks, auth, dist, vks]
+}
+
+/// Names of keyspaces whose schema the node owns.
+pub fn is_system_keyspace(name: &str) -> bool {
+    matches!(
+        name,
+        "system" | "system_schema" | "system_traces" | "system_auth" | "system_distributed" | "system_virtual_schema" | "system_views"
+    )
+}

@@ -1,0 +1,357 @@
+//! The schema as rows of the `system_schema` tables: every DDL change becomes
+//! mutations of those tables (through the commit log like any write), and the
+//! schema is read back from them at start-up (Cassandra's `SchemaKeyspace`).
+
+use crate::cells::{column_value, make_partition_key, set_column, WriteParams};
+use crate::schema::*;
+use bytes::Bytes;
+use sibyl_storage::{ClusteringKey, DecoratedKey, DeletionTime, LivenessInfo, Mutation, Partition, Row, StorageEngine, NO_DELETION_TIME};
+use sibyl_types::{value, CqlType, UserType};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+pub fn text(s: &str) -> Bytes {
+    Bytes::copy_from_slice(s.as_bytes())
+}
+pub fn boolean(b: bool) -> Bytes {
+    Bytes::copy_from_slice(&[b as u8])
+}
+pub fn int(i: i32) -> Bytes {
+    Bytes::copy_from_slice(&i.to_be_bytes())
+}
+pub fn double(d: f64) -> Bytes {
+    Bytes::copy_from_slice(&d.to_be_bytes())
+}
+pub fn text_map(m: &BTreeMap<String, String>) -> Bytes {
+    let pairs: Vec<(Bytes, Bytes)> = m.iter().map(|(k, v)| (text(k), text(v))).collect();
+    value::serialize_map(&pairs)
+}
+pub fn text_list(l: &[String]) -> Bytes {
+    let e: Vec<Bytes> = l.iter().map(|s| text(s)).collect();
+    value::serialize_collection(&e)
+}
+
+/// Builds a one-row mutation of a table from column values.
+pub fn row_mutation(
+    t: &TableMetadata,
+    pk: &[Bytes],
+    ck: &[Bytes],
+    cols: &[(&str, Option<Bytes>)],
+    wp: &WriteParams,
+) -> Mutation {
+    let mut row = Row {
+        liveness: Some(LivenessInfo { timestamp: wp.timestamp, ttl: 0, local_expiration_time: NO_DELETION_TIME }),
+        ..Default::default()
+    };
+    for (name, v) in cols {
+        if let Some(c) = t.column(name) {
+            let _ = set_column(&mut row, name, &c.typ, v.as_ref(), wp);
+        }
+    }
+    let mut p = Partition::new();
+    p.rows.insert(ClusteringKey::row(ck.to_vec(), t.comparator.clone()), row);
+    Mutation { table_id: t.id, key: DecoratedKey::new(make_partition_key(pk)), update: p }
+}
+
+fn schema_table(name: &str) -> Arc<TableMetadata> {
+    system_keyspaces()
+        .into_iter()
+        .find(|k| k.name == "system_schema")
+        .and_then(|k| k.tables.get(name).cloned())
+        .unwrap_or_else(|| Arc::new(TableMetadata::new("system_schema", name, system_table_id("system_schema", name), Vec::new(), TableParams::default())))
+}
+
+const SCHEMA_TABLES: [&str; 10] =
+    ["keyspaces", "tables", "columns", "dropped_columns", "triggers", "views", "types", "functions", "aggregates", "indexes"];
+
+/// Mutations that delete everything of a keyspace in `system_schema` (at `ts`).
+pub fn drop_keyspace_mutations(name: &str, ts: i64, now: i32) -> Vec<Mutation> {
+    SCHEMA_TABLES
+        .iter()
+        .map(|t| {
+            let tm = schema_table(t);
+            let mut p = Partition::new();
+            p.deletion = DeletionTime { marked_for_delete_at: ts, local_deletion_time: now };
+            Mutation { table_id: tm.id, key: DecoratedKey::new(text(name)), update: p }
+        })
+        .collect()
+}
+
+/// The full set of rows describing a keyspace, replacing what was there
+/// (partition deletions at `ts - 1`, rows at `ts`).
+pub fn keyspace_mutations(ks: &KeyspaceMetadata, ts: i64, now: i32) -> Vec<Mutation> {
+    let mut out = drop_keyspace_mutations(&ks.name, ts - 1, now);
+    let wp = WriteParams { timestamp: ts, ttl: 0, now };
+    let ksname = text(&ks.name);
+    out.push(row_mutation(
+        &schema_table("keyspaces"),
+        &[ksname.clone()],
+        &[],
+        &[("durable_writes", Some(boolean(ks.durable_writes))), ("replication", Some(text_map(&ks.replication)))],
+        &wp,
+    ));
+    let tables_t = schema_table("tables");
+    let columns_t = schema_table("columns");
+    let dropped_t = schema_table("dropped_columns");
+    for t in ks.tables.values() {
+        let p = &t.params;
+        let flags: Vec<Bytes> = vec![text("compound")];
+        let ext: Vec<(Bytes, Bytes)> = p.extensions.iter().map(|(k, v)| (text(k), v.clone())).collect();
+        out.push(row_mutation(
+            &tables_t,
+            &[ksname.clone()],
+            &[text(&t.name)],
+            &[
+                ("additional_write_policy", Some(text(&p.additional_write_policy))),
+                ("allow_auto_snapshot", Some(boolean(p.allow_auto_snapshot))),
+                ("bloom_filter_fp_chance", Some(double(p.bloom_filter_fp_chance))),
+                ("caching", Some(text_map(&p.caching))),
+                ("cdc", Some(boolean(p.cdc))),
+                ("comment", Some(text(&p.comment))),
+                ("compaction", Some(text_map(&p.compaction))),
+                ("compression", Some(text_map(&p.compression))),
+                ("crc_check_chance", Some(double(p.crc_check_chance))),
+                ("default_time_to_live", Some(int(p.default_time_to_live))),
+                ("extensions", Some(value::serialize_map(&ext))),
+                ("flags", Some(value::serialize_collection(&flags))),
+                ("gc_grace_seconds", Some(int(p.gc_grace_seconds))),
+                ("id", Some(Bytes::copy_from_slice(t.id.as_bytes()))),
+                ("incremental_backups", Some(boolean(p.incremental_backups))),
+                ("max_index_interval", Some(int(p.max_index_interval))),
+                ("memtable", Some(text(&p.memtable))),
+                ("memtable_flush_period_in_ms", Some(int(p.memtable_flush_period_in_ms))),
+                ("min_index_interval", Some(int(p.min_index_interval))),
+                ("read_repair", Some(text(&p.read_repair))),
+                ("speculative_retry", Some(text(&p.speculative_retry))),
+            ],
+            &wp,
+        ));
+        for c in &t.columns {
+            let order = if c.kind == ColumnKind::Clustering { if c.reversed { "desc" } else { "asc" } } else { "none" };
+            out.push(row_mutation(
+                &columns_t,
+                &[ksname.clone()],
+                &[text(&t.name), text(&c.name)],
+                &[
+                    ("clustering_order", Some(text(order))),
+                    ("column_name_bytes", Some(text(&c.name))),
+                    ("kind", Some(text(c.kind.as_str()))),
+                    ("position", Some(int(c.position))),
+                    ("type", Some(text(&c.typ.to_string()))),
+                ],
+                &wp,
+            ));
+        }
+        for (name, (typ, dropped_at)) in &t.dropped {
+            out.push(row_mutation(
+                &dropped_t,
+                &[ksname.clone()],
+                &[text(&t.name), text(name)],
+                &[
+                    ("dropped_time", Some(Bytes::copy_from_slice(&(dropped_at / 1000).to_be_bytes()))),
+                    ("kind", Some(text("regular"))),
+                    ("type", Some(text(&typ.to_string()))),
+                ],
+                &wp,
+            ));
+        }
+    }
+    let types_t = schema_table("types");
+    for u in ks.types.values() {
+        let names: Vec<String> = u.fields.iter().map(|(n, _)| n.clone()).collect();
+        let types: Vec<String> = u.fields.iter().map(|(_, t)| t.to_string()).collect();
+        out.push(row_mutation(
+            &types_t,
+            &[ksname.clone()],
+            &[text(&u.name)],
+            &[("field_names", Some(text_list(&names))), ("field_types", Some(text_list(&types)))],
+            &wp,
+        ));
+    }
+    out
+}
+
+fn read_partition(storage: &StorageEngine, t: &TableMetadata, key: &Bytes, now: i32) -> Option<Partition> {
+    let cfs = storage.table(t.id)?;
+    let mut p = cfs.read(&DecoratedKey::new(key.clone()), None)?;
+    p.resolve(now);
+    Some(p)
+}
+
+fn get_text(row: &Row, t: &TableMetadata, name: &str, now: i32) -> Option<String> {
+    let c = t.column(name)?;
+    column_value(row, name, &c.typ, now).map(|b| String::from_utf8_lossy(&b).to_string())
+}
+
+fn get_bytes(row: &Row, t: &TableMetadata, name: &str, now: i32) -> Option<Bytes> {
+    let c = t.column(name)?;
+    column_value(row, name, &c.typ, now)
+}
+
+fn get_int(row: &Row, t: &TableMetadata, name: &str, now: i32) -> Option<i32> {
+    let b = get_bytes(row, t, name, now)?;
+    (b.len() == 4).then(|| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+fn get_double(row: &Row, t: &TableMetadata, name: &str, now: i32) -> Option<f64> {
+    let b = get_bytes(row, t, name, now)?;
+    let a: [u8; 8] = b.as_ref().try_into().ok()?;
+    Some(f64::from_be_bytes(a))
+}
+
+fn get_bool(row: &Row, t: &TableMetadata, name: &str, now: i32) -> Option<bool> {
+    get_bytes(row, t, name, now).and_then(|b| b.first().map(|x| *x != 0))
+}
+
+fn get_map(row: &Row, t: &TableMetadata, name: &str, now: i32) -> BTreeMap<String, String> {
+    get_bytes(row, t, name, now)
+        .and_then(|b| value::deserialize_map(&b).ok())
+        .map(|pairs| {
+            pairs
+                .into_iter()
+                .map(|(k, v)| (String::from_utf8_lossy(&k).to_string(), String::from_utf8_lossy(&v).to_string()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn get_list(row: &Row, t: &TableMetadata, name: &str, now: i32) -> Vec<String> {
+    get_bytes(row, t, name, now)
+        .and_then(|b| value::deserialize_collection(&b).ok())
+        .map(|l| l.into_iter().map(|e| String::from_utf8_lossy(&e).to_string()).collect())
+        .unwrap_or_default()
+}
+
+/// Reads the user keyspaces from the `system_schema` tables.
+pub fn read_user_keyspaces(storage: &StorageEngine, now: i32) -> Vec<KeyspaceMetadata> {
+    let ks_t = schema_table("keyspaces");
+    let Some(cfs) = storage.table(ks_t.id) else { return Vec::new() };
+    let keys = cfs.keys(None, i64::MIN, i64::MAX, usize::MAX);
+    let mut out = Vec::new();
+    for key in keys {
+        let Some(p) = read_partition(storage, &ks_t, &key.key, now) else { continue };
+        let Some(row) = p.rows.values().next() else { continue };
+        let name = String::from_utf8_lossy(&key.key).to_string();
+        if is_system_keyspace(&name) {
+            continue;
+        }
+        let mut ks = KeyspaceMetadata {
+            name: name.clone(),
+            replication: get_map(row, &ks_t, "replication", now),
+            durable_writes: get_bool(row, &ks_t, "durable_writes", now).unwrap_or(true),
+            tables: BTreeMap::new(),
+            types: BTreeMap::new(),
+            is_system: false,
+            is_virtual: false,
+        };
+        // types first: tables may use them
+        let types_t = schema_table("types");
+        if let Some(tp) = read_partition(storage, &types_t, &key.key, now) {
+            // a type may refer to another defined before it; retry until stable
+            let mut pending: Vec<(String, Vec<String>, Vec<String>)> = tp
+                .rows
+                .iter()
+                .map(|(ck, row)| {
+                    let tname = ck.values.first().map(|v| String::from_utf8_lossy(v).to_string()).unwrap_or_default();
+                    (tname, get_list(row, &types_t, "field_names", now), get_list(row, &types_t, "field_types", now))
+                })
+                .collect();
+            for _ in 0..pending.len() + 1 {
+                let mut rest = Vec::new();
+                for (tname, names, types) in pending {
+                    let resolve = |n: &str| ks.types.get(n).cloned();
+                    let fields: Option<Vec<(String, CqlType)>> = names
+                        .iter()
+                        .zip(types.iter())
+                        .map(|(n, t)| CqlType::parse(t, &resolve).ok().map(|t| (n.clone(), t)))
+                        .collect();
+                    match fields {
+                        Some(fields) => {
+                            ks.types.insert(tname.clone(), Arc::new(UserType { keyspace: name.clone(), name: tname, fields }));
+                        }
+                        None => rest.push((tname, names, types)),
+                    }
+                }
+                pending = rest;
+                if pending.is_empty() {
+                    break;
+                }
+            }
+        }
+        let tables_t = schema_table("tables");
+        let columns_t = schema_table("columns");
+        let dropped_t = schema_table("dropped_columns");
+        let cols_p = read_partition(storage, &columns_t, &key.key, now);
+        let dropped_p = read_partition(storage, &dropped_t, &key.key, now);
+        if let Some(tp) = read_partition(storage, &tables_t, &key.key, now) {
+            for (ck, row) in &tp.rows {
+                let tname = ck.values.first().map(|v| String::from_utf8_lossy(v).to_string()).unwrap_or_default();
+                let id = get_bytes(row, &tables_t, "id", now)
+                    .and_then(|b| uuid::Uuid::from_slice(&b).ok())
+                    .unwrap_or_else(uuid::Uuid::new_v4);
+                let d = TableParams::default();
+                let params = TableParams {
+                    additional_write_policy: get_text(row, &tables_t, "additional_write_policy", now).unwrap_or(d.additional_write_policy),
+                    allow_auto_snapshot: get_bool(row, &tables_t, "allow_auto_snapshot", now).unwrap_or(d.allow_auto_snapshot),
+                    bloom_filter_fp_chance: get_double(row, &tables_t, "bloom_filter_fp_chance", now).unwrap_or(d.bloom_filter_fp_chance),
+                    caching: get_map(row, &tables_t, "caching", now),
+                    cdc: get_bool(row, &tables_t, "cdc", now).unwrap_or(false),
+                    comment: get_text(row, &tables_t, "comment", now).unwrap_or_default(),
+                    compaction: get_map(row, &tables_t, "compaction", now),
+                    compression: get_map(row, &tables_t, "compression", now),
+                    crc_check_chance: get_double(row, &tables_t, "crc_check_chance", now).unwrap_or(1.0),
+                    default_time_to_live: get_int(row, &tables_t, "default_time_to_live", now).unwrap_or(0),
+                    extensions: BTreeMap::new(),
+                    gc_grace_seconds: get_int(row, &tables_t, "gc_grace_seconds", now).unwrap_or(d.gc_grace_seconds),
+                    incremental_backups: get_bool(row, &tables_t, "incremental_backups", now).unwrap_or(true),
+                    max_index_interval: get_int(row, &tables_t, "max_index_interval", now).unwrap_or(d.max_index_interval),
+                    memtable: get_text(row, &tables_t, "memtable", now).unwrap_or(d.memtable),
+                    memtable_flush_period_in_ms: get_int(row, &tables_t, "memtable_flush_period_in_ms", now).unwrap_or(0),
+                    min_index_interval: get_int(row, &tables_t, "min_index_interval", now).unwrap_or(d.min_index_interval),
+                    read_repair: get_text(row, &tables_t, "read_repair", now).unwrap_or(d.read_repair),
+                    speculative_retry: get_text(row, &tables_t, "speculative_retry", now).unwrap_or(d.speculative_retry),
+                };
+                let mut columns = Vec::new();
+                if let Some(cp) = &cols_p {
+                    for (cck, crow) in &cp.rows {
+                        if cck.values.first().map(|v| v.as_ref()) != Some(tname.as_bytes()) {
+                            continue;
+                        }
+                        let cname = cck.values.get(1).map(|v| String::from_utf8_lossy(v).to_string()).unwrap_or_default();
+                        let kind = get_text(crow, &columns_t, "kind", now).and_then(|k| ColumnKind::parse(&k)).unwrap_or(ColumnKind::Regular);
+                        let tstr = get_text(crow, &columns_t, "type", now).unwrap_or_else(|| "blob".into());
+                        let resolve = |n: &str| ks.types.get(n).cloned();
+                        let typ = CqlType::parse(&tstr, &resolve).unwrap_or(CqlType::Blob);
+                        let order = get_text(crow, &columns_t, "clustering_order", now).unwrap_or_default();
+                        columns.push(ColumnMetadata {
+                            name: cname,
+                            typ,
+                            kind,
+                            position: get_int(crow, &columns_t, "position", now).unwrap_or(-1),
+                            reversed: order == "desc",
+                        });
+                    }
+                }
+                let mut tm = TableMetadata::new(&name, &tname, id, columns, params);
+                if let Some(dp) = &dropped_p {
+                    for (dck, drow) in &dp.rows {
+                        if dck.values.first().map(|v| v.as_ref()) != Some(tname.as_bytes()) {
+                            continue;
+                        }
+                        let cname = dck.values.get(1).map(|v| String::from_utf8_lossy(v).to_string()).unwrap_or_default();
+                        let tstr = get_text(drow, &dropped_t, "type", now).unwrap_or_else(|| "blob".into());
+                        let typ = CqlType::parse(&tstr, &|n: &str| ks.types.get(n).cloned()).unwrap_or(CqlType::Blob);
+                        let at = get_bytes(drow, &dropped_t, "dropped_time", now)
+                            .and_then(|b| <[u8; 8]>::try_from(b.as_ref()).ok())
+                            .map(|a| i64::from_be_bytes(a) * 1000)
+                            .unwrap_or(0);
+                        tm.dropped.insert(cname, (typ, at));
+                    }
+                }
+                ks.tables.insert(tname, Arc::new(tm));
+            }
+        }
+        out.push(ks);
+    }
+    out
+}

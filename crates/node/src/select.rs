@@ -1,0 +1,673 @@
+//! SELECT: selection (columns, writetime/ttl, token, aggregates), partition
+//! iteration (keys, IN, token ranges, full scans), clustering slices, filtering,
+//! ordering, limits and paging.
+
+use crate::cells::{column_value, simple_cell, split_partition_key};
+use crate::error::{Error, Result};
+use crate::restrictions::{analyse, filter_matches, Purpose, Restrictions, ALLOW_FILTERING_MSG};
+use crate::schema::{ColumnKind, TableMetadata};
+use crate::terms::{Eval, Val};
+use bytes::Bytes;
+use sibyl_cql::{Select, Selector, Term};
+use sibyl_protocol::ColumnSpec;
+use sibyl_storage::{ClusteringKey, ColumnFamilyStore, DecoratedKey, Partition, Row};
+use sibyl_types::CqlType;
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+/// One output column of a selection.
+#[derive(Debug, Clone)]
+pub enum Out {
+    Column(usize),
+    WriteTime(usize),
+    Ttl(usize),
+    Token,
+    CountRows,
+    Count(usize),
+    Min(usize),
+    Max(usize),
+    Sum(usize),
+    Avg(usize),
+    Const(Option<Bytes>),
+}
+
+impl Out {
+    fn is_aggregate(&self) -> bool {
+        matches!(self, Out::CountRows | Out::Count(_) | Out::Min(_) | Out::Max(_) | Out::Sum(_) | Out::Avg(_))
+    }
+}
+
+/// The analysed select clause.
+#[derive(Debug, Clone)]
+pub struct Selection {
+    pub columns: Vec<ColumnSpec>,
+    pub outs: Vec<Out>,
+    pub aggregate: bool,
+}
+
+fn undefined(table: &TableMetadata, c: &str) -> Error {
+    Error::Invalid(format!("Undefined column name {c} in table {}.{}", table.keyspace, table.name))
+}
+
+/// Builds the selection (also used for PREPARE's result metadata).
+pub fn selection(table: &TableMetadata, sel: &Select) -> Result<Selection> {
+    let spec = |name: String, typ: CqlType| ColumnSpec { keyspace: table.keyspace.clone(), table: table.name.clone(), name, typ };
+    let mut columns = Vec::new();
+    let mut outs = Vec::new();
+    if sel.selectors.is_empty() {
+        for (i, c) in table.columns.iter().enumerate() {
+            if sel.distinct && !matches!(c.kind, ColumnKind::PartitionKey | ColumnKind::Static) {
+                continue;
+            }
+            columns.push(spec(c.name.clone(), c.typ.clone()));
+            outs.push(Out::Column(i));
+        }
+        return Ok(Selection { columns, outs, aggregate: false });
+    }
+    for item in &sel.selectors {
+        let (default_name, typ, out) = match &item.selector {
+            Selector::Column(c) => {
+                let i = table.column_index(c).ok_or_else(|| undefined(table, c))?;
+                (c.clone(), table.columns[i].typ.clone(), Out::Column(i))
+            }
+            Selector::WriteTime(c) | Selector::Ttl(c) => {
+                let i = table.column_index(c).ok_or_else(|| undefined(table, c))?;
+                let col = &table.columns[i];
+                let is_wt = matches!(item.selector, Selector::WriteTime(_));
+                let fname = if is_wt { "writetime" } else { "ttl" };
+                if col.kind.is_primary_key() {
+                    return Err(Error::Invalid(format!("Cannot use selection function {fname} on PRIMARY KEY part {c}")));
+                }
+                if col.typ.is_multi_cell() {
+                    return Err(Error::Invalid(format!("Cannot use selection function {fname} on non-frozen collection {c}")));
+                }
+                if is_wt {
+                    (format!("writetime({c})"), CqlType::Bigint, Out::WriteTime(i))
+                } else {
+                    (format!("ttl({c})"), CqlType::Int, Out::Ttl(i))
+                }
+            }
+            Selector::CountRows => ("count".into(), CqlType::Bigint, Out::CountRows),
+            Selector::Function { name, args } => {
+                let lname = name.strip_prefix("system.").unwrap_or(name);
+                let arg_cols: Vec<String> = args
+                    .iter()
+                    .map(|a| match a {
+                        Selector::Column(c) => Ok(c.clone()),
+                        _ => Err(Error::Invalid(format!("Unsupported argument to function {lname}"))),
+                    })
+                    .collect::<Result<_>>()?;
+                match lname {
+                    "token" => {
+                        let pk: Vec<&str> = table.partition_key().iter().map(|c| c.name.as_str()).collect();
+                        if arg_cols.iter().map(|s| s.as_str()).collect::<Vec<_>>() != pk {
+                            return Err(Error::Invalid(format!(
+                                "Type error: {} cannot be passed as argument 0 of function system.token of type {}",
+                                arg_cols.join(", "),
+                                table.partition_key().first().map(|c| c.typ.to_string()).unwrap_or_default()
+                            )));
+                        }
+                        (format!("system.token({})", arg_cols.join(", ")), CqlType::Bigint, Out::Token)
+                    }
+                    "count" | "min" | "max" | "sum" | "avg" => {
+                        if arg_cols.len() != 1 {
+                            return Err(Error::Invalid(format!("Invalid number of arguments in call to function system.{lname}: 1 required but {} provided", arg_cols.len())));
+                        }
+                        let c = &arg_cols[0];
+                        let i = table.column_index(c).ok_or_else(|| undefined(table, c))?;
+                        let t = table.columns[i].typ.clone();
+                        let name = format!("system.{lname}({c})");
+                        match lname {
+                            "count" => (name, CqlType::Bigint, Out::Count(i)),
+                            "min" => (name, t, Out::Min(i)),
+                            "max" => (name, t, Out::Max(i)),
+                            "sum" | "avg" => {
+                                if !matches!(t, CqlType::Int | CqlType::Bigint | CqlType::Smallint | CqlType::Tinyint | CqlType::Float | CqlType::Double | CqlType::Counter) {
+                                    return Err(Error::Invalid(format!("Invalid call to function {lname}: type {t} not supported yet")));
+                                }
+                                (name, t, if lname == "sum" { Out::Sum(i) } else { Out::Avg(i) })
+                            }
+                            _ => unreachable_out(),
+                        }
+                    }
+                    other => return Err(Error::Invalid(format!("Unknown function '{other}'"))),
+                }
+            }
+            Selector::Term(Term::Constant(c)) => {
+                let t = match c {
+                    sibyl_types::Constant::Integer(_) => CqlType::Int,
+                    sibyl_types::Constant::Float(_) => CqlType::Double,
+                    sibyl_types::Constant::Boolean(_) => CqlType::Boolean,
+                    sibyl_types::Constant::Uuid(_) => CqlType::Uuid,
+                    sibyl_types::Constant::Hex(_) => CqlType::Blob,
+                    sibyl_types::Constant::Duration(_) => CqlType::Duration,
+                    sibyl_types::Constant::String(_) => CqlType::Text,
+                };
+                let v = crate::terms::constant_value(c, &t, "selection")?;
+                (sibyl_cql::constant_text(c), t, Out::Const(Some(v)))
+            }
+            other => return Err(Error::Invalid(format!("Selector {other:?} is not supported yet"))),
+        };
+        columns.push(spec(item.alias.clone().unwrap_or(default_name), typ));
+        outs.push(out);
+    }
+    let aggregate = outs.iter().any(|o| o.is_aggregate());
+    if aggregate && outs.iter().any(|o| matches!(o, Out::WriteTime(_) | Out::Ttl(_))) {
+        return Err(Error::Invalid("Cannot mix aggregate and writetime/ttl selectors".into()));
+    }
+    Ok(Selection { columns, outs, aggregate })
+}
+
+fn unreachable_out() -> (String, CqlType, Out) {
+    (String::new(), CqlType::Blob, Out::Const(None))
+}
+
+/// Where a page stopped.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PagingState {
+    pub key: Bytes,
+    /// Clustering of the last row returned; None: resume after the whole partition.
+    pub clustering: Option<Vec<Bytes>>,
+    pub remaining: i64,
+    pub returned_in_partition: i64,
+}
+
+const PAGING_VERSION: u8 = 1;
+
+impl PagingState {
+    pub fn encode(&self) -> Bytes {
+        let mut out = vec![PAGING_VERSION];
+        out.extend_from_slice(&(self.key.len() as u32).to_be_bytes());
+        out.extend_from_slice(&self.key);
+        match &self.clustering {
+            Some(c) => {
+                out.push(1);
+                out.extend_from_slice(&(c.len() as u32).to_be_bytes());
+                for v in c {
+                    out.extend_from_slice(&(v.len() as u32).to_be_bytes());
+                    out.extend_from_slice(v);
+                }
+            }
+            None => out.push(0),
+        }
+        out.extend_from_slice(&self.remaining.to_be_bytes());
+        out.extend_from_slice(&self.returned_in_partition.to_be_bytes());
+        Bytes::from(out)
+    }
+
+    pub fn decode(b: &[u8]) -> Result<PagingState> {
+        let bad = || Error::Protocol("Invalid value for the paging state".into());
+        let mut r = sibyl_storage::serde::Reader::new(b);
+        if r.u8().map_err(|_| bad())? != PAGING_VERSION {
+            return Err(bad());
+        }
+        let key = r.bytes().map_err(|_| bad())?;
+        let clustering = if r.u8().map_err(|_| bad())? == 1 {
+            let n = r.u32().map_err(|_| bad())? as usize;
+            if n > 1024 {
+                return Err(bad());
+            }
+            let mut c = Vec::with_capacity(n);
+            for _ in 0..n {
+                c.push(r.bytes().map_err(|_| bad())?);
+            }
+            Some(c)
+        } else {
+            None
+        };
+        let remaining = r.i64().map_err(|_| bad())?;
+        let returned_in_partition = r.i64().map_err(|_| bad())?;
+        Ok(PagingState { key, clustering, remaining, returned_in_partition })
+    }
+}
+
+/// The rows of one page.
+pub struct SelectResult {
+    pub rows: Vec<Vec<Option<Bytes>>>,
+    pub paging_state: Option<Bytes>,
+}
+
+fn int_value(ev: &Eval, t: &Option<Term>, what: &str) -> Result<Option<i64>> {
+    let Some(t) = t else { return Ok(None) };
+    match ev.value(t, &CqlType::Int, what)? {
+        Val::Set(b) if b.len() == 4 => {
+            let v = i32::from_be_bytes([b[0], b[1], b[2], b[3]]) as i64;
+            if v <= 0 {
+                let w = if what == "[limit]" { "LIMIT" } else { "PER PARTITION LIMIT" };
+                return Err(Error::Invalid(format!("{w} must be strictly positive")));
+            }
+            Ok(Some(v))
+        }
+        Val::Unset => Ok(None),
+        _ => Err(Error::Invalid(format!("Invalid null value of {}", if what == "[limit]" { "limit" } else { "per partition limit" }))),
+    }
+}
+
+struct Agg {
+    count: i64,
+    values: Vec<Option<Bytes>>,
+    sums: Vec<f64>,
+    isums: Vec<i128>,
+    counts: Vec<i64>,
+    first_row: Option<Vec<Option<Bytes>>>,
+}
+
+/// Executes a SELECT against a table's store.
+pub fn execute(
+    table: &Arc<TableMetadata>,
+    cfs: &ColumnFamilyStore,
+    stmt: &Select,
+    sel: &Selection,
+    ev: &Eval,
+    page_size: Option<i32>,
+    paging_state: Option<&Bytes>,
+    now: i32,
+) -> Result<SelectResult> {
+    let r = analyse(table, &stmt.where_clause, ev, Purpose::Select)?;
+    let mut needs_filtering = r.needs_filtering;
+    if r.partition_keys.is_none() && r.has_clustering_restriction && r.token_range.is_none() {
+        needs_filtering = true;
+    }
+    if r.partition_keys.is_none() && r.has_clustering_restriction && r.token_range.is_some() {
+        needs_filtering = true;
+    }
+    if needs_filtering && !stmt.allow_filtering {
+        return Err(Error::Invalid(ALLOW_FILTERING_MSG.into()));
+    }
+    if stmt.distinct {
+        for item in &sel.outs {
+            if let Out::Column(i) = item {
+                if !matches!(table.columns[*i].kind, ColumnKind::PartitionKey | ColumnKind::Static) {
+                    return Err(Error::Invalid(format!(
+                        "SELECT DISTINCT queries must only request partition key columns and/or static columns (not {})",
+                        table.columns[*i].name
+                    )));
+                }
+            }
+        }
+    }
+    let limit = int_value(ev, &stmt.limit, "[limit]")?;
+    let per_partition_limit = int_value(ev, &stmt.per_partition_limit, "[per_partition_limit]")?;
+    // ORDER BY
+    let mut reversed = false;
+    if !stmt.order_by.is_empty() {
+        if r.partition_keys.is_none() {
+            return Err(Error::Invalid("ORDER BY is only supported when the partition key is restricted by an EQ or an IN.".into()));
+        }
+        let ck = table.clustering();
+        for (i, o) in stmt.order_by.iter().enumerate() {
+            let Some(col) = table.column(&o.column) else { return Err(undefined(table, &o.column)) };
+            if col.kind != ColumnKind::Clustering {
+                return Err(Error::Invalid(format!("Order by on unknown column {}", o.column)));
+            }
+            if ck.get(i).map(|c| c.name.as_str()) != Some(o.column.as_str()) {
+                return Err(Error::Invalid(
+                    "Order by currently only supports the ordering of columns following their declared order in the PRIMARY KEY".into(),
+                ));
+            }
+            let rev = o.descending != col.reversed;
+            if i == 0 {
+                reversed = rev;
+            } else if rev != reversed {
+                return Err(Error::Invalid("Unsupported order by relation".into()));
+            }
+        }
+    }
+    let paging = match paging_state {
+        Some(b) if !b.is_empty() => Some(PagingState::decode(b)?),
+        _ => None,
+    };
+    let page_size = if sel.aggregate { None } else { page_size.filter(|p| *p > 0).map(|p| p as i64) };
+    let mut remaining = paging.as_ref().map(|p| p.remaining).unwrap_or(limit.unwrap_or(i64::MAX));
+    if sel.aggregate {
+        remaining = i64::MAX;
+    }
+    let mut out: Vec<Vec<Option<Bytes>>> = Vec::new();
+    let mut agg = Agg {
+        count: 0,
+        values: vec![None; sel.outs.len()],
+        sums: vec![0.0; sel.outs.len()],
+        isums: vec![0; sel.outs.len()],
+        counts: vec![0; sel.outs.len()],
+        first_row: None,
+    };
+    let mut next_state: Option<PagingState> = None;
+
+    // partition iteration
+    let fixed_keys: Option<Vec<DecoratedKey>> = r.partition_keys.as_ref().map(|keys| {
+        let mut ks: Vec<DecoratedKey> = keys.iter().map(|k| DecoratedKey::new(k.clone())).collect();
+        if keys.len() > 1 {
+            // IN: in the order of the key values
+            let pk_t = table.partition_key().iter().map(|c| c.typ.clone()).collect::<Vec<_>>();
+            ks.sort_by(|a, b| {
+                if pk_t.len() == 1 {
+                    pk_t[0].compare(&a.key, &b.key)
+                } else {
+                    let ca = split_partition_key(&a.key, pk_t.len());
+                    let cb = split_partition_key(&b.key, pk_t.len());
+                    for (i, t) in pk_t.iter().enumerate() {
+                        let o = t.compare(&ca[i], &cb[i]);
+                        if o != Ordering::Equal {
+                            return o;
+                        }
+                    }
+                    Ordering::Equal
+                }
+            });
+        }
+        ks
+    });
+    let (start_tok, end_tok) = r.token_range.map(|t| (t.start, t.end)).unwrap_or((i64::MIN, i64::MAX));
+    let mut fixed_pos = 0usize;
+    let mut scan_after: Option<DecoratedKey> = None;
+    let mut resume: Option<PagingState> = paging.clone();
+    if let (Some(p), Some(keys)) = (&paging, &fixed_keys) {
+        fixed_pos = keys.iter().position(|k| k.key == p.key).unwrap_or(keys.len());
+    }
+    if let (Some(p), None) = (&paging, &fixed_keys) {
+        // resume the scan at the paging key (its partition is finished below)
+        let dk = DecoratedKey::new(p.key.clone());
+        scan_after = Some(DecoratedKey { token: dk.token, key: dk.key.clone() });
+    }
+    let mut batch: Vec<DecoratedKey> = Vec::new();
+    let mut first_scan = true;
+    'partitions: loop {
+        // next key
+        let key = if let Some(keys) = &fixed_keys {
+            if fixed_pos >= keys.len() {
+                break;
+            }
+            fixed_pos += 1;
+            keys[fixed_pos - 1].clone()
+        } else {
+            if batch.is_empty() {
+                if first_scan {
+                    if let Some(after) = &scan_after {
+                        // include the paging partition itself first
+                        batch = vec![after.clone()];
+                        let more = cfs.keys(Some(after), start_tok, end_tok, 256);
+                        batch.extend(more);
+                    } else {
+                        batch = cfs.keys(None, start_tok, end_tok, 256);
+                    }
+                    first_scan = false;
+                } else {
+                    let Some(last) = scan_after.clone() else { break };
+                    batch = cfs.keys(Some(&last), start_tok, end_tok, 256);
+                }
+                if batch.is_empty() {
+                    break;
+                }
+                batch.reverse();
+            }
+            let Some(k) = batch.pop() else { break };
+            scan_after = Some(k.clone());
+            k
+        };
+        if key.token < start_tok || key.token > end_tok {
+            continue;
+        }
+        let resuming = resume.as_ref().filter(|p| p.key == key.key).cloned();
+        if let Some(p) = &resuming {
+            resume = None;
+            if p.clustering.is_none() {
+                continue; // that partition was finished
+            }
+        }
+        let slices = r.slices.as_deref();
+        let Some(mut part) = cfs.read(&key, slices) else { continue };
+        part.resolve(now);
+        if part.rows.is_empty() && part.static_row.is_none() {
+            continue;
+        }
+        let pk_values = split_partition_key(&key.key, table.partition_key_count);
+        let mut in_partition = resuming.as_ref().map(|p| p.returned_in_partition).unwrap_or(0);
+        let ppl = per_partition_limit.unwrap_or(i64::MAX);
+        if stmt.distinct {
+            if resuming.is_some() {
+                continue;
+            }
+            let row = build_row(table, sel, &pk_values, None, part.static_row.as_ref(), None, &key, now);
+            if !row_passes(table, &r, &pk_values, None, part.static_row.as_ref(), None, now) {
+                continue;
+            }
+            emit(sel, &mut out, &mut agg, row, now, table);
+            remaining -= 1;
+            if remaining <= 0 {
+                break 'partitions;
+            }
+            if let Some(ps) = page_size {
+                if out.len() as i64 >= ps {
+                    next_state = Some(PagingState { key: key.key.clone(), clustering: None, remaining, returned_in_partition: 0 });
+                    break 'partitions;
+                }
+            }
+            continue;
+        }
+        let static_only = part.rows.is_empty() && table.clustering_count > 0;
+        if static_only {
+            if resuming.is_some() || r.has_clustering_restriction {
+                continue;
+            }
+            let has_regular_filter = r.filters.iter().any(|f| table.columns[f.column].kind == ColumnKind::Regular || table.columns[f.column].kind == ColumnKind::Clustering);
+            if has_regular_filter {
+                continue;
+            }
+            if !row_passes(table, &r, &pk_values, None, part.static_row.as_ref(), None, now) {
+                continue;
+            }
+            let row = build_row(table, sel, &pk_values, None, part.static_row.as_ref(), None, &key, now);
+            emit(sel, &mut out, &mut agg, row, now, table);
+            remaining -= 1;
+            if remaining <= 0 {
+                break 'partitions;
+            }
+            if let Some(ps) = page_size {
+                if out.len() as i64 >= ps {
+                    next_state = Some(PagingState { key: key.key.clone(), clustering: None, remaining, returned_in_partition: 0 });
+                    break 'partitions;
+                }
+            }
+            continue;
+        }
+        let Partition { rows, static_row, .. } = part;
+        let iter: Box<dyn Iterator<Item = (ClusteringKey, Row)>> =
+            if reversed { Box::new(rows.into_iter().rev()) } else { Box::new(rows.into_iter()) };
+        let after: Option<ClusteringKey> = resuming
+            .as_ref()
+            .and_then(|p| p.clustering.clone())
+            .map(|c| ClusteringKey::row(c, table.comparator.clone()));
+        let mut last_ck: Option<Vec<Bytes>> = None;
+        let mut partition_done = true;
+        for (ck, row) in iter {
+            if let Some(a) = &after {
+                let o = ck.cmp(a);
+                if (!reversed && o != Ordering::Greater) || (reversed && o != Ordering::Less) {
+                    continue;
+                }
+            }
+            if in_partition >= ppl {
+                break;
+            }
+            if !row_passes(table, &r, &pk_values, Some(&ck.values), static_row.as_ref(), Some(&row), now) {
+                continue;
+            }
+            let built = build_row(table, sel, &pk_values, Some(&ck.values), static_row.as_ref(), Some(&row), &key, now);
+            emit(sel, &mut out, &mut agg, built, now, table);
+            in_partition += 1;
+            remaining -= 1;
+            last_ck = Some(ck.values.clone());
+            if remaining <= 0 {
+                break 'partitions;
+            }
+            if let Some(ps) = page_size {
+                if out.len() as i64 >= ps {
+                    partition_done = false;
+                    break;
+                }
+            }
+        }
+        if !partition_done {
+            next_state = Some(PagingState { key: key.key.clone(), clustering: last_ck, remaining, returned_in_partition: in_partition });
+            break 'partitions;
+        }
+    }
+    if sel.aggregate {
+        return Ok(SelectResult { rows: vec![finish_aggregate(sel, table, &agg)], paging_state: None });
+    }
+    Ok(SelectResult { rows: out, paging_state: next_state.map(|s| s.encode()) })
+}
+
+fn cell_of(table: &TableMetadata, i: usize, pk: &[Bytes], ck: Option<&Vec<Bytes>>, srow: Option<&Row>, row: Option<&Row>, now: i32) -> Option<Bytes> {
+    let col = &table.columns[i];
+    match col.kind {
+        ColumnKind::PartitionKey => pk.get(i).cloned(),
+        ColumnKind::Clustering => ck.and_then(|c| c.get(i - table.partition_key_count).cloned()),
+        ColumnKind::Static => srow.and_then(|r| column_value(r, &col.name, &col.typ, now)),
+        ColumnKind::Regular => row.and_then(|r| column_value(r, &col.name, &col.typ, now)),
+    }
+}
+
+fn row_passes(table: &TableMetadata, r: &Restrictions, pk: &[Bytes], ck: Option<&Vec<Bytes>>, srow: Option<&Row>, row: Option<&Row>, now: i32) -> bool {
+    r.filters.iter().all(|f| {
+        let v = cell_of(table, f.column, pk, ck, srow, row, now);
+        filter_matches(f, &table.columns[f.column].typ, v.as_ref())
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build_row(
+    table: &TableMetadata,
+    sel: &Selection,
+    pk: &[Bytes],
+    ck: Option<&Vec<Bytes>>,
+    srow: Option<&Row>,
+    row: Option<&Row>,
+    key: &DecoratedKey,
+    now: i32,
+) -> Vec<Option<Bytes>> {
+    sel.outs
+        .iter()
+        .map(|o| match o {
+            Out::Column(i) | Out::Count(i) | Out::Min(i) | Out::Max(i) | Out::Sum(i) | Out::Avg(i) => cell_of(table, *i, pk, ck, srow, row, now),
+            Out::WriteTime(i) | Out::Ttl(i) => {
+                let col = &table.columns[*i];
+                let r = if col.kind == ColumnKind::Static { srow } else { row };
+                let cell = r.and_then(|r| simple_cell(r, &col.name)).filter(|c| c.is_live(now));
+                match (o, cell) {
+                    (Out::WriteTime(_), Some(c)) => Some(Bytes::copy_from_slice(&c.timestamp.to_be_bytes())),
+                    (Out::Ttl(_), Some(c)) => c.remaining_ttl(now).map(|t| Bytes::copy_from_slice(&t.to_be_bytes())),
+                    _ => None,
+                }
+            }
+            Out::Token => Some(Bytes::copy_from_slice(&key.token.to_be_bytes())),
+            Out::CountRows => None,
+            Out::Const(v) => v.clone(),
+        })
+        .collect()
+}
+
+fn emit(sel: &Selection, out: &mut Vec<Vec<Option<Bytes>>>, agg: &mut Agg, row: Vec<Option<Bytes>>, _now: i32, table: &TableMetadata) {
+    if !sel.aggregate {
+        out.push(row);
+        return;
+    }
+    agg.count += 1;
+    if agg.first_row.is_none() {
+        agg.first_row = Some(row.clone());
+    }
+    for (j, o) in sel.outs.iter().enumerate() {
+        let v = &row[j];
+        match o {
+            Out::Count(_) => {
+                if v.is_some() {
+                    agg.counts[j] += 1;
+                }
+            }
+            Out::Min(i) | Out::Max(i) => {
+                if let Some(v) = v {
+                    let t = &table.columns[*i].typ;
+                    let better = match &agg.values[j] {
+                        None => true,
+                        Some(cur) => {
+                            let o2 = t.compare(v, cur);
+                            if matches!(o, Out::Min(_)) {
+                                o2 == Ordering::Less
+                            } else {
+                                o2 == Ordering::Greater
+                            }
+                        }
+                    };
+                    if better {
+                        agg.values[j] = Some(v.clone());
+                    }
+                }
+            }
+            Out::Sum(i) | Out::Avg(i) => {
+                if let Some(v) = v {
+                    agg.counts[j] += 1;
+                    match &table.columns[*i].typ {
+                        CqlType::Float if v.len() == 4 => agg.sums[j] += f32::from_be_bytes([v[0], v[1], v[2], v[3]]) as f64,
+                        CqlType::Double if v.len() == 8 => {
+                            let mut a = [0u8; 8];
+                            a.copy_from_slice(v);
+                            agg.sums[j] += f64::from_be_bytes(a)
+                        }
+                        _ => agg.isums[j] += int_of(v),
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn int_of(v: &[u8]) -> i128 {
+    let mut x: i128 = if v.first().map(|b| b & 0x80 != 0).unwrap_or(false) { -1 } else { 0 };
+    for b in v {
+        x = (x << 8) | *b as i128;
+    }
+    x
+}
+
+fn encode_int(t: &CqlType, v: i128) -> Bytes {
+    match t {
+        CqlType::Int => Bytes::copy_from_slice(&(v as i32).to_be_bytes()),
+        CqlType::Smallint => Bytes::copy_from_slice(&(v as i16).to_be_bytes()),
+        CqlType::Tinyint => Bytes::copy_from_slice(&(v as i8).to_be_bytes()),
+        _ => Bytes::copy_from_slice(&(v as i64).to_be_bytes()),
+    }
+}
+
+fn finish_aggregate(sel: &Selection, table: &TableMetadata, agg: &Agg) -> Vec<Option<Bytes>> {
+    sel.outs
+        .iter()
+        .enumerate()
+        .map(|(j, o)| match o {
+            Out::CountRows => Some(Bytes::copy_from_slice(&agg.count.to_be_bytes())),
+            Out::Count(_) => Some(Bytes::copy_from_slice(&agg.counts[j].to_be_bytes())),
+            Out::Min(_) | Out::Max(_) => agg.values[j].clone(),
+            Out::Sum(i) | Out::Avg(i) => {
+                let t = &table.columns[*i].typ;
+                let is_avg = matches!(o, Out::Avg(_));
+                let n = agg.counts[j].max(1);
+                match t {
+                    CqlType::Float => {
+                        let s = if is_avg { agg.sums[j] / n as f64 } else { agg.sums[j] };
+                        Some(Bytes::copy_from_slice(&(s as f32).to_be_bytes()))
+                    }
+                    CqlType::Double => {
+                        let s = if is_avg { agg.sums[j] / n as f64 } else { agg.sums[j] };
+                        Some(Bytes::copy_from_slice(&s.to_be_bytes()))
+                    }
+                    _ => {
+                        let s = if is_avg { agg.isums[j] / n as i128 } else { agg.isums[j] };
+                        Some(encode_int(t, s))
+                    }
+                }
+            }
+            // plain columns in an aggregate query take the first row's value
+            _ => agg.first_row.as_ref().and_then(|r| r[j].clone()),
+        })
+        .collect()
+}

@@ -1,0 +1,385 @@
+//! Evaluating terms (literals, bind markers, collection literals, function
+//! calls) into serialized values of a receiver's type.
+
+use crate::error::{Error, Result};
+use bytes::Bytes;
+use sibyl_cql::{BindMarker, Term};
+use sibyl_protocol::Value;
+use sibyl_types::{value, Constant, CqlType};
+
+/// A value ready to write: a serialized value, null, or unset (leave as is).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Val {
+    Null,
+    Unset,
+    Set(Bytes),
+}
+
+impl Val {
+    pub fn bytes(&self) -> Option<&Bytes> {
+        match self {
+            Val::Set(b) => Some(b),
+            _ => None,
+        }
+    }
+}
+
+/// Bound values of one execution, by marker index.
+pub struct Bindings<'a> {
+    pub values: &'a [Value],
+}
+
+impl<'a> Bindings<'a> {
+    pub fn get(&self, m: &BindMarker) -> Result<Val> {
+        match self.values.get(m.index) {
+            Some(Value::Set(b)) => Ok(Val::Set(b.clone())),
+            Some(Value::Null) => Ok(Val::Null),
+            Some(Value::Unset) => Ok(Val::Unset),
+            None => Err(Error::Invalid(format!("There were {} markers(?) in CQL but {} bound variables", m.index + 1, self.values.len()))),
+        }
+    }
+}
+
+fn constant_kind(c: &Constant) -> (&'static str, String) {
+    match c {
+        Constant::String(s) => ("STRING", s.clone()),
+        Constant::Integer(s) => ("INTEGER", s.clone()),
+        Constant::Float(s) => ("FLOAT", s.clone()),
+        Constant::Boolean(b) => ("BOOLEAN", b.to_string()),
+        Constant::Hex(_) => ("HEX", sibyl_cql::constant_text(c)),
+        Constant::Uuid(s) => ("UUID", s.clone()),
+        Constant::Duration(s) => ("DURATION", s.clone()),
+    }
+}
+
+/// Whether a constant of this kind can be assigned to the type at all
+/// (Cassandra's "Invalid X constant (v) for "c" of type t").
+fn kind_fits(c: &Constant, t: &CqlType) -> bool {
+    use CqlType::*;
+    let t = t.unfrozen();
+    match c {
+        Constant::String(_) => matches!(t, Ascii | Text | Timestamp | Date | Time | Inet | Duration | Custom(_) | Blob | Uuid | Timeuuid | Varint | Decimal | Bigint | Int | Smallint | Tinyint | Double | Float | Boolean | Counter)
+            && !matches!(t, Blob | Uuid | Timeuuid | Varint | Decimal | Bigint | Int | Smallint | Tinyint | Double | Float | Boolean | Counter),
+        Constant::Integer(_) => matches!(t, Bigint | Int | Smallint | Tinyint | Varint | Decimal | Double | Float | Counter | Timestamp | Date | Time),
+        Constant::Float(_) => matches!(t, Decimal | Double | Float),
+        Constant::Boolean(_) => matches!(t, Boolean),
+        Constant::Hex(_) => matches!(t, Blob | Custom(_)),
+        Constant::Uuid(_) => matches!(t, Uuid | Timeuuid),
+        Constant::Duration(_) => matches!(t, Duration),
+    }
+}
+
+/// Converts a constant for a receiver named `receiver`.
+pub fn constant_value(c: &Constant, t: &CqlType, receiver: &str) -> Result<Bytes> {
+    let (kind, text) = constant_kind(c);
+    if !kind_fits(c, t) {
+        return Err(Error::Invalid(format!("Invalid {kind} constant ({text}) for \"{receiver}\" of type {t}")));
+    }
+    t.unfrozen().from_constant(c).map_err(|e| {
+        let m = e.to_string();
+        Error::Invalid(m.replace("for  of type", &format!("for \"{receiver}\" of type")).replace("for of type", &format!("for \"{receiver}\" of type")))
+    })
+}
+
+/// Evaluation context: bound values and the receiver's name for messages.
+pub struct Eval<'a> {
+    pub bindings: &'a Bindings<'a>,
+}
+
+impl<'a> Eval<'a> {
+    /// Evaluates `term` as a value of type `t` for the receiver `receiver`.
+    pub fn value(&self, term: &Term, t: &CqlType, receiver: &str) -> Result<Val> {
+        match term {
+            Term::Null => Ok(Val::Null),
+            Term::Bind(m) => {
+                let v = self.bindings.get(m)?;
+                if let Val::Set(b) = &v {
+                    t.validate(b).map_err(|e| Error::Invalid(format!("Exception while binding column {receiver}: {e}")))?;
+                }
+                Ok(v)
+            }
+            Term::Constant(c) => Ok(Val::Set(constant_value(c, t, receiver)?)),
+            Term::Negate(inner) => {
+                let v = self.value(inner, t, receiver)?;
+                match v {
+                    Val::Set(b) => negate(t, &b).map(Val::Set),
+                    other => Ok(other),
+                }
+            }
+            Term::List(items) | Term::Set(items) => {
+                let (elem_t, is_set) = match t.unfrozen() {
+                    CqlType::List(e) => (e.as_ref().clone(), false),
+                    CqlType::Set(e) => (e.as_ref().clone(), true),
+                    CqlType::Vector(e, n) => {
+                        if items.len() != *n as usize {
+                            return Err(Error::Invalid(format!(
+                                "Invalid vector literal for {receiver} of type {t}; expected {n} elements, but given {}",
+                                items.len()
+                            )));
+                        }
+                        let mut out = Vec::new();
+                        for it in items {
+                            match self.value(it, e, receiver)? {
+                                Val::Set(b) => out.push(b),
+                                _ => return Err(Error::Invalid("null is not supported inside vectors".into())),
+                            }
+                        }
+                        return Ok(Val::Set(serialize_vector(e, &out)));
+                    }
+                    CqlType::Map(_, _) if items.is_empty() => return Ok(Val::Set(value::serialize_map(&[]))),
+                    _ => {
+                        let what = if matches!(term, Term::List(_)) { "list" } else { "set" };
+                        return Err(Error::Invalid(format!("Invalid {what} literal for {receiver} of type {t}")));
+                    }
+                };
+                let mut out: Vec<Bytes> = Vec::with_capacity(items.len());
+                for it in items {
+                    match self.value(it, &elem_t, receiver)? {
+                        Val::Set(b) => out.push(b),
+                        Val::Null => {
+                            let what = if is_set { "set" } else { "list" };
+                            return Err(Error::Invalid(format!("null is not supported inside {what}s")));
+                        }
+                        Val::Unset => return Err(Error::Invalid("unset value is not supported inside collections".into())),
+                    }
+                }
+                if is_set {
+                    out.sort_by(|a, b| elem_t.compare(a, b));
+                    out.dedup();
+                }
+                Ok(Val::Set(value::serialize_collection(&out)))
+            }
+            Term::Map(pairs) => {
+                let (kt, vt) = match t.unfrozen() {
+                    CqlType::Map(k, v) => (k.as_ref().clone(), v.as_ref().clone()),
+                    CqlType::Set(_) if pairs.is_empty() => return Ok(Val::Set(value::serialize_collection(&[]))),
+                    CqlType::Udt(_) if pairs.is_empty() => return Ok(Val::Set(value::serialize_tuple(&[]))),
+                    _ => return Err(Error::Invalid(format!("Invalid map literal for {receiver} of type {t}"))),
+                };
+                let mut out: Vec<(Bytes, Bytes)> = Vec::with_capacity(pairs.len());
+                for (k, v) in pairs {
+                    let kb = match self.value(k, &kt, receiver)? {
+                        Val::Set(b) => b,
+                        _ => return Err(Error::Invalid("null is not supported inside maps".into())),
+                    };
+                    let vb = match self.value(v, &vt, receiver)? {
+                        Val::Set(b) => b,
+                        _ => return Err(Error::Invalid("null is not supported inside maps".into())),
+                    };
+                    out.retain(|(ek, _)| kt.compare(ek, &kb) != std::cmp::Ordering::Equal);
+                    out.push((kb, vb));
+                }
+                out.sort_by(|a, b| kt.compare(&a.0, &b.0));
+                Ok(Val::Set(value::serialize_map(&out)))
+            }
+            Term::Tuple(items) => {
+                let types = match t.unfrozen() {
+                    CqlType::Tuple(ts) => ts.clone(),
+                    _ => return Err(Error::Invalid(format!("Invalid tuple literal for {receiver} of type {t}"))),
+                };
+                if items.len() > types.len() {
+                    return Err(Error::Invalid(format!(
+                        "Invalid tuple literal for {receiver}: too many elements. Type {t} expects {} but got {}",
+                        types.len(),
+                        items.len()
+                    )));
+                }
+                let mut out = Vec::new();
+                for (it, ty) in items.iter().zip(types.iter()) {
+                    out.push(self.value(it, ty, receiver)?.bytes().cloned());
+                }
+                Ok(Val::Set(value::serialize_tuple(&out)))
+            }
+            Term::UserType(fields) => {
+                let u = match t.unfrozen() {
+                    CqlType::Udt(u) => u.clone(),
+                    _ => return Err(Error::Invalid(format!("Invalid user type literal for {receiver} of type {t}"))),
+                };
+                for (f, _) in fields {
+                    if !u.fields.iter().any(|(n, _)| n == f) {
+                        return Err(Error::Invalid(format!("Unknown field '{f}' in value of user defined type {}", u.name)));
+                    }
+                }
+                let mut out = Vec::new();
+                for (fname, ftype) in &u.fields {
+                    match fields.iter().find(|(n, _)| n == fname) {
+                        Some((_, term)) => out.push(self.value(term, ftype, &format!("{receiver}.{fname}"))?.bytes().cloned()),
+                        None => out.push(None),
+                    }
+                }
+                Ok(Val::Set(value::serialize_tuple(&out)))
+            }
+            Term::Function { name, args } => {
+                let (rt, v) = self.call(name, args)?;
+                if !compatible(&rt, t) {
+                    return Err(Error::Invalid(format!(
+                        "Type error: cannot assign result of function system.{} (type {rt}) to {receiver} (type {t})",
+                        name.to_lowercase()
+                    )));
+                }
+                Ok(v)
+            }
+            Term::Cast { typ, term } => {
+                let ct = CqlType::parse(typ, &|_| None).map_err(|e| Error::Invalid(e.to_string()))?;
+                self.value(term, &ct, receiver)
+            }
+        }
+    }
+
+    /// Evaluates a function call, returning its result type and value.
+    pub fn call(&self, name: &str, args: &[Term]) -> Result<(CqlType, Val)> {
+        let lname = name.to_lowercase();
+        let lname = lname.strip_prefix("system.").unwrap_or(&lname).to_string();
+        let now_millis = || sibyl_types::timeuuid::timestamp_micros_now() / 1000;
+        let arity = |n: usize| -> Result<()> {
+            if args.len() != n {
+                Err(Error::Invalid(format!("Invalid number of arguments in call to function system.{lname}: {n} required but {} provided", args.len())))
+            } else {
+                Ok(())
+            }
+        };
+        match lname.as_str() {
+            "now" | "currenttimeuuid" => {
+                arity(0)?;
+                Ok((CqlType::Timeuuid, Val::Set(Bytes::copy_from_slice(sibyl_types::timeuuid::now_timeuuid().as_bytes()))))
+            }
+            "uuid" => {
+                arity(0)?;
+                Ok((CqlType::Uuid, Val::Set(Bytes::copy_from_slice(uuid::Uuid::new_v4().as_bytes()))))
+            }
+            "currenttimestamp" => {
+                arity(0)?;
+                Ok((CqlType::Timestamp, Val::Set(Bytes::copy_from_slice(&now_millis().to_be_bytes()))))
+            }
+            "currentdate" => {
+                arity(0)?;
+                let days = now_millis().div_euclid(86_400_000) + (1i64 << 31);
+                Ok((CqlType::Date, Val::Set(Bytes::copy_from_slice(&(days as u32).to_be_bytes()))))
+            }
+            "currenttime" => {
+                arity(0)?;
+                let nanos = now_millis().rem_euclid(86_400_000) * 1_000_000;
+                Ok((CqlType::Time, Val::Set(Bytes::copy_from_slice(&nanos.to_be_bytes()))))
+            }
+            "totimestamp" | "tounixtimestamp" | "todate" => {
+                arity(1)?;
+                let (at, av) = self.untyped(&args[0], &[CqlType::Timeuuid, CqlType::Timestamp, CqlType::Date])?;
+                let Val::Set(b) = av else { return Ok((result_type(&lname), Val::Null)) };
+                let millis = match at {
+                    CqlType::Timeuuid => {
+                        let a: [u8; 16] = b.as_ref().try_into().map_err(|_| Error::Invalid("invalid timeuuid".into()))?;
+                        sibyl_types::timeuuid::timeuuid_timestamp_millis(&a)
+                    }
+                    CqlType::Timestamp => i64::from_be_bytes(b.as_ref().try_into().map_err(|_| Error::Invalid("invalid timestamp".into()))?),
+                    CqlType::Date => {
+                        let d = u32::from_be_bytes(b.as_ref().try_into().map_err(|_| Error::Invalid("invalid date".into()))?);
+                        (d as i64 - (1i64 << 31)) * 86_400_000
+                    }
+                    _ => return Err(Error::Invalid(format!("Invalid argument to {lname}"))),
+                };
+                let rt = result_type(&lname);
+                let out = match lname.as_str() {
+                    "totimestamp" => Bytes::copy_from_slice(&millis.to_be_bytes()),
+                    "tounixtimestamp" => Bytes::copy_from_slice(&millis.to_be_bytes()),
+                    _ => Bytes::copy_from_slice(&((millis.div_euclid(86_400_000) + (1i64 << 31)) as u32).to_be_bytes()),
+                };
+                Ok((rt, Val::Set(out)))
+            }
+            "mintimeuuid" | "maxtimeuuid" => {
+                arity(1)?;
+                let v = self.value(&args[0], &CqlType::Timestamp, "arg0")?;
+                let Val::Set(b) = v else { return Ok((CqlType::Timeuuid, Val::Null)) };
+                let millis = i64::from_be_bytes(b.as_ref().try_into().map_err(|_| Error::Invalid("invalid timestamp".into()))?);
+                let u = if lname == "mintimeuuid" {
+                    sibyl_types::timeuuid::min_timeuuid(millis)
+                } else {
+                    sibyl_types::timeuuid::max_timeuuid(millis)
+                };
+                Ok((CqlType::Timeuuid, Val::Set(Bytes::copy_from_slice(u.as_bytes()))))
+            }
+            _ => {
+                // typeAsBlob / blobAsType
+                if let Some(tname) = lname.strip_suffix("asblob") {
+                    arity(1)?;
+                    let t = CqlType::parse(tname, &|_| None).map_err(|_| unknown_function(&lname))?;
+                    let v = self.value(&args[0], &t, "arg0")?;
+                    return Ok((CqlType::Blob, v));
+                }
+                if let Some(tname) = lname.strip_prefix("blobas") {
+                    arity(1)?;
+                    let t = CqlType::parse(tname, &|_| None).map_err(|_| unknown_function(&lname))?;
+                    let v = self.value(&args[0], &CqlType::Blob, "arg0")?;
+                    if let Val::Set(b) = &v {
+                        t.validate(b).map_err(|e| Error::Invalid(e.to_string()))?;
+                    }
+                    return Ok((t, v));
+                }
+                Err(unknown_function(&lname))
+            }
+        }
+    }
+
+    /// Evaluates a term whose type is not given by a receiver: functions give
+    /// their own type; other terms take the first of `candidates`.
+    fn untyped(&self, term: &Term, candidates: &[CqlType]) -> Result<(CqlType, Val)> {
+        match term {
+            Term::Function { name, args } => self.call(name, args),
+            Term::Constant(Constant::Uuid(_)) if candidates.contains(&CqlType::Timeuuid) => {
+                Ok((CqlType::Timeuuid, self.value(term, &CqlType::Timeuuid, "arg0")?))
+            }
+            _ => {
+                let t = candidates.first().cloned().unwrap_or(CqlType::Blob);
+                Ok((t.clone(), self.value(term, &t, "arg0")?))
+            }
+        }
+    }
+}
+
+fn unknown_function(name: &str) -> Error {
+    Error::Invalid(format!("Unknown function '{name}'"))
+}
+
+fn result_type(f: &str) -> CqlType {
+    match f {
+        "totimestamp" => CqlType::Timestamp,
+        "tounixtimestamp" => CqlType::Bigint,
+        _ => CqlType::Date,
+    }
+}
+
+/// Whether a value of type `from` can be stored in a receiver of type `to`.
+fn compatible(from: &CqlType, to: &CqlType) -> bool {
+    let (f, t) = (from.unfrozen(), to.unfrozen());
+    f == t || matches!((f, t), (CqlType::Timeuuid, CqlType::Uuid) | (CqlType::Ascii, CqlType::Text))
+}
+
+fn negate(t: &CqlType, b: &[u8]) -> Result<Bytes> {
+    let out = match (t.unfrozen(), b.len()) {
+        (CqlType::Int, 4) => (-(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))).to_be_bytes().to_vec(),
+        (CqlType::Bigint | CqlType::Counter, 8) => {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(b);
+            (-(i64::from_be_bytes(a))).to_be_bytes().to_vec()
+        }
+        (CqlType::Double, 8) => {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(b);
+            (-(f64::from_be_bytes(a))).to_be_bytes().to_vec()
+        }
+        _ => return Err(Error::Invalid(format!("Cannot negate a value of type {t}"))),
+    };
+    Ok(Bytes::from(out))
+}
+
+/// Serializes a vector: fixed-size elements concatenated, variable-size ones with a vint length.
+fn serialize_vector(elem: &CqlType, items: &[Bytes]) -> Bytes {
+    let fixed = matches!(elem.unfrozen(), CqlType::Float | CqlType::Int | CqlType::Bigint | CqlType::Double | CqlType::Boolean | CqlType::Uuid | CqlType::Timeuuid | CqlType::Timestamp);
+    let mut out = Vec::new();
+    for it in items {
+        if !fixed {
+            value::write_unsigned_vint(&mut out, it.len() as u64);
+        }
+        out.extend_from_slice(it);
+    }
+    Bytes::from(out)
+}

@@ -1,0 +1,61 @@
+//! `sibyl`: with no arguments, a single node on embedded defaults (CQL on
+//! 127.0.0.1:9042, data under ./data); `--config FILE` reads a cassandra.yaml-
+//! style file.
+
+use anyhow::Context;
+use sibyl_node::config::Config;
+use std::path::PathBuf;
+
+const USAGE: &str = "usage: sibyl [--config FILE]
+
+Starts a Sibyl node. Without --config it serves CQL on 127.0.0.1:9042 and keeps
+its data under ./data. FILE uses cassandra.yaml key names and units.";
+
+fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let mut config_path: Option<PathBuf> = None;
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--config" | "-c" => config_path = Some(args.next().context("--config needs a file")?.into()),
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return Ok(());
+            }
+            "--version" => {
+                println!("sibyl {}", env!("CARGO_PKG_VERSION"));
+                return Ok(());
+            }
+            other => anyhow::bail!("unknown argument '{other}'\n{USAGE}"),
+        }
+    }
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_target(false)
+        .init();
+    let config = match &config_path {
+        Some(p) => Config::load(p)?,
+        None => Config::default(),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(async move {
+        let node = sibyl_node::start(config).await?;
+        wait_for_signal().await;
+        tracing::info!("draining and stopping");
+        node.shutdown().await;
+        anyhow::Ok(())
+    })
+}
+
+async fn wait_for_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

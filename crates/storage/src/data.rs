@@ -1,0 +1,432 @@
+//! The partition data model: cells, rows, tombstones, partitions and
+//! mutations, with Cassandra's reconciliation rules (last write wins per cell;
+//! on equal timestamps a tombstone wins, then the later expiry, then the
+//! greater value).
+
+use crate::clustering::{ClusteringComparator, ClusteringKey};
+use bytes::Bytes;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// `local_deletion_time` meaning "never".
+pub const NO_DELETION_TIME: i32 = i32::MAX;
+
+/// A deletion: everything with a timestamp <= `marked_for_delete_at` is shadowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeletionTime {
+    pub marked_for_delete_at: i64,
+    /// Seconds since epoch when the deletion was made (for gc_grace_seconds).
+    pub local_deletion_time: i32,
+}
+
+impl DeletionTime {
+    pub const LIVE: DeletionTime = DeletionTime { marked_for_delete_at: i64::MIN, local_deletion_time: NO_DELETION_TIME };
+
+    pub fn is_live(&self) -> bool {
+        self.marked_for_delete_at == i64::MIN
+    }
+
+    pub fn deletes(&self, timestamp: i64) -> bool {
+        timestamp <= self.marked_for_delete_at
+    }
+
+    /// The deletion that wins of two.
+    pub fn supersedes(&self, other: &DeletionTime) -> bool {
+        self.marked_for_delete_at > other.marked_for_delete_at
+            || (self.marked_for_delete_at == other.marked_for_delete_at && self.local_deletion_time > other.local_deletion_time)
+    }
+
+    pub fn merge(&mut self, other: &DeletionTime) {
+        if other.supersedes(self) {
+            *self = *other;
+        }
+    }
+}
+
+/// One cell. `value: None` is a tombstone; `ttl > 0` makes it expiring, with
+/// `local_deletion_time` its expiry (seconds since epoch).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cell {
+    pub timestamp: i64,
+    pub ttl: i32,
+    pub local_deletion_time: i32,
+    pub value: Option<Bytes>,
+}
+
+impl Cell {
+    pub fn live(timestamp: i64, value: Bytes) -> Cell {
+        Cell { timestamp, ttl: 0, local_deletion_time: NO_DELETION_TIME, value: Some(value) }
+    }
+
+    pub fn expiring(timestamp: i64, ttl: i32, now: i32, value: Bytes) -> Cell {
+        Cell { timestamp, ttl, local_deletion_time: now.saturating_add(ttl), value: Some(value) }
+    }
+
+    pub fn tombstone(timestamp: i64, now: i32) -> Cell {
+        Cell { timestamp, ttl: 0, local_deletion_time: now, value: None }
+    }
+
+    pub fn is_tombstone(&self) -> bool {
+        self.value.is_none()
+    }
+
+    pub fn is_expiring(&self) -> bool {
+        self.ttl > 0
+    }
+
+    /// Live at `now`: not a tombstone and not expired.
+    pub fn is_live(&self, now: i32) -> bool {
+        self.value.is_some() && (self.ttl == 0 || now < self.local_deletion_time)
+    }
+
+    /// Remaining TTL in seconds at `now`, if expiring.
+    pub fn remaining_ttl(&self, now: i32) -> Option<i32> {
+        if self.ttl > 0 {
+            Some((self.local_deletion_time - now).max(0))
+        } else {
+            None
+        }
+    }
+
+    /// Cassandra's `Cells.reconcile`: which of two versions of a cell wins.
+    pub fn reconcile<'a>(a: &'a Cell, b: &'a Cell, now: i32) -> &'a Cell {
+        if a.timestamp != b.timestamp {
+            return if a.timestamp > b.timestamp { a } else { b };
+        }
+        let (la, lb) = (a.is_live(now), b.is_live(now));
+        if la != lb {
+            return if la { b } else { a };
+        }
+        if !la {
+            // both dead: the later deletion time wins, a tombstone over an expired cell
+            if a.is_tombstone() != b.is_tombstone() {
+                return if a.is_tombstone() { a } else { b };
+            }
+            return if a.local_deletion_time >= b.local_deletion_time { a } else { b };
+        }
+        if a.is_expiring() != b.is_expiring() || (a.is_expiring() && a.local_deletion_time != b.local_deletion_time) {
+            return if a.local_deletion_time >= b.local_deletion_time { a } else { b };
+        }
+        match (&a.value, &b.value) {
+            (Some(x), Some(y)) if y > x => b,
+            _ => a,
+        }
+    }
+}
+
+/// The primary key liveness of a row written by INSERT (the "row marker").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LivenessInfo {
+    pub timestamp: i64,
+    pub ttl: i32,
+    pub local_expiration_time: i32,
+}
+
+impl LivenessInfo {
+    pub fn is_live(&self, now: i32) -> bool {
+        self.ttl == 0 || now < self.local_expiration_time
+    }
+
+    fn supersedes(&self, other: &LivenessInfo) -> bool {
+        if self.timestamp != other.timestamp {
+            return self.timestamp > other.timestamp;
+        }
+        self.local_expiration_time > other.local_expiration_time
+    }
+}
+
+/// Data of one column in a row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ColumnData {
+    Simple(Cell),
+    /// A non-frozen collection or UDT: a deletion of the whole collection and
+    /// one cell per element, keyed by the cell path (list: timeuuid, set:
+    /// element, map: key, UDT: field index).
+    Complex { deletion: DeletionTime, cells: BTreeMap<Bytes, Cell> },
+}
+
+/// A row: liveness, deletion and its cells by column name.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Row {
+    pub liveness: Option<LivenessInfo>,
+    pub deletion: Option<DeletionTime>,
+    pub cells: BTreeMap<Arc<str>, ColumnData>,
+}
+
+impl Row {
+    pub fn merge(&mut self, other: Row, now: i32) {
+        if let Some(l) = other.liveness {
+            match &self.liveness {
+                Some(mine) if !l.supersedes(mine) => {}
+                _ => self.liveness = Some(l),
+            }
+        }
+        if let Some(d) = other.deletion {
+            match &mut self.deletion {
+                Some(mine) => mine.merge(&d),
+                None => self.deletion = Some(d),
+            }
+        }
+        for (name, data) in other.cells {
+            match self.cells.get_mut(&name) {
+                None => {
+                    self.cells.insert(name, data);
+                }
+                Some(existing) => merge_column(existing, data, now),
+            }
+        }
+    }
+
+    /// Drops everything shadowed by `deletion` (and by the row's own deletion),
+    /// and expired or deleted cells when `purge_dead` is set. Returns whether the
+    /// row is still live at `now`.
+    pub fn resolve(&mut self, outer: DeletionTime, now: i32, purge_dead: bool) -> bool {
+        let mut del = outer;
+        if let Some(d) = self.deletion {
+            del.merge(&d);
+        }
+        if let Some(l) = self.liveness {
+            if del.deletes(l.timestamp) || (purge_dead && !l.is_live(now)) {
+                self.liveness = None;
+            }
+        }
+        self.cells.retain(|_, data| match data {
+            ColumnData::Simple(c) => !(del.deletes(c.timestamp) || (purge_dead && !c.is_live(now))),
+            ColumnData::Complex { deletion, cells } => {
+                let mut cdel = del;
+                cdel.merge(deletion);
+                cells.retain(|_, c| !(cdel.deletes(c.timestamp) || (purge_dead && !c.is_live(now))));
+                if purge_dead {
+                    *deletion = DeletionTime::LIVE;
+                }
+                !cells.is_empty() || !deletion.is_live()
+            }
+        });
+        if purge_dead {
+            self.deletion = None;
+        }
+        self.is_live(now)
+    }
+
+    /// A row is live if its primary key liveness is live or any cell is.
+    pub fn is_live(&self, now: i32) -> bool {
+        if matches!(self.liveness, Some(l) if l.is_live(now)) {
+            return true;
+        }
+        self.cells.values().any(|d| match d {
+            ColumnData::Simple(c) => c.is_live(now),
+            ColumnData::Complex { cells, .. } => cells.values().any(|c| c.is_live(now)),
+        })
+    }
+}
+
+fn merge_column(existing: &mut ColumnData, other: ColumnData, now: i32) {
+    match (existing, other) {
+        (ColumnData::Simple(a), ColumnData::Simple(b)) => {
+            if std::ptr::eq(Cell::reconcile(a, &b, now), &b) {
+                *a = b;
+            }
+        }
+        (ColumnData::Complex { deletion, cells }, ColumnData::Complex { deletion: od, cells: oc }) => {
+            deletion.merge(&od);
+            for (path, c) in oc {
+                match cells.get_mut(&path) {
+                    None => {
+                        cells.insert(path, c);
+                    }
+                    Some(a) => {
+                        if std::ptr::eq(Cell::reconcile(a, &c, now), &c) {
+                            *a = c;
+                        }
+                    }
+                }
+            }
+        }
+        // a column changed between simple and complex (dropped and re-added): newest wins wholesale
+        (e, o) => *e = o,
+    }
+}
+
+/// A range tombstone over a clustering slice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RangeTombstone {
+    pub start: ClusteringKey,
+    pub end: ClusteringKey,
+    pub deletion: DeletionTime,
+}
+
+impl RangeTombstone {
+    pub fn covers(&self, clustering: &ClusteringKey) -> bool {
+        &self.start <= clustering && clustering <= &self.end
+    }
+}
+
+/// A partition, or a fragment of one (an update, or what one source holds).
+#[derive(Debug, Clone)]
+pub struct Partition {
+    pub deletion: DeletionTime,
+    pub static_row: Option<Row>,
+    pub rows: BTreeMap<ClusteringKey, Row>,
+    pub range_tombstones: Vec<RangeTombstone>,
+}
+
+impl Partition {
+    pub fn new() -> Self {
+        Partition { deletion: DeletionTime::LIVE, static_row: None, rows: BTreeMap::new(), range_tombstones: Vec::new() }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.deletion.is_live() && self.static_row.is_none() && self.rows.is_empty() && self.range_tombstones.is_empty()
+    }
+
+    /// Merges `other` into `self` (per-cell reconciliation).
+    pub fn merge(&mut self, other: Partition, now: i32) {
+        self.deletion.merge(&other.deletion);
+        if let Some(sr) = other.static_row {
+            match &mut self.static_row {
+                Some(mine) => mine.merge(sr, now),
+                None => self.static_row = Some(sr),
+            }
+        }
+        for (ck, row) in other.rows {
+            match self.rows.get_mut(&ck) {
+                Some(mine) => mine.merge(row, now),
+                None => {
+                    self.rows.insert(ck, row);
+                }
+            }
+        }
+        for rt in other.range_tombstones {
+            if !self.range_tombstones.contains(&rt) {
+                self.range_tombstones.push(rt);
+            }
+        }
+    }
+
+    /// Applies tombstones and expiry: what a reader sees at `now`.
+    pub fn resolve(&mut self, now: i32) {
+        let pdel = self.deletion;
+        if let Some(sr) = &mut self.static_row {
+            if !sr.resolve(pdel, now, true) {
+                self.static_row = None;
+            }
+        }
+        let rts = std::mem::take(&mut self.range_tombstones);
+        self.rows.retain(|ck, row| {
+            let mut del = pdel;
+            for rt in &rts {
+                if rt.covers(ck) {
+                    del.merge(&rt.deletion);
+                }
+            }
+            row.resolve(del, now, true)
+        });
+    }
+
+    /// Estimated heap size, for memtable accounting.
+    pub fn estimated_size(&self) -> usize {
+        let row_size = |r: &Row| {
+            64 + r
+                .cells
+                .iter()
+                .map(|(n, d)| {
+                    n.len()
+                        + 48
+                        + match d {
+                            ColumnData::Simple(c) => c.value.as_ref().map_or(0, |v| v.len()),
+                            ColumnData::Complex { cells, .. } => {
+                                cells.iter().map(|(p, c)| p.len() + 48 + c.value.as_ref().map_or(0, |v| v.len())).sum()
+                            }
+                        }
+                })
+                .sum::<usize>()
+        };
+        let mut s = 64;
+        if let Some(r) = &self.static_row {
+            s += row_size(r);
+        }
+        for (ck, r) in &self.rows {
+            s += ck.values.iter().map(|v| v.len() + 16).sum::<usize>() + row_size(r);
+        }
+        s + self.range_tombstones.len() * 96
+    }
+}
+
+impl Default for Partition {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A partition key with its token; orders by token, then key bytes.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DecoratedKey {
+    pub token: i64,
+    pub key: Bytes,
+}
+
+impl DecoratedKey {
+    pub fn new(key: Bytes) -> Self {
+        DecoratedKey { token: sibyl_types::murmur3::token(&key), key }
+    }
+}
+
+/// An update to one partition of one table.
+#[derive(Debug, Clone)]
+pub struct Mutation {
+    pub table_id: uuid::Uuid,
+    pub key: DecoratedKey,
+    pub update: Partition,
+}
+
+/// Helpers for building updates against a table's comparator.
+pub fn empty_partition() -> Partition {
+    Partition::new()
+}
+
+/// The comparator used for tables without clustering columns.
+pub fn no_clustering() -> Arc<ClusteringComparator> {
+    ClusteringComparator::new(Vec::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(s: &str) -> Bytes {
+        Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    #[test]
+    fn reconcile_higher_timestamp_wins_then_tombstone_then_greater_value() {
+        let now = 1000;
+        let a = Cell::live(10, b("a"));
+        let z = Cell::live(9, b("z"));
+        assert_eq!(Cell::reconcile(&a, &z, now), &a);
+        let t = Cell::tombstone(10, now);
+        assert_eq!(Cell::reconcile(&a, &t, now), &t);
+        let c = Cell::live(10, b("c"));
+        assert_eq!(Cell::reconcile(&a, &c, now), &c);
+        assert_eq!(Cell::reconcile(&c, &a, now), &c);
+    }
+
+    #[test]
+    fn row_deletion_shadows_older_cells_only() {
+        let now = 1000;
+        let mut r = Row::default();
+        r.cells.insert("x".into(), ColumnData::Simple(Cell::live(5, b("old"))));
+        r.cells.insert("y".into(), ColumnData::Simple(Cell::live(7, b("new"))));
+        r.deletion = Some(DeletionTime { marked_for_delete_at: 6, local_deletion_time: now });
+        assert!(r.resolve(DeletionTime::LIVE, now, true));
+        assert!(!r.cells.contains_key("x"));
+        assert!(r.cells.contains_key("y"));
+    }
+
+    #[test]
+    fn expired_cells_are_not_live() {
+        let c = Cell::expiring(1, 10, 100, b("v"));
+        assert!(c.is_live(109));
+        assert!(!c.is_live(110));
+        assert_eq!(c.remaining_ttl(105), Some(5));
+    }
+}

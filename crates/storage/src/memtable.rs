@@ -1,0 +1,93 @@
+//! The memtable: a concurrent sorted map of partitions, merged in place with
+//! per-cell reconciliation. Flushing to SSTables reads it in token order.
+
+use crate::clustering::Bound;
+use crate::data::{DecoratedKey, Mutation, Partition};
+use crossbeam_skiplist::SkipMap;
+use parking_lot::Mutex;
+use std::ops::Bound as RangeBound;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// An in-memory, sorted write buffer of one table.
+#[derive(Default)]
+pub struct Memtable {
+    partitions: SkipMap<DecoratedKey, Mutex<Partition>>,
+    live_bytes: AtomicUsize,
+    operations: AtomicUsize,
+}
+
+/// A clustering slice `[start, end]` given by bounds.
+pub type Slice = (Bound, Bound);
+
+impl Memtable {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Merges a mutation in.
+    pub fn apply(&self, m: Mutation, now: i32) {
+        let size = m.update.estimated_size() + m.key.key.len() + 32;
+        let entry = self.partitions.get_or_insert_with(m.key, || Mutex::new(Partition::new()));
+        entry.value().lock().merge(m.update, now);
+        self.live_bytes.fetch_add(size, Ordering::Relaxed);
+        self.operations.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Bytes of data held (an estimate, for the flush threshold).
+    pub fn live_bytes(&self) -> usize {
+        self.live_bytes.load(Ordering::Relaxed)
+    }
+
+    pub fn operations(&self) -> usize {
+        self.operations.load(Ordering::Relaxed)
+    }
+
+    pub fn partition_count(&self) -> usize {
+        self.partitions.len()
+    }
+
+    /// The part of a partition inside the slices (all of it when `slices` is
+    /// `None`), unresolved: tombstones are kept so other sources can be shadowed.
+    pub fn read(&self, key: &DecoratedKey, slices: Option<&[Slice]>) -> Option<Partition> {
+        let entry = self.partitions.get(key)?;
+        let p = entry.value().lock();
+        Some(slice_partition(&p, slices))
+    }
+
+    /// Keys in token order after `after` (exclusive) or from `start_token`
+    /// (inclusive) up to `end_token` (inclusive), at most `limit`.
+    pub fn keys(&self, after: Option<&DecoratedKey>, start_token: i64, end_token: i64, limit: usize) -> Vec<DecoratedKey> {
+        let lower = match after {
+            Some(k) => RangeBound::Excluded(k.clone()),
+            None => RangeBound::Included(DecoratedKey { token: start_token, key: bytes::Bytes::new() }),
+        };
+        let mut out = Vec::new();
+        for e in self.partitions.range((lower, RangeBound::Unbounded)) {
+            if e.key().token > end_token || out.len() >= limit {
+                break;
+            }
+            out.push(e.key().clone());
+        }
+        out
+    }
+}
+
+/// Copies the parts of `p` that fall in `slices`.
+pub fn slice_partition(p: &Partition, slices: Option<&[Slice]>) -> Partition {
+    let Some(slices) = slices else { return p.clone() };
+    let mut out = Partition { deletion: p.deletion, static_row: p.static_row.clone(), rows: Default::default(), range_tombstones: Vec::new() };
+    for (start, end) in slices {
+        if start > end {
+            continue;
+        }
+        for (ck, row) in p.rows.range(start.clone()..=end.clone()) {
+            out.rows.insert(ck.clone(), row.clone());
+        }
+        for rt in &p.range_tombstones {
+            if !(rt.end < *start || rt.start > *end) && !out.range_tombstones.contains(rt) {
+                out.range_tombstones.push(rt.clone());
+            }
+        }
+    }
+    out
+}

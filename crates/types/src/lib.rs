@@ -1,0 +1,85 @@
+//! CQL types and values: the type tree, native (protocol) encoding of values,
+//! Cassandra's comparators, Murmur3 tokens and timeuuids.
+//!
+//! Counterpart of Cassandra's `db.marshal` and `dht` packages.
+
+use std::sync::Arc;
+
+pub mod murmur3;
+pub mod value;
+pub mod timeuuid;
+mod marshal;
+pub use marshal::{civil_from_days, days_from_civil, parse_timestamp};
+
+/// A CQL type as Cassandra knows it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum CqlType {
+    Ascii,
+    Bigint,
+    Blob,
+    Boolean,
+    Counter,
+    Date,
+    Decimal,
+    Double,
+    Duration,
+    Float,
+    Inet,
+    Int,
+    Smallint,
+    Text,
+    Time,
+    Timestamp,
+    Timeuuid,
+    Tinyint,
+    Uuid,
+    Varint,
+    List(Box<CqlType>),
+    Set(Box<CqlType>),
+    Map(Box<CqlType>, Box<CqlType>),
+    Tuple(Vec<CqlType>),
+    Udt(Arc<UserType>),
+    /// `frozen<T>`: the whole value is one cell.
+    Frozen(Box<CqlType>),
+    /// `vector<T, n>`.
+    Vector(Box<CqlType>, u32),
+    /// A custom type given by its Java class name.
+    Custom(String),
+}
+
+/// A user-defined type.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct UserType {
+    pub keyspace: String,
+    pub name: String,
+    pub fields: Vec<(String, CqlType)>,
+}
+
+/// Errors about types and values; the message is what the client sees.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum TypeError {
+    /// A type name that does not parse.
+    #[error("{0}")]
+    BadType(String),
+    /// A value (bytes or literal) that is not valid for its type.
+    #[error("{0}")]
+    InvalidValue(String),
+}
+
+/// A constant as written in a CQL statement, before it is given a type.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Constant {
+    /// `'text'` (quotes removed, `''` unescaped) or `$$text$$`.
+    String(String),
+    /// An integer literal, as written (may start with `-`).
+    Integer(String),
+    /// A float literal as written, including `NaN`, `Infinity`, `-Infinity`.
+    Float(String),
+    Boolean(bool),
+    /// `0x...` blob literal, decoded.
+    Hex(Vec<u8>),
+    /// A UUID literal as written.
+    Uuid(String),
+    /// A duration literal as written (`1h30m`, `P1D`, ...).
+    Duration(String),
+}
