@@ -111,6 +111,11 @@ pub fn insert(table: &Arc<TableMetadata>, ins: &Insert, ev: &Eval, default_ts: i
             None => missing.push(c.name.clone()),
         }
     }
+    let only_static = ins.columns.iter().all(|c| table.column(c).map(|c| c.kind != ColumnKind::Regular && c.kind != ColumnKind::Clustering).unwrap_or(false))
+        && ins.columns.iter().any(|c| table.column(c).map(|c| c.kind == ColumnKind::Static).unwrap_or(false));
+    if only_static && ck.is_empty() {
+        missing.clear();
+    }
     if !missing.is_empty() {
         return Err(Error::Invalid(format!("Some clustering keys are missing: {}", missing.join(", "))));
     }
@@ -141,6 +146,11 @@ pub fn insert(table: &Arc<TableMetadata>, ins: &Insert, ev: &Eval, default_ts: i
         set_column(target, c, &col.typ, v.bytes(), &wp).map_err(Error::Invalid)?;
     }
     let mut p = Partition::new();
+    if only_static && ck.is_empty() {
+        static_row.liveness = row.liveness;
+        p.static_row = Some(static_row);
+        return Ok(vec![partition_mutation(table, &key, p)]);
+    }
     if !static_row.cells.is_empty() {
         p.static_row = Some(static_row);
     }

@@ -579,7 +579,11 @@ impl QueryProcessor {
         let (ks, muts) = self.mutations_of(st, client, opts.keyspace.as_deref(), ev, default_ts, now)?;
         let Some(m) = muts.first() else { return Ok(Some(Outcome::void())) };
         let cfs = self.store(&t)?;
-        let ck = m.update.rows.keys().next().cloned();
+        let ck = if t.clustering_count == 0 {
+            Some(sibyl_storage::ClusteringKey::row(Vec::new(), t.comparator.clone()))
+        } else {
+            m.update.rows.keys().next().cloned()
+        };
         let current = cfs.read(&m.key, None).map(|mut p| {
             p.resolve(now);
             p

@@ -92,6 +92,7 @@ impl Server {
         let (tx, mut rx) = mpsc::channel::<Outgoing>(MAX_IN_FLIGHT_PER_CONNECTION);
         let writer = tokio::spawn(async move {
             let mut v5 = false;
+            let mut lz4 = false;
             let mut buf = Vec::with_capacity(64 * 1024);
             let mut frames = Vec::with_capacity(64 * 1024);
             while let Some(first) = rx.recv().await {
@@ -99,7 +100,8 @@ impl Server {
                 while let Some(o) = item.take() {
                     match o {
                         Outgoing::Frame(f) => frames.extend_from_slice(&f),
-                        Outgoing::SwitchToV5(f) => {
+                        Outgoing::SwitchToV5(f, with_lz4) => {
+                            lz4 = with_lz4;
                             // the READY/AUTHENTICATE that precedes segment framing is sent as a plain frame
                             frames.extend_from_slice(&f);
                             buf.extend_from_slice(&frames);
@@ -112,7 +114,7 @@ impl Server {
                     }
                 }
                 if v5 && !frames.is_empty() {
-                    encode_segments(&frames, false, &mut buf);
+                    encode_segments(&frames, lz4, &mut buf);
                 } else {
                     buf.extend_from_slice(&frames);
                 }
@@ -239,7 +241,7 @@ impl Server {
 enum Outgoing {
     Frame(Vec<u8>),
     /// This frame is the last before v5 segment framing starts.
-    SwitchToV5(Vec<u8>),
+    SwitchToV5(Vec<u8>, bool),
 }
 
 struct Conn {
@@ -325,7 +327,7 @@ impl Conn {
                 let f = encode(self.version, h.stream, &Response::Ready, None, &[]);
                 if self.version >= 5 {
                     self.v5_framing = true;
-                    let _ = self.tx.send(Outgoing::SwitchToV5(f)).await;
+                    let _ = self.tx.send(Outgoing::SwitchToV5(f, self.compression == Some(Compression::Lz4))).await;
                 } else {
                     let _ = self.tx.send(Outgoing::Frame(f)).await;
                 }

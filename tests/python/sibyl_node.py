@@ -1,0 +1,81 @@
+"""Start and stop real `sibyl` processes for tests."""
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.environ.get("SIBYL_BIN", os.path.join(ROOT, "target", "debug", "sibyl"))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class SibylNode:
+    """A `sibyl` process with its own data directory and port."""
+
+    def __init__(self, data_dir=None, port=None, extra_config=""):
+        self.host = "127.0.0.1"
+        self.port = port or free_port()
+        self.data_dir = data_dir or tempfile.mkdtemp(prefix="sibyl-test-")
+        self.extra_config = extra_config
+        self.proc = None
+        self.log_path = os.path.join(self.data_dir, "sibyl.log")
+
+    def config_path(self):
+        path = os.path.join(self.data_dir, "sibyl.yaml")
+        with open(path, "w") as f:
+            f.write(
+                f"cluster_name: test\n"
+                f"listen_address: {self.host}\n"
+                f"native_transport_port: {self.port}\n"
+                f"data_file_directories: [{self.data_dir}/data]\n"
+                f"commitlog_directory: {self.data_dir}/commitlog\n"
+                + self.extra_config
+            )
+        return path
+
+    def start(self, timeout=30):
+        log = open(self.log_path, "a")
+        self.proc = subprocess.Popen([BIN, "--config", self.config_path()], stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"sibyl exited with {self.proc.returncode}: {self.log()}")
+            try:
+                with socket.create_connection((self.host, self.port), timeout=0.5):
+                    return self
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"sibyl did not start in {timeout}s: {self.log()}")
+
+    def log(self):
+        try:
+            with open(self.log_path) as f:
+                return f.read()[-4000:]
+        except OSError:
+            return ""
+
+    def stop(self, timeout=20):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode if self.proc else None
+
+    def kill9(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def restart(self):
+        self.stop()
+        return self.start()
