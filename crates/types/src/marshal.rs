@@ -88,12 +88,12 @@ impl<'a> TypeParser<'a> {
         self.s.get(self.p).copied()
     }
 
-    fn args(&mut self) -> Result<Vec<CqlType>, TypeError> {
+    fn args(&mut self, depth: usize) -> Result<Vec<CqlType>, TypeError> {
         self.expect(b'<')?;
-        let mut out = vec![self.typ(0)?];
+        let mut out = vec![self.typ(depth + 1)?];
         while self.peek() == Some(b',') {
             self.p += 1;
-            out.push(self.typ(0)?);
+            out.push(self.typ(depth + 1)?);
         }
         self.expect(b'>')?;
         Ok(out)
@@ -106,7 +106,7 @@ impl<'a> TypeParser<'a> {
         let raw_quoted = self.peek() == Some(b'"');
         let name = self.ident()?;
         if let Some(class) = name.strip_prefix('\'') {
-            return Ok(CqlType::Custom(class.to_string()));
+            return Ok(custom_class(class));
         }
         if !raw_quoted {
             let simple = match name.as_str() {
@@ -137,7 +137,7 @@ impl<'a> TypeParser<'a> {
             }
             match name.as_str() {
                 "list" | "set" | "frozen" => {
-                    let mut a = self.args()?;
+                    let mut a = self.args(depth)?;
                     if a.len() != 1 {
                         return Err(TypeError::BadType(format!("{name} takes one type argument")));
                     }
@@ -149,7 +149,7 @@ impl<'a> TypeParser<'a> {
                     });
                 }
                 "map" => {
-                    let mut a = self.args()?;
+                    let mut a = self.args(depth)?;
                     if a.len() != 2 {
                         return Err(TypeError::BadType("map takes two type arguments".into()));
                     }
@@ -157,7 +157,7 @@ impl<'a> TypeParser<'a> {
                     let k = a.remove(0);
                     return Ok(CqlType::Map(Box::new(k), Box::new(v)));
                 }
-                "tuple" => return Ok(CqlType::Tuple(self.args()?)),
+                "tuple" => return Ok(CqlType::Tuple(self.args(depth)?)),
                 "vector" => {
                     self.expect(b'<')?;
                     let e = self.typ(depth + 1)?;
