@@ -120,7 +120,8 @@ impl Parser {
     fn error_here(&self, expecting: &str) -> ParseError {
         let t = self.peek();
         let msg = if t.tok == Tok::Eof {
-            format!("line {}:{} mismatched input '<EOF>' {} ({})", t.line, t.col, expecting, self.context())
+            // ANTLR reports the end of input at line 0:-1
+            format!("line 0:-1 mismatched input '<EOF>' {expecting}")
         } else {
             format!(
                 "line {}:{} mismatched input '{}' {} ({}...)",
@@ -132,6 +133,9 @@ impl Parser {
 
     fn no_viable(&self) -> ParseError {
         let t = self.peek();
+        if t.tok == Tok::Eof {
+            return ParseError { message: "line 0:-1 no viable alternative at input '<EOF>'".into() };
+        }
         ParseError { message: format!("line {}:{} no viable alternative at input '{}' ({}...)", t.line, t.col, t.text, self.context()) }
     }
 

@@ -304,7 +304,11 @@ fn apply_assignment(
             if !t.is_multi_cell() {
                 return Err(Error::Invalid(format!("Invalid operation ({name} = {name} - ?) for non counter column {name}")));
             }
-            let Val::Set(b) = ev.value(term, t, name)? else { return Ok(()) };
+            let rt = match t {
+                CqlType::Map(k, _) => CqlType::Set(k.clone()),
+                other => other.clone(),
+            };
+            let Val::Set(b) = ev.value(term, &rt, name)? else { return Ok(()) };
             let mut cells = BTreeMap::new();
             match t {
                 CqlType::Set(_) => {

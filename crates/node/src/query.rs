@@ -447,7 +447,7 @@ impl QueryProcessor {
             _ => return Err(Error::Invalid("Only INSERT, UPDATE and DELETE statements are allowed here".into())),
         };
         let t = self.table(name, client, ks_opt)?;
-        if is_system_keyspace(&t.keyspace) && t.keyspace != "system_traces" {
+        if t.keyspace == "system_schema" || t.keyspace == "system_virtual_schema" {
             return Err(Error::Unauthorized(format!("{} keyspace is not user-modifiable.", t.keyspace)));
         }
         let cfs = self.store(&t)?;
@@ -676,6 +676,9 @@ impl QueryProcessor {
         let (new_ks, dropped_ks, ev): (Option<KeyspaceMetadata>, Option<String>, Option<SchemaChange>) = match st {
             Statement::CreateKeyspace(c) => {
                 validate_name("Keyspace", &c.name)?;
+                if !c.properties.iter().any(|p| p.name == "replication") {
+                    return Err(Error::Invalid("Missing mandatory option 'replication'".into()));
+                }
                 if schema.keyspace(&c.name).is_some() {
                     if c.if_not_exists {
                         return Ok(Outcome::void());
@@ -707,7 +710,7 @@ impl QueryProcessor {
                     if *if_exists {
                         return Ok(Outcome::void());
                     }
-                    return Err(Error::Config(format!("Cannot drop non existing keyspace '{name}'.")));
+                    return Err(Error::Invalid(format!("Keyspace '{name}' doesn't exist")));
                 }
                 if is_system_keyspace(name) {
                     return Err(Error::Unauthorized(format!("{name} keyspace is not user-modifiable.")));
@@ -787,11 +790,7 @@ impl QueryProcessor {
                     if ct.if_not_exists {
                         return Ok(Outcome::void());
                     }
-                    return Err(Error::AlreadyExists {
-                        keyspace: ks_name.clone(),
-                        table: ct.name.name.clone(),
-                        message: format!("A user type with name '{}' already exists", ct.name.name),
-                    });
+                    return Err(Error::Invalid(format!("A user type with name '{}' already exists", ct.name.name)));
                 }
                 let mut fields = Vec::new();
                 for (f, tstr) in &ct.fields {
@@ -901,7 +900,7 @@ impl QueryProcessor {
             }
         }
         let Some(replication) = replication else {
-            return Err(Error::Config("Missing mandatory option 'replication'".into()));
+            return Err(Error::Invalid("Missing mandatory option 'replication'".into()));
         };
         Ok(KeyspaceMetadata {
             name: name.to_string(),
@@ -1013,14 +1012,36 @@ fn resolve_values(st: &ParsedStatement, opts: &QueryOptions) -> Result<Vec<Value
 }
 
 fn parse_type(s: &str, ks: &KeyspaceMetadata) -> Result<CqlType> {
-    CqlType::parse(s, &|n: &str| ks.types.get(n.trim_matches('"')).cloned()).map_err(|e| Error::Invalid(e.to_string()))
+    let t = CqlType::parse(s, &|n: &str| ks.types.get(n.trim_matches('"')).cloned()).map_err(|e| {
+        let m = e.to_string();
+        match m.strip_prefix("Unknown type ") {
+            Some(name) if !name.contains('.') => Error::Invalid(format!("Unknown type {}.{name}", ks.name)),
+            _ => Error::Invalid(m),
+        }
+    })?;
+    Ok(freeze_tuples(t))
+}
+
+/// Tuples are always frozen in Cassandra.
+fn freeze_tuples(t: CqlType) -> CqlType {
+    match t {
+        CqlType::Tuple(ts) => CqlType::Frozen(Box::new(CqlType::Tuple(ts.into_iter().map(freeze_tuples).collect()))),
+        CqlType::List(e) => CqlType::List(Box::new(freeze_tuples(*e))),
+        CqlType::Set(e) => CqlType::Set(Box::new(freeze_tuples(*e))),
+        CqlType::Map(k, v) => CqlType::Map(Box::new(freeze_tuples(*k)), Box::new(freeze_tuples(*v))),
+        CqlType::Frozen(inner) => match *inner {
+            CqlType::Tuple(ts) => CqlType::Frozen(Box::new(CqlType::Tuple(ts.into_iter().map(freeze_tuples).collect()))),
+            other => CqlType::Frozen(Box::new(freeze_tuples(other))),
+        },
+        other => other,
+    }
 }
 
 fn build_table(ks_name: &str, ct: &CreateTable, ks: &KeyspaceMetadata) -> Result<TableMetadata> {
     let mut columns: Vec<ColumnMetadata> = Vec::new();
     for c in &ct.columns {
         if columns.iter().any(|x| x.name == c.name) {
-            return Err(Error::Invalid(format!("Duplicate column '{}' declaration for table {}.{}", c.name, ks_name, ct.name.name)));
+            return Err(Error::Invalid(format!("Duplicate column '{}' declaration for table '{}'", c.name, ct.name.name)));
         }
         let typ = parse_type(&c.typ, ks)?;
         columns.push(ColumnMetadata {
@@ -1070,16 +1091,15 @@ fn build_table(ks_name: &str, ct: &CreateTable, ks: &KeyspaceMetadata) -> Result
         c.position = i as i32;
     }
     if ct.clustering_key.is_empty() && columns.iter().any(|c| c.kind == ColumnKind::Static) {
-        return Err(Error::Invalid(format!(
-            "Static column '{}' is only allowed in tables with clustering columns",
-            columns.iter().find(|c| c.kind == ColumnKind::Static).map(|c| c.name.clone()).unwrap_or_default()
-        )));
+        return Err(Error::Invalid(
+            "Static columns are only useful (and thus allowed) if the table has at least one clustering column".into(),
+        ));
     }
     // CLUSTERING ORDER
     if !ct.clustering_order.is_empty() {
         for (i, o) in ct.clustering_order.iter().enumerate() {
             let Some(pos) = ct.clustering_key.iter().position(|c| c == &o.column) else {
-                return Err(Error::Invalid(format!("Only clustering key columns can be defined in CLUSTERING ORDER directive: {} is not a clustering column", o.column)));
+                return Err(Error::Invalid(format!("Only clustering key columns can be defined in CLUSTERING ORDER directive: [{}] are not clustering columns", o.column)));
             };
             if pos != i {
                 return Err(Error::Invalid("The order of columns in the CLUSTERING ORDER directive must match that of the clustering columns".into()));
@@ -1150,7 +1170,7 @@ fn alter_table(t: &TableMetadata, op: &AlterTableOp, ks: &KeyspaceMetadata) -> R
         AlterTableOp::Drop(cols) => {
             for c in cols {
                 let Some(col) = nt.column(c) else {
-                    return Err(Error::Invalid(format!("Column {c} was not found in table {}.{}", t.keyspace, t.name)));
+                    return Err(Error::Invalid(format!("Column {c} was not found in table '{}.{}'", t.keyspace, t.name)));
                 };
                 if col.kind.is_primary_key() {
                     return Err(Error::Invalid(format!("Cannot drop PRIMARY KEY column {c}")));

@@ -218,11 +218,6 @@ pub fn analyse(table: &TableMetadata, relations: &[Relation], ev: &Eval, purpose
                         if purpose != Purpose::Select {
                             return Err(Error::Invalid(format!("Invalid operator {} for PRIMARY KEY part {c}", rel.op.as_str())));
                         }
-                        if matches!(rel.op, Operator::Lt | Operator::Le | Operator::Gt | Operator::Ge) {
-                            return Err(Error::Invalid(
-                                "Only EQ and IN relation are supported on the partition key (unless you use the token() function or allow filtering)".into(),
-                            ));
-                        }
                         pk_other = true;
                         filters.push(Filter { column: i, op: rel.op, values: vals });
                     }
@@ -248,9 +243,6 @@ pub fn analyse(table: &TableMetadata, relations: &[Relation], ev: &Eval, purpose
                 }
             }
         }
-    }
-    if !non_pk_in_where.is_empty() {
-        return Err(Error::Invalid(format!("Non PRIMARY KEY columns found in where clause: {}", non_pk_in_where.join(", "))));
     }
 
     let mut needs_filtering = !filters.is_empty();
@@ -288,6 +280,9 @@ pub fn analyse(table: &TableMetadata, relations: &[Relation], ev: &Eval, purpose
         }
         None
     };
+    if !non_pk_in_where.is_empty() {
+        return Err(Error::Invalid(format!("Non PRIMARY KEY columns found in where clause: {}", non_pk_in_where.join(", "))));
+    }
     if token_range.is_some() && partition_keys.is_some() {
         return Err(Error::Invalid(
             "Columns \"".to_string()

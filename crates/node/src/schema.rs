@@ -395,15 +395,15 @@ pub fn validate_replication(keyspace: &str, m: &BTreeMap<String, String>, local_
     let check_rf = |v: &str| -> Result<()> {
         match v.parse::<i64>() {
             Ok(n) if n >= 0 => Ok(()),
-            Ok(n) => Err(Error::Config(format!("Replication factor must be non-negative; found {n}"))),
+            Ok(n) => Err(Error::Config(format!("Replication factor must be non-negative, found {n}"))),
             Err(_) => Err(Error::Config(format!("Replication factor must be numeric; found {v}"))),
         }
     };
     match class.as_str() {
         "org.apache.cassandra.locator.SimpleStrategy" => {
-            let Some(rf) = m.get("replication_factor") else {
-                return Err(Error::Config("SimpleStrategy requires a replication_factor strategy option.".into()));
-            };
+            // Cassandra 5 falls back to default_keyspace_rf (1)
+            let default_rf = "1".to_string();
+            let rf = m.get("replication_factor").unwrap_or(&default_rf);
             check_rf(rf)?;
             for k in m.keys() {
                 if k != "class" && k != "replication_factor" {

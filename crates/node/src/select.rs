@@ -298,7 +298,10 @@ pub fn execute(
         for (i, o) in stmt.order_by.iter().enumerate() {
             let Some(col) = table.column(&o.column) else { return Err(undefined(table, &o.column)) };
             if col.kind != ColumnKind::Clustering {
-                return Err(Error::Invalid(format!("Order by on unknown column {}", o.column)));
+                return Err(Error::Invalid(format!(
+                    "Order by is currently only supported on the clustered columns of the PRIMARY KEY, got {}",
+                    o.column
+                )));
             }
             if ck.get(i).map(|c| c.name.as_str()) != Some(o.column.as_str()) {
                 return Err(Error::Invalid(

@@ -133,13 +133,11 @@ impl<'a> Eval<'a> {
                     }
                 };
                 let mut out: Vec<Bytes> = Vec::with_capacity(items.len());
+                let what = if is_set { "set" } else { "list" };
                 for it in items {
-                    match self.value(it, &elem_t, receiver)? {
+                    match literal_element(self.value(it, &elem_t, receiver), it, what, "value", receiver, &elem_t)? {
                         Val::Set(b) => out.push(b),
-                        Val::Null => {
-                            let what = if is_set { "set" } else { "list" };
-                            return Err(Error::Invalid(format!("null is not supported inside {what}s")));
-                        }
+                        Val::Null => return Err(Error::Invalid("null is not supported inside collections".into())),
                         Val::Unset => return Err(Error::Invalid("unset value is not supported inside collections".into())),
                     }
                 }
@@ -158,11 +156,11 @@ impl<'a> Eval<'a> {
                 };
                 let mut out: Vec<(Bytes, Bytes)> = Vec::with_capacity(pairs.len());
                 for (k, v) in pairs {
-                    let kb = match self.value(k, &kt, receiver)? {
+                    let kb = match literal_element(self.value(k, &kt, receiver), k, "map", "key", receiver, &kt)? {
                         Val::Set(b) => b,
                         _ => return Err(Error::Invalid("null is not supported inside maps".into())),
                     };
-                    let vb = match self.value(v, &vt, receiver)? {
+                    let vb = match literal_element(self.value(v, &vt, receiver), v, "map", "value", receiver, &vt)? {
                         Val::Set(b) => b,
                         _ => return Err(Error::Invalid("null is not supported inside maps".into())),
                     };
@@ -332,6 +330,21 @@ impl<'a> Eval<'a> {
                 Ok((t.clone(), self.value(term, &t, "arg0")?))
             }
         }
+    }
+}
+
+/// Cassandra's error for a constant inside a collection literal that does not fit
+/// the element type: "Invalid map literal for m: value 'b' is not of type int".
+fn literal_element(r: Result<Val>, term: &Term, what: &str, part: &str, receiver: &str, t: &CqlType) -> Result<Val> {
+    match (r, term) {
+        (Err(_), Term::Constant(c)) => {
+            let lit = match c {
+                Constant::String(s) => format!("'{s}'"),
+                other => sibyl_cql::constant_text(other),
+            };
+            Err(Error::Invalid(format!("Invalid {what} literal for {receiver}: {part} {lit} is not of type {t}")))
+        }
+        (r, _) => r,
     }
 }
 

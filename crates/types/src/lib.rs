@@ -66,6 +66,30 @@ pub enum TypeError {
     InvalidValue(String),
 }
 
+impl TypeError {
+    /// Puts the receiver's name into a "wrong kind of constant" message from
+    /// [`CqlType::from_constant`]: `Invalid STRING constant (foo) for of type
+    /// int` becomes `Invalid STRING constant (foo) for "x" of type int`, as
+    /// Cassandra words it. Other messages are returned unchanged.
+    pub fn for_receiver(self, name: &str) -> TypeError {
+        match self {
+            TypeError::InvalidValue(m) if m.starts_with("Invalid ") && m.contains(" constant (") => {
+                match m.rfind(" for of type ") {
+                    Some(i) => TypeError::InvalidValue(format!("{} for \"{}\" of type {}", &m[..i], name, &m[i + " for of type ".len()..])),
+                    None => TypeError::InvalidValue(m),
+                }
+            }
+            other => other,
+        }
+    }
+
+    pub fn message(&self) -> &str {
+        match self {
+            TypeError::BadType(m) | TypeError::InvalidValue(m) => m,
+        }
+    }
+}
+
 /// A constant as written in a CQL statement, before it is given a type.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Constant {

@@ -64,7 +64,7 @@ impl<'a> TypeParser<'a> {
             return Ok(format!("'{v}"));
         }
         let start = self.p;
-        while self.p < self.s.len() && (self.s[self.p].is_ascii_alphanumeric() || self.s[self.p] == b'_' || self.s[self.p] == b'.') {
+        while self.p < self.s.len() && (self.s[self.p].is_ascii_alphanumeric() || self.s[self.p] == b'_') {
             self.p += 1;
         }
         if start == self.p {
@@ -103,11 +103,21 @@ impl<'a> TypeParser<'a> {
         if depth > 64 {
             return Err(TypeError::BadType("type nesting too deep".into()));
         }
-        let raw_quoted = self.peek() == Some(b'"');
-        let name = self.ident()?;
+        let mut raw_quoted = self.peek() == Some(b'"');
+        let mut name = self.ident()?;
         if let Some(class) = name.strip_prefix('\'') {
             return Ok(custom_class(class));
         }
+        // `ks.name`: the keyspace qualifier is dropped, the resolver gets the name
+        let mut full = name.clone();
+        while self.s.get(self.p) == Some(&b'.') {
+            self.p += 1;
+            raw_quoted = self.s.get(self.p) == Some(&b'"');
+            name = self.ident()?;
+            full = format!("{full}.{name}");
+        }
+        let qualified = full != name;
+        let raw_quoted = raw_quoted || qualified;
         if !raw_quoted {
             let simple = match name.as_str() {
                 "ascii" => Some(CqlType::Ascii),
@@ -178,21 +188,125 @@ impl<'a> TypeParser<'a> {
                 _ => {}
             }
         }
-        let short = name.rsplit('.').next().unwrap_or(&name).to_string();
-        match (self.resolve)(&short) {
+        match (self.resolve)(&name) {
             Some(u) => Ok(CqlType::Udt(u)),
-            None => Err(TypeError::BadType(format!("Unknown type {name}"))),
+            None => Err(TypeError::BadType(format!("Unknown type {full}"))),
         }
     }
 }
 
-fn needs_quotes(name: &str) -> bool {
-    !(name.chars().next().map(|c| c.is_ascii_lowercase()).unwrap_or(false)
-        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'))
+/// A quoted custom type: Cassandra maps its own marshal classes back to CQL types.
+fn custom_class(class: &str) -> CqlType {
+    let short = class.strip_prefix("org.apache.cassandra.db.marshal.").unwrap_or(class);
+    match short {
+        "AsciiType" => CqlType::Ascii,
+        "LongType" => CqlType::Bigint,
+        "BytesType" => CqlType::Blob,
+        "BooleanType" => CqlType::Boolean,
+        "CounterColumnType" => CqlType::Counter,
+        "SimpleDateType" => CqlType::Date,
+        "DecimalType" => CqlType::Decimal,
+        "DoubleType" => CqlType::Double,
+        "DurationType" => CqlType::Duration,
+        "FloatType" => CqlType::Float,
+        "InetAddressType" => CqlType::Inet,
+        "Int32Type" => CqlType::Int,
+        "ShortType" => CqlType::Smallint,
+        "UTF8Type" => CqlType::Text,
+        "TimeType" => CqlType::Time,
+        "TimestampType" => CqlType::Timestamp,
+        "TimeUUIDType" => CqlType::Timeuuid,
+        "ByteType" => CqlType::Tinyint,
+        "UUIDType" => CqlType::Uuid,
+        "IntegerType" => CqlType::Varint,
+        _ => CqlType::Custom(class.to_string()),
+    }
 }
 
-impl fmt::Display for CqlType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+fn is_frozenable(t: &CqlType) -> bool {
+    matches!(t, CqlType::List(_) | CqlType::Set(_) | CqlType::Map(_, _) | CqlType::Udt(_) | CqlType::Tuple(_) | CqlType::Frozen(_))
+}
+
+/// Canonical form: below the top level every type is implicitly frozen, so
+/// nested `Frozen` wrappers are dropped (`list<frozen<list<int>>>` is
+/// `List(List(Int))`); the top level keeps `Frozen` only around collections,
+/// tuples and UDTs. Also applies Cassandra's checks on collection elements.
+fn normalize(t: CqlType, nested: bool) -> Result<CqlType, TypeError> {
+    let check_elem = |outer: &CqlType, e: &CqlType| -> Result<(), TypeError> {
+        match e {
+            CqlType::List(_) | CqlType::Set(_) | CqlType::Map(_, _) => {
+                Err(TypeError::BadType(format!("Non-frozen collections are not allowed inside collections: {outer}")))
+            }
+            CqlType::Udt(_) => Err(TypeError::BadType(format!("Non-frozen UDTs are not allowed inside collections: {outer}"))),
+            CqlType::Counter => Err(TypeError::BadType("Counters are not allowed inside collections: ".to_string() + &outer.to_string())),
+            _ => Ok(()),
+        }
+    };
+    Ok(match t {
+        CqlType::Frozen(inner) => {
+            if !is_frozenable(&inner) {
+                return Err(TypeError::BadType(format!(
+                    "frozen<> is only allowed on collections, tuples, and user-defined types (got {inner})"
+                )));
+            }
+            let i = normalize(*inner, true)?;
+            if nested {
+                i
+            } else {
+                CqlType::Frozen(Box::new(i))
+            }
+        }
+        CqlType::List(e) => {
+            if !nested {
+                check_elem(&CqlType::List(e.clone()), &e)?;
+            }
+            CqlType::List(Box::new(normalize(*e, true)?))
+        }
+        CqlType::Set(e) => {
+            if !nested {
+                check_elem(&CqlType::Set(e.clone()), &e)?;
+            }
+            CqlType::Set(Box::new(normalize(*e, true)?))
+        }
+        CqlType::Map(k, v) => {
+            if !nested {
+                let outer = CqlType::Map(k.clone(), v.clone());
+                check_elem(&outer, &k)?;
+                check_elem(&outer, &v)?;
+            }
+            CqlType::Map(Box::new(normalize(*k, true)?), Box::new(normalize(*v, true)?))
+        }
+        CqlType::Tuple(ts) => CqlType::Tuple(ts.into_iter().map(|t| normalize(t, true)).collect::<Result<_, _>>()?),
+        CqlType::Vector(e, n) => CqlType::Vector(Box::new(normalize(*e, true)?), n),
+        other => other,
+    })
+}
+
+/// Cassandra's `ColumnIdentifier.maybeQuote`.
+pub(crate) fn maybe_quote(name: &str) -> String {
+    let plain = name.chars().next().map(|c| c.is_ascii_lowercase()).unwrap_or(false)
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if plain && !RESERVED.contains(&name) {
+        name.to_string()
+    } else {
+        format!("\"{}\"", name.replace('"', "\"\""))
+    }
+}
+
+/// CQL reserved keywords (cannot be used unquoted as identifiers).
+const RESERVED: &[&str] = &[
+    "add", "allow", "alter", "and", "apply", "asc", "authorize", "batch", "begin", "by", "columnfamily", "create", "default",
+    "delete", "desc", "describe", "drop", "entries", "execute", "from", "full", "grant", "if", "in", "index", "infinity",
+    "insert", "into", "is", "keyspace", "limit", "mbean", "mbeans", "modify", "nan", "norecursive", "not", "null", "of", "on",
+    "or", "order", "primary", "rename", "replace", "revoke", "schema", "select", "set", "table", "to", "token", "truncate",
+    "unlogged", "unset", "update", "use", "using", "view", "where", "with",
+];
+
+impl CqlType {
+    /// Writes the type as Cassandra's `CQL3Type.toString()` does; `frozen`
+    /// tells that the type sits inside a frozen value (so collections, UDTs
+    /// and tuples print as `frozen<...>`).
+    fn fmt_in(&self, f: &mut fmt::Formatter<'_>, frozen: bool) -> fmt::Result {
         match self {
             CqlType::Ascii => write!(f, "ascii"),
             CqlType::Bigint => write!(f, "bigint"),
@@ -214,30 +328,65 @@ impl fmt::Display for CqlType {
             CqlType::Tinyint => write!(f, "tinyint"),
             CqlType::Uuid => write!(f, "uuid"),
             CqlType::Varint => write!(f, "varint"),
-            CqlType::List(e) => write!(f, "list<{e}>"),
-            CqlType::Set(e) => write!(f, "set<{e}>"),
-            CqlType::Map(k, v) => write!(f, "map<{k}, {v}>"),
+            CqlType::List(_) | CqlType::Set(_) | CqlType::Map(_, _) => {
+                if frozen {
+                    write!(f, "frozen<")?;
+                }
+                match self {
+                    CqlType::List(e) => {
+                        write!(f, "list<")?;
+                        e.fmt_in(f, true)?;
+                    }
+                    CqlType::Set(e) => {
+                        write!(f, "set<")?;
+                        e.fmt_in(f, true)?;
+                    }
+                    CqlType::Map(k, v) => {
+                        write!(f, "map<")?;
+                        k.fmt_in(f, true)?;
+                        write!(f, ", ")?;
+                        v.fmt_in(f, true)?;
+                    }
+                    _ => {}
+                }
+                write!(f, ">")?;
+                if frozen {
+                    write!(f, ">")?;
+                }
+                Ok(())
+            }
             CqlType::Tuple(ts) => {
-                write!(f, "tuple<")?;
+                // tuples are always frozen
+                write!(f, "frozen<tuple<")?;
                 for (i, t) in ts.iter().enumerate() {
                     if i > 0 {
                         write!(f, ", ")?;
                     }
-                    write!(f, "{t}")?;
+                    t.fmt_in(f, true)?;
                 }
-                write!(f, ">")
+                write!(f, ">>")
             }
             CqlType::Udt(u) => {
-                if needs_quotes(&u.name) {
-                    write!(f, "\"{}\"", u.name.replace('"', "\"\""))
+                if frozen {
+                    write!(f, "frozen<{}>", maybe_quote(&u.name))
                 } else {
-                    write!(f, "{}", u.name)
+                    write!(f, "{}", maybe_quote(&u.name))
                 }
             }
-            CqlType::Frozen(t) => write!(f, "frozen<{t}>"),
-            CqlType::Vector(t, n) => write!(f, "vector<{t}, {n}>"),
+            CqlType::Frozen(t) => t.fmt_in(f, true),
+            CqlType::Vector(t, n) => {
+                write!(f, "vector<")?;
+                t.fmt_in(f, true)?;
+                write!(f, ", {n}>")
+            }
             CqlType::Custom(c) => write!(f, "'{c}'"),
         }
+    }
+}
+
+impl fmt::Display for CqlType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.fmt_in(f, false)
     }
 }
 
@@ -275,10 +424,20 @@ fn parse_date_part(s: &str) -> Option<i64> {
     let y: i64 = it.next()?.parse().ok()?;
     let m: u32 = it.next()?.parse().ok()?;
     let d: u32 = it.next()?.parse().ok()?;
-    if !(1..=12).contains(&m) || !(1..=31).contains(&d) {
+    let y = if neg { -y } else { y };
+    if !(1..=12).contains(&m) || d < 1 || d > days_in_month(y, m) || !(-10_000_000..=10_000_000).contains(&y) {
         return None;
     }
-    Some(days_from_civil(if neg { -y } else { y }, m, d))
+    Some(days_from_civil(y, m, d))
+}
+
+fn days_in_month(y: i64, m: u32) -> u32 {
+    match m {
+        4 | 6 | 9 | 11 => 30,
+        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        2 => 28,
+        _ => 31,
+    }
 }
 
 /// Nanoseconds of day of `HH:MM[:SS[.fffffffff]]`.
@@ -348,7 +507,7 @@ pub fn parse_timestamp(s: &str) -> Option<i64> {
             offset_minutes = sign * (hh * 60 + mm);
         }
     }
-    Some(days * 86_400_000 + nanos / 1_000_000 - offset_minutes * 60_000)
+    days.checked_mul(86_400_000)?.checked_add(nanos / 1_000_000)?.checked_sub(offset_minutes * 60_000)
 }
 
 fn format_timestamp(millis: i64) -> String {
@@ -371,6 +530,9 @@ fn format_timestamp(millis: i64) -> String {
 
 fn parse_duration(s: &str) -> Result<(i32, i32, i64), TypeError> {
     let err = || bad(format!("Unable to convert '{s}' to a duration"));
+    let acc = |total: i64, n: i64, unit: i64| -> Result<i64, TypeError> {
+        n.checked_mul(unit).and_then(|x| total.checked_add(x)).ok_or_else(|| bad(format!("Invalid duration: {s} is out of range")))
+    };
     let (neg, body) = match s.strip_prefix('-') {
         Some(b) => (true, b),
         None => (false, s),
@@ -394,13 +556,13 @@ fn parse_duration(s: &str) -> Result<(i32, i32, i64), TypeError> {
             let n: i64 = num.parse().map_err(|_| err())?;
             num.clear();
             match (c, in_time) {
-                ('Y', false) => months += 12 * n,
-                ('M', false) => months += n,
-                ('W', false) => days += 7 * n,
-                ('D', false) => days += n,
-                ('H', true) => nanos += n * 3_600_000_000_000,
-                ('M', true) => nanos += n * 60_000_000_000,
-                ('S', true) => nanos += n * 1_000_000_000,
+                ('Y', false) => months = acc(months, n, 12)?,
+                ('M', false) => months = acc(months, n, 1)?,
+                ('W', false) => days = acc(days, n, 7)?,
+                ('D', false) => days = acc(days, n, 1)?,
+                ('H', true) => nanos = acc(nanos, n, 3_600_000_000_000)?,
+                ('M', true) => nanos = acc(nanos, n, 60_000_000_000)?,
+                ('S', true) => nanos = acc(nanos, n, 1_000_000_000)?,
                 _ => return Err(err()),
             }
         }
@@ -428,22 +590,26 @@ fn parse_duration(s: &str) -> Result<(i32, i32, i64), TypeError> {
                 i += 1;
             }
             match &lower[ustart..i] {
-                "y" => months += 12 * n,
-                "mo" => months += n,
-                "w" => days += 7 * n,
-                "d" => days += n,
-                "h" => nanos += n * 3_600_000_000_000,
-                "m" => nanos += n * 60_000_000_000,
-                "s" => nanos += n * 1_000_000_000,
-                "ms" => nanos += n * 1_000_000,
-                "us" | "µs" => nanos += n * 1000,
-                "ns" => nanos += n,
+                "y" => months = acc(months, n, 12)?,
+                "mo" => months = acc(months, n, 1)?,
+                "w" => days = acc(days, n, 7)?,
+                "d" => days = acc(days, n, 1)?,
+                "h" => nanos = acc(nanos, n, 3_600_000_000_000)?,
+                "m" => nanos = acc(nanos, n, 60_000_000_000)?,
+                "s" => nanos = acc(nanos, n, 1_000_000_000)?,
+                "ms" => nanos = acc(nanos, n, 1_000_000)?,
+                "us" | "µs" => nanos = acc(nanos, n, 1000)?,
+                "ns" => nanos = acc(nanos, n, 1)?,
                 _ => return Err(err()),
             }
         }
     }
     let sign = if neg { -1 } else { 1 };
-    Ok(((months * sign) as i32, (days * sign) as i32, nanos * sign))
+    let months = i32::try_from(months)
+        .map_err(|_| bad(format!("Invalid duration. The total number of months must be less or equal to {}", i32::MAX)))?;
+    let days =
+        i32::try_from(days).map_err(|_| bad(format!("Invalid duration. The total number of days must be less or equal to {}", i32::MAX)))?;
+    Ok((months * sign, days * sign, nanos * sign as i64))
 }
 
 // ---------- impl ----------
@@ -486,8 +652,14 @@ fn f32_of(v: &[u8]) -> f32 {
     f32::from_be_bytes(a)
 }
 
+/// Java's `Double.compare`: -0.0 < 0.0, NaN equals itself and is greatest.
 fn cmp_f64(a: f64, b: f64) -> Ordering {
-    a.partial_cmp(&b).unwrap_or_else(|| a.is_nan().cmp(&b.is_nan()))
+    match (a.is_nan(), b.is_nan()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        _ => a.total_cmp(&b),
+    }
 }
 
 fn uuid_signed_cmp(a: &[u8], b: &[u8]) -> Ordering {
@@ -513,9 +685,21 @@ fn uuid_cmp(a: &[u8], b: &[u8]) -> Ordering {
     if a.len() != 16 || b.len() != 16 {
         return a.len().cmp(&b.len()).then_with(|| a.cmp(b));
     }
+    // UUIDType: version first; v1 by timestamp, others by unsigned msb; then
+    // the lsb unsigned (unlike TimeUUIDType, see CASSANDRA-8730)
     let va = a[6] >> 4;
     let vb = b[6] >> 4;
-    va.cmp(&vb).then_with(|| if va == 1 { timeuuid_cmp(a, b) } else { uuid_signed_cmp(a, b) })
+    va.cmp(&vb)
+        .then_with(|| {
+            if va == 1 {
+                let ta = crate::timeuuid::timeuuid_ticks(a.try_into().unwrap_or(&[0; 16]));
+                let tb = crate::timeuuid::timeuuid_ticks(b.try_into().unwrap_or(&[0; 16]));
+                ta.cmp(&tb)
+            } else {
+                a[..8].cmp(&b[..8])
+            }
+        })
+        .then_with(|| a[8..].cmp(&b[8..]))
 }
 
 impl CqlType {
@@ -527,7 +711,7 @@ impl CqlType {
         if p.p != p.s.len() {
             return Err(TypeError::BadType(format!("Invalid type: {s}")));
         }
-        Ok(t)
+        normalize(t, false)
     }
 
     /// Non-frozen collections and UDTs store one cell per element.
@@ -550,41 +734,50 @@ impl CqlType {
         matches!(self.unfrozen(), CqlType::List(_) | CqlType::Set(_) | CqlType::Map(_, _))
     }
 
-    /// Validates a serialized value.
+    /// Validates a serialized value (native protocol v4+ format), with
+    /// Cassandra's messages. As in Cassandra, a 0-byte value is accepted for
+    /// the "old" types (int, bigint, float, double, boolean, uuid, timeuuid,
+    /// timestamp, inet, decimal, varint, counter, text, ascii, blob, tuples,
+    /// UDTs) but refused for smallint, tinyint, date, time, duration,
+    /// collections and vectors.
     pub fn validate(&self, v: &[u8]) -> Result<(), TypeError> {
+        let n = v.len();
         match self {
             CqlType::Int => fixed(v, 4, "int"),
             CqlType::Bigint | CqlType::Counter => fixed(v, 8, "long"),
-            CqlType::Timestamp => fixed(v, 8, "timestamp"),
-            CqlType::Double => fixed(v, 8, "double"),
-            CqlType::Float => fixed(v, 4, "float"),
-            CqlType::Smallint => fixed(v, 2, "short"),
-            CqlType::Tinyint => fixed(v, 1, "byte"),
-            CqlType::Boolean => fixed(v, 1, "boolean"),
-            CqlType::Date => fixed(v, 4, "date"),
+            CqlType::Timestamp => fixed(v, 8, "long for date"),
+            CqlType::Double => fixed(v, 8, "value for a double"),
+            CqlType::Float => fixed(v, 4, "value for a float"),
+            CqlType::Smallint if n != 2 => Err(bad(format!("Expected 2 bytes for a smallint ({n})"))),
+            CqlType::Tinyint if n != 1 => Err(bad(format!("Expected 1 byte for a tinyint ({n})"))),
+            CqlType::Smallint | CqlType::Tinyint => Ok(()),
+            CqlType::Boolean => fixed(v, 1, "value"),
+            CqlType::Date if n != 4 => Err(bad(format!("Expected 4 byte long for date ({n})"))),
+            CqlType::Date => Ok(()),
             CqlType::Time => {
-                fixed(v, 8, "time")?;
-                if v.len() == 8 {
-                    let n = i64::from_be_bytes(v.try_into().unwrap_or([0; 8]));
-                    if !(0..86_400_000_000_000).contains(&n) {
-                        return Err(bad(format!("Time value must be between 0 and 86399999999999 (was {n})")));
-                    }
+                let a: [u8; 8] = v.try_into().map_err(|_| bad(format!("Expected 8 byte long for time ({n})")))?;
+                let t = i64::from_be_bytes(a);
+                if !(0..86_400_000_000_000).contains(&t) {
+                    return Err(bad(format!("Time value must be between 0 and 86399999999999 (was {t})")));
                 }
                 Ok(())
             }
-            CqlType::Uuid => fixed(v, 16, "UUID"),
+            CqlType::Uuid if n != 0 && n != 16 => Err(bad(format!("UUID should be 16 or 0 bytes ({n})"))),
+            CqlType::Uuid => Ok(()),
             CqlType::Timeuuid => {
-                fixed(v, 16, "UUID")?;
-                if v.len() == 16 && v[6] >> 4 != 1 {
-                    return Err(bad("Unsupported UUID version for timeuuid (must be 1)"));
+                if n != 0 && n != 16 {
+                    return Err(bad(format!("TimeUUID should be 16 or 0 bytes ({n})")));
+                }
+                if n == 16 && v[6] >> 4 != 1 {
+                    return Err(bad("Invalid version for TimeUUID type."));
                 }
                 Ok(())
             }
             CqlType::Inet => {
-                if v.is_empty() || v.len() == 4 || v.len() == 16 {
+                if n == 0 || n == 4 || n == 16 {
                     Ok(())
                 } else {
-                    Err(bad(format!("Invalid inet address length: {}", v.len())))
+                    Err(bad(format!("Expected 4 or 16 byte inetaddress; got 0x{}", hex(v))))
                 }
             }
             CqlType::Ascii => {
@@ -593,78 +786,55 @@ impl CqlType {
                 }
                 Ok(())
             }
-            CqlType::Text => std::str::from_utf8(v).map(|_| ()).map_err(|_| bad("Invalid UTF-8 bytes")),
+            CqlType::Text => std::str::from_utf8(v).map(|_| ()).map_err(|_| bad("String didn't validate.")),
             CqlType::Decimal => {
-                if !v.is_empty() && v.len() < 4 {
-                    return Err(bad(format!("Expected at least 4 bytes for a decimal, got {}", v.len())));
+                if n != 0 && n < 4 {
+                    return Err(bad(format!("Expected 0 or at least 4 bytes ({n})")));
                 }
                 Ok(())
             }
             CqlType::Duration => {
-                if v.is_empty() {
-                    return Ok(());
+                if n < 3 {
+                    return Err(bad(format!("Expected at least 3 bytes for a duration ({n})")));
                 }
-                let (_, a) = read_signed_vint(v)?;
-                let (_, b) = read_signed_vint(&v[a..])?;
-                let (_, c) = read_signed_vint(&v[a + b..])?;
-                if a + b + c != v.len() {
-                    return Err(bad("Invalid duration value"));
+                let (m, d, ns) = read_duration(v).ok_or_else(|| bad("Invalid duration value"))?;
+                if !((m >= 0 && d >= 0 && ns >= 0) || (m <= 0 && d <= 0 && ns <= 0)) {
+                    return Err(bad(format!("The duration months, days and nanoseconds must be all of the same sign ({m}, {d}, {ns})")));
                 }
                 Ok(())
             }
             CqlType::Blob | CqlType::Varint | CqlType::Custom(_) => Ok(()),
-            CqlType::List(e) | CqlType::Set(e) => {
-                for x in deserialize_collection(v)? {
-                    e.validate(&x)?;
+            CqlType::List(e) => {
+                for x in read_elements(v, "list", false)? {
+                    e.validate(x)?;
+                }
+                Ok(())
+            }
+            CqlType::Set(e) => {
+                for x in read_elements(v, "set", false)? {
+                    e.validate(x)?;
                 }
                 Ok(())
             }
             CqlType::Map(k, val) => {
-                for (a, b) in deserialize_map(v)? {
-                    k.validate(&a)?;
-                    val.validate(&b)?;
-                }
-                Ok(())
-            }
-            CqlType::Tuple(ts) => {
-                let fs = deserialize_tuple(v)?;
-                if fs.len() > ts.len() {
-                    return Err(bad(format!("Tuple value has {} fields, type has {}", fs.len(), ts.len())));
-                }
-                for (f, t) in fs.iter().zip(ts.iter()) {
-                    if let Some(f) = f {
-                        t.validate(f)?;
+                let xs = read_elements(v, "map", true)?;
+                for pair in xs.chunks(2) {
+                    if let [a, b] = pair {
+                        k.validate(a)?;
+                        val.validate(b)?;
                     }
                 }
                 Ok(())
             }
-            CqlType::Udt(u) => {
-                let fs = deserialize_tuple(v)?;
-                if fs.len() > u.fields.len() {
-                    return Err(bad(format!("UDT value has {} fields, type {} has {}", fs.len(), u.name, u.fields.len())));
-                }
-                for (f, (_, t)) in fs.iter().zip(u.fields.iter()) {
-                    if let Some(f) = f {
-                        t.validate(f)?;
-                    }
-                }
-                Ok(())
-            }
+            CqlType::Tuple(ts) => validate_fields(ts.iter(), v, "tuple"),
+            CqlType::Udt(u) => validate_fields(u.fields.iter().map(|(_, t)| t), v, "UDT"),
             CqlType::Frozen(t) => t.validate(v),
-            CqlType::Vector(e, n) => {
-                let size = match e.unfrozen() {
-                    CqlType::Float | CqlType::Int => Some(4),
-                    CqlType::Bigint | CqlType::Double | CqlType::Timestamp => Some(8),
-                    CqlType::Uuid | CqlType::Timeuuid => Some(16),
-                    CqlType::Boolean => Some(1),
-                    _ => None,
-                };
-                match size {
-                    Some(s) if v.len() != s * *n as usize => {
-                        Err(bad(format!("Expected {} bytes for a vector of {} elements, got {}", s * *n as usize, n, v.len())))
-                    }
-                    _ => Ok(()),
+            CqlType::Vector(e, dim) => {
+                let xs = split_vector(e, *dim, v)?;
+                for x in xs {
+                    e.validate(x)?;
                 }
+                Ok(())
             }
         }
     }
@@ -721,21 +891,38 @@ impl CqlType {
             CqlType::Tuple(ts) => compare_fields(ts.iter(), a, b),
             CqlType::Udt(u) => compare_fields(u.fields.iter().map(|(_, t)| t), a, b),
             CqlType::Frozen(t) => t.compare(a, b),
-            CqlType::Vector(_, _) => a.cmp(b),
+            CqlType::Vector(e, n) => match (split_vector(e, *n, a), split_vector(e, *n, b)) {
+                (Ok(x), Ok(y)) => {
+                    for (p, q) in x.iter().zip(y.iter()) {
+                        let o = e.compare(p, q);
+                        if o != Ordering::Equal {
+                            return o;
+                        }
+                    }
+                    x.len().cmp(&y.len())
+                }
+                _ => a.cmp(b),
+            },
         }
     }
 
-    /// Converts a CQL constant to a serialized value of this type. Errors say
-    /// `for  of type` where the caller inserts the receiver's name.
+    /// Converts a CQL constant to a serialized value of this type, with
+    /// Cassandra's rules and messages (`Unable to make int from '1e3'`, ...).
+    ///
+    /// A constant of the wrong kind gives
+    /// `Invalid {KIND} constant ({text}) for of type {type}` (KIND one of
+    /// STRING, INTEGER, FLOAT, BOOLEAN, HEX, UUID, DURATION): the receiver's
+    /// name is not known here; [`TypeError::for_receiver`] inserts it as
+    /// Cassandra does (`... for "x" of type int`).
     pub fn from_constant(&self, c: &Constant) -> Result<Bytes, TypeError> {
-        let mismatch = |kind: &str, text: &str| bad(format!("Invalid {kind} constant ({text}) for  of type {self}"));
+        let mismatch = |kind: &str, text: &str| bad(format!("Invalid {kind} constant ({text}) for of type {self}"));
         let int_text = |s: &str, what: &str| -> Result<i64, TypeError> {
             s.parse::<i64>().map_err(|_| bad(format!("Unable to make {what} from '{s}'")))
         };
         match (self.unfrozen(), c) {
             (CqlType::Ascii, Constant::String(s)) => {
                 if !s.is_ascii() {
-                    return Err(bad(format!("Invalid ASCII character in string literal {s}")));
+                    return Err(bad("Invalid ASCII character in string literal: java.nio.charset.UnmappableCharacterException: Input length = 1"));
                 }
                 Ok(Bytes::copy_from_slice(s.as_bytes()))
             }
@@ -754,7 +941,7 @@ impl CqlType {
                 i8::try_from(v).map(|x| Bytes::copy_from_slice(&x.to_be_bytes())).map_err(|_| bad(format!("Unable to make byte from '{s}'")))
             }
             (CqlType::Varint, Constant::Integer(s)) => {
-                let v: num_bigint::BigInt = s.parse().map_err(|_| bad(format!("Unable to make varint from '{s}'")))?;
+                let v: num_bigint::BigInt = s.parse().map_err(|_| bad(format!("Unable to make int from '{s}'")))?;
                 Ok(Bytes::from(v.to_signed_bytes_be()))
             }
             (CqlType::Decimal, Constant::Integer(s) | Constant::Float(s)) => {
@@ -777,7 +964,7 @@ impl CqlType {
             (CqlType::Uuid, Constant::Uuid(s)) | (CqlType::Timeuuid, Constant::Uuid(s)) => {
                 let u = uuid::Uuid::parse_str(s).map_err(|_| bad(format!("Unable to make UUID from '{s}'")))?;
                 if matches!(self.unfrozen(), CqlType::Timeuuid) && u.get_version_num() != 1 {
-                    return Err(bad(format!("Unsupported UUID version for timeuuid: {s}")));
+                    return Err(bad("TimeUUID supports only version 1 UUIDs"));
                 }
                 Ok(Bytes::copy_from_slice(u.as_bytes()))
             }
@@ -787,12 +974,22 @@ impl CqlType {
             }
             (CqlType::Timestamp, Constant::Integer(s)) => Ok(Bytes::copy_from_slice(&int_text(s, "timestamp")?.to_be_bytes())),
             (CqlType::Date, Constant::String(s)) => {
-                let days = if let Ok(n) = s.parse::<i64>() {
-                    n - (1i64 << 31)
+                let unsigned = if s.bytes().all(|b| b.is_ascii_digit()) && !s.is_empty() {
+                    s.parse::<i64>().ok().filter(|n| (0..=u32::MAX as i64).contains(n)).ok_or_else(|| {
+                        bad(format!("Unable to make unsigned int (for date) from: '{s}'"))
+                    })?
                 } else {
-                    parse_date_part(s).ok_or_else(|| bad(format!("Unable to coerce '{s}' to a formatted date (long)")))?
+                    let days = parse_date_part(s).ok_or_else(|| bad(format!("Unable to coerce '{s}' to a formatted date (long)")))?;
+                    let u = days + (1i64 << 31);
+                    if u < 0 {
+                        return Err(bad(format!("Input date {s} is less than min supported date -5877641-06-23")));
+                    }
+                    if u > u32::MAX as i64 {
+                        return Err(bad(format!("Input date {s} is greater than max supported date 5881580-07-11")));
+                    }
+                    u
                 };
-                Ok(Bytes::copy_from_slice(&((days + (1i64 << 31)) as u32).to_be_bytes()))
+                Ok(Bytes::copy_from_slice(&(unsigned as u32).to_be_bytes()))
             }
             (CqlType::Date, Constant::Integer(s)) => {
                 let n = int_text(s, "date")?;
@@ -806,9 +1003,9 @@ impl CqlType {
                 Ok(Bytes::copy_from_slice(&n.to_be_bytes()))
             }
             (CqlType::Time, Constant::Integer(s)) => {
-                let n = int_text(s, "time")?;
+                let n = int_text(s, "long (for time)")?;
                 if !(0..86_400_000_000_000).contains(&n) {
-                    return Err(bad(format!("Invalid time value: {s}")));
+                    return Err(bad(format!("Input long out of bounds: {s}")));
                 }
                 Ok(Bytes::copy_from_slice(&n.to_be_bytes()))
             }
@@ -841,87 +1038,420 @@ impl CqlType {
         }
     }
 
-    /// Renders a value as a CQL literal.
+    /// Renders a value as a CQL literal (strings quoted with `''`, blobs
+    /// `0x..`, timestamps `'2024-01-02 03:04:05.123000+0000'`, collections
+    /// `[..]`, `{..}`, `{k: v}`, tuples `(..)`, UDTs `{f: v}`). A value that
+    /// does not decode is shown as a blob; an empty non-string value as `null`.
     pub fn to_cql_literal(&self, v: &[u8]) -> String {
-        if v.is_empty() && !matches!(self.unfrozen(), CqlType::Text | CqlType::Ascii | CqlType::Blob) {
+        let t = self.unfrozen();
+        if v.is_empty() && !matches!(t, CqlType::Text | CqlType::Ascii | CqlType::Blob | CqlType::Custom(_)) {
             return "null".into();
         }
-        match self.unfrozen() {
+        let blob = || format!("0x{}", hex(v));
+        match t {
             CqlType::Ascii | CqlType::Text => format!("'{}'", String::from_utf8_lossy(v).replace('\'', "''")),
-            CqlType::Blob | CqlType::Custom(_) => format!("0x{}", hex(v)),
-            CqlType::Boolean => (v.first().copied().unwrap_or(0) != 0).to_string(),
-            CqlType::Int | CqlType::Bigint | CqlType::Smallint | CqlType::Tinyint | CqlType::Counter | CqlType::Varint => varint_of(v).to_string(),
-            CqlType::Decimal => decimal_of(v).map(|d| d.to_string()).unwrap_or_default(),
-            CqlType::Double => f64_of(v).to_string(),
-            CqlType::Float => f32_of(v).to_string(),
-            CqlType::Timestamp => format!("'{}'", format_timestamp(i64::from_be_bytes(v.try_into().unwrap_or([0; 8])))),
-            CqlType::Date => {
-                let d = u32::from_be_bytes(v.try_into().unwrap_or([0; 4])) as i64 - (1i64 << 31);
-                let (y, m, dd) = civil_from_days(d);
-                format!("'{y:04}-{m:02}-{dd:02}'")
-            }
-            CqlType::Time => {
-                let n = i64::from_be_bytes(v.try_into().unwrap_or([0; 8]));
-                let s = n / 1_000_000_000;
-                format!("'{:02}:{:02}:{:02}.{:09}'", s / 3600, (s / 60) % 60, s % 60, n % 1_000_000_000)
-            }
-            CqlType::Uuid | CqlType::Timeuuid => uuid::Uuid::from_slice(v).map(|u| u.to_string()).unwrap_or_else(|_| format!("0x{}", hex(v))),
-            CqlType::Inet => match v.len() {
-                4 => format!("'{}'", std::net::Ipv4Addr::new(v[0], v[1], v[2], v[3])),
-                16 => format!("'{}'", std::net::Ipv6Addr::from(<[u8; 16]>::try_from(v).unwrap_or([0; 16]))),
-                _ => format!("0x{}", hex(v)),
+            CqlType::Blob | CqlType::Custom(_) => blob(),
+            CqlType::Timestamp => match <[u8; 8]>::try_from(v) {
+                Ok(a) => format!("'{}'", format_timestamp(i64::from_be_bytes(a))),
+                Err(_) => blob(),
             },
-            CqlType::Duration => {
-                let mut parts = Vec::new();
-                if let Ok((m, a)) = read_signed_vint(v) {
-                    if let Ok((d, b)) = read_signed_vint(&v[a..]) {
-                        if let Ok((n, _)) = read_signed_vint(&v[a + b..]) {
-                            if m != 0 {
-                                parts.push(format!("{m}mo"));
-                            }
-                            if d != 0 {
-                                parts.push(format!("{d}d"));
-                            }
-                            if n != 0 || parts.is_empty() {
-                                parts.push(format!("{n}ns"));
-                            }
-                        }
-                    }
+            CqlType::Date | CqlType::Time | CqlType::Inet | CqlType::Duration => match scalar_text(t, v, false) {
+                Some(x) => format!("'{x}'"),
+                None => blob(),
+            },
+            CqlType::List(e) => match deserialize_collection(v) {
+                Ok(xs) => format!("[{}]", xs.iter().map(|x| e.to_cql_literal(x)).collect::<Vec<_>>().join(", ")),
+                Err(_) => blob(),
+            },
+            CqlType::Set(e) => match deserialize_collection(v) {
+                Ok(xs) => format!("{{{}}}", xs.iter().map(|x| e.to_cql_literal(x)).collect::<Vec<_>>().join(", ")),
+                Err(_) => blob(),
+            },
+            CqlType::Map(k, val) => match deserialize_map(v) {
+                Ok(xs) => format!(
+                    "{{{}}}",
+                    xs.iter().map(|(a, b)| format!("{}: {}", k.to_cql_literal(a), val.to_cql_literal(b))).collect::<Vec<_>>().join(", ")
+                ),
+                Err(_) => blob(),
+            },
+            CqlType::Tuple(ts) => match deserialize_tuple(v) {
+                Ok(fs) => {
+                    let items: Vec<String> = ts
+                        .iter()
+                        .enumerate()
+                        .map(|(i, t)| match fs.get(i) {
+                            Some(Some(f)) => t.to_cql_literal(f),
+                            _ => "null".into(),
+                        })
+                        .collect();
+                    format!("({})", items.join(", "))
                 }
-                parts.join("")
-            }
-            CqlType::List(e) => {
-                let items: Vec<String> = deserialize_collection(v).unwrap_or_default().iter().map(|x| e.to_cql_literal(x)).collect();
-                format!("[{}]", items.join(", "))
-            }
-            CqlType::Set(e) => {
-                let items: Vec<String> = deserialize_collection(v).unwrap_or_default().iter().map(|x| e.to_cql_literal(x)).collect();
-                format!("{{{}}}", items.join(", "))
-            }
-            CqlType::Map(k, val) => {
-                let items: Vec<String> =
-                    deserialize_map(v).unwrap_or_default().iter().map(|(a, b)| format!("{}: {}", k.to_cql_literal(a), val.to_cql_literal(b))).collect();
-                format!("{{{}}}", items.join(", "))
-            }
-            CqlType::Tuple(ts) => {
-                let fs = deserialize_tuple(v).unwrap_or_default();
-                let items: Vec<String> =
-                    ts.iter().zip(fs.iter()).map(|(t, f)| f.as_ref().map(|f| t.to_cql_literal(f)).unwrap_or_else(|| "null".into())).collect();
-                format!("({})", items.join(", "))
-            }
-            CqlType::Udt(u) => {
-                let fs = deserialize_tuple(v).unwrap_or_default();
-                let items: Vec<String> = u
-                    .fields
-                    .iter()
-                    .zip(fs.iter().map(Some).chain(std::iter::repeat(None)))
-                    .map(|((n, t), f)| format!("{}: {}", n, f.and_then(|f| f.as_ref()).map(|f| t.to_cql_literal(f)).unwrap_or_else(|| "null".into())))
-                    .collect();
-                format!("{{{}}}", items.join(", "))
-            }
-            CqlType::Vector(_, _) | CqlType::Frozen(_) => format!("0x{}", hex(v)),
+                Err(_) => blob(),
+            },
+            CqlType::Udt(u) => match deserialize_tuple(v) {
+                Ok(fs) => {
+                    let items: Vec<String> = u
+                        .fields
+                        .iter()
+                        .enumerate()
+                        .map(|(i, (n, t))| {
+                            let val = match fs.get(i) {
+                                Some(Some(f)) => t.to_cql_literal(f),
+                                _ => "null".into(),
+                            };
+                            format!("{}: {}", maybe_quote(n), val)
+                        })
+                        .collect();
+                    format!("{{{}}}", items.join(", "))
+                }
+                Err(_) => blob(),
+            },
+            CqlType::Vector(e, n) => match split_vector(e, *n, v) {
+                Ok(xs) => format!("[{}]", xs.iter().map(|x| e.to_cql_literal(x)).collect::<Vec<_>>().join(", ")),
+                Err(_) => blob(),
+            },
+            _ => scalar_text(t, v, false).unwrap_or_else(blob),
         }
     }
+
+    /// Cassandra's `toJson()` rendering of a value (as `AbstractType.toJSONString`).
+    pub fn to_json(&self, v: &[u8]) -> String {
+        let t = self.unfrozen();
+        if v.is_empty() && !matches!(t, CqlType::Text | CqlType::Ascii | CqlType::Blob | CqlType::Custom(_)) {
+            return "null".into();
+        }
+        let blob = || format!("\"0x{}\"", hex(v));
+        match t {
+            CqlType::Ascii | CqlType::Text => json_string(&String::from_utf8_lossy(v)),
+            CqlType::Blob | CqlType::Custom(_) => blob(),
+            CqlType::Float | CqlType::Double => {
+                let x = if matches!(t, CqlType::Float) { <[u8; 4]>::try_from(v).ok().map(|a| f32::from_be_bytes(a) as f64) } else { <[u8; 8]>::try_from(v).ok().map(f64::from_be_bytes) };
+                match x {
+                    Some(x) if x.is_finite() => scalar_text(t, v, true).unwrap_or_else(|| "null".into()),
+                    _ => "null".into(),
+                }
+            }
+            CqlType::Timestamp => match <[u8; 8]>::try_from(v) {
+                Ok(a) => {
+                    let ms = i64::from_be_bytes(a);
+                    let f = format_timestamp(ms);
+                    // "yyyy-MM-dd HH:mm:ss.SSS'Z'"
+                    format!("\"{}Z\"", &f[..f.len().saturating_sub(8)])
+                }
+                Err(_) => blob(),
+            },
+            CqlType::Date | CqlType::Time | CqlType::Inet | CqlType::Duration | CqlType::Uuid | CqlType::Timeuuid => {
+                match scalar_text(t, v, true) {
+                    Some(x) => format!("\"{x}\""),
+                    None => blob(),
+                }
+            }
+            CqlType::List(e) | CqlType::Set(e) => match deserialize_collection(v) {
+                Ok(xs) => format!("[{}]", xs.iter().map(|x| e.to_json(x)).collect::<Vec<_>>().join(", ")),
+                Err(_) => blob(),
+            },
+            CqlType::Map(k, val) => match deserialize_map(v) {
+                Ok(xs) => {
+                    let items: Vec<String> = xs
+                        .iter()
+                        .map(|(a, b)| {
+                            let key = k.to_json(a);
+                            let key = if key.starts_with('"') { key } else { json_string(&key) };
+                            format!("{key}: {}", val.to_json(b))
+                        })
+                        .collect();
+                    format!("{{{}}}", items.join(", "))
+                }
+                Err(_) => blob(),
+            },
+            CqlType::Tuple(ts) => match deserialize_tuple(v) {
+                Ok(fs) => {
+                    let items: Vec<String> = ts
+                        .iter()
+                        .enumerate()
+                        .map(|(i, t)| match fs.get(i) {
+                            Some(Some(f)) => t.to_json(f),
+                            _ => "null".into(),
+                        })
+                        .collect();
+                    format!("[{}]", items.join(", "))
+                }
+                Err(_) => blob(),
+            },
+            CqlType::Udt(u) => match deserialize_tuple(v) {
+                Ok(fs) => {
+                    let items: Vec<String> = u
+                        .fields
+                        .iter()
+                        .enumerate()
+                        .map(|(i, (n, t))| {
+                            let val = match fs.get(i) {
+                                Some(Some(f)) => t.to_json(f),
+                                _ => "null".into(),
+                            };
+                            let name = if n.to_lowercase() == *n { n.clone() } else { format!("\"{n}\"") };
+                            format!("{}: {}", json_string(&name), val)
+                        })
+                        .collect();
+                    format!("{{{}}}", items.join(", "))
+                }
+                Err(_) => blob(),
+            },
+            CqlType::Vector(e, n) => match split_vector(e, *n, v) {
+                Ok(xs) => format!("[{}]", xs.iter().map(|x| e.to_json(x)).collect::<Vec<_>>().join(", ")),
+                Err(_) => blob(),
+            },
+            _ => scalar_text(t, v, true).unwrap_or_else(|| "null".into()),
+        }
+    }
+}
+
+/// Text of a scalar value without quotes: numbers as Java prints them,
+/// dates `2024-01-02`, times `03:04:05.000000000`, inet addresses (`java`
+/// selects Java's uncompressed IPv6 form), durations as Cassandra's
+/// `Duration.toString`, uuids.
+fn scalar_text(t: &CqlType, v: &[u8], java: bool) -> Option<String> {
+    Some(match t {
+        CqlType::Boolean => (*v.first()? != 0).to_string(),
+        CqlType::Int | CqlType::Bigint | CqlType::Smallint | CqlType::Tinyint | CqlType::Counter | CqlType::Varint => varint_of(v).to_string(),
+        CqlType::Decimal => java_decimal(v)?,
+        CqlType::Double => java_double(f64::from_be_bytes(v.try_into().ok()?)),
+        CqlType::Float => java_float(f32::from_be_bytes(v.try_into().ok()?)),
+        CqlType::Timestamp => format_timestamp(i64::from_be_bytes(v.try_into().ok()?)),
+        CqlType::Date => {
+            let d = u32::from_be_bytes(v.try_into().ok()?) as i64 - (1i64 << 31);
+            let (y, m, dd) = civil_from_days(d);
+            format!("{y:04}-{m:02}-{dd:02}")
+        }
+        CqlType::Time => {
+            let n = i64::from_be_bytes(v.try_into().ok()?);
+            let s = n.div_euclid(1_000_000_000);
+            format!("{:02}:{:02}:{:02}.{:09}", s / 3600, (s / 60) % 60, s % 60, n.rem_euclid(1_000_000_000))
+        }
+        CqlType::Uuid | CqlType::Timeuuid => uuid::Uuid::from_slice(v).ok()?.to_string(),
+        CqlType::Inet => match v.len() {
+            4 => std::net::Ipv4Addr::new(v[0], v[1], v[2], v[3]).to_string(),
+            16 => {
+                let a = <[u8; 16]>::try_from(v).ok()?;
+                if java {
+                    a.chunks(2).map(|c| format!("{:x}", u16::from_be_bytes([c[0], c[1]]))).collect::<Vec<_>>().join(":")
+                } else {
+                    std::net::Ipv6Addr::from(a).to_string()
+                }
+            }
+            _ => return None,
+        },
+        CqlType::Duration => {
+            let (m, d, n) = read_duration(v)?;
+            format_duration(m, d, n)
+        }
+        CqlType::Ascii | CqlType::Text => String::from_utf8_lossy(v).into_owned(),
+        _ => return None,
+    })
+}
+
+/// Cassandra's `Duration.toString()`: `1y2mo3d4h5m6s7ms8us9ns`.
+fn format_duration(months: i32, days: i32, nanos: i64) -> String {
+    fn part(out: &mut String, dividend: u64, divisor: u64, unit: &str) -> u64 {
+        if dividend == 0 || dividend < divisor {
+            return dividend;
+        }
+        out.push_str(&format!("{}{unit}", dividend / divisor));
+        dividend % divisor
+    }
+    let mut out = String::new();
+    if months < 0 || days < 0 || nanos < 0 {
+        out.push('-');
+    }
+    let r = part(&mut out, months.unsigned_abs() as u64, 12, "y");
+    part(&mut out, r, 1, "mo");
+    part(&mut out, days.unsigned_abs() as u64, 1, "d");
+    if nanos != 0 {
+        let mut r = part(&mut out, nanos.unsigned_abs(), 3_600_000_000_000, "h");
+        r = part(&mut out, r, 60_000_000_000, "m");
+        r = part(&mut out, r, 1_000_000_000, "s");
+        r = part(&mut out, r, 1_000_000, "ms");
+        r = part(&mut out, r, 1000, "us");
+        part(&mut out, r, 1, "ns");
+    }
+    out
+}
+
+/// Java's `Double.toString`.
+pub(crate) fn java_double(x: f64) -> String {
+    java_fp(x, format!("{x:e}"), format!("{x}"))
+}
+
+/// Java's `Float.toString`.
+pub(crate) fn java_float(x: f32) -> String {
+    java_fp(x as f64, format!("{x:e}"), format!("{x}"))
+}
+
+fn java_fp(x: f64, sci: String, plain: String) -> String {
+    if x.is_nan() {
+        return "NaN".into();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { "Infinity".into() } else { "-Infinity".into() };
+    }
+    let ax = x.abs();
+    if ax == 0.0 || (1e-3..1e7).contains(&ax) {
+        return if plain.contains('.') { plain } else { format!("{plain}.0") };
+    }
+    // Rust: 1.234e-5 / 1e20  ->  Java: 1.234E-5 / 1.0E20
+    let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let mant = if mant.contains('.') { mant.to_string() } else { format!("{mant}.0") };
+    format!("{mant}E{exp}")
+}
+
+/// Java's `BigDecimal.toString` of a serialized decimal.
+fn java_decimal(v: &[u8]) -> Option<String> {
+    if v.len() < 4 {
+        return None;
+    }
+    let scale = i32::from_be_bytes([v[0], v[1], v[2], v[3]]) as i64;
+    let unscaled = varint_of(&v[4..]);
+    let neg = unscaled.sign() == num_bigint::Sign::Minus;
+    let digits = unscaled.magnitude().to_string();
+    let adjusted = -scale + (digits.len() as i64 - 1);
+    let sign = if neg { "-" } else { "" };
+    if scale >= 0 && adjusted >= -6 {
+        let scale = scale as usize;
+        if scale == 0 {
+            return Some(format!("{sign}{digits}"));
+        }
+        let s = if digits.len() > scale {
+            let (a, b) = digits.split_at(digits.len() - scale);
+            format!("{a}.{b}")
+        } else {
+            format!("0.{}{}", "0".repeat(scale - digits.len()), digits)
+        };
+        return Some(format!("{sign}{s}"));
+    }
+    let (first, rest) = digits.split_at(1);
+    let mant = if rest.is_empty() { first.to_string() } else { format!("{first}.{rest}") };
+    let exp = if adjusted >= 0 { format!("+{adjusted}") } else { adjusted.to_string() };
+    Some(format!("{sign}{mant}E{exp}"))
+}
+
+/// A JSON string literal (Jackson's escaping).
+fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+
+/// Elements of a list/set (or keys and values, alternating, of a map) with
+/// Cassandra's error messages.
+fn read_elements<'a>(v: &'a [u8], kind: &str, pairs: bool) -> Result<Vec<&'a [u8]>, TypeError> {
+    let short = || bad(format!("Not enough bytes to read a {kind}"));
+    let int_at = |p: usize| -> Option<i32> { v.get(p..p + 4).map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]])) };
+    let count = int_at(0).ok_or_else(short)?;
+    if count < 0 {
+        return Err(bad(format!("The data cannot be deserialized as a {kind}")));
+    }
+    let items = count as usize * if pairs { 2 } else { 1 };
+    let mut p = 4;
+    let mut out = Vec::with_capacity(items.min(v.len() / 4));
+    for _ in 0..items {
+        let len = int_at(p).ok_or_else(short)?;
+        p += 4;
+        if len < 0 {
+            return Err(bad("null is not supported inside collections"));
+        }
+        let e = v.get(p..p + len as usize).ok_or_else(short)?;
+        p += len as usize;
+        out.push(e);
+    }
+    if p != v.len() {
+        return Err(bad(format!("Unexpected extraneous bytes after {kind} value")));
+    }
+    Ok(out)
+}
+
+fn validate_fields<'a>(types: impl Iterator<Item = &'a CqlType>, v: &[u8], what: &str) -> Result<(), TypeError> {
+    let mut p = 0;
+    for (i, t) in types.enumerate() {
+        if p >= v.len() {
+            break;
+        }
+        let b = v.get(p..p + 4).ok_or_else(|| bad(format!("Not enough bytes to read size of {i}th component")))?;
+        let len = i32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+        p += 4;
+        if len < 0 {
+            continue;
+        }
+        let f = v.get(p..p + len as usize).ok_or_else(|| bad(format!("Not enough bytes to read {i}th component")))?;
+        p += len as usize;
+        t.validate(f)?;
+    }
+    if p != v.len() {
+        return Err(bad(format!("Invalid remaining data after end of {what} value")));
+    }
+    Ok(())
+}
+
+/// The serialized size of a fixed-length type inside a vector.
+fn fixed_len(t: &CqlType) -> Option<usize> {
+    match t.unfrozen() {
+        CqlType::Boolean => Some(1),
+        CqlType::Int | CqlType::Float | CqlType::Date => Some(4),
+        CqlType::Bigint | CqlType::Double | CqlType::Timestamp | CqlType::Time | CqlType::Counter => Some(8),
+        CqlType::Uuid | CqlType::Timeuuid => Some(16),
+        _ => None,
+    }
+}
+
+/// Elements of a vector value: fixed-size elements back to back, otherwise
+/// each prefixed by its length as an unsigned vint (Cassandra 5).
+fn split_vector<'a>(e: &CqlType, dim: u32, v: &'a [u8]) -> Result<Vec<&'a [u8]>, TypeError> {
+    let dim = dim as usize;
+    if let Some(size) = fixed_len(e) {
+        if v.len() != size * dim {
+            return Err(bad(format!("Expected {} bytes for a vector of {dim} elements of {e}, got {}", size * dim, v.len())));
+        }
+        return Ok(v.chunks(size).collect());
+    }
+    let mut out = Vec::with_capacity(dim.min(v.len()));
+    let mut p = 0;
+    for _ in 0..dim {
+        let (len, used) = crate::value::read_unsigned_vint(&v[p..]).map_err(|_| bad("Not enough bytes to read a vector"))?;
+        p += used;
+        let len = usize::try_from(len).map_err(|_| bad("Not enough bytes to read a vector"))?;
+        let x = v.get(p..p.saturating_add(len)).ok_or_else(|| bad("Not enough bytes to read a vector"))?;
+        p += len;
+        out.push(x);
+    }
+    if p != v.len() {
+        return Err(bad("Unexpected extraneous bytes after vector value"));
+    }
+    Ok(out)
+}
+
+/// Reads months, days and nanoseconds of a duration value.
+fn read_duration(v: &[u8]) -> Option<(i32, i32, i64)> {
+    let (m, a) = read_signed_vint(v).ok()?;
+    let (d, b) = read_signed_vint(v.get(a..)?).ok()?;
+    let (n, c) = read_signed_vint(v.get(a + b..)?).ok()?;
+    if a + b + c != v.len() {
+        return None;
+    }
+    Some((i32::try_from(m).ok()?, i32::try_from(d).ok()?, n))
 }
 
 fn compare_fields<'a>(types: impl Iterator<Item = &'a CqlType>, a: &[u8], b: &[u8]) -> Ordering {

@@ -83,26 +83,19 @@ pub fn timeuuid_timestamp_millis(u: &[u8; 16]) -> i64 {
 
 /// Cassandra's `minTimeuuid(millis)`: the smallest timeuuid of that millisecond.
 pub fn min_timeuuid(millis: i64) -> Uuid {
-    let ticks = millis * 10_000 + GREGORIAN_OFFSET;
-    // clock seq and node set so the remaining bytes compare smallest (as signed bytes)
+    let ticks = millis.wrapping_mul(10_000).wrapping_add(GREGORIAN_OFFSET);
+    // lsb 0x8080808080808080: the smallest as TimeUUIDType compares it (signed bytes)
     let mut u = *from_ticks(ticks, 0, [0; 6]).as_bytes();
-    u[8] = 0x80;
-    u[9] = 0x80;
-    for b in &mut u[10..16] {
-        *b = 0x80;
-    }
+    u[8..16].copy_from_slice(&[0x80; 8]);
     Uuid::from_bytes(u)
 }
 
 /// Cassandra's `maxTimeuuid(millis)`: the largest timeuuid of that millisecond.
 pub fn max_timeuuid(millis: i64) -> Uuid {
-    let ticks = millis * 10_000 + GREGORIAN_OFFSET + 9_999;
+    let ticks = millis.wrapping_add(1).wrapping_mul(10_000).wrapping_add(GREGORIAN_OFFSET).wrapping_sub(1);
+    // lsb 0x7f7f7f7f7f7f7f7f: the largest as TimeUUIDType compares it
     let mut u = *from_ticks(ticks, 0, [0; 6]).as_bytes();
-    u[8] = 0xbf;
-    u[9] = 0x7f;
-    for b in &mut u[10..16] {
-        *b = 0x7f;
-    }
+    u[8..16].copy_from_slice(&[0x7f; 8]);
     Uuid::from_bytes(u)
 }
 
