@@ -37,3 +37,19 @@ def test_cqlsh_runs_a_file_and_reports_errors(cqlsh, session, tmp_path):
     p = cqlsh.e(f"SELECT * FROM {ks}.nosuch")
     assert p.returncode != 0
     assert "nosuch" in p.stderr
+
+
+def test_cqlsh_describe_keyspace_matches_cassandra_golden(cqlsh):
+    """tests/golden/describe_keyspace_dk.txt is `cqlsh -e "DESCRIBE KEYSPACE dk"` from Cassandra 5.0.4."""
+    import os
+
+    golden = os.path.join(os.path.dirname(os.path.dirname(__file__)), "golden")
+    p = cqlsh.run("-f", os.path.join(golden, "describe_schema.cql"))
+    assert p.returncode == 0, p.stderr
+    p = cqlsh.e("DESCRIBE KEYSPACE dk")
+    assert p.returncode == 0, p.stderr
+    with open(os.path.join(golden, "describe_keyspace_dk.txt")) as f:
+        expected = f.read()
+    got = "".join(line for line in p.stdout.splitlines(True) if not line.startswith("WARNING"))
+    assert got == expected
+    cqlsh.e("DROP KEYSPACE dk")

@@ -184,7 +184,7 @@ pub fn describe(qp: &QueryProcessor, d: &DescribeStatement, client: &ClientState
     match &d.what {
         Describe::Cluster => {
             let columns = vec![spec("cluster"), spec("partitioner"), spec("snitch")];
-            let rows = vec![vec![t("Test Cluster"), t("org.apache.cassandra.dht.Murmur3Partitioner"), t("org.apache.cassandra.locator.SimpleSnitch")]];
+            let rows = vec![vec![t(&qp.cluster_name), t("Murmur3Partitioner"), t("DynamicEndpointSnitch")]];
             Ok(Outcome { body: ResultBody::Rows { metadata: RowsMetadata { columns, ..Default::default() }, rows }, warnings: Vec::new(), event: None })
         }
         Describe::Keyspaces => Ok(rows_result(

@@ -118,13 +118,15 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
     let listen: IpAddr = config.listen_address.parse().map_err(|_| StartError::Address(config.listen_address.clone()))?;
     let rpc: IpAddr = config.rpc_address.parse().map_err(|_| StartError::Address(config.rpc_address.clone()))?;
 
-    let qp = Arc::new(QueryProcessor::new(
+    let mut qp = QueryProcessor::new(
         storage.clone(),
         schema.clone(),
         DATA_CENTER.to_string(),
         config.batch_size_warn_threshold_bytes,
         config.batch_size_fail_threshold_bytes,
-    ));
+    );
+    qp.cluster_name = config.cluster_name.clone();
+    let qp = Arc::new(qp);
     write_system_schema_rows(&storage, &schema).await?;
     let local = LocalInfo { host_id, tokens: tokens.clone(), listen, rpc, config: config.clone() };
     write_local_row(&storage, &local_t, &local, schema.version).await?;

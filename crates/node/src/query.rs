@@ -96,6 +96,7 @@ pub struct QueryProcessor {
     pub local_dc: String,
     pub batch_size_warn_threshold_bytes: u64,
     pub batch_size_fail_threshold_bytes: u64,
+    pub cluster_name: String,
     /// Called after every schema change (to refresh system.local's schema_version).
     pub on_schema_change: RwLock<Option<Box<dyn Fn(&Schema) + Send + Sync>>>,
 }
@@ -131,6 +132,7 @@ impl QueryProcessor {
             local_dc,
             batch_size_warn_threshold_bytes: warn,
             batch_size_fail_threshold_bytes: fail,
+            cluster_name: "Test Cluster".into(),
             on_schema_change: RwLock::new(None),
         }
     }

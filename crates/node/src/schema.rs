@@ -150,7 +150,17 @@ fn full_class(short: &str, package: &str) -> String {
 
 impl TableParams {
     /// Applies `WITH` properties, validating names and values like Cassandra.
+    /// Leveled compaction defaults `bloom_filter_fp_chance` to 0.1.
     pub fn apply(&mut self, props: &[Property]) -> Result<()> {
+        self.apply_each(props)?;
+        let lcs = self.compaction.get("class").map(|c| c.ends_with("LeveledCompactionStrategy")).unwrap_or(false);
+        if lcs && !props.iter().any(|p| p.name == "bloom_filter_fp_chance") && self.bloom_filter_fp_chance == 0.01 {
+            self.bloom_filter_fp_chance = 0.1;
+        }
+        Ok(())
+    }
+
+    fn apply_each(&mut self, props: &[Property]) -> Result<()> {
         for p in props {
             match p.name.as_str() {
                 "additional_write_policy" => self.additional_write_policy = prop_text(p)?,
@@ -308,7 +318,8 @@ impl TableMetadata {
                 if a.kind.is_primary_key() {
                     a.position.cmp(&b.position)
                 } else {
-                    a.name.cmp(&b.name)
+                    // Cassandra lists simple columns before complex (multi-cell) ones
+                    a.typ.is_multi_cell().cmp(&b.typ.is_multi_cell()).then_with(|| a.name.cmp(&b.name))
                 }
             })
         });

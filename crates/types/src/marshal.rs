@@ -235,10 +235,10 @@ fn normalize(t: CqlType, nested: bool) -> Result<CqlType, TypeError> {
     let check_elem = |outer: &CqlType, e: &CqlType| -> Result<(), TypeError> {
         match e {
             CqlType::List(_) | CqlType::Set(_) | CqlType::Map(_, _) => {
-                Err(TypeError::BadType(format!("Non-frozen collections are not allowed inside collections: {outer}")))
+                Err(TypeError::BadType(format!("Non-frozen collections are not allowed inside collections: {}", raw_string(outer))))
             }
-            CqlType::Udt(_) => Err(TypeError::BadType(format!("Non-frozen UDTs are not allowed inside collections: {outer}"))),
-            CqlType::Counter => Err(TypeError::BadType("Counters are not allowed inside collections: ".to_string() + &outer.to_string())),
+            CqlType::Udt(_) => Err(TypeError::BadType(format!("Non-frozen UDTs are not allowed inside collections: {}", raw_string(outer)))),
+            CqlType::Counter => Err(TypeError::BadType(format!("Counters are not allowed inside collections: {}", raw_string(outer)))),
             _ => Ok(()),
         }
     };
@@ -280,6 +280,19 @@ fn normalize(t: CqlType, nested: bool) -> Result<CqlType, TypeError> {
         CqlType::Vector(e, n) => CqlType::Vector(Box::new(normalize(*e, true)?), n),
         other => other,
     })
+}
+
+/// The type as the user wrote it (no implied `frozen<>`), for messages.
+fn raw_string(t: &CqlType) -> String {
+    match t {
+        CqlType::List(e) => format!("list<{}>", raw_string(e)),
+        CqlType::Set(e) => format!("set<{}>", raw_string(e)),
+        CqlType::Map(k, v) => format!("map<{}, {}>", raw_string(k), raw_string(v)),
+        CqlType::Tuple(ts) => format!("tuple<{}>", ts.iter().map(raw_string).collect::<Vec<_>>().join(", ")),
+        CqlType::Frozen(e) => format!("frozen<{}>", raw_string(e)),
+        CqlType::Vector(e, n) => format!("vector<{}, {n}>", raw_string(e)),
+        other => other.to_string(),
+    }
 }
 
 /// Cassandra's `ColumnIdentifier.maybeQuote`.
@@ -805,19 +818,19 @@ impl CqlType {
             }
             CqlType::Blob | CqlType::Varint | CqlType::Custom(_) => Ok(()),
             CqlType::List(e) => {
-                for x in read_elements(v, "list", false)? {
+                for x in read_elements(v, "list", false, e)? {
                     e.validate(x)?;
                 }
                 Ok(())
             }
             CqlType::Set(e) => {
-                for x in read_elements(v, "set", false)? {
+                for x in read_elements(v, "set", false, e)? {
                     e.validate(x)?;
                 }
                 Ok(())
             }
             CqlType::Map(k, val) => {
-                let xs = read_elements(v, "map", true)?;
+                let xs = read_elements(v, "map", true, k)?;
                 for pair in xs.chunks(2) {
                     if let [a, b] = pair {
                         k.validate(a)?;
@@ -969,7 +982,7 @@ impl CqlType {
                 Ok(Bytes::copy_from_slice(u.as_bytes()))
             }
             (CqlType::Timestamp, Constant::String(s)) => {
-                let ms = parse_timestamp(s).ok_or_else(|| bad(format!("Unable to parse a date/time from '{s}'")))?;
+                let ms = parse_timestamp(s).ok_or_else(|| bad(format!("Unable to coerce '{s}' to a formatted date (long)")))?;
                 Ok(Bytes::copy_from_slice(&ms.to_be_bytes()))
             }
             (CqlType::Timestamp, Constant::Integer(s)) => Ok(Bytes::copy_from_slice(&int_text(s, "timestamp")?.to_be_bytes())),
@@ -1358,7 +1371,7 @@ fn json_string(s: &str) -> String {
 
 /// Elements of a list/set (or keys and values, alternating, of a map) with
 /// Cassandra's error messages.
-fn read_elements<'a>(v: &'a [u8], kind: &str, pairs: bool) -> Result<Vec<&'a [u8]>, TypeError> {
+fn read_elements<'a>(v: &'a [u8], kind: &str, pairs: bool, elem: &CqlType) -> Result<Vec<&'a [u8]>, TypeError> {
     let short = || bad(format!("Not enough bytes to read a {kind}"));
     let int_at = |p: usize| -> Option<i32> { v.get(p..p + 4).map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]])) };
     let count = int_at(0).ok_or_else(short)?;
@@ -1372,7 +1385,12 @@ fn read_elements<'a>(v: &'a [u8], kind: &str, pairs: bool) -> Result<Vec<&'a [u8
         let len = int_at(p).ok_or_else(short)?;
         p += 4;
         if len < 0 {
-            return Err(bad("null is not supported inside collections"));
+            // what Cassandra ends up saying about a null element
+            return Err(match (kind, elem.unfrozen()) {
+                ("list", _) => short(),
+                (_, CqlType::Text | CqlType::Ascii) => bad("String didn't validate."),
+                _ => bad("null is not supported inside collections"),
+            });
         }
         let e = v.get(p..p + len as usize).ok_or_else(short)?;
         p += len as usize;
@@ -1490,43 +1508,400 @@ fn hex(b: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::value::{serialize_collection, serialize_map, serialize_tuple};
 
     fn none(_: &str) -> Option<Arc<UserType>> {
         None
     }
 
+    fn addr() -> Arc<UserType> {
+        Arc::new(UserType {
+            keyspace: "ks".into(),
+            name: "address".into(),
+            fields: vec![("street".into(), CqlType::Text), ("Zip".into(), CqlType::Int)],
+        })
+    }
+
+    fn udts(n: &str) -> Option<Arc<UserType>> {
+        match n {
+            "address" => Some(addr()),
+            "MyType" => Some(Arc::new(UserType { keyspace: "ks".into(), name: "MyType".into(), fields: vec![] })),
+            _ => None,
+        }
+    }
+
+    fn p(s: &str) -> CqlType {
+        match CqlType::parse(s, &udts) {
+            Ok(t) => t,
+            Err(e) => panic!("{s}: {e}"),
+        }
+    }
+
+    fn b(v: &[u8]) -> Bytes {
+        Bytes::copy_from_slice(v)
+    }
+
+    fn lit(t: &CqlType, c: Constant) -> Bytes {
+        match t.from_constant(&c) {
+            Ok(v) => v,
+            Err(e) => panic!("{c:?} into {t}: {e}"),
+        }
+    }
+
+    fn err_of<T: std::fmt::Debug>(r: Result<T, TypeError>) -> String {
+        match r {
+            Ok(v) => panic!("expected an error, got {v:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
     #[test]
     fn types_parse_and_print_like_cassandra() {
-        for s in ["int", "text", "map<text, frozen<list<int>>>", "tuple<int, text>", "vector<float, 3>", "set<timeuuid>"] {
-            assert_eq!(CqlType::parse(s, &none).expect(s).to_string(), s);
+        for s in [
+            "int",
+            "text",
+            "list<int>",
+            "frozen<list<int>>",
+            "map<text, int>",
+            "map<text, frozen<list<int>>>",
+            "set<timeuuid>",
+            "vector<float, 3>",
+            "frozen<tuple<int, text>>",
+            "address",
+            "frozen<address>",
+            "list<frozen<address>>",
+            "\"MyType\"",
+            "'com.example.MyType'",
+        ] {
+            assert_eq!(p(s).to_string(), s);
         }
-        assert_eq!(CqlType::parse("VARCHAR", &none).expect("varchar").to_string(), "text");
-        assert!(CqlType::parse("nosuch", &none).is_err());
+        assert_eq!(p("VARCHAR").to_string(), "text");
+        assert_eq!(p("Map < VarChar , BIGINT >").to_string(), "map<text, bigint>");
+        assert_eq!(p("tuple<int, list<text>>").to_string(), "frozen<tuple<int, frozen<list<text>>>>");
+        assert_eq!(p("frozen<list<list<int>>>").to_string(), "frozen<list<frozen<list<int>>>>");
+        assert_eq!(p("list<frozen<list<int>>>"), CqlType::List(Box::new(CqlType::List(Box::new(CqlType::Int)))));
+        assert_eq!(p("frozen<list<frozen<list<int>>>>"), p("frozen<list<list<int>>>"));
+        assert_eq!(p("'org.apache.cassandra.db.marshal.Int32Type'"), CqlType::Int);
+        assert_eq!(p("ks.address"), CqlType::Udt(addr()));
+        assert_eq!(p("ks.\"MyType\"").to_string(), "\"MyType\"");
+        assert_eq!(err_of(CqlType::parse("nosuch", &none)), "Unknown type nosuch");
+        assert_eq!(err_of(CqlType::parse("ks.nosuch", &none)), "Unknown type ks.nosuch");
+        assert!(CqlType::parse("\"int\"", &none).is_err());
+        assert_eq!(err_of(CqlType::parse("list<list<int>>", &none)), "Non-frozen collections are not allowed inside collections: list<list<int>>");
+        assert!(CqlType::parse("set<address>", &udts).is_err());
+        assert!(CqlType::parse("frozen<int>", &none).is_err());
+        assert!(CqlType::parse("list<int", &none).is_err());
+        assert!(CqlType::parse("list<int>>", &none).is_err());
+        assert!(CqlType::parse("map<int>", &none).is_err());
+        assert!(CqlType::parse("vector<float, 0>", &none).is_err());
+        assert!(CqlType::parse("'unterminated", &none).is_err());
+        assert!(CqlType::parse("", &none).is_err());
+        let deep = "frozen<".repeat(500) + "list<int>" + &">".repeat(500);
+        assert!(CqlType::parse(&deep, &none).is_err());
+
+        assert!(p("list<int>").is_multi_cell());
+        assert!(p("address").is_multi_cell());
+        assert!(!p("frozen<list<int>>").is_multi_cell());
+        assert!(!p("tuple<int>").is_multi_cell());
+        assert!(p("frozen<set<int>>").is_collection());
+        assert!(!p("frozen<address>").is_collection());
+        assert_eq!(p("frozen<list<int>>").unfrozen(), &p("list<int>"));
+        assert!(p("counter").is_counter());
+    }
+
+    #[test]
+    fn validation_follows_cassandra() {
+        assert_eq!(err_of(CqlType::Int.validate(&[1, 2, 3])), "Expected 4 or 0 byte int (3)");
+        assert!(CqlType::Int.validate(&[]).is_ok());
+        assert_eq!(err_of(CqlType::Bigint.validate(&[1])), "Expected 8 or 0 byte long (1)");
+        assert_eq!(err_of(CqlType::Smallint.validate(&[])), "Expected 2 bytes for a smallint (0)");
+        assert_eq!(err_of(CqlType::Tinyint.validate(&[1, 2])), "Expected 1 byte for a tinyint (2)");
+        assert_eq!(err_of(CqlType::Text.validate(&[0xff, 0xfe])), "String didn't validate.");
+        assert_eq!(err_of(CqlType::Ascii.validate(b"a\xc3\xa9")), "Invalid byte for ascii: -61");
+        assert!(CqlType::Time.validate(&86_399_999_999_999i64.to_be_bytes()).is_ok());
+        assert!(CqlType::Time.validate(&86_400_000_000_000i64.to_be_bytes()).is_err());
+        assert!(CqlType::Time.validate(&(-1i64).to_be_bytes()).is_err());
+        let v4 = uuid::Uuid::from_u128(0x12345678_1234_4234_8234_123456789abc);
+        assert!(CqlType::Uuid.validate(v4.as_bytes()).is_ok());
+        assert_eq!(err_of(CqlType::Timeuuid.validate(v4.as_bytes())), "Invalid version for TimeUUID type.");
+        assert!(CqlType::Timeuuid.validate(crate::timeuuid::now_timeuuid().as_bytes()).is_ok());
+        assert!(CqlType::Inet.validate(&[127, 0, 0, 1]).is_ok());
+        assert!(CqlType::Inet.validate(&[1, 2, 3]).is_err());
+        assert!(CqlType::Decimal.validate(&[0, 0]).is_err());
+        assert!(CqlType::Boolean.validate(&[1]).is_ok());
+
+        let l = p("list<int>");
+        let ok = serialize_collection(&[b(&1i32.to_be_bytes()), b(&2i32.to_be_bytes())]);
+        assert!(l.validate(&ok).is_ok());
+        assert_eq!(err_of(l.validate(&ok[..ok.len() - 1])), "Not enough bytes to read a list");
+        assert_eq!(err_of(l.validate(b"")), "Not enough bytes to read a list");
+        assert_eq!(err_of(l.validate(&(-1i32).to_be_bytes())), "The data cannot be deserialized as a list");
+        let mut extra = ok.to_vec();
+        extra.push(0);
+        assert_eq!(err_of(l.validate(&extra)), "Unexpected extraneous bytes after list value");
+        let bad_elem = serialize_collection(&[b(&[1, 2, 3])]);
+        assert_eq!(err_of(l.validate(&bad_elem)), "Expected 4 or 0 byte int (3)");
+        assert_eq!(err_of(p("set<text>").validate(b"test")), "Not enough bytes to read a set");
+        assert_eq!(err_of(p("set<text>").validate(&i64::MAX.to_be_bytes())), "String didn't validate.");
+        let huge_count = [0x7f, 0xff, 0xff, 0xff];
+        assert!(l.validate(&huge_count).is_err());
+        let m = p("map<text, int>");
+        assert!(m.validate(&serialize_map(&[(b(b"k"), b(&7i32.to_be_bytes()))])).is_ok());
+        assert_eq!(err_of(m.validate(&serialize_map(&[(b(b"k"), b(b"v"))]))), "Expected 4 or 0 byte int (1)");
+
+        let t = p("tuple<int, text>");
+        assert!(t.validate(&serialize_tuple(&[Some(b(&1i32.to_be_bytes())), None])).is_ok());
+        assert!(t.validate(&serialize_tuple(&[Some(b(&1i32.to_be_bytes()))])).is_ok());
+        assert_eq!(
+            err_of(t.validate(&serialize_tuple(&[None, None, None]))),
+            "Invalid remaining data after end of tuple value"
+        );
+        assert!(t.validate(&[0, 0, 0]).is_err());
+        assert!(t.validate(&[0, 0, 0, 9, 1]).is_err());
+        let u = p("address");
+        assert!(u.validate(&serialize_tuple(&[Some(b(b"main st"))])).is_ok());
+        assert_eq!(err_of(u.validate(&serialize_tuple(&[None, None, None]))), "Invalid remaining data after end of UDT value");
+
+        let vf = p("vector<float, 2>");
+        let mut fv = 1.0f32.to_be_bytes().to_vec();
+        fv.extend_from_slice(&2.0f32.to_be_bytes());
+        assert!(vf.validate(&fv).is_ok());
+        assert!(vf.validate(&fv[..7]).is_err());
+        let vt = p("vector<text, 2>");
+        assert!(vt.validate(&[1, b'a', 2, b'b', b'c']).is_ok());
+        assert!(vt.validate(&[1, b'a', 5, b'b']).is_err());
+        assert!(vt.validate(&[1, b'a', 1, b'b', 0]).is_err());
+
+        let d = lit(&CqlType::Duration, Constant::Duration("1h".into()));
+        assert!(CqlType::Duration.validate(&d).is_ok());
+        let mut mixed = Vec::new();
+        crate::value::write_signed_vint(&mut mixed, 1);
+        crate::value::write_signed_vint(&mut mixed, -1);
+        crate::value::write_signed_vint(&mut mixed, 0);
+        assert_eq!(
+            err_of(CqlType::Duration.validate(&mixed)),
+            "The duration months, days and nanoseconds must be all of the same sign (1, -1, 0)"
+        );
+        assert!(CqlType::Duration.validate(&[0, 0]).is_err());
+        // arbitrary bytes never panic
+        let types = [
+            p("list<int>"), p("map<text, frozen<list<int>>>"), p("tuple<int, text>"), p("address"), p("vector<text, 3>"),
+            p("vector<float, 3>"), CqlType::Duration, CqlType::Decimal, CqlType::Time, CqlType::Inet,
+        ];
+        let mut seed = 7u64;
+        for _ in 0..2000 {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let len = (seed >> 59) as usize;
+            let bytes: Vec<u8> = (0..len).map(|i| (seed >> (i % 8 * 8)) as u8).collect();
+            for t in &types {
+                let _ = t.validate(&bytes);
+                let _ = t.compare(&bytes, &bytes[..bytes.len() / 2]);
+                let _ = t.to_cql_literal(&bytes);
+                let _ = t.to_json(&bytes);
+            }
+        }
     }
 
     #[test]
     fn comparators_follow_cassandra() {
+        use Ordering::*;
         let i = |v: i32| v.to_be_bytes().to_vec();
-        assert_eq!(CqlType::Int.compare(&i(-1), &i(1)), Ordering::Less);
-        assert_eq!(CqlType::Text.compare(b"a", b"b"), Ordering::Less);
-        assert_eq!(CqlType::Double.compare(&(-1.5f64).to_be_bytes(), &(0.5f64).to_be_bytes()), Ordering::Less);
+        assert_eq!(CqlType::Int.compare(&i(-1), &i(1)), Less);
+        assert_eq!(CqlType::Int.compare(&[], &i(i32::MIN)), Less);
+        assert_eq!(CqlType::Int.compare(&[], &[]), Equal);
+        assert_eq!(CqlType::Bigint.compare(&i64::MIN.to_be_bytes(), &(-1i64).to_be_bytes()), Less);
+        assert_eq!(CqlType::Timestamp.compare(&(-5i64).to_be_bytes(), &5i64.to_be_bytes()), Less);
+        assert_eq!(CqlType::Varint.compare(&[0xff], &[0x00, 0x80]), Less);
+        assert_eq!(CqlType::Text.compare(b"a", b"b"), Less);
+        assert_eq!(CqlType::Text.compare("é".as_bytes(), b"z"), Greater);
+        assert_eq!(CqlType::Boolean.compare(&[0], &[1]), Less);
+        let d = |x: f64| x.to_be_bytes().to_vec();
+        assert_eq!(CqlType::Double.compare(&d(-1.5), &d(0.5)), Less);
+        assert_eq!(CqlType::Double.compare(&d(-0.0), &d(0.0)), Less);
+        assert_eq!(CqlType::Double.compare(&d(f64::NAN), &d(f64::INFINITY)), Greater);
+        assert_eq!(CqlType::Double.compare(&d(f64::NAN), &d(f64::NAN)), Equal);
+        assert_eq!(CqlType::Float.compare(&(-2.0f32).to_be_bytes(), &1.0f32.to_be_bytes()), Less);
+        // date: unsigned, 2^31 is the epoch
+        let before = lit(&CqlType::Date, Constant::String("1969-12-31".into()));
+        let after = lit(&CqlType::Date, Constant::String("1970-01-01".into()));
+        assert_eq!(CqlType::Date.compare(&before, &after), Less);
+        let dec = |s: &str| lit(&CqlType::Decimal, Constant::Float(s.into()));
+        assert_eq!(CqlType::Decimal.compare(&dec("1.10"), &dec("1.1")), Equal);
+        assert_eq!(CqlType::Decimal.compare(&dec("-2"), &dec("1.5")), Less);
+
         let a = crate::timeuuid::now_timeuuid();
-        let b = crate::timeuuid::now_timeuuid();
-        assert_eq!(CqlType::Timeuuid.compare(a.as_bytes(), b.as_bytes()), Ordering::Less);
+        let bb = crate::timeuuid::now_timeuuid();
+        assert_eq!(CqlType::Timeuuid.compare(a.as_bytes(), bb.as_bytes()), Less);
+        assert_eq!(CqlType::Uuid.compare(a.as_bytes(), bb.as_bytes()), Less);
+        // same timestamp: timeuuid compares the rest as signed bytes, uuid as unsigned
+        let mut x = *a.as_bytes();
+        let mut y = *a.as_bytes();
+        x[8] = 0x80;
+        y[8] = 0x7f;
+        assert_eq!(CqlType::Timeuuid.compare(&x, &y), Less);
+        assert_eq!(CqlType::Uuid.compare(&x, &y), Greater);
+        // uuid: version first, then unsigned bytes
+        let v4a = uuid::Uuid::from_u128(0x00000000_0000_4000_8000_000000000000);
+        let v4b = uuid::Uuid::from_u128(0xf0000000_0000_4000_8000_000000000000);
+        assert_eq!(CqlType::Uuid.compare(v4a.as_bytes(), v4b.as_bytes()), Less);
+        assert_eq!(CqlType::Uuid.compare(a.as_bytes(), v4a.as_bytes()), Less);
+        // minTimeuuid/maxTimeuuid bound every timeuuid of their millisecond
+        let ms = crate::timeuuid::timeuuid_timestamp_millis(a.as_bytes());
+        let lo = crate::timeuuid::min_timeuuid(ms);
+        let hi = crate::timeuuid::max_timeuuid(ms);
+        assert_eq!(CqlType::Timeuuid.compare(lo.as_bytes(), a.as_bytes()), Less);
+        assert_eq!(CqlType::Timeuuid.compare(hi.as_bytes(), a.as_bytes()), Greater);
+
+        let l = p("frozen<list<int>>");
+        let l12 = serialize_collection(&[b(&i(1)), b(&i(2))]);
+        let l1 = serialize_collection(&[b(&i(1))]);
+        let l3 = serialize_collection(&[b(&i(-3))]);
+        assert_eq!(l.compare(&l1, &l12), Less);
+        assert_eq!(l.compare(&l3, &l1), Less);
+        let t = p("tuple<int, text>");
+        let t_null = serialize_tuple(&[None, Some(b(b"z"))]);
+        let t_1a = serialize_tuple(&[Some(b(&i(1))), Some(b(b"a"))]);
+        let t_1 = serialize_tuple(&[Some(b(&i(1)))]);
+        assert_eq!(t.compare(&t_null, &t_1a), Less);
+        assert_eq!(t.compare(&t_1, &t_1a), Less);
+        let v = p("vector<float, 2>");
+        let fv = |a: f32, c: f32| [a.to_be_bytes(), c.to_be_bytes()].concat();
+        assert_eq!(v.compare(&fv(-1.0, 0.0), &fv(1.0, 0.0)), Less);
     }
 
     #[test]
     fn literals_convert_and_bad_ones_are_refused() {
-        assert_eq!(CqlType::Int.from_constant(&Constant::Integer("-5".into())).expect("int").as_ref(), &(-5i32).to_be_bytes());
-        assert!(CqlType::Int.from_constant(&Constant::Integer("99999999999".into())).is_err());
-        assert!(CqlType::Int.from_constant(&Constant::String("x".into())).is_err());
-        let ts = CqlType::Timestamp.from_constant(&Constant::String("2024-01-02 03:04:05.678+0000".into())).expect("ts");
-        assert_eq!(i64::from_be_bytes(ts.as_ref().try_into().expect("8")), 1704164645678);
-        let d = CqlType::Date.from_constant(&Constant::String("1970-01-02".into())).expect("date");
-        assert_eq!(u32::from_be_bytes(d.as_ref().try_into().expect("4")), (1u32 << 31) + 1);
-        let dur = CqlType::Duration.from_constant(&Constant::Duration("1h30m".into())).expect("duration");
-        assert!(CqlType::Duration.validate(&dur).is_ok());
-        assert!(CqlType::Text.validate(&[0xff, 0xfe]).is_err());
-        assert!(CqlType::Int.validate(&[1, 2, 3]).is_err());
+        let int = |s: &str| Constant::Integer(s.into());
+        let st = |s: &str| Constant::String(s.into());
+        assert_eq!(lit(&CqlType::Int, int("-5")).as_ref(), &(-5i32).to_be_bytes());
+        assert_eq!(err_of(CqlType::Int.from_constant(&int("99999999999"))), "Unable to make int from '99999999999'");
+        assert_eq!(lit(&CqlType::Smallint, int("-300")).as_ref(), &(-300i16).to_be_bytes());
+        assert!(CqlType::Tinyint.from_constant(&int("128")).is_err());
+        assert_eq!(lit(&CqlType::Bigint, int("9223372036854775807")).as_ref(), &i64::MAX.to_be_bytes());
+        assert_eq!(lit(&CqlType::Varint, int("-129")).as_ref(), &[0xff, 0x7f]);
+        assert_eq!(lit(&CqlType::Decimal, Constant::Float("1.50".into())).as_ref(), &[0, 0, 0, 2, 0, 150]);
+        assert_eq!(lit(&CqlType::Double, Constant::Float("1.5".into())).as_ref(), &1.5f64.to_be_bytes());
+        assert_eq!(lit(&CqlType::Double, int("3")).as_ref(), &3.0f64.to_be_bytes());
+        assert!(f64::from_be_bytes(lit(&CqlType::Double, Constant::Float("NaN".into())).as_ref().try_into().expect("8")).is_nan());
+        assert_eq!(lit(&CqlType::Float, Constant::Float("-Infinity".into())).as_ref(), &f32::NEG_INFINITY.to_be_bytes());
+        assert_eq!(lit(&CqlType::Boolean, Constant::Boolean(true)).as_ref(), &[1]);
+        assert_eq!(lit(&CqlType::Blob, Constant::Hex(vec![0xca, 0xfe])).as_ref(), &[0xca, 0xfe]);
+        assert_eq!(lit(&CqlType::Text, st("héllo")).as_ref(), "héllo".as_bytes());
+        assert!(CqlType::Ascii.from_constant(&st("héllo")).is_err());
+        let u = "550e8400-e29b-41d4-a716-446655440000";
+        assert_eq!(lit(&CqlType::Uuid, Constant::Uuid(u.into())).as_ref(), uuid::Uuid::parse_str(u).expect("uuid").as_bytes());
+        assert!(CqlType::Timeuuid.from_constant(&Constant::Uuid(u.into())).is_err());
+        let tu = crate::timeuuid::now_timeuuid().to_string();
+        assert!(CqlType::Timeuuid.from_constant(&Constant::Uuid(tu)).is_ok());
+
+        let ts = |s: &str| i64::from_be_bytes(lit(&CqlType::Timestamp, st(s)).as_ref().try_into().expect("8"));
+        assert_eq!(ts("2024-01-02 03:04:05.678+0000"), 1704164645678);
+        assert_eq!(ts("2024-01-02 03:04:05+0000"), 1704164645000);
+        assert_eq!(ts("2024-01-02T03:04:05.123Z"), 1704164645123);
+        assert_eq!(ts("2024-01-02T05:04:05+02:00"), 1704164645000);
+        assert_eq!(ts("2024-01-02"), 1704153600000);
+        assert_eq!(ts("2024-01-02 03:04"), 1704164640000);
+        assert_eq!(ts("1704164645678"), 1704164645678);
+        assert_eq!(
+            i64::from_be_bytes(lit(&CqlType::Timestamp, int("-1")).as_ref().try_into().expect("8")),
+            -1
+        );
+        assert_eq!(err_of(CqlType::Timestamp.from_constant(&st("yesterday"))), "Unable to coerce 'yesterday' to a formatted date (long)");
+        assert!(CqlType::Timestamp.from_constant(&st("2024-02-30")).is_err());
+        assert!(CqlType::Timestamp.from_constant(&st("99999999999-01-01")).is_err());
+
+        let date = |c: Constant| u32::from_be_bytes(lit(&CqlType::Date, c).as_ref().try_into().expect("4"));
+        assert_eq!(date(st("1970-01-02")), (1u32 << 31) + 1);
+        assert_eq!(date(st("1969-12-31")), (1u32 << 31) - 1);
+        assert_eq!(date(st("2147483648")), 1u32 << 31);
+        assert_eq!(date(int("5")), 5);
+        assert!(CqlType::Date.from_constant(&st("2023-02-29")).is_err());
+        assert!(CqlType::Date.from_constant(&int("-1")).is_err());
+
+        let time = |s: &str| i64::from_be_bytes(lit(&CqlType::Time, st(s)).as_ref().try_into().expect("8"));
+        assert_eq!(time("03:04:05"), ((3 * 60 + 4) * 60 + 5) * 1_000_000_000);
+        assert_eq!(time("03:04:05.5"), ((3 * 60 + 4) * 60 + 5) * 1_000_000_000 + 500_000_000);
+        assert_eq!(time("23:59:59.999999999"), 86_399_999_999_999);
+        assert!(CqlType::Time.from_constant(&st("24:00:00")).is_err());
+
+        assert_eq!(lit(&CqlType::Inet, st("127.0.0.1")).as_ref(), &[127, 0, 0, 1]);
+        assert_eq!(lit(&CqlType::Inet, st("::1")).len(), 16);
+        assert!(CqlType::Inet.from_constant(&st("not an address")).is_err());
+
+        let dur = |s: &str| {
+            let v = lit(&CqlType::Duration, Constant::Duration(s.into()));
+            read_duration(&v).expect("duration")
+        };
+        assert_eq!(dur("1h30m"), (0, 0, 5_400_000_000_000));
+        assert_eq!(dur("12mo3d"), (12, 3, 0));
+        assert_eq!(dur("1y2mo3w4d5h6m7s8ms9us10ns"), (14, 25, 18_367_008_009_010));
+        assert_eq!(dur("P1Y2M"), (14, 0, 0));
+        assert_eq!(dur("P1DT2H"), (0, 1, 7_200_000_000_000));
+        assert_eq!(dur("P2W"), (0, 14, 0));
+        assert_eq!(dur("-1d"), (0, -1, 0));
+        assert_eq!(lit(&CqlType::Duration, Constant::Duration("1h30m".into())).as_ref(), &[0, 0, 0xfc, 0x09, 0xd2, 0x92, 0x29, 0xe0, 0x00]);
+        assert!(CqlType::Duration.from_constant(&Constant::Duration("99999999999999999999h".into())).is_err());
+        assert!(CqlType::Duration.from_constant(&Constant::Duration("9999999999999h".into())).is_err());
+        assert!(CqlType::Duration.from_constant(&Constant::Duration("3x".into())).is_err());
+
+        // kind mismatches, with the receiver filled in by the caller
+        let e = CqlType::Int.from_constant(&st("foo")).expect_err("mismatch");
+        assert_eq!(e.to_string(), "Invalid STRING constant (foo) for of type int");
+        assert_eq!(e.for_receiver("x").to_string(), "Invalid STRING constant (foo) for \"x\" of type int");
+        assert_eq!(err_of(CqlType::Text.from_constant(&int("1"))), "Invalid INTEGER constant (1) for of type text");
+        assert_eq!(err_of(CqlType::Int.from_constant(&Constant::Float("1.5".into()))), "Invalid FLOAT constant (1.5) for of type int");
+        assert_eq!(err_of(CqlType::Int.from_constant(&Constant::Hex(vec![1]))), "Invalid HEX constant (0x01) for of type int");
+        assert_eq!(err_of(CqlType::Int.from_constant(&Constant::Boolean(true))), "Invalid BOOLEAN constant (true) for of type int");
+        assert_eq!(
+            err_of(p("list<int>").from_constant(&Constant::Uuid(u.into()))),
+            format!("Invalid UUID constant ({u}) for of type list<int>")
+        );
+        assert_eq!(err_of(CqlType::Text.from_constant(&Constant::Duration("1d".into()))), "Invalid DURATION constant (1d) for of type text");
+    }
+
+    #[test]
+    fn values_render_as_cql_literals_and_json() {
+        assert_eq!(CqlType::Text.to_cql_literal(b"it's"), "'it''s'");
+        assert_eq!(CqlType::Blob.to_cql_literal(&[0xca, 0xfe]), "0xcafe");
+        assert_eq!(CqlType::Int.to_cql_literal(&(-7i32).to_be_bytes()), "-7");
+        assert_eq!(CqlType::Double.to_cql_literal(&1.0f64.to_be_bytes()), "1.0");
+        assert_eq!(CqlType::Double.to_cql_literal(&f64::NEG_INFINITY.to_be_bytes()), "-Infinity");
+        assert_eq!(CqlType::Timestamp.to_cql_literal(&1704164645123i64.to_be_bytes()), "'2024-01-02 03:04:05.123000+0000'");
+        let date = lit(&CqlType::Date, Constant::String("2024-01-02".into()));
+        assert_eq!(CqlType::Date.to_cql_literal(&date), "'2024-01-02'");
+        assert_eq!(CqlType::Time.to_cql_literal(&5_000_000_001i64.to_be_bytes()), "'00:00:05.000000001'");
+        assert_eq!(CqlType::Inet.to_cql_literal(&[10, 0, 0, 1]), "'10.0.0.1'");
+        let dur = lit(&CqlType::Duration, Constant::Duration("P1Y2M3DT4H5M6S".into()));
+        assert_eq!(CqlType::Duration.to_cql_literal(&dur), "'1y2mo3d4h5m6s'");
+        let i = |v: i32| b(&v.to_be_bytes());
+        let l = serialize_collection(&[i(1), i(2)]);
+        assert_eq!(p("list<int>").to_cql_literal(&l), "[1, 2]");
+        assert_eq!(p("frozen<set<int>>").to_cql_literal(&l), "{1, 2}");
+        let m = serialize_map(&[(b(b"a"), i(1))]);
+        assert_eq!(p("map<text, int>").to_cql_literal(&m), "{'a': 1}");
+        let t = serialize_tuple(&[Some(i(1)), None]);
+        assert_eq!(p("tuple<int, text>").to_cql_literal(&t), "(1, null)");
+        let u = serialize_tuple(&[Some(b(b"main"))]);
+        assert_eq!(p("address").to_cql_literal(&u), "{street: 'main', \"Zip\": null}");
+
+        assert_eq!(CqlType::Text.to_json(b"a\"b\\\n"), "\"a\\\"b\\\\\\n\"");
+        assert_eq!(CqlType::Int.to_json(&(-7i32).to_be_bytes()), "-7");
+        assert_eq!(CqlType::Double.to_json(&1e20f64.to_be_bytes()), "1.0E20");
+        assert_eq!(CqlType::Double.to_json(&0.0001f64.to_be_bytes()), "1.0E-4");
+        assert_eq!(CqlType::Float.to_json(&1.5f32.to_be_bytes()), "1.5");
+        assert_eq!(CqlType::Double.to_json(&f64::NAN.to_be_bytes()), "null");
+        assert_eq!(CqlType::Timestamp.to_json(&1704164645123i64.to_be_bytes()), "\"2024-01-02 03:04:05.123Z\"");
+        assert_eq!(CqlType::Boolean.to_json(&[1]), "true");
+        assert_eq!(CqlType::Blob.to_json(&[1]), "\"0x01\"");
+        assert_eq!(CqlType::Inet.to_json(&std::net::Ipv6Addr::LOCALHOST.octets()), "\"0:0:0:0:0:0:0:1\"");
+        assert_eq!(p("map<int, text>").to_json(&serialize_map(&[(i(1), b(b"x"))])), "{\"1\": \"x\"}");
+        assert_eq!(p("tuple<int, text>").to_json(&t), "[1, null]");
+        assert_eq!(p("address").to_json(&u), "{\"street\": \"main\", \"\\\"Zip\\\"\": null}");
+        let dec = |s: &str| CqlType::Decimal.to_json(&lit(&CqlType::Decimal, Constant::Float(s.into())));
+        assert_eq!(dec("1.50"), "1.50");
+        assert_eq!(dec("-0.001"), "-0.001");
+        assert_eq!(dec("1E+10"), "1E+10");
+        assert_eq!(dec("0.00000001"), "1E-8");
+        assert_eq!(dec("123"), "123");
     }
 }
