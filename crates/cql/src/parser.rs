@@ -888,34 +888,39 @@ impl Parser {
     fn properties(&mut self) -> PResult<Vec<Property>> {
         let mut out = Vec::new();
         loop {
-            let name = self.ident_any()?;
-            self.expect_sym("=")?;
-            let value = if self.eat_sym("{") {
-                let mut pairs = Vec::new();
-                if !self.eat_sym("}") {
-                    loop {
-                        let k = self.prop_scalar()?;
-                        self.expect_sym(":")?;
-                        let v = self.prop_scalar()?;
-                        pairs.push((k, v));
-                        if self.eat_sym("}") {
-                            break;
-                        }
-                        self.expect_sym(",")?;
-                    }
-                }
-                PropertyValue::Map(pairs)
-            } else if let Some(c) = self.constant() {
-                PropertyValue::Constant(c)
-            } else {
-                PropertyValue::Identifier(self.ident_any()?)
-            };
-            out.push(Property { name, value });
+            out.push(self.property()?);
             if !self.eat_kw("and") {
                 break;
             }
         }
         Ok(out)
+    }
+
+    /// One `name = value` property; the value is a constant, an identifier or a map.
+    fn property(&mut self) -> PResult<Property> {
+        let name = self.ident_any()?;
+        self.expect_sym("=")?;
+        let value = if self.eat_sym("{") {
+            let mut pairs = Vec::new();
+            if !self.eat_sym("}") {
+                loop {
+                    let k = self.prop_scalar()?;
+                    self.expect_sym(":")?;
+                    let v = self.prop_scalar()?;
+                    pairs.push((k, v));
+                    if self.eat_sym("}") {
+                        break;
+                    }
+                    self.expect_sym(",")?;
+                }
+            }
+            PropertyValue::Map(pairs)
+        } else if let Some(c) = self.constant() {
+            PropertyValue::Constant(c)
+        } else {
+            PropertyValue::Identifier(self.ident_any()?)
+        };
+        Ok(Property { name, value })
     }
 
     fn prop_scalar(&mut self) -> PResult<String> {
@@ -1118,8 +1123,7 @@ impl Parser {
                     self.expect_kw("storage")?;
                     compact_storage = true;
                 } else {
-                    let mut ps = self.properties_one()?;
-                    properties.append(&mut ps);
+                    properties.push(self.property()?);
                 }
                 if !self.eat_kw("and") {
                     break;
@@ -1136,42 +1140,6 @@ impl Parser {
             compact_storage,
             properties,
         })))
-    }
-
-    /// One `name = value` property (used where properties mix with other clauses).
-    fn properties_one(&mut self) -> PResult<Vec<Property>> {
-        let save = self.pos;
-        let name = self.ident_any()?;
-        if !self.is_sym("=") {
-            self.pos = save;
-            return Err(self.error_here("expecting '='"));
-        }
-        self.pos = save;
-        // parse a single property by parsing a list and stopping before AND handled by caller
-        let name2 = name;
-        self.advance();
-        self.expect_sym("=")?;
-        let value = if self.eat_sym("{") {
-            let mut pairs = Vec::new();
-            if !self.eat_sym("}") {
-                loop {
-                    let k = self.prop_scalar()?;
-                    self.expect_sym(":")?;
-                    let v = self.prop_scalar()?;
-                    pairs.push((k, v));
-                    if self.eat_sym("}") {
-                        break;
-                    }
-                    self.expect_sym(",")?;
-                }
-            }
-            PropertyValue::Map(pairs)
-        } else if let Some(c) = self.constant() {
-            PropertyValue::Constant(c)
-        } else {
-            PropertyValue::Identifier(self.ident_any()?)
-        };
-        Ok(vec![Property { name: name2, value }])
     }
 
     fn drop(&mut self) -> PResult<Statement> {

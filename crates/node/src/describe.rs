@@ -73,7 +73,10 @@ pub fn table_cql(t: &TableMetadata, with_internals: bool) -> String {
     let mut s = format!("CREATE TABLE {}.{} (\n", quote(&t.keyspace), quote(&t.name));
     let single_pk = t.partition_key_count == 1 && t.clustering_count == 0;
     let mut lines = Vec::new();
-    for c in &t.columns {
+    // SELECT * lists columns by name; DESCRIBE puts simple columns before complex (multi-cell) ones
+    let mut columns: Vec<&ColumnMetadata> = t.columns.iter().collect();
+    columns.sort_by_key(|c| (c.kind, !c.kind.is_primary_key() && c.typ.is_multi_cell()));
+    for c in columns {
         let mut l = format!("    {} {}", quote(&c.name), c.typ);
         if c.kind == ColumnKind::Static {
             l.push_str(" static");

@@ -273,20 +273,7 @@ async fn write_system_schema_rows(storage: &StorageEngine, schema: &Schema) -> R
         for t in ks.tables.values() {
             muts.push(row_mutation(&vtables, &[text(&ks.name)], &[text(&t.name)], &[("comment", Some(text(&t.params.comment)))], &wp));
             for c in &t.columns {
-                let order = if c.kind == ColumnKind::Clustering { if c.reversed { "desc" } else { "asc" } } else { "none" };
-                muts.push(row_mutation(
-                    &vcols,
-                    &[text(&ks.name)],
-                    &[text(&t.name), text(&c.name)],
-                    &[
-                        ("clustering_order", Some(text(order))),
-                        ("column_name_bytes", Some(text(&c.name))),
-                        ("kind", Some(text(c.kind.as_str()))),
-                        ("position", Some(int(c.position))),
-                        ("type", Some(text(&c.typ.to_string()))),
-                    ],
-                    &wp,
-                ));
+                muts.push(row_mutation(&vcols, &[text(&ks.name)], &[text(&t.name), text(&c.name)], &schema_tables::column_row(c), &wp));
             }
         }
     }

@@ -318,8 +318,7 @@ impl TableMetadata {
                 if a.kind.is_primary_key() {
                     a.position.cmp(&b.position)
                 } else {
-                    // Cassandra lists simple columns before complex (multi-cell) ones
-                    a.typ.is_multi_cell().cmp(&b.typ.is_multi_cell()).then_with(|| a.name.cmp(&b.name))
+                    a.name.cmp(&b.name)
                 }
             })
         });
@@ -557,6 +556,18 @@ fn sys_table(ks: &str, name: &str, cols: &[(&str, &str, ColumnKind, i32)], comme
 
 use ColumnKind::{Clustering as C, PartitionKey as P, Regular as R};
 
+/// The layout of `system_schema.columns` and `system_virtual_schema.columns`.
+const COLUMNS_TABLE: &[(&str, &str, ColumnKind, i32)] = &[
+    ("keyspace_name", "text", P, 0),
+    ("table_name", "text", C, 0),
+    ("column_name", "text", C, 1),
+    ("clustering_order", "text", R, -1),
+    ("column_name_bytes", "blob", R, -1),
+    ("kind", "text", R, -1),
+    ("position", "int", R, -1),
+    ("type", "text", R, -1),
+];
+
 /// The stored system keyspaces with their tables.
 pub fn system_keyspaces() -> Vec<KeyspaceMetadata> {
     let local = |tables: Vec<Arc<TableMetadata>>, name: &str| KeyspaceMetadata {
@@ -612,16 +623,7 @@ pub fn system_keyspaces() -> Vec<KeyspaceMetadata> {
         sys_table(
             "system_schema",
             "columns",
-            &[
-                ("keyspace_name", "text", P, 0),
-                ("table_name", "text", C, 0),
-                ("column_name", "text", C, 1),
-                ("clustering_order", "text", R, -1),
-                ("column_name_bytes", "blob", R, -1),
-                ("kind", "text", R, -1),
-                ("position", "int", R, -1),
-                ("type", "text", R, -1),
-            ],
+            COLUMNS_TABLE,
             "column definitions",
         ),
         sys_table(
@@ -809,16 +811,7 @@ pub fn system_keyspaces() -> Vec<KeyspaceMetadata> {
         sys_table(
             "system_virtual_schema",
             "columns",
-            &[
-                ("keyspace_name", "text", P, 0),
-                ("table_name", "text", C, 0),
-                ("column_name", "text", C, 1),
-                ("clustering_order", "text", R, -1),
-                ("column_name_bytes", "blob", R, -1),
-                ("kind", "text", R, -1),
-                ("position", "int", R, -1),
-                ("type", "text", R, -1),
-            ],
+            COLUMNS_TABLE,
             "virtual column definitions",
         ),
     ];

@@ -53,6 +53,22 @@ pub fn row_mutation(
     Mutation { table_id: t.id, key: DecoratedKey::new(make_partition_key(pk)), update: p }
 }
 
+/// The values of a column's row in `system_schema.columns` (and `system_virtual_schema.columns`).
+pub fn column_row(c: &ColumnMetadata) -> [(&'static str, Option<Bytes>); 5] {
+    let order = match (c.kind, c.reversed) {
+        (ColumnKind::Clustering, true) => "desc",
+        (ColumnKind::Clustering, false) => "asc",
+        _ => "none",
+    };
+    [
+        ("clustering_order", Some(text(order))),
+        ("column_name_bytes", Some(text(&c.name))),
+        ("kind", Some(text(c.kind.as_str()))),
+        ("position", Some(int(c.position))),
+        ("type", Some(text(&c.typ.to_string()))),
+    ]
+}
+
 fn schema_table(name: &str) -> Arc<TableMetadata> {
     system_keyspaces()
         .into_iter()
@@ -127,20 +143,7 @@ pub fn keyspace_mutations(ks: &KeyspaceMetadata, ts: i64, now: i32) -> Vec<Mutat
             &wp,
         ));
         for c in &t.columns {
-            let order = if c.kind == ColumnKind::Clustering { if c.reversed { "desc" } else { "asc" } } else { "none" };
-            out.push(row_mutation(
-                &columns_t,
-                &[ksname.clone()],
-                &[text(&t.name), text(&c.name)],
-                &[
-                    ("clustering_order", Some(text(order))),
-                    ("column_name_bytes", Some(text(&c.name))),
-                    ("kind", Some(text(c.kind.as_str()))),
-                    ("position", Some(int(c.position))),
-                    ("type", Some(text(&c.typ.to_string()))),
-                ],
-                &wp,
-            ));
+            out.push(row_mutation(&columns_t, &[ksname.clone()], &[text(&t.name), text(&c.name)], &column_row(c), &wp));
         }
         for (name, (typ, dropped_at)) in &t.dropped {
             out.push(row_mutation(

@@ -481,7 +481,7 @@ pub fn parse_timestamp(s: &str) -> Option<i64> {
     if let Ok(n) = s.parse::<i64>() {
         return Some(n);
     }
-    let (date, rest) = match s.find(|c| c == 'T' || c == ' ') {
+    let (date, rest) = match s.find(['T', ' ']) {
         Some(i) if i >= 8 => (&s[..i], s[i + 1..].trim()),
         _ => (s, ""),
     };
@@ -499,7 +499,7 @@ pub fn parse_timestamp(s: &str) -> Option<i64> {
     let mut nanos: i64 = 0;
     if !rest.is_empty() {
         // split off zone
-        let zpos = rest.find(|c: char| c == 'Z' || c == 'z' || c == '+' || c == '-');
+        let zpos = rest.find(['Z', 'z', '+', '-']);
         let (time, zone) = match zpos {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, ""),
@@ -982,7 +982,7 @@ impl CqlType {
                 Ok(Bytes::copy_from_slice(u.as_bytes()))
             }
             (CqlType::Timestamp, Constant::String(s)) => {
-                let ms = parse_timestamp(s).ok_or_else(|| bad(format!("Unable to coerce '{s}' to a formatted date (long)")))?;
+                let ms = parse_timestamp(s).ok_or_else(|| bad(format!("Unable to parse a date/time from '{s}'")))?;
                 Ok(Bytes::copy_from_slice(&ms.to_be_bytes()))
             }
             (CqlType::Timestamp, Constant::Integer(s)) => Ok(Bytes::copy_from_slice(&int_text(s, "timestamp")?.to_be_bytes())),

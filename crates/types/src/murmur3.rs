@@ -115,8 +115,12 @@ pub fn hash3_x64_128(key: &[u8], seed: u64) -> (u64, u64) {
     (h1, h2)
 }
 
-/// The token of a serialized partition key.
+/// The token of a serialized partition key (`Murmur3Partitioner.getToken`):
+/// the empty key has the minimum token, `i64::MIN`; no other key does.
 pub fn token(key: &[u8]) -> i64 {
+    if key.is_empty() {
+        return i64::MIN;
+    }
     let (h1, _) = hash3_x64_128(key, 0);
     let t = h1 as i64;
     if t == i64::MIN {
@@ -149,6 +153,12 @@ mod tests {
         assert_eq!(token(b"abcdefghijklmnopq"), 8459014091212432983);
         assert_eq!(token("a\u{0080}\u{00ff}".as_bytes()), 6071579155376688927);
         assert_eq!(token(&composite_key(&[&1i32.to_be_bytes(), b"x"])), 746584927563629270);
+        // the well-known token of key 1 is for an int (4-byte) key
         assert_eq!(token(&1i32.to_be_bytes()), -4069959284402364209);
+        assert_ne!(token(&1i64.to_be_bytes()), -4069959284402364209);
+        // computed by this implementation (not checked against a live Cassandra)
+        assert_eq!(token(&1i64.to_be_bytes()), 6292367497774912474);
+        // Cassandra gives the empty key the minimum token
+        assert_eq!(token(b""), i64::MIN);
     }
 }

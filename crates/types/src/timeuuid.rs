@@ -114,5 +114,12 @@ mod tests {
         assert!((now - ms).abs() < 5000);
         assert_eq!(timeuuid_timestamp_millis(min_timeuuid(1000).as_bytes()), 1000);
         assert_eq!(timeuuid_timestamp_millis(max_timeuuid(1000).as_bytes()), 1000);
+        assert_eq!(min_timeuuid(0).to_string(), "13814000-1dd2-11b2-8080-808080808080");
+        assert_eq!(max_timeuuid(0).to_string(), "1381670f-1dd2-11b2-7f7f-7f7f7f7f7f7f");
+        assert_eq!(timeuuid_ticks(max_timeuuid(0).as_bytes()) - timeuuid_ticks(min_timeuuid(0).as_bytes()), 9_999);
+        let _ = min_timeuuid(i64::MAX);
+        let _ = max_timeuuid(i64::MIN);
+        let t1 = timestamp_micros_now();
+        assert!(timestamp_micros_now() > t1);
     }
 }
