@@ -15,6 +15,7 @@ conc="${2:-32}"
 out="$here/results/$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$out"
 cassandra_sh="${CASSANDRA_SH:-$root/../shared/cassandra}"
+pkill -f "target/release/sibyl" 2>/dev/null || true
 
 rss_mb() { awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$1/status"; }
 
@@ -29,7 +30,7 @@ bench_one() { # name port
   latte schema "$here/kv.rn" "127.0.0.1:$port" > /dev/null
   latte load "$here/kv.rn" "127.0.0.1:$port" > /dev/null
   for fn in write read; do
-    latte run "$here/kv.rn" -f "$fn" "127.0.0.1:$port" --concurrency "$conc" -d "$dur" \
+    latte run "$here/kv.rn" -f "$fn" "127.0.0.1:$port" -p "$conc" -d "$dur" \
       -o "$out/$name-$fn.json" > "$out/$name-$fn.txt" 2>&1
   done
 }
@@ -38,25 +39,11 @@ summary() { # json -> "ops p50 p99"
   python3 - "$1" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
-res = r.get("result", r)
-def find(d, *keys):
-    for k in keys:
-        if isinstance(d, dict) and k in d:
-            d = d[k]
-        else:
-            return None
-    return d
-ops = find(res, "cycle_throughput") or find(res, "stats", "cycle_throughput") or find(res, "throughput")
-if isinstance(ops, dict):
-    ops = ops.get("value", ops.get("mean"))
-lat = find(res, "cycle_latency") or find(res, "request_latency") or {}
-pct = lat.get("percentiles", {}) if isinstance(lat, dict) else {}
-def p(q):
-    v = pct.get(q) or pct.get(str(q))
-    if isinstance(v, dict):
-        v = v.get("value")
-    return v
-print(f"{ops:.0f} {p('P50') or p(50) or p('50')} {p('P99') or p(99) or p('99')}")
+res = r["result"]
+pcts = r["percentiles"]
+lat = res["cycle_latency"]["percentiles"]
+p = lambda q: lat[pcts.index(q)]["value"]
+print(f"{res['cycle_throughput']['value']:.0f} {p(50.0):.3f} {p(99.0):.3f}")
 PY
 }
 
@@ -77,15 +64,16 @@ sibyl_load_rss=$(rss_mb $spid)
 kill $spid; wait $spid || true
 
 echo "== Cassandra"
-cdir="$out/cassandra"
+"$cassandra_sh/stop.sh" --wipe > /dev/null 2>&1 || true
 cstart=$(date +%s%N)
-cpid=$("$cassandra_sh/start.sh" --port 9043 --dir "$cdir" | tail -1)
-c_start_ms=$(( $(wait_port 9043) + ($(date +%s%N) - cstart) / 1000000 - 0 ))
+cpid=$("$cassandra_sh/start.sh" --port 9043 | tail -1)   # returns at "Startup complete"
+wait_port 9043 > /dev/null
+c_start_ms=$(( ($(date +%s%N) - cstart) / 1000000 ))
 sleep 5
 c_idle_rss=$(rss_mb $cpid)
 bench_one cassandra 9043
 c_load_rss=$(rss_mb $cpid)
-"$cassandra_sh/stop.sh" --dir "$cdir" > /dev/null 2>&1 || kill $cpid || true
+"$cassandra_sh/stop.sh" --wipe > /dev/null 2>&1 || true
 
 {
   echo "| server | op | ops/s | p50 ms | p99 ms |"

@@ -145,12 +145,85 @@ pub enum ColumnData {
     Complex { deletion: DeletionTime, cells: BTreeMap<Bytes, Cell> },
 }
 
+/// The cells of a row by column name: a small sorted vector, since rows have
+/// few columns (a `BTreeMap` node costs about a kilobyte even for one entry).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RowCells(Vec<(Arc<str>, ColumnData)>);
+
+impl RowCells {
+    pub fn new() -> Self {
+        RowCells(Vec::new())
+    }
+
+    fn find(&self, name: &str) -> Result<usize, usize> {
+        self.0.binary_search_by(|(n, _)| (**n).cmp(name))
+    }
+
+    pub fn get(&self, name: &str) -> Option<&ColumnData> {
+        self.find(name).ok().map(|i| &self.0[i].1)
+    }
+
+    pub fn get_mut(&mut self, name: &str) -> Option<&mut ColumnData> {
+        match self.find(name) {
+            Ok(i) => Some(&mut self.0[i].1),
+            Err(_) => None,
+        }
+    }
+
+    pub fn contains_key(&self, name: &str) -> bool {
+        self.find(name).is_ok()
+    }
+
+    /// Inserts or replaces, returning the previous data.
+    pub fn insert(&mut self, name: Arc<str>, data: ColumnData) -> Option<ColumnData> {
+        match self.find(&name) {
+            Ok(i) => Some(std::mem::replace(&mut self.0[i].1, data)),
+            Err(i) => {
+                self.0.insert(i, (name, data));
+                None
+            }
+        }
+    }
+
+    pub fn retain(&mut self, mut f: impl FnMut(&Arc<str>, &mut ColumnData) -> bool) {
+        self.0.retain_mut(|(n, d)| f(n, d));
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&Arc<str>, &ColumnData)> {
+        self.0.iter().map(|(n, d)| (n, d))
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &ColumnData> {
+        self.0.iter().map(|(_, d)| d)
+    }
+
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut ColumnData> {
+        self.0.iter_mut().map(|(_, d)| d)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl IntoIterator for RowCells {
+    type Item = (Arc<str>, ColumnData);
+    type IntoIter = std::vec::IntoIter<(Arc<str>, ColumnData)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
 /// A row: liveness, deletion and its cells by column name.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Row {
     pub liveness: Option<LivenessInfo>,
     pub deletion: Option<DeletionTime>,
-    pub cells: BTreeMap<Arc<str>, ColumnData>,
+    pub cells: RowCells,
 }
 
 impl Row {
@@ -428,5 +501,59 @@ mod tests {
         assert!(c.is_live(109));
         assert!(!c.is_live(110));
         assert_eq!(c.remaining_ttl(105), Some(5));
+    }
+}
+
+fn own(b: &Bytes) -> Bytes {
+    Bytes::copy_from_slice(b)
+}
+
+fn own_cell(c: &mut Cell) {
+    if let Some(v) = &c.value {
+        c.value = Some(own(v));
+    }
+}
+
+fn own_row(r: &mut Row) {
+    for data in r.cells.values_mut() {
+        match data {
+            ColumnData::Simple(c) => own_cell(c),
+            ColumnData::Complex { cells, .. } => {
+                let owned: BTreeMap<Bytes, Cell> = std::mem::take(cells)
+                    .into_iter()
+                    .map(|(p, mut c)| {
+                        own_cell(&mut c);
+                        (own(&p), c)
+                    })
+                    .collect();
+                *cells = owned;
+            }
+        }
+    }
+}
+
+impl Mutation {
+    /// Copies every value into its own allocation. Values decoded from a
+    /// network frame are slices of the connection's read buffer; stored as they
+    /// are, each would keep that whole buffer alive in the memtable.
+    pub fn detach(&mut self) {
+        self.key.key = own(&self.key.key);
+        let p = &mut self.update;
+        if let Some(r) = &mut p.static_row {
+            own_row(r);
+        }
+        let rows = std::mem::take(&mut p.rows);
+        p.rows = rows
+            .into_iter()
+            .map(|(mut ck, mut r)| {
+                ck.values = ck.values.iter().map(own).collect();
+                own_row(&mut r);
+                (ck, r)
+            })
+            .collect();
+        for rt in &mut p.range_tombstones {
+            rt.start.values = rt.start.values.iter().map(own).collect();
+            rt.end.values = rt.end.values.iter().map(own).collect();
+        }
     }
 }

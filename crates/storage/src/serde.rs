@@ -47,7 +47,7 @@ fn put_row(out: &mut Vec<u8>, r: &Row) {
         put_deletion(out, d);
     }
     out.extend_from_slice(&(r.cells.len() as u32).to_be_bytes());
-    for (name, data) in &r.cells {
+    for (name, data) in r.cells.iter() {
         put_bytes(out, name.as_bytes());
         match data {
             ColumnData::Simple(c) => {
@@ -191,7 +191,7 @@ fn get_row(r: &mut Reader) -> Result<Row, StorageError> {
     };
     let deletion = if flags & 2 != 0 { Some(get_deletion(r)?) } else { None };
     let n = r.count()?;
-    let mut cells = BTreeMap::new();
+    let mut cells = RowCells::new();
     for _ in 0..n {
         let name = r.bytes()?;
         let name: Arc<str> = std::str::from_utf8(&name).map_err(|e| StorageError::Decode(e.to_string()))?.into();

@@ -158,7 +158,8 @@ impl StorageEngine {
         }
         log.wait_durable(last).await?;
         let now = now_in_seconds();
-        for m in mutations {
+        for mut m in mutations {
+            m.detach();
             match self.table(m.table_id) {
                 Some(t) => t.apply(m, now),
                 None => return Err(StorageError::UnknownTable(m.table_id)),
