@@ -9,6 +9,7 @@ pub mod commitlog;
 pub mod data;
 pub mod memtable;
 pub mod serde;
+pub mod sstable;
 pub mod store;
 
 pub use clustering::{Bound, BoundKind, ClusteringComparator, ClusteringKey};
@@ -22,6 +23,8 @@ pub enum StorageError {
     Io { path: String, source: std::io::Error },
     #[error("corrupt commit log segment {path} at position {position}: {reason}")]
     CorruptCommitLog { path: String, position: u64, reason: String },
+    #[error("corrupt SSTable {path} at position {position}: {reason}")]
+    CorruptSSTable { path: String, position: u64, reason: String },
     #[error("cannot decode: {0}")]
     Decode(String),
     #[error("unknown table {0}")]

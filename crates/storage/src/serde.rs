@@ -89,7 +89,11 @@ fn put_clustering(out: &mut Vec<u8>, ck: &ClusteringKey) {
 pub fn encode_mutation(m: &Mutation, out: &mut Vec<u8>) {
     out.extend_from_slice(m.table_id.as_bytes());
     put_bytes(out, &m.key.key);
-    let p = &m.update;
+    encode_partition(&m.update, out);
+}
+
+/// Appends the encoding of a partition (or fragment) to `out`.
+pub fn encode_partition(p: &Partition, out: &mut Vec<u8>) {
     put_deletion(out, &p.deletion);
     match &p.static_row {
         Some(r) => {
@@ -245,28 +249,35 @@ pub fn decode_mutation(
     let table_id = uuid::Uuid::from_bytes(idb);
     let Some(cmp) = comparator_of(table_id) else { return Ok(None) };
     let key = r.bytes()?;
-    let deletion = get_deletion(&mut r)?;
-    let static_row = if r.u8()? == 1 { Some(get_row(&mut r)?) } else { None };
+    let update = decode_partition_from(&mut r, &cmp)?;
+    Ok(Some(Mutation { table_id, key: DecoratedKey::new(key), update }))
+}
+
+/// Decodes a partition encoded by [`encode_partition`].
+pub fn decode_partition(buf: &[u8], cmp: &Arc<ClusteringComparator>) -> Result<Partition, StorageError> {
+    decode_partition_from(&mut Reader::new(buf), cmp)
+}
+
+fn decode_partition_from(r: &mut Reader, cmp: &Arc<ClusteringComparator>) -> Result<Partition, StorageError> {
+    let r = &mut *r;
+    let deletion = get_deletion(r)?;
+    let static_row = if r.u8()? == 1 { Some(get_row(r)?) } else { None };
     let n = r.count()?;
     let mut rows = BTreeMap::new();
     for _ in 0..n {
-        let ck = get_clustering(&mut r, &cmp)?;
-        let row = get_row(&mut r)?;
+        let ck = get_clustering(r, cmp)?;
+        let row = get_row(r)?;
         rows.insert(ck, row);
     }
     let n = r.count()?;
     let mut range_tombstones = Vec::with_capacity(n);
     for _ in 0..n {
-        let start = get_clustering(&mut r, &cmp)?;
-        let end = get_clustering(&mut r, &cmp)?;
-        let deletion = get_deletion(&mut r)?;
+        let start = get_clustering(r, cmp)?;
+        let end = get_clustering(r, cmp)?;
+        let deletion = get_deletion(r)?;
         range_tombstones.push(RangeTombstone { start, end, deletion });
     }
-    Ok(Some(Mutation {
-        table_id,
-        key: DecoratedKey::new(key),
-        update: Partition { deletion, static_row, rows, range_tombstones },
-    }))
+    Ok(Partition { deletion, static_row, rows, range_tombstones })
 }
 
 #[cfg(test)]

@@ -1,0 +1,737 @@
+//! SSTables, format version 1 ("sb"): immutable files of partitions in token
+//! order, written by a memtable flush.
+//!
+//! Components of generation N in a table's directory:
+//! - `sb-N-Data.db`: chunks `kind u8 | uncompressed u32 | compressed u32 |
+//!   crc32(stored bytes) u32 | bytes`; a chunk holds whole partitions, each
+//!   `key_len u32 | key | body_len u32 | body` (body: `serde::encode_partition`).
+//!   `kind` 0 is stored as is, 1 is LZ4. Every read verifies the CRC.
+//! - `sb-N-Index.db`: `b"SBIX" | version u32`, then per partition
+//!   `key_len u16 | key | chunk_offset u64 | offset_in_chunk u32`. One in 128
+//!   entries is kept in memory as the summary.
+//! - `sb-N-Filter.db`: the bloom filter, `hashes u32 | bits u64 | words`.
+//! - `sb-N-Statistics.db`: JSON: counts, token and timestamp bounds, the
+//!   commit log position the data covers, CRCs of the index and filter.
+//! - `sb-N-TOC.txt`: the component list. Components are written under `tmp-`
+//!   names, fsynced and renamed; the TOC is renamed last, so an SSTable without
+//!   a TOC never became visible and is removed at start-up.
+
+use crate::clustering::ClusteringComparator;
+use crate::data::{DecoratedKey, Partition, ColumnData, Row};
+use crate::memtable::{slice_partition, Slice};
+use crate::serde::{decode_partition, encode_partition};
+use crate::StorageError;
+use bytes::Bytes;
+use parking_lot::Mutex;
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+pub const FORMAT_VERSION: u32 = 1;
+const INDEX_MAGIC: &[u8; 4] = b"SBIX";
+const CHUNK_HEADER: usize = 13;
+const SUMMARY_INTERVAL: usize = 128;
+/// Upper bound on a chunk's size, so a corrupt length cannot allocate wildly.
+const MAX_CHUNK_BYTES: u32 = 256 * 1024 * 1024;
+const COMPONENTS: [&str; 4] = ["Data.db", "Index.db", "Filter.db", "Statistics.db"];
+
+fn io(path: &Path, e: std::io::Error) -> StorageError {
+    StorageError::Io { path: path.display().to_string(), source: e }
+}
+
+fn corrupt(path: &Path, position: u64, reason: impl Into<String>) -> StorageError {
+    StorageError::CorruptSSTable { path: path.display().to_string(), position, reason: reason.into() }
+}
+
+/// File name of a component.
+pub fn component_path(dir: &Path, generation: u64, component: &str) -> PathBuf {
+    dir.join(format!("sb-{generation}-{component}"))
+}
+
+fn tmp_path(dir: &Path, generation: u64, component: &str) -> PathBuf {
+    dir.join(format!("tmp-sb-{generation}-{component}"))
+}
+
+// ---------- bloom filter ----------
+
+/// A bloom filter over partition keys (Cassandra's double hashing of Murmur3).
+#[derive(Debug, Clone)]
+pub struct BloomFilter {
+    hashes: u32,
+    bits: u64,
+    words: Vec<u64>,
+}
+
+impl BloomFilter {
+    /// Sized for `keys` entries at the false-positive chance `fp`.
+    pub fn new(keys: usize, fp: f64) -> Self {
+        let n = keys.max(1) as f64;
+        let fp = fp.clamp(1e-6, 1.0);
+        let bits = if fp >= 1.0 { 64 } else { ((-n * fp.ln()) / (std::f64::consts::LN_2.powi(2))).ceil().max(64.0) as u64 };
+        let hashes = if fp >= 1.0 { 1 } else { ((bits as f64 / n) * std::f64::consts::LN_2).round().clamp(1.0, 20.0) as u32 };
+        BloomFilter { hashes, bits, words: vec![0; bits.div_ceil(64) as usize] }
+    }
+
+    fn positions(&self, key: &[u8]) -> impl Iterator<Item = u64> + '_ {
+        let (h1, h2) = sibyl_types::murmur3::hash3_x64_128(key, 0);
+        (0..self.hashes as u64).map(move |i| h1.wrapping_add(i.wrapping_mul(h2)) % self.bits)
+    }
+
+    pub fn add(&mut self, key: &[u8]) {
+        let ps: Vec<u64> = self.positions(key).collect();
+        for p in ps {
+            self.words[(p / 64) as usize] |= 1 << (p % 64);
+        }
+    }
+
+    pub fn may_contain(&self, key: &[u8]) -> bool {
+        self.positions(key).all(|p| self.words.get((p / 64) as usize).map(|w| w & (1 << (p % 64)) != 0).unwrap_or(false))
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(12 + self.words.len() * 8);
+        out.extend_from_slice(&self.hashes.to_be_bytes());
+        out.extend_from_slice(&self.bits.to_be_bytes());
+        for w in &self.words {
+            out.extend_from_slice(&w.to_be_bytes());
+        }
+        out
+    }
+
+    fn decode(b: &[u8]) -> Option<Self> {
+        if b.len() < 12 {
+            return None;
+        }
+        let hashes = u32::from_be_bytes(b[0..4].try_into().ok()?);
+        let bits = u64::from_be_bytes(b[4..12].try_into().ok()?);
+        let words: Vec<u64> = b[12..].chunks_exact(8).map(|c| u64::from_be_bytes(c.try_into().unwrap_or([0; 8]))).collect();
+        if bits == 0 || words.len() as u64 != bits.div_ceil(64) || hashes == 0 || hashes > 64 {
+            return None;
+        }
+        Some(BloomFilter { hashes, bits, words })
+    }
+}
+
+// ---------- statistics ----------
+
+/// What an SSTable holds, written at flush and read at open.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Statistics {
+    pub version: u32,
+    pub partitions: u64,
+    pub rows: u64,
+    pub min_token: i64,
+    pub max_token: i64,
+    pub min_timestamp: i64,
+    pub max_timestamp: i64,
+    /// Every commit log entry of this table before this position is in this
+    /// SSTable or an older one (see `commitlog` for the encoding).
+    pub commitlog_position: u64,
+    pub data_bytes: u64,
+    pub compression: String,
+    pub index_crc: u32,
+    pub filter_crc: u32,
+    pub bloom_filter_fp_chance: f64,
+}
+
+// ---------- chunk cache ----------
+
+/// A bounded cache of decompressed chunks shared by all SSTables of the node.
+pub struct ChunkCache {
+    inner: Mutex<(lru::LruCache<(u64, u64), Arc<Vec<u8>>>, usize)>,
+    capacity_bytes: usize,
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+}
+
+impl ChunkCache {
+    pub fn new(capacity_bytes: usize) -> Arc<Self> {
+        Arc::new(ChunkCache {
+            inner: Mutex::new((lru::LruCache::unbounded(), 0)),
+            capacity_bytes,
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+        })
+    }
+
+    fn get(&self, key: (u64, u64)) -> Option<Arc<Vec<u8>>> {
+        let r = self.inner.lock().0.get(&key).cloned();
+        if r.is_some() {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.misses.fetch_add(1, Ordering::Relaxed);
+        }
+        r
+    }
+
+    fn put(&self, key: (u64, u64), chunk: Arc<Vec<u8>>) {
+        let mut g = self.inner.lock();
+        let (lru, used) = &mut *g;
+        *used += chunk.len();
+        if let Some(old) = lru.put(key, chunk) {
+            *used -= old.len();
+        }
+        while *used > self.capacity_bytes {
+            match lru.pop_lru() {
+                Some((_, c)) => *used -= c.len(),
+                None => break,
+            }
+        }
+    }
+}
+
+static SSTABLE_IDS: AtomicU64 = AtomicU64::new(1);
+
+// ---------- writer ----------
+
+/// Writes one SSTable from partitions given in token order.
+pub struct SSTableWriter {
+    dir: PathBuf,
+    generation: u64,
+    data: BufWriter<File>,
+    index: BufWriter<File>,
+    data_offset: u64,
+    chunk: Vec<u8>,
+    chunk_target: usize,
+    compress: bool,
+    key_hashes: Vec<Bytes>,
+    index_crc: crc32fast::Hasher,
+    stats: Statistics,
+    body: Vec<u8>,
+}
+
+fn timestamps(p: &Partition, min: &mut i64, max: &mut i64) {
+    let mut see = |t: i64| {
+        *min = (*min).min(t);
+        *max = (*max).max(t);
+    };
+    if !p.deletion.is_live() {
+        see(p.deletion.marked_for_delete_at);
+    }
+    let row = |r: &Row, see: &mut dyn FnMut(i64)| {
+        if let Some(l) = &r.liveness {
+            see(l.timestamp);
+        }
+        if let Some(d) = &r.deletion {
+            see(d.marked_for_delete_at);
+        }
+        for d in r.cells.values() {
+            match d {
+                ColumnData::Simple(c) => see(c.timestamp),
+                ColumnData::Complex { deletion, cells } => {
+                    if !deletion.is_live() {
+                        see(deletion.marked_for_delete_at);
+                    }
+                    for c in cells.values() {
+                        see(c.timestamp);
+                    }
+                }
+            }
+        }
+    };
+    if let Some(r) = &p.static_row {
+        row(r, &mut see);
+    }
+    for r in p.rows.values() {
+        row(r, &mut see);
+    }
+    for rt in &p.range_tombstones {
+        see(rt.deletion.marked_for_delete_at);
+    }
+}
+
+impl SSTableWriter {
+    pub fn create(dir: &Path, generation: u64, chunk_target: usize, compress: bool, fp_chance: f64) -> Result<Self, StorageError> {
+        std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+        let open = |c: &str| -> Result<BufWriter<File>, StorageError> {
+            let p = tmp_path(dir, generation, c);
+            let f = OpenOptions::new().create(true).truncate(true).write(true).open(&p).map_err(|e| io(&p, e))?;
+            Ok(BufWriter::with_capacity(256 * 1024, f))
+        };
+        let data = open("Data.db")?;
+        let mut index = open("Index.db")?;
+        let mut index_crc = crc32fast::Hasher::new();
+        let mut head = INDEX_MAGIC.to_vec();
+        head.extend_from_slice(&FORMAT_VERSION.to_be_bytes());
+        index.write_all(&head).map_err(|e| io(&tmp_path(dir, generation, "Index.db"), e))?;
+        index_crc.update(&head);
+        Ok(SSTableWriter {
+            dir: dir.to_path_buf(),
+            generation,
+            data,
+            index,
+            data_offset: 0,
+            chunk: Vec::with_capacity(chunk_target + 1024),
+            chunk_target: chunk_target.max(4096),
+            compress,
+            key_hashes: Vec::new(),
+            index_crc,
+            stats: Statistics {
+                version: FORMAT_VERSION,
+                partitions: 0,
+                rows: 0,
+                min_token: i64::MAX,
+                max_token: i64::MIN,
+                min_timestamp: i64::MAX,
+                max_timestamp: i64::MIN,
+                commitlog_position: 0,
+                data_bytes: 0,
+                compression: if compress { "LZ4".into() } else { "none".into() },
+                index_crc: 0,
+                filter_crc: 0,
+                bloom_filter_fp_chance: fp_chance,
+            },
+            body: Vec::new(),
+        })
+    }
+
+    fn flush_chunk(&mut self) -> Result<(), StorageError> {
+        if self.chunk.is_empty() {
+            return Ok(());
+        }
+        let (kind, stored): (u8, std::borrow::Cow<[u8]>) = if self.compress {
+            (1, std::borrow::Cow::Owned(lz4_flex::block::compress(&self.chunk)))
+        } else {
+            (0, std::borrow::Cow::Borrowed(&self.chunk[..]))
+        };
+        let mut head = [0u8; CHUNK_HEADER];
+        head[0] = kind;
+        head[1..5].copy_from_slice(&(self.chunk.len() as u32).to_be_bytes());
+        head[5..9].copy_from_slice(&(stored.len() as u32).to_be_bytes());
+        head[9..13].copy_from_slice(&crc32fast::hash(&stored).to_be_bytes());
+        let p = tmp_path(&self.dir, self.generation, "Data.db");
+        self.data.write_all(&head).map_err(|e| io(&p, e))?;
+        self.data.write_all(&stored).map_err(|e| io(&p, e))?;
+        self.data_offset += (CHUNK_HEADER + stored.len()) as u64;
+        self.chunk.clear();
+        Ok(())
+    }
+
+    /// Appends a partition; keys must come in token order.
+    pub fn append(&mut self, key: &DecoratedKey, p: &Partition) -> Result<(), StorageError> {
+        self.body.clear();
+        encode_partition(p, &mut self.body);
+        let entry_len = 8 + key.key.len() + self.body.len();
+        if !self.chunk.is_empty() && self.chunk.len() + entry_len > self.chunk_target {
+            self.flush_chunk()?;
+        }
+        let intra = self.chunk.len() as u32;
+        self.chunk.extend_from_slice(&(key.key.len() as u32).to_be_bytes());
+        self.chunk.extend_from_slice(&key.key);
+        self.chunk.extend_from_slice(&(self.body.len() as u32).to_be_bytes());
+        self.chunk.extend_from_slice(&self.body);
+        let mut e = Vec::with_capacity(14 + key.key.len());
+        e.extend_from_slice(&(key.key.len().min(u16::MAX as usize) as u16).to_be_bytes());
+        e.extend_from_slice(&key.key);
+        e.extend_from_slice(&self.data_offset.to_be_bytes());
+        e.extend_from_slice(&intra.to_be_bytes());
+        let p_idx = tmp_path(&self.dir, self.generation, "Index.db");
+        self.index.write_all(&e).map_err(|err| io(&p_idx, err))?;
+        self.index_crc.update(&e);
+        self.key_hashes.push(key.key.clone());
+        let s = &mut self.stats;
+        s.partitions += 1;
+        s.rows += p.rows.len() as u64;
+        s.min_token = s.min_token.min(key.token);
+        s.max_token = s.max_token.max(key.token);
+        timestamps(p, &mut s.min_timestamp, &mut s.max_timestamp);
+        Ok(())
+    }
+
+    /// Writes the remaining components, syncs and publishes the SSTable.
+    pub fn finish(mut self, commitlog_position: u64) -> Result<u64, StorageError> {
+        self.flush_chunk()?;
+        let dir = self.dir.clone();
+        let g = self.generation;
+        let sync = |w: BufWriter<File>, c: &str| -> Result<(), StorageError> {
+            let p = tmp_path(&dir, g, c);
+            let f = w.into_inner().map_err(|e| io(&p, e.into_error()))?;
+            f.sync_all().map_err(|e| io(&p, e))
+        };
+        sync(self.data, "Data.db")?;
+        sync(self.index, "Index.db")?;
+        let mut bloom = BloomFilter::new(self.key_hashes.len(), self.stats.bloom_filter_fp_chance);
+        for k in &self.key_hashes {
+            bloom.add(k);
+        }
+        let fb = bloom.encode();
+        let mut stats = self.stats;
+        stats.filter_crc = crc32fast::hash(&fb);
+        stats.index_crc = self.index_crc.finalize();
+        stats.commitlog_position = commitlog_position;
+        stats.data_bytes = self.data_offset;
+        let write_all = |c: &str, bytes: &[u8]| -> Result<(), StorageError> {
+            let p = tmp_path(&dir, g, c);
+            let mut f = OpenOptions::new().create(true).truncate(true).write(true).open(&p).map_err(|e| io(&p, e))?;
+            f.write_all(bytes).map_err(|e| io(&p, e))?;
+            f.sync_all().map_err(|e| io(&p, e))
+        };
+        write_all("Filter.db", &fb)?;
+        let sj = serde_json::to_vec_pretty(&stats).map_err(|e| StorageError::Decode(e.to_string()))?;
+        write_all("Statistics.db", &sj)?;
+        let toc = COMPONENTS.iter().chain(["TOC.txt"].iter()).map(|c| format!("{c}\n")).collect::<String>();
+        write_all("TOC.txt", toc.as_bytes())?;
+        for c in COMPONENTS {
+            let (from, to) = (tmp_path(&dir, g, c), component_path(&dir, g, c));
+            std::fs::rename(&from, &to).map_err(|e| io(&from, e))?;
+        }
+        let (from, to) = (tmp_path(&dir, g, "TOC.txt"), component_path(&dir, g, "TOC.txt"));
+        std::fs::rename(&from, &to).map_err(|e| io(&from, e))?;
+        if let Ok(d) = File::open(&dir) {
+            let _ = d.sync_all();
+        }
+        Ok(g)
+    }
+}
+
+// ---------- reader ----------
+
+/// An open SSTable.
+pub struct SSTableReader {
+    pub dir: PathBuf,
+    pub generation: u64,
+    id: u64,
+    data: File,
+    index: File,
+    index_len: u64,
+    summary: Vec<(DecoratedKey, u64)>,
+    bloom: BloomFilter,
+    pub stats: Statistics,
+    comparator: Arc<ClusteringComparator>,
+    cache: Arc<ChunkCache>,
+    pub bloom_false_positives: AtomicU64,
+}
+
+fn read_index_entry(buf: &[u8], pos: usize) -> Option<(Bytes, u64, u32, usize)> {
+    let kl = u16::from_be_bytes(buf.get(pos..pos + 2)?.try_into().ok()?) as usize;
+    let key = Bytes::copy_from_slice(buf.get(pos + 2..pos + 2 + kl)?);
+    let off = u64::from_be_bytes(buf.get(pos + 2 + kl..pos + 10 + kl)?.try_into().ok()?);
+    let intra = u32::from_be_bytes(buf.get(pos + 10 + kl..pos + 14 + kl)?.try_into().ok()?);
+    Some((key, off, intra, pos + 14 + kl))
+}
+
+impl SSTableReader {
+    /// Opens a published SSTable, verifying its index and filter checksums.
+    pub fn open(dir: &Path, generation: u64, comparator: Arc<ClusteringComparator>, cache: Arc<ChunkCache>) -> Result<Self, StorageError> {
+        let sp = component_path(dir, generation, "Statistics.db");
+        let sbytes = std::fs::read(&sp).map_err(|e| io(&sp, e))?;
+        let stats: Statistics = serde_json::from_slice(&sbytes).map_err(|e| corrupt(&sp, 0, e.to_string()))?;
+        if stats.version != FORMAT_VERSION {
+            return Err(corrupt(&sp, 0, format!("unsupported SSTable format version {}", stats.version)));
+        }
+        let fp = component_path(dir, generation, "Filter.db");
+        let fbytes = std::fs::read(&fp).map_err(|e| io(&fp, e))?;
+        if crc32fast::hash(&fbytes) != stats.filter_crc {
+            return Err(corrupt(&fp, 0, "bloom filter checksum mismatch"));
+        }
+        let bloom = BloomFilter::decode(&fbytes).ok_or_else(|| corrupt(&fp, 0, "bad bloom filter"))?;
+        let ip = component_path(dir, generation, "Index.db");
+        let mut ibytes = Vec::new();
+        File::open(&ip).and_then(|mut f| f.read_to_end(&mut ibytes)).map_err(|e| io(&ip, e))?;
+        if crc32fast::hash(&ibytes) != stats.index_crc {
+            return Err(corrupt(&ip, 0, "index checksum mismatch"));
+        }
+        if ibytes.len() < 8 || &ibytes[0..4] != INDEX_MAGIC {
+            return Err(corrupt(&ip, 0, "bad index header"));
+        }
+        let mut summary = Vec::new();
+        let mut pos = 8;
+        let mut n = 0usize;
+        while pos < ibytes.len() {
+            let Some((key, _, _, next)) = read_index_entry(&ibytes, pos) else {
+                return Err(corrupt(&ip, pos as u64, "truncated index entry"));
+            };
+            if n % SUMMARY_INTERVAL == 0 {
+                summary.push((DecoratedKey::new(key), pos as u64));
+            }
+            n += 1;
+            pos = next;
+        }
+        let dp = component_path(dir, generation, "Data.db");
+        let data = File::open(&dp).map_err(|e| io(&dp, e))?;
+        let index = File::open(&ip).map_err(|e| io(&ip, e))?;
+        Ok(SSTableReader {
+            dir: dir.to_path_buf(),
+            generation,
+            id: SSTABLE_IDS.fetch_add(1, Ordering::Relaxed),
+            data,
+            index,
+            index_len: ibytes.len() as u64,
+            summary,
+            bloom,
+            stats,
+            comparator,
+            cache,
+            bloom_false_positives: AtomicU64::new(0),
+        })
+    }
+
+    fn data_path(&self) -> PathBuf {
+        component_path(&self.dir, self.generation, "Data.db")
+    }
+
+    /// Index entries from the summary sample at or before `key` (or from the start).
+    fn index_block(&self, from_sample: usize) -> Result<(Vec<u8>, u64), StorageError> {
+        let start = self.summary.get(from_sample).map(|s| s.1).unwrap_or(8);
+        let end = self.summary.get(from_sample + 1).map(|s| s.1).unwrap_or(self.index_len);
+        let mut buf = vec![0u8; (end - start) as usize];
+        self.index.read_exact_at(&mut buf, start).map_err(|e| io(&component_path(&self.dir, self.generation, "Index.db"), e))?;
+        Ok((buf, start))
+    }
+
+    fn sample_for(&self, key: &DecoratedKey) -> Option<usize> {
+        let i = self.summary.partition_point(|(k, _)| k <= key);
+        if i == 0 {
+            None
+        } else {
+            Some(i - 1)
+        }
+    }
+
+    fn chunk(&self, offset: u64) -> Result<Arc<Vec<u8>>, StorageError> {
+        if let Some(c) = self.cache.get((self.id, offset)) {
+            return Ok(c);
+        }
+        let dp = self.data_path();
+        let mut head = [0u8; CHUNK_HEADER];
+        self.data.read_exact_at(&mut head, offset).map_err(|e| corrupt(&dp, offset, format!("cannot read chunk header: {e}")))?;
+        let kind = head[0];
+        let ulen = u32::from_be_bytes([head[1], head[2], head[3], head[4]]);
+        let clen = u32::from_be_bytes([head[5], head[6], head[7], head[8]]);
+        let crc = u32::from_be_bytes([head[9], head[10], head[11], head[12]]);
+        if ulen > MAX_CHUNK_BYTES || clen > MAX_CHUNK_BYTES {
+            return Err(corrupt(&dp, offset, "chunk length out of bounds"));
+        }
+        let mut stored = vec![0u8; clen as usize];
+        self.data
+            .read_exact_at(&mut stored, offset + CHUNK_HEADER as u64)
+            .map_err(|e| corrupt(&dp, offset, format!("cannot read chunk: {e}")))?;
+        if crc32fast::hash(&stored) != crc {
+            return Err(corrupt(&dp, offset, "chunk checksum mismatch"));
+        }
+        let plain = match kind {
+            0 => stored,
+            1 => lz4_flex::block::decompress(&stored, ulen as usize).map_err(|e| corrupt(&dp, offset, format!("LZ4: {e}")))?,
+            k => return Err(corrupt(&dp, offset, format!("unknown chunk kind {k}"))),
+        };
+        let c = Arc::new(plain);
+        self.cache.put((self.id, offset), c.clone());
+        Ok(c)
+    }
+
+    fn partition_at(&self, chunk_offset: u64, intra: u32) -> Result<Partition, StorageError> {
+        let c = self.chunk(chunk_offset)?;
+        let dp = self.data_path();
+        let bad = || corrupt(&dp, chunk_offset, format!("bad partition entry at {intra}"));
+        let p = intra as usize;
+        let kl = u32::from_be_bytes(c.get(p..p + 4).ok_or_else(bad)?.try_into().map_err(|_| bad())?) as usize;
+        let bpos = p + 4 + kl;
+        let bl = u32::from_be_bytes(c.get(bpos..bpos + 4).ok_or_else(bad)?.try_into().map_err(|_| bad())?) as usize;
+        let body = c.get(bpos + 4..bpos + 4 + bl).ok_or_else(bad)?;
+        decode_partition(body, &self.comparator).map_err(|e| corrupt(&dp, chunk_offset, e.to_string()))
+    }
+
+    /// The partition (restricted to `slices`), if this SSTable has it.
+    pub fn read(&self, key: &DecoratedKey, slices: Option<&[Slice]>) -> Result<Option<Partition>, StorageError> {
+        if key.token < self.stats.min_token || key.token > self.stats.max_token || !self.bloom.may_contain(&key.key) {
+            return Ok(None);
+        }
+        let Some(sample) = self.sample_for(key) else { return Ok(None) };
+        let (buf, _) = self.index_block(sample)?;
+        let mut pos = 0;
+        while pos < buf.len() {
+            let Some((k, off, intra, next)) = read_index_entry(&buf, pos) else { break };
+            if k == key.key {
+                let p = self.partition_at(off, intra)?;
+                return Ok(Some(slice_partition(&p, slices)));
+            }
+            pos = next;
+        }
+        self.bloom_false_positives.fetch_add(1, Ordering::Relaxed);
+        Ok(None)
+    }
+
+    /// Keys after `after` (or from `start_token`) up to `end_token`, at most `limit`.
+    pub fn keys(&self, after: Option<&DecoratedKey>, start_token: i64, end_token: i64, limit: usize) -> Result<Vec<DecoratedKey>, StorageError> {
+        let mut out = Vec::new();
+        if start_token > self.stats.max_token || end_token < self.stats.min_token {
+            return Ok(out);
+        }
+        let lower = after.cloned().unwrap_or(DecoratedKey { token: start_token, key: Bytes::new() });
+        let mut sample = self.sample_for(&lower).unwrap_or(0);
+        while sample < self.summary.len().max(1) && out.len() < limit {
+            let (buf, _) = self.index_block(sample)?;
+            let mut pos = 0;
+            while pos < buf.len() {
+                let Some((k, _, _, next)) = read_index_entry(&buf, pos) else { break };
+                pos = next;
+                let dk = DecoratedKey::new(k);
+                let beyond = match after {
+                    Some(a) => &dk > a,
+                    None => dk.token >= start_token,
+                };
+                if !beyond {
+                    continue;
+                }
+                if dk.token > end_token || out.len() >= limit {
+                    return Ok(out);
+                }
+                out.push(dk);
+            }
+            sample += 1;
+        }
+        Ok(out)
+    }
+
+    /// Every partition in token order (for compaction, dump and verify).
+    pub fn scan(&self) -> Result<Vec<(DecoratedKey, Partition)>, StorageError> {
+        let (buf, _) = {
+            let mut b = vec![0u8; self.index_len as usize];
+            self.index.read_exact_at(&mut b, 0).map_err(|e| io(&component_path(&self.dir, self.generation, "Index.db"), e))?;
+            (b, 0)
+        };
+        let mut out = Vec::new();
+        let mut pos = 8;
+        while pos < buf.len() {
+            let Some((k, off, intra, next)) = read_index_entry(&buf, pos) else { break };
+            out.push((DecoratedKey::new(k), self.partition_at(off, intra)?));
+            pos = next;
+        }
+        Ok(out)
+    }
+
+    /// Removes the files of this SSTable (after TRUNCATE or DROP).
+    pub fn delete_files(&self) {
+        let _ = std::fs::remove_file(component_path(&self.dir, self.generation, "TOC.txt"));
+        for c in COMPONENTS {
+            let _ = std::fs::remove_file(component_path(&self.dir, self.generation, c));
+        }
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        COMPONENTS.iter().filter_map(|c| std::fs::metadata(component_path(&self.dir, self.generation, c)).ok()).map(|m| m.len()).sum()
+    }
+}
+
+/// Generations of the published SSTables in `dir`; removes leftovers of
+/// interrupted writes (tmp files, components without a TOC).
+pub fn list_generations(dir: &Path) -> Result<Vec<u64>, StorageError> {
+    let mut gens = Vec::new();
+    let rd = match std::fs::read_dir(dir) {
+        Ok(r) => r,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(gens),
+        Err(e) => return Err(io(dir, e)),
+    };
+    let mut partial = Vec::new();
+    for ent in rd.flatten() {
+        let name = ent.file_name().to_string_lossy().to_string();
+        if name.starts_with("tmp-sb-") {
+            let _ = std::fs::remove_file(ent.path());
+            continue;
+        }
+        if let Some(rest) = name.strip_prefix("sb-") {
+            if let Some((g, comp)) = rest.split_once('-') {
+                if let Ok(g) = g.parse::<u64>() {
+                    if comp == "TOC.txt" {
+                        gens.push(g);
+                    } else {
+                        partial.push(g);
+                    }
+                }
+            }
+        }
+    }
+    gens.sort();
+    for g in partial {
+        if gens.binary_search(&g).is_err() {
+            for c in COMPONENTS {
+                let _ = std::fs::remove_file(component_path(dir, g, c));
+            }
+        }
+    }
+    Ok(gens)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clustering::ClusteringKey;
+    use crate::data::{Cell, RowCells};
+    use sibyl_types::CqlType;
+
+    fn part(cmp: &Arc<ClusteringComparator>, n: i32) -> Partition {
+        let mut p = Partition::new();
+        for c in 0..n {
+            let mut cells = RowCells::new();
+            cells.insert("v".into(), ColumnData::Simple(Cell::live(c as i64 + 1, Bytes::from(vec![c as u8; 50]))));
+            p.rows.insert(
+                ClusteringKey::row(vec![Bytes::copy_from_slice(&c.to_be_bytes())], cmp.clone()),
+                Row { liveness: None, deletion: None, cells },
+            );
+        }
+        p
+    }
+
+    #[test]
+    fn written_sstable_reads_back_and_corruption_is_detected() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let cmp = ClusteringComparator::new(vec![(CqlType::Int, false)]);
+        let cache = ChunkCache::new(1 << 20);
+        let mut keys: Vec<DecoratedKey> = (0..2000u32).map(|i| DecoratedKey::new(Bytes::copy_from_slice(&i.to_be_bytes()))).collect();
+        keys.sort();
+        let mut w = SSTableWriter::create(dir.path(), 1, 16 * 1024, true, 0.01).expect("writer");
+        for k in &keys {
+            w.append(k, &part(&cmp, 3)).expect("append");
+        }
+        w.finish(42).expect("finish");
+        assert_eq!(list_generations(dir.path()).expect("list"), vec![1]);
+        let r = SSTableReader::open(dir.path(), 1, cmp.clone(), cache.clone()).expect("open");
+        assert_eq!(r.stats.partitions, 2000);
+        assert_eq!(r.stats.commitlog_position, 42);
+        for k in keys.iter().step_by(97) {
+            let p = r.read(k, None).expect("read").expect("present");
+            assert_eq!(p.rows.len(), 3);
+        }
+        let missing = DecoratedKey::new(Bytes::from_static(b"nope"));
+        assert!(r.read(&missing, None).expect("read").is_none());
+        let first = r.keys(None, i64::MIN, i64::MAX, 10).expect("keys");
+        assert_eq!(first, keys[..10].to_vec());
+        let next = r.keys(Some(&keys[9]), i64::MIN, i64::MAX, 5).expect("keys");
+        assert_eq!(next, keys[10..15].to_vec());
+        assert_eq!(r.scan().expect("scan").len(), 2000);
+        // flip a byte in the data file: the read reports the file and position
+        let dp = component_path(dir.path(), 1, "Data.db");
+        let mut bytes = std::fs::read(&dp).expect("read");
+        bytes[20] ^= 0xff;
+        std::fs::write(&dp, bytes).expect("write");
+        let r2 = SSTableReader::open(dir.path(), 1, cmp, ChunkCache::new(1 << 20)).expect("open");
+        let err = r2.read(&keys[0], None).expect_err("corrupt");
+        assert!(err.to_string().contains("Data.db") && err.to_string().contains("checksum"), "{err}");
+    }
+
+    #[test]
+    fn unpublished_sstables_are_removed() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let w = SSTableWriter::create(dir.path(), 7, 4096, true, 0.01).expect("writer");
+        drop(w);
+        std::fs::write(component_path(dir.path(), 8, "Data.db"), b"half").expect("write");
+        assert!(list_generations(dir.path()).expect("list").is_empty());
+        assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0);
+    }
+
+    #[test]
+    fn bloom_filter_has_no_false_negatives() {
+        let mut b = BloomFilter::new(1000, 0.01);
+        for i in 0..1000u32 {
+            b.add(&i.to_be_bytes());
+        }
+        assert!((0..1000u32).all(|i| b.may_contain(&i.to_be_bytes())));
+        let fp = (1000..11000u32).filter(|i| b.may_contain(&i.to_be_bytes())).count();
+        assert!(fp < 300, "false positives {fp}");
+        let back = BloomFilter::decode(&b.encode()).expect("decode");
+        assert!(back.may_contain(&5u32.to_be_bytes()));
+    }
+}
