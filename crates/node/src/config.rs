@@ -61,6 +61,12 @@ struct RawConfig {
     batch_size_fail_threshold: Option<String>,
     batch_size_fail_threshold_in_kb: Option<u64>,
     start_native_transport: Option<bool>,
+    memtable_heap_space: Option<String>,
+    memtable_heap_space_in_mb: Option<u64>,
+    commitlog_total_space: Option<String>,
+    commitlog_total_space_in_mb: Option<u64>,
+    file_cache_size: Option<String>,
+    file_cache_size_in_mb: Option<u64>,
     seed_provider: Option<serde_yaml::Value>,
 }
 
@@ -97,6 +103,12 @@ pub struct Config {
     pub batch_size_warn_threshold_bytes: u64,
     pub batch_size_fail_threshold_bytes: u64,
     pub start_native_transport: bool,
+    /// Memory for memtables; a table's memtable is flushed at 1/8 of it.
+    pub memtable_heap_space_bytes: u64,
+    /// When the commit log holds more, every table is flushed.
+    pub commitlog_total_space_bytes: u64,
+    /// Cache of decompressed SSTable chunks.
+    pub file_cache_size_bytes: u64,
 }
 
 impl Default for Config {
@@ -124,6 +136,9 @@ impl Default for Config {
             batch_size_warn_threshold_bytes: 5 * 1024,
             batch_size_fail_threshold_bytes: 50 * 1024,
             start_native_transport: true,
+            memtable_heap_space_bytes: 512 * 1024 * 1024,
+            commitlog_total_space_bytes: 1024 * 1024 * 1024,
+            file_cache_size_bytes: 128 * 1024 * 1024,
         }
     }
 }
@@ -267,6 +282,15 @@ impl Config {
         } else if let Some(kb) = raw.batch_size_fail_threshold_in_kb {
             c.batch_size_fail_threshold_bytes = kb * 1024;
         }
+        let size = |new: &Option<String>, old_mb: Option<u64>, cur: u64| -> Result<u64, String> {
+            if let Some(s) = new {
+                return parse_size(s);
+            }
+            Ok(old_mb.map(|mb| mb * 1024 * 1024).unwrap_or(cur))
+        };
+        c.memtable_heap_space_bytes = size(&raw.memtable_heap_space, raw.memtable_heap_space_in_mb, c.memtable_heap_space_bytes)?;
+        c.commitlog_total_space_bytes = size(&raw.commitlog_total_space, raw.commitlog_total_space_in_mb, c.commitlog_total_space_bytes)?;
+        c.file_cache_size_bytes = size(&raw.file_cache_size, raw.file_cache_size_in_mb, c.file_cache_size_bytes)?;
         if let Some(v) = raw.start_native_transport {
             c.start_native_transport = v;
         }

@@ -41,6 +41,8 @@ pub enum StartError {
     Storage(#[from] StorageError),
     #[error("cannot listen on {addr}: {source}")]
     Listen { addr: String, source: std::io::Error },
+    #[error("cannot load the schema: {0}")]
+    Schema(String),
     #[error("invalid address {0}")]
     Address(String),
 }
@@ -79,34 +81,38 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         commitlog_directory: config.commitlog_directory.clone(),
         sync: sync_mode(&config),
         segment_size_bytes: config.commitlog_segment_size_bytes,
+        memtable_flush_threshold_bytes: (config.memtable_heap_space_bytes / 8).max(1 << 20) as usize,
+        commitlog_total_space_bytes: config.commitlog_total_space_bytes,
+        chunk_cache_bytes: config.file_cache_size_bytes as usize,
     })?;
     // 1. system tables, and their part of the commit log
     let mut schema = Schema::default();
     let mut system_ids = std::collections::HashSet::new();
     for ks in system_keyspaces() {
         for t in ks.tables.values() {
-            storage.add_table(t.id, t.comparator.clone());
+            open_store(&storage, t).map_err(|e| StartError::Schema(e.to_string()))?;
             system_ids.insert(t.id);
         }
         schema.keyspaces.insert(ks.name.clone(), Arc::new(ks));
     }
-    let stats = storage.replay_commitlog(&|id| system_ids.contains(&id))?;
+    let (stats, mut dirty) = storage.replay_commitlog(&|id| system_ids.contains(&id))?;
     // 2. user schema from system_schema, then user data
     let now = sibyl_storage::now_in_seconds();
     for ks in schema_tables::read_user_keyspaces(&storage, now) {
         for t in ks.tables.values() {
-            storage.add_table(t.id, t.comparator.clone());
+            open_store(&storage, t).map_err(|e| StartError::Schema(e.to_string()))?;
         }
         schema.keyspaces.insert(ks.name.clone(), Arc::new(ks));
     }
-    let user_stats = storage.replay_commitlog(&|id| !system_ids.contains(&id))?;
+    let (user_stats, user_dirty) = storage.replay_commitlog(&|id| !system_ids.contains(&id))?;
+    dirty.extend(user_dirty);
     tracing::info!(
         "replayed {} commit log entries from {} segments{}",
         user_stats.entries,
         stats.segments,
         if user_stats.torn_tail { " (ignored a torn write at the end of the last segment)" } else { "" }
     );
-    storage.start_commitlog()?;
+    storage.start_commitlog(&dirty)?;
     schema.compute_version();
 
     // 3. local node identity: host id and tokens survive restarts
@@ -181,7 +187,7 @@ impl Node {
         if let Some(t) = self.server_task.take() {
             let _ = t.await;
         }
-        self.storage.shutdown();
+        self.storage.shutdown().await;
         tracing::info!("Sibyl stopped");
     }
 }
@@ -204,7 +210,7 @@ fn inet(ip: &IpAddr) -> Bytes {
 
 fn read_local_identity(storage: &StorageEngine, t: &TableMetadata, now: i32) -> Option<(uuid::Uuid, Vec<i64>)> {
     let cfs = storage.table(t.id)?;
-    let mut p = cfs.read(&sibyl_storage::DecoratedKey::new(text("local")), None)?;
+    let mut p = cfs.read(&sibyl_storage::DecoratedKey::new(text("local")), None).ok()??;
     p.resolve(now);
     let row = p.rows.values().next()?;
     let hid = cells::column_value(row, "host_id", &sibyl_types::CqlType::Uuid, now)?;
@@ -222,7 +228,7 @@ fn read_local_identity(storage: &StorageEngine, t: &TableMetadata, now: i32) -> 
     Some((host_id, tokens))
 }
 
-async fn write_local_row(storage: &StorageEngine, t: &TableMetadata, l: &LocalInfo, schema_version: uuid::Uuid) -> Result<(), StorageError> {
+async fn write_local_row(storage: &Arc<StorageEngine>, t: &TableMetadata, l: &LocalInfo, schema_version: uuid::Uuid) -> Result<(), StorageError> {
     let wp = WriteParams { timestamp: sibyl_types::timeuuid::timestamp_micros_now(), ttl: 0, now: sibyl_storage::now_in_seconds() };
     let mut toks: Vec<Bytes> = l.tokens.iter().map(|t| text(&t.to_string())).collect();
     toks.sort();

@@ -456,7 +456,7 @@ impl QueryProcessor {
         let table = t.clone();
         let read_list = move |key: &Bytes, ck: &[Bytes], col: &str| -> modification::ListState {
             let dk = sibyl_storage::DecoratedKey::new(key.clone());
-            let Some(mut p) = cfs.read(&dk, None) else { return Vec::new() };
+            let Ok(Some(mut p)) = cfs.read(&dk, None) else { return Vec::new() };
             p.resolve(now);
             let ckey = sibyl_storage::ClusteringKey::row(ck.to_vec(), table.comparator.clone());
             let row = if table.column(col).map(|c| c.kind == ColumnKind::Static).unwrap_or(false) { p.static_row.as_ref() } else { p.rows.get(&ckey) };
@@ -586,7 +586,7 @@ impl QueryProcessor {
         } else {
             m.update.rows.keys().next().cloned()
         };
-        let current = cfs.read(&m.key, None).map(|mut p| {
+        let current = cfs.read(&m.key, None)?.map(|mut p| {
             p.resolve(now);
             p
         });
@@ -856,7 +856,7 @@ impl QueryProcessor {
                     }
                 }
                 for t in ks.tables.values() {
-                    self.storage.add_table(t.id, t.comparator.clone());
+                    open_store(&self.storage, t)?;
                 }
                 next.keyspaces.insert(ks.name.clone(), Arc::new(ks));
             }

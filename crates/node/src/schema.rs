@@ -368,6 +368,33 @@ impl TableMetadata {
     }
 }
 
+impl TableMetadata {
+    /// Where the table's SSTables live: `<data>/<keyspace>/<table>-<id>`.
+    pub fn directory(&self, data_dir: &std::path::Path) -> std::path::PathBuf {
+        data_dir.join(&self.keyspace).join(format!("{}-{}", self.name, self.id.simple()))
+    }
+
+    /// The storage engine's options from the table's parameters.
+    pub fn storage_options(&self) -> sibyl_storage::store::TableOptions {
+        let p = &self.params;
+        let compress = p.compression.get("enabled").map(|v| v != "false").unwrap_or(true)
+            && p.compression.get("class").map(|c| !c.ends_with("NoopCompressor")).unwrap_or(true);
+        let chunk_kb: usize = p.compression.get("chunk_length_in_kb").and_then(|v| v.parse().ok()).unwrap_or(16);
+        sibyl_storage::store::TableOptions {
+            compress,
+            chunk_length_bytes: chunk_kb.clamp(1, 64 * 1024) * 1024,
+            bloom_filter_fp_chance: p.bloom_filter_fp_chance,
+        }
+    }
+}
+
+/// Registers a table's store with the engine, with its options.
+pub fn open_store(storage: &sibyl_storage::StorageEngine, t: &TableMetadata) -> Result<std::sync::Arc<sibyl_storage::ColumnFamilyStore>> {
+    let cfs = storage.add_table(t.id, t.comparator.clone(), t.directory(storage.data_directory()))?;
+    *cfs.options.write() = t.storage_options();
+    Ok(cfs)
+}
+
 /// A keyspace's definition.
 #[derive(Debug, Clone)]
 pub struct KeyspaceMetadata {

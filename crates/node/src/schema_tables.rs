@@ -176,7 +176,7 @@ pub fn keyspace_mutations(ks: &KeyspaceMetadata, ts: i64, now: i32) -> Vec<Mutat
 
 fn read_partition(storage: &StorageEngine, t: &TableMetadata, key: &Bytes, now: i32) -> Option<Partition> {
     let cfs = storage.table(t.id)?;
-    let mut p = cfs.read(&DecoratedKey::new(key.clone()), None)?;
+    let mut p = cfs.read(&DecoratedKey::new(key.clone()), None).ok()??;
     p.resolve(now);
     Some(p)
 }
@@ -229,7 +229,7 @@ fn get_list(row: &Row, t: &TableMetadata, name: &str, now: i32) -> Vec<String> {
 pub fn read_user_keyspaces(storage: &StorageEngine, now: i32) -> Vec<KeyspaceMetadata> {
     let ks_t = schema_table("keyspaces");
     let Some(cfs) = storage.table(ks_t.id) else { return Vec::new() };
-    let keys = cfs.keys(None, i64::MIN, i64::MAX, usize::MAX);
+    let keys = cfs.keys(None, i64::MIN, i64::MAX, usize::MAX).unwrap_or_default();
     let mut out = Vec::new();
     for key in keys {
         let Some(p) = read_partition(storage, &ks_t, &key.key, now) else { continue };

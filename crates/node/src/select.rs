@@ -388,15 +388,15 @@ pub fn execute(
                     if let Some(after) = &scan_after {
                         // include the paging partition itself first
                         batch = vec![after.clone()];
-                        let more = cfs.keys(Some(after), start_tok, end_tok, 256);
+                        let more = cfs.keys(Some(after), start_tok, end_tok, 256)?;
                         batch.extend(more);
                     } else {
-                        batch = cfs.keys(None, start_tok, end_tok, 256);
+                        batch = cfs.keys(None, start_tok, end_tok, 256)?;
                     }
                     first_scan = false;
                 } else {
                     let Some(last) = scan_after.clone() else { break };
-                    batch = cfs.keys(Some(&last), start_tok, end_tok, 256);
+                    batch = cfs.keys(Some(&last), start_tok, end_tok, 256)?;
                 }
                 if batch.is_empty() {
                     break;
@@ -418,7 +418,7 @@ pub fn execute(
             }
         }
         let slices = r.slices.as_deref();
-        let Some(mut part) = cfs.read(&key, slices) else { continue };
+        let Some(mut part) = cfs.read(&key, slices)? else { continue };
         part.resolve(now);
         if part.rows.is_empty() && part.static_row.is_none() {
             continue;

@@ -11,6 +11,10 @@
 //! Entries never span segments. Every write reaches the OS before the write is
 //! acknowledged, so a killed process loses nothing acknowledged; `batch`/`group`
 //! also survive power loss.
+//!
+//! A position is `segment_id << 32 | offset`: it only grows, across restarts.
+//! Each segment knows which tables wrote to it; once every one of them has
+//! flushed past the segment, the segment is deleted.
 
 use crate::StorageError;
 use parking_lot::{Condvar, Mutex};
@@ -76,6 +80,8 @@ impl Entry {
 }
 
 struct Writer {
+    /// Tables with data in each segment not yet flushed.
+    dirty: std::collections::BTreeMap<u64, std::collections::HashSet<uuid::Uuid>>,
     file: File,
     segment_id: u64,
     segment_bytes: u64,
@@ -159,14 +165,25 @@ pub struct ReplayStats {
     pub torn_tail: bool,
 }
 
-/// Reads every entry of every segment in `dir`, oldest first. A partial entry
-/// at the very end of the newest segment (a write the process died in) is
-/// ignored; any other damage is an error naming the file and position.
-pub fn replay(dir: &Path, mut f: impl FnMut(Entry) -> Result<(), StorageError>) -> Result<ReplayStats, StorageError> {
+/// The position of `offset` in segment `id`.
+pub fn position(id: u64, offset: u64) -> u64 {
+    (id << 32) | (offset & 0xffff_ffff)
+}
+
+/// The segment of a position.
+pub fn segment_of(position: u64) -> u64 {
+    position >> 32
+}
+
+/// Reads every entry of every segment in `dir`, oldest first, with the
+/// position of its end. A partial entry at the very end of the newest segment
+/// (a write the process died in) is ignored; any other damage is an error
+/// naming the file and position.
+pub fn replay(dir: &Path, mut f: impl FnMut(u64, Entry) -> Result<(), StorageError>) -> Result<ReplayStats, StorageError> {
     let segments = list_segments(dir)?;
     let mut stats = ReplayStats { segments: segments.len(), ..Default::default() };
     let last = segments.len().saturating_sub(1);
-    for (i, (_, path)) in segments.iter().enumerate() {
+    for (i, (seg_id, path)) in segments.iter().enumerate() {
         let mut data = Vec::new();
         File::open(path).and_then(|mut fl| fl.read_to_end(&mut data)).map_err(|e| io_err(path, e))?;
         let corrupt = |pos: usize, reason: &str| StorageError::CorruptCommitLog {
@@ -231,7 +248,7 @@ pub fn replay(dir: &Path, mut f: impl FnMut(Entry) -> Result<(), StorageError>) 
                 return Err(corrupt(pos, "entry checksum mismatch"));
             }
             let entry = Entry::decode(payload).map_err(|r| corrupt(pos, &r))?;
-            f(entry)?;
+            f(position(*seg_id, end as u64), entry)?;
             stats.entries += 1;
             pos = end;
         }
@@ -248,6 +265,7 @@ impl CommitLog {
         let (synced_tx, _) = tokio::sync::watch::channel(0u64);
         let log = Arc::new(CommitLog {
             writer: Mutex::new(Writer {
+                dirty: Default::default(),
                 file,
                 segment_id: next_id,
                 segment_bytes: HEADER_LEN as u64,
@@ -274,9 +292,10 @@ impl CommitLog {
         self.mode
     }
 
-    /// Appends an entry and returns its end position; the entry has reached the
-    /// OS when this returns. Call [`CommitLog::wait_durable`] before acknowledging.
-    pub fn append(&self, entry: &Entry) -> Result<u64, StorageError> {
+    /// Appends an entry of `table` and returns its end position; the entry has
+    /// reached the OS when this returns. Call [`CommitLog::wait_durable`]
+    /// before acknowledging.
+    pub fn append(&self, entry: &Entry, table: Option<uuid::Uuid>) -> Result<u64, StorageError> {
         if self.stopped.load(Ordering::Relaxed) {
             return Err(StorageError::CommitLogStopped("the commit log is shut down".into()));
         }
@@ -309,8 +328,57 @@ impl CommitLog {
             return Err(io_err(&path_of(w), e));
         }
         w.segment_bytes += w.scratch.len() as u64;
-        w.position += w.scratch.len() as u64;
+        w.position = position(w.segment_id, w.segment_bytes);
+        if let Some(t) = table {
+            let seg = w.segment_id;
+            w.dirty.entry(seg).or_default().insert(t);
+        }
         Ok(w.position)
+    }
+
+    /// The position after the last appended entry.
+    pub fn current_position(&self) -> u64 {
+        let w = self.writer.lock();
+        position(w.segment_id, w.segment_bytes)
+    }
+
+    /// Records that `table` has unflushed data in segment `seg` (after replay).
+    pub fn mark_dirty(&self, seg: u64, table: uuid::Uuid) {
+        self.writer.lock().dirty.entry(seg).or_default().insert(table);
+    }
+
+    /// Deletes every closed segment all of whose tables have flushed past it.
+    /// `flushed(t)` is the position up to which table `t` is in SSTables (0
+    /// for none; `u64::MAX` for a table that no longer exists).
+    pub fn discard_flushed(&self, flushed: &dyn Fn(uuid::Uuid) -> u64) -> Vec<u64> {
+        let mut w = self.writer.lock();
+        let active = w.segment_id;
+        let dir = w.dir.clone();
+        let mut removed = Vec::new();
+        let segs: Vec<(u64, PathBuf)> = list_segments(&dir).unwrap_or_default();
+        for (id, path) in segs {
+            if id >= active {
+                continue;
+            }
+            let clean = match w.dirty.get_mut(&id) {
+                None => true,
+                Some(tables) => {
+                    tables.retain(|t| segment_of(flushed(*t)) <= id);
+                    tables.is_empty()
+                }
+            };
+            if clean && std::fs::remove_file(&path).is_ok() {
+                w.dirty.remove(&id);
+                removed.push(id);
+            }
+        }
+        removed
+    }
+
+    /// Bytes of all segment files.
+    pub fn total_bytes(&self) -> u64 {
+        let dir = self.writer.lock().dir.clone();
+        list_segments(&dir).unwrap_or_default().iter().filter_map(|(_, p)| std::fs::metadata(p).ok()).map(|m| m.len()).sum()
     }
 
     /// Waits until the entry ending at `position` is durable as the sync mode
@@ -343,7 +411,7 @@ impl CommitLog {
     fn sync_now(&self) -> Result<u64, String> {
         let (file, pos) = {
             let w = self.writer.lock();
-            (w.file.try_clone().map_err(|e| e.to_string())?, w.position)
+            (w.file.try_clone().map_err(|e| e.to_string())?, position(w.segment_id, w.segment_bytes))
         };
         file.sync_data().map_err(|e| e.to_string())?;
         Ok(pos)
@@ -413,9 +481,9 @@ mod tests {
         {
             let log = CommitLog::open(dir.path(), SyncMode::Periodic(Duration::from_secs(10)), 1 << 20).expect("open");
             for i in 0..100u8 {
-                log.append(&Entry::Mutation(vec![i; 100])).expect("append");
+                log.append(&Entry::Mutation(vec![i; 100]), None).expect("append");
             }
-            log.append(&Entry::Truncate { table_id: uuid::Uuid::from_u128(1), truncated_at_micros: 5 }).expect("append");
+            log.append(&Entry::Truncate { table_id: uuid::Uuid::from_u128(1), truncated_at_micros: 5 }, None).expect("append");
             log.shutdown();
         }
         let segs = list_segments(dir.path()).expect("list");
@@ -425,7 +493,7 @@ mod tests {
         let f = OpenOptions::new().write(true).open(&segs[0].1).expect("open");
         f.set_len(len - 3).expect("truncate");
         let mut seen = Vec::new();
-        let stats = replay(dir.path(), |e| {
+        let stats = replay(dir.path(), |_, e| {
             seen.push(e);
             Ok(())
         })
@@ -441,7 +509,7 @@ mod tests {
         {
             let log = CommitLog::open(dir.path(), SyncMode::Periodic(Duration::from_secs(10)), 4096).expect("open");
             for i in 0..100u8 {
-                log.append(&Entry::Mutation(vec![i; 100])).expect("append");
+                log.append(&Entry::Mutation(vec![i; 100]), None).expect("append");
             }
             log.shutdown();
         }
@@ -450,7 +518,7 @@ mod tests {
         let mut data = std::fs::read(&segs[0].1).expect("read");
         data[HEADER_LEN + 20] ^= 0xff;
         std::fs::write(&segs[0].1, data).expect("write");
-        let err = replay(dir.path(), |_| Ok(())).expect_err("must fail");
+        let err = replay(dir.path(), |_, _| Ok(())).expect_err("must fail");
         let msg = err.to_string();
         assert!(msg.contains("CommitLog-1-1.log") && msg.contains("position 20"), "{msg}");
     }
@@ -459,7 +527,7 @@ mod tests {
     async fn batch_mode_waits_for_fsync() {
         let dir = tempfile::tempdir().expect("tmp");
         let log = CommitLog::open(dir.path(), SyncMode::Batch, 1 << 20).expect("open");
-        let pos = log.append(&Entry::Mutation(vec![1; 10])).expect("append");
+        let pos = log.append(&Entry::Mutation(vec![1; 10]), None).expect("append");
         log.wait_durable(pos).await.expect("durable");
         log.shutdown();
     }

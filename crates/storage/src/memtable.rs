@@ -91,3 +91,14 @@ pub fn slice_partition(p: &Partition, slices: Option<&[Slice]>) -> Partition {
     }
     out
 }
+
+impl Memtable {
+    /// Visits every partition in token order (the flush).
+    pub fn for_each(&self, mut f: impl FnMut(&DecoratedKey, &Partition) -> Result<(), crate::StorageError>) -> Result<(), crate::StorageError> {
+        for e in self.partitions.iter() {
+            let p = e.value().lock();
+            f(e.key(), &p)?;
+        }
+        Ok(())
+    }
+}

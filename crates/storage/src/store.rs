@@ -1,35 +1,79 @@
-//! Tables' stores and the engine that ties them to the commit log.
+//! Tables' stores (memtable, memtables being flushed, SSTables) and the
+//! engine that ties them to the commit log: write path, flush, replay and
+//! commit log recycling.
 
 use crate::clustering::ClusteringComparator;
 use crate::commitlog::{self, CommitLog, Entry, ReplayStats, SyncMode};
 use crate::data::{DecoratedKey, Mutation, Partition};
 use crate::memtable::{Memtable, Slice};
 use crate::serde::{decode_mutation, encode_mutation};
+use crate::sstable::{list_generations, ChunkCache, SSTableReader, SSTableWriter};
 use crate::{now_in_seconds, StorageError};
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+
+/// Per-table storage options (from the table's schema; ALTER TABLE updates them).
+#[derive(Debug, Clone)]
+pub struct TableOptions {
+    pub compress: bool,
+    pub chunk_length_bytes: usize,
+    pub bloom_filter_fp_chance: f64,
+}
+
+impl Default for TableOptions {
+    fn default() -> Self {
+        TableOptions { compress: true, chunk_length_bytes: 16 * 1024, bloom_filter_fp_chance: 0.01 }
+    }
+}
 
 /// The data of one table on this node (Cassandra's `ColumnFamilyStore`).
 pub struct ColumnFamilyStore {
     pub table_id: uuid::Uuid,
     pub comparator: Arc<ClusteringComparator>,
+    pub dir: PathBuf,
+    pub options: RwLock<TableOptions>,
     memtable: RwLock<Arc<Memtable>>,
+    flushing: RwLock<Vec<Arc<Memtable>>>,
+    sstables: RwLock<Vec<Arc<SSTableReader>>>,
+    next_generation: AtomicU64,
+    /// Commit log entries of this table ending at or before this position are
+    /// already in SSTables (or were truncated away).
+    pub replay_after: AtomicU64,
+    flush_lock: tokio::sync::Mutex<()>,
     pub writes: AtomicU64,
     pub reads: AtomicU64,
+    pub flushes: AtomicU64,
 }
 
 impl ColumnFamilyStore {
-    pub fn new(table_id: uuid::Uuid, comparator: Arc<ClusteringComparator>) -> Self {
-        ColumnFamilyStore {
+    fn open(table_id: uuid::Uuid, comparator: Arc<ClusteringComparator>, dir: PathBuf, cache: Arc<ChunkCache>) -> Result<Self, StorageError> {
+        std::fs::create_dir_all(&dir).map_err(|e| StorageError::Io { path: dir.display().to_string(), source: e })?;
+        let mut sstables = Vec::new();
+        let mut replay_after = read_truncation(&dir);
+        let gens = list_generations(&dir)?;
+        for g in &gens {
+            let r = SSTableReader::open(&dir, *g, comparator.clone(), cache.clone())?;
+            replay_after = replay_after.max(r.stats.commitlog_position);
+            sstables.push(Arc::new(r));
+        }
+        Ok(ColumnFamilyStore {
             table_id,
             comparator,
+            dir,
+            options: RwLock::new(TableOptions::default()),
             memtable: RwLock::new(Arc::new(Memtable::new())),
+            flushing: RwLock::new(Vec::new()),
+            sstables: RwLock::new(sstables),
+            next_generation: AtomicU64::new(gens.last().copied().unwrap_or(0) + 1),
+            replay_after: AtomicU64::new(replay_after),
+            flush_lock: tokio::sync::Mutex::new(()),
             writes: AtomicU64::new(0),
             reads: AtomicU64::new(0),
-        }
+            flushes: AtomicU64::new(0),
+        })
     }
 
     fn apply(&self, m: Mutation, now: i32) {
@@ -39,30 +83,69 @@ impl ColumnFamilyStore {
 
     /// The partition fragment merged from every source, unresolved (call
     /// `Partition::resolve` to apply tombstones and expiry).
-    pub fn read(&self, key: &DecoratedKey, slices: Option<&[Slice]>) -> Option<Partition> {
+    pub fn read(&self, key: &DecoratedKey, slices: Option<&[Slice]>) -> Result<Option<Partition>, StorageError> {
         self.reads.fetch_add(1, Ordering::Relaxed);
+        let now = now_in_seconds();
+        let mut out: Option<Partition> = None;
+        let mut merge = |p: Partition| match &mut out {
+            Some(o) => o.merge(p, now),
+            None => out = Some(p),
+        };
+        let sstables = self.sstables.read().clone();
+        for s in sstables.iter() {
+            if let Some(p) = s.read(key, slices)? {
+                merge(p);
+            }
+        }
+        for m in self.flushing.read().iter() {
+            if let Some(p) = m.read(key, slices) {
+                merge(p);
+            }
+        }
         let mt = self.memtable.read().clone();
-        mt.read(key, slices)
+        if let Some(p) = mt.read(key, slices) {
+            merge(p);
+        }
+        Ok(out)
     }
 
-    /// Partition keys in token order (see `Memtable::keys`), merged over sources.
-    pub fn keys(&self, after: Option<&DecoratedKey>, start_token: i64, end_token: i64, limit: usize) -> Vec<DecoratedKey> {
-        let mt = self.memtable.read().clone();
-        mt.keys(after, start_token, end_token, limit)
-    }
-
-    /// Drops all data (TRUNCATE).
-    pub fn truncate(&self) {
-        *self.memtable.write() = Arc::new(Memtable::new());
+    /// Partition keys in token order after `after` (or from `start_token`), up
+    /// to `end_token`, at most `limit`, merged over every source.
+    pub fn keys(&self, after: Option<&DecoratedKey>, start_token: i64, end_token: i64, limit: usize) -> Result<Vec<DecoratedKey>, StorageError> {
+        let mut all = self.memtable.read().keys(after, start_token, end_token, limit);
+        for m in self.flushing.read().iter() {
+            all.extend(m.keys(after, start_token, end_token, limit));
+        }
+        let sstables = self.sstables.read().clone();
+        for s in sstables.iter() {
+            all.extend(s.keys(after, start_token, end_token, limit)?);
+        }
+        all.sort();
+        all.dedup();
+        all.truncate(limit);
+        Ok(all)
     }
 
     pub fn memtable_bytes(&self) -> usize {
         self.memtable.read().live_bytes()
     }
 
-    pub fn partition_count(&self) -> usize {
-        self.memtable.read().partition_count()
+    pub fn sstable_count(&self) -> usize {
+        self.sstables.read().len()
     }
+
+    pub fn live_disk_bytes(&self) -> u64 {
+        self.sstables.read().iter().map(|s| s.size_bytes()).sum()
+    }
+
+    /// The SSTables, oldest first.
+    pub fn sstables(&self) -> Vec<Arc<SSTableReader>> {
+        self.sstables.read().clone()
+    }
+}
+
+fn read_truncation(dir: &Path) -> u64 {
+    std::fs::read_to_string(dir.join("truncated_at")).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
 }
 
 /// Storage settings from the node configuration.
@@ -72,6 +155,12 @@ pub struct StorageConfig {
     pub commitlog_directory: PathBuf,
     pub sync: SyncMode,
     pub segment_size_bytes: u64,
+    /// A table's memtable is flushed when it holds this much.
+    pub memtable_flush_threshold_bytes: usize,
+    /// All tables are flushed when the commit log holds this much.
+    pub commitlog_total_space_bytes: u64,
+    /// Bound of the cache of decompressed SSTable chunks.
+    pub chunk_cache_bytes: usize,
 }
 
 /// All tables of the node and the commit log in front of them.
@@ -79,6 +168,14 @@ pub struct StorageEngine {
     pub config: StorageConfig,
     commitlog: RwLock<Option<Arc<CommitLog>>>,
     tables: RwLock<HashMap<uuid::Uuid, Arc<ColumnFamilyStore>>>,
+    /// Held for reading across "append to the log, apply to the memtable";
+    /// a memtable switch holds it for writing, so the position it records
+    /// splits the log exactly between the old and the new memtable.
+    barrier: RwLock<()>,
+    cache: Arc<ChunkCache>,
+    flush_pending: AtomicBool,
+    /// Tables dropped: their commit log entries are never needed again.
+    dropped: Mutex<std::collections::HashSet<uuid::Uuid>>,
 }
 
 impl StorageEngine {
@@ -86,39 +183,70 @@ impl StorageEngine {
         for d in &config.data_directories {
             std::fs::create_dir_all(d).map_err(|e| StorageError::Io { path: d.display().to_string(), source: e })?;
         }
-        Ok(Arc::new(StorageEngine { config, commitlog: RwLock::new(None), tables: RwLock::new(HashMap::new()) }))
+        let cache = ChunkCache::new(config.chunk_cache_bytes);
+        Ok(Arc::new(StorageEngine {
+            config,
+            commitlog: RwLock::new(None),
+            tables: RwLock::new(HashMap::new()),
+            barrier: RwLock::new(()),
+            cache,
+            flush_pending: AtomicBool::new(false),
+            dropped: Mutex::new(Default::default()),
+        }))
     }
 
-    /// Registers a table (at startup or on CREATE TABLE).
-    pub fn add_table(&self, table_id: uuid::Uuid, comparator: Arc<ClusteringComparator>) -> Arc<ColumnFamilyStore> {
-        self.tables
-            .write()
-            .entry(table_id)
-            .or_insert_with(|| Arc::new(ColumnFamilyStore::new(table_id, comparator)))
-            .clone()
+    pub fn data_directory(&self) -> &Path {
+        self.config.data_directories.first().map(|p| p.as_path()).unwrap_or(Path::new("data"))
     }
 
+    /// Registers a table (at startup or on CREATE TABLE) and opens its SSTables.
+    pub fn add_table(&self, table_id: uuid::Uuid, comparator: Arc<ClusteringComparator>, dir: PathBuf) -> Result<Arc<ColumnFamilyStore>, StorageError> {
+        if let Some(t) = self.tables.read().get(&table_id) {
+            return Ok(t.clone());
+        }
+        let cfs = Arc::new(ColumnFamilyStore::open(table_id, comparator, dir, self.cache.clone())?);
+        Ok(self.tables.write().entry(table_id).or_insert(cfs).clone())
+    }
+
+    /// Forgets a table and deletes its files (DROP TABLE).
     pub fn drop_table(&self, table_id: uuid::Uuid) {
-        self.tables.write().remove(&table_id);
+        if let Some(t) = self.tables.write().remove(&table_id) {
+            for s in t.sstables.read().iter() {
+                s.delete_files();
+            }
+            let _ = std::fs::remove_file(t.dir.join("truncated_at"));
+            let _ = std::fs::remove_dir(&t.dir);
+        }
+        self.dropped.lock().insert(table_id);
     }
 
     pub fn table(&self, table_id: uuid::Uuid) -> Option<Arc<ColumnFamilyStore>> {
         self.tables.read().get(&table_id).cloned()
     }
 
-    /// Replays the commit log into the memtables of the registered tables.
-    /// Mutations of tables that are not registered are handed to `unknown`
-    /// (the schema tables are registered first; user tables appear once the
-    /// schema is read, so replay runs in two passes).
-    pub fn replay_commitlog(&self, only: &dyn Fn(uuid::Uuid) -> bool) -> Result<ReplayStats, StorageError> {
+    pub fn tables(&self) -> Vec<Arc<ColumnFamilyStore>> {
+        self.tables.read().values().cloned().collect()
+    }
+
+    /// Replays the commit log into the memtables of the registered tables for
+    /// which `only` holds, skipping what their SSTables already hold.
+    pub fn replay_commitlog(&self, only: &dyn Fn(uuid::Uuid) -> bool) -> Result<(ReplayStats, Vec<(u64, uuid::Uuid)>), StorageError> {
         let dir = self.config.commitlog_directory.clone();
         let now = now_in_seconds();
-        commitlog::replay(&dir, |entry| {
+        let mut dirty = Vec::new();
+        let stats = commitlog::replay(&dir, |pos, entry| {
             match entry {
                 Entry::Mutation(bytes) => {
-                    let m = decode_mutation(&bytes, &|id| if only(id) { self.table(id).map(|t| t.comparator.clone()) } else { None })?;
-                    if let Some(m) = m {
+                    let wanted = |id: uuid::Uuid| {
+                        if !only(id) {
+                            return None;
+                        }
+                        let t = self.table(id)?;
+                        (pos > t.replay_after.load(Ordering::Relaxed)).then(|| t.comparator.clone())
+                    };
+                    if let Some(m) = decode_mutation(&bytes, &wanted)? {
                         if let Some(t) = self.table(m.table_id) {
+                            dirty.push((commitlog::segment_of(pos), m.table_id));
                             t.apply(m, now);
                         }
                     }
@@ -126,18 +254,27 @@ impl StorageEngine {
                 Entry::Truncate { table_id, .. } => {
                     if only(table_id) {
                         if let Some(t) = self.table(table_id) {
-                            t.truncate();
+                            if pos > t.replay_after.load(Ordering::Relaxed) {
+                                *t.memtable.write() = Arc::new(Memtable::new());
+                            }
                         }
                     }
                 }
             }
             Ok(())
-        })
+        })?;
+        dirty.sort();
+        dirty.dedup();
+        Ok((stats, dirty))
     }
 
-    /// Opens the commit log for new writes (after replay).
-    pub fn start_commitlog(&self) -> Result<(), StorageError> {
+    /// Opens the commit log for new writes (after replay); `dirty` says which
+    /// replayed segments hold unflushed data of which tables.
+    pub fn start_commitlog(&self, dirty: &[(u64, uuid::Uuid)]) -> Result<(), StorageError> {
         let log = CommitLog::open(&self.config.commitlog_directory, self.config.sync, self.config.segment_size_bytes)?;
+        for (seg, t) in dirty {
+            log.mark_dirty(*seg, *t);
+        }
         *self.commitlog.write() = Some(log);
         Ok(())
     }
@@ -146,25 +283,30 @@ impl StorageEngine {
         self.commitlog.read().clone().ok_or_else(|| StorageError::CommitLogStopped("commit log not started".into()))
     }
 
-    /// Applies mutations durably: commit log first, then memtables.
-    pub async fn apply(&self, mutations: Vec<Mutation>) -> Result<(), StorageError> {
+    /// Applies mutations durably: commit log, then memtables; waits for the
+    /// sync the commit log mode requires, and flushes when memory says so.
+    pub async fn apply(self: &Arc<Self>, mutations: Vec<Mutation>) -> Result<(), StorageError> {
         let log = self.log()?;
+        let now = now_in_seconds();
         let mut last = 0;
         let mut buf = Vec::with_capacity(256);
-        for m in &mutations {
-            buf.clear();
-            encode_mutation(m, &mut buf);
-            last = log.append(&Entry::Mutation(std::mem::take(&mut buf)))?;
-        }
-        log.wait_durable(last).await?;
-        let now = now_in_seconds();
-        for mut m in mutations {
-            m.detach();
-            match self.table(m.table_id) {
-                Some(t) => t.apply(m, now),
-                None => return Err(StorageError::UnknownTable(m.table_id)),
+        {
+            let _g = self.barrier.read();
+            let mut targets = Vec::with_capacity(mutations.len());
+            for m in &mutations {
+                let t = self.table(m.table_id).ok_or(StorageError::UnknownTable(m.table_id))?;
+                buf.clear();
+                encode_mutation(m, &mut buf);
+                last = log.append(&Entry::Mutation(buf.clone()), Some(m.table_id))?;
+                targets.push(t);
+            }
+            for (mut m, t) in mutations.into_iter().zip(targets) {
+                m.detach();
+                t.apply(m, now);
             }
         }
+        log.wait_durable(last).await?;
+        self.maybe_flush().await;
         Ok(())
     }
 
@@ -179,26 +321,151 @@ impl StorageEngine {
         }
     }
 
-    /// Truncates a table durably.
-    pub async fn truncate(&self, table_id: uuid::Uuid, truncated_at_micros: i64) -> Result<(), StorageError> {
-        let log = self.log()?;
-        let pos = log.append(&Entry::Truncate { table_id, truncated_at_micros })?;
-        log.sync()?;
-        log.wait_durable(pos).await?;
-        if let Some(t) = self.table(table_id) {
-            t.truncate();
+    async fn maybe_flush(self: &Arc<Self>) {
+        let threshold = self.config.memtable_flush_threshold_bytes;
+        let big: Vec<Arc<ColumnFamilyStore>> = self.tables().into_iter().filter(|t| t.memtable_bytes() >= threshold).collect();
+        let log_full = self.log().map(|l| l.total_bytes() > self.config.commitlog_total_space_bytes).unwrap_or(false);
+        if big.is_empty() && !log_full {
+            return;
+        }
+        // back-pressure: a writer waits while two flushes of its table are queued
+        for t in &big {
+            if t.flushing.read().len() >= 2 {
+                let _ = self.flush(t).await;
+            }
+        }
+        if self.flush_pending.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let me = self.clone();
+        tokio::spawn(async move {
+            let tables = if log_full {
+                me.tables().into_iter().filter(|t| t.memtable_bytes() > 0).collect()
+            } else {
+                me.tables().into_iter().filter(|t| t.memtable_bytes() >= me.config.memtable_flush_threshold_bytes).collect::<Vec<_>>()
+            };
+            for t in tables {
+                if let Err(e) = me.flush(&t).await {
+                    tracing::error!("flush of table {} failed: {e}", t.table_id);
+                }
+            }
+            me.flush_pending.store(false, Ordering::Release);
+        });
+    }
+
+    /// Flushes a table's memtable to a new SSTable, then recycles the commit
+    /// log segments nothing needs any more.
+    pub async fn flush(self: &Arc<Self>, t: &Arc<ColumnFamilyStore>) -> Result<Option<u64>, StorageError> {
+        let _one = t.flush_lock.lock().await;
+        let (old, position) = {
+            let _g = self.barrier.write();
+            let old = t.memtable.read().clone();
+            if old.partition_count() == 0 {
+                return Ok(None);
+            }
+            let position = self.log().map(|l| l.current_position()).unwrap_or(0);
+            t.flushing.write().push(old.clone());
+            *t.memtable.write() = Arc::new(Memtable::new());
+            (old, position)
+        };
+        let generation = t.next_generation.fetch_add(1, Ordering::Relaxed);
+        let dir = t.dir.clone();
+        let opts = t.options.read().clone();
+        let cmp = t.comparator.clone();
+        let cache = self.cache.clone();
+        let mt = old.clone();
+        let reader = tokio::task::spawn_blocking(move || -> Result<SSTableReader, StorageError> {
+            let mut w = SSTableWriter::create(&dir, generation, opts.chunk_length_bytes, opts.compress, opts.bloom_filter_fp_chance)?;
+            mt.for_each(|k, p| w.append(k, p))?;
+            w.finish(position)?;
+            SSTableReader::open(&dir, generation, cmp, cache)
+        })
+        .await
+        .map_err(|e| StorageError::Decode(format!("flush task failed: {e}")))?;
+        let reader = match reader {
+            Ok(r) => r,
+            Err(e) => {
+                // keep serving the data from the memtable; the commit log still has it
+                tracing::error!("flush failed: {e}");
+                return Err(e);
+            }
+        };
+        {
+            let mut ss = t.sstables.write();
+            ss.push(Arc::new(reader));
+            t.flushing.write().retain(|m| !Arc::ptr_eq(m, &old));
+        }
+        t.replay_after.fetch_max(position, Ordering::AcqRel);
+        t.flushes.fetch_add(1, Ordering::Relaxed);
+        self.discard_segments();
+        Ok(Some(generation))
+    }
+
+    /// Flushes every table (nodetool flush, drain, shutdown).
+    pub async fn flush_all(self: &Arc<Self>) -> Result<(), StorageError> {
+        for t in self.tables() {
+            self.flush(&t).await?;
         }
         Ok(())
     }
 
-    /// Syncs and closes the commit log.
-    pub fn shutdown(&self) {
+    fn discard_segments(&self) {
+        let Ok(log) = self.log() else { return };
+        let dropped = self.dropped.lock().clone();
+        let removed = log.discard_flushed(&|id| {
+            if dropped.contains(&id) {
+                return u64::MAX;
+            }
+            self.table(id).map(|t| t.replay_after.load(Ordering::Acquire)).unwrap_or(u64::MAX)
+        });
+        if !removed.is_empty() {
+            tracing::debug!("recycled commit log segments {removed:?}");
+        }
+    }
+
+    /// Truncates a table durably: nothing written before is seen again.
+    pub async fn truncate(&self, table_id: uuid::Uuid, truncated_at_micros: i64) -> Result<(), StorageError> {
+        let log = self.log()?;
+        let Some(t) = self.table(table_id) else { return Ok(()) };
+        let _one = t.flush_lock.lock().await;
+        let pos = {
+            let _g = self.barrier.write();
+            let pos = log.append(&Entry::Truncate { table_id, truncated_at_micros }, None)?;
+            *t.memtable.write() = Arc::new(Memtable::new());
+            t.flushing.write().clear();
+            pos
+        };
+        log.sync()?;
+        log.wait_durable(pos).await?;
+        // record the point before which this table's log entries are void, then drop the files
+        let p = t.dir.join("truncated_at");
+        let tmp = t.dir.join("truncated_at.tmp");
+        std::fs::write(&tmp, pos.to_string()).map_err(|e| StorageError::Io { path: tmp.display().to_string(), source: e })?;
+        if let Ok(f) = std::fs::File::open(&tmp) {
+            let _ = f.sync_all();
+        }
+        std::fs::rename(&tmp, &p).map_err(|e| StorageError::Io { path: p.display().to_string(), source: e })?;
+        let old: Vec<Arc<SSTableReader>> = std::mem::take(&mut *t.sstables.write());
+        for s in old {
+            s.delete_files();
+        }
+        t.replay_after.fetch_max(pos, Ordering::AcqRel);
+        self.discard_segments();
+        Ok(())
+    }
+
+    /// Flushes everything, syncs and closes the commit log.
+    pub async fn shutdown(self: &Arc<Self>) {
+        if let Err(e) = self.flush_all().await {
+            tracing::error!("flush at shutdown failed: {e}");
+        }
         if let Some(l) = self.commitlog.write().take() {
             l.shutdown();
         }
     }
 
-    pub fn data_directory(&self) -> &Path {
-        self.config.data_directories.first().map(|p| p.as_path()).unwrap_or(Path::new("data"))
+    /// Chunk cache hit and miss counts.
+    pub fn cache_stats(&self) -> (u64, u64) {
+        (self.cache.hits.load(Ordering::Relaxed), self.cache.misses.load(Ordering::Relaxed))
     }
 }
