@@ -22,6 +22,7 @@ class SibylNode:
     def __init__(self, data_dir=None, port=None, extra_config=""):
         self.host = "127.0.0.1"
         self.port = port or free_port()
+        self.admin_port = free_port()
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="sibyl-test-")
         self.extra_config = extra_config
         self.proc = None
@@ -34,6 +35,7 @@ class SibylNode:
                 f"cluster_name: test\n"
                 f"listen_address: {self.host}\n"
                 f"native_transport_port: {self.port}\n"
+                f"admin_port: {self.admin_port}\n"
                 f"data_file_directories: [{self.data_dir}/data]\n"
                 f"commitlog_directory: {self.data_dir}/commitlog\n"
                 + self.extra_config
@@ -70,6 +72,13 @@ class SibylNode:
                 self.proc.kill()
                 self.proc.wait()
         return self.proc.returncode if self.proc else None
+
+    def nodetool(self, *args):
+        """Runs `sibyl nodetool` against this node; returns its stdout."""
+        p = subprocess.run([BIN, "nodetool", "-p", str(self.admin_port), *args], capture_output=True, text=True, timeout=600)
+        if p.returncode != 0:
+            raise RuntimeError(f"nodetool {' '.join(args)} failed: {p.stderr}")
+        return p.stdout
 
     def kill9(self):
         if self.proc and self.proc.poll() is None:

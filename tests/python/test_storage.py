@@ -36,10 +36,13 @@ def test_flushes_happen_reads_merge_and_the_commit_log_is_recycled(tmp_path):
         for round_ in range(3):
             args = [(k, c, blob) for k in range(round_ * 100, round_ * 100 + 100) for c in range(30)]
             execute_concurrent_with_args(s, ins, args, concurrency=32)
+        def generations():
+            return [int(os.path.basename(p).split("-")[1]) for p in sstables(n, "st", "t")]
+
         deadline = time.time() + 20
-        while len(sstables(n, "st", "t")) < 2 and time.time() < deadline:
+        while max(generations(), default=0) < 2 and time.time() < deadline:
             time.sleep(0.2)
-        assert len(sstables(n, "st", "t")) >= 2, "memtables were flushed to SSTables"
+        assert max(generations(), default=0) >= 2, "memtables were flushed to SSTables (and maybe compacted)"
         # overwrite, delete and expire data that already lives in SSTables
         s.execute("UPDATE st.t SET v = 0x01 WHERE k = 0 AND c = 0")
         s.execute("DELETE FROM st.t WHERE k = 1")
@@ -90,6 +93,75 @@ def test_clean_shutdown_flushes_everything(tmp_path):
         n.start()
         c, s = connect(n)
         assert s.execute("SELECT count(*) FROM cs.t").one().count == 100
+        c.shutdown()
+    finally:
+        n.kill9()
+
+
+def test_nodetool_flush_compact_and_tombstone_purge_without_resurrection(tmp_path):
+    n = SibylNode(data_dir=str(tmp_path)).start()
+    try:
+        c, s = connect(n)
+        s.execute("CREATE KEYSPACE nt WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        # gc_grace_seconds = 0: tombstones may be purged at once, but only when
+        # no SSTable outside the compaction can hold the data they shadow
+        s.execute("CREATE TABLE nt.t (k int, c int, v text, PRIMARY KEY (k, c)) WITH gc_grace_seconds = 0 AND compaction = {'class': 'SizeTieredCompactionStrategy', 'enabled': 'false'}")
+        for i in range(50):
+            s.execute("INSERT INTO nt.t (k, c, v) VALUES (%s, 1, 'old')", (i,))
+        n.nodetool("flush", "nt", "t")
+        assert len(sstables(n, "nt", "t")) == 1
+        for i in range(0, 50, 2):
+            s.execute("DELETE FROM nt.t WHERE k = %s", (i,))
+        s.execute("UPDATE nt.t SET v = 'new' WHERE k = 1 AND c = 1")
+        n.nodetool("flush", "nt")
+        assert len(sstables(n, "nt", "t")) == 2
+        for i in range(50, 60):
+            s.execute("INSERT INTO nt.t (k, c, v) VALUES (%s, 1, 'x')", (i,))
+        n.nodetool("flush")
+        assert len(sstables(n, "nt", "t")) == 3
+        time.sleep(1.1)  # deletion times fall before gc_before
+        n.nodetool("compact", "nt", "t")
+        assert len(sstables(n, "nt", "t")) == 1
+        rows = {r.k: r.v for r in s.execute("SELECT k, v FROM nt.t")}
+        assert set(rows) == set(range(1, 50, 2)) | set(range(50, 60)), "deleted rows stay deleted after compaction"
+        assert rows[1] == "new"
+        history = n.nodetool("compactionhistory")
+        assert "nt" in history and "t" in history
+        stats = n.nodetool("tablestats", "nt.t")
+        assert "SSTable count: 1" in stats
+        status = n.nodetool("status")
+        assert status.startswith("Datacenter: datacenter1") and "UN  127.0.0.1" in status
+        assert "pending tasks:" in n.nodetool("compactionstats")
+        n.nodetool("setcompactionthroughput", "16")
+        assert "16 MiB/s" in n.nodetool("getcompactionthroughput")
+        c.shutdown()
+        n.kill9()
+        n.start()
+        c, s = connect(n)
+        rows = {r.k for r in s.execute("SELECT k FROM nt.t")}
+        assert rows == set(range(1, 50, 2)) | set(range(50, 60))
+        c.shutdown()
+        n.nodetool("drain")
+        n.proc.wait(timeout=20)
+    finally:
+        n.kill9()
+
+
+def test_size_tiered_compaction_runs_in_the_background(tmp_path):
+    n = SibylNode(data_dir=str(tmp_path)).start()
+    try:
+        c, s = connect(n)
+        s.execute("CREATE KEYSPACE bg WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        s.execute("CREATE TABLE bg.t (k int PRIMARY KEY, v text)")
+        for round_ in range(6):
+            for i in range(20):
+                s.execute("INSERT INTO bg.t (k, v) VALUES (%s, %s)", (round_ * 20 + i, "v"))
+            n.nodetool("flush", "bg", "t")
+        deadline = time.time() + 20
+        while len(sstables(n, "bg", "t")) >= 4 and time.time() < deadline:
+            time.sleep(0.2)
+        assert len(sstables(n, "bg", "t")) < 4, "min_threshold (4) similar SSTables were compacted"
+        assert s.execute("SELECT count(*) FROM bg.t").one().count == 120
         c.shutdown()
     finally:
         n.kill9()

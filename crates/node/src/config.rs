@@ -61,6 +61,8 @@ struct RawConfig {
     batch_size_fail_threshold: Option<String>,
     batch_size_fail_threshold_in_kb: Option<u64>,
     start_native_transport: Option<bool>,
+    admin_address: Option<String>,
+    admin_port: Option<u16>,
     memtable_heap_space: Option<String>,
     memtable_heap_space_in_mb: Option<u64>,
     commitlog_total_space: Option<String>,
@@ -103,6 +105,9 @@ pub struct Config {
     pub batch_size_warn_threshold_bytes: u64,
     pub batch_size_fail_threshold_bytes: u64,
     pub start_native_transport: bool,
+    /// Where `sibyl nodetool` reaches the node (Sibyl's stand-in for JMX).
+    pub admin_address: String,
+    pub admin_port: u16,
     /// Memory for memtables; a table's memtable is flushed at 1/8 of it.
     pub memtable_heap_space_bytes: u64,
     /// When the commit log holds more, every table is flushed.
@@ -136,6 +141,8 @@ impl Default for Config {
             batch_size_warn_threshold_bytes: 5 * 1024,
             batch_size_fail_threshold_bytes: 50 * 1024,
             start_native_transport: true,
+            admin_address: "127.0.0.1".into(),
+            admin_port: 7199,
             memtable_heap_space_bytes: 512 * 1024 * 1024,
             commitlog_total_space_bytes: 1024 * 1024 * 1024,
             file_cache_size_bytes: 128 * 1024 * 1024,
@@ -291,6 +298,12 @@ impl Config {
         c.memtable_heap_space_bytes = size(&raw.memtable_heap_space, raw.memtable_heap_space_in_mb, c.memtable_heap_space_bytes)?;
         c.commitlog_total_space_bytes = size(&raw.commitlog_total_space, raw.commitlog_total_space_in_mb, c.commitlog_total_space_bytes)?;
         c.file_cache_size_bytes = size(&raw.file_cache_size, raw.file_cache_size_in_mb, c.file_cache_size_bytes)?;
+        if let Some(v) = raw.admin_address {
+            c.admin_address = v;
+        }
+        if let Some(v) = raw.admin_port {
+            c.admin_port = v;
+        }
         if let Some(v) = raw.start_native_transport {
             c.start_native_transport = v;
         }

@@ -1,6 +1,7 @@
 //! A Sibyl node: configuration, schema, the query processor, the coordinator
 //! (StorageProxy) and the CQL server, wired together by [`start`].
 
+pub mod admin;
 pub mod cells;
 pub mod config;
 pub mod describe;
@@ -57,6 +58,8 @@ pub struct Node {
     pub native_addr: std::net::SocketAddr,
     shutdown_tx: tokio::sync::watch::Sender<bool>,
     server_task: Option<tokio::task::JoinHandle<()>>,
+    /// Becomes true when `nodetool drain` has flushed everything.
+    pub drained: tokio::sync::watch::Receiver<bool>,
 }
 
 fn sync_mode(c: &Config) -> SyncMode {
@@ -169,6 +172,19 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
     } else {
         None
     };
+    let (drained_tx, drained) = tokio::sync::watch::channel(false);
+    let admin_addr = format!("{}:{}", config.admin_address, config.admin_port);
+    let admin_listener = tokio::net::TcpListener::bind(&admin_addr).await.map_err(|e| StartError::Listen { addr: admin_addr.clone(), source: e })?;
+    let admin = Arc::new(admin::Admin {
+        qp: qp.clone(),
+        storage: storage.clone(),
+        host_id,
+        tokens: tokens.clone(),
+        address: listen.to_string(),
+        started,
+        drained: drained_tx,
+    });
+    tokio::spawn(admin.serve(admin_listener, shutdown_tx.subscribe()));
     tracing::info!(
         "Sibyl {} (Cassandra {} compatible) started in {} ms; CQL on {}; host id {}",
         env!("CARGO_PKG_VERSION"),
@@ -177,7 +193,7 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         native_addr,
         host_id
     );
-    Ok(Node { config, storage, qp, host_id, tokens, native_addr, shutdown_tx, server_task })
+    Ok(Node { config, storage, qp, host_id, tokens, native_addr, shutdown_tx, server_task, drained })
 }
 
 impl Node {

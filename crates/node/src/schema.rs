@@ -223,6 +223,7 @@ impl TableParams {
                     m.insert("class".into(), class);
                     m.entry("max_threshold".into()).or_insert_with(|| "32".into());
                     m.entry("min_threshold".into()).or_insert_with(|| "4".into());
+                    sibyl_storage::compaction::SizeTieredOptions::from_map(&m).map_err(Error::Config)?;
                     self.compaction = m;
                 }
                 "compression" => {
@@ -384,6 +385,10 @@ impl TableMetadata {
             compress,
             chunk_length_bytes: chunk_kb.clamp(1, 64 * 1024) * 1024,
             bloom_filter_fp_chance: p.bloom_filter_fp_chance,
+            gc_grace_seconds: p.gc_grace_seconds,
+            // leveled and time-window selection are not built yet: their tables compact size-tiered
+            size_tiered: sibyl_storage::compaction::SizeTieredOptions::from_map(&p.compaction).unwrap_or_default(),
+            auto_compaction: p.compaction.get("enabled").map(|v| v != "false").unwrap_or(true),
         }
     }
 }

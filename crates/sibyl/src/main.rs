@@ -2,17 +2,24 @@
 //! 127.0.0.1:9042, data under ./data); `--config FILE` reads a cassandra.yaml-
 //! style file.
 
+mod nodetool;
+
 use anyhow::Context;
 use sibyl_node::config::Config;
 use std::path::PathBuf;
 
 const USAGE: &str = "usage: sibyl [--config FILE]
+       sibyl nodetool [-h HOST] [-p PORT] <command> [args]
 
 Starts a Sibyl node. Without --config it serves CQL on 127.0.0.1:9042 and keeps
 its data under ./data. FILE uses cassandra.yaml key names and units.";
 
 fn main() -> anyhow::Result<()> {
-    let mut args = std::env::args().skip(1);
+    let all: Vec<String> = std::env::args().skip(1).collect();
+    if all.first().map(|a| a == "nodetool").unwrap_or(false) {
+        return nodetool::run(all[1..].to_vec());
+    }
+    let mut args = all.into_iter();
     let mut config_path: Option<PathBuf> = None;
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -39,7 +46,11 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async move {
         let node = sibyl_node::start(config).await?;
-        wait_for_signal().await;
+        let mut drained = node.drained.clone();
+        tokio::select! {
+            _ = wait_for_signal() => {}
+            _ = drained.changed() => tracing::info!("drained by nodetool"),
+        }
         tracing::info!("draining and stopping");
         node.shutdown().await;
         anyhow::Ok(())

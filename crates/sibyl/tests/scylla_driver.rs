@@ -22,12 +22,13 @@ impl Drop for Node {
 
 fn start_node() -> Node {
     let port = TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let admin_port = TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = dir.path().join("sibyl.yaml");
     std::fs::write(
         &cfg,
         format!(
-            "native_transport_port: {port}\ndata_file_directories: [{d}/data]\ncommitlog_directory: {d}/commitlog\n",
+            "native_transport_port: {port}\nadmin_port: {admin_port}\ndata_file_directories: [{d}/data]\ncommitlog_directory: {d}/commitlog\n",
             d = dir.path().display()
         ),
     )

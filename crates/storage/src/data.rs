@@ -557,3 +557,75 @@ impl Mutation {
         }
     }
 }
+
+impl Cell {
+    /// An expired cell becomes a tombstone dated at its expiry.
+    fn expire(&mut self, now: i32) {
+        if self.ttl > 0 && self.value.is_some() && !self.is_live(now) {
+            self.value = None;
+            self.ttl = 0;
+        }
+    }
+}
+
+impl Partition {
+    /// Compaction's view of a partition: drops what deletions shadow, turns
+    /// expired cells into tombstones, and — when `purgeable` (no data outside
+    /// the compaction can be shadowed by them) — drops tombstones whose
+    /// deletion time is before `gc_before` (now − gc_grace_seconds).
+    /// Returns whether anything is left.
+    pub fn compact(&mut self, now: i32, gc_before: i32, purgeable: bool) -> bool {
+        let pdel = self.deletion;
+        let gc = |d: &DeletionTime| purgeable && !d.is_live() && d.local_deletion_time < gc_before;
+        let rts = std::mem::take(&mut self.range_tombstones);
+        let compact_row = |row: &mut Row, del: DeletionTime| -> bool {
+            row.resolve(del, now, false);
+            if let Some(l) = row.liveness {
+                if !l.is_live(now) && purgeable && l.local_expiration_time < gc_before {
+                    row.liveness = None;
+                }
+            }
+            if let Some(d) = row.deletion {
+                if gc(&d) {
+                    row.deletion = None;
+                }
+            }
+            row.cells.retain(|_, data| match data {
+                ColumnData::Simple(c) => {
+                    c.expire(now);
+                    !(c.value.is_none() && purgeable && c.local_deletion_time < gc_before)
+                }
+                ColumnData::Complex { deletion, cells } => {
+                    if gc(deletion) {
+                        *deletion = DeletionTime::LIVE;
+                    }
+                    cells.retain(|_, c| {
+                        c.expire(now);
+                        !(c.value.is_none() && purgeable && c.local_deletion_time < gc_before)
+                    });
+                    !cells.is_empty() || !deletion.is_live()
+                }
+            });
+            row.liveness.is_some() || row.deletion.is_some() || !row.cells.is_empty()
+        };
+        if let Some(sr) = &mut self.static_row {
+            if !compact_row(sr, pdel) {
+                self.static_row = None;
+            }
+        }
+        self.rows.retain(|ck, row| {
+            let mut del = pdel;
+            for rt in &rts {
+                if rt.covers(ck) {
+                    del.merge(&rt.deletion);
+                }
+            }
+            compact_row(row, del)
+        });
+        self.range_tombstones = rts.into_iter().filter(|rt| !gc(&rt.deletion) && !pdel.supersedes(&rt.deletion) && pdel != rt.deletion).collect();
+        if gc(&self.deletion) {
+            self.deletion = DeletionTime::LIVE;
+        }
+        !self.is_empty()
+    }
+}

@@ -6,6 +6,7 @@
 
 pub mod clustering;
 pub mod commitlog;
+pub mod compaction;
 pub mod data;
 pub mod memtable;
 pub mod serde;

@@ -102,3 +102,9 @@ impl Memtable {
         Ok(())
     }
 }
+
+impl Memtable {
+    pub fn contains(&self, key: &DecoratedKey) -> bool {
+        self.partitions.contains_key(key)
+    }
+}

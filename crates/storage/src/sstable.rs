@@ -341,6 +341,14 @@ impl SSTableWriter {
         Ok(())
     }
 
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Writes the remaining components, syncs and publishes the SSTable.
     pub fn finish(mut self, commitlog_position: u64) -> Result<u64, StorageError> {
         self.flush_chunk()?;
@@ -388,6 +396,28 @@ impl SSTableWriter {
 }
 
 // ---------- reader ----------
+
+/// Iterates the partitions of an SSTable in token order.
+pub struct Scanner<'a> {
+    reader: &'a SSTableReader,
+    index: Vec<u8>,
+    pos: usize,
+}
+
+impl Iterator for Scanner<'_> {
+    type Item = Result<(DecoratedKey, Partition), StorageError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.pos >= self.index.len() {
+            return None;
+        }
+        let Some((k, off, intra, next)) = read_index_entry(&self.index, self.pos) else {
+            self.pos = self.index.len();
+            return Some(Err(corrupt(&component_path(&self.reader.dir, self.reader.generation, "Index.db"), self.pos as u64, "truncated index entry")));
+        };
+        self.pos = next;
+        Some(self.reader.partition_at(off, intra).map(|p| (DecoratedKey::new(k), p)))
+    }
+}
 
 /// An open SSTable.
 pub struct SSTableReader {
@@ -588,19 +618,19 @@ impl SSTableReader {
 
     /// Every partition in token order (for compaction, dump and verify).
     pub fn scan(&self) -> Result<Vec<(DecoratedKey, Partition)>, StorageError> {
-        let (buf, _) = {
-            let mut b = vec![0u8; self.index_len as usize];
-            self.index.read_exact_at(&mut b, 0).map_err(|e| io(&component_path(&self.dir, self.generation, "Index.db"), e))?;
-            (b, 0)
-        };
-        let mut out = Vec::new();
-        let mut pos = 8;
-        while pos < buf.len() {
-            let Some((k, off, intra, next)) = read_index_entry(&buf, pos) else { break };
-            out.push((DecoratedKey::new(k), self.partition_at(off, intra)?));
-            pos = next;
-        }
-        Ok(out)
+        self.scanner()?.collect()
+    }
+
+    /// A lazy scan of every partition in token order.
+    pub fn scanner(&self) -> Result<Scanner<'_>, StorageError> {
+        let mut buf = vec![0u8; self.index_len as usize];
+        self.index.read_exact_at(&mut buf, 0).map_err(|e| io(&component_path(&self.dir, self.generation, "Index.db"), e))?;
+        Ok(Scanner { reader: self, index: buf, pos: 8 })
+    }
+
+    /// Whether this SSTable may hold `key` (bloom filter and token bounds).
+    pub fn may_contain(&self, key: &DecoratedKey) -> bool {
+        key.token >= self.stats.min_token && key.token <= self.stats.max_token && self.bloom.may_contain(&key.key)
     }
 
     /// Removes the files of this SSTable (after TRUNCATE or DROP).
@@ -614,6 +644,11 @@ impl SSTableReader {
     pub fn size_bytes(&self) -> u64 {
         COMPONENTS.iter().filter_map(|c| std::fs::metadata(component_path(&self.dir, self.generation, c)).ok()).map(|m| m.len()).sum()
     }
+}
+
+/// Bytes of all components of an SSTable.
+pub fn component_size(dir: &Path, generation: u64) -> u64 {
+    COMPONENTS.iter().filter_map(|c| std::fs::metadata(component_path(dir, generation, c)).ok()).map(|m| m.len()).sum()
 }
 
 /// Generations of the published SSTables in `dir`; removes leftovers of

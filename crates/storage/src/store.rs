@@ -21,12 +21,45 @@ pub struct TableOptions {
     pub compress: bool,
     pub chunk_length_bytes: usize,
     pub bloom_filter_fp_chance: f64,
+    pub gc_grace_seconds: i32,
+    pub size_tiered: crate::compaction::SizeTieredOptions,
+    /// Background compaction enabled (`'enabled': 'false'` in the compaction map disables it).
+    pub auto_compaction: bool,
 }
 
 impl Default for TableOptions {
     fn default() -> Self {
-        TableOptions { compress: true, chunk_length_bytes: 16 * 1024, bloom_filter_fp_chance: 0.01 }
+        TableOptions {
+            compress: true,
+            chunk_length_bytes: 16 * 1024,
+            bloom_filter_fp_chance: 0.01,
+            gc_grace_seconds: 864000,
+            size_tiered: Default::default(),
+            auto_compaction: true,
+        }
     }
+}
+
+/// One finished compaction, for `nodetool compactionhistory`.
+#[derive(Debug, Clone)]
+pub struct CompactionRecord {
+    pub table_id: uuid::Uuid,
+    pub finished_at_millis: i64,
+    pub input_bytes: u64,
+    pub output_bytes: u64,
+    pub input_partitions: u64,
+    pub output_partitions: u64,
+    pub inputs: usize,
+}
+
+/// A compaction in progress, for `nodetool compactionstats`.
+#[derive(Debug, Clone)]
+pub struct CompactionProgress {
+    pub table_id: uuid::Uuid,
+    pub id: uuid::Uuid,
+    pub done_partitions: u64,
+    pub total_partitions: u64,
+    pub total_bytes: u64,
 }
 
 /// The data of one table on this node (Cassandra's `ColumnFamilyStore`).
@@ -43,6 +76,7 @@ pub struct ColumnFamilyStore {
     /// already in SSTables (or were truncated away).
     pub replay_after: AtomicU64,
     flush_lock: tokio::sync::Mutex<()>,
+    compaction_lock: tokio::sync::Mutex<()>,
     pub writes: AtomicU64,
     pub reads: AtomicU64,
     pub flushes: AtomicU64,
@@ -70,6 +104,7 @@ impl ColumnFamilyStore {
             next_generation: AtomicU64::new(gens.last().copied().unwrap_or(0) + 1),
             replay_after: AtomicU64::new(replay_after),
             flush_lock: tokio::sync::Mutex::new(()),
+            compaction_lock: tokio::sync::Mutex::new(()),
             writes: AtomicU64::new(0),
             reads: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
@@ -176,6 +211,10 @@ pub struct StorageEngine {
     flush_pending: AtomicBool,
     /// Tables dropped: their commit log entries are never needed again.
     dropped: Mutex<std::collections::HashSet<uuid::Uuid>>,
+    pub compaction_history: Mutex<std::collections::VecDeque<CompactionRecord>>,
+    pub compactions_running: Mutex<Vec<CompactionProgress>>,
+    /// `compaction_throughput` in bytes per second (0: unthrottled).
+    pub compaction_throughput_bytes: AtomicU64,
 }
 
 impl StorageEngine {
@@ -192,6 +231,9 @@ impl StorageEngine {
             cache,
             flush_pending: AtomicBool::new(false),
             dropped: Mutex::new(Default::default()),
+            compaction_history: Mutex::new(Default::default()),
+            compactions_running: Mutex::new(Vec::new()),
+            compaction_throughput_bytes: AtomicU64::new(64 * 1024 * 1024),
         }))
     }
 
@@ -398,6 +440,130 @@ impl StorageEngine {
         t.replay_after.fetch_max(position, Ordering::AcqRel);
         t.flushes.fetch_add(1, Ordering::Relaxed);
         self.discard_segments();
+        if t.options.read().auto_compaction {
+            let me = self.clone();
+            let t2 = t.clone();
+            tokio::spawn(async move {
+                while let Ok(Some(_)) = me.compact(&t2, false).await {}
+            });
+        }
+        Ok(Some(generation))
+    }
+
+    /// SSTables size-tiered compaction would merge next (or all, for a major compaction).
+    fn compaction_candidates(t: &ColumnFamilyStore, major: bool) -> Vec<Arc<SSTableReader>> {
+        let ss = t.sstables();
+        if major {
+            return if ss.len() > 1 { ss } else { Vec::new() };
+        }
+        let sizes: Vec<u64> = ss.iter().map(|s| s.size_bytes()).collect();
+        let opts = t.options.read().size_tiered.clone();
+        crate::compaction::size_tiered_candidates(&sizes, &opts).map(|idx| idx.into_iter().map(|i| ss[i].clone()).collect()).unwrap_or_default()
+    }
+
+    /// Pending compactions, estimated as Cassandra does (per table, what the
+    /// strategy would still do).
+    pub fn pending_compactions(&self) -> usize {
+        self.tables()
+            .iter()
+            .map(|t| {
+                let n = Self::compaction_candidates(t, false).len();
+                if n == 0 { 0 } else { 1 + (t.sstable_count().saturating_sub(n)) / t.options.read().size_tiered.min_threshold.max(2) }
+            })
+            .sum()
+    }
+
+    /// Runs one compaction of a table (the strategy's choice, or all its
+    /// SSTables for a major compaction). Returns the new generation, if any.
+    pub async fn compact(self: &Arc<Self>, t: &Arc<ColumnFamilyStore>, major: bool) -> Result<Option<u64>, StorageError> {
+        let _one = t.compaction_lock.lock().await;
+        let inputs = Self::compaction_candidates(t, major);
+        if inputs.len() < 2 {
+            return Ok(None);
+        }
+        let generation = t.next_generation.fetch_add(1, Ordering::Relaxed);
+        let opts = t.options.read().clone();
+        let now = now_in_seconds();
+        let gc_before = now.saturating_sub(opts.gc_grace_seconds);
+        let progress_id = uuid::Uuid::new_v4();
+        let total_partitions: u64 = inputs.iter().map(|s| s.stats.partitions).sum();
+        let total_bytes: u64 = inputs.iter().map(|s| s.stats.data_bytes).sum();
+        self.compactions_running.lock().push(CompactionProgress {
+            table_id: t.table_id,
+            id: progress_id,
+            done_partitions: 0,
+            total_partitions,
+            total_bytes,
+        });
+        let me = self.clone();
+        let t2 = t.clone();
+        let ins = inputs.clone();
+        let dir = t.dir.clone();
+        let throughput = self.compaction_throughput_bytes.load(Ordering::Relaxed);
+        let result = tokio::task::spawn_blocking(move || {
+            let writer = SSTableWriter::create(&dir, generation, opts.chunk_length_bytes, opts.compress, opts.bloom_filter_fp_chance)?;
+            let in_gens: std::collections::HashSet<u64> = ins.iter().map(|s| s.generation).collect();
+            let outside = |k: &DecoratedKey| {
+                t2.sstables().iter().any(|s| !in_gens.contains(&s.generation) && s.may_contain(k))
+                    || t2.memtable.read().contains(k)
+                    || t2.flushing.read().iter().any(|m| m.contains(k))
+            };
+            let started = std::time::Instant::now();
+            let avg = if total_partitions > 0 { total_bytes / total_partitions } else { 0 };
+            let progress = |done: u64| {
+                if done % 256 == 0 {
+                    if let Some(p) = me.compactions_running.lock().iter_mut().find(|p| p.id == progress_id) {
+                        p.done_partitions = done;
+                    }
+                    // throttle to compaction_throughput
+                    if throughput > 0 {
+                        let expected = std::time::Duration::from_secs_f64((done * avg) as f64 / throughput as f64);
+                        if let Some(wait) = expected.checked_sub(started.elapsed()) {
+                            std::thread::sleep(wait.min(std::time::Duration::from_millis(100)));
+                        }
+                    }
+                }
+            };
+            let r = crate::compaction::compact(&ins, writer, now, gc_before, &outside, &progress)?;
+            let reader = SSTableReader::open(&dir, generation, t2.comparator.clone(), me.cache.clone())?;
+            Ok::<_, StorageError>((r, reader))
+        })
+        .await
+        .map_err(|e| StorageError::Decode(format!("compaction task failed: {e}")));
+        self.compactions_running.lock().retain(|p| p.id != progress_id);
+        let (result, reader) = result??;
+        let in_gens: std::collections::HashSet<u64> = inputs.iter().map(|s| s.generation).collect();
+        {
+            let mut ss = t.sstables.write();
+            ss.retain(|s| !in_gens.contains(&s.generation));
+            ss.push(Arc::new(reader));
+            ss.sort_by_key(|s| s.generation);
+        }
+        for s in &inputs {
+            s.delete_files();
+        }
+        let mut h = self.compaction_history.lock();
+        h.push_back(CompactionRecord {
+            table_id: t.table_id,
+            finished_at_millis: sibyl_types::timeuuid::timestamp_micros_now() / 1000,
+            input_bytes: result.input_bytes,
+            output_bytes: result.output_bytes,
+            input_partitions: result.input_partitions,
+            output_partitions: result.output_partitions,
+            inputs: inputs.len(),
+        });
+        while h.len() > 1000 {
+            h.pop_front();
+        }
+        tracing::info!(
+            "compacted {} SSTables of {} into generation {generation}: {} -> {} bytes, {} -> {} partitions",
+            inputs.len(),
+            t.table_id,
+            result.input_bytes,
+            result.output_bytes,
+            result.input_partitions,
+            result.output_partitions
+        );
         Ok(Some(generation))
     }
 

@@ -1,0 +1,246 @@
+//! The node's admin interface, what `sibyl nodetool` talks to (Cassandra's
+//! JMX, as a small HTTP/1.1 JSON API on `admin_address:admin_port`, loopback
+//! by default). One request per connection.
+//!
+//! | verb | path |
+//! |---|---|
+//! | POST | `/flush?keyspace=K&table=T` (both optional) |
+//! | POST | `/compact?keyspace=K&table=T` |
+//! | POST | `/drain` |
+//! | GET | `/compactionstats`, `/compactionhistory` |
+//! | GET | `/tablestats?keyspace=K&table=T` |
+//! | GET / POST | `/compactionthroughput` (`?mb_per_sec=N` to set) |
+//! | GET | `/status`, `/info` |
+
+use crate::query::QueryProcessor;
+use crate::schema::TableMetadata;
+use serde_json::{json, Value};
+use sibyl_storage::StorageEngine;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// What the admin interface needs of the node.
+pub struct Admin {
+    pub qp: Arc<QueryProcessor>,
+    pub storage: Arc<StorageEngine>,
+    pub host_id: uuid::Uuid,
+    pub tokens: Vec<i64>,
+    pub address: String,
+    pub started: std::time::Instant,
+    pub drained: tokio::sync::watch::Sender<bool>,
+}
+
+fn parse_query(q: &str) -> HashMap<String, String> {
+    q.split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.replace("%2E", ".").replace('+', " ")))
+        .collect()
+}
+
+impl Admin {
+    pub async fn serve(self: Arc<Self>, listener: TcpListener, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+        loop {
+            tokio::select! {
+                r = listener.accept() => {
+                    let Ok((mut sock, _)) = r else { continue };
+                    let me = self.clone();
+                    tokio::spawn(async move {
+                        let mut buf = vec![0u8; 8192];
+                        let mut n = 0;
+                        loop {
+                            match sock.read(&mut buf[n..]).await {
+                                Ok(0) | Err(_) => break,
+                                Ok(k) => {
+                                    n += k;
+                                    if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") || n == buf.len() {
+                                        break;
+                                    }
+                                }
+                            }
+                        }
+                        let head = String::from_utf8_lossy(&buf[..n]).to_string();
+                        let line = head.lines().next().unwrap_or("").to_string();
+                        let mut parts = line.split_whitespace();
+                        let method = parts.next().unwrap_or("").to_string();
+                        let target = parts.next().unwrap_or("/").to_string();
+                        let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+                        let (status, body) = match me.handle(&method, path, &parse_query(query)).await {
+                            Ok(v) => ("200 OK", v),
+                            Err((code, msg)) => (code, json!({ "error": msg })),
+                        };
+                        let body = body.to_string();
+                        let resp = format!("HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+                        let _ = sock.write_all(resp.as_bytes()).await;
+                    });
+                }
+                _ = shutdown.changed() => break,
+            }
+        }
+    }
+
+    fn tables(&self, q: &HashMap<String, String>) -> Result<Vec<Arc<TableMetadata>>, (&'static str, String)> {
+        let schema = self.qp.schema();
+        let mut out = Vec::new();
+        for ks in schema.keyspaces.values() {
+            if ks.is_virtual {
+                continue;
+            }
+            if let Some(k) = q.get("keyspace") {
+                if &ks.name != k {
+                    continue;
+                }
+            }
+            for t in ks.tables.values() {
+                if let Some(tn) = q.get("table") {
+                    if &t.name != tn {
+                        continue;
+                    }
+                }
+                out.push(t.clone());
+            }
+        }
+        if out.is_empty() && (q.contains_key("keyspace") || q.contains_key("table")) {
+            let what = match (q.get("keyspace"), q.get("table")) {
+                (Some(k), Some(t)) => format!("Unknown table {k}.{t}"),
+                (Some(k), None) => format!("Keyspace [{k}] does not exist."),
+                _ => "Unknown table".to_string(),
+            };
+            return Err(("404 Not Found", what));
+        }
+        Ok(out)
+    }
+
+    async fn handle(&self, method: &str, path: &str, q: &HashMap<String, String>) -> Result<Value, (&'static str, String)> {
+        let server_err = |e: sibyl_storage::StorageError| ("500 Internal Server Error", e.to_string());
+        match (method, path) {
+            ("POST", "/flush") => {
+                let mut flushed = 0;
+                for t in self.tables(q)? {
+                    if let Some(cfs) = self.storage.table(t.id) {
+                        if self.storage.flush(&cfs).await.map_err(server_err)?.is_some() {
+                            flushed += 1;
+                        }
+                    }
+                }
+                Ok(json!({ "flushed": flushed }))
+            }
+            ("POST", "/compact") => {
+                let mut compacted = 0;
+                for t in self.tables(q)? {
+                    if let Some(cfs) = self.storage.table(t.id) {
+                        self.storage.flush(&cfs).await.map_err(server_err)?;
+                        if self.storage.compact(&cfs, true).await.map_err(server_err)?.is_some() {
+                            compacted += 1;
+                        }
+                    }
+                }
+                Ok(json!({ "compacted": compacted }))
+            }
+            ("POST", "/drain") => {
+                self.storage.flush_all().await.map_err(server_err)?;
+                let _ = self.drained.send(true);
+                Ok(json!({ "drained": true }))
+            }
+            ("GET", "/compactionstats") => {
+                let running: Vec<Value> = self
+                    .storage
+                    .compactions_running
+                    .lock()
+                    .iter()
+                    .map(|p| {
+                        let t = self.qp.schema().table_by_id(p.table_id).cloned();
+                        json!({
+                            "id": p.id.to_string(),
+                            "keyspace": t.as_ref().map(|t| t.keyspace.clone()).unwrap_or_default(),
+                            "table": t.as_ref().map(|t| t.name.clone()).unwrap_or_default(),
+                            "completed": p.done_partitions,
+                            "total": p.total_partitions,
+                            "unit": "partitions",
+                            "bytes": p.total_bytes,
+                        })
+                    })
+                    .collect();
+                Ok(json!({ "pending": self.storage.pending_compactions(), "running": running }))
+            }
+            ("GET", "/compactionhistory") => {
+                let schema = self.qp.schema();
+                let h: Vec<Value> = self
+                    .storage
+                    .compaction_history
+                    .lock()
+                    .iter()
+                    .map(|r| {
+                        let t = schema.table_by_id(r.table_id);
+                        json!({
+                            "keyspace": t.map(|t| t.keyspace.clone()).unwrap_or_default(),
+                            "table": t.map(|t| t.name.clone()).unwrap_or_default(),
+                            "compacted_at": r.finished_at_millis,
+                            "bytes_in": r.input_bytes,
+                            "bytes_out": r.output_bytes,
+                            "partitions_in": r.input_partitions,
+                            "partitions_out": r.output_partitions,
+                            "sstables_in": r.inputs,
+                        })
+                    })
+                    .collect();
+                Ok(json!({ "history": h }))
+            }
+            ("GET", "/tablestats") => {
+                let mut out = Vec::new();
+                for t in self.tables(q)? {
+                    let Some(cfs) = self.storage.table(t.id) else { continue };
+                    let ss = cfs.sstables();
+                    let fp: u64 = ss.iter().map(|s| s.bloom_false_positives.load(Ordering::Relaxed)).sum();
+                    let partitions: u64 = ss.iter().map(|s| s.stats.partitions).sum();
+                    out.push(json!({
+                        "keyspace": t.keyspace,
+                        "table": t.name,
+                        "sstable_count": ss.len(),
+                        "space_used_live": cfs.live_disk_bytes(),
+                        "memtable_data_size": cfs.memtable_bytes(),
+                        "local_read_count": cfs.reads.load(Ordering::Relaxed),
+                        "local_write_count": cfs.writes.load(Ordering::Relaxed),
+                        "flushes": cfs.flushes.load(Ordering::Relaxed),
+                        "bloom_filter_false_positives": fp,
+                        "sstable_partitions": partitions,
+                        "compaction": t.params.compaction.get("class").cloned().unwrap_or_default(),
+                    }));
+                }
+                Ok(json!({ "tables": out }))
+            }
+            ("GET", "/compactionthroughput") => {
+                Ok(json!({ "mb_per_sec": self.storage.compaction_throughput_bytes.load(Ordering::Relaxed) / (1024 * 1024) }))
+            }
+            ("POST", "/compactionthroughput") => {
+                let mb: u64 = q
+                    .get("mb_per_sec")
+                    .and_then(|v| v.parse().ok())
+                    .ok_or(("400 Bad Request", "mb_per_sec must be a whole number".to_string()))?;
+                self.storage.compaction_throughput_bytes.store(mb * 1024 * 1024, Ordering::Relaxed);
+                Ok(json!({ "mb_per_sec": mb }))
+            }
+            ("GET", "/status") | ("GET", "/info") => {
+                let load: u64 = self.storage.tables().iter().map(|t| t.live_disk_bytes()).sum();
+                let (hits, misses) = self.storage.cache_stats();
+                Ok(json!({
+                    "address": self.address,
+                    "status": "UN",
+                    "datacenter": crate::DATA_CENTER,
+                    "rack": crate::RACK,
+                    "host_id": self.host_id.to_string(),
+                    "tokens": self.tokens.len(),
+                    "load_bytes": load,
+                    "uptime_seconds": self.started.elapsed().as_secs(),
+                    "release_version": crate::RELEASE_VERSION,
+                    "chunk_cache_hits": hits,
+                    "chunk_cache_misses": misses,
+                    "pending_compactions": self.storage.pending_compactions(),
+                }))
+            }
+            _ => Err(("404 Not Found", format!("unknown admin endpoint {method} {path}"))),
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! `sibyl nodetool`: Cassandra's operator verbs against a node's admin
+//! interface, printed the way Cassandra's nodetool prints them.
+
+use anyhow::{bail, Context};
+use serde_json::Value;
+use std::io::{Read, Write};
+
+pub const USAGE: &str = "usage: sibyl nodetool [-h HOST] [-p PORT] <command> [args]
+
+commands:
+  status                         the node, as `nodetool status` shows it
+  info                           node information
+  flush [keyspace [tables...]]   flush memtables to SSTables
+  compact [keyspace [tables...]] major compaction
+  drain                          flush everything and stop the node
+  compactionstats                pending and running compactions
+  compactionhistory              finished compactions
+  tablestats [keyspace[.table]]  per-table statistics
+  getcompactionthroughput        compaction throughput limit
+  setcompactionthroughput MB     set it (MiB/s, 0 = unthrottled)";
+
+fn request(host: &str, port: u16, method: &str, path: &str) -> anyhow::Result<Value> {
+    let mut s = std::net::TcpStream::connect((host, port)).with_context(|| format!("cannot reach the node's admin interface at {host}:{port}"))?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(3600)))?;
+    write!(s, "{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")?;
+    let mut resp = String::new();
+    s.read_to_string(&mut resp)?;
+    let (head, body) = resp.split_once("\r\n\r\n").unwrap_or((&resp, ""));
+    let v: Value = serde_json::from_str(body).with_context(|| format!("bad answer from the node: {head}"))?;
+    if let Some(e) = v.get("error") {
+        bail!("{}", e.as_str().unwrap_or("error"));
+    }
+    Ok(v)
+}
+
+fn human(bytes: u64) -> String {
+    let b = bytes as f64;
+    if b < 1024.0 {
+        format!("{bytes} bytes")
+    } else if b < 1024.0 * 1024.0 {
+        format!("{:.2} KiB", b / 1024.0)
+    } else if b < 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.2} MiB", b / 1024.0 / 1024.0)
+    } else {
+        format!("{:.2} GiB", b / 1024.0 / 1024.0 / 1024.0)
+    }
+}
+
+fn scope(args: &[String]) -> String {
+    let mut q = Vec::new();
+    if let Some(ks) = args.first() {
+        match ks.split_once('.') {
+            Some((k, t)) => {
+                q.push(format!("keyspace={k}"));
+                q.push(format!("table={t}"));
+            }
+            None => q.push(format!("keyspace={ks}")),
+        }
+    }
+    if q.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", q.join("&"))
+    }
+}
+
+pub fn run(args: Vec<String>) -> anyhow::Result<()> {
+    let mut host = "127.0.0.1".to_string();
+    let mut port: u16 = 7199;
+    let mut rest = Vec::new();
+    let mut it = args.into_iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "-h" | "--host" => host = it.next().context("-h needs a host")?,
+            "-p" | "--port" => port = it.next().context("-p needs a port")?.parse().context("-p needs a number")?,
+            "help" | "--help" => {
+                println!("{USAGE}");
+                return Ok(());
+            }
+            _ => rest.push(a),
+        }
+    }
+    let Some(cmd) = rest.first().cloned() else {
+        println!("{USAGE}");
+        bail!("no command given");
+    };
+    let args = &rest[1..];
+    let per_table = |verb: &str| -> anyhow::Result<()> {
+        if args.len() <= 1 {
+            request(&host, port, "POST", &format!("/{verb}{}", scope(args)))?;
+        } else {
+            for t in &args[1..] {
+                request(&host, port, "POST", &format!("/{verb}?keyspace={}&table={t}", args[0]))?;
+            }
+        }
+        Ok(())
+    };
+    match cmd.as_str() {
+        "flush" => per_table("flush"),
+        "compact" => per_table("compact"),
+        "drain" => {
+            request(&host, port, "POST", "/drain")?;
+            Ok(())
+        }
+        "status" => {
+            let v = request(&host, port, "GET", "/status")?;
+            let dc = v["datacenter"].as_str().unwrap_or("");
+            println!("Datacenter: {dc}");
+            println!("{}", "=".repeat(12 + dc.len()));
+            println!("Status=Up/Down");
+            println!("|/ State=Normal/Leaving/Joining/Moving");
+            println!("--  {:<10} {:<11} {:<7} {:<17} {:<37} Rack", "Address", "Load", "Tokens", "Owns (effective)", "Host ID");
+            println!(
+                "UN  {:<10} {:<11} {:<7} {:<17} {:<37} {}",
+                v["address"].as_str().unwrap_or(""),
+                human(v["load_bytes"].as_u64().unwrap_or(0)),
+                v["tokens"],
+                "100.0%",
+                v["host_id"].as_str().unwrap_or(""),
+                v["rack"].as_str().unwrap_or("")
+            );
+            Ok(())
+        }
+        "info" => {
+            let v = request(&host, port, "GET", "/info")?;
+            println!("{:<26}: {}", "ID", v["host_id"].as_str().unwrap_or(""));
+            println!("{:<26}: true", "Gossip active");
+            println!("{:<26}: true", "Native Transport active");
+            println!("{:<26}: {}", "Load", human(v["load_bytes"].as_u64().unwrap_or(0)));
+            println!("{:<26}: {}", "Uptime (seconds)", v["uptime_seconds"]);
+            println!("{:<26}: {}", "Data Center", v["datacenter"].as_str().unwrap_or(""));
+            println!("{:<26}: {}", "Rack", v["rack"].as_str().unwrap_or(""));
+            println!(
+                "{:<26}: entries {}, hits {}, misses {}",
+                "Chunk Cache",
+                "-",
+                v["chunk_cache_hits"],
+                v["chunk_cache_misses"]
+            );
+            println!("{:<26}: {}", "Percent Repaired", "100.0%");
+            println!("{:<26}: ({} tokens)", "Token", v["tokens"]);
+            Ok(())
+        }
+        "compactionstats" => {
+            let v = request(&host, port, "GET", "/compactionstats")?;
+            println!("pending tasks: {}", v["pending"]);
+            let running = v["running"].as_array().cloned().unwrap_or_default();
+            if !running.is_empty() {
+                println!("{:<38} {:<16} {:<16} {:<16} {:>12} {:>12} {:<10} progress", "id", "compaction type", "keyspace", "table", "completed", "total", "unit");
+                for r in running {
+                    let done = r["completed"].as_u64().unwrap_or(0);
+                    let total = r["total"].as_u64().unwrap_or(1).max(1);
+                    println!(
+                        "{:<38} {:<16} {:<16} {:<16} {:>12} {:>12} {:<10} {:.2}%",
+                        r["id"].as_str().unwrap_or(""),
+                        "Compaction",
+                        r["keyspace"].as_str().unwrap_or(""),
+                        r["table"].as_str().unwrap_or(""),
+                        done,
+                        total,
+                        r["unit"].as_str().unwrap_or(""),
+                        100.0 * done as f64 / total as f64
+                    );
+                }
+            }
+            Ok(())
+        }
+        "compactionhistory" => {
+            let v = request(&host, port, "GET", "/compactionhistory")?;
+            println!("Compaction History:");
+            println!("{:<16} {:<16} {:<15} {:>12} {:>12} {:>14} {:>15}", "keyspace_name", "columnfamily_name", "compacted_at", "bytes_in", "bytes_out", "partitions_in", "partitions_out");
+            for r in v["history"].as_array().cloned().unwrap_or_default() {
+                println!(
+                    "{:<16} {:<16} {:<15} {:>12} {:>12} {:>14} {:>15}",
+                    r["keyspace"].as_str().unwrap_or(""),
+                    r["table"].as_str().unwrap_or(""),
+                    r["compacted_at"],
+                    r["bytes_in"],
+                    r["bytes_out"],
+                    r["partitions_in"],
+                    r["partitions_out"]
+                );
+            }
+            Ok(())
+        }
+        "tablestats" | "cfstats" => {
+            let v = request(&host, port, "GET", &format!("/tablestats{}", scope(args)))?;
+            let tables = v["tables"].as_array().cloned().unwrap_or_default();
+            println!("Total number of tables: {}", tables.len());
+            println!("----------------");
+            let mut last_ks = String::new();
+            for t in tables {
+                let ks = t["keyspace"].as_str().unwrap_or("").to_string();
+                if ks != last_ks {
+                    println!("Keyspace : {ks}");
+                    last_ks = ks;
+                }
+                println!("\t\tTable: {}", t["table"].as_str().unwrap_or(""));
+                println!("\t\tSSTable count: {}", t["sstable_count"]);
+                println!("\t\tSpace used (live): {}", t["space_used_live"]);
+                println!("\t\tMemtable data size: {}", t["memtable_data_size"]);
+                println!("\t\tMemtable switch count: {}", t["flushes"]);
+                println!("\t\tLocal read count: {}", t["local_read_count"]);
+                println!("\t\tLocal write count: {}", t["local_write_count"]);
+                println!("\t\tBloom filter false positives: {}", t["bloom_filter_false_positives"]);
+                println!("\t\tNumber of partitions (estimate): {}", t["sstable_partitions"]);
+                println!();
+            }
+            Ok(())
+        }
+        "getcompactionthroughput" => {
+            let v = request(&host, port, "GET", "/compactionthroughput")?;
+            println!("Current compaction throughput: {} MiB/s", v["mb_per_sec"]);
+            Ok(())
+        }
+        "setcompactionthroughput" => {
+            let mb = args.first().context("setcompactionthroughput needs a value in MiB/s")?;
+            request(&host, port, "POST", &format!("/compactionthroughput?mb_per_sec={mb}"))?;
+            Ok(())
+        }
+        other => bail!("unknown command '{other}'\n{USAGE}"),
+    }
+}
