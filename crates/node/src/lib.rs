@@ -10,6 +10,7 @@ pub mod modification;
 pub mod proxy;
 pub mod query;
 pub mod restrictions;
+pub mod ring;
 pub mod schema;
 pub mod schema_tables;
 pub mod select;
@@ -135,6 +136,10 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         config.batch_size_fail_threshold_bytes,
     );
     qp.cluster_name = config.cluster_name.clone();
+    qp.proxy.ring.write().add(
+        ring::Endpoint { host_id, address: listen, datacenter: DATA_CENTER.into(), rack: RACK.into() },
+        &tokens,
+    );
     let qp = Arc::new(qp);
     write_system_schema_rows(&storage, &schema).await?;
     let local = LocalInfo { host_id, tokens: tokens.clone(), listen, rpc, config: config.clone() };

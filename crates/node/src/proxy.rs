@@ -4,6 +4,7 @@
 //! this node; the same path serves the cluster.
 
 use crate::error::{Error, Result};
+use crate::ring::TokenMetadata;
 use crate::schema::{KeyspaceMetadata, Schema};
 use sibyl_protocol::Consistency;
 use sibyl_storage::{Mutation, StorageEngine};
@@ -12,6 +13,9 @@ use std::sync::Arc;
 pub struct StorageProxy {
     storage: Arc<StorageEngine>,
     local_dc: String,
+    /// The ring; this node is endpoint `local`.
+    pub ring: parking_lot::RwLock<TokenMetadata>,
+    pub local: usize,
 }
 
 /// Replicas that must answer for `cl` given the keyspace's replication.
@@ -36,21 +40,22 @@ pub fn block_for(ks: &KeyspaceMetadata, cl: Consistency, local_dc: &str) -> usiz
 
 impl StorageProxy {
     pub fn new(storage: Arc<StorageEngine>, local_dc: String) -> Self {
-        StorageProxy { storage, local_dc }
+        StorageProxy { storage, local_dc, ring: parking_lot::RwLock::new(TokenMetadata::new()), local: 0 }
     }
 
-    /// Live replicas of a keyspace's data: this node, when the ring is one node
-    /// and the keyspace replicates to the local DC.
-    fn live_replicas(&self, ks: &KeyspaceMetadata) -> usize {
-        let class = ks.replication.get("class").map(|s| s.as_str()).unwrap_or("");
-        if class.ends_with("NetworkTopologyStrategy") {
-            let local: usize = ks.replication.get(&self.local_dc).and_then(|v| v.parse().ok()).unwrap_or(0);
-            return local.min(1);
-        }
-        ks.replication_factor().min(1)
+    /// Live natural replicas of `token`: the replicas the ring and the
+    /// strategy give, that the failure detector believes up (with one node:
+    /// this node, when it is a replica).
+    fn live_replicas(&self, ks: &KeyspaceMetadata, token: i64) -> (usize, bool) {
+        let replicas = self.ring.read().replicas(token, ks);
+        (replicas.len(), replicas.contains(&self.local))
     }
 
     fn check(&self, schema: &Schema, keyspace: &str, cl: Consistency, write: bool) -> Result<()> {
+        self.check_token(schema, keyspace, cl, write, i64::MIN)
+    }
+
+    fn check_token(&self, schema: &Schema, keyspace: &str, cl: Consistency, write: bool, token: i64) -> Result<()> {
         let Some(ks) = schema.keyspace(keyspace) else { return Ok(()) };
         if ks.is_system && ks.replication.get("class").map(|c| c.ends_with("LocalStrategy")).unwrap_or(false) {
             return Ok(());
@@ -65,7 +70,7 @@ impl StorageProxy {
             return Ok(());
         }
         let need = block_for(ks, cl, &self.local_dc);
-        let alive = self.live_replicas(ks);
+        let (alive, _) = self.live_replicas(ks, token);
         if need > alive || (need == 0 && alive == 0) {
             return Err(Error::Unavailable { consistency: cl, required: need.max(1) as i32, alive: alive as i32 });
         }
@@ -78,7 +83,9 @@ impl StorageProxy {
 
     /// Applies mutations at `cl`.
     pub async fn mutate(&self, schema: &Schema, keyspace: &str, mutations: Vec<Mutation>, cl: Consistency) -> Result<()> {
-        self.check(schema, keyspace, cl, true)?;
+        for m in &mutations {
+            self.check_token(schema, keyspace, cl, true, m.key.token)?;
+        }
         if mutations.is_empty() {
             return Ok(());
         }

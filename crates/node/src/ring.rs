@@ -1,0 +1,149 @@
+//! TokenMetadata: the token ring (each endpoint's vnode tokens) and the
+//! replication strategies that turn a token into its natural replicas
+//! (Cassandra's `locator`). The single node is a ring of one.
+
+use crate::schema::KeyspaceMetadata;
+use std::net::IpAddr;
+
+/// A node of the ring.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    pub host_id: uuid::Uuid,
+    pub address: IpAddr,
+    pub datacenter: String,
+    pub rack: String,
+}
+
+/// Tokens and the endpoints that own them.
+#[derive(Debug, Clone, Default)]
+pub struct TokenMetadata {
+    pub endpoints: Vec<Endpoint>,
+    /// Sorted by token.
+    ring: Vec<(i64, usize)>,
+}
+
+impl TokenMetadata {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds an endpoint with its tokens.
+    pub fn add(&mut self, e: Endpoint, tokens: &[i64]) -> usize {
+        let idx = self.endpoints.len();
+        self.endpoints.push(e);
+        self.ring.extend(tokens.iter().map(|t| (*t, idx)));
+        self.ring.sort();
+        idx
+    }
+
+    /// Endpoints of the ring walked clockwise from the first token >= `token`.
+    fn walk(&self, token: i64) -> impl Iterator<Item = usize> + '_ {
+        let start = self.ring.partition_point(|(t, _)| *t < token);
+        let n = self.ring.len();
+        (0..n).map(move |i| self.ring[(start + i) % n].1)
+    }
+
+    /// The natural replicas of `token` for the keyspace's replication strategy.
+    pub fn replicas(&self, token: i64, ks: &KeyspaceMetadata) -> Vec<usize> {
+        let class = ks.replication.get("class").map(|s| s.as_str()).unwrap_or("");
+        let mut out: Vec<usize> = Vec::new();
+        if class.ends_with("LocalStrategy") || class.ends_with("EverywhereStrategy") {
+            return (0..self.endpoints.len()).collect();
+        }
+        if class.ends_with("NetworkTopologyStrategy") {
+            for (dc, rf) in ks.replication.iter().filter(|(k, _)| *k != "class") {
+                let rf: usize = rf.parse().unwrap_or(0);
+                let in_dc: Vec<usize> = self.walk(token).filter(|e| &self.endpoints[*e].datacenter == dc).collect();
+                let mut picked: Vec<usize> = Vec::new();
+                let mut racks = std::collections::HashSet::new();
+                // first distinct racks, then any endpoint, as NetworkTopologyStrategy does
+                for e in &in_dc {
+                    if picked.len() >= rf {
+                        break;
+                    }
+                    if !picked.contains(e) && racks.insert(self.endpoints[*e].rack.clone()) {
+                        picked.push(*e);
+                    }
+                }
+                for e in &in_dc {
+                    if picked.len() >= rf {
+                        break;
+                    }
+                    if !picked.contains(e) {
+                        picked.push(*e);
+                    }
+                }
+                out.extend(picked);
+            }
+            return out;
+        }
+        let rf = ks.replication_factor();
+        for e in self.walk(token) {
+            if out.len() >= rf {
+                break;
+            }
+            if !out.contains(&e) {
+                out.push(e);
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    fn ks(pairs: &[(&str, &str)]) -> KeyspaceMetadata {
+        KeyspaceMetadata {
+            name: "k".into(),
+            replication: pairs.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect::<BTreeMap<_, _>>(),
+            durable_writes: true,
+            tables: BTreeMap::new(),
+            types: BTreeMap::new(),
+            is_system: false,
+            is_virtual: false,
+        }
+    }
+
+    fn ep(i: u8, dc: &str, rack: &str) -> Endpoint {
+        Endpoint { host_id: uuid::Uuid::from_u128(i as u128), address: IpAddr::from([127, 0, 0, i]), datacenter: dc.into(), rack: rack.into() }
+    }
+
+    #[test]
+    fn simple_strategy_walks_the_ring_clockwise() {
+        let mut tm = TokenMetadata::new();
+        tm.add(ep(1, "dc1", "r1"), &[-100, 100]);
+        tm.add(ep(2, "dc1", "r1"), &[0]);
+        tm.add(ep(3, "dc1", "r1"), &[50]);
+        let rf2 = ks(&[("class", "org.apache.cassandra.locator.SimpleStrategy"), ("replication_factor", "2")]);
+        assert_eq!(tm.replicas(-5, &rf2), vec![1, 2]);
+        assert_eq!(tm.replicas(60, &rf2), vec![0, 1]);
+        assert_eq!(tm.replicas(101, &rf2), vec![0, 1], "wraps around");
+        let _ = Arc::new(());
+    }
+
+    #[test]
+    fn network_topology_strategy_counts_per_datacenter_and_prefers_racks() {
+        let mut tm = TokenMetadata::new();
+        tm.add(ep(1, "dc1", "r1"), &[0]);
+        tm.add(ep(2, "dc1", "r1"), &[10]);
+        tm.add(ep(3, "dc1", "r2"), &[20]);
+        tm.add(ep(4, "dc2", "r1"), &[30]);
+        let k = ks(&[("class", "org.apache.cassandra.locator.NetworkTopologyStrategy"), ("dc1", "2"), ("dc2", "1")]);
+        let r = tm.replicas(-1, &k);
+        assert_eq!(r, vec![0, 2, 3], "dc1 takes racks r1 and r2 before a second r1 node");
+    }
+
+    #[test]
+    fn a_ring_of_one_replicates_to_itself() {
+        let mut tm = TokenMetadata::new();
+        tm.add(ep(1, "datacenter1", "rack1"), &[5, 500]);
+        let k = ks(&[("class", "org.apache.cassandra.locator.SimpleStrategy"), ("replication_factor", "3")]);
+        assert_eq!(tm.replicas(i64::MIN, &k), vec![0]);
+        let other_dc = ks(&[("class", "org.apache.cassandra.locator.NetworkTopologyStrategy"), ("dc9", "3")]);
+        assert!(tm.replicas(0, &other_dc).is_empty());
+    }
+}
