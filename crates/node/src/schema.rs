@@ -389,6 +389,14 @@ impl TableMetadata {
             // leveled and time-window selection are not built yet: their tables compact size-tiered
             size_tiered: sibyl_storage::compaction::SizeTieredOptions::from_map(&p.compaction).unwrap_or_default(),
             auto_compaction: p.compaction.get("enabled").map(|v| v != "false").unwrap_or(true),
+            header: sibyl_storage::sstable::SerializationHeader {
+                keyspace: self.keyspace.clone(),
+                table: self.name.clone(),
+                partition_key_types: self.partition_key().iter().map(|c| c.typ.to_string()).collect(),
+                clustering_types: self.clustering().iter().map(|c| c.typ.to_string()).collect(),
+                clustering_reversed: self.clustering().iter().map(|c| c.reversed).collect(),
+                columns: self.regular_and_static().iter().map(|c| (c.name.clone(), c.typ.to_string())).collect(),
+            },
         }
     }
 }

@@ -3,6 +3,7 @@
 //! style file.
 
 mod nodetool;
+mod sstable_tool;
 
 use anyhow::Context;
 use sibyl_node::config::Config;
@@ -10,6 +11,7 @@ use std::path::PathBuf;
 
 const USAGE: &str = "usage: sibyl [--config FILE]
        sibyl nodetool [-h HOST] [-p PORT] <command> [args]
+       sibyl sstable dump|verify PATH
 
 Starts a Sibyl node. Without --config it serves CQL on 127.0.0.1:9042 and keeps
 its data under ./data. FILE uses cassandra.yaml key names and units.";
@@ -18,6 +20,9 @@ fn main() -> anyhow::Result<()> {
     let all: Vec<String> = std::env::args().skip(1).collect();
     if all.first().map(|a| a == "nodetool").unwrap_or(false) {
         return nodetool::run(all[1..].to_vec());
+    }
+    if all.first().map(|a| a == "sstable").unwrap_or(false) {
+        return sstable_tool::run(all[1..].to_vec());
     }
     let mut args = all.into_iter();
     let mut config_path: Option<PathBuf> = None;

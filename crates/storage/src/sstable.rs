@@ -117,9 +117,24 @@ impl BloomFilter {
 
 // ---------- statistics ----------
 
+/// The table layout an SSTable was written with (Cassandra's
+/// `SerializationHeader`): enough for offline tools to decode it.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SerializationHeader {
+    pub keyspace: String,
+    pub table: String,
+    pub partition_key_types: Vec<String>,
+    pub clustering_types: Vec<String>,
+    pub clustering_reversed: Vec<bool>,
+    /// Regular and static columns: name → CQL type.
+    pub columns: std::collections::BTreeMap<String, String>,
+}
+
 /// What an SSTable holds, written at flush and read at open.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Statistics {
+    #[serde(default)]
+    pub header: SerializationHeader,
     pub version: u32,
     pub partitions: u64,
     pub rows: u64,
@@ -245,6 +260,17 @@ fn timestamps(p: &Partition, min: &mut i64, max: &mut i64) {
 
 impl SSTableWriter {
     pub fn create(dir: &Path, generation: u64, chunk_target: usize, compress: bool, fp_chance: f64) -> Result<Self, StorageError> {
+        Self::create_with_header(dir, generation, chunk_target, compress, fp_chance, SerializationHeader::default())
+    }
+
+    pub fn create_with_header(
+        dir: &Path,
+        generation: u64,
+        chunk_target: usize,
+        compress: bool,
+        fp_chance: f64,
+        header: SerializationHeader,
+    ) -> Result<Self, StorageError> {
         std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
         let open = |c: &str| -> Result<BufWriter<File>, StorageError> {
             let p = tmp_path(dir, generation, c);
@@ -270,6 +296,7 @@ impl SSTableWriter {
             key_hashes: Vec::new(),
             index_crc,
             stats: Statistics {
+                header,
                 version: FORMAT_VERSION,
                 partitions: 0,
                 rows: 0,

@@ -25,6 +25,8 @@ pub struct TableOptions {
     pub size_tiered: crate::compaction::SizeTieredOptions,
     /// Background compaction enabled (`'enabled': 'false'` in the compaction map disables it).
     pub auto_compaction: bool,
+    /// Written into every SSTable's statistics.
+    pub header: crate::sstable::SerializationHeader,
 }
 
 impl Default for TableOptions {
@@ -36,6 +38,7 @@ impl Default for TableOptions {
             gc_grace_seconds: 864000,
             size_tiered: Default::default(),
             auto_compaction: true,
+            header: Default::default(),
         }
     }
 }
@@ -417,7 +420,7 @@ impl StorageEngine {
         let cache = self.cache.clone();
         let mt = old.clone();
         let reader = tokio::task::spawn_blocking(move || -> Result<SSTableReader, StorageError> {
-            let mut w = SSTableWriter::create(&dir, generation, opts.chunk_length_bytes, opts.compress, opts.bloom_filter_fp_chance)?;
+            let mut w = SSTableWriter::create_with_header(&dir, generation, opts.chunk_length_bytes, opts.compress, opts.bloom_filter_fp_chance, opts.header.clone())?;
             mt.for_each(|k, p| w.append(k, p))?;
             w.finish(position)?;
             SSTableReader::open(&dir, generation, cmp, cache)
@@ -501,7 +504,7 @@ impl StorageEngine {
         let dir = t.dir.clone();
         let throughput = self.compaction_throughput_bytes.load(Ordering::Relaxed);
         let result = tokio::task::spawn_blocking(move || {
-            let writer = SSTableWriter::create(&dir, generation, opts.chunk_length_bytes, opts.compress, opts.bloom_filter_fp_chance)?;
+            let writer = SSTableWriter::create_with_header(&dir, generation, opts.chunk_length_bytes, opts.compress, opts.bloom_filter_fp_chance, opts.header.clone())?;
             let in_gens: std::collections::HashSet<u64> = ins.iter().map(|s| s.generation).collect();
             let outside = |k: &DecoratedKey| {
                 t2.sstables().iter().any(|s| !in_gens.contains(&s.generation) && s.may_contain(k))
