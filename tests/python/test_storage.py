@@ -205,3 +205,40 @@ def test_sstable_dump_and_verify_offline(tmp_path):
         assert "Data.db" in v.stdout and "checksum" in v.stdout
     finally:
         n.kill9()
+
+
+def test_leveled_and_time_window_tables_compact_and_alter_switches_live(tmp_path):
+    import json
+
+    n = SibylNode(data_dir=str(tmp_path)).start()
+    try:
+        c, s = connect(n)
+        s.execute("CREATE KEYSPACE lv WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        s.execute("CREATE TABLE lv.t (k int PRIMARY KEY, v text) WITH compaction = {'class': 'LeveledCompactionStrategy', 'sstable_size_in_mb': '1'}")
+        for round_ in range(4):
+            for i in range(50):
+                s.execute("INSERT INTO lv.t (k, v) VALUES (%s, %s)", (i, f"r{round_}"))
+            n.nodetool("flush", "lv", "t")
+        deadline = time.time() + 20
+        levels = []
+        while time.time() < deadline:
+            levels = [json.load(open(p.replace("Data.db", "Statistics.db")))["level"] for p in sstables(n, "lv", "t")]
+            if levels and 0 not in levels:
+                break
+            time.sleep(0.2)
+        assert levels and all(l >= 1 for l in levels), f"four L0 SSTables were compacted into L1: {levels}"
+        assert {r.v for r in s.execute("SELECT v FROM lv.t")} == {"r3"}
+        # switch strategy live
+        s.execute("ALTER TABLE lv.t WITH compaction = {'class': 'TimeWindowCompactionStrategy', 'compaction_window_unit': 'MINUTES', 'compaction_window_size': '5'}")
+        for i in range(50):
+            s.execute("INSERT INTO lv.t (k, v) VALUES (%s, 'tw')", (i + 100,))
+        n.nodetool("flush", "lv", "t")
+        stats = n.nodetool("tablestats", "lv.t")
+        assert "SSTable count" in stats
+        assert s.execute("SELECT count(*) FROM lv.t").one().count == 100
+        s.execute("CREATE TABLE lv.dt (k int PRIMARY KEY) WITH compaction = {'class': 'DateTieredCompactionStrategy', 'base_time_seconds': '60'}")
+        row = s.execute("SELECT compaction FROM system_schema.tables WHERE keyspace_name = 'lv' AND table_name = 'dt'").one()
+        assert row.compaction["class"] == "org.apache.cassandra.db.compaction.TimeWindowCompactionStrategy"
+        c.shutdown()
+    finally:
+        n.kill9()

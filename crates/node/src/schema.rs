@@ -207,6 +207,11 @@ impl TableParams {
                     };
                     let class = match class.as_str() {
                         "DateTieredCompactionStrategy" | "org.apache.cassandra.db.compaction.DateTieredCompactionStrategy" => {
+                            // removed in Cassandra 4; its users get time-window compaction
+                            tracing::warn!("DateTieredCompactionStrategy is deprecated; using TimeWindowCompactionStrategy");
+                            for k in ["base_time_seconds", "max_sstable_age_days", "max_window_size_seconds", "timestamp_resolution"] {
+                                m.remove(k);
+                            }
                             "org.apache.cassandra.db.compaction.TimeWindowCompactionStrategy".to_string()
                         }
                         c => full_class(c, "org.apache.cassandra.db.compaction"),
@@ -223,7 +228,7 @@ impl TableParams {
                     m.insert("class".into(), class);
                     m.entry("max_threshold".into()).or_insert_with(|| "32".into());
                     m.entry("min_threshold".into()).or_insert_with(|| "4".into());
-                    sibyl_storage::compaction::SizeTieredOptions::from_map(&m).map_err(Error::Config)?;
+                    sibyl_storage::compaction::Strategy::from_map(&m).map_err(Error::Config)?;
                     self.compaction = m;
                 }
                 "compression" => {
@@ -387,7 +392,7 @@ impl TableMetadata {
             bloom_filter_fp_chance: p.bloom_filter_fp_chance,
             gc_grace_seconds: p.gc_grace_seconds,
             // leveled and time-window selection are not built yet: their tables compact size-tiered
-            size_tiered: sibyl_storage::compaction::SizeTieredOptions::from_map(&p.compaction).unwrap_or_default(),
+            strategy: sibyl_storage::compaction::Strategy::from_map(&p.compaction).unwrap_or_default(),
             auto_compaction: p.compaction.get("enabled").map(|v| v != "false").unwrap_or(true),
             header: sibyl_storage::sstable::SerializationHeader {
                 keyspace: self.keyspace.clone(),

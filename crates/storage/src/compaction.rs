@@ -102,6 +102,170 @@ pub fn size_tiered_candidates(sizes: &[u64], o: &SizeTieredOptions) -> Option<Ve
     })
 }
 
+/// A table's compaction strategy with its options.
+#[derive(Debug, Clone)]
+pub enum Strategy {
+    SizeTiered(SizeTieredOptions),
+    /// LeveledCompactionStrategy: L0 takes flushes; level L holds up to
+    /// `fanout^L` SSTables of `sstable_size_bytes`, non-overlapping.
+    Leveled { sstable_size_bytes: u64, fanout: u64, l0: SizeTieredOptions },
+    /// TimeWindowCompactionStrategy: SSTables grouped by the window of their
+    /// newest write; size-tiered inside the current window, one SSTable per
+    /// older window.
+    TimeWindow { window_micros: i64, stcs: SizeTieredOptions },
+}
+
+impl Default for Strategy {
+    fn default() -> Self {
+        Strategy::SizeTiered(SizeTieredOptions::default())
+    }
+}
+
+impl Strategy {
+    /// From the table's `compaction` map (class already normalised).
+    pub fn from_map(m: &BTreeMap<String, String>) -> Result<Self, String> {
+        let class = m.get("class").map(|s| s.as_str()).unwrap_or("SizeTieredCompactionStrategy");
+        let stcs = SizeTieredOptions::from_map(m)?;
+        if class.ends_with("LeveledCompactionStrategy") {
+            let size_mb: u64 = match m.get("sstable_size_in_mb") {
+                Some(v) => v.parse().map_err(|_| format!("sstable_size_in_mb must be a positive integer, not '{v}'"))?,
+                None => 160,
+            };
+            let fanout: u64 = match m.get("fanout_size") {
+                Some(v) => v.parse().map_err(|_| format!("fanout_size must be a positive integer, not '{v}'"))?,
+                None => 10,
+            };
+            if size_mb == 0 || fanout < 2 {
+                return Err("sstable_size_in_mb must be positive and fanout_size at least 2".into());
+            }
+            return Ok(Strategy::Leveled { sstable_size_bytes: size_mb * 1024 * 1024, fanout, l0: stcs });
+        }
+        if class.ends_with("TimeWindowCompactionStrategy") {
+            let unit = m.get("compaction_window_unit").map(|s| s.to_uppercase()).unwrap_or_else(|| "DAYS".into());
+            let unit_micros: i64 = match unit.as_str() {
+                "MINUTES" => 60_000_000,
+                "HOURS" => 3_600_000_000,
+                "DAYS" => 86_400_000_000,
+                other => return Err(format!("{other} is not valid for compaction_window_unit (MINUTES, HOURS or DAYS)")),
+            };
+            let size: i64 = match m.get("compaction_window_size") {
+                Some(v) => v.parse().map_err(|_| format!("{v} is not a parsable int (base10) for compaction_window_size"))?,
+                None => 1,
+            };
+            if size < 1 {
+                return Err(format!("compaction_window_size value ({size}) must be greater than 1"));
+            }
+            return Ok(Strategy::TimeWindow { window_micros: unit_micros * size, stcs });
+        }
+        Ok(Strategy::SizeTiered(stcs))
+    }
+
+    pub fn min_threshold(&self) -> usize {
+        match self {
+            Strategy::SizeTiered(o) | Strategy::Leveled { l0: o, .. } | Strategy::TimeWindow { stcs: o, .. } => o.min_threshold,
+        }
+    }
+}
+
+/// What to compact and where the output goes.
+#[derive(Clone)]
+pub struct CompactionTask {
+    pub inputs: Vec<Arc<SSTableReader>>,
+    pub output_level: u32,
+    /// Outputs are split at this size (leveled compaction).
+    pub max_output_bytes: u64,
+}
+
+fn overlaps(a: &SSTableReader, b: &SSTableReader) -> bool {
+    a.stats.min_token <= b.stats.max_token && b.stats.min_token <= a.stats.max_token
+}
+
+fn stcs_task(ss: &[Arc<SSTableReader>], o: &SizeTieredOptions, level: u32) -> Option<CompactionTask> {
+    let sizes: Vec<u64> = ss.iter().map(|s| s.stats.data_bytes).collect();
+    size_tiered_candidates(&sizes, o)
+        .map(|idx| CompactionTask { inputs: idx.into_iter().map(|i| ss[i].clone()).collect(), output_level: level, max_output_bytes: u64::MAX })
+}
+
+/// The strategy's next compaction of `sstables`, if any.
+pub fn next_task(strategy: &Strategy, sstables: &[Arc<SSTableReader>]) -> Option<CompactionTask> {
+    match strategy {
+        Strategy::SizeTiered(o) => stcs_task(sstables, o, 0),
+        Strategy::Leveled { sstable_size_bytes, fanout, l0 } => {
+            let level = |n: u32| sstables.iter().filter(|s| s.stats.level == n).cloned().collect::<Vec<_>>();
+            let l0s = level(0);
+            if l0s.len() > 32 {
+                // too far behind: size-tiered inside L0 first, as Cassandra does
+                if let Some(t) = stcs_task(&l0s, l0, 0) {
+                    return Some(t);
+                }
+            }
+            if l0s.len() >= l0.min_threshold {
+                let mut inputs: Vec<Arc<SSTableReader>> = l0s.into_iter().take(32).collect();
+                let l1 = level(1);
+                for s in l1 {
+                    if inputs.iter().any(|i| overlaps(i, &s)) {
+                        inputs.push(s);
+                    }
+                }
+                return Some(CompactionTask { inputs, output_level: 1, max_output_bytes: *sstable_size_bytes });
+            }
+            let max_level = sstables.iter().map(|s| s.stats.level).max().unwrap_or(0);
+            for n in 1..=max_level {
+                let in_level = level(n);
+                let bytes: u64 = in_level.iter().map(|s| s.stats.data_bytes).sum();
+                let limit = sstable_size_bytes.saturating_mul(fanout.saturating_pow(n));
+                if bytes > limit {
+                    let Some(pick) = in_level.iter().min_by_key(|s| s.stats.min_token).cloned() else { continue };
+                    let mut inputs = vec![pick.clone()];
+                    for s in level(n + 1) {
+                        if overlaps(&pick, &s) {
+                            inputs.push(s);
+                        }
+                    }
+                    return Some(CompactionTask { inputs, output_level: n + 1, max_output_bytes: *sstable_size_bytes });
+                }
+            }
+            None
+        }
+        Strategy::TimeWindow { window_micros, stcs } => {
+            let mut windows: BTreeMap<i64, Vec<Arc<SSTableReader>>> = BTreeMap::new();
+            for s in sstables {
+                windows.entry(s.stats.max_timestamp.div_euclid(*window_micros)).or_default().push(s.clone());
+            }
+            let newest = *windows.keys().next_back()?;
+            for (w, ss) in windows.iter().rev() {
+                if *w == newest {
+                    if let Some(t) = stcs_task(ss, stcs, 0) {
+                        return Some(t);
+                    }
+                } else if ss.len() >= 2 {
+                    return Some(CompactionTask { inputs: ss.clone(), output_level: 0, max_output_bytes: u64::MAX });
+                }
+            }
+            None
+        }
+    }
+}
+
+/// SSTables that can be dropped whole: everything in them expired or was
+/// deleted before `gc_before`, and no overlapping SSTable holds older data
+/// they might shadow (Cassandra's `getFullyExpiredSSTables`).
+pub fn fully_expired(sstables: &[Arc<SSTableReader>], gc_before: i32) -> Vec<Arc<SSTableReader>> {
+    sstables
+        .iter()
+        .filter(|s| s.stats.max_local_deletion_time < gc_before)
+        .filter(|s| {
+            sstables.iter().all(|o| {
+                std::ptr::eq(o.as_ref(), s.as_ref())
+                    || !overlaps(o, s)
+                    || o.stats.min_timestamp > s.stats.max_timestamp
+                    || o.stats.max_local_deletion_time < gc_before
+            })
+        })
+        .cloned()
+        .collect()
+}
+
 /// What a compaction did.
 #[derive(Debug, Clone, Default)]
 pub struct CompactionResult {
@@ -111,20 +275,24 @@ pub struct CompactionResult {
     pub output_partitions: u64,
 }
 
-/// Merges `inputs` into a new SSTable of `generation`. `outside(key)` says
-/// whether data for the key may exist outside the compaction (other SSTables,
-/// memtables): then no tombstone of that key is purged.
+/// Merges `inputs` into new SSTables made by `new_writer`, starting a new one
+/// whenever one reaches `max_output_bytes`. `outside(key)` says whether data
+/// for the key may exist outside the compaction (other SSTables, memtables):
+/// then no tombstone of that key is purged. Returns the generations written.
 #[allow(clippy::too_many_arguments)]
 pub fn compact(
     inputs: &[Arc<SSTableReader>],
-    writer: SSTableWriter,
+    new_writer: &mut dyn FnMut() -> Result<SSTableWriter, StorageError>,
+    max_output_bytes: u64,
     now: i32,
     gc_before: i32,
     outside: &dyn Fn(&DecoratedKey) -> bool,
     progress: &dyn Fn(u64),
-) -> Result<CompactionResult, StorageError> {
+) -> Result<(CompactionResult, Vec<u64>), StorageError> {
     let mut result = CompactionResult { input_bytes: inputs.iter().map(|s| s.stats.data_bytes).sum(), ..Default::default() };
-    let mut writer = writer;
+    let mut writer = new_writer()?;
+    let mut written = Vec::new();
+    let mut writer_empty = true;
     let mut scanners = Vec::with_capacity(inputs.len());
     for s in inputs {
         scanners.push(s.scanner()?);
@@ -151,17 +319,30 @@ pub fn compact(
         }
         if let Some(mut p) = merged {
             if p.compact(now, gc_before, !outside(&min)) {
+                if writer.data_bytes() >= max_output_bytes {
+                    let next = new_writer()?;
+                    let done = std::mem::replace(&mut writer, next);
+                    let (g, dir) = (done.generation(), done.dir().to_path_buf());
+                    done.finish(position)?;
+                    result.output_bytes += crate::sstable::component_size(&dir, g);
+                    written.push(g);
+                }
                 writer.append(&min, &p)?;
+                writer_empty = false;
                 result.output_partitions += 1;
             }
         }
         progress(result.input_partitions);
     }
-    let g = writer.generation();
-    let dir = writer.dir().to_path_buf();
-    writer.finish(position)?;
-    result.output_bytes = crate::sstable::component_size(&dir, g);
-    Ok(result)
+    if writer_empty {
+        writer.abandon();
+    } else {
+        let (g, dir) = (writer.generation(), writer.dir().to_path_buf());
+        writer.finish(position)?;
+        result.output_bytes += crate::sstable::component_size(&dir, g);
+        written.push(g);
+    }
+    Ok((result, written))
 }
 
 #[cfg(test)]
@@ -179,6 +360,95 @@ mod tests {
         // tiny SSTables all go to one bucket
         let o2 = SizeTieredOptions::default();
         assert_eq!(size_tiered_candidates(&[1, 50, 3000, 7], &o2).map(|c| c.len()), Some(4));
+    }
+
+    use crate::clustering::ClusteringComparator;
+    use crate::data::{Cell, ColumnData, DecoratedKey, Partition, Row, RowCells};
+    use crate::sstable::{ChunkCache, SSTableReader, SSTableWriter};
+    use bytes::Bytes;
+
+    /// An SSTable of `keys` written at `ts` (with `ttl`), at `level`.
+    fn table(dir: &std::path::Path, g: u64, keys: std::ops::Range<u32>, ts: i64, ttl: i32, level: u32) -> Arc<SSTableReader> {
+        let cmp = ClusteringComparator::new(vec![]);
+        let mut w = SSTableWriter::create(dir, g, 4096, true, 0.01).expect("writer");
+        w.set_level(level);
+        let mut ks: Vec<DecoratedKey> = keys.map(|k| DecoratedKey::new(Bytes::copy_from_slice(&k.to_be_bytes()))).collect();
+        ks.sort();
+        for k in &ks {
+            let mut p = Partition::new();
+            let mut cells = RowCells::new();
+            let c = if ttl > 0 { Cell::expiring(ts, ttl, 1000, Bytes::from_static(b"v")) } else { Cell::live(ts, Bytes::from_static(b"v")) };
+            cells.insert("v".into(), ColumnData::Simple(c));
+            p.rows.insert(crate::clustering::ClusteringKey::row(vec![], cmp.clone()), Row { liveness: None, deletion: None, cells });
+            w.append(k, &p).expect("append");
+        }
+        w.finish(0).expect("finish");
+        Arc::new(SSTableReader::open(dir, g, cmp, ChunkCache::new(1 << 20)).expect("open"))
+    }
+
+    fn gens(t: &CompactionTask) -> Vec<u64> {
+        let mut g: Vec<u64> = t.inputs.iter().map(|s| s.generation).collect();
+        g.sort();
+        g
+    }
+
+    #[test]
+    fn leveled_compacts_l0_into_l1_with_overlapping_l1_and_promotes_full_levels() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut m = BTreeMap::new();
+        m.insert("class".to_string(), "org.apache.cassandra.db.compaction.LeveledCompactionStrategy".to_string());
+        m.insert("sstable_size_in_mb".to_string(), "1".to_string());
+        let lcs = Strategy::from_map(&m).expect("lcs");
+        let l0: Vec<_> = (1..=3).map(|g| table(dir.path(), g, 0..50, 10, 0, 0)).collect();
+        assert!(next_task(&lcs, &l0).is_none(), "three L0 SSTables are below min_threshold");
+        let mut all = l0.clone();
+        all.push(table(dir.path(), 4, 0..50, 10, 0, 0));
+        all.push(table(dir.path(), 5, 0..50, 10, 0, 1));
+        let t = next_task(&lcs, &all).expect("task");
+        assert_eq!(gens(&t), vec![1, 2, 3, 4, 5], "L0 plus the overlapping L1 SSTable");
+        assert_eq!(t.output_level, 1);
+        assert_eq!(t.max_output_bytes, 1024 * 1024);
+        // a level over its size limit (fanout^L * size) pushes one SSTable down
+        let mut m2 = m.clone();
+        m2.insert("fanout_size".to_string(), "2".to_string());
+        let tiny = Strategy::Leveled { sstable_size_bytes: 10, fanout: 2, l0: SizeTieredOptions::default() };
+        let l1: Vec<_> = (6..=8).map(|g| table(dir.path(), g, (g as u32 * 100)..(g as u32 * 100 + 10), 10, 0, 1)).collect();
+        let t = next_task(&tiny, &l1).expect("promotion");
+        assert_eq!(t.output_level, 2);
+        assert_eq!(t.inputs.len(), 1);
+        assert!(Strategy::from_map(&m2).is_ok());
+    }
+
+    #[test]
+    fn time_window_keeps_one_sstable_per_old_window_and_tiers_the_current_one() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut m = BTreeMap::new();
+        m.insert("class".to_string(), "org.apache.cassandra.db.compaction.TimeWindowCompactionStrategy".to_string());
+        m.insert("compaction_window_unit".to_string(), "HOURS".to_string());
+        m.insert("compaction_window_size".to_string(), "1".to_string());
+        let twcs = Strategy::from_map(&m).expect("twcs");
+        let hour = 3_600_000_000i64;
+        let ss = vec![
+            table(dir.path(), 1, 0..10, 10 * hour + 5, 0, 0),
+            table(dir.path(), 2, 0..10, 10 * hour + 9, 0, 0),
+            table(dir.path(), 3, 0..10, 12 * hour, 0, 0),
+            table(dir.path(), 4, 0..10, 12 * hour + 1, 0, 0),
+        ];
+        let t = next_task(&twcs, &ss).expect("old window");
+        assert_eq!(gens(&t), vec![1, 2], "the two SSTables of an older window become one");
+        assert!(next_task(&twcs, &ss[2..]).is_none(), "the current window waits for min_threshold");
+        m.insert("compaction_window_unit".to_string(), "WEEKS".to_string());
+        assert!(Strategy::from_map(&m).is_err());
+    }
+
+    #[test]
+    fn fully_expired_sstables_are_dropped_only_when_they_shadow_nothing() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let old_live = table(dir.path(), 1, 0..10, 5, 0, 0);
+        let expired = table(dir.path(), 2, 0..10, 10, 5, 0); // expires at 1005
+        assert!(fully_expired(&[expired.clone()], 2000).len() == 1);
+        assert!(fully_expired(&[old_live.clone(), expired.clone()], 2000).is_empty(), "older data it may shadow overlaps");
+        assert!(fully_expired(&[expired.clone()], 1000).is_empty(), "not expired before gc_before");
     }
 
     #[test]

@@ -150,6 +150,53 @@ pub struct Statistics {
     pub index_crc: u32,
     pub filter_crc: u32,
     pub bloom_filter_fp_chance: f64,
+    /// Leveled compaction's level (0 for flushed SSTables).
+    #[serde(default)]
+    pub level: u32,
+    /// The latest time (seconds) at which anything here expires or was
+    /// deleted; `i32::MAX` when it holds live data that never expires.
+    #[serde(default = "never")]
+    pub max_local_deletion_time: i32,
+}
+
+fn never() -> i32 {
+    i32::MAX
+}
+
+fn local_deletion_times(p: &Partition) -> i32 {
+    let mut max = if p.deletion.is_live() { i32::MIN } else { p.deletion.local_deletion_time };
+    let row = |r: &Row, max: &mut i32| {
+        if let Some(l) = &r.liveness {
+            *max = (*max).max(if l.ttl > 0 { l.local_expiration_time } else { i32::MAX });
+        }
+        if let Some(d) = &r.deletion {
+            *max = (*max).max(d.local_deletion_time);
+        }
+        for d in r.cells.values() {
+            let cells: Vec<&crate::data::Cell> = match d {
+                ColumnData::Simple(c) => vec![c],
+                ColumnData::Complex { cells, deletion } => {
+                    if !deletion.is_live() {
+                        *max = (*max).max(deletion.local_deletion_time);
+                    }
+                    cells.values().collect()
+                }
+            };
+            for c in cells {
+                *max = (*max).max(if c.value.is_some() && c.ttl == 0 { i32::MAX } else { c.local_deletion_time });
+            }
+        }
+    };
+    if let Some(r) = &p.static_row {
+        row(r, &mut max);
+    }
+    for r in p.rows.values() {
+        row(r, &mut max);
+    }
+    for rt in &p.range_tombstones {
+        max = max.max(rt.deletion.local_deletion_time);
+    }
+    max
 }
 
 // ---------- chunk cache ----------
@@ -310,6 +357,8 @@ impl SSTableWriter {
                 index_crc: 0,
                 filter_crc: 0,
                 bloom_filter_fp_chance: fp_chance,
+                level: 0,
+                max_local_deletion_time: i32::MIN,
             },
             body: Vec::new(),
         })
@@ -365,7 +414,24 @@ impl SSTableWriter {
         s.min_token = s.min_token.min(key.token);
         s.max_token = s.max_token.max(key.token);
         timestamps(p, &mut s.min_timestamp, &mut s.max_timestamp);
+        s.max_local_deletion_time = s.max_local_deletion_time.max(local_deletion_times(p));
         Ok(())
+    }
+
+    /// Bytes of data written so far.
+    pub fn data_bytes(&self) -> u64 {
+        self.data_offset + self.chunk.len() as u64
+    }
+
+    /// Removes the temporary files of a writer that wrote nothing.
+    pub fn abandon(self) {
+        for c in COMPONENTS.iter().chain(["TOC.txt"].iter()) {
+            let _ = std::fs::remove_file(tmp_path(&self.dir, self.generation, c));
+        }
+    }
+
+    pub fn set_level(&mut self, level: u32) {
+        self.stats.level = level;
     }
 
     pub fn generation(&self) -> u64 {

@@ -22,7 +22,7 @@ pub struct TableOptions {
     pub chunk_length_bytes: usize,
     pub bloom_filter_fp_chance: f64,
     pub gc_grace_seconds: i32,
-    pub size_tiered: crate::compaction::SizeTieredOptions,
+    pub strategy: crate::compaction::Strategy,
     /// Background compaction enabled (`'enabled': 'false'` in the compaction map disables it).
     pub auto_compaction: bool,
     /// Written into every SSTable's statistics.
@@ -36,7 +36,7 @@ impl Default for TableOptions {
             chunk_length_bytes: 16 * 1024,
             bloom_filter_fp_chance: 0.01,
             gc_grace_seconds: 864000,
-            size_tiered: Default::default(),
+            strategy: Default::default(),
             auto_compaction: true,
             header: Default::default(),
         }
@@ -453,15 +453,21 @@ impl StorageEngine {
         Ok(Some(generation))
     }
 
-    /// SSTables size-tiered compaction would merge next (or all, for a major compaction).
-    fn compaction_candidates(t: &ColumnFamilyStore, major: bool) -> Vec<Arc<SSTableReader>> {
+    /// The strategy's next compaction (or all SSTables, for a major compaction).
+    fn compaction_task(t: &ColumnFamilyStore, major: bool) -> Option<crate::compaction::CompactionTask> {
         let ss = t.sstables();
+        let strategy = t.options.read().strategy.clone();
         if major {
-            return if ss.len() > 1 { ss } else { Vec::new() };
+            if ss.len() < 2 {
+                return None;
+            }
+            let (level, max) = match strategy {
+                crate::compaction::Strategy::Leveled { sstable_size_bytes, .. } => (1, sstable_size_bytes),
+                _ => (0, u64::MAX),
+            };
+            return Some(crate::compaction::CompactionTask { inputs: ss, output_level: level, max_output_bytes: max });
         }
-        let sizes: Vec<u64> = ss.iter().map(|s| s.size_bytes()).collect();
-        let opts = t.options.read().size_tiered.clone();
-        crate::compaction::size_tiered_candidates(&sizes, &opts).map(|idx| idx.into_iter().map(|i| ss[i].clone()).collect()).unwrap_or_default()
+        crate::compaction::next_task(&strategy, &ss).filter(|t| t.inputs.len() >= 2 || t.output_level > 0)
     }
 
     /// Pending compactions, estimated as Cassandra does (per table, what the
@@ -469,25 +475,42 @@ impl StorageEngine {
     pub fn pending_compactions(&self) -> usize {
         self.tables()
             .iter()
-            .map(|t| {
-                let n = Self::compaction_candidates(t, false).len();
-                if n == 0 { 0 } else { 1 + (t.sstable_count().saturating_sub(n)) / t.options.read().size_tiered.min_threshold.max(2) }
+            .map(|t| match Self::compaction_task(t, false) {
+                None => 0,
+                Some(task) => 1 + t.sstable_count().saturating_sub(task.inputs.len()) / t.options.read().strategy.min_threshold().max(2),
             })
             .sum()
+    }
+
+    /// Drops SSTables whose data all expired before gc_grace (and shadow nothing).
+    fn drop_fully_expired(&self, t: &ColumnFamilyStore, gc_before: i32) -> usize {
+        let ss = t.sstables();
+        let dead = crate::compaction::fully_expired(&ss, gc_before);
+        if dead.is_empty() {
+            return 0;
+        }
+        let gens: std::collections::HashSet<u64> = dead.iter().map(|s| s.generation).collect();
+        t.sstables.write().retain(|s| !gens.contains(&s.generation));
+        for s in &dead {
+            tracing::info!("dropping fully expired SSTable {}", s.generation);
+            s.delete_files();
+        }
+        dead.len()
     }
 
     /// Runs one compaction of a table (the strategy's choice, or all its
     /// SSTables for a major compaction). Returns the new generation, if any.
     pub async fn compact(self: &Arc<Self>, t: &Arc<ColumnFamilyStore>, major: bool) -> Result<Option<u64>, StorageError> {
         let _one = t.compaction_lock.lock().await;
-        let inputs = Self::compaction_candidates(t, major);
-        if inputs.len() < 2 {
-            return Ok(None);
-        }
-        let generation = t.next_generation.fetch_add(1, Ordering::Relaxed);
         let opts = t.options.read().clone();
         let now = now_in_seconds();
         let gc_before = now.saturating_sub(opts.gc_grace_seconds);
+        let dropped = self.drop_fully_expired(t, gc_before);
+        let Some(task) = Self::compaction_task(t, major) else {
+            return Ok(if dropped > 0 { Some(0) } else { None });
+        };
+        let inputs = task.inputs.clone();
+        let generation = t.next_generation.load(Ordering::Relaxed);
         let progress_id = uuid::Uuid::new_v4();
         let total_partitions: u64 = inputs.iter().map(|s| s.stats.partitions).sum();
         let total_bytes: u64 = inputs.iter().map(|s| s.stats.data_bytes).sum();
@@ -503,8 +526,14 @@ impl StorageEngine {
         let ins = inputs.clone();
         let dir = t.dir.clone();
         let throughput = self.compaction_throughput_bytes.load(Ordering::Relaxed);
+        let t3 = t.clone();
         let result = tokio::task::spawn_blocking(move || {
-            let writer = SSTableWriter::create_with_header(&dir, generation, opts.chunk_length_bytes, opts.compress, opts.bloom_filter_fp_chance, opts.header.clone())?;
+            let mut new_writer = || -> Result<SSTableWriter, StorageError> {
+                let g = t3.next_generation.fetch_add(1, Ordering::Relaxed);
+                let mut w = SSTableWriter::create_with_header(&dir, g, opts.chunk_length_bytes, opts.compress, opts.bloom_filter_fp_chance, opts.header.clone())?;
+                w.set_level(task.output_level);
+                Ok(w)
+            };
             let in_gens: std::collections::HashSet<u64> = ins.iter().map(|s| s.generation).collect();
             let outside = |k: &DecoratedKey| {
                 t2.sstables().iter().any(|s| !in_gens.contains(&s.generation) && s.may_contain(k))
@@ -527,19 +556,22 @@ impl StorageEngine {
                     }
                 }
             };
-            let r = crate::compaction::compact(&ins, writer, now, gc_before, &outside, &progress)?;
-            let reader = SSTableReader::open(&dir, generation, t2.comparator.clone(), me.cache.clone())?;
-            Ok::<_, StorageError>((r, reader))
+            let (r, gens) = crate::compaction::compact(&ins, &mut new_writer, task.max_output_bytes, now, gc_before, &outside, &progress)?;
+            let mut readers = Vec::new();
+            for g in gens {
+                readers.push(SSTableReader::open(&dir, g, t2.comparator.clone(), me.cache.clone())?);
+            }
+            Ok::<_, StorageError>((r, readers))
         })
         .await
         .map_err(|e| StorageError::Decode(format!("compaction task failed: {e}")));
         self.compactions_running.lock().retain(|p| p.id != progress_id);
-        let (result, reader) = result??;
+        let (result, readers) = result??;
         let in_gens: std::collections::HashSet<u64> = inputs.iter().map(|s| s.generation).collect();
         {
             let mut ss = t.sstables.write();
             ss.retain(|s| !in_gens.contains(&s.generation));
-            ss.push(Arc::new(reader));
+            ss.extend(readers.into_iter().map(Arc::new));
             ss.sort_by_key(|s| s.generation);
         }
         for s in &inputs {
