@@ -242,3 +242,91 @@ def test_leveled_and_time_window_tables_compact_and_alter_switches_live(tmp_path
         c.shutdown()
     finally:
         n.kill9()
+
+
+def test_snapshots_hard_link_and_truncate_keeps_an_auto_snapshot(tmp_path):
+    n = SibylNode(data_dir=str(tmp_path)).start()
+    try:
+        c, s = connect(n)
+        s.execute("CREATE KEYSPACE sn WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        s.execute("CREATE TABLE sn.t (k int PRIMARY KEY, v text)")
+        for i in range(10):
+            s.execute("INSERT INTO sn.t (k, v) VALUES (%s, 'x')", (i,))
+        out = n.nodetool("snapshot", "-t", "before", "sn")
+        assert "snapshot name [before]" in out
+        data = sstables(n, "sn", "t")[0]
+        snap = os.path.join(os.path.dirname(data), "snapshots", "before", os.path.basename(data))
+        assert os.path.exists(snap) and os.stat(snap).st_ino == os.stat(data).st_ino, "a hard link"
+        listing = n.nodetool("listsnapshots")
+        assert "before" in listing and "sn" in listing
+        s.execute("TRUNCATE sn.t")
+        assert "truncated-" in n.nodetool("listsnapshots"), "auto_snapshot before TRUNCATE"
+        assert os.path.exists(snap), "the snapshot outlives the truncated SSTable"
+        n.nodetool("clearsnapshot", "-t", "before", "sn")
+        assert not os.path.exists(snap)
+        n.nodetool("clearsnapshot", "--all")
+        assert "There are no snapshots" in n.nodetool("listsnapshots")
+        c.shutdown()
+    finally:
+        n.kill9()
+
+
+def corrupt_first_sstable(n, ks, table):
+    data = sstables(n, ks, table)[0]
+    b = bytearray(open(data, "rb").read())
+    b[20] ^= 0xFF
+    open(data, "wb").write(bytes(b))
+
+
+def test_disk_failure_policy_best_effort_quarantines_a_corrupt_sstable(tmp_path):
+    n = SibylNode(data_dir=str(tmp_path), extra_config="disk_failure_policy: best_effort\n").start()
+    try:
+        c, s = connect(n)
+        s.execute("CREATE KEYSPACE df WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        s.execute("CREATE TABLE df.t (k int PRIMARY KEY, v text) WITH compaction = {'class': 'SizeTieredCompactionStrategy', 'enabled': 'false'}")
+        s.execute("INSERT INTO df.t (k, v) VALUES (1, 'a')")
+        n.nodetool("flush")
+        s.execute("INSERT INTO df.t (k, v) VALUES (2, 'b')")
+        n.nodetool("flush")
+        corrupt_first_sstable(n, "df", "t")
+        # the corrupt SSTable is reported and set aside; the rest is served
+        rows = {r.k for r in s.execute("SELECT k FROM df.t WHERE k IN (1, 2)")}
+        assert len(rows) == 1, "the intact SSTable's row is still served"
+        qdir = glob.glob(os.path.join(n.data_dir, "data", "df", "t-*", "quarantine", "sb-*-Data.db"))
+        assert len(qdir) == 1
+        assert "chunk checksum mismatch" in n.log()
+        c.shutdown()
+    finally:
+        n.kill9()
+
+
+def test_disk_failure_policy_stop_stops_serving_clients(tmp_path):
+    import pytest
+    from cassandra import ReadFailure, OperationTimedOut
+
+    n = SibylNode(data_dir=str(tmp_path), extra_config="disk_failure_policy: stop\n").start()
+    try:
+        c, s = connect(n)
+        s.execute("CREATE KEYSPACE ds WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        s.execute("CREATE TABLE ds.t (k int PRIMARY KEY, v text)")
+        s.execute("INSERT INTO ds.t (k, v) VALUES (1, 'a')")
+        n.nodetool("flush")
+        corrupt_first_sstable(n, "ds", "t")
+        with pytest.raises(Exception) as ei:
+            s.execute("SELECT * FROM ds.t WHERE k = 1")
+        assert "corrupt SSTable" in str(ei.value) or isinstance(ei.value, (ReadFailure, OperationTimedOut))
+        deadline = time.time() + 10
+        import socket
+
+        while time.time() < deadline:
+            try:
+                socket.create_connection((n.host, n.port), timeout=1).close()
+                time.sleep(0.2)
+            except OSError:
+                break
+        else:
+            raise AssertionError("the CQL port still accepts connections")
+        assert "Datacenter" in n.nodetool("status"), "the node stays up for inspection"
+        c.shutdown()
+    finally:
+        n.kill9()

@@ -211,6 +211,41 @@ impl Admin {
                 }
                 Ok(json!({ "tables": out }))
             }
+            ("POST", "/snapshot") => {
+                let tag = q.get("tag").cloned().unwrap_or_else(|| (sibyl_types::timeuuid::timestamp_micros_now() / 1000).to_string());
+                if tag.contains('/') || tag.is_empty() {
+                    return Err(("400 Bad Request", "Snapshot name must not be empty or contain '/'".into()));
+                }
+                let mut n = 0;
+                for t in self.tables(q)? {
+                    if let Some(cfs) = self.storage.table(t.id) {
+                        self.storage.flush(&cfs).await.map_err(server_err)?;
+                        cfs.snapshot(&tag).map_err(server_err)?;
+                        n += 1;
+                    }
+                }
+                Ok(json!({ "tag": tag, "tables": n }))
+            }
+            ("GET", "/snapshots") => {
+                let mut out = Vec::new();
+                for t in self.tables(q)? {
+                    if let Some(cfs) = self.storage.table(t.id) {
+                        for (tag, total, true_size) in cfs.snapshots() {
+                            out.push(json!({ "tag": tag, "keyspace": t.keyspace, "table": t.name, "size_on_disk": total, "true_size": true_size }));
+                        }
+                    }
+                }
+                Ok(json!({ "snapshots": out }))
+            }
+            ("POST", "/clearsnapshot") => {
+                let mut n = 0;
+                for t in self.tables(q)? {
+                    if let Some(cfs) = self.storage.table(t.id) {
+                        n += cfs.clear_snapshot(q.get("tag").map(|s| s.as_str()));
+                    }
+                }
+                Ok(json!({ "cleared": n }))
+            }
             ("GET", "/compactionthroughput") => {
                 Ok(json!({ "mb_per_sec": self.storage.compaction_throughput_bytes.load(Ordering::Relaxed) / (1024 * 1024) }))
             }

@@ -61,6 +61,9 @@ struct RawConfig {
     batch_size_fail_threshold: Option<String>,
     batch_size_fail_threshold_in_kb: Option<u64>,
     start_native_transport: Option<bool>,
+    disk_failure_policy: Option<String>,
+    commit_failure_policy: Option<String>,
+    auto_snapshot: Option<bool>,
     admin_address: Option<String>,
     admin_port: Option<u16>,
     memtable_heap_space: Option<String>,
@@ -105,6 +108,9 @@ pub struct Config {
     pub batch_size_warn_threshold_bytes: u64,
     pub batch_size_fail_threshold_bytes: u64,
     pub start_native_transport: bool,
+    pub disk_failure_policy: sibyl_storage::store::DiskFailurePolicy,
+    pub commit_failure_policy: sibyl_storage::store::CommitFailurePolicy,
+    pub auto_snapshot: bool,
     /// Where `sibyl nodetool` reaches the node (Sibyl's stand-in for JMX).
     pub admin_address: String,
     pub admin_port: u16,
@@ -141,6 +147,9 @@ impl Default for Config {
             batch_size_warn_threshold_bytes: 5 * 1024,
             batch_size_fail_threshold_bytes: 50 * 1024,
             start_native_transport: true,
+            disk_failure_policy: sibyl_storage::store::DiskFailurePolicy::Stop,
+            commit_failure_policy: sibyl_storage::store::CommitFailurePolicy::Stop,
+            auto_snapshot: true,
             admin_address: "127.0.0.1".into(),
             admin_port: 7199,
             memtable_heap_space_bytes: 512 * 1024 * 1024,
@@ -298,6 +307,30 @@ impl Config {
         c.memtable_heap_space_bytes = size(&raw.memtable_heap_space, raw.memtable_heap_space_in_mb, c.memtable_heap_space_bytes)?;
         c.commitlog_total_space_bytes = size(&raw.commitlog_total_space, raw.commitlog_total_space_in_mb, c.commitlog_total_space_bytes)?;
         c.file_cache_size_bytes = size(&raw.file_cache_size, raw.file_cache_size_in_mb, c.file_cache_size_bytes)?;
+        if let Some(v) = raw.disk_failure_policy {
+            use sibyl_storage::store::DiskFailurePolicy as D;
+            c.disk_failure_policy = match v.as_str() {
+                "die" => D::Die,
+                "stop_paranoid" => D::StopParanoid,
+                "stop" => D::Stop,
+                "best_effort" => D::BestEffort,
+                "ignore" => D::Ignore,
+                other => return Err(format!("disk_failure_policy must be die, stop_paranoid, stop, best_effort or ignore, not '{other}'")),
+            };
+        }
+        if let Some(v) = raw.commit_failure_policy {
+            use sibyl_storage::store::CommitFailurePolicy as C;
+            c.commit_failure_policy = match v.as_str() {
+                "die" => C::Die,
+                "stop" => C::Stop,
+                "stop_commit" => C::StopCommit,
+                "ignore" => C::Ignore,
+                other => return Err(format!("commit_failure_policy must be die, stop, stop_commit or ignore, not '{other}'")),
+            };
+        }
+        if let Some(v) = raw.auto_snapshot {
+            c.auto_snapshot = v;
+        }
         if let Some(v) = raw.admin_address {
             c.admin_address = v;
         }

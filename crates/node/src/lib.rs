@@ -88,6 +88,9 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         memtable_flush_threshold_bytes: (config.memtable_heap_space_bytes / 8).max(1 << 20) as usize,
         commitlog_total_space_bytes: config.commitlog_total_space_bytes,
         chunk_cache_bytes: config.file_cache_size_bytes as usize,
+        disk_failure_policy: config.disk_failure_policy,
+        commit_failure_policy: config.commit_failure_policy,
+        auto_snapshot: config.auto_snapshot,
     })?;
     // 1. system tables, and their part of the commit log
     let mut schema = Schema::default();
@@ -170,10 +173,23 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         release_version: RELEASE_VERSION.to_string(),
     });
     let mut native_addr = addr;
+    // the transport stops at shutdown, or when a failure policy says "stop"
+    let (transport_stop_tx, transport_stop_rx) = tokio::sync::watch::channel(false);
+    {
+        let mut failed = storage.stopped.clone();
+        let mut sd = shutdown_rx.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = failed.wait_for(|v| *v) => tracing::error!("stopping the native transport: a failure policy says stop"),
+                _ = sd.changed() => {}
+            }
+            let _ = transport_stop_tx.send(true);
+        });
+    }
     let server_task = if config.start_native_transport {
         let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| StartError::Listen { addr: addr.to_string(), source: e })?;
         native_addr = listener.local_addr().unwrap_or(addr);
-        Some(tokio::spawn(server.serve(listener, shutdown_rx)))
+        Some(tokio::spawn(server.serve(listener, transport_stop_rx)))
     } else {
         None
     };

@@ -16,6 +16,10 @@ commands:
   compactionstats                pending and running compactions
   compactionhistory              finished compactions
   tablestats [keyspace[.table]]  per-table statistics
+  snapshot [-t TAG] [keyspace]   hard-link the SSTables into snapshots/TAG
+  listsnapshots                  the snapshots and their sizes
+  clearsnapshot [-t TAG] [--all] [keyspace]
+                                 remove snapshots
   getcompactionthroughput        compaction throughput limit
   setcompactionthroughput MB     set it (MiB/s, 0 = unthrottled)";
 
@@ -206,6 +210,59 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
                 println!("\t\tNumber of partitions (estimate): {}", t["sstable_partitions"]);
                 println!();
             }
+            Ok(())
+        }
+        "snapshot" | "clearsnapshot" => {
+            let mut tag = None;
+            let mut ks = Vec::new();
+            let mut i = 0;
+            while i < args.len() {
+                match args[i].as_str() {
+                    "-t" | "--tag" => {
+                        tag = args.get(i + 1).cloned();
+                        i += 1;
+                    }
+                    "--all" => {}
+                    other => ks.push(other.to_string()),
+                }
+                i += 1;
+            }
+            let mut q = scope(&ks);
+            if let Some(t) = &tag {
+                q = if q.is_empty() { format!("?tag={t}") } else { format!("{q}&tag={t}") };
+            }
+            let v = request(&host, port, "POST", &format!("/{cmd}{q}"))?;
+            if cmd == "snapshot" {
+                println!("Requested creating snapshot(s) for [{}] with snapshot name [{}]", if ks.is_empty() { "all keyspaces".to_string() } else { ks.join(", ") }, v["tag"].as_str().unwrap_or(""));
+                println!("Snapshot directory: {}", v["tag"].as_str().unwrap_or(""));
+            } else {
+                println!("Requested clearing snapshot(s) for [{}]", if ks.is_empty() { "all keyspaces".to_string() } else { ks.join(", ") });
+            }
+            Ok(())
+        }
+        "listsnapshots" => {
+            let v = request(&host, port, "GET", "/snapshots")?;
+            let snaps = v["snapshots"].as_array().cloned().unwrap_or_default();
+            println!("Snapshot Details: ");
+            if snaps.is_empty() {
+                println!("There are no snapshots");
+                return Ok(());
+            }
+            println!("{:<28} {:<16} {:<20} {:>14} {:>14}", "Snapshot name", "Keyspace name", "Column family name", "True size", "Size on disk");
+            let mut total = 0;
+            for s in snaps {
+                total += s["true_size"].as_u64().unwrap_or(0);
+                println!(
+                    "{:<28} {:<16} {:<20} {:>14} {:>14}",
+                    s["tag"].as_str().unwrap_or(""),
+                    s["keyspace"].as_str().unwrap_or(""),
+                    s["table"].as_str().unwrap_or(""),
+                    human(s["true_size"].as_u64().unwrap_or(0)),
+                    human(s["size_on_disk"].as_u64().unwrap_or(0))
+                );
+            }
+            println!();
+            println!("Total TrueDiskSpaceUsed: {}", human(total));
             Ok(())
         }
         "getcompactionthroughput" => {

@@ -726,6 +726,32 @@ impl SSTableReader {
         key.token >= self.stats.min_token && key.token <= self.stats.max_token && self.bloom.may_contain(&key.key)
     }
 
+    /// Hard-links every component into `target` (a snapshot).
+    pub fn link_into(&self, target: &Path) -> Result<(), StorageError> {
+        std::fs::create_dir_all(target).map_err(|e| io(target, e))?;
+        for c in COMPONENTS.iter().chain(["TOC.txt"].iter()) {
+            let from = component_path(&self.dir, self.generation, c);
+            let to = component_path(target, self.generation, c);
+            if to.exists() {
+                continue;
+            }
+            std::fs::hard_link(&from, &to).map_err(|e| io(&from, e))?;
+        }
+        Ok(())
+    }
+
+    /// Moves the files aside into `<table>/quarantine/` (a corrupt SSTable under
+    /// `disk_failure_policy: best_effort`): kept for inspection, never read again.
+    pub fn quarantine(&self) -> Result<PathBuf, StorageError> {
+        let q = self.dir.join("quarantine");
+        std::fs::create_dir_all(&q).map_err(|e| io(&q, e))?;
+        let _ = std::fs::rename(component_path(&self.dir, self.generation, "TOC.txt"), component_path(&q, self.generation, "TOC.txt"));
+        for c in COMPONENTS {
+            let _ = std::fs::rename(component_path(&self.dir, self.generation, c), component_path(&q, self.generation, c));
+        }
+        Ok(q)
+    }
+
     /// Removes the files of this SSTable (after TRUNCATE or DROP).
     pub fn delete_files(&self) {
         let _ = std::fs::remove_file(component_path(&self.dir, self.generation, "TOC.txt"));

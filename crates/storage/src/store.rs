@@ -65,6 +65,81 @@ pub struct CompactionProgress {
     pub total_bytes: u64,
 }
 
+/// `disk_failure_policy`, Cassandra's names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiskFailurePolicy {
+    /// Exit the process.
+    Die,
+    /// Like `stop`, also for errors at start-up.
+    StopParanoid,
+    /// Stop serving clients; the node stays up for inspection.
+    Stop,
+    /// Quarantine the corrupt SSTable and serve what remains.
+    BestEffort,
+    /// Fail the request and carry on.
+    Ignore,
+}
+
+/// `commit_failure_policy`, Cassandra's names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitFailurePolicy {
+    Die,
+    Stop,
+    /// Writes fail; reads go on.
+    StopCommit,
+    Ignore,
+}
+
+/// Applies the failure policies; `stop` tells the node to stop its transports.
+pub struct FailureHandler {
+    pub disk: DiskFailurePolicy,
+    pub commit: CommitFailurePolicy,
+    pub stop: tokio::sync::watch::Sender<bool>,
+}
+
+impl FailureHandler {
+    /// A corrupt SSTable was read. Ok(true): skip it and go on.
+    fn corrupt_sstable(&self, cfs: &ColumnFamilyStore, s: &SSTableReader, e: StorageError) -> Result<bool, StorageError> {
+        tracing::error!("{e} (disk_failure_policy: {:?})", self.disk);
+        match self.disk {
+            DiskFailurePolicy::BestEffort => {
+                let gen = s.generation;
+                cfs.sstables.write().retain(|x| x.generation != gen);
+                match s.quarantine() {
+                    Ok(q) => tracing::error!("SSTable generation {gen} moved to {}", q.display()),
+                    Err(qe) => tracing::error!("cannot quarantine SSTable generation {gen}: {qe}"),
+                }
+                Ok(true)
+            }
+            DiskFailurePolicy::Ignore => Err(e),
+            DiskFailurePolicy::Stop | DiskFailurePolicy::StopParanoid => {
+                let _ = self.stop.send(true);
+                Err(e)
+            }
+            DiskFailurePolicy::Die => {
+                tracing::error!("disk_failure_policy is die: exiting");
+                std::process::exit(3);
+            }
+        }
+    }
+
+    /// The commit log failed: writes cannot be made durable.
+    fn commit_failed(&self, e: StorageError) -> StorageError {
+        tracing::error!("commit log failure: {e} (commit_failure_policy: {:?})", self.commit);
+        match self.commit {
+            CommitFailurePolicy::Stop => {
+                let _ = self.stop.send(true);
+            }
+            CommitFailurePolicy::Die => {
+                tracing::error!("commit_failure_policy is die: exiting");
+                std::process::exit(3);
+            }
+            CommitFailurePolicy::StopCommit | CommitFailurePolicy::Ignore => {}
+        }
+        e
+    }
+}
+
 /// The data of one table on this node (Cassandra's `ColumnFamilyStore`).
 pub struct ColumnFamilyStore {
     pub table_id: uuid::Uuid,
@@ -83,18 +158,38 @@ pub struct ColumnFamilyStore {
     pub writes: AtomicU64,
     pub reads: AtomicU64,
     pub flushes: AtomicU64,
+    failures: Arc<FailureHandler>,
 }
 
 impl ColumnFamilyStore {
-    fn open(table_id: uuid::Uuid, comparator: Arc<ClusteringComparator>, dir: PathBuf, cache: Arc<ChunkCache>) -> Result<Self, StorageError> {
+    fn open(
+        table_id: uuid::Uuid,
+        comparator: Arc<ClusteringComparator>,
+        dir: PathBuf,
+        cache: Arc<ChunkCache>,
+        failures: Arc<FailureHandler>,
+    ) -> Result<Self, StorageError> {
         std::fs::create_dir_all(&dir).map_err(|e| StorageError::Io { path: dir.display().to_string(), source: e })?;
         let mut sstables = Vec::new();
         let mut replay_after = read_truncation(&dir);
         let gens = list_generations(&dir)?;
         for g in &gens {
-            let r = SSTableReader::open(&dir, *g, comparator.clone(), cache.clone())?;
-            replay_after = replay_after.max(r.stats.commitlog_position);
-            sstables.push(Arc::new(r));
+            match SSTableReader::open(&dir, *g, comparator.clone(), cache.clone()) {
+                Ok(r) => {
+                    replay_after = replay_after.max(r.stats.commitlog_position);
+                    sstables.push(Arc::new(r));
+                }
+                Err(e @ StorageError::CorruptSSTable { .. }) if failures.disk == DiskFailurePolicy::BestEffort || failures.disk == DiskFailurePolicy::Ignore => {
+                    // never silently: the error names the file; the SSTable is set aside
+                    tracing::error!("{e}; not loading it (disk_failure_policy: {:?})", failures.disk);
+                    let q = dir.join("quarantine");
+                    let _ = std::fs::create_dir_all(&q);
+                    for c in ["TOC.txt", "Data.db", "Index.db", "Filter.db", "Statistics.db"] {
+                        let _ = std::fs::rename(crate::sstable::component_path(&dir, *g, c), crate::sstable::component_path(&q, *g, c));
+                    }
+                }
+                Err(e) => return Err(e),
+            }
         }
         Ok(ColumnFamilyStore {
             table_id,
@@ -111,6 +206,7 @@ impl ColumnFamilyStore {
             writes: AtomicU64::new(0),
             reads: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
+            failures,
         })
     }
 
@@ -131,8 +227,15 @@ impl ColumnFamilyStore {
         };
         let sstables = self.sstables.read().clone();
         for s in sstables.iter() {
-            if let Some(p) = s.read(key, slices)? {
-                merge(p);
+            match s.read(key, slices) {
+                Ok(Some(p)) => merge(p),
+                Ok(None) => {}
+                Err(e @ StorageError::CorruptSSTable { .. }) => {
+                    if !self.failures.corrupt_sstable(self, s, e)? {
+                        continue;
+                    }
+                }
+                Err(e) => return Err(e),
             }
         }
         for m in self.flushing.read().iter() {
@@ -180,6 +283,52 @@ impl ColumnFamilyStore {
     pub fn sstables(&self) -> Vec<Arc<SSTableReader>> {
         self.sstables.read().clone()
     }
+
+    /// Hard-links the current SSTables into `snapshots/<tag>/`.
+    pub fn snapshot(&self, tag: &str) -> Result<usize, StorageError> {
+        let target = self.dir.join("snapshots").join(tag);
+        let ss = self.sstables();
+        for s in &ss {
+            s.link_into(&target)?;
+        }
+        std::fs::create_dir_all(&target).map_err(|e| StorageError::Io { path: target.display().to_string(), source: e })?;
+        Ok(ss.len())
+    }
+
+    /// Snapshot tags with their sizes (bytes of all files, bytes no longer in the live set).
+    pub fn snapshots(&self) -> Vec<(String, u64, u64)> {
+        let mut out = Vec::new();
+        let live: std::collections::HashSet<u64> = self.sstables().iter().map(|s| s.generation).collect();
+        let Ok(rd) = std::fs::read_dir(self.dir.join("snapshots")) else { return out };
+        for e in rd.flatten() {
+            let tag = e.file_name().to_string_lossy().to_string();
+            let (mut total, mut true_size) = (0, 0);
+            if let Ok(files) = std::fs::read_dir(e.path()) {
+                for f in files.flatten() {
+                    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+                    total += len;
+                    let name = f.file_name().to_string_lossy().to_string();
+                    let gen: Option<u64> = name.strip_prefix("sb-").and_then(|r| r.split('-').next()).and_then(|g| g.parse().ok());
+                    if !gen.map(|g| live.contains(&g)).unwrap_or(false) {
+                        true_size += len;
+                    }
+                }
+            }
+            out.push((tag, total, true_size));
+        }
+        out.sort();
+        out
+    }
+
+    /// Removes one snapshot, or all when `tag` is None.
+    pub fn clear_snapshot(&self, tag: Option<&str>) -> usize {
+        let base = self.dir.join("snapshots");
+        let tags: Vec<String> = match tag {
+            Some(t) => vec![t.to_string()],
+            None => self.snapshots().into_iter().map(|s| s.0).collect(),
+        };
+        tags.iter().filter(|t| std::fs::remove_dir_all(base.join(t)).is_ok()).count()
+    }
 }
 
 fn read_truncation(dir: &Path) -> u64 {
@@ -199,6 +348,10 @@ pub struct StorageConfig {
     pub commitlog_total_space_bytes: u64,
     /// Bound of the cache of decompressed SSTable chunks.
     pub chunk_cache_bytes: usize,
+    pub disk_failure_policy: DiskFailurePolicy,
+    pub commit_failure_policy: CommitFailurePolicy,
+    /// Snapshot a table before TRUNCATE and DROP (`auto_snapshot`).
+    pub auto_snapshot: bool,
 }
 
 /// All tables of the node and the commit log in front of them.
@@ -218,6 +371,9 @@ pub struct StorageEngine {
     pub compactions_running: Mutex<Vec<CompactionProgress>>,
     /// `compaction_throughput` in bytes per second (0: unthrottled).
     pub compaction_throughput_bytes: AtomicU64,
+    failures: Arc<FailureHandler>,
+    /// Becomes true when a failure policy says to stop serving clients.
+    pub stopped: tokio::sync::watch::Receiver<bool>,
 }
 
 impl StorageEngine {
@@ -226,7 +382,11 @@ impl StorageEngine {
             std::fs::create_dir_all(d).map_err(|e| StorageError::Io { path: d.display().to_string(), source: e })?;
         }
         let cache = ChunkCache::new(config.chunk_cache_bytes);
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let failures = Arc::new(FailureHandler { disk: config.disk_failure_policy, commit: config.commit_failure_policy, stop });
         Ok(Arc::new(StorageEngine {
+            failures,
+            stopped,
             config,
             commitlog: RwLock::new(None),
             tables: RwLock::new(HashMap::new()),
@@ -249,18 +409,24 @@ impl StorageEngine {
         if let Some(t) = self.tables.read().get(&table_id) {
             return Ok(t.clone());
         }
-        let cfs = Arc::new(ColumnFamilyStore::open(table_id, comparator, dir, self.cache.clone())?);
+        let cfs = Arc::new(ColumnFamilyStore::open(table_id, comparator, dir, self.cache.clone(), self.failures.clone())?);
         Ok(self.tables.write().entry(table_id).or_insert(cfs).clone())
     }
 
-    /// Forgets a table and deletes its files (DROP TABLE).
+    /// Forgets a table and deletes its files (DROP TABLE); with
+    /// `auto_snapshot` its SSTables are kept in a snapshot first.
     pub fn drop_table(&self, table_id: uuid::Uuid) {
         if let Some(t) = self.tables.write().remove(&table_id) {
+            if self.config.auto_snapshot {
+                let tag = format!("dropped-{}", sibyl_types::timeuuid::timestamp_micros_now() / 1000);
+                if let Err(e) = t.snapshot(&tag) {
+                    tracing::error!("auto snapshot before DROP failed: {e}");
+                }
+            }
             for s in t.sstables.read().iter() {
                 s.delete_files();
             }
             let _ = std::fs::remove_file(t.dir.join("truncated_at"));
-            let _ = std::fs::remove_dir(&t.dir);
         }
         self.dropped.lock().insert(table_id);
     }
@@ -342,7 +508,7 @@ impl StorageEngine {
                 let t = self.table(m.table_id).ok_or(StorageError::UnknownTable(m.table_id))?;
                 buf.clear();
                 encode_mutation(m, &mut buf);
-                last = log.append(&Entry::Mutation(buf.clone()), Some(m.table_id))?;
+                last = log.append(&Entry::Mutation(buf.clone()), Some(m.table_id)).map_err(|e| self.failures.commit_failed(e))?;
                 targets.push(t);
             }
             for (mut m, t) in mutations.into_iter().zip(targets) {
@@ -350,7 +516,7 @@ impl StorageEngine {
                 t.apply(m, now);
             }
         }
-        log.wait_durable(last).await?;
+        log.wait_durable(last).await.map_err(|e| self.failures.commit_failed(e))?;
         self.maybe_flush().await;
         Ok(())
     }
@@ -625,9 +791,14 @@ impl StorageEngine {
     }
 
     /// Truncates a table durably: nothing written before is seen again.
-    pub async fn truncate(&self, table_id: uuid::Uuid, truncated_at_micros: i64) -> Result<(), StorageError> {
+    pub async fn truncate(self: &Arc<Self>, table_id: uuid::Uuid, truncated_at_micros: i64) -> Result<(), StorageError> {
         let log = self.log()?;
         let Some(t) = self.table(table_id) else { return Ok(()) };
+        if self.config.auto_snapshot {
+            // as Cassandra: flush, then keep what is about to go in a snapshot
+            self.flush(&t).await?;
+            t.snapshot(&format!("truncated-{}", truncated_at_micros / 1000))?;
+        }
         let _one = t.flush_lock.lock().await;
         let pos = {
             let _g = self.barrier.write();
