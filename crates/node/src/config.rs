@@ -61,6 +61,9 @@ struct RawConfig {
     batch_size_fail_threshold: Option<String>,
     batch_size_fail_threshold_in_kb: Option<u64>,
     start_native_transport: Option<bool>,
+    concurrent_compactors: Option<usize>,
+    compaction_throughput: Option<String>,
+    compaction_throughput_mb_per_sec: Option<u64>,
     disk_failure_policy: Option<String>,
     commit_failure_policy: Option<String>,
     auto_snapshot: Option<bool>,
@@ -108,6 +111,9 @@ pub struct Config {
     pub batch_size_warn_threshold_bytes: u64,
     pub batch_size_fail_threshold_bytes: u64,
     pub start_native_transport: bool,
+    pub concurrent_compactors: usize,
+    /// Bytes per second; 0 means unthrottled.
+    pub compaction_throughput_bytes: u64,
     pub disk_failure_policy: sibyl_storage::store::DiskFailurePolicy,
     pub commit_failure_policy: sibyl_storage::store::CommitFailurePolicy,
     pub auto_snapshot: bool,
@@ -147,6 +153,8 @@ impl Default for Config {
             batch_size_warn_threshold_bytes: 5 * 1024,
             batch_size_fail_threshold_bytes: 50 * 1024,
             start_native_transport: true,
+            concurrent_compactors: 2,
+            compaction_throughput_bytes: 64 * 1024 * 1024,
             disk_failure_policy: sibyl_storage::store::DiskFailurePolicy::Stop,
             commit_failure_policy: sibyl_storage::store::CommitFailurePolicy::Stop,
             auto_snapshot: true,
@@ -307,6 +315,18 @@ impl Config {
         c.memtable_heap_space_bytes = size(&raw.memtable_heap_space, raw.memtable_heap_space_in_mb, c.memtable_heap_space_bytes)?;
         c.commitlog_total_space_bytes = size(&raw.commitlog_total_space, raw.commitlog_total_space_in_mb, c.commitlog_total_space_bytes)?;
         c.file_cache_size_bytes = size(&raw.file_cache_size, raw.file_cache_size_in_mb, c.file_cache_size_bytes)?;
+        if let Some(v) = raw.concurrent_compactors {
+            if v == 0 {
+                return Err("concurrent_compactors must be at least 1".into());
+            }
+            c.concurrent_compactors = v;
+        }
+        if let Some(s) = raw.compaction_throughput {
+            // "64MiB/s"
+            c.compaction_throughput_bytes = parse_size(s.trim_end_matches("/s"))?;
+        } else if let Some(mb) = raw.compaction_throughput_mb_per_sec {
+            c.compaction_throughput_bytes = mb * 1024 * 1024;
+        }
         if let Some(v) = raw.disk_failure_policy {
             use sibyl_storage::store::DiskFailurePolicy as D;
             c.disk_failure_policy = match v.as_str() {

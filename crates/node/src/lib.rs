@@ -91,6 +91,8 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         disk_failure_policy: config.disk_failure_policy,
         commit_failure_policy: config.commit_failure_policy,
         auto_snapshot: config.auto_snapshot,
+        concurrent_compactors: config.concurrent_compactors,
+        compaction_throughput_bytes: config.compaction_throughput_bytes,
     })?;
     // 1. system tables, and their part of the commit log
     let mut schema = Schema::default();

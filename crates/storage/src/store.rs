@@ -352,6 +352,10 @@ pub struct StorageConfig {
     pub commit_failure_policy: CommitFailurePolicy,
     /// Snapshot a table before TRUNCATE and DROP (`auto_snapshot`).
     pub auto_snapshot: bool,
+    /// Compactions running at once across all tables.
+    pub concurrent_compactors: usize,
+    /// `compaction_throughput` in bytes per second (0: unthrottled).
+    pub compaction_throughput_bytes: u64,
 }
 
 /// All tables of the node and the commit log in front of them.
@@ -372,6 +376,7 @@ pub struct StorageEngine {
     /// `compaction_throughput` in bytes per second (0: unthrottled).
     pub compaction_throughput_bytes: AtomicU64,
     failures: Arc<FailureHandler>,
+    compactors: tokio::sync::Semaphore,
     /// Becomes true when a failure policy says to stop serving clients.
     pub stopped: tokio::sync::watch::Receiver<bool>,
 }
@@ -385,6 +390,8 @@ impl StorageEngine {
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let failures = Arc::new(FailureHandler { disk: config.disk_failure_policy, commit: config.commit_failure_policy, stop });
         Ok(Arc::new(StorageEngine {
+            compactors: tokio::sync::Semaphore::new(config.concurrent_compactors.max(1)),
+            compaction_throughput_bytes: AtomicU64::new(config.compaction_throughput_bytes),
             failures,
             stopped,
             config,
@@ -396,7 +403,6 @@ impl StorageEngine {
             dropped: Mutex::new(Default::default()),
             compaction_history: Mutex::new(Default::default()),
             compactions_running: Mutex::new(Vec::new()),
-            compaction_throughput_bytes: AtomicU64::new(64 * 1024 * 1024),
         }))
     }
 
@@ -668,6 +674,7 @@ impl StorageEngine {
     /// SSTables for a major compaction). Returns the new generation, if any.
     pub async fn compact(self: &Arc<Self>, t: &Arc<ColumnFamilyStore>, major: bool) -> Result<Option<u64>, StorageError> {
         let _one = t.compaction_lock.lock().await;
+        let _slot = self.compactors.acquire().await.map_err(|_| StorageError::Decode("compaction stopped".into()))?;
         let opts = t.options.read().clone();
         let now = now_in_seconds();
         let gc_before = now.saturating_sub(opts.gc_grace_seconds);
