@@ -3,6 +3,8 @@
 # machine, same load generator (latte), same workload (bench/kv.rn), same run.
 #
 #   bench/compare_kv.sh [DURATION] [CONCURRENCY]     (defaults: 20s, 32)
+#   ROWS=2000000 SIBYL_EXTRA='memtable_heap_space: 64MiB' bench/compare_kv.sh 30s 32
+#     (a data set many times the memtable bound: reads come from SSTables)
 #
 # Needs: `cargo install latte-cli`, and ../shared/cassandra/start.sh for Cassandra.
 # Prints ops/s, p50 and p99 of writes and reads, each server's idle RSS and
@@ -28,9 +30,9 @@ wait_port() { # port -> ms waited
 bench_one() { # name port
   local name="$1" port="$2"
   latte schema "$here/kv.rn" "127.0.0.1:$port" > /dev/null
-  latte load "$here/kv.rn" "127.0.0.1:$port" > /dev/null
+  latte load "$here/kv.rn" "127.0.0.1:$port" -P rows="${ROWS:-100000}" > /dev/null
   for fn in write read; do
-    latte run "$here/kv.rn" -f "$fn" "127.0.0.1:$port" -p "$conc" -d "$dur" \
+    latte run "$here/kv.rn" -f "$fn" "127.0.0.1:$port" -p "$conc" -d "$dur" -P rows="${ROWS:-100000}" \
       -o "$out/$name-$fn.json" > "$out/$name-$fn.txt" 2>&1
   done
 }
@@ -53,6 +55,7 @@ cat > "$out/sibyl.yaml" <<YAML
 native_transport_port: 9042
 data_file_directories: [$out/sibyl-data/data]
 commitlog_directory: $out/sibyl-data/commitlog
+${SIBYL_EXTRA:-}
 YAML
 "$root/target/release/sibyl" --config "$out/sibyl.yaml" > "$out/sibyl.log" 2>&1 &
 spid=$!
