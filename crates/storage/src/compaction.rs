@@ -322,9 +322,9 @@ pub fn compact(
                 if writer.data_bytes() >= max_output_bytes {
                     let next = new_writer()?;
                     let done = std::mem::replace(&mut writer, next);
-                    let (g, dir) = (done.generation(), done.dir().to_path_buf());
+                    let g = done.generation();
+                    result.output_bytes += done.data_bytes();
                     done.finish(position)?;
-                    result.output_bytes += crate::sstable::component_size(&dir, g);
                     written.push(g);
                 }
                 writer.append(&min, &p)?;
@@ -337,9 +337,9 @@ pub fn compact(
     if writer_empty {
         writer.abandon();
     } else {
-        let (g, dir) = (writer.generation(), writer.dir().to_path_buf());
+        let g = writer.generation();
+        result.output_bytes += writer.data_bytes();
         writer.finish(position)?;
-        result.output_bytes += crate::sstable::component_size(&dir, g);
         written.push(g);
     }
     Ok((result, written))

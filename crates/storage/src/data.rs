@@ -339,13 +339,13 @@ impl RangeTombstone {
 pub struct Partition {
     pub deletion: DeletionTime,
     pub static_row: Option<Row>,
-    pub rows: BTreeMap<ClusteringKey, Row>,
+    pub rows: crate::rows::Rows,
     pub range_tombstones: Vec<RangeTombstone>,
 }
 
 impl Partition {
     pub fn new() -> Self {
-        Partition { deletion: DeletionTime::LIVE, static_row: None, rows: BTreeMap::new(), range_tombstones: Vec::new() }
+        Partition { deletion: DeletionTime::LIVE, static_row: None, rows: crate::rows::Rows::new(), range_tombstones: Vec::new() }
     }
 
     pub fn is_empty(&self) -> bool {

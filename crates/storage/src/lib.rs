@@ -9,6 +9,7 @@ pub mod commitlog;
 pub mod compaction;
 pub mod data;
 pub mod memtable;
+pub mod rows;
 pub mod serde;
 pub mod sstable;
 pub mod store;

@@ -80,7 +80,7 @@ pub fn slice_partition(p: &Partition, slices: Option<&[Slice]>) -> Partition {
         if start > end {
             continue;
         }
-        for (ck, row) in p.rows.range(start.clone()..=end.clone()) {
+        for (ck, row) in p.rows.range(start, end) {
             out.rows.insert(ck.clone(), row.clone());
         }
         for rt in &p.range_tombstones {

@@ -263,7 +263,7 @@ fn decode_partition_from(r: &mut Reader, cmp: &Arc<ClusteringComparator>) -> Res
     let deletion = get_deletion(r)?;
     let static_row = if r.u8()? == 1 { Some(get_row(r)?) } else { None };
     let n = r.count()?;
-    let mut rows = BTreeMap::new();
+    let mut rows = crate::rows::Rows::new();
     for _ in 0..n {
         let ck = get_clustering(r, cmp)?;
         let row = get_row(r)?;

@@ -765,11 +765,6 @@ impl SSTableReader {
     }
 }
 
-/// Bytes of all components of an SSTable.
-pub fn component_size(dir: &Path, generation: u64) -> u64 {
-    COMPONENTS.iter().filter_map(|c| std::fs::metadata(component_path(dir, generation, c)).ok()).map(|m| m.len()).sum()
-}
-
 /// Generations of the published SSTables in `dir`; removes leftovers of
 /// interrupted writes (tmp files, components without a TOC).
 pub fn list_generations(dir: &Path) -> Result<Vec<u64>, StorageError> {
