@@ -17,6 +17,7 @@ use std::path::PathBuf;
 const USAGE: &str = "usage: sibyl [--config FILE]
        sibyl nodetool [-h HOST] [-p PORT] <command> [args]
        sibyl sstable dump|verify PATH
+       sibyl stress COMMAND [options]   (cassandra-stress's command line)
 
 Starts a Sibyl node. Without --config it serves CQL on 127.0.0.1:9042 and keeps
 its data under ./data. FILE uses cassandra.yaml key names and units.";
@@ -25,6 +26,9 @@ fn main() -> anyhow::Result<()> {
     let all: Vec<String> = std::env::args().skip(1).collect();
     if all.first().map(|a| a == "nodetool").unwrap_or(false) {
         return nodetool::run(all[1..].to_vec());
+    }
+    if all.first().map(|a| a == "stress").unwrap_or(false) {
+        return sibyl_stress::run(all[1..].to_vec()).map_err(|e| anyhow::anyhow!(e));
     }
     if all.first().map(|a| a == "sstable").unwrap_or(false) {
         return sstable_tool::run(all[1..].to_vec());
