@@ -634,6 +634,7 @@ pub fn system_keyspaces() -> Vec<KeyspaceMetadata> {
         ("compaction", "frozen<map<text, text>>", R, -1),
         ("compression", "frozen<map<text, text>>", R, -1),
         ("crc_check_chance", "double", R, -1),
+        ("dclocal_read_repair_chance", "double", R, -1),
         ("default_time_to_live", "int", R, -1),
         ("extensions", "frozen<map<text, blob>>", R, -1),
         ("gc_grace_seconds", "int", R, -1),
@@ -644,6 +645,7 @@ pub fn system_keyspaces() -> Vec<KeyspaceMetadata> {
         ("memtable_flush_period_in_ms", "int", R, -1),
         ("min_index_interval", "int", R, -1),
         ("read_repair", "text", R, -1),
+        ("read_repair_chance", "double", R, -1),
         ("speculative_retry", "text", R, -1),
     ];
     let mut tables_cols = vec![("keyspace_name", "text", P, 0), ("table_name", "text", C, 0), ("flags", "frozen<set<text>>", R, -1)];
@@ -864,11 +866,13 @@ pub fn system_keyspaces() -> Vec<KeyspaceMetadata> {
     traces_ks.replication = map(&[("class", "org.apache.cassandra.locator.SimpleStrategy"), ("replication_factor", "2")]);
     let mut vks = local(virtual_schema, "system_virtual_schema");
     vks.is_virtual = true;
+    let mut views = local(Vec::new(), "system_views");
+    views.is_virtual = true;
     let mut auth = local(Vec::new(), "system_auth");
     auth.replication = map(&[("class", "org.apache.cassandra.locator.SimpleStrategy"), ("replication_factor", "1")]);
     let mut dist = local(Vec::new(), "system_distributed");
     dist.replication = map(&[("class", "org.apache.cassandra.locator.SimpleStrategy"), ("replication_factor", "3")]);
-    vec![local(system, "system"), local(schema, "system_schema"), traces_ks, auth, dist, vks]
+    vec![local(system, "system"), local(schema, "system_schema"), traces_ks, auth, dist, vks, views]
 }
 
 /// Names of keyspaces whose schema the node owns.

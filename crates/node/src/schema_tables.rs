@@ -127,6 +127,8 @@ pub fn keyspace_mutations(ks: &KeyspaceMetadata, ts: i64, now: i32) -> Vec<Mutat
                 ("compaction", Some(text_map(&p.compaction))),
                 ("compression", Some(text_map(&p.compression))),
                 ("crc_check_chance", Some(double(p.crc_check_chance))),
+                ("dclocal_read_repair_chance", Some(double(0.0))),
+                ("read_repair_chance", Some(double(0.0))),
                 ("default_time_to_live", Some(int(p.default_time_to_live))),
                 ("extensions", Some(value::serialize_map(&ext))),
                 ("flags", Some(value::serialize_collection(&flags))),
