@@ -412,7 +412,7 @@ impl QueryProcessor {
                 Ok(Outcome { body: ResultBody::Rows { metadata, rows: r.rows }, warnings: Vec::new(), event: None })
             }
             Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => {
-                if let Some(out) = self.maybe_lwt(&st.statement, client, opts, &ev, default_ts, now).await? {
+                if let Some((_, out)) = self.maybe_lwt(&st.statement, client, opts, &ev, default_ts, now, false).await? {
                     return Ok(out);
                 }
                 let (ks, muts) = self.mutations_of(&st.statement, client, ks_opt, &ev, default_ts, now)?;
@@ -491,15 +491,40 @@ impl QueryProcessor {
             .timestamp,
             None => default_ts,
         };
-        let mut all = Vec::new();
+        let conditional = b.statements.iter().any(has_conditions);
+        let _guard = if conditional { Some(self.lwt_lock.lock().await) } else { None };
+        let mut all: Vec<Mutation> = Vec::new();
         let mut ks = String::new();
+        let mut failed: Option<Outcome> = None;
         for s in &b.statements {
             if has_conditions(s) {
-                return Err(Error::Invalid("Conditional statements in batches are not supported yet".into()));
+                if let Some((applied, out)) = self.maybe_lwt(s, client, opts, ev, ts, now, true).await? {
+                    if !applied && failed.is_none() {
+                        failed = Some(out);
+                    }
+                }
             }
             let (k, muts) = self.mutations_of(s, client, opts.keyspace.as_deref(), ev, ts, now)?;
             ks = k;
             all.extend(muts);
+        }
+        if conditional {
+            let first = all.first().map(|m| (m.table_id, m.key.clone()));
+            if all.iter().any(|m| Some((m.table_id, m.key.clone())) != first) {
+                return Err(Error::Invalid("Batch with conditions cannot span multiple tables or partitions".into()));
+            }
+            if let Some(out) = failed {
+                return Ok(out);
+            }
+            let table = first.and_then(|(id, _)| self.schema().table_by_id(id).cloned());
+            self.apply_batch(b.batch_type, &ks, all, opts.consistency).await?;
+            let (ksn, tn) = table.map(|t| (t.keyspace.clone(), t.name.clone())).unwrap_or_default();
+            let columns = vec![ColumnSpec { keyspace: ksn, table: tn, name: "[applied]".into(), typ: CqlType::Boolean }];
+            return Ok(Outcome {
+                body: ResultBody::Rows { metadata: RowsMetadata { columns, ..Default::default() }, rows: vec![vec![Some(Bytes::copy_from_slice(&[1]))]] },
+                warnings: Vec::new(),
+                event: None,
+            });
         }
         self.apply_batch(b.batch_type, &ks, all, opts.consistency).await
     }
@@ -563,7 +588,20 @@ impl QueryProcessor {
 
     // ---------- lightweight transactions (single node) ----------
 
-    async fn maybe_lwt(&self, st: &Statement, client: &ClientState, opts: &QueryOptions, ev: &Eval<'_>, default_ts: i64, now: i32) -> Result<Option<Outcome>> {
+    /// A conditional statement: checks its conditions against the current data
+    /// and (unless `in_batch`, where the batch applies everything) applies it.
+    /// Returns whether the conditions held, and the `[applied]` result.
+    #[allow(clippy::too_many_arguments)]
+    async fn maybe_lwt(
+        &self,
+        st: &Statement,
+        client: &ClientState,
+        opts: &QueryOptions,
+        ev: &Eval<'_>,
+        default_ts: i64,
+        now: i32,
+        in_batch: bool,
+    ) -> Result<Option<(bool, Outcome)>> {
         let (name, cond) = match st {
             Statement::Insert(i) if i.if_not_exists => (&i.table, Conditions::NotExists),
             Statement::Update(u) if u.conditions != Conditions::None => (&u.table, u.conditions.clone()),
@@ -577,9 +615,9 @@ impl QueryProcessor {
         {
             return Err(Error::Invalid("Cannot provide custom timestamp for conditional updates".into()));
         }
-        let _guard = self.lwt_lock.lock().await;
+        let _guard = if in_batch { None } else { Some(self.lwt_lock.lock().await) };
         let (ks, muts) = self.mutations_of(st, client, opts.keyspace.as_deref(), ev, default_ts, now)?;
-        let Some(m) = muts.first() else { return Ok(Some(Outcome::void())) };
+        let Some(m) = muts.first() else { return Ok(Some((true, Outcome::void()))) };
         let cfs = self.store(&t)?;
         let ck = if t.clustering_count == 0 {
             Some(sibyl_storage::ClusteringKey::row(Vec::new(), t.comparator.clone()))
@@ -645,7 +683,9 @@ impl QueryProcessor {
         let mut columns = vec![ColumnSpec { keyspace: t.keyspace.clone(), table: t.name.clone(), name: "[applied]".into(), typ: CqlType::Boolean }];
         let mut row_out = vec![Some(Bytes::copy_from_slice(&[applied as u8]))];
         if applied {
-            self.proxy.mutate(&self.schema(), &ks, muts, opts.consistency).await?;
+            if !in_batch {
+                self.proxy.mutate(&self.schema(), &ks, muts, opts.consistency).await?;
+            }
         } else if exists || matches!(cond, Conditions::Columns(_)) {
             for c in shown {
                 if !exists && c.kind != ColumnKind::Static && matches!(cond, Conditions::Columns(_)) {
@@ -655,11 +695,14 @@ impl QueryProcessor {
                 row_out.push(value_of(c));
             }
         }
-        Ok(Some(Outcome {
-            body: ResultBody::Rows { metadata: RowsMetadata { columns, ..Default::default() }, rows: vec![row_out] },
-            warnings: Vec::new(),
-            event: None,
-        }))
+        Ok(Some((
+            applied,
+            Outcome {
+                body: ResultBody::Rows { metadata: RowsMetadata { columns, ..Default::default() }, rows: vec![row_out] },
+                warnings: Vec::new(),
+                event: None,
+            },
+        )))
     }
 
     // ---------- schema changes ----------
@@ -688,7 +731,7 @@ impl QueryProcessor {
                     return Err(Error::AlreadyExists {
                         keyspace: c.name.clone(),
                         table: String::new(),
-                        message: format!("Keyspace '{}' already exists", c.name),
+                        message: format!("Cannot add existing keyspace \"{}\"", c.name),
                     });
                 }
                 let ks = self.keyspace_from_properties(&c.name, &c.properties, None)?;
@@ -735,7 +778,7 @@ impl QueryProcessor {
                     return Err(Error::AlreadyExists {
                         keyspace: ks_name.clone(),
                         table: ct.name.name.clone(),
-                        message: format!("Table '{}.{}' already exists", ks_name, ct.name.name),
+                        message: format!("Cannot add already existing table \"{}\" to keyspace \"{}\"", ct.name.name, ks_name),
                     });
                 }
                 let t = build_table(&ks_name, ct, old)?;
@@ -803,7 +846,6 @@ impl QueryProcessor {
                     if typ.is_counter() {
                         return Err(Error::Invalid("A user type cannot contain counters".into()));
                     }
-                    let typ = if typ.is_multi_cell() { CqlType::Frozen(Box::new(typ)) } else { typ };
                     fields.push((f.clone(), typ));
                 }
                 let mut ks = (**old).clone();
