@@ -1,17 +1,31 @@
 #!/usr/bin/env bash
-# Runs every test: Rust unit and integration tests, then the Python driver and
-# cqlsh tests against real `sibyl` processes. Installs what it needs itself.
+# Runs every test: builds the node, runs the Rust tests, then the Python driver
+# and cqlsh tests (tests/python) against a real `sibyl` process. Installs what
+# it needs itself (.venv with the pinned packages of tests/python/requirements.txt).
+#
+#   scripts/test.sh [pytest args...]
+#   SIBYL_TARGET=127.0.0.1:9043 .venv/bin/pytest -q tests/python   # the same tests against another server
 set -euo pipefail
 cd "$(dirname "$0")/.."
-echo "== building"
-cargo build --bin sibyl
-echo "== rust tests"
-cargo test --workspace
+
 echo "== python environment"
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-# the pure-Python driver installs in seconds; its Cython build takes minutes
-CASS_DRIVER_NO_CYTHON=1 .venv/bin/pip install -q -r tests/python/requirements.txt
+req=tests/python/requirements.txt
+stamp=.venv/.requirements.sha256
+want="$(sha256sum "$req" | cut -d' ' -f1)"
+if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
+  # cassandra-driver ships manylinux wheels; if pip ever falls back to the sdist, skip its minutes-long Cython build
+  CASS_DRIVER_NO_CYTHON=1 .venv/bin/pip install -q -r "$req"
+  echo "$want" > "$stamp"
+fi
+
+echo "== building"
+cargo build --bin sibyl
+
+echo "== rust tests"
+cargo test --workspace
+
 echo "== driver and cqlsh tests"
-.venv/bin/python -m pytest -q tests/python "$@"
+.venv/bin/python -m pytest -q -p no:cacheprovider tests/python "$@"

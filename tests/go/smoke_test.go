@@ -1,4 +1,5 @@
-// Smoke test with gocql against a running node: SIBYL_HOST, SIBYL_PORT.
+// Smoke test with gocql against a running node: SIBYL_HOST, SIBYL_PORT
+// (scripts/smoke_go.sh HOST PORT sets them).
 package smoke
 
 import (
@@ -11,37 +12,54 @@ import (
 	"github.com/gocql/gocql"
 )
 
-func TestGocqlSmoke(t *testing.T) {
+func TestGocqlConnectDDLPreparedAndPaging(t *testing.T) {
 	host := os.Getenv("SIBYL_HOST")
 	port, _ := strconv.Atoi(os.Getenv("SIBYL_PORT"))
 	if host == "" || port == 0 {
-		t.Skip("SIBYL_HOST and SIBYL_PORT not set")
+		t.Fatal("SIBYL_HOST and SIBYL_PORT must be set (use scripts/smoke_go.sh HOST PORT)")
 	}
 	cl := gocql.NewCluster(host)
 	cl.Port = port
-	cl.Timeout = 10 * time.Second
+	cl.Timeout = 20 * time.Second
 	cl.ConnectTimeout = 10 * time.Second
+	cl.Consistency = gocql.Quorum
 	s, err := cl.CreateSession()
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
 	defer s.Close()
-	ks := fmt.Sprintf("go_%d", time.Now().UnixNano()%1000000)
+
+	var release, partitioner string
+	if err := s.Query("SELECT release_version, partitioner FROM system.local").Scan(&release, &partitioner); err != nil {
+		t.Fatalf("system.local: %v", err)
+	}
+	if partitioner != "org.apache.cassandra.dht.Murmur3Partitioner" {
+		t.Fatalf("partitioner %q", partitioner)
+	}
+
+	ks := fmt.Sprintf("go_smoke_%d", time.Now().UnixNano()%1000000000)
 	if err := s.Query("CREATE KEYSPACE " + ks + " WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}").Exec(); err != nil {
 		t.Fatalf("create keyspace: %v", err)
 	}
+	defer s.Query("DROP KEYSPACE IF EXISTS " + ks).Exec()
 	if err := s.Query("CREATE TABLE " + ks + ".t (k int, c int, v text, PRIMARY KEY (k, c))").Exec(); err != nil {
 		t.Fatalf("create table: %v", err)
 	}
+
+	// gocql prepares every query with bound values
 	for i := 0; i < 1000; i++ {
 		if err := s.Query("INSERT INTO "+ks+".t (k, c, v) VALUES (?, ?, ?)", 1, i, fmt.Sprintf("v%d", i)).Exec(); err != nil {
-			t.Fatalf("insert: %v", err)
+			t.Fatalf("insert %d: %v", i, err)
 		}
 	}
-	iter := s.Query("SELECT c, v FROM "+ks+".t WHERE k = ?", 1).PageSize(100).Iter()
-	var c int
 	var v string
-	n := 0
+	if err := s.Query("SELECT v FROM "+ks+".t WHERE k = ? AND c = ?", 1, 500).Scan(&v); err != nil || v != "v500" {
+		t.Fatalf("prepared select: %q %v", v, err)
+	}
+
+	// automatic paging: every row once, in clustering order
+	iter := s.Query("SELECT c, v FROM "+ks+".t WHERE k = ?", 1).PageSize(100).Iter()
+	var c, n int
 	for iter.Scan(&c, &v) {
 		if c != n || v != fmt.Sprintf("v%d", n) {
 			t.Fatalf("row %d: got %d %s", n, c, v)
@@ -54,7 +72,32 @@ func TestGocqlSmoke(t *testing.T) {
 	if n != 1000 {
 		t.Fatalf("paged %d rows, want 1000", n)
 	}
-	if err := s.Query("DROP KEYSPACE " + ks).Exec(); err != nil {
-		t.Fatalf("drop: %v", err)
+
+	// manual paging with the paging state: 10 pages of 100
+	var state []byte
+	pages, rows := 0, 0
+	for {
+		it := s.Query("SELECT c FROM "+ks+".t WHERE k = ?", 1).PageSize(100).PageState(state).Iter()
+		got := it.NumRows()
+		for it.Scan(&c) {
+			if c != rows {
+				t.Fatalf("page %d: row %d is c=%d", pages, rows, c)
+			}
+			rows++
+		}
+		state = it.PageState()
+		if err := it.Close(); err != nil {
+			t.Fatalf("page %d: %v", pages, err)
+		}
+		if got > 0 {
+			pages++
+		}
+		if len(state) == 0 {
+			break
+		}
 	}
+	if pages != 10 || rows != 1000 {
+		t.Fatalf("manual paging: %d pages, %d rows; want 10 and 1000", pages, rows)
+	}
+	t.Logf("gocql against %s (release_version %s): ok", host, release)
 }

@@ -76,20 +76,22 @@ def assert_alive(node):
 
 def test_unsupported_version_gets_protocol_error_naming_supported_versions(node):
     s = socket.create_connection((node.host, node.port), timeout=10)
-    s.sendall(frame(OPTIONS, version=6))
+    s.sendall(frame(OPTIONS, version=7))
     version, stream, opcode, body = read_frame(s)
     assert opcode == 0 and error_code(body) == PROTOCOL_ERROR
-    assert b"Invalid or unsupported protocol version (6)" in body
+    # Cassandra 5.0.4: "Invalid or unsupported protocol version (7); supported versions are
+    # (3/v3, 4/v4, 5/v5, 6/v6-beta)"
+    assert b"Invalid or unsupported protocol version (7); supported versions are (3/v3, 4/v4, 5/v5" in body
     s.close()
     assert_alive(node)
 
 
-def test_unknown_opcode_is_a_protocol_error_and_the_connection_survives(conn, node):
+def test_unknown_opcode_is_a_protocol_error_and_the_node_survives(conn, node):
     conn.sendall(frame(0x33, b"", stream=7))
     _, stream, opcode, body = read_frame(conn)
     assert stream == 7 and opcode == 0 and error_code(body) == PROTOCOL_ERROR
-    conn.sendall(frame(OPTIONS, stream=8))
-    assert read_frame(conn)[2] == 0x06  # SUPPORTED
+    assert body[4:] == struct.pack(">H", 17) + b"Unknown opcode 51"
+    assert_alive(node)
 
 
 def test_truncated_body_is_a_protocol_error(conn):
@@ -109,11 +111,17 @@ def test_invalid_utf8_in_a_query_is_refused(conn):
 
 
 def test_oversized_frame_is_refused_and_node_survives(node):
-    s = socket.create_connection((node.host, node.port), timeout=10)
+    """A header announcing a 1 GiB body. Cassandra 5.0.4 neither answers nor reads it
+    (the client times out); answering with an error ("Request is too big") or closing is fine too."""
+    s = socket.create_connection((node.host, node.port), timeout=5)
     s.sendall(frame(QUERY, b"", length=1 << 30))
-    r = read_frame(s)
-    assert r is not None and r[2] == 0
-    assert b"too big" in r[3] or b"Request is too big" in r[3]
+    try:
+        r = read_frame(s)
+    except OSError:
+        r = None
+    if r is not None:
+        assert r[2] == 0 and error_code(r[3]) in (PROTOCOL_ERROR, INVALID)
+        assert b"too big" in r[3]
     s.close()
     assert_alive(node)
 

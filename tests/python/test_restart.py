@@ -1,9 +1,13 @@
-"""Durability: acknowledged writes and the schema survive kill -9."""
+"""Durability: acknowledged writes and the schema survive kill -9.
+Skipped under SIBYL_TARGET (the server is not ours to kill)."""
 import time
 
 import pytest
 from cassandra.cluster import Cluster
+from cassandra.concurrent import execute_concurrent_with_args
 from sibyl_node import SibylNode
+
+from conftest import new_keyspace_name
 
 
 def connect(n):
@@ -11,6 +15,59 @@ def connect(n):
     return c, c.connect()
 
 
+@pytest.mark.restart
+def test_rows_and_schema_survive_kill_9_and_start(node):
+    c, s = connect(node)
+    ks = new_keyspace_name()
+    try:
+        s.execute(f"CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}")
+        s.execute(f"CREATE TYPE {ks}.point (x int, y int)")
+        s.execute(f"CREATE TABLE {ks}.t (k int, c int, v text, p frozen<point>, PRIMARY KEY (k, c)) "
+                  "WITH CLUSTERING ORDER BY (c DESC) AND comment = 'survives'")
+        s.execute(f"CREATE TABLE {ks}.gone (k int PRIMARY KEY)")
+        ins = s.prepare(f"INSERT INTO {ks}.t (k, c, v, p) VALUES (?, ?, ?, {{x: ?, y: ?}})")
+        execute_concurrent_with_args(s, ins, [(i % 10, i, f"v{i}", i, -i) for i in range(2000)], concurrency=32,
+                                     raise_on_first_error=True)
+        s.execute(f"DELETE FROM {ks}.t WHERE k = 0 AND c < 100")
+        s.execute(f"UPDATE {ks}.t SET v = 'updated' WHERE k = 1 AND c = 1")
+        s.execute(f"DROP TABLE {ks}.gone")
+        describe = s.execute(f"DESCRIBE TABLE {ks}.t").one().create_statement
+        c.shutdown()
+
+        node.kill9()
+        node.start()
+
+        c, s = connect(node)
+        rows = {(r.k, r.c): (r.v, r.p.x, r.p.y) for r in s.execute(f"SELECT k, c, v, p FROM {ks}.t")}
+        expected = {(i % 10, i): (f"v{i}", i, -i) for i in range(2000) if not (i % 10 == 0 and i < 100)}
+        expected[(1, 1)] = ("updated", 1, -1)
+        assert rows == expected
+        assert [r.c for r in s.execute(f"SELECT c FROM {ks}.t WHERE k = 3 LIMIT 3")] == [1993, 1983, 1973]
+        assert s.execute(f"DESCRIBE TABLE {ks}.t").one().create_statement == describe
+        tables = c.metadata.keyspaces[ks].tables
+        assert set(tables) == {"t"}
+        assert "point" in c.metadata.keyspaces[ks].user_types
+        assert tables["t"].options["comment"] == "survives"
+    finally:
+        c.shutdown()
+        c, s = connect(node)
+        s.execute(f"DROP KEYSPACE IF EXISTS {ks}")
+        c.shutdown()
+
+
+@pytest.mark.restart
+def test_node_identity_survives_restart(node):
+    c, s = connect(node)
+    before = s.execute("SELECT host_id, tokens, cluster_name FROM system.local").one()
+    c.shutdown()
+    node.restart()
+    c, s = connect(node)
+    after = s.execute("SELECT host_id, tokens, cluster_name FROM system.local").one()
+    c.shutdown()
+    assert tuple(after) == tuple(before)
+
+
+@pytest.mark.own_node
 @pytest.mark.parametrize("sync", ["periodic", "batch", "group"])
 def test_acknowledged_writes_survive_kill_9(sync, tmp_path):
     n = SibylNode(data_dir=str(tmp_path), extra_config=f"commitlog_sync: {sync}\ncommitlog_sync_period: 10s\n").start()
@@ -23,7 +80,6 @@ def test_acknowledged_writes_survive_kill_9(sync, tmp_path):
         for i in range(500):
             s.execute(ins, (i % 7, i, f"v{i}", {"x": i}))
         s.execute("DELETE FROM r.t WHERE k = 0 AND c = 0")
-        s.execute("TRUNCATE r.t") if False else None
         c.shutdown()
         n.kill9()
         n.start()
@@ -44,6 +100,7 @@ def test_acknowledged_writes_survive_kill_9(sync, tmp_path):
         n.kill9()
 
 
+@pytest.mark.own_node
 def test_truncate_and_drop_survive_restart(tmp_path):
     n = SibylNode(data_dir=str(tmp_path)).start()
     try:
@@ -67,6 +124,7 @@ def test_truncate_and_drop_survive_restart(tmp_path):
         n.kill9()
 
 
+@pytest.mark.own_node
 def test_sigterm_stops_cleanly(tmp_path):
     n = SibylNode(data_dir=str(tmp_path)).start()
     t = time.time()

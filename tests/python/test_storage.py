@@ -5,9 +5,12 @@ import glob
 import os
 import time
 
+import pytest
 from cassandra.cluster import Cluster
 from cassandra.concurrent import execute_concurrent_with_args
 from sibyl_node import SibylNode
+
+pytestmark = pytest.mark.own_node  # each test starts sibyl processes of its own
 
 SMALL = "memtable_heap_space: 8MiB\ncommitlog_segment_size: 1MiB\ncommitlog_sync: batch\n"
 

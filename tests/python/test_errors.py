@@ -1,0 +1,101 @@
+"""Errors: the class drivers raise, the protocol error code and Cassandra's exact
+wording (tests/golden/errors.json, recorded from Cassandra 5.0.4)."""
+import struct
+
+import pytest
+from cassandra import AlreadyExists, InvalidRequest
+from cassandra.protocol import ConfigurationException, SyntaxException
+
+import goldens
+
+ERRORS = goldens.load_json("errors.json")
+CLASSES = {"InvalidRequest": InvalidRequest, "SyntaxException": SyntaxException, "AlreadyExists": AlreadyExists,
+           "ConfigurationException": ConfigurationException}
+ALLOW_FILTERING = ("Cannot execute this query as it might involve data filtering and thus may have unpredictable "
+                   "performance. If you want to execute this query despite the performance unpredictability, "
+                   "use ALLOW FILTERING")
+
+
+@pytest.fixture()
+def err_session(session):
+    for st in goldens.ERROR_SETUP:
+        session.execute(st)
+    return session
+
+
+def expect(case, ks):
+    g = ERRORS[case]
+    return CLASSES[g["class"]], g["code"], g["message"].format(ks=ks), g["driver_message"].format(ks=ks)
+
+
+@pytest.mark.parametrize("case", sorted(goldens.ERROR_CASES))
+def test_error_class_code_and_message_match_cassandra(err_session, node, case):
+    ks = err_session.keyspace_name
+    statement = goldens.ERROR_CASES[case].format(ks=ks)
+    assert ERRORS[case]["statement"] == goldens.ERROR_CASES[case], "errors.json is stale: rerun capture_goldens.py"
+    cls, code, message, driver_message = expect(case, ks)
+    with pytest.raises(cls) as ei:
+        err_session.execute(statement)
+    assert type(ei.value) is cls
+    assert goldens.server_error(ei.value)[2] == driver_message
+    # the server's own code and text, as they are on the wire
+    assert goldens.raw_error(node.host, node.port, ks, statement) == (code, message)
+    # the connection is still usable
+    assert err_session.execute("SELECT count(*) FROM e").one()[0] == 0
+
+
+def test_syntax_error_is_a_syntax_exception_with_position(err_session):
+    with pytest.raises(SyntaxException) as ei:
+        err_session.execute("SELECT * FRM e")
+    assert ei.value.code == 0x2000
+    assert goldens.server_error(ei.value)[2] == "line 1:9 mismatched input 'FRM' expecting K_FROM (SELECT * [FRM]...)"
+
+
+def test_unknown_keyspace_table_and_column_are_invalid_requests(err_session):
+    with pytest.raises(InvalidRequest, match="^.*keyspace nosuchks does not exist\"$"):
+        err_session.execute("SELECT * FROM nosuchks.t")
+    with pytest.raises(InvalidRequest, match="table nosuchtable does not exist"):
+        err_session.execute("SELECT * FROM nosuchtable")
+    with pytest.raises(InvalidRequest, match=f"Undefined column name nope in table {err_session.keyspace_name}.e"):
+        err_session.execute("SELECT nope FROM e")
+
+
+def test_filtering_without_allow_filtering_is_refused_with_cassandras_text(err_session):
+    with pytest.raises(InvalidRequest) as ei:
+        err_session.execute("SELECT * FROM e WHERE v = 1")
+    assert goldens.server_error(ei.value)[2] == ALLOW_FILTERING
+    assert list(err_session.execute("SELECT * FROM e WHERE v = 1 ALLOW FILTERING")) == []
+
+
+def test_wrong_type_literal_is_an_invalid_request(err_session):
+    with pytest.raises(InvalidRequest, match='Invalid STRING constant \\(x\\) for "k" of type int'):
+        err_session.execute("INSERT INTO e (k, c, v) VALUES ('x', 1, 1)")
+
+
+def test_wrong_size_bound_value_is_an_invalid_request(err_session, node):
+    """A 3-byte value bound to an int column, sent as a raw QUERY with values."""
+    import socket
+
+    ks = err_session.keyspace_name
+    with socket.create_connection((node.host, node.port), timeout=30) as s:
+        body = struct.pack(">H", 1) + struct.pack(">H", 11) + b"CQL_VERSION" + struct.pack(">H", 5) + b"3.0.0"
+        s.sendall(goldens._frame(0x01, body))
+        assert goldens._read_frame(s)[0] == 0x02
+        q = f"INSERT INTO {ks}.e (k, c, v) VALUES (?, ?, ?)".encode()
+        values = [struct.pack(">i", 1), struct.pack(">i", 1), b"\x00\x01\x02"]
+        body = struct.pack(">i", len(q)) + q + struct.pack(">HBH", 1, 0x01, len(values))
+        for v in values:
+            body += struct.pack(">i", len(v)) + v
+        s.sendall(goldens._frame(0x07, body))
+        opcode, resp = goldens._read_frame(s)
+    assert opcode == 0x00
+    assert struct.unpack(">i", resp[:4])[0] == 0x2200
+    assert b"Expected 4 or 0 byte int (3)" in resp
+
+
+def test_missing_partition_key_in_insert_is_an_invalid_request(err_session):
+    with pytest.raises(InvalidRequest, match="Some partition key parts are missing: k"):
+        err_session.execute("INSERT INTO e (c, v) VALUES (1, 1)")
+    with pytest.raises(InvalidRequest, match="Some partition key parts are missing: b"):
+        err_session.execute("INSERT INTO pk2 (a, v) VALUES (1, 1)")
+
