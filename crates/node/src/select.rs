@@ -426,35 +426,17 @@ pub fn execute(
         let pk_values = split_partition_key(&key.key, table.partition_key_count);
         let mut in_partition = resuming.as_ref().map(|p| p.returned_in_partition).unwrap_or(0);
         let ppl = per_partition_limit.unwrap_or(i64::MAX);
-        if stmt.distinct {
+        // one row for the whole partition: DISTINCT, or a partition holding only static data
+        let static_only = part.rows.is_empty() && table.clustering_count > 0;
+        if stmt.distinct || static_only {
             if resuming.is_some() {
                 continue;
             }
-            let row = build_row(table, sel, &pk_values, None, part.static_row.as_ref(), None, &key, now);
-            if !row_passes(table, &r, &pk_values, None, part.static_row.as_ref(), None, now) {
-                continue;
-            }
-            emit(sel, &mut out, &mut agg, row, now, table);
-            remaining -= 1;
-            if remaining <= 0 {
-                break 'partitions;
-            }
-            if let Some(ps) = page_size {
-                if out.len() as i64 >= ps {
-                    next_state = Some(PagingState { key: key.key.clone(), clustering: None, remaining, returned_in_partition: 0 });
-                    break 'partitions;
+            if !stmt.distinct {
+                let filters_rows = r.filters.iter().any(|f| matches!(table.columns[f.column].kind, ColumnKind::Regular | ColumnKind::Clustering));
+                if r.has_clustering_restriction || filters_rows {
+                    continue;
                 }
-            }
-            continue;
-        }
-        let static_only = part.rows.is_empty() && table.clustering_count > 0;
-        if static_only {
-            if resuming.is_some() || r.has_clustering_restriction {
-                continue;
-            }
-            let has_regular_filter = r.filters.iter().any(|f| table.columns[f.column].kind == ColumnKind::Regular || table.columns[f.column].kind == ColumnKind::Clustering);
-            if has_regular_filter {
-                continue;
             }
             if !row_passes(table, &r, &pk_values, None, part.static_row.as_ref(), None, now) {
                 continue;
@@ -465,11 +447,9 @@ pub fn execute(
             if remaining <= 0 {
                 break 'partitions;
             }
-            if let Some(ps) = page_size {
-                if out.len() as i64 >= ps {
-                    next_state = Some(PagingState { key: key.key.clone(), clustering: None, remaining, returned_in_partition: 0 });
-                    break 'partitions;
-                }
+            if page_size.map(|ps| out.len() as i64 >= ps).unwrap_or(false) {
+                next_state = Some(PagingState { key: key.key.clone(), clustering: None, remaining, returned_in_partition: 0 });
+                break 'partitions;
             }
             continue;
         }

@@ -39,29 +39,7 @@ fn simple_class(t: &CqlType) -> Option<&'static str> {
 }
 
 fn simple_from_class(name: &str) -> Option<CqlType> {
-    Some(match name {
-        "AsciiType" => CqlType::Ascii,
-        "LongType" => CqlType::Bigint,
-        "BytesType" => CqlType::Blob,
-        "BooleanType" => CqlType::Boolean,
-        "CounterColumnType" => CqlType::Counter,
-        "SimpleDateType" => CqlType::Date,
-        "DecimalType" => CqlType::Decimal,
-        "DoubleType" => CqlType::Double,
-        "DurationType" => CqlType::Duration,
-        "FloatType" => CqlType::Float,
-        "InetAddressType" => CqlType::Inet,
-        "Int32Type" => CqlType::Int,
-        "ShortType" => CqlType::Smallint,
-        "UTF8Type" => CqlType::Text,
-        "TimeType" => CqlType::Time,
-        "TimestampType" | "DateType" => CqlType::Timestamp,
-        "TimeUUIDType" => CqlType::Timeuuid,
-        "ByteType" => CqlType::Tinyint,
-        "UUIDType" => CqlType::Uuid,
-        "IntegerType" => CqlType::Varint,
-        _ => return None,
-    })
+    sibyl_types::from_marshal_class(name)
 }
 
 fn hex(s: &str) -> String {

@@ -9,7 +9,7 @@ pub mod murmur3;
 pub mod value;
 pub mod timeuuid;
 mod marshal;
-pub use marshal::{civil_from_days, days_from_civil, parse_timestamp};
+pub use marshal::{civil_from_days, days_from_civil, from_marshal_class, parse_timestamp};
 
 /// A CQL type as Cassandra knows it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

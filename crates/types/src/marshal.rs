@@ -195,10 +195,10 @@ impl<'a> TypeParser<'a> {
     }
 }
 
-/// A quoted custom type: Cassandra maps its own marshal classes back to CQL types.
-fn custom_class(class: &str) -> CqlType {
-    let short = class.strip_prefix("org.apache.cassandra.db.marshal.").unwrap_or(class);
-    match short {
+/// The CQL type of one of Cassandra's simple marshal classes (`Int32Type`,
+/// `UTF8Type`, ...), by its short name.
+pub fn from_marshal_class(short: &str) -> Option<CqlType> {
+    Some(match short {
         "AsciiType" => CqlType::Ascii,
         "LongType" => CqlType::Bigint,
         "BytesType" => CqlType::Blob,
@@ -214,13 +214,19 @@ fn custom_class(class: &str) -> CqlType {
         "ShortType" => CqlType::Smallint,
         "UTF8Type" => CqlType::Text,
         "TimeType" => CqlType::Time,
-        "TimestampType" => CqlType::Timestamp,
+        "TimestampType" | "DateType" => CqlType::Timestamp,
         "TimeUUIDType" => CqlType::Timeuuid,
         "ByteType" => CqlType::Tinyint,
         "UUIDType" => CqlType::Uuid,
         "IntegerType" => CqlType::Varint,
-        _ => CqlType::Custom(class.to_string()),
-    }
+        _ => return None,
+    })
+}
+
+/// A quoted custom type: Cassandra maps its own marshal classes back to CQL types.
+fn custom_class(class: &str) -> CqlType {
+    let short = class.strip_prefix("org.apache.cassandra.db.marshal.").unwrap_or(class);
+    from_marshal_class(short).unwrap_or_else(|| CqlType::Custom(class.to_string()))
 }
 
 fn is_frozenable(t: &CqlType) -> bool {
