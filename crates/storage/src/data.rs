@@ -397,14 +397,16 @@ impl Partition {
     }
 
     /// Estimated heap size, for memtable accounting.
+    /// Bytes of memory an update adds, counting allocation overhead (a row
+    /// slot, its cell vector, cell headers) as measured, not just payload.
     pub fn estimated_size(&self) -> usize {
         let row_size = |r: &Row| {
-            64 + r
+            200 + r
                 .cells
                 .iter()
                 .map(|(n, d)| {
                     n.len()
-                        + 48
+                        + 80
                         + match d {
                             ColumnData::Simple(c) => c.value.as_ref().map_or(0, |v| v.len()),
                             ColumnData::Complex { cells, .. } => {

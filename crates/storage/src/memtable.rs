@@ -16,6 +16,9 @@ pub struct Memtable {
     operations: AtomicUsize,
 }
 
+/// Memory a new partition costs in a memtable beyond its data.
+const PARTITION_OVERHEAD_BYTES: usize = 700;
+
 /// A clustering slice `[start, end]` given by bounds.
 pub type Slice = (Bound, Bound);
 
@@ -26,8 +29,16 @@ impl Memtable {
 
     /// Merges a mutation in.
     pub fn apply(&self, m: Mutation, now: i32) {
-        let size = m.update.estimated_size() + m.key.key.len() + 32;
-        let entry = self.partitions.get_or_insert_with(m.key, || Mutex::new(Partition::new()));
+        let mut size = m.update.estimated_size() + m.key.key.len() + 32;
+        let mut created = false;
+        let entry = self.partitions.get_or_insert_with(m.key, || {
+            created = true;
+            Mutex::new(Partition::new())
+        });
+        if created {
+            // the skip list node, the partition and its locks, as measured with 100k partitions
+            size += PARTITION_OVERHEAD_BYTES;
+        }
         entry.value().lock().merge(m.update, now);
         self.live_bytes.fetch_add(size, Ordering::Relaxed);
         self.operations.fetch_add(1, Ordering::Relaxed);
