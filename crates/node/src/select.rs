@@ -43,6 +43,8 @@ pub struct Selection {
     pub columns: Vec<ColumnSpec>,
     pub outs: Vec<Out>,
     pub aggregate: bool,
+    /// The statement has GROUP BY.
+    pub grouped: bool,
 }
 
 fn undefined(table: &TableMetadata, c: &str) -> Error {
@@ -62,7 +64,7 @@ pub fn selection(table: &TableMetadata, sel: &Select) -> Result<Selection> {
             columns.push(spec(c.name.clone(), c.typ.clone()));
             outs.push(Out::Column(i));
         }
-        return Ok(Selection { columns, outs, aggregate: false });
+        return Ok(Selection { columns, outs, aggregate: false, grouped: !sel.group_by.is_empty() });
     }
     for item in &sel.selectors {
         let (default_name, typ, out) = match &item.selector {
@@ -155,7 +157,7 @@ pub fn selection(table: &TableMetadata, sel: &Select) -> Result<Selection> {
     if aggregate && outs.iter().any(|o| matches!(o, Out::WriteTime(_) | Out::Ttl(_))) {
         return Err(Error::Invalid("Cannot mix aggregate and writetime/ttl selectors".into()));
     }
-    Ok(Selection { columns, outs, aggregate })
+    Ok(Selection { columns, outs, aggregate, grouped: !sel.group_by.is_empty() })
 }
 
 fn unreachable_out() -> (String, CqlType, Out) {
@@ -286,6 +288,25 @@ pub fn execute(
             }
         }
     }
+    // GROUP BY: primary key columns in their declared order; a column
+    // restricted to a single value may be left out
+    let eq_restricted = |name: &str| {
+        stmt.where_clause.iter().any(|rel| rel.op == sibyl_cql::Operator::Eq && rel.lhs == sibyl_cql::RelationLhs::Column(name.to_string()))
+    };
+    let mut group_len = 0;
+    for g in &stmt.group_by {
+        let Some(idx) = table.column_index(g) else { return Err(undefined(table, g)) };
+        if !table.columns[idx].kind.is_primary_key() {
+            return Err(Error::Invalid(format!("Group by is currently only supported on the columns of the PRIMARY KEY, got {g}")));
+        }
+        let skipped_ok = (group_len..idx).all(|j| eq_restricted(&table.columns[j].name));
+        if idx < group_len || !skipped_ok {
+            return Err(Error::Invalid("Group by currently only support groups of columns following their declared order in the PRIMARY KEY".into()));
+        }
+        group_len = idx + 1;
+    }
+    let grouped = group_len > 0;
+    let mut group: Option<Vec<Bytes>> = None;
     let limit = int_value(ev, &stmt.limit, "[limit]")?;
     let per_partition_limit = int_value(ev, &stmt.per_partition_limit, "[per_partition_limit]")?;
     // ORDER BY
@@ -320,20 +341,14 @@ pub fn execute(
         Some(b) if !b.is_empty() => Some(PagingState::decode(b)?),
         _ => None,
     };
-    let page_size = if sel.aggregate { None } else { page_size.filter(|p| *p > 0).map(|p| p as i64) };
+    // groups and aggregates are computed over all rows in one page
+    let page_size = if sel.aggregate || grouped { None } else { page_size.filter(|p| *p > 0).map(|p| p as i64) };
     let mut remaining = paging.as_ref().map(|p| p.remaining).unwrap_or(limit.unwrap_or(i64::MAX));
-    if sel.aggregate {
+    if sel.aggregate || grouped {
         remaining = i64::MAX;
     }
     let mut out: Vec<Vec<Option<Bytes>>> = Vec::new();
-    let mut agg = Agg {
-        count: 0,
-        values: vec![None; sel.outs.len()],
-        sums: vec![0.0; sel.outs.len()],
-        isums: vec![0; sel.outs.len()],
-        counts: vec![0; sel.outs.len()],
-        first_row: None,
-    };
+    let mut agg = Agg::new(sel.outs.len());
     let mut next_state: Option<PagingState> = None;
 
     // partition iteration
@@ -442,6 +457,10 @@ pub fn execute(
                 continue;
             }
             let row = build_row(table, sel, &pk_values, None, part.static_row.as_ref(), None, &key, now);
+            if grouped {
+                let gk: Vec<Bytes> = pk_values.iter().take(group_len).cloned().collect();
+                next_group(sel, table, &mut group, gk, &mut out, &mut agg);
+            }
             emit(sel, &mut out, &mut agg, row, now, table);
             remaining -= 1;
             if remaining <= 0 {
@@ -476,6 +495,10 @@ pub fn execute(
                 continue;
             }
             let built = build_row(table, sel, &pk_values, Some(&ck.values), static_row.as_ref(), Some(&row), &key, now);
+            if grouped {
+                let gk: Vec<Bytes> = pk_values.iter().chain(ck.values.iter()).take(group_len).cloned().collect();
+                next_group(sel, table, &mut group, gk, &mut out, &mut agg);
+            }
             emit(sel, &mut out, &mut agg, built, now, table);
             in_partition += 1;
             remaining -= 1;
@@ -494,6 +517,15 @@ pub fn execute(
             next_state = Some(PagingState { key: key.key.clone(), clustering: last_ck, remaining, returned_in_partition: in_partition });
             break 'partitions;
         }
+    }
+    if grouped {
+        if group.is_some() {
+            flush_group(sel, table, &mut out, &mut agg);
+        }
+        if let Some(l) = limit {
+            out.truncate(l as usize);
+        }
+        return Ok(SelectResult { rows: out, paging_state: None });
     }
     if sel.aggregate {
         return Ok(SelectResult { rows: vec![finish_aggregate(sel, table, &agg)], paging_state: None });
@@ -550,8 +582,35 @@ fn build_row(
         .collect()
 }
 
+/// Closes the current group (its aggregate, or its first row) into `out`.
+fn flush_group(sel: &Selection, table: &TableMetadata, out: &mut Vec<Vec<Option<Bytes>>>, agg: &mut Agg) {
+    if sel.aggregate {
+        out.push(finish_aggregate(sel, table, agg));
+    } else if let Some(r) = agg.first_row.take() {
+        out.push(r);
+    }
+    *agg = Agg::new(sel.outs.len());
+}
+
+/// Starts a new group when the row's group key differs from the current one.
+fn next_group(sel: &Selection, table: &TableMetadata, group: &mut Option<Vec<Bytes>>, key: Vec<Bytes>, out: &mut Vec<Vec<Option<Bytes>>>, agg: &mut Agg) {
+    if group.as_ref() != Some(&key) {
+        if group.is_some() {
+            flush_group(sel, table, out, agg);
+        }
+        *group = Some(key);
+    }
+}
+
 fn emit(sel: &Selection, out: &mut Vec<Vec<Option<Bytes>>>, agg: &mut Agg, row: Vec<Option<Bytes>>, _now: i32, table: &TableMetadata) {
     if !sel.aggregate {
+        if sel.grouped {
+            // GROUP BY without aggregates: the first row of each group
+            if agg.first_row.is_none() {
+                agg.first_row = Some(row);
+            }
+            return;
+        }
         out.push(row);
         return;
     }
@@ -602,6 +661,12 @@ fn emit(sel: &Selection, out: &mut Vec<Vec<Option<Bytes>>>, agg: &mut Agg, row: 
             }
             _ => {}
         }
+    }
+}
+
+impl Agg {
+    fn new(n: usize) -> Agg {
+        Agg { count: 0, values: vec![None; n], sums: vec![0.0; n], isums: vec![0; n], counts: vec![0; n], first_row: None }
     }
 }
 
