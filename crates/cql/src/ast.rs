@@ -137,6 +137,8 @@ pub struct Select {
     pub selectors: Vec<SelectItem>,
     pub where_clause: Vec<Relation>,
     pub group_by: Vec<String>,
+    /// `GROUP BY ..., floor(col, duration)`: the last grouping column in time buckets.
+    pub group_by_floor: Option<(String, String)>,
     pub order_by: Vec<Ordering>,
     pub per_partition_limit: Option<Term>,
     pub limit: Option<Term>,

@@ -480,11 +480,26 @@ impl Parser {
         let table = self.qualified_name()?;
         let where_clause = if self.eat_kw("where") { self.relations()? } else { Vec::new() };
         let mut group_by = Vec::new();
+        let mut group_by_floor = None;
         if self.is_kw("group") {
             self.advance();
             self.expect_kw("by")?;
             loop {
-                group_by.push(self.ident()?);
+                if self.is_kw("floor") && self.peek_at(1).tok == Tok::Sym("(") {
+                    self.advance();
+                    self.advance();
+                    let col = self.ident()?;
+                    self.expect_sym(",")?;
+                    let d = match self.constant() {
+                        Some(c) => constant_text(&c),
+                        None => return Err(self.no_viable()),
+                    };
+                    self.expect_sym(")")?;
+                    group_by.push(col.clone());
+                    group_by_floor = Some((col, d));
+                } else {
+                    group_by.push(self.ident()?);
+                }
                 if !self.eat_sym(",") {
                     break;
                 }
@@ -523,7 +538,7 @@ impl Parser {
         } else {
             false
         };
-        Ok(Select { table, json, distinct, selectors, where_clause, group_by, order_by, per_partition_limit, limit, allow_filtering })
+        Ok(Select { table, json, distinct, selectors, where_clause, group_by, group_by_floor, order_by, per_partition_limit, limit, allow_filtering })
     }
 
     fn selector(&mut self) -> PResult<Selector> {

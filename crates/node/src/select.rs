@@ -29,6 +29,8 @@ pub enum Out {
     Sum(usize),
     Avg(usize),
     Const(Option<Bytes>),
+    /// `floor(timestamp_column, duration)`: the start of the time bucket (millis per bucket).
+    Floor(usize, i64),
 }
 
 impl Out {
@@ -92,6 +94,20 @@ pub fn selection(table: &TableMetadata, sel: &Select) -> Result<Selection> {
             Selector::CountRows => ("count".into(), CqlType::Bigint, Out::CountRows),
             Selector::Function { name, args } => {
                 let lname = name.strip_prefix("system.").unwrap_or(name);
+                if lname == "floor" {
+                    let (Some(Selector::Column(c)), Some(Selector::Term(Term::Constant(d)))) = (args.first(), args.get(1)) else {
+                        return Err(Error::Invalid("floor() takes a timestamp column and a duration".into()));
+                    };
+                    let i = table.column_index(c).ok_or_else(|| undefined(table, c))?;
+                    if table.columns[i].typ.unfrozen() != &CqlType::Timestamp {
+                        return Err(Error::Invalid(FLOOR_SIGNATURES.into()));
+                    }
+                    let text = sibyl_cql::constant_text(d);
+                    let millis = bucket_millis(&text)?;
+                    columns.push(spec(item.alias.clone().unwrap_or(format!("system.floor({c}, {text})")), CqlType::Timestamp));
+                    outs.push(Out::Floor(i, millis));
+                    continue;
+                }
                 let arg_cols: Vec<String> = args
                     .iter()
                     .map(|a| match a {
@@ -158,6 +174,32 @@ pub fn selection(table: &TableMetadata, sel: &Select) -> Result<Selection> {
         return Err(Error::Invalid("Cannot mix aggregate and writetime/ttl selectors".into()));
     }
     Ok(Selection { columns, outs, aggregate, grouped: !sel.group_by.is_empty() })
+}
+
+/// Cassandra's answer to floor() on a type it has no signature for.
+const FLOOR_SIGNATURES: &str = "Invalid call to function floor, none of its type signatures match (known type signatures: system.floor : (timestamp, duration) -> timestamp, system.floor : (timeuuid, duration, timestamp) -> timestamp, system.floor : (time, duration) -> time, system.floor : (timestamp, duration, timestamp) -> timestamp, system.floor : (date, duration, date) -> date, system.floor : (timeuuid, duration) -> timestamp, system.floor : (date, duration) -> date)";
+
+/// The length of a time bucket in milliseconds (`1h`, `15m`, `1d`; no months).
+fn bucket_millis(d: &str) -> Result<i64> {
+    let v = CqlType::Duration.from_constant(&sibyl_types::Constant::Duration(d.to_string())).map_err(|e| Error::Invalid(e.to_string()))?;
+    let (months, a) = sibyl_types::value::read_signed_vint(&v).map_err(|e| Error::Invalid(e.to_string()))?;
+    let (days, b) = sibyl_types::value::read_signed_vint(&v[a..]).map_err(|e| Error::Invalid(e.to_string()))?;
+    let (nanos, _) = sibyl_types::value::read_signed_vint(&v[a + b..]).map_err(|e| Error::Invalid(e.to_string()))?;
+    if months != 0 {
+        return Err(Error::Invalid(format!("floor() with a duration in months ({d}) is not supported yet")));
+    }
+    let millis = days * 86_400_000 + nanos / 1_000_000;
+    if millis <= 0 {
+        return Err(Error::Invalid(format!("Negative durations are not supported by the floor function: {d}")));
+    }
+    Ok(millis)
+}
+
+/// The start of the bucket holding timestamp `v` (buckets counted from the epoch).
+fn floor_timestamp(v: &[u8], millis: i64) -> Option<Bytes> {
+    let a: [u8; 8] = v.try_into().ok()?;
+    let t = i64::from_be_bytes(a);
+    Some(Bytes::copy_from_slice(&(t - t.rem_euclid(millis)).to_be_bytes()))
 }
 
 fn unreachable_out() -> (String, CqlType, Out) {
@@ -288,6 +330,20 @@ pub fn execute(
             }
         }
     }
+    let floor_millis = match &stmt.group_by_floor {
+        Some((col, d)) => {
+            let Some(c) = table.column(col) else { return Err(undefined(table, col)) };
+            if c.typ.unfrozen() != &CqlType::Timestamp {
+                return Err(Error::Invalid(FLOOR_SIGNATURES.into()));
+            }
+            let last = stmt.group_by.last().map(|s| s.as_str());
+            if last != Some(col.as_str()) || c.kind != ColumnKind::Clustering {
+                return Err(Error::Invalid("Functions are only supported on the last element of the GROUP BY clause".into()));
+            }
+            Some(bucket_millis(d)?)
+        }
+        None => None,
+    };
     // GROUP BY: primary key columns in their declared order; a column
     // restricted to a single value may be left out
     let eq_restricted = |name: &str| {
@@ -306,6 +362,7 @@ pub fn execute(
         group_len = idx + 1;
     }
     let grouped = group_len > 0;
+
     let mut group: Option<Vec<Bytes>> = None;
     let limit = int_value(ev, &stmt.limit, "[limit]")?;
     let per_partition_limit = int_value(ev, &stmt.per_partition_limit, "[per_partition_limit]")?;
@@ -496,7 +553,12 @@ pub fn execute(
             }
             let built = build_row(table, sel, &pk_values, Some(&ck.values), static_row.as_ref(), Some(&row), &key, now);
             if grouped {
-                let gk: Vec<Bytes> = pk_values.iter().chain(ck.values.iter()).take(group_len).cloned().collect();
+                let mut gk: Vec<Bytes> = pk_values.iter().chain(ck.values.iter()).take(group_len).cloned().collect();
+                if let (Some(millis), Some(last)) = (floor_millis, gk.last_mut()) {
+                    if let Some(f) = floor_timestamp(last, millis) {
+                        *last = f;
+                    }
+                }
                 next_group(sel, table, &mut group, gk, &mut out, &mut agg);
             }
             emit(sel, &mut out, &mut agg, built, now, table);
@@ -576,6 +638,7 @@ fn build_row(
                 }
             }
             Out::Token => Some(Bytes::copy_from_slice(&key.token.to_be_bytes())),
+            Out::Floor(i, millis) => cell_of(table, *i, pk, ck, srow, row, now).and_then(|v| floor_timestamp(&v, *millis)),
             Out::CountRows => None,
             Out::Const(v) => v.clone(),
         })
