@@ -1,15 +1,17 @@
 //! A light CQL client on Sibyl's own protocol codec: one connection carries
 //! many requests at once (stream ids), a reader task hands each response to
-//! its waiter. Enough for load generation against any CQL server: STARTUP,
-//! QUERY, PREPARE, EXECUTE (protocol v4).
+//! its waiter. Enough for load generation against any CQL server: STARTUP
+//! with LZ4/Snappy compression, SASL PLAIN authentication
+//! (PasswordAuthenticator), QUERY, PREPARE, EXECUTE, BATCH (protocol v4), and
+//! token-aware routing over the nodes it was given ([`Cluster`]).
 
 use bytes::{Buf, Bytes, BytesMut};
 use sibyl_protocol::{
-    decode_response_frame, encode_request_frame, Consistency, ErrorResponse, FrameHeader, QueryParameters, Request, Response, ResultBody, Value,
-    Values, HEADER_LEN,
+    decode_response_frame, encode_request_frame, Batch, BatchQueryKind, BatchStatement, Compression, Consistency, ErrorResponse, FrameHeader,
+    PreparedMetadata, QueryParameters, Request, Response, ResultBody, Value, Values, HEADER_LEN,
 };
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI16, Ordering};
+use std::sync::atomic::{AtomicI16, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -27,27 +29,55 @@ pub enum ClientError {
     Server { code: i32, message: String },
     #[error("protocol error: {0}")]
     Protocol(String),
+    #[error("{0}")]
+    Auth(String),
 }
 
 type Waiters = Arc<Mutex<HashMap<i16, oneshot::Sender<Result<Response, ClientError>>>>>;
+
+/// How to open connections: `-mode user= password= compression=`.
+#[derive(Debug, Clone, Default)]
+pub struct ConnectOptions {
+    pub user: Option<String>,
+    pub password: Option<String>,
+    pub compression: Option<Compression>,
+}
 
 /// One connection.
 pub struct Connection {
     tx: mpsc::Sender<Vec<u8>>,
     waiters: Waiters,
     next_stream: AtomicI16,
+    compression: Option<Compression>,
+    pub addr: String,
 }
 
 /// What a request returned that load generation cares about.
 #[derive(Debug)]
 pub enum Reply {
-    Rows(usize),
-    Prepared(Bytes),
+    Rows(Vec<Vec<Option<Bytes>>>),
     Other,
 }
 
+impl Reply {
+    pub fn row_count(&self) -> usize {
+        match self {
+            Reply::Rows(r) => r.len(),
+            Reply::Other => 0,
+        }
+    }
+}
+
+/// A prepared statement: its id and the bind markers' names, types and
+/// partition-key positions.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub id: Bytes,
+    pub metadata: PreparedMetadata,
+}
+
 impl Connection {
-    pub async fn connect(addr: &str) -> Result<Arc<Connection>, ClientError> {
+    pub async fn connect(addr: &str, opts: &ConnectOptions) -> Result<Arc<Connection>, ClientError> {
         let sock = TcpStream::connect(addr).await.map_err(|e| ClientError::Connect(addr.to_string(), e))?;
         let _ = sock.set_nodelay(true);
         let (mut rd, mut wr) = sock.into_split();
@@ -71,6 +101,7 @@ impl Connection {
             }
         });
         let w2 = waiters.clone();
+        let compression = opts.compression;
         tokio::spawn(async move {
             let mut buf = BytesMut::with_capacity(64 * 1024);
             loop {
@@ -81,7 +112,8 @@ impl Connection {
                     }
                     buf.advance(HEADER_LEN);
                     let body = buf.split_to(h.length as usize);
-                    let r = decode_response_frame(&h, &body, None).map(|e| e.response).map_err(|e| ClientError::Protocol(e.to_string()));
+                    // the body is decompressed only when its COMPRESSION flag is set
+                    let r = decode_response_frame(&h, &body, compression).map(|e| e.response).map_err(|e| ClientError::Protocol(e.to_string()));
                     let waiter = w2.lock().ok().and_then(|mut w| w.remove(&h.stream));
                     if let Some(w) = waiter {
                         let _ = w.send(r);
@@ -101,12 +133,34 @@ impl Connection {
                 }
             }
         });
-        let c = Arc::new(Connection { tx, waiters, next_stream: AtomicI16::new(0) });
-        let mut opts = HashMap::new();
-        opts.insert("CQL_VERSION".to_string(), "3.0.0".to_string());
-        match c.send(Request::Startup(opts)).await? {
+        let c = Arc::new(Connection { tx, waiters, next_stream: AtomicI16::new(0), compression: opts.compression, addr: addr.to_string() });
+        let mut startup = HashMap::new();
+        startup.insert("CQL_VERSION".to_string(), "3.0.0".to_string());
+        if let Some(comp) = opts.compression {
+            startup.insert("COMPRESSION".to_string(), comp.name().to_string());
+        }
+        match c.send(Request::Startup(startup)).await? {
             Response::Ready => Ok(c),
-            Response::Authenticate(_) => Err(ClientError::Protocol("authentication is not supported by sibyl stress yet".into())),
+            Response::Authenticate(class) => {
+                let (Some(user), Some(password)) = (&opts.user, &opts.password) else {
+                    return Err(ClientError::Auth(format!(
+                        "{addr} requires authentication ({class}): give -mode user=NAME password=SECRET"
+                    )));
+                };
+                // SASL PLAIN: authzid NUL authcid NUL password
+                let mut token = Vec::with_capacity(user.len() + password.len() + 2);
+                token.push(0);
+                token.extend_from_slice(user.as_bytes());
+                token.push(0);
+                token.extend_from_slice(password.as_bytes());
+                match c.send(Request::AuthResponse(Some(Bytes::from(token)))).await {
+                    Ok(Response::AuthSuccess(_)) => Ok(c),
+                    Ok(Response::AuthChallenge(_)) => Err(ClientError::Auth(format!("{addr}: {class} asked for more than a user name and password"))),
+                    Ok(other) => Err(ClientError::Protocol(format!("unexpected answer to AUTH_RESPONSE: {other:?}"))),
+                    Err(ClientError::Server { message, .. }) => Err(ClientError::Auth(format!("{addr}: authentication failed: {message}"))),
+                    Err(e) => Err(e),
+                }
+            }
             other => Err(ClientError::Protocol(format!("unexpected answer to STARTUP: {other:?}"))),
         }
     }
@@ -137,23 +191,19 @@ impl Connection {
             return Err(ClientError::Protocol("no free stream id".into()));
         }
         let mut frame = Vec::with_capacity(128);
-        encode_request_frame(VERSION, stream, &req, None, &mut frame);
+        encode_request_frame(VERSION, stream, &req, self.compression, &mut frame);
         self.tx.send(frame).await.map_err(|_| ClientError::Closed)?;
         let resp = rx.await.map_err(|_| ClientError::Closed)??;
-        if let Response::Error(ErrorResponse { message, .. }) = &resp {
-            let code = match &resp {
-                Response::Error(e) => e.code(),
-                _ => 0,
-            };
-            return Err(ClientError::Server { code, message: message.clone() });
+        if let Response::Error(e) = &resp {
+            let ErrorResponse { message, .. } = e;
+            return Err(ClientError::Server { code: e.code(), message: message.clone() });
         }
         Ok(resp)
     }
 
     fn reply(resp: Response) -> Reply {
         match resp {
-            Response::Result(ResultBody::Rows { rows, .. }) => Reply::Rows(rows.len()),
-            Response::Result(ResultBody::Prepared { id, .. }) => Reply::Prepared(id),
+            Response::Result(ResultBody::Rows { rows, .. }) => Reply::Rows(rows),
             _ => Reply::Other,
         }
     }
@@ -164,20 +214,198 @@ impl Connection {
         self.send(Request::Query { query: q.to_string(), params }).await.map(Self::reply)
     }
 
-    pub async fn prepare(&self, q: &str) -> Result<Bytes, ClientError> {
-        match self.send(Request::Prepare { query: q.to_string(), keyspace: None }).await.map(Self::reply)? {
-            Reply::Prepared(id) => Ok(id),
+    pub async fn prepare(&self, q: &str) -> Result<Prepared, ClientError> {
+        match self.send(Request::Prepare { query: q.to_string(), keyspace: None }).await? {
+            Response::Result(ResultBody::Prepared { id, metadata, .. }) => Ok(Prepared { id, metadata }),
             other => Err(ClientError::Protocol(format!("unexpected answer to PREPARE: {other:?}"))),
         }
     }
 
-    pub async fn execute(&self, id: &Bytes, values: Vec<Bytes>, cl: Consistency) -> Result<Reply, ClientError> {
-        let params = QueryParameters {
-            consistency: cl,
-            values: Values::Positional(values.into_iter().map(Value::Set).collect()),
-            skip_metadata: true,
-            ..Default::default()
-        };
+    pub async fn execute(&self, id: &Bytes, values: Vec<Value>, cl: Consistency) -> Result<Reply, ClientError> {
+        let params = QueryParameters { consistency: cl, values: Values::Positional(values), skip_metadata: true, ..Default::default() };
         self.send(Request::Execute { id: id.clone(), result_metadata_id: None, params }).await.map(Self::reply)
+    }
+
+    /// A batch of executions of prepared statements.
+    pub async fn batch(&self, batch_type: u8, statements: Vec<(Bytes, Vec<Value>)>, cl: Consistency) -> Result<Reply, ClientError> {
+        let statements = statements.into_iter().map(|(id, values)| BatchStatement { kind: BatchQueryKind::Prepared(id), values }).collect();
+        let b = Batch { batch_type, statements, consistency: cl, serial_consistency: None, timestamp: None, keyspace: None, now_in_seconds: None };
+        self.send(Request::Batch(b)).await.map(Self::reply)
+    }
+}
+
+/// The text in a cell.
+pub fn text(cell: &Option<Bytes>) -> String {
+    cell.as_ref().map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default()
+}
+
+/// The connections to every `-node` host and the token ring, to send each
+/// statement to a replica of its partition.
+pub struct Cluster {
+    /// Per node, its connections.
+    pub nodes: Vec<Vec<Arc<Connection>>>,
+    /// (token, node index) sorted by token; empty when the ring is unknown.
+    ring: Vec<(i64, usize)>,
+    rr: AtomicUsize,
+}
+
+fn addr_of(cell: &Option<Bytes>) -> Option<std::net::IpAddr> {
+    let b = cell.as_ref()?;
+    match b.len() {
+        4 => Some(std::net::IpAddr::from(<[u8; 4]>::try_from(&b[..]).ok()?)),
+        16 => Some(std::net::IpAddr::from(<[u8; 16]>::try_from(&b[..]).ok()?)),
+        _ => None,
+    }
+}
+
+fn tokens_of(cell: &Option<Bytes>) -> Vec<i64> {
+    let Some(b) = cell else { return Vec::new() };
+    sibyl_types::value::deserialize_collection(b)
+        .map(|items| items.iter().filter_map(|t| std::str::from_utf8(t).ok()?.parse::<i64>().ok()).collect())
+        .unwrap_or_default()
+}
+
+impl Cluster {
+    /// Opens `per_node` connections to each host and reads the ring from the
+    /// first node's `system.local` and `system.peers`; each node is known by
+    /// the `rpc_address` its own `system.local` reports.
+    pub async fn connect(hosts: &[String], port: u16, per_node: usize, opts: &ConnectOptions) -> Result<Cluster, String> {
+        let mut nodes = Vec::new();
+        for h in hosts {
+            let addr = if h.contains(':') && !h.starts_with('[') && h.matches(':').count() == 1 { h.clone() } else { format!("{h}:{port}") };
+            let mut conns = Vec::new();
+            for _ in 0..per_node.max(1) {
+                conns.push(Connection::connect(&addr, opts).await.map_err(|e| e.to_string())?);
+            }
+            nodes.push(conns);
+        }
+        let mut c = Cluster { nodes, ring: Vec::new(), rr: AtomicUsize::new(0) };
+        if c.nodes.len() > 1 {
+            // a server without these tables (or tokens) just gets round-robin
+            c.ring = c.read_ring().await.unwrap_or_default();
+        }
+        Ok(c)
+    }
+
+    async fn read_ring(&self) -> Result<Vec<(i64, usize)>, ClientError> {
+        let one = Consistency::One;
+        let mut node_of: HashMap<std::net::IpAddr, usize> = HashMap::new();
+        for (i, conns) in self.nodes.iter().enumerate() {
+            if let Reply::Rows(rows) = conns[0].query("SELECT rpc_address FROM system.local", one).await? {
+                if let Some(a) = rows.first().and_then(|r| r.first()).and_then(addr_of) {
+                    node_of.entry(a).or_insert(i);
+                }
+            }
+        }
+        let first = &self.nodes[0][0];
+        let mut owners: Vec<(std::net::IpAddr, Vec<i64>)> = Vec::new();
+        if let Reply::Rows(rows) = first.query("SELECT rpc_address, tokens FROM system.local", one).await? {
+            for r in rows {
+                if let (Some(a), Some(t)) = (r.first().and_then(addr_of), r.get(1)) {
+                    owners.push((a, tokens_of(t)));
+                }
+            }
+        }
+        if let Reply::Rows(rows) = first.query("SELECT rpc_address, tokens FROM system.peers", one).await? {
+            for r in rows {
+                if let (Some(a), Some(t)) = (r.first().and_then(addr_of), r.get(1)) {
+                    owners.push((a, tokens_of(t)));
+                }
+            }
+        }
+        let mut ring: Vec<(i64, usize)> = Vec::new();
+        for (a, tokens) in owners {
+            // tokens of nodes we were not given are routed round-robin
+            let node = node_of.get(&a).copied().unwrap_or(usize::MAX);
+            ring.extend(tokens.into_iter().map(|t| (t, node)));
+        }
+        ring.sort_unstable();
+        if ring.iter().all(|(_, n)| *n == usize::MAX) {
+            ring.clear();
+        }
+        Ok(ring)
+    }
+
+    /// Whether statements are routed by token.
+    pub fn token_aware(&self) -> bool {
+        !self.ring.is_empty()
+    }
+
+    /// The node owning `token` (the first ring token >= it, wrapping around),
+    /// if it is one of ours.
+    fn owner(&self, token: i64) -> Option<usize> {
+        if self.ring.is_empty() {
+            return None;
+        }
+        let i = self.ring.partition_point(|(rt, _)| *rt < token);
+        let (_, n) = self.ring[if i == self.ring.len() { 0 } else { i }];
+        (n != usize::MAX).then_some(n)
+    }
+
+    /// A connection to a replica of `token` when known, else the next one in
+    /// turn.
+    pub fn pick(&self, token: Option<i64>) -> &Arc<Connection> {
+        let spin = self.rr.fetch_add(1, Ordering::Relaxed);
+        let node = token.and_then(|t| self.owner(t)).unwrap_or(spin % self.nodes.len());
+        let conns = &self.nodes[node];
+        &conns[(spin / self.nodes.len().max(1)) % conns.len()]
+    }
+
+    pub fn any(&self) -> &Arc<Connection> {
+        &self.nodes[0][0]
+    }
+
+    pub fn all(&self) -> impl Iterator<Item = &Arc<Connection>> {
+        self.nodes.iter().flatten()
+    }
+
+    /// Prepares on every connection (ids are the same everywhere).
+    pub async fn prepare(&self, q: &str) -> Result<Prepared, String> {
+        let mut p = None;
+        for c in self.all() {
+            p = Some(c.prepare(q).await.map_err(|e| format!("cannot prepare '{q}': {e}"))?);
+        }
+        p.ok_or_else(|| "no connection".to_string())
+    }
+}
+
+/// The routing token of a bound statement: Murmur3 of its partition key
+/// (composite when several columns), from the values at `pk_indexes`.
+pub fn routing_token(pk_indexes: &[u16], values: &[Value]) -> Option<i64> {
+    if pk_indexes.is_empty() {
+        return None;
+    }
+    let parts: Vec<&[u8]> = pk_indexes
+        .iter()
+        .map(|&i| match values.get(i as usize) {
+            Some(Value::Set(b)) => Some(&b[..]),
+            _ => None,
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(if parts.len() == 1 { sibyl_types::murmur3::token(parts[0]) } else { sibyl_types::murmur3::token(&sibyl_types::murmur3::composite_key(&parts)) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routing_tokens_follow_murmur3() {
+        let k = Bytes::from_static(b"key1");
+        assert_eq!(routing_token(&[0], &[Value::Set(k.clone())]), Some(sibyl_types::murmur3::token(b"key1")));
+        assert_eq!(routing_token(&[1], &[Value::Null, Value::Set(k)]), Some(sibyl_types::murmur3::token(b"key1")));
+        assert_eq!(routing_token(&[], &[]), None);
+        assert_eq!(routing_token(&[0], &[Value::Unset]), None);
+    }
+
+    #[test]
+    fn picks_the_owner_of_a_token() {
+        let c = Cluster { nodes: Vec::new(), ring: vec![(-100, 0), (0, 1), (100, 2), (200, usize::MAX)], rr: AtomicUsize::new(0) };
+        assert_eq!(c.owner(-150), Some(0));
+        assert_eq!(c.owner(-100), Some(0));
+        assert_eq!(c.owner(-99), Some(1));
+        assert_eq!(c.owner(50), Some(2));
+        assert_eq!(c.owner(150), None, "owned by a node we were not given");
+        assert_eq!(c.owner(201), Some(0), "wraps around");
     }
 }

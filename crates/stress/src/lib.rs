@@ -1,50 +1,77 @@
-//! `sibyl stress`: cassandra-stress's command line, output and graphs, on a
-//! light native-protocol client. Works against any CQL server.
+//! `sibyl stress`: cassandra-stress's command line, user profiles, output and
+//! graphs, on a light native-protocol client. Works against any CQL server.
 
 pub mod client;
+pub mod dist;
+pub mod generate;
 pub mod graph;
 pub mod options;
+pub mod profile;
+pub mod workload;
 
-use client::{ClientError, Connection};
+use client::{ClientError, Cluster, ConnectOptions};
+use dist::Rng;
 use hdrhistogram::Histogram;
 use options::{Command, Options, Rate};
-use sibyl_protocol::Consistency;
+use profile::Profile;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use workload::{Done, Workload};
 
-/// One interval's or the whole run's measurements, per operation kind.
+fn histogram() -> Histogram<u64> {
+    Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)
+        .or_else(|_| Histogram::new(3))
+        // sigfig 3 is always in range
+        .unwrap_or_else(|_| std::process::abort())
+}
+
+/// One operation kind's measurements over an interval or a run.
+#[derive(Clone)]
+pub struct KindStats {
+    pub latency: Histogram<u64>,
+    pub partitions: u64,
+    pub rows: u64,
+    pub errors: u64,
+}
+
+impl KindStats {
+    fn new() -> KindStats {
+        KindStats { latency: histogram(), partitions: 0, rows: 0, errors: 0 }
+    }
+
+    fn absorb(&mut self, o: &KindStats) {
+        let _ = self.latency.add(&o.latency);
+        self.partitions += o.partitions;
+        self.rows += o.rows;
+        self.errors += o.errors;
+    }
+}
+
+/// Measurements per operation kind.
 #[derive(Clone)]
 pub struct Stats {
-    pub write: Histogram<u64>,
-    pub read: Histogram<u64>,
-    pub errors: u64,
-    pub rows: u64,
+    pub kinds: Vec<KindStats>,
 }
 
 impl Stats {
-    fn new() -> Stats {
-        let h = || Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap_or_else(|_| Histogram::new(3).unwrap_or_else(|_| unreachable_hist()));
-        Stats { write: h(), read: h(), errors: 0, rows: 0 }
+    fn new(kinds: usize) -> Stats {
+        Stats { kinds: (0..kinds).map(|_| KindStats::new()).collect() }
     }
 
-    fn total(&self) -> Histogram<u64> {
-        let mut t = self.write.clone();
-        let _ = t.add(&self.read);
+    fn total(&self) -> KindStats {
+        let mut t = KindStats::new();
+        for k in &self.kinds {
+            t.absorb(k);
+        }
         t
     }
 
     fn absorb(&mut self, o: &Stats) {
-        let _ = self.write.add(&o.write);
-        let _ = self.read.add(&o.read);
-        self.errors += o.errors;
-        self.rows += o.rows;
+        for (a, b) in self.kinds.iter_mut().zip(&o.kinds) {
+            a.absorb(b);
+        }
     }
-}
-
-fn unreachable_hist() -> Histogram<u64> {
-    // new(3) cannot fail: sigfig 3 is in range
-    Histogram::<u64>::new_with_max(60_000_000, 3).unwrap_or_else(|_| std::process::abort())
 }
 
 /// A line of the interval log.
@@ -83,26 +110,6 @@ fn interval_of(h: &Histogram<u64>, elapsed: f64, total: u64, secs: f64, errors: 
     }
 }
 
-fn key_bytes(i: u64) -> bytes::Bytes {
-    // 10-byte keys, as cassandra-stress's default key size
-    let mut k = vec![0u8; 10];
-    k[2..].copy_from_slice(&i.to_be_bytes());
-    bytes::Bytes::from(k)
-}
-
-fn column_bytes(i: u64, c: usize, size: usize) -> bytes::Bytes {
-    let mut v = Vec::with_capacity(size);
-    let mut x = i.wrapping_mul(0x9E3779B97F4A7C15).wrapping_add(c as u64);
-    while v.len() < size {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        v.extend_from_slice(&x.to_le_bytes());
-    }
-    v.truncate(size);
-    bytes::Bytes::from(v)
-}
-
 /// Process CPU seconds (user + system) from /proc/self/stat.
 pub fn cpu_seconds() -> f64 {
     let Ok(s) = std::fs::read_to_string("/proc/self/stat") else { return 0.0 };
@@ -119,140 +126,130 @@ pub fn run(args: Vec<String>) -> Result<(), String> {
         return Ok(());
     }
     let o = Options::parse(&args)?;
+    // a bad profile is reported before any connection is made
+    let profile = match &o.command {
+        Command::User { profile, ops } => {
+            let p = Profile::load(profile)?;
+            profile::parse_ops(ops, &p).map_err(|e| format!("Invalid profile {profile}: {e}"))?;
+            Some(p)
+        }
+        _ => None,
+    };
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(|e| e.to_string())?;
-    rt.block_on(run_async(o, args.join(" ")))
+    rt.block_on(run_async(o, profile, args.join(" ")))
 }
 
 pub const USAGE: &str = "usage: sibyl stress COMMAND [options] [-section options]...
-commands: write | read | mixed ratio(write=N,read=M)
+commands: write | read | mixed ratio(write=N,read=M) | counter_write [add=DIST] | counter_read
+          user profile=FILE.yaml ops(insert=N,QUERY=M,...)
   n=COUNT  duration=TIME  cl=LEVEL  no-warmup
-  -rate threads=N [throttle=N/s | fixed=N/s]
-  -node HOST[,HOST]   -port native=PORT   -mode native cql3 prepared|unprepared
-  -pop seq=A..B       -col n=FIXED(N) size=FIXED(BYTES)
+  -rate threads=N [throttle=N/s | fixed=N/s] | threads>=A threads<=B [auto]
+  -node HOST[,HOST]   -port native=PORT
+  -mode native cql3 prepared|unprepared [user=NAME password=SECRET] [compression=lz4|snappy|none]
+  -pop seq=A..B | dist=DIST       -col n=DIST size=DIST
   -schema replication(factor=N) compaction(strategy=NAME)
-  -log file=FILE interval=TIME   -graph file=FILE.html title=T revision=R   -errors ignore";
+  -log file=FILE interval=TIME   -graph file=FILE.html title=T revision=R   -errors ignore
+DIST: FIXED(n) UNIFORM(a..b) GAUSSIAN(a..b[,stdvrng]) EXP(a..b) EXTREME(a..b,shape) SEQ(a..b), ~ inverts";
 
 struct Shared {
-    conns: Vec<Arc<Connection>>,
-    insert_id: bytes::Bytes,
-    select_id: bytes::Bytes,
+    cluster: Cluster,
+    workload: Workload,
     next: AtomicU64,
     done: AtomicBool,
     interval: Mutex<Stats>,
 }
 
-async fn setup(o: &Options) -> Result<(Vec<Arc<Connection>>, bytes::Bytes, bytes::Bytes), String> {
-    let mut conns = Vec::new();
-    for n in &o.nodes {
-        let addr = if n.contains(':') { n.clone() } else { format!("{n}:{}", o.port) };
-        for _ in 0..2 {
-            conns.push(Connection::connect(&addr).await.map_err(|e| e.to_string())?);
-        }
-    }
-    let c = &conns[0];
-    let all = Consistency::All;
-    c.query(
-        &format!("CREATE KEYSPACE IF NOT EXISTS keyspace1 WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': {}}}", o.replication_factor),
-        all,
-    )
-    .await
-    .map_err(|e| e.to_string())?;
-    let cols: Vec<String> = (0..o.columns).map(|i| format!("\"C{i}\" blob")).collect();
-    let mut ddl = format!("CREATE TABLE IF NOT EXISTS keyspace1.standard1 (key blob PRIMARY KEY, {})", cols.join(", "));
-    if let Some(s) = &o.compaction {
-        ddl.push_str(&format!(" WITH compaction = {{'class': '{s}'}}"));
-    }
-    c.query(&ddl, all).await.map_err(|e| e.to_string())?;
-    let names: Vec<String> = (0..o.columns).map(|i| format!("\"C{i}\"")).collect();
-    let marks: Vec<&str> = (0..=o.columns).map(|_| "?").collect();
-    let insert = format!("INSERT INTO keyspace1.standard1 (key, {}) VALUES ({})", names.join(", "), marks.join(", "));
-    let select = "SELECT * FROM keyspace1.standard1 WHERE key = ?".to_string();
-    let mut insert_id = bytes::Bytes::new();
-    let mut select_id = bytes::Bytes::new();
-    for conn in &conns {
-        insert_id = conn.prepare(&insert).await.map_err(|e| e.to_string())?;
-        select_id = conn.prepare(&select).await.map_err(|e| e.to_string())?;
-    }
-    Ok((conns, insert_id, select_id))
+/// One run at one thread count.
+struct Round {
+    total: Stats,
+    elapsed: f64,
+    cpu: f64,
+    intervals: Vec<Interval>,
 }
 
-async fn one_op(sh: &Shared, o: &Options, i: u64, conn: &Connection) -> (bool, Result<usize, ClientError>) {
-    let span = o.population.1 - o.population.0 + 1;
-    let key_n = o.population.0 + (i % span);
-    let is_write = match o.command {
-        Command::Write => true,
-        Command::Read => false,
-        Command::Mixed { write, read } => (i % (write + read) as u64) < write as u64,
-    };
-    let key = key_bytes(key_n);
-    let r = if is_write {
-        let mut vals = vec![key.clone()];
-        vals.extend((0..o.columns).map(|c| column_bytes(key_n, c, o.column_size)));
-        if o.prepared {
-            conn.execute(&sh.insert_id, vals, o.cl).await.map(|_| 1)
-        } else {
-            let hex = |b: &bytes::Bytes| format!("0x{}", b.iter().map(|x| format!("{x:02x}")).collect::<String>());
-            let names: Vec<String> = (0..o.columns).map(|i| format!("\"C{i}\"")).collect();
-            let q = format!(
-                "INSERT INTO keyspace1.standard1 (key, {}) VALUES ({})",
-                names.join(", "),
-                vals.iter().map(hex).collect::<Vec<_>>().join(", ")
-            );
-            conn.query(&q, o.cl).await.map(|_| 1)
-        }
-    } else if o.prepared {
-        conn.execute(&sh.select_id, vec![key], o.cl).await.map(|r| match r {
-            client::Reply::Rows(n) => n,
-            _ => 0,
-        })
-    } else {
-        let q = format!("SELECT * FROM keyspace1.standard1 WHERE key = 0x{}", key.iter().map(|x| format!("{x:02x}")).collect::<String>());
-        conn.query(&q, o.cl).await.map(|r| match r {
-            client::Reply::Rows(n) => n,
-            _ => 0,
-        })
-    };
-    (is_write, r)
+impl Round {
+    fn op_rate(&self) -> f64 {
+        self.total.total().latency.len() as f64 / self.elapsed.max(1e-9)
+    }
 }
 
-fn record(sh: &Shared, o: &Options, i: u64, is_write: bool, us: u64, r: Result<usize, ClientError>) {
+fn record(sh: &Shared, o: &Options, kind: usize, us: u64, r: Result<Done, ClientError>) {
     let mut st = match sh.interval.lock() {
         Ok(s) => s,
         Err(p) => p.into_inner(),
     };
+    let k = &mut st.kinds[kind];
     match r {
-        Ok(rows) => {
-            st.rows += rows as u64;
-            let _ = if is_write { st.write.record(us) } else { st.read.record(us) };
+        Ok(d) => {
+            k.partitions += d.partitions;
+            k.rows += d.rows;
+            let _ = k.latency.record(us);
         }
         Err(e) => {
-            st.errors += 1;
+            k.errors += 1;
             if !o.ignore_errors {
-                eprintln!("java.io.IOException: Operation x0 on key(s) [{i}]: Error executing: ({e})");
+                drop(st);
+                eprintln!("java.io.IOException: Operation x0 on key(s): Error executing: ({e})");
                 sh.done.store(true, Ordering::Relaxed);
             }
         }
     }
 }
 
-async fn run_async(o: Options, command_line: String) -> Result<(), String> {
-    let (conns, insert_id, select_id) = setup(&o).await?;
-    let sh = Arc::new(Shared { conns, insert_id, select_id, next: AtomicU64::new(0), done: AtomicBool::new(false), interval: Mutex::new(Stats::new()) });
-    let o = Arc::new(o);
-    // warm-up: a few operations, not recorded
-    if o.warmup {
-        let warm = o.n.map(|n| (n / 20).min(20_000)).unwrap_or(5_000);
-        for i in 0..warm.min(2_000) {
-            let _ = one_op(&sh, &o, i, &sh.conns[(i as usize) % sh.conns.len()]).await;
-        }
+fn describe(names: &[String]) -> String {
+    if names.len() == 1 {
+        names[0].clone()
+    } else {
+        format!("[{}]", names.join(", "))
     }
-    let threads = o.threads();
-    println!("Running {} with {} threads {}", format!("{:?}", o.command).to_uppercase(), threads, match (o.n, o.duration) {
-        (Some(n), _) => format!("for {n} iteration"),
-        (None, Some(d)) => format!("for {} seconds", d.as_secs()),
-        _ => String::new(),
-    });
-    println!("type       total ops,    op/s,    pk/s,   row/s,    mean,     med,     .95,     .99,    .999,     max,   time,   stderr, errors,  gc: #,  max ms,  sum ms,  sdv ms,      mb");
+}
+
+const HEADER: &str = "type       total ops,    op/s,    pk/s,   row/s,    mean,     med,     .95,     .99,    .999,     max,   time,   stderr, errors,  gc: #,  max ms,  sum ms,  sdv ms,      mb";
+
+fn row_line(prefix: &str, kind: &str, total_ops: u64, k: &KindStats, secs: f64, time: f64) -> String {
+    let iv = interval_of(&k.latency, time, total_ops, secs, k.errors);
+    let s = secs.max(1e-9);
+    format!(
+        "{prefix}{:<10}{:>10}, {:>7.0}, {:>7.0}, {:>7.0}, {:>7.1}, {:>7.1}, {:>7.1}, {:>7.1}, {:>7.1}, {:>7.1}, {:>6.1}, {:>8.5}, {:>6}, {:>6}, {:>7}, {:>7}, {:>7}, {:>7}",
+        format!("{kind},"),
+        iv.total_ops,
+        iv.ops_per_s,
+        k.partitions as f64 / s,
+        k.rows as f64 / s,
+        iv.mean_ms,
+        iv.median_ms,
+        iv.p95_ms,
+        iv.p99_ms,
+        iv.p999_ms,
+        iv.max_ms,
+        time,
+        0.0,
+        iv.errors,
+        0,
+        0,
+        0,
+        0,
+        0
+    )
+}
+
+async fn run_round(sh: &Arc<Shared>, o: &Arc<Options>, threads: usize, names: &[String]) -> Round {
+    sh.next.store(0, Ordering::Relaxed);
+    sh.done.store(false, Ordering::Relaxed);
+    if let Ok(mut st) = sh.interval.lock() {
+        *st = Stats::new(names.len());
+    }
+    println!(
+        "Running {} with {} threads {}",
+        describe(names),
+        threads,
+        match (o.n, o.duration) {
+            (_, Some(d)) => format!("for {} seconds", d.as_secs()),
+            (Some(n), None) => format!("for {n} iteration"),
+            _ => String::new(),
+        }
+    );
+    println!("{HEADER}");
     let start = Instant::now();
     let cpu0 = cpu_seconds();
     let mut tasks = Vec::new();
@@ -260,38 +257,43 @@ async fn run_async(o: Options, command_line: String) -> Result<(), String> {
         let sh = sh.clone();
         let o = o.clone();
         tasks.push(tokio::spawn(async move {
-            let conn = sh.conns[t % sh.conns.len()].clone();
+            let mut rng = Rng::new(dist::mix(t as u64, start.elapsed().as_nanos() as u64));
             loop {
                 if sh.done.load(Ordering::Relaxed) {
                     break;
                 }
                 let i = sh.next.fetch_add(1, Ordering::Relaxed);
-                if o.n.map(|n| i >= n).unwrap_or(false) || o.duration.map(|d| start.elapsed() >= d).unwrap_or(false) {
+                let over = match o.duration {
+                    Some(d) => start.elapsed() >= d,
+                    None => o.n.map(|n| i >= n).unwrap_or(false),
+                };
+                if over {
                     break;
                 }
                 let intended = match o.rate {
                     Rate::Throttle { per_second, .. } => Some(start + Duration::from_secs_f64(i as f64 / per_second as f64)),
-                    Rate::Threads(_) => None,
+                    _ => None,
                 };
                 if let Some(at) = intended {
                     tokio::time::sleep_until(at.into()).await;
                 }
+                let kind = sh.workload.pick(i);
                 let began = Instant::now();
-                let (is_write, r) = one_op(&sh, &o, i, &conn).await;
+                let r = sh.workload.run(kind, &mut rng, &sh.cluster).await;
                 // with a fixed rate, latency counts from when the operation should have started
                 let from = match o.rate {
                     Rate::Throttle { fixed: true, .. } => intended.unwrap_or(began),
                     _ => began,
                 };
                 let us = from.elapsed().as_micros().clamp(1, 60_000_000) as u64;
-                record(&sh, &o, i, is_write, us, r);
+                record(&sh, &o, kind, us, r);
             }
         }));
     }
     // reporter
-    let mut total = Stats::new();
+    let mut total = Stats::new(names.len());
     let mut intervals: Vec<Interval> = Vec::new();
-    let mut log = o.log_file.as_ref().and_then(|f| std::fs::File::create(f).ok());
+    let mut log = o.log_file.as_ref().and_then(|f| std::fs::OpenOptions::new().create(true).append(true).open(f).ok());
     let mut last = Instant::now();
     loop {
         let finished = tasks.iter().all(|t| t.is_finished());
@@ -308,21 +310,24 @@ async fn run_async(o: Options, command_line: String) -> Result<(), String> {
                 Ok(s) => s,
                 Err(p) => p.into_inner(),
             };
-            std::mem::replace(&mut *st, Stats::new())
+            std::mem::replace(&mut *st, Stats::new(names.len()))
         };
         total.absorb(&snapshot);
-        let h = snapshot.total();
-        let iv = interval_of(&h, start.elapsed().as_secs_f64(), total.total().len(), secs, snapshot.errors);
-        let line = format!(
-            "total,   {:>12}, {:>7.0}, {:>7.0}, {:>7.0}, {:>7.1}, {:>7.1}, {:>7.1}, {:>7.1}, {:>7.1}, {:>7.1}, {:>6.1}, {:>8.5}, {:>6}, {:>6}, {:>7}, {:>7}, {:>7}, {:>7}",
-            iv.total_ops, iv.ops_per_s, iv.ops_per_s, snapshot.rows as f64 / secs.max(1e-9), iv.mean_ms, iv.median_ms, iv.p95_ms, iv.p99_ms, iv.p999_ms, iv.max_ms, iv.time_s, 0.0, iv.errors, 0, 0, 0, 0, 0
-        );
-        println!("{line}");
+        let time = start.elapsed().as_secs_f64();
+        if names.len() > 1 {
+            for (i, name) in names.iter().enumerate() {
+                println!("{}", row_line("", name, total.kinds[i].latency.len(), &snapshot.kinds[i], secs, time));
+            }
+        }
+        let snap_total = snapshot.total();
+        let run_total = total.total().latency.len();
+        println!("{}", row_line("", "total", run_total, &snap_total, secs, time));
+        let iv = interval_of(&snap_total.latency, time, run_total, secs, snap_total.errors);
         if let Some(f) = log.as_mut() {
             use std::io::Write;
             let _ = writeln!(f, "{}", serde_json::to_string(&iv).unwrap_or_default());
         }
-        if h.len() > 0 || finished {
+        if snap_total.latency.len() > 0 || finished {
             intervals.push(iv);
         }
         if finished {
@@ -332,50 +337,164 @@ async fn run_async(o: Options, command_line: String) -> Result<(), String> {
     for t in tasks {
         let _ = t.await;
     }
-    let elapsed = start.elapsed().as_secs_f64();
-    let cpu = cpu_seconds() - cpu0;
-    let summary = summarize(&o, &total, elapsed);
-    println!();
-    println!("Results:");
-    for l in &summary {
-        println!("{l}");
+    Round { total, elapsed: start.elapsed().as_secs_f64(), cpu: cpu_seconds() - cpu0, intervals }
+}
+
+async fn run_async(o: Options, profile: Option<Profile>, command_line: String) -> Result<(), String> {
+    let copts = ConnectOptions { user: o.user.clone(), password: o.password.clone(), compression: o.compression };
+    let cluster = Cluster::connect(&o.nodes, o.port, 2, &copts).await?;
+    if o.nodes.len() > 1 {
+        println!("Token-aware routing: {}", if cluster.token_aware() { "on" } else { "off (ring unknown), round-robin" });
     }
-    let ops = total.total().len().max(1);
-    println!("Client CPU per op         : {:.1} us ({:.1} CPU-seconds for {} ops)", cpu * 1e6 / ops as f64, cpu, ops);
+    let workload = Workload::setup(&o, &cluster, profile.as_ref()).await?;
+    let names = workload.names();
+    let sh = Arc::new(Shared { cluster, workload, next: AtomicU64::new(0), done: AtomicBool::new(false), interval: Mutex::new(Stats::new(names.len())) });
+    let o = Arc::new(o);
+    if o.warmup {
+        // a few unrecorded operations of each kind, as cassandra-stress warms up
+        let warm = o.n.map(|n| (n / 4).min(2_000)).unwrap_or(2_000);
+        println!("Warming up {} with {} iterations...", describe(&names), warm);
+        let mut rng = Rng::new(0x5eed);
+        for i in 0..warm {
+            let _ = sh.workload.run(sh.workload.pick(i), &mut rng, &sh.cluster).await;
+        }
+    }
+    let (rounds, thread_counts) = match o.rate {
+        Rate::Threads(t) | Rate::Throttle { threads: t, .. } => {
+            let r = run_round(&sh, &o, t, &names).await;
+            (vec![r], vec![t])
+        }
+        Rate::Auto { min, max, stop_when_saturated } => auto_rounds(&sh, &o, &names, min, max, stop_when_saturated).await,
+    };
+    if let [only] = rounds.as_slice() {
+        print_results(&names, only);
+    } else {
+        // auto mode printed each round's results as it went; now all of them side by side
+        println!();
+        let ids: Vec<String> = thread_counts.iter().map(|t| format!("{t} threadCount")).collect();
+        let width = ids.iter().map(|s| s.len()).max().unwrap_or(2);
+        println!("{:>width$}, {HEADER}", "id");
+        for (id, r) in ids.iter().zip(&rounds) {
+            let prefix = format!("{id:>width$}, ");
+            for (k, name) in names.iter().enumerate() {
+                if names.len() > 1 {
+                    println!("{}", row_line(&prefix, name, r.total.kinds[k].latency.len(), &r.total.kinds[k], r.elapsed, r.elapsed));
+                }
+            }
+            let t = r.total.total();
+            println!("{}", row_line(&prefix, "total", t.latency.len(), &t, r.elapsed, r.elapsed));
+        }
+        if let Some((best, r)) = ids.iter().zip(&rounds).max_by(|a, b| a.1.op_rate().total_cmp(&b.1.op_rate())) {
+            println!("Best: {best} at {} op/s", group(r.op_rate()));
+        }
+    }
     if let Some(g) = &o.graph_file {
-        graph::write(g, o.graph_title.as_deref(), o.graph_revision.as_deref(), &command_line, &intervals, &summary).map_err(|e| format!("cannot write graph {g}: {e}"))?;
+        for (r, t) in rounds.iter().zip(&thread_counts) {
+            let rev = match (&o.graph_revision, rounds.len()) {
+                (Some(rev), 1) => Some(rev.clone()),
+                (Some(rev), _) => Some(format!("{rev} ({t} threads)")),
+                (None, 1) => None,
+                (None, _) => Some(format!("{t} threads")),
+            };
+            graph::write(g, o.graph_title.as_deref(), rev.as_deref(), &command_line, &r.intervals, &summarize(&names, r))
+                .map_err(|e| format!("cannot write graph {g}: {e}"))?;
+        }
     }
-    if total.errors > 0 && !o.ignore_errors {
-        return Err(format!("{} errors", total.errors));
+    let errors: u64 = rounds.iter().map(|r| r.total.total().errors).sum();
+    if errors > 0 && !o.ignore_errors {
+        println!("FAILURE");
+        return Err(format!("{errors} errors"));
     }
+    println!("END");
     Ok(())
 }
 
-fn summarize(o: &Options, total: &Stats, elapsed: f64) -> Vec<String> {
-    let kinds: Vec<(&str, &Histogram<u64>)> = match o.command {
-        Command::Write => vec![("WRITE", &total.write)],
-        Command::Read => vec![("READ", &total.read)],
-        Command::Mixed { .. } => vec![("WRITE", &total.write), ("READ", &total.read)],
-    };
-    let all = total.total();
-    let per = |f: &dyn Fn(&Histogram<u64>) -> String| kinds.iter().map(|(k, h)| format!("{k}: {}", f(h))).collect::<Vec<_>>().join(", ");
-    let rate = |h: &Histogram<u64>| format!("{} op/s", group(h.len() as f64 / elapsed.max(1e-9)));
-    let lat = |q: f64| move |h: &Histogram<u64>| if h.len() == 0 { "0.0 ms".to_string() } else { format!("{:.1} ms", ms(h.value_at_quantile(q))) };
-    let mean = |h: &Histogram<u64>| if h.len() == 0 { "0.0 ms".to_string() } else { format!("{:.1} ms", h.mean() / 1000.0) };
-    let maxf = |h: &Histogram<u64>| if h.len() == 0 { "0.0 ms".to_string() } else { format!("{:.1} ms", ms(h.max())) };
-    let t = elapsed as u64;
+fn print_results(names: &[String], r: &Round) {
+    println!();
+    println!("Results:");
+    for l in summarize(names, r) {
+        println!("{l}");
+    }
+    let ops = r.total.total().latency.len().max(1);
+    println!("Client CPU per op         : {:.1} us ({:.1} CPU-seconds for {} ops)", r.cpu * 1e6 / ops as f64, r.cpu, ops);
+    println!();
+}
+
+/// cassandra-stress's auto mode: thread counts from `min`, doubling below 16
+/// and then x1.5, up to `max`; with `auto`, it stops once the average
+/// improvement in throughput over the last three rounds is negative.
+async fn auto_rounds(sh: &Arc<Shared>, o: &Arc<Options>, names: &[String], min: usize, max: usize, stop_when_saturated: bool) -> (Vec<Round>, Vec<usize>) {
+    let mut rounds: Vec<Round> = Vec::new();
+    let mut counts = Vec::new();
+    let mut threads = min;
+    loop {
+        println!();
+        println!("Running with {threads} threadCount");
+        let r = run_round(sh, o, threads, names).await;
+        print_results(names, &r);
+        let failed = r.total.total().errors > 0 && !o.ignore_errors;
+        rounds.push(r);
+        counts.push(threads);
+        if rounds.len() > 1 {
+            println!("Improvement over {} threadCount: {:.0}%", counts[counts.len() - 2], 100.0 * average_improvement(&rounds, 1));
+        }
+        if failed {
+            break;
+        }
+        let next = if threads < 16 { threads * 2 } else { threads * 3 / 2 };
+        if next > max {
+            break;
+        }
+        threads = next;
+        if stop_when_saturated && !has_average_improvement(&rounds, 3, 0.0) {
+            break;
+        }
+    }
+    (rounds, counts)
+}
+
+fn has_average_improvement(rounds: &[Round], count: usize, min: f64) -> bool {
+    rounds.len() < count + 1 || average_improvement(rounds, count) >= min
+}
+
+fn average_improvement(rounds: &[Round], count: usize) -> f64 {
+    let n = rounds.len();
+    let count = count.min(n.saturating_sub(1)).max(1);
+    let mut sum = 0.0;
+    for i in n.saturating_sub(count)..n {
+        if i == 0 {
+            continue;
+        }
+        let prev = rounds[i - 1].op_rate().max(1e-9);
+        sum += (rounds[i].op_rate() - prev) / prev;
+    }
+    sum / count as f64
+}
+
+fn summarize(names: &[String], r: &Round) -> Vec<String> {
+    let elapsed = r.elapsed.max(1e-9);
+    let all = r.total.total();
+    let kinds: Vec<(&String, &KindStats)> = names.iter().zip(&r.total.kinds).collect();
+    let per = |f: &dyn Fn(&KindStats) -> String| kinds.iter().map(|(k, s)| format!("{k}: {}", f(s))).collect::<Vec<_>>().join(", ");
+    let rate = |s: &KindStats| format!("{} op/s", group(s.latency.len() as f64 / elapsed));
+    let pk_rate = |s: &KindStats| format!("{} pk/s", group(s.partitions as f64 / elapsed));
+    let row_rate = |s: &KindStats| format!("{} row/s", group(s.rows as f64 / elapsed));
+    let lat = |q: f64| move |s: &KindStats| if s.latency.len() == 0 { "0.0 ms".to_string() } else { format!("{:.1} ms", ms(s.latency.value_at_quantile(q))) };
+    let mean = |s: &KindStats| if s.latency.len() == 0 { "0.0 ms".to_string() } else { format!("{:.1} ms", s.latency.mean() / 1000.0) };
+    let maxf = |s: &KindStats| if s.latency.len() == 0 { "0.0 ms".to_string() } else { format!("{:.1} ms", ms(s.latency.max())) };
+    let t = r.elapsed as u64;
     vec![
         format!("Op rate                   : {:>8} [{}]", rate(&all), per(&rate)),
-        format!("Partition rate            : {:>8} [{}]", rate(&all).replace("op/s", "pk/s"), per(&|h: &Histogram<u64>| rate(h).replace("op/s", "pk/s"))),
-        format!("Row rate                  : {:>8} row/s", group(total.rows as f64 / elapsed.max(1e-9))),
+        format!("Partition rate            : {:>8} [{}]", pk_rate(&all), per(&pk_rate)),
+        format!("Row rate                  : {:>8} [{}]", row_rate(&all), per(&row_rate)),
         format!("Latency mean              : {:>8} [{}]", mean(&all), per(&mean)),
         format!("Latency median            : {:>8} [{}]", lat(0.5)(&all), per(&lat(0.5))),
         format!("Latency 95th percentile   : {:>8} [{}]", lat(0.95)(&all), per(&lat(0.95))),
         format!("Latency 99th percentile   : {:>8} [{}]", lat(0.99)(&all), per(&lat(0.99))),
         format!("Latency 99.9th percentile : {:>8} [{}]", lat(0.999)(&all), per(&lat(0.999))),
         format!("Latency max               : {:>8} [{}]", maxf(&all), per(&maxf)),
-        format!("Total partitions          : {:>8} [{}]", group(all.len() as f64), per(&|h: &Histogram<u64>| group(h.len() as f64))),
-        format!("Total errors              : {:>8}", total.errors),
+        format!("Total partitions          : {:>8} [{}]", group(all.partitions as f64), per(&|s: &KindStats| group(s.partitions as f64))),
+        format!("Total errors              : {:>8} [{}]", group(all.errors as f64), per(&|s: &KindStats| group(s.errors as f64))),
         format!("Total operation time      : {:02}:{:02}:{:02}", t / 3600, (t / 60) % 60, t % 60),
     ]
 }
@@ -395,5 +514,35 @@ fn group(x: f64) -> String {
         format!("-{out}")
     } else {
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round(rate: f64) -> Round {
+        let mut total = Stats::new(1);
+        for _ in 0..(rate as u64) {
+            let _ = total.kinds[0].latency.record(100);
+        }
+        Round { total, elapsed: 1.0, cpu: 0.0, intervals: Vec::new() }
+    }
+
+    #[test]
+    fn auto_mode_stops_when_throughput_stops_improving() {
+        let rs: Vec<Round> = [100.0, 200.0, 300.0].iter().map(|&r| round(r)).collect();
+        assert!(has_average_improvement(&rs, 3, 0.0), "fewer than four rounds: keep going");
+        let rs: Vec<Round> = [100.0, 200.0, 300.0, 310.0].iter().map(|&r| round(r)).collect();
+        assert!(has_average_improvement(&rs, 3, 0.0));
+        let rs: Vec<Round> = [100.0, 200.0, 300.0, 200.0, 150.0, 140.0].iter().map(|&r| round(r)).collect();
+        assert!(!has_average_improvement(&rs, 3, 0.0));
+        assert!((average_improvement(&rs[..2], 1) - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn groups_thousands() {
+        assert_eq!(group(1234567.4), "1,234,567");
+        assert_eq!(group(12.0), "12");
     }
 }

@@ -1,6 +1,7 @@
 //! cassandra-stress's command line: `COMMAND [opts] [-section opts]...`.
 
-use sibyl_protocol::Consistency;
+use crate::dist::Distribution;
+use sibyl_protocol::{Compression, Consistency};
 use std::time::Duration;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -9,6 +10,21 @@ pub enum Command {
     Read,
     /// `mixed ratio(write=1,read=3)`
     Mixed { write: u32, read: u32 },
+    CounterWrite,
+    CounterRead,
+    /// `user profile=FILE ops(insert=9,simple1=1)`
+    User { profile: String, ops: String },
+}
+
+impl Command {
+    /// Whether the command only writes (its default population is then `seq=1..N`).
+    pub fn writes_only(&self) -> bool {
+        match self {
+            Command::Write | Command::CounterWrite => true,
+            Command::User { ops, .. } => ops.split(',').all(|o| o.trim().to_lowercase().starts_with("insert=")),
+            _ => false,
+        }
+    }
 }
 
 /// `-rate`
@@ -18,6 +34,10 @@ pub enum Rate {
     /// `throttle=N/s`: at most N ops/s; `fixed=N/s`: exactly N ops/s with
     /// latency measured from the intended start (coordinated omission).
     Throttle { threads: usize, per_second: u64, fixed: bool },
+    /// `threads>=A threads<=B [auto]`: rounds with more and more threads
+    /// (doubling below 16, then x1.5); with `auto`, stop once throughput
+    /// stops improving.
+    Auto { min: usize, max: usize, stop_when_saturated: bool },
 }
 
 #[derive(Debug, Clone)]
@@ -31,9 +51,18 @@ pub struct Options {
     pub nodes: Vec<String>,
     pub port: u16,
     pub prepared: bool,
-    pub population: (u64, u64),
-    pub columns: usize,
-    pub column_size: usize,
+    pub user: Option<String>,
+    pub password: Option<String>,
+    pub compression: Option<Compression>,
+    /// `-pop seq=A..B` (as `SEQ(A..B)`) or `-pop dist=DIST`; `None`: the
+    /// command's default.
+    pub population: Option<Distribution>,
+    /// `-col n=DIST`: columns per row.
+    pub columns: Distribution,
+    /// `-col size=DIST`: bytes per column value.
+    pub column_size: Distribution,
+    /// `counter_write add=DIST`: counter increments.
+    pub add: Distribution,
     pub replication_factor: u32,
     pub compaction: Option<String>,
     pub log_file: Option<String>,
@@ -74,11 +103,8 @@ fn parse_count(s: &str) -> Result<u64, String> {
     num.parse::<u64>().map(|n| n * mult).map_err(|_| format!("Invalid count '{s}'"))
 }
 
-/// FIXED(34) → 34; UNIFORM(a..b) → midpoint is not what we want, so only FIXED is taken.
-fn fixed(s: &str, what: &str) -> Result<u64, String> {
-    let up = s.to_uppercase();
-    let inner = up.strip_prefix("FIXED(").and_then(|x| x.strip_suffix(')')).ok_or_else(|| format!("{what}={s}: only FIXED(n) distributions are supported so far"))?;
-    parse_count(inner)
+fn distribution(spec: &str, option: &str) -> Result<Distribution, String> {
+    Distribution::parse(spec).map_err(|e| format!("Invalid {option}{spec}: {e}"))
 }
 
 impl Options {
@@ -89,22 +115,26 @@ impl Options {
                 "write" => Command::Write,
                 "read" => Command::Read,
                 "mixed" => Command::Mixed { write: 1, read: 1 },
-                "counter_write" | "counter_read" | "user" => {
-                    return Err(format!("command {cmd} is not supported by sibyl stress yet (write, read, mixed are)"))
-                }
+                "counter_write" => Command::CounterWrite,
+                "counter_read" => Command::CounterRead,
+                "user" => Command::User { profile: String::new(), ops: String::new() },
                 other => return Err(format!("Unknown command '{other}' (expected write, read, mixed, counter_write, counter_read or user)")),
             },
             n: None,
             duration: None,
             cl: Consistency::LocalOne,
             warmup: true,
-            rate: Rate::Threads(4),
+            rate: Rate::Threads(0),
             nodes: vec!["127.0.0.1".into()],
             port: 9042,
             prepared: true,
-            population: (1, 1_000_000),
-            columns: 5,
-            column_size: 34,
+            user: None,
+            password: None,
+            compression: None,
+            population: None,
+            columns: Distribution::fixed(5),
+            column_size: Distribution::fixed(34),
+            add: Distribution::fixed(1),
             replication_factor: 1,
             compaction: None,
             log_file: None,
@@ -126,7 +156,13 @@ impl Options {
                 o.cl = v.parse::<Consistency>().map_err(|_| format!("Invalid consistency level '{v}' in cl="))?;
             } else if a == "no-warmup" {
                 o.warmup = false;
-            } else if let Some(inner) = a.strip_prefix("ratio(").and_then(|x| x.strip_suffix(')')) {
+            } else if let (Some(v), Command::User { profile, .. }) = (a.strip_prefix("profile="), &mut o.command) {
+                *profile = v.to_string();
+            } else if let (Some(v), Command::User { ops, .. }) = (a.strip_prefix("ops(").and_then(|x| x.strip_suffix(')')), &mut o.command) {
+                *ops = v.to_string();
+            } else if let (Some(v), Command::CounterWrite) = (a.strip_prefix("add="), &o.command) {
+                o.add = distribution(v, "add=")?;
+            } else if let (Some(inner), Command::Mixed { .. }) = (a.strip_prefix("ratio(").and_then(|x| x.strip_suffix(')')), &o.command) {
                 let (mut w, mut r) = (0, 0);
                 for part in inner.split(',') {
                     let (k, v) = part.split_once('=').ok_or_else(|| err(format!("Invalid ratio '{a}'")))?;
@@ -159,22 +195,43 @@ impl Options {
                 "-rate" => {
                     let mut threads = None;
                     let mut throttle = None;
+                    let (mut min, mut max, mut auto, mut ranged) = (4, 1000, false, false);
+                    let count = |v: &str, what: &str| v.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| format!("Invalid {what}{v} in -rate (a positive number)"));
                     for a in opts {
-                        if let Some(v) = a.strip_prefix("threads=") {
-                            threads = Some(v.parse::<usize>().map_err(|_| format!("Invalid threads '{v}' in -rate"))?);
-                        } else if a.starts_with("threads>=") || a.starts_with("threads<=") {
-                            return Err("-rate threads>=/threads<= (auto mode) is not supported yet; give threads=N".into());
+                        if let Some(v) = a.strip_prefix("threads>=") {
+                            min = count(v, "threads>=")?;
+                            ranged = true;
+                        } else if let Some(v) = a.strip_prefix("threads<=") {
+                            max = count(v, "threads<=")?;
+                            ranged = true;
+                        } else if a == "auto" {
+                            auto = true;
+                        } else if let Some(v) = a.strip_prefix("threads=") {
+                            threads = Some(count(v, "threads=")?);
                         } else if let Some(v) = a.strip_prefix("throttle=").or_else(|| a.strip_prefix("fixed=")) {
-                            let n = parse_count(v.trim_end_matches("/s"))?;
+                            let n = v.strip_suffix("/s").and_then(|x| parse_count(x).ok()).filter(|n| *n > 0).ok_or_else(|| format!("Invalid -rate option '{a}': expected N/s"))?;
+                            if throttle.is_some() {
+                                return Err("can't have both fixed and throttle set, choose one.".into());
+                            }
                             throttle = Some((n, a.starts_with("fixed=")));
                         } else {
                             return Err(format!("Invalid -rate option '{a}'"));
                         }
                     }
-                    let t = threads.unwrap_or(4).max(1);
-                    o.rate = match throttle {
-                        Some((n, fixed)) => Rate::Throttle { threads: t, per_second: n.max(1), fixed },
-                        None => Rate::Threads(t),
+                    o.rate = if ranged || auto {
+                        if threads.is_some() || throttle.is_some() {
+                            return Err("-rate: threads>=/threads<=/auto cannot be combined with threads=, throttle= or fixed=".into());
+                        }
+                        if min > max {
+                            return Err(format!("-rate: threads>={min} is more than threads<={max}"));
+                        }
+                        Rate::Auto { min, max, stop_when_saturated: auto }
+                    } else {
+                        let t = threads.ok_or("-rate needs threads=N, or threads>=A threads<=B [auto]")?;
+                        match throttle {
+                            Some((n, fixed)) => Rate::Throttle { threads: t, per_second: n, fixed },
+                            None => Rate::Threads(t),
+                        }
                     };
                 }
                 "-node" => {
@@ -197,31 +254,42 @@ impl Options {
                             "native" | "cql3" => {}
                             "prepared" => o.prepared = true,
                             "unprepared" | "simplenative" => o.prepared = false,
-                            other if other.starts_with("user=") || other.starts_with("password=") => {
-                                return Err("-mode user=/password= (authentication) is not supported yet".into())
+                            other if other.starts_with("user=") => o.user = Some(other["user=".len()..].to_string()),
+                            other if other.starts_with("password=") => o.password = Some(other["password=".len()..].to_string()),
+                            other if other.starts_with("compression=") => {
+                                let v = &other["compression=".len()..];
+                                o.compression = match v.to_lowercase().as_str() {
+                                    "none" => None,
+                                    _ => Some(Compression::from_name(v).ok_or_else(|| format!("Invalid -mode compression={v} (expected lz4, snappy or none)"))?),
+                                };
                             }
-                            other if other.starts_with("compression=") => {}
                             other => return Err(format!("Invalid -mode option '{other}'")),
                         }
                     }
                 }
                 "-pop" => {
                     for a in opts {
-                        let spec = a.strip_prefix("seq=").or_else(|| a.strip_prefix("dist=")).ok_or_else(|| format!("Invalid -pop option '{a}'"))?;
-                        let inner = spec.trim_start_matches("UNIFORM(").trim_start_matches("uniform(").trim_end_matches(')');
-                        let (lo, hi) = inner.split_once("..").ok_or_else(|| format!("Invalid -pop range '{spec}' (expected a..b)"))?;
-                        o.population = (parse_count(lo)?, parse_count(hi)?);
-                        if o.population.0 > o.population.1 {
-                            return Err(format!("Invalid -pop range '{spec}'"));
+                        if let Some(range) = a.strip_prefix("seq=") {
+                            o.population = Some(Distribution::parse(&format!("seq({range})")).map_err(|_| format!("Invalid -pop seq={range}: expected A..B with A <= B, e.g. seq=1..1000000"))?);
+                        } else if let Some(spec) = a.strip_prefix("dist=") {
+                            o.population = Some(distribution(spec, "-pop dist=")?);
+                        } else {
+                            return Err(format!("Invalid -pop option '{a}' (expected seq=A..B or dist=DIST(...))"));
                         }
                     }
                 }
                 "-col" => {
                     for a in opts {
                         if let Some(v) = a.strip_prefix("n=") {
-                            o.columns = fixed(v, "n")? as usize;
+                            o.columns = distribution(v, "-col n=")?;
+                            if o.columns.min() < 1 || o.columns.max() > 1000 {
+                                return Err(format!("Invalid -col n={v}: between 1 and 1000 columns"));
+                            }
                         } else if let Some(v) = a.strip_prefix("size=") {
-                            o.column_size = fixed(v, "size")? as usize;
+                            o.column_size = distribution(v, "-col size=")?;
+                            if o.column_size.min() < 0 || o.column_size.max() > 16 << 20 {
+                                return Err(format!("Invalid -col size={v}: between 0 and 16 MiB"));
+                            }
                         } else {
                             return Err(format!("Invalid -col option '{a}'"));
                         }
@@ -283,17 +351,37 @@ impl Options {
                 other => return Err(format!("Unrecognised option: {other}")),
             }
         }
+        if let Command::User { profile, ops } = &o.command {
+            if profile.is_empty() {
+                return Err("user: profile=FILE is required".into());
+            }
+            if ops.is_empty() {
+                return Err("user: ops(NAME=WEIGHT,...) is required, e.g. ops(insert=1)".into());
+            }
+        }
         if o.n.is_none() && o.duration.is_none() {
             o.n = Some(1_000_000);
+        }
+        if o.rate == Rate::Threads(0) {
+            // cassandra-stress: 200 threads for writes of a known count, else auto mode
+            o.rate = match (&o.command, o.n) {
+                (Command::Write | Command::CounterWrite, Some(_)) if o.duration.is_none() => Rate::Threads(200),
+                _ => Rate::Auto { min: 4, max: 1000, stop_when_saturated: true },
+            };
         }
         Ok(o)
     }
 
-    pub fn threads(&self) -> usize {
-        match self.rate {
-            Rate::Threads(t) => t,
-            Rate::Throttle { threads, .. } => threads,
+    /// Where partition seeds come from: `-pop`, else `seq=1..N` for
+    /// write-only commands and `dist=GAUSSIAN(1..N)` otherwise (N: `n=`, or a
+    /// million), as cassandra-stress.
+    pub fn population(&self) -> Distribution {
+        if let Some(p) = &self.population {
+            return p.clone();
         }
+        let limit = self.n.filter(|n| *n > 0 && self.duration.is_none()).unwrap_or(1_000_000);
+        let spec = if self.command.writes_only() { format!("seq(1..{limit})") } else { format!("gaussian(1..{limit})") };
+        Distribution::parse(&spec).unwrap_or_else(|_| Distribution::fixed(1))
     }
 }
 
@@ -315,8 +403,8 @@ mod tests {
         assert_eq!(o.rate, Rate::Threads(8));
         assert_eq!(o.nodes.len(), 2);
         assert_eq!(o.port, 9043);
-        assert_eq!(o.population, (1, 1000));
-        assert_eq!((o.columns, o.column_size), (3, 100));
+        assert_eq!(o.population().spec(), "seq(1..1000)");
+        assert_eq!((o.columns.max(), o.column_size.max()), (3, 100));
         assert_eq!(o.replication_factor, 3);
         assert_eq!(o.compaction.as_deref(), Some("LeveledCompactionStrategy"));
         assert_eq!(o.graph_revision.as_deref(), Some("r1"));
@@ -326,7 +414,38 @@ mod tests {
     }
 
     #[test]
+    fn new_commands_and_modes() {
+        let o = p("user profile=p.yaml ops(insert=9,simple1=1) n=1k -rate threads>=2 threads<=16 auto -mode native cql3 prepared user=cassandra password=secret compression=lz4").expect("parse");
+        assert_eq!(o.command, Command::User { profile: "p.yaml".into(), ops: "insert=9,simple1=1".into() });
+        assert_eq!(o.rate, Rate::Auto { min: 2, max: 16, stop_when_saturated: true });
+        assert_eq!((o.user.as_deref(), o.password.as_deref()), (Some("cassandra"), Some("secret")));
+        assert_eq!(o.compression, Some(Compression::Lz4));
+        assert_eq!(o.population().spec(), "gaussian(1..1000)", "reads by default sample a gaussian");
+        let o = p("user profile=p.yaml ops(insert=1) n=500").expect("parse");
+        assert_eq!(o.population().spec(), "seq(1..500)", "insert-only profiles write in sequence");
+        assert_eq!(o.rate, Rate::Auto { min: 4, max: 1000, stop_when_saturated: true });
+        let o = p("counter_write n=10 add=uniform(1..5) -pop dist=EXP(1..100) -col n=UNIFORM(1..5) size=GAUSSIAN(10..20)").expect("parse");
+        assert_eq!(o.command, Command::CounterWrite);
+        assert_eq!((o.add.min(), o.add.max()), (1, 5));
+        assert_eq!(o.population().spec(), "EXP(1..100)");
+        assert_eq!(o.rate, Rate::Threads(200));
+        assert_eq!(p("counter_read n=10 -rate threads>=4 threads<=8").expect("parse").rate, Rate::Auto { min: 4, max: 8, stop_when_saturated: false });
+        assert_eq!(p("write -mode compression=none").expect("parse").compression, None);
+    }
+
+    #[test]
     fn bad_options_name_the_option() {
+        assert!(p("write -pop dist=UNIFORM(9..1)").unwrap_err().contains("-pop dist=UNIFORM(9..1)"));
+        assert!(p("write -pop dist=ZIPF(1..9)").unwrap_err().contains("ZIPF"));
+        assert!(p("write -pop seq=1-9").unwrap_err().contains("seq=1-9"));
+        assert!(p("write -col size=FIXED(x)").unwrap_err().contains("size=FIXED(x)"));
+        assert!(p("write -col n=uniform(0..3)").unwrap_err().contains("n=uniform(0..3)"));
+        assert!(p("write -mode compression=zstd").unwrap_err().contains("zstd"));
+        assert!(p("write -rate threads>=8 threads<=4").unwrap_err().contains("threads>=8"));
+        assert!(p("write -rate throttle=10").unwrap_err().contains("throttle=10"));
+        assert!(p("user ops(insert=1)").unwrap_err().contains("profile="));
+        assert!(p("user profile=x.yaml").unwrap_err().contains("ops("));
+        assert!(p("write ops(insert=1)").unwrap_err().contains("ops(insert=1)"));
         assert!(p("write -bogus x").unwrap_err().contains("-bogus"));
         assert!(p("write n=abc").unwrap_err().contains("abc"));
         assert!(p("write -rate speed=9").unwrap_err().contains("speed=9"));
