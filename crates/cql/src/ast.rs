@@ -51,6 +51,8 @@ pub enum Selector {
     Term(Term),
     /// `a.b` field selection on a UDT column.
     Field { selector: Box<Selector>, field: String },
+    /// `a + b`, `a - b`, `a * b`, `a / b`, `a % b`.
+    Arith { op: char, lhs: Box<Selector>, rhs: Box<Selector> },
 }
 
 /// A selector with its optional `AS alias`.

@@ -541,7 +541,44 @@ impl Parser {
         Ok(Select { table, json, distinct, selectors, where_clause, group_by, group_by_floor, order_by, per_partition_limit, limit, allow_filtering })
     }
 
+    /// A selector with arithmetic: `*`, `/`, `%` bind tighter than `+`, `-`.
     fn selector(&mut self) -> PResult<Selector> {
+        let mut s = self.selector_product()?;
+        loop {
+            let op = if self.is_sym("+") {
+                '+'
+            } else if self.is_sym("-") {
+                '-'
+            } else {
+                break;
+            };
+            self.advance();
+            let rhs = self.selector_product()?;
+            s = Selector::Arith { op, lhs: Box::new(s), rhs: Box::new(rhs) };
+        }
+        Ok(s)
+    }
+
+    fn selector_product(&mut self) -> PResult<Selector> {
+        let mut s = self.selector_postfix()?;
+        loop {
+            let op = if self.is_sym("*") {
+                '*'
+            } else if self.is_sym("/") {
+                '/'
+            } else if self.is_sym("%") {
+                '%'
+            } else {
+                break;
+            };
+            self.advance();
+            let rhs = self.selector_postfix()?;
+            s = Selector::Arith { op, lhs: Box::new(s), rhs: Box::new(rhs) };
+        }
+        Ok(s)
+    }
+
+    fn selector_postfix(&mut self) -> PResult<Selector> {
         let mut s = self.selector_atom()?;
         while self.is_sym(".") {
             self.advance();

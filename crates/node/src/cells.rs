@@ -109,6 +109,7 @@ pub fn column_value(row: &Row, name: &str, typ: &CqlType, now: i32) -> Option<By
                 None
             }
         }
+        ColumnData::Counter(c) => c.value.as_ref().filter(|_| c.is_live(now)).map(|ctx| Bytes::copy_from_slice(&sibyl_storage::counter::total(ctx).to_be_bytes())),
         ColumnData::Complex { cells, .. } => {
             let mut live: Vec<(&Bytes, &Cell)> = cells.iter().filter(|(_, c)| c.is_live(now)).collect();
             if live.is_empty() {
@@ -152,10 +153,7 @@ pub fn column_value(row: &Row, name: &str, typ: &CqlType, now: i32) -> Option<By
 
 /// The cell of a simple column, for writetime()/ttl().
 pub fn simple_cell<'a>(row: &'a Row, name: &str) -> Option<&'a Cell> {
-    match row.cells.get(name)? {
-        ColumnData::Simple(c) => Some(c),
-        ColumnData::Complex { .. } => None,
-    }
+    row.cells.get(name)?.single()
 }
 
 /// Splits a serialized partition key into its components.

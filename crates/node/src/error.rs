@@ -41,6 +41,9 @@ pub enum Error {
     /// UNAUTHORIZED (0x2100)
     #[error("{0}")]
     Unauthorized(String),
+    /// FUNCTION_FAILURE (0x1400): a function threw while executing.
+    #[error("{message}")]
+    FunctionFailure { keyspace: String, function: String, arg_types: Vec<String>, message: String },
     /// SERVER_ERROR (0x0000)
     #[error("{0}")]
     Server(String),

@@ -6,6 +6,7 @@ pub mod cells;
 pub mod config;
 pub mod describe;
 pub mod error;
+pub mod functions;
 pub mod modification;
 pub mod proxy;
 pub mod query;

@@ -20,6 +20,12 @@ pub const MAX_TTL: i64 = 630_720_000;
 
 /// Resolves USING TIMESTAMP / TTL against defaults.
 pub fn write_params(table: &TableMetadata, using: &UsingClause, ev: &Eval, default_ts: i64, now: i32) -> Result<WriteParams> {
+    if table.is_counter && using.timestamp.is_some() {
+        return Err(Error::Invalid("Cannot provide custom timestamp for counter updates".into()));
+    }
+    if table.is_counter && using.ttl.is_some() {
+        return Err(Error::Invalid("Cannot provide custom TTL for counter updates".into()));
+    }
     let timestamp = match &using.timestamp {
         Some(t) => match ev.value(t, &CqlType::Bigint, "[timestamp]")? {
             Val::Set(b) => {
@@ -56,6 +62,14 @@ pub fn write_params(table: &TableMetadata, using: &UsingClause, ev: &Eval, defau
     Ok(WriteParams { timestamp, ttl, now })
 }
 
+/// A term as Cassandra shows it in messages: literals as written, markers as `?`.
+fn term_text(t: &Term) -> String {
+    match t {
+        Term::Constant(c) => sibyl_cql::constant_text(c),
+        _ => "?".into(),
+    }
+}
+
 fn undefined(table: &TableMetadata, c: &str) -> Error {
     Error::Invalid(format!("Undefined column name {c} in table {}.{}", table.keyspace, table.name))
 }
@@ -76,9 +90,61 @@ fn check_key_size(key: &Bytes) -> Result<()> {
 
 /// INSERT: one mutation (row with primary key liveness).
 pub fn insert(table: &Arc<TableMetadata>, ins: &Insert, ev: &Eval, default_ts: i64, now: i32) -> Result<Vec<Mutation>> {
-    if ins.json.is_some() {
-        return Err(Error::Invalid("INSERT JSON is not supported yet".into()));
+    let wp = write_params(table, &ins.using, ev, default_ts, now)?;
+    let Some(json) = &ins.json else { return insert_values(table, ins, ev, wp, now) };
+    // INSERT JSON: every column gets the document's value, or null (or is
+    // left unset with DEFAULT UNSET) when the document does not name it
+    let text = match ev.value(json, &CqlType::Text, "[json]")? {
+        Val::Set(b) => String::from_utf8_lossy(&b).into_owned(),
+        _ => return Err(Error::Invalid("Got null for INSERT JSON values".into())),
+    };
+    let values = json_values(table, &text, ins.json_default_unset)?;
+    let columns: Vec<String> = table.columns.iter().map(|c| c.name.clone()).collect();
+    let markers = (0..columns.len()).map(|index| Term::Bind(sibyl_cql::BindMarker { index, name: None })).collect();
+    let synthetic = Insert { columns, values: markers, json: None, ..ins.clone() };
+    let bound = crate::terms::Bindings { values: &values };
+    insert_values(table, &synthetic, &Eval { bindings: &bound }, wp, now)
+}
+
+/// The values of an INSERT JSON document, one per table column in order.
+fn json_values(table: &TableMetadata, text: &str, default_unset: bool) -> Result<Vec<sibyl_protocol::Value>> {
+    use sibyl_types::json::{unquote_identifier, Json};
+    let doc = Json::parse(text).map_err(|e| Error::Invalid(format!("Could not decode JSON string as a map: {e}. (String was: {text})")))?;
+    let Json::Object(members) = doc else {
+        return Err(Error::Invalid(format!("Could not decode JSON string as a map: expected an object. (String was: {text})")));
+    };
+    let absent = if default_unset { sibyl_protocol::Value::Unset } else { sibyl_protocol::Value::Null };
+    let mut values = vec![absent; table.columns.len()];
+    for (name, j) in &members {
+        let col = unquote_identifier(name);
+        let i = table.column_index(&col).ok_or_else(|| Error::Invalid(format!("JSON values map contains unrecognized column: {col}")))?;
+        let c = &table.columns[i];
+        values[i] = match j {
+            Json::Null => sibyl_protocol::Value::Null,
+            j => {
+                let j = match (j, c.typ.unfrozen()) {
+                    // a collection, tuple or UDT may come as a string holding its JSON
+                    (Json::String(s), CqlType::List(_) | CqlType::Set(_) | CqlType::Map(..) | CqlType::Tuple(_) | CqlType::Udt(_)) => {
+                        Json::parse(s).map_err(|e| Error::Invalid(format!("Error decoding JSON value for {}: Error decoding JSON string: {e}", c.name)))?
+                    }
+                    _ => j.clone(),
+                };
+                let v = c.typ.from_json(&j).map_err(|e| Error::Invalid(format!("Error decoding JSON value for {}: {e}", c.name)))?;
+                sibyl_protocol::Value::Set(v)
+            }
+        };
     }
+    for c in table.partition_key().iter().chain(table.clustering().iter()) {
+        let i = table.column_index(&c.name).unwrap_or(0);
+        if !matches!(values[i], sibyl_protocol::Value::Set(_)) {
+            return Err(Error::Invalid(format!("Invalid null value in condition for column {}", c.name)));
+        }
+    }
+    Ok(values)
+}
+
+/// INSERT with columns and values.
+fn insert_values(table: &Arc<TableMetadata>, ins: &Insert, ev: &Eval, wp: WriteParams, now: i32) -> Result<Vec<Mutation>> {
     if ins.columns.len() != ins.values.len() {
         return Err(Error::Invalid("Unmatched column names/values".into()));
     }
@@ -91,7 +157,6 @@ pub fn insert(table: &Arc<TableMetadata>, ins: &Insert, ev: &Eval, default_ts: i
             return Err(undefined(table, c));
         }
     }
-    let wp = write_params(table, &ins.using, ev, default_ts, now)?;
     let find = |name: &str| ins.columns.iter().position(|c| c == name);
     let mut pk = Vec::new();
     let mut missing = Vec::new();
@@ -264,7 +329,40 @@ fn apply_assignment(
     let name = col.name.as_str();
     let t = &col.typ;
     if t.is_counter() {
-        return Err(Error::Invalid("Counter updates are not supported yet".into()));
+        let (term, negate) = match op {
+            AssignOp::Append(term) => (term, false),
+            AssignOp::Remove(term) => (term, true),
+            AssignOp::Set(_) => {
+                return Err(Error::Invalid(format!("Cannot set the value of counter column {name} (counters can only be incremented/decremented, not set)")))
+            }
+            AssignOp::Prepend(term) => {
+                // Cassandra's own rendering of `c = 5 + c` on a counter
+                return Err(Error::Invalid(format!("Invalid operation ({name} = {} - {name}) for non list column {name}", term_text(term))));
+            }
+        };
+        let delta = match ev.value(term, t, name)? {
+            Val::Unset => return Ok(()),
+            Val::Null => return Err(Error::Invalid("Invalid null value for counter increment/decrement".into())),
+            Val::Set(b) => {
+                let a: [u8; 8] = b.as_ref().try_into().map_err(|_| Error::Invalid(format!("Invalid counter increment for {name}")))?;
+                let d = i64::from_be_bytes(a);
+                if negate {
+                    if d == i64::MIN {
+                        return Err(Error::Invalid("The negation of -9223372036854775808 overflows supported counter precision (signed 8 bytes integer)".into()));
+                    }
+                    -d
+                } else {
+                    d
+                }
+            }
+        };
+        let prior = match row.cells.get(name) {
+            Some(ColumnData::Counter(c)) => c.value.as_deref().and_then(sibyl_storage::counter::as_delta).unwrap_or(0),
+            _ => 0,
+        };
+        let cell = Cell::live(wp.timestamp, sibyl_storage::counter::delta(prior.wrapping_add(delta)));
+        row.cells.insert(name.into(), ColumnData::Counter(cell));
+        return Ok(());
     }
     match (target, op) {
         (ColumnTarget::Column(_), AssignOp::Set(term)) => {
@@ -275,14 +373,14 @@ fn apply_assignment(
         }
         (ColumnTarget::Column(_), AssignOp::Append(term)) | (ColumnTarget::Column(_), AssignOp::Prepend(term)) => {
             if !t.is_multi_cell() {
-                return Err(Error::Invalid(format!("Invalid operation ({name} = {name} + ?) for non counter column {name}")));
+                return Err(Error::Invalid(format!("Invalid operation ({name} = {name} + {}) for non counter column {name}", term_text(term))));
             }
             let v = ev.value(term, t, name)?;
             let Val::Set(b) = v else { return Ok(()) };
             let mut cells = collection_cells(t, &b, wp).map_err(Error::Invalid)?;
             if matches!(op, AssignOp::Prepend(_)) {
                 if !matches!(t, CqlType::List(_)) {
-                    return Err(Error::Invalid(format!("Invalid operation ({name} = ? + {name}) for non list column {name}")));
+                    return Err(Error::Invalid(format!("Invalid operation ({name} = {} + {name}) for non list column {name}", term_text(term))));
                 }
                 // prepended elements sort before every existing one: timeuuids from the distant past
                 let elems: Vec<Cell> = cells.into_values().collect();
@@ -302,7 +400,7 @@ fn apply_assignment(
         }
         (ColumnTarget::Column(_), AssignOp::Remove(term)) => {
             if !t.is_multi_cell() {
-                return Err(Error::Invalid(format!("Invalid operation ({name} = {name} - ?) for non counter column {name}")));
+                return Err(Error::Invalid(format!("Invalid operation ({name} = {name} - {}) for non counter column {name}", term_text(term))));
             }
             let rt = match t {
                 CqlType::Map(k, _) => CqlType::Set(k.clone()),
@@ -465,6 +563,8 @@ pub fn delete(
                         ColumnTarget::Column(_) => {
                             if col.typ.is_multi_cell() {
                                 row.cells.insert(name.clone(), ColumnData::Complex { deletion, cells: BTreeMap::new() });
+                            } else if col.typ.is_counter() {
+                                row.cells.insert(name.clone(), ColumnData::Counter(wp.tombstone()));
                             } else {
                                 row.cells.insert(name.clone(), ColumnData::Simple(wp.tombstone()));
                             }

@@ -491,6 +491,9 @@ impl QueryProcessor {
             .timestamp,
             None => default_ts,
         };
+        if b.using.timestamp.is_some() && b.batch_type == BatchType::Counter {
+            return Err(Error::Invalid("Cannot provide custom timestamp for counter BATCH".into()));
+        }
         let conditional = b.statements.iter().any(has_conditions);
         let _guard = if conditional { Some(self.lwt_lock.lock().await) } else { None };
         let mut all: Vec<Mutation> = Vec::new();
@@ -536,12 +539,11 @@ impl QueryProcessor {
         let size: usize = mutations.iter().map(|m| m.update.estimated_size()).sum();
         for m in &mutations {
             if let Some(t) = schema.table_by_id(m.table_id) {
-                if t.is_counter != (batch_type == BatchType::Counter) {
-                    return Err(Error::Invalid(if t.is_counter {
-                        "Cannot include a counter statement in a non-counter batch".into()
-                    } else {
-                        "Cannot include non-counter statement in a counter batch".into()
-                    }));
+                if t.is_counter && batch_type == BatchType::Logged {
+                    return Err(Error::Invalid("Cannot include a counter statement in a logged batch".into()));
+                }
+                if !t.is_counter && batch_type == BatchType::Counter {
+                    return Err(Error::Invalid("Cannot include non-counter statement in a counter batch".into()));
                 }
             }
         }
@@ -609,6 +611,13 @@ impl QueryProcessor {
             _ => return Ok(None),
         };
         let t = self.table(name, client, opts.keyspace.as_deref())?;
+        if t.is_counter {
+            return Err(Error::Invalid(if matches!(cond, Conditions::Columns(_)) {
+                "Conditions on counters are not supported".into()
+            } else {
+                "Conditional updates are not supported on counter tables".into()
+            }));
+        }
         if matches!(st, Statement::Insert(i) if i.using.timestamp.is_some())
             || matches!(st, Statement::Update(u) if u.using.timestamp.is_some())
             || matches!(st, Statement::Delete(d) if d.using.timestamp.is_some())
@@ -1063,7 +1072,22 @@ fn parse_type(s: &str, ks: &KeyspaceMetadata) -> Result<CqlType> {
             _ => Error::Invalid(m),
         }
     })?;
+    if let CqlType::List(e) | CqlType::Set(e) | CqlType::Map(_, e) = t.unfrozen() {
+        if contains_counter(e) || matches!(t.unfrozen(), CqlType::Map(k, _) if contains_counter(k)) {
+            return Err(Error::Invalid(format!("Counters are not allowed inside collections: {t}")));
+        }
+    }
     Ok(freeze_tuples(t))
+}
+
+fn contains_counter(t: &CqlType) -> bool {
+    match t.unfrozen() {
+        CqlType::Counter => true,
+        CqlType::List(e) | CqlType::Set(e) | CqlType::Vector(e, _) => contains_counter(e),
+        CqlType::Map(k, v) => contains_counter(k) || contains_counter(v),
+        CqlType::Tuple(ts) => ts.iter().any(contains_counter),
+        _ => false,
+    }
 }
 
 /// Tuples are always frozen in Cassandra.
@@ -1199,8 +1223,12 @@ fn alter_table(t: &TableMetadata, op: &AlterTableOp, ks: &KeyspaceMetadata) -> R
                         )));
                     }
                 }
-                if nt.is_counter != typ.is_counter() && nt.regular_and_static().len() > 0 {
-                    return Err(Error::Invalid("Cannot mix counter and non counter columns in the same table".into()));
+                if nt.is_counter != typ.is_counter() && !nt.regular_and_static().is_empty() {
+                    return Err(Error::Config(if nt.is_counter {
+                        format!("{}.{}: Cannot have a non counter column (\"{}\") in a counter table", nt.keyspace, nt.name, c.name)
+                    } else {
+                        format!("{}.{}: Cannot have a counter column (\"{}\") in a non counter table", nt.keyspace, nt.name, c.name)
+                    }));
                 }
                 nt.columns.push(ColumnMetadata {
                     name: c.name.clone(),

@@ -31,6 +31,31 @@ pub enum Out {
     Const(Option<Bytes>),
     /// `floor(timestamp_column, duration)`: the start of the time bucket (millis per bucket).
     Floor(usize, i64),
+    /// Any other per-row expression: function calls, casts, arithmetic, fields.
+    Expr(Expr),
+}
+
+/// A per-row selector expression, resolved against the argument types.
+#[derive(Debug, Clone)]
+pub enum Expr {
+    Column(usize),
+    WriteTime(usize),
+    Ttl(usize),
+    Token,
+    Const(Option<Bytes>),
+    /// `toJson(x)` of a value of the given type.
+    ToJson(Box<Expr>, CqlType),
+    /// `toDate`, `toTimestamp`, `toUnixTimestamp` of a value of the given type.
+    TimeConversion(&'static str, Box<Expr>, CqlType),
+    /// `CAST(x AS to)` from the given type.
+    Cast(Box<Expr>, CqlType, CqlType),
+    /// `typeAsBlob(x)` is the value itself; `blobAsType(x)` checks it is valid.
+    BlobAs(Box<Expr>, CqlType),
+    Arith(char, Box<Expr>, CqlType, Box<Expr>, CqlType),
+    /// Field `i` of a UDT value.
+    Field(Box<Expr>, usize),
+    /// A function of no argument evaluated per row (`now()`, `uuid()`, ...).
+    Nullary(String),
 }
 
 impl Out {
@@ -47,6 +72,8 @@ pub struct Selection {
     pub aggregate: bool,
     /// The statement has GROUP BY.
     pub grouped: bool,
+    /// SELECT JSON: the selected columns, folded into the one `[json]` column.
+    pub json: Option<Vec<ColumnSpec>>,
 }
 
 fn undefined(table: &TableMetadata, c: &str) -> Error {
@@ -55,6 +82,45 @@ fn undefined(table: &TableMetadata, c: &str) -> Error {
 
 /// Builds the selection (also used for PREPARE's result metadata).
 pub fn selection(table: &TableMetadata, sel: &Select) -> Result<Selection> {
+    let mut s = selection_of(table, sel)?;
+    if sel.json {
+        let json = ColumnSpec { keyspace: table.keyspace.clone(), table: table.name.clone(), name: "[json]".into(), typ: CqlType::Text };
+        s.json = Some(std::mem::replace(&mut s.columns, vec![json]));
+    }
+    Ok(s)
+}
+
+/// A selected column's name as a JSON key: column names that need quoting in
+/// CQL are quoted (`"\"Caps\""`), function names are not.
+fn json_key(name: &str) -> String {
+    let plain = name.chars().next().is_some_and(|c| c.is_ascii_lowercase()) && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    let special = name.contains('(') || name.contains(' ');
+    if plain || special {
+        name.to_string()
+    } else {
+        format!("\"{}\"", name.replace('"', "\"\""))
+    }
+}
+
+/// One result row as the text of a JSON object (Cassandra's `Selection.rowToJson`).
+fn row_to_json(columns: &[ColumnSpec], row: &[Option<Bytes>]) -> Bytes {
+    let mut out = String::from("{");
+    for (i, (c, v)) in columns.iter().zip(row).enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(&sibyl_types::json_string(&json_key(&c.name)));
+        out.push_str(": ");
+        match v {
+            Some(v) => out.push_str(&c.typ.to_json(v)),
+            None => out.push_str("null"),
+        }
+    }
+    out.push('}');
+    Bytes::from(out)
+}
+
+fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
     let spec = |name: String, typ: CqlType| ColumnSpec { keyspace: table.keyspace.clone(), table: table.name.clone(), name, typ };
     let mut columns = Vec::new();
     let mut outs = Vec::new();
@@ -66,7 +132,7 @@ pub fn selection(table: &TableMetadata, sel: &Select) -> Result<Selection> {
             columns.push(spec(c.name.clone(), c.typ.clone()));
             outs.push(Out::Column(i));
         }
-        return Ok(Selection { columns, outs, aggregate: false, grouped: !sel.group_by.is_empty() });
+        return Ok(Selection { columns, outs, aggregate: false, grouped: !sel.group_by.is_empty(), json: None });
     }
     for item in &sel.selectors {
         let (default_name, typ, out) = match &item.selector {
@@ -106,6 +172,13 @@ pub fn selection(table: &TableMetadata, sel: &Select) -> Result<Selection> {
                     let millis = bucket_millis(&text)?;
                     columns.push(spec(item.alias.clone().unwrap_or(format!("system.floor({c}, {text})")), CqlType::Timestamp));
                     outs.push(Out::Floor(i, millis));
+                    continue;
+                }
+                let plain = matches!(lname, "token" | "count" | "min" | "max" | "sum" | "avg");
+                if !plain {
+                    let (n, t, e) = expr(table, &item.selector)?;
+                    columns.push(spec(item.alias.clone().unwrap_or(n), t));
+                    outs.push(Out::Expr(e));
                     continue;
                 }
                 let arg_cols: Vec<String> = args
@@ -148,19 +221,18 @@ pub fn selection(table: &TableMetadata, sel: &Select) -> Result<Selection> {
                             _ => unreachable_out(),
                         }
                     }
-                    other => return Err(Error::Invalid(format!("Unknown function '{other}'"))),
+                    _ => {
+                        let (n, t, e) = expr(table, &item.selector)?;
+                        (n, t, Out::Expr(e))
+                    }
                 }
             }
+            Selector::Cast { .. } | Selector::Arith { .. } | Selector::Field { .. } => {
+                let (n, t, e) = expr(table, &item.selector)?;
+                (n, t, Out::Expr(e))
+            }
             Selector::Term(Term::Constant(c)) => {
-                let t = match c {
-                    sibyl_types::Constant::Integer(_) => CqlType::Int,
-                    sibyl_types::Constant::Float(_) => CqlType::Double,
-                    sibyl_types::Constant::Boolean(_) => CqlType::Boolean,
-                    sibyl_types::Constant::Uuid(_) => CqlType::Uuid,
-                    sibyl_types::Constant::Hex(_) => CqlType::Blob,
-                    sibyl_types::Constant::Duration(_) => CqlType::Duration,
-                    sibyl_types::Constant::String(_) => CqlType::Text,
-                };
+                let t = constant_type(c);
                 let v = crate::terms::constant_value(c, &t, "selection")?;
                 (sibyl_cql::constant_text(c), t, Out::Const(Some(v)))
             }
@@ -173,7 +245,168 @@ pub fn selection(table: &TableMetadata, sel: &Select) -> Result<Selection> {
     if aggregate && outs.iter().any(|o| matches!(o, Out::WriteTime(_) | Out::Ttl(_))) {
         return Err(Error::Invalid("Cannot mix aggregate and writetime/ttl selectors".into()));
     }
-    Ok(Selection { columns, outs, aggregate, grouped: !sel.group_by.is_empty() })
+    Ok(Selection { columns, outs, aggregate, grouped: !sel.group_by.is_empty(), json: None })
+}
+
+/// The type a constant selector takes on its own.
+fn constant_type(c: &sibyl_types::Constant) -> CqlType {
+    match c {
+        sibyl_types::Constant::Integer(_) => CqlType::Int,
+        sibyl_types::Constant::Float(_) => CqlType::Double,
+        sibyl_types::Constant::Boolean(_) => CqlType::Boolean,
+        sibyl_types::Constant::Uuid(_) => CqlType::Uuid,
+        sibyl_types::Constant::Hex(_) => CqlType::Blob,
+        sibyl_types::Constant::Duration(_) => CqlType::Duration,
+        sibyl_types::Constant::String(_) => CqlType::Text,
+    }
+}
+
+/// Resolves a selector into an expression: its default column name, type and tree.
+fn expr(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, Expr)> {
+    match s {
+        Selector::Column(c) => {
+            let i = table.column_index(c).ok_or_else(|| undefined(table, c))?;
+            Ok((c.clone(), table.columns[i].typ.clone(), Expr::Column(i)))
+        }
+        Selector::WriteTime(c) | Selector::Ttl(c) => {
+            let i = table.column_index(c).ok_or_else(|| undefined(table, c))?;
+            Ok(if matches!(s, Selector::WriteTime(_)) {
+                (format!("writetime({c})"), CqlType::Bigint, Expr::WriteTime(i))
+            } else {
+                (format!("ttl({c})"), CqlType::Int, Expr::Ttl(i))
+            })
+        }
+        Selector::Term(Term::Constant(c)) => {
+            let t = constant_type(c);
+            let v = crate::terms::constant_value(c, &t, "selection")?;
+            Ok((sibyl_cql::constant_text(c), t, Expr::Const(Some(v))))
+        }
+        Selector::Term(Term::Null) => Ok(("null".into(), CqlType::Blob, Expr::Const(None))),
+        Selector::Cast { selector, typ } => {
+            let (n, from, e) = expr(table, selector)?;
+            let to = CqlType::parse(typ, &|_| None).map_err(|e| Error::Invalid(e.to_string()))?;
+            if !crate::functions::cast_supported(&from, &to) {
+                return Err(Error::Invalid(format!("{from} cannot be cast to {to}")));
+            }
+            Ok((format!("cast({n} as {})", typ.to_lowercase()), to.clone(), Expr::Cast(Box::new(e), from, to)))
+        }
+        Selector::Arith { op, lhs, rhs } => {
+            let (ln, lt, le) = expr(table, lhs)?;
+            let (rn, rt, re) = expr(table, rhs)?;
+            let t = crate::functions::arithmetic_type(&lt, &rt)
+                .ok_or_else(|| Error::Invalid(format!("the '{op}' operation is not supported between {ln} and {rn}")))?;
+            Ok((format!("{ln} {op} {rn}"), t, Expr::Arith(*op, Box::new(le), lt, Box::new(re), rt)))
+        }
+        Selector::Field { selector, field } => {
+            let (n, t, e) = expr(table, selector)?;
+            let CqlType::Udt(u) = t.unfrozen() else {
+                return Err(Error::Invalid(format!("Invalid field selection: {n} of type {t} is not a user type")));
+            };
+            let i = u.fields.iter().position(|(f, _)| f == field).ok_or_else(|| Error::Invalid(format!("{t} has no field {field}")))?;
+            Ok((format!("{n}.{field}"), u.fields[i].1.clone(), Expr::Field(Box::new(e), i)))
+        }
+        Selector::Function { name, args } => {
+            let lname = name.strip_prefix("system.").unwrap_or(name).to_string();
+            let resolved: Vec<(String, CqlType, Expr)> = args.iter().map(|a| expr(table, a)).collect::<Result<_>>()?;
+            let names: Vec<&str> = resolved.iter().map(|(n, _, _)| n.as_str()).collect();
+            let fname = format!("system.{lname}({})", names.join(", "));
+            let arity = |n: usize| -> Result<()> {
+                if resolved.len() != n {
+                    return Err(Error::Invalid(format!(
+                        "Invalid number of arguments in call to function system.{lname}: {n} required but {} provided",
+                        resolved.len()
+                    )));
+                }
+                Ok(())
+            };
+            let mut it = resolved.clone().into_iter();
+            match lname.as_str() {
+                "tojson" => {
+                    if resolved.len() != 1 {
+                        return Err(Error::Invalid("Invalid number of arguments for function system.tojson(any)".into()));
+                    }
+                    let (_, t, e) = it.next().ok_or_else(|| Error::Invalid("toJson needs an argument".into()))?;
+                    Ok((fname, CqlType::Text, Expr::ToJson(Box::new(e), t)))
+                }
+                "fromjson" => Err(Error::Invalid("fromjson() cannot be used in the selection clause of a SELECT statement".into())),
+                "todate" | "totimestamp" | "tounixtimestamp" => {
+                    arity(1)?;
+                    let (_, t, e) = it.next().ok_or_else(|| Error::Invalid(format!("{lname} needs an argument")))?;
+                    if !crate::functions::time_conversion_accepts(&lname, &t) {
+                        return Err(Error::Invalid(format!("Type error: {} cannot be passed as argument 0 of function system.{lname} of type timeuuid", names[0])));
+                    }
+                    let (key, rt): (&'static str, CqlType) = match lname.as_str() {
+                        "todate" => ("todate", CqlType::Date),
+                        "totimestamp" => ("totimestamp", CqlType::Timestamp),
+                        _ => ("tounixtimestamp", CqlType::Bigint),
+                    };
+                    Ok((fname, rt, Expr::TimeConversion(key, Box::new(e), t)))
+                }
+                "now" | "currenttimeuuid" | "uuid" | "currenttimestamp" | "currentdate" | "currenttime" => {
+                    arity(0)?;
+                    let ev = crate::terms::Eval { bindings: &crate::terms::Bindings { values: &[] } };
+                    let (t, _) = ev.call(&lname, &[])?;
+                    Ok((fname, t, Expr::Nullary(lname)))
+                }
+                _ => {
+                    if let Some(tname) = lname.strip_suffix("asblob") {
+                        arity(1)?;
+                        let (_, _, e) = it.next().ok_or_else(|| Error::Invalid(format!("{lname} needs an argument")))?;
+                        CqlType::parse(tname, &|_| None).map_err(|_| Error::Invalid(format!("Unknown function '{lname}'")))?;
+                        return Ok((fname, CqlType::Blob, Expr::BlobAs(Box::new(e), CqlType::Blob)));
+                    }
+                    if let Some(tname) = lname.strip_prefix("blobas") {
+                        arity(1)?;
+                        let (_, _, e) = it.next().ok_or_else(|| Error::Invalid(format!("{lname} needs an argument")))?;
+                        let t = CqlType::parse(tname, &|_| None).map_err(|_| Error::Invalid(format!("Unknown function '{lname}'")))?;
+                        return Ok((fname, t.clone(), Expr::BlobAs(Box::new(e), t)));
+                    }
+                    Err(Error::Invalid(format!("Unknown function '{lname}'")))
+                }
+            }
+        }
+        other => Err(Error::Invalid(format!("Selector {other:?} is not supported here"))),
+    }
+}
+
+/// Evaluates an expression against one row.
+fn eval(e: &Expr, cell: &dyn Fn(usize) -> Option<Bytes>, meta: &dyn Fn(&Expr) -> Option<Bytes>) -> Result<Option<Bytes>> {
+    Ok(match e {
+        Expr::Column(i) => cell(*i),
+        Expr::WriteTime(_) | Expr::Ttl(_) | Expr::Token => meta(e),
+        Expr::Const(v) => v.clone(),
+        Expr::ToJson(x, t) => {
+            let v = eval(x, cell, meta)?;
+            Some(Bytes::from(v.map_or_else(|| "null".to_string(), |v| t.to_json(&v))))
+        }
+        Expr::TimeConversion(name, x, t) => match eval(x, cell, meta)? {
+            Some(v) => Some(crate::functions::time_conversion(name, t, &v)?.1),
+            None => None,
+        },
+        Expr::Cast(x, from, to) => match eval(x, cell, meta)? {
+            Some(v) => Some(crate::functions::cast(from, to, &v)?),
+            None => None,
+        },
+        Expr::BlobAs(x, t) => {
+            let v = eval(x, cell, meta)?;
+            if let Some(b) = &v {
+                t.validate(b).map_err(|e| Error::Invalid(e.to_string()))?;
+            }
+            v
+        }
+        Expr::Arith(op, a, ta, b, tb) => {
+            let (x, y) = (eval(a, cell, meta)?, eval(b, cell, meta)?);
+            crate::functions::arithmetic(*op, ta, x.as_ref(), tb, y.as_ref())?
+        }
+        Expr::Field(x, i) => match eval(x, cell, meta)? {
+            Some(v) => sibyl_types::value::deserialize_tuple(&v).ok().and_then(|f| f.get(*i).cloned().flatten()),
+            None => None,
+        },
+        Expr::Nullary(name) => {
+            let ev = crate::terms::Eval { bindings: &crate::terms::Bindings { values: &[] } };
+            ev.call(name, &[])?.1.bytes().cloned()
+        }
+    })
 }
 
 /// Cassandra's answer to floor() on a type it has no signature for.
@@ -297,7 +530,26 @@ struct Agg {
 }
 
 /// Executes a SELECT against a table's store.
+#[allow(clippy::too_many_arguments)]
 pub fn execute(
+    table: &Arc<TableMetadata>,
+    cfs: &ColumnFamilyStore,
+    stmt: &Select,
+    sel: &Selection,
+    ev: &Eval,
+    page_size: Option<i32>,
+    paging_state: Option<&Bytes>,
+    now: i32,
+) -> Result<SelectResult> {
+    let mut r = execute_rows(table, cfs, stmt, sel, ev, page_size, paging_state, now)?;
+    if let Some(columns) = &sel.json {
+        r.rows = r.rows.iter().map(|row| vec![Some(row_to_json(columns, row))]).collect();
+    }
+    Ok(r)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn execute_rows(
     table: &Arc<TableMetadata>,
     cfs: &ColumnFamilyStore,
     stmt: &Select,
@@ -513,7 +765,7 @@ pub fn execute(
             if !row_passes(table, &r, &pk_values, None, part.static_row.as_ref(), None, now) {
                 continue;
             }
-            let row = build_row(table, sel, &pk_values, None, part.static_row.as_ref(), None, &key, now);
+            let row = build_row(table, sel, &pk_values, None, part.static_row.as_ref(), None, &key, now)?;
             if grouped {
                 let gk: Vec<Bytes> = pk_values.iter().take(group_len).cloned().collect();
                 next_group(sel, table, &mut group, gk, &mut out, &mut agg);
@@ -551,7 +803,7 @@ pub fn execute(
             if !row_passes(table, &r, &pk_values, Some(&ck.values), static_row.as_ref(), Some(&row), now) {
                 continue;
             }
-            let built = build_row(table, sel, &pk_values, Some(&ck.values), static_row.as_ref(), Some(&row), &key, now);
+            let built = build_row(table, sel, &pk_values, Some(&ck.values), static_row.as_ref(), Some(&row), &key, now)?;
             if grouped {
                 let mut gk: Vec<Bytes> = pk_values.iter().chain(ck.values.iter()).take(group_len).cloned().collect();
                 if let (Some(millis), Some(last)) = (floor_millis, gk.last_mut()) {
@@ -622,25 +874,37 @@ fn build_row(
     row: Option<&Row>,
     key: &DecoratedKey,
     now: i32,
-) -> Vec<Option<Bytes>> {
+) -> Result<Vec<Option<Bytes>>> {
+    let cell = |i: usize| cell_of(table, i, pk, ck, srow, row, now);
+    let meta = |e: &Expr| -> Option<Bytes> {
+        let (i, wt) = match e {
+            Expr::WriteTime(i) => (*i, true),
+            Expr::Ttl(i) => (*i, false),
+            Expr::Token => return Some(Bytes::copy_from_slice(&key.token.to_be_bytes())),
+            _ => return None,
+        };
+        let col = &table.columns[i];
+        let r = if col.kind == ColumnKind::Static { srow } else { row };
+        let c = r.and_then(|r| simple_cell(r, &col.name)).filter(|c| c.is_live(now))?;
+        if wt {
+            Some(Bytes::copy_from_slice(&c.timestamp.to_be_bytes()))
+        } else {
+            c.remaining_ttl(now).map(|t| Bytes::copy_from_slice(&t.to_be_bytes()))
+        }
+    };
     sel.outs
         .iter()
-        .map(|o| match o {
-            Out::Column(i) | Out::Count(i) | Out::Min(i) | Out::Max(i) | Out::Sum(i) | Out::Avg(i) => cell_of(table, *i, pk, ck, srow, row, now),
-            Out::WriteTime(i) | Out::Ttl(i) => {
-                let col = &table.columns[*i];
-                let r = if col.kind == ColumnKind::Static { srow } else { row };
-                let cell = r.and_then(|r| simple_cell(r, &col.name)).filter(|c| c.is_live(now));
-                match (o, cell) {
-                    (Out::WriteTime(_), Some(c)) => Some(Bytes::copy_from_slice(&c.timestamp.to_be_bytes())),
-                    (Out::Ttl(_), Some(c)) => c.remaining_ttl(now).map(|t| Bytes::copy_from_slice(&t.to_be_bytes())),
-                    _ => None,
-                }
-            }
-            Out::Token => Some(Bytes::copy_from_slice(&key.token.to_be_bytes())),
-            Out::Floor(i, millis) => cell_of(table, *i, pk, ck, srow, row, now).and_then(|v| floor_timestamp(&v, *millis)),
-            Out::CountRows => None,
-            Out::Const(v) => v.clone(),
+        .map(|o| {
+            Ok(match o {
+                Out::Column(i) | Out::Count(i) | Out::Min(i) | Out::Max(i) | Out::Sum(i) | Out::Avg(i) => cell(*i),
+                Out::WriteTime(i) => meta(&Expr::WriteTime(*i)),
+                Out::Ttl(i) => meta(&Expr::Ttl(*i)),
+                Out::Token => meta(&Expr::Token),
+                Out::Floor(i, millis) => cell(*i).and_then(|v| floor_timestamp(&v, *millis)),
+                Out::CountRows => None,
+                Out::Const(v) => v.clone(),
+                Out::Expr(e) => eval(e, &cell, &meta)?,
+            })
         })
         .collect()
 }

@@ -124,7 +124,7 @@ impl<'a> Eval<'a> {
                                 _ => return Err(Error::Invalid("null is not supported inside vectors".into())),
                             }
                         }
-                        return Ok(Val::Set(serialize_vector(e, &out)));
+                        return Ok(Val::Set(sibyl_types::serialize_vector(e, &out)));
                     }
                     CqlType::Map(_, _) if items.is_empty() => return Ok(Val::Set(value::serialize_map(&[]))),
                     _ => {
@@ -206,6 +206,29 @@ impl<'a> Eval<'a> {
                     }
                 }
                 Ok(Val::Set(value::serialize_tuple(&out)))
+            }
+            Term::Function { name, args } if name.to_lowercase().trim_start_matches("system.") == "fromjson" => {
+                if args.len() != 1 {
+                    return Err(Error::Invalid("Invalid number of arguments for function system.fromjson(text)".into()));
+                }
+                let failure = |message: String| Error::FunctionFailure {
+                    keyspace: "system".into(),
+                    function: "fromjson".into(),
+                    arg_types: vec!["text".into()],
+                    message,
+                };
+                match self.value(&args[0], &CqlType::Text, receiver)? {
+                    Val::Set(b) => {
+                        let text = String::from_utf8_lossy(&b).into_owned();
+                        let j = sibyl_types::json::Json::parse(&text)
+                            .map_err(|e| failure(format!("execution of 'system.fromjson[text]' failed: Could not decode JSON string '{text}': {e}")))?;
+                        if j == sibyl_types::json::Json::Null {
+                            return Ok(Val::Null);
+                        }
+                        t.from_json(&j).map(Val::Set).map_err(|e| failure(format!("org.apache.cassandra.serializers.MarshalException: {e}")))
+                    }
+                    other => Ok(if other == Val::Unset { Val::Unset } else { Val::Null }),
+                }
             }
             Term::Function { name, args } => {
                 let (rt, v) = self.call(name, args)?;
@@ -384,15 +407,3 @@ fn negate(t: &CqlType, b: &[u8]) -> Result<Bytes> {
     Ok(Bytes::from(out))
 }
 
-/// Serializes a vector: fixed-size elements concatenated, variable-size ones with a vint length.
-fn serialize_vector(elem: &CqlType, items: &[Bytes]) -> Bytes {
-    let fixed = matches!(elem.unfrozen(), CqlType::Float | CqlType::Int | CqlType::Bigint | CqlType::Double | CqlType::Boolean | CqlType::Uuid | CqlType::Timeuuid | CqlType::Timestamp);
-    let mut out = Vec::new();
-    for it in items {
-        if !fixed {
-            value::write_unsigned_vint(&mut out, it.len() as u64);
-        }
-        out.extend_from_slice(it);
-    }
-    Bytes::from(out)
-}

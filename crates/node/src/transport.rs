@@ -28,6 +28,9 @@ pub fn error_response(e: &Error) -> ErrorResponse {
         Error::Syntax(_) => ErrorKind::SyntaxError,
         Error::Invalid(_) => ErrorKind::Invalid,
         Error::Config(_) => ErrorKind::ConfigError,
+        Error::FunctionFailure { keyspace, function, arg_types, .. } => {
+            ErrorKind::FunctionFailure { keyspace: keyspace.clone(), function: function.clone(), arg_types: arg_types.clone() }
+        }
         Error::AlreadyExists { keyspace, table, .. } => ErrorKind::AlreadyExists { keyspace: keyspace.clone(), table: table.clone() },
         Error::Unprepared(id) => ErrorKind::Unprepared { id: id.clone() },
         Error::Unavailable { consistency, required, alive } => {

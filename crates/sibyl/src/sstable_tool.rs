@@ -69,9 +69,10 @@ fn row_json(r: &Row, header: &SerializationHeader) -> Vec<Value> {
         .map(|(name, data)| {
             let t = header.columns.get(name.as_ref()).map(|s| parse_type(s)).unwrap_or(CqlType::Blob);
             match data {
-                ColumnData::Simple(c) => {
+                ColumnData::Simple(c) | ColumnData::Counter(c) => {
                     let mut o = json!({ "name": name.as_ref(), "tstamp": iso(c.timestamp) });
                     match &c.value {
+                        Some(v) if matches!(data, ColumnData::Counter(_)) => o["value"] = json!(sibyl_storage::counter::total(v)),
                         Some(v) => o["value"] = json!(show(&t, v)),
                         None => o["deletion_info"] = json!({ "local_delete_time": c.local_deletion_time }),
                     }

@@ -112,6 +112,23 @@ impl Cell {
             _ => a,
         }
     }
+
+    /// Cassandra's `resolveCounter`: a tombstone always wins, whatever the
+    /// timestamps; otherwise the contexts merge and the later timestamp is
+    /// kept. `None` when `a` already is the result.
+    pub fn reconcile_counter(a: &Cell, b: Cell) -> Option<Cell> {
+        match (&a.value, &b.value) {
+            (None, _) => None,
+            (Some(_), None) => Some(b),
+            (Some(x), Some(y)) => {
+                let merged = crate::counter::merge(x, y);
+                if &merged == x && a.timestamp >= b.timestamp {
+                    return None;
+                }
+                Some(Cell::live(a.timestamp.max(b.timestamp), merged))
+            }
+        }
+    }
 }
 
 /// The primary key liveness of a row written by INSERT (the "row marker").
@@ -143,6 +160,20 @@ pub enum ColumnData {
     /// one cell per element, keyed by the cell path (list: timeuuid, set:
     /// element, map: key, UDT: field index).
     Complex { deletion: DeletionTime, cells: BTreeMap<Bytes, Cell> },
+    /// A counter column: the cell's value is a counter context
+    /// ([`crate::counter`]); versions merge shard by shard instead of the
+    /// last write winning, and a tombstone always wins.
+    Counter(Cell),
+}
+
+impl ColumnData {
+    /// The cell of a simple or counter column.
+    pub fn single(&self) -> Option<&Cell> {
+        match self {
+            ColumnData::Simple(c) | ColumnData::Counter(c) => Some(c),
+            ColumnData::Complex { .. } => None,
+        }
+    }
 }
 
 /// The cells of a row by column name: a small sorted vector, since rows have
@@ -264,7 +295,7 @@ impl Row {
             }
         }
         self.cells.retain(|_, data| match data {
-            ColumnData::Simple(c) => !(del.deletes(c.timestamp) || (purge_dead && !c.is_live(now))),
+            ColumnData::Simple(c) | ColumnData::Counter(c) => !(del.deletes(c.timestamp) || (purge_dead && !c.is_live(now))),
             ColumnData::Complex { deletion, cells } => {
                 let mut cdel = del;
                 cdel.merge(deletion);
@@ -287,7 +318,7 @@ impl Row {
             return true;
         }
         self.cells.values().any(|d| match d {
-            ColumnData::Simple(c) => c.is_live(now),
+            ColumnData::Simple(c) | ColumnData::Counter(c) => c.is_live(now),
             ColumnData::Complex { cells, .. } => cells.values().any(|c| c.is_live(now)),
         })
     }
@@ -298,6 +329,11 @@ fn merge_column(existing: &mut ColumnData, other: ColumnData, now: i32) {
         (ColumnData::Simple(a), ColumnData::Simple(b)) => {
             if std::ptr::eq(Cell::reconcile(a, &b, now), &b) {
                 *a = b;
+            }
+        }
+        (ColumnData::Counter(a), ColumnData::Counter(b)) => {
+            if let Some(merged) = Cell::reconcile_counter(a, b) {
+                *a = merged;
             }
         }
         (ColumnData::Complex { deletion, cells }, ColumnData::Complex { deletion: od, cells: oc }) => {
@@ -408,7 +444,7 @@ impl Partition {
                     n.len()
                         + 80
                         + match d {
-                            ColumnData::Simple(c) => c.value.as_ref().map_or(0, |v| v.len()),
+                            ColumnData::Simple(c) | ColumnData::Counter(c) => c.value.as_ref().map_or(0, |v| v.len()),
                             ColumnData::Complex { cells, .. } => {
                                 cells.iter().map(|(p, c)| p.len() + 48 + c.value.as_ref().map_or(0, |v| v.len())).sum()
                             }
@@ -519,7 +555,7 @@ fn own_cell(c: &mut Cell) {
 fn own_row(r: &mut Row) {
     for data in r.cells.values_mut() {
         match data {
-            ColumnData::Simple(c) => own_cell(c),
+            ColumnData::Simple(c) | ColumnData::Counter(c) => own_cell(c),
             ColumnData::Complex { cells, .. } => {
                 let owned: BTreeMap<Bytes, Cell> = std::mem::take(cells)
                     .into_iter()
@@ -593,7 +629,7 @@ impl Partition {
                 }
             }
             row.cells.retain(|_, data| match data {
-                ColumnData::Simple(c) => {
+                ColumnData::Simple(c) | ColumnData::Counter(c) => {
                     c.expire(now);
                     !(c.value.is_none() && purgeable && c.local_deletion_time < gc_before)
                 }

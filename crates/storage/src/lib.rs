@@ -7,6 +7,7 @@
 pub mod clustering;
 pub mod commitlog;
 pub mod compaction;
+pub mod counter;
 pub mod data;
 pub mod memtable;
 pub mod rows;

@@ -54,6 +54,10 @@ fn put_row(out: &mut Vec<u8>, r: &Row) {
                 out.push(0);
                 put_cell(out, c);
             }
+            ColumnData::Counter(c) => {
+                out.push(2);
+                put_cell(out, c);
+            }
             ColumnData::Complex { deletion, cells } => {
                 out.push(1);
                 put_deletion(out, deletion);
@@ -201,6 +205,7 @@ fn get_row(r: &mut Reader) -> Result<Row, StorageError> {
         let name: Arc<str> = std::str::from_utf8(&name).map_err(|e| StorageError::Decode(e.to_string()))?.into();
         let data = match r.u8()? {
             0 => ColumnData::Simple(get_cell(r)?),
+            2 => ColumnData::Counter(get_cell(r)?),
             1 => {
                 let deletion = get_deletion(r)?;
                 let k = r.count()?;

@@ -174,7 +174,7 @@ fn local_deletion_times(p: &Partition) -> i32 {
         }
         for d in r.cells.values() {
             let cells: Vec<&crate::data::Cell> = match d {
-                ColumnData::Simple(c) => vec![c],
+                ColumnData::Simple(c) | ColumnData::Counter(c) => vec![c],
                 ColumnData::Complex { cells, deletion } => {
                     if !deletion.is_live() {
                         *max = (*max).max(deletion.local_deletion_time);
@@ -282,7 +282,7 @@ fn timestamps(p: &Partition, min: &mut i64, max: &mut i64) {
         }
         for d in r.cells.values() {
             match d {
-                ColumnData::Simple(c) => see(c.timestamp),
+                ColumnData::Simple(c) | ColumnData::Counter(c) => see(c.timestamp),
                 ColumnData::Complex { deletion, cells } => {
                     if !deletion.is_live() {
                         see(deletion.marked_for_delete_at);

@@ -5,11 +5,12 @@
 
 use std::sync::Arc;
 
+pub mod json;
 pub mod murmur3;
 pub mod value;
 pub mod timeuuid;
 mod marshal;
-pub use marshal::{civil_from_days, days_from_civil, from_marshal_class, parse_timestamp};
+pub use marshal::{json_string, serialize_vector, civil_from_days, days_from_civil, from_marshal_class, parse_timestamp};
 
 /// A CQL type as Cassandra knows it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

@@ -1133,6 +1133,12 @@ impl CqlType {
         }
     }
 
+    /// The value as text, as `CAST(x AS text)` renders it (Java's toString
+    /// of the value; blobs in hex).
+    pub fn to_text(&self, v: &[u8]) -> String {
+        scalar_text(self.unfrozen(), v, true).unwrap_or_else(|| hex(v))
+    }
+
     /// Cassandra's `toJson()` rendering of a value (as `AbstractType.toJSONString`).
     pub fn to_json(&self, v: &[u8]) -> String {
         let t = self.unfrozen();
@@ -1354,7 +1360,7 @@ fn java_decimal(v: &[u8]) -> Option<String> {
 }
 
 /// A JSON string literal (Jackson's escaping).
-fn json_string(s: &str) -> String {
+pub fn json_string(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {
@@ -1465,6 +1471,19 @@ fn split_vector<'a>(e: &CqlType, dim: u32, v: &'a [u8]) -> Result<Vec<&'a [u8]>,
         return Err(bad("Unexpected extraneous bytes after vector value"));
     }
     Ok(out)
+}
+
+/// A vector value from its elements: back to back when of fixed size,
+/// otherwise each prefixed by its length as an unsigned vint.
+pub fn serialize_vector(e: &CqlType, elems: &[Bytes]) -> Bytes {
+    let mut out = Vec::new();
+    for x in elems {
+        if fixed_len(e).is_none() {
+            crate::value::write_unsigned_vint(&mut out, x.len() as u64);
+        }
+        out.extend_from_slice(x);
+    }
+    Bytes::from(out)
 }
 
 /// Reads months, days and nanoseconds of a duration value.

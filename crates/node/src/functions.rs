@@ -1,0 +1,343 @@
+//! Native scalar functions on values: conversions between time types,
+//! `CAST`, arithmetic operators, `toJson`. Shared by terms (values written)
+//! and selectors (values read); both first resolve the function against the
+//! argument types, then apply it to values.
+
+use crate::error::{Error, Result};
+use bigdecimal::BigDecimal;
+use bytes::Bytes;
+use num_bigint::BigInt;
+use sibyl_types::CqlType;
+
+const DAY_MILLIS: i64 = 86_400_000;
+const DATE_EPOCH: i64 = 1 << 31;
+
+fn be8(b: &[u8]) -> Option<i64> {
+    Some(i64::from_be_bytes(b.try_into().ok()?))
+}
+
+/// Milliseconds since the epoch of a timeuuid, timestamp or date value.
+pub fn millis_of(t: &CqlType, b: &[u8]) -> Option<i64> {
+    match t.unfrozen() {
+        CqlType::Timeuuid => Some(sibyl_types::timeuuid::timeuuid_timestamp_millis(b.try_into().ok()?)),
+        CqlType::Timestamp => be8(b),
+        CqlType::Date => Some((u32::from_be_bytes(b.try_into().ok()?) as i64 - DATE_EPOCH) * DAY_MILLIS),
+        _ => None,
+    }
+}
+
+pub fn timestamp_value(millis: i64) -> Bytes {
+    Bytes::copy_from_slice(&millis.to_be_bytes())
+}
+
+pub fn date_value(millis: i64) -> Bytes {
+    Bytes::copy_from_slice(&((millis.div_euclid(DAY_MILLIS) + DATE_EPOCH) as u32).to_be_bytes())
+}
+
+/// `toDate`, `toTimestamp`, `toUnixTimestamp` of a time value.
+pub fn time_conversion(name: &str, t: &CqlType, b: &[u8]) -> Result<(CqlType, Bytes)> {
+    let millis = millis_of(t, b).ok_or_else(|| Error::Invalid(format!("Invalid argument to {name}")))?;
+    Ok(match name {
+        "totimestamp" => (CqlType::Timestamp, timestamp_value(millis)),
+        "tounixtimestamp" => (CqlType::Bigint, Bytes::copy_from_slice(&millis.to_be_bytes())),
+        _ => (CqlType::Date, date_value(millis)),
+    })
+}
+
+/// The types a time conversion accepts.
+pub fn time_conversion_accepts(name: &str, t: &CqlType) -> bool {
+    match name {
+        "todate" => matches!(t.unfrozen(), CqlType::Timeuuid | CqlType::Timestamp),
+        "totimestamp" | "tounixtimestamp" => matches!(t.unfrozen(), CqlType::Timeuuid | CqlType::Date | CqlType::Timestamp),
+        _ => false,
+    }
+}
+
+// ---------- numbers ----------
+
+/// A numeric value in the widest domain needed to compute with it.
+#[derive(Debug, Clone)]
+enum Num {
+    Int(i64),
+    Float(f64),
+    Big(BigInt),
+    Dec(BigDecimal),
+}
+
+fn rank(t: &CqlType) -> Option<u8> {
+    Some(match t.unfrozen() {
+        CqlType::Tinyint => 1,
+        CqlType::Smallint => 2,
+        CqlType::Int => 3,
+        CqlType::Bigint | CqlType::Counter => 4,
+        CqlType::Varint => 5,
+        CqlType::Float => 6,
+        CqlType::Double => 7,
+        CqlType::Decimal => 8,
+        _ => return None,
+    })
+}
+
+pub fn is_numeric(t: &CqlType) -> bool {
+    rank(t).is_some()
+}
+
+/// The result type of `a op b` (Cassandra's numeric promotion; an exact
+/// integer mixed with a floating type becomes decimal when it is a varint).
+pub fn arithmetic_type(a: &CqlType, b: &CqlType) -> Option<CqlType> {
+    let (ra, rb) = (rank(a)?, rank(b)?);
+    let floating = |r: u8| r == 6 || r == 7;
+    if (ra == 5 && floating(rb)) || (rb == 5 && floating(ra)) {
+        return Some(CqlType::Decimal);
+    }
+    let t = if ra >= rb { a.unfrozen().clone() } else { b.unfrozen().clone() };
+    Some(if t == CqlType::Counter { CqlType::Bigint } else { t })
+}
+
+fn num_of(t: &CqlType, b: &[u8]) -> Option<Num> {
+    Some(match t.unfrozen() {
+        CqlType::Tinyint => Num::Int(i8::from_be_bytes(b.try_into().ok()?) as i64),
+        CqlType::Smallint => Num::Int(i16::from_be_bytes(b.try_into().ok()?) as i64),
+        CqlType::Int => Num::Int(i32::from_be_bytes(b.try_into().ok()?) as i64),
+        CqlType::Bigint | CqlType::Counter => Num::Int(be8(b)?),
+        CqlType::Varint => Num::Big(BigInt::from_signed_bytes_be(b)),
+        CqlType::Float => Num::Float(f32::from_be_bytes(b.try_into().ok()?) as f64),
+        CqlType::Double => Num::Float(f64::from_be_bytes(b.try_into().ok()?)),
+        CqlType::Decimal => {
+            if b.len() < 4 {
+                return None;
+            }
+            let scale = i32::from_be_bytes(b[..4].try_into().ok()?);
+            Num::Dec(BigDecimal::new(BigInt::from_signed_bytes_be(&b[4..]), scale as i64))
+        }
+        _ => return None,
+    })
+}
+
+fn to_f64(n: &Num) -> f64 {
+    match n {
+        Num::Int(i) => *i as f64,
+        Num::Float(f) => *f,
+        Num::Big(b) => b.to_string().parse().unwrap_or(f64::NAN),
+        Num::Dec(d) => d.to_string().parse().unwrap_or(f64::NAN),
+    }
+}
+
+fn to_big(n: &Num) -> BigInt {
+    match n {
+        Num::Int(i) => BigInt::from(*i),
+        Num::Big(b) => b.clone(),
+        Num::Float(f) => BigInt::from(*f as i64),
+        Num::Dec(d) => d.with_scale(0).as_bigint_and_exponent().0,
+    }
+}
+
+fn to_dec(n: &Num) -> BigDecimal {
+    match n {
+        Num::Int(i) => BigDecimal::from(*i),
+        Num::Big(b) => BigDecimal::from(b.clone()),
+        Num::Float(f) => f.to_string().parse().unwrap_or_default(),
+        Num::Dec(d) => d.clone(),
+    }
+}
+
+fn to_i64(n: &Num) -> i64 {
+    match n {
+        Num::Int(i) => *i,
+        Num::Float(f) => *f as i64,
+        Num::Big(b) => {
+            let bytes = b.to_signed_bytes_be();
+            let mut a = [if b.sign() == num_bigint::Sign::Minus { 0xff } else { 0 }; 8];
+            let take = bytes.len().min(8);
+            a[8 - take..].copy_from_slice(&bytes[bytes.len() - take..]);
+            i64::from_be_bytes(a)
+        }
+        Num::Dec(d) => to_i64(&Num::Big(d.with_scale(0).as_bigint_and_exponent().0)),
+    }
+}
+
+/// Serializes a number as type `t` (narrowing as Java's casts do).
+fn encode_num(t: &CqlType, n: &Num) -> Bytes {
+    match t.unfrozen() {
+        CqlType::Tinyint => Bytes::copy_from_slice(&(to_i64(n) as i8).to_be_bytes()),
+        CqlType::Smallint => Bytes::copy_from_slice(&(to_i64(n) as i16).to_be_bytes()),
+        CqlType::Int => Bytes::copy_from_slice(&(to_i64(n) as i32).to_be_bytes()),
+        CqlType::Bigint | CqlType::Counter => Bytes::copy_from_slice(&to_i64(n).to_be_bytes()),
+        CqlType::Varint => Bytes::from(to_big(n).to_signed_bytes_be()),
+        CqlType::Float => Bytes::copy_from_slice(&(to_f64(n) as f32).to_be_bytes()),
+        CqlType::Double => Bytes::copy_from_slice(&to_f64(n).to_be_bytes()),
+        _ => {
+            let (unscaled, scale) = to_dec(n).as_bigint_and_exponent();
+            let mut out = (scale as i32).to_be_bytes().to_vec();
+            out.extend_from_slice(&unscaled.to_signed_bytes_be());
+            Bytes::from(out)
+        }
+    }
+}
+
+fn arith_failure(op: char, a: &CqlType, b: &CqlType, message: String) -> Error {
+    let name = match op {
+        '+' => "_add",
+        '-' => "_substract",
+        '*' => "_multiply",
+        '/' => "_divide",
+        _ => "_modulo",
+    };
+    Error::FunctionFailure {
+        keyspace: "system".into(),
+        function: name.into(),
+        arg_types: vec![a.to_string(), b.to_string()],
+        message: format!("the operation '{a} {op} {b}' failed: {message}"),
+    }
+}
+
+/// `a op b` for numeric values; null when either side is null.
+pub fn arithmetic(op: char, ta: &CqlType, a: Option<&Bytes>, tb: &CqlType, b: Option<&Bytes>) -> Result<Option<Bytes>> {
+    let rt = arithmetic_type(ta, tb).ok_or_else(|| Error::Invalid(format!("the '{op}' operation is not supported between {ta} and {tb}")))?;
+    let (Some(a), Some(b)) = (a, b) else { return Ok(None) };
+    let (Some(x), Some(y)) = (num_of(ta, a), num_of(tb, b)) else { return Ok(None) };
+    let out = match rt.unfrozen() {
+        CqlType::Tinyint | CqlType::Smallint | CqlType::Int | CqlType::Bigint => {
+            let (p, q) = (to_i64(&x), to_i64(&y));
+            if matches!(op, '/' | '%') && q == 0 {
+                return Err(arith_failure(op, ta, tb, "/ by zero".into()));
+            }
+            // Java arithmetic in the result's width, wrapping
+            let r = match rt.unfrozen() {
+                CqlType::Int => i32_op(op, p as i32, q as i32) as i64,
+                CqlType::Smallint => i32_op(op, p as i32, q as i32) as i16 as i64,
+                CqlType::Tinyint => i32_op(op, p as i32, q as i32) as i8 as i64,
+                _ => match op {
+                    '+' => p.wrapping_add(q),
+                    '-' => p.wrapping_sub(q),
+                    '*' => p.wrapping_mul(q),
+                    '/' => p.wrapping_div(q),
+                    _ => p.wrapping_rem(q),
+                },
+            };
+            Num::Int(r)
+        }
+        CqlType::Float | CqlType::Double => {
+            let (p, q) = (to_f64(&x), to_f64(&y));
+            Num::Float(match op {
+                '+' => p + q,
+                '-' => p - q,
+                '*' => p * q,
+                '/' => p / q,
+                _ => p % q,
+            })
+        }
+        CqlType::Varint => {
+            let (p, q) = (to_big(&x), to_big(&y));
+            if matches!(op, '/' | '%') && q == BigInt::from(0) {
+                return Err(arith_failure(op, ta, tb, "BigInteger divide by zero".into()));
+            }
+            Num::Big(match op {
+                '+' => p + q,
+                '-' => p - q,
+                '*' => p * q,
+                '/' => p / q,
+                _ => p % q,
+            })
+        }
+        _ => {
+            let (p, q) = (to_dec(&x), to_dec(&y));
+            if matches!(op, '/' | '%') && q == BigDecimal::from(0) {
+                return Err(arith_failure(op, ta, tb, "Division by zero".into()));
+            }
+            Num::Dec(match op {
+                '+' => p + q,
+                '-' => p - q,
+                '*' => p * q,
+                '/' => (p / q).with_prec(34),
+                _ => p % q,
+            })
+        }
+    };
+    Ok(Some(encode_num(&rt, &out)))
+}
+
+fn i32_op(op: char, p: i32, q: i32) -> i32 {
+    match op {
+        '+' => p.wrapping_add(q),
+        '-' => p.wrapping_sub(q),
+        '*' => p.wrapping_mul(q),
+        '/' => p.wrapping_div(q),
+        _ => p.wrapping_rem(q),
+    }
+}
+
+// ---------- CAST ----------
+
+/// Whether `CAST(x AS to)` exists for a value of type `from` (Cassandra's `CastFcts`).
+pub fn cast_supported(from: &CqlType, to: &CqlType) -> bool {
+    let (f, t) = (from.unfrozen(), to.unfrozen());
+    if f == t {
+        return true;
+    }
+    if is_numeric(f) && is_numeric(t) && !matches!(t, CqlType::Counter) {
+        return true;
+    }
+    if matches!(t, CqlType::Text | CqlType::Ascii) {
+        return !f.is_collection() && !matches!(f, CqlType::Udt(_) | CqlType::Tuple(_) | CqlType::Vector(..));
+    }
+    matches!(
+        (f, t),
+        (CqlType::Timestamp, CqlType::Date)
+            | (CqlType::Date, CqlType::Timestamp)
+            | (CqlType::Timeuuid, CqlType::Date)
+            | (CqlType::Timeuuid, CqlType::Timestamp)
+    )
+}
+
+/// The value of `CAST(v AS to)`.
+pub fn cast(from: &CqlType, to: &CqlType, v: &Bytes) -> Result<Bytes> {
+    let (f, t) = (from.unfrozen(), to.unfrozen());
+    if f == t {
+        return Ok(v.clone());
+    }
+    if matches!(t, CqlType::Text | CqlType::Ascii) {
+        return Ok(Bytes::from(from.to_text(v)));
+    }
+    if is_numeric(f) && is_numeric(t) {
+        let n = num_of(f, v).ok_or_else(|| Error::Invalid(format!("Invalid {f} value")))?;
+        return Ok(encode_num(t, &n));
+    }
+    let millis = millis_of(f, v).ok_or_else(|| Error::Invalid(format!("Invalid {f} value")))?;
+    Ok(match t {
+        CqlType::Date => date_value(millis),
+        _ => timestamp_value(millis),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn int(v: i32) -> Bytes {
+        Bytes::copy_from_slice(&v.to_be_bytes())
+    }
+
+    #[test]
+    fn arithmetic_promotes_and_wraps_like_java() {
+        let r = arithmetic('+', &CqlType::Int, Some(&int(i32::MAX)), &CqlType::Int, Some(&int(1))).unwrap().unwrap();
+        assert_eq!(r.as_ref(), &i32::MIN.to_be_bytes());
+        let d = Bytes::copy_from_slice(&1.5f64.to_be_bytes());
+        let r = arithmetic('*', &CqlType::Int, Some(&int(3)), &CqlType::Double, Some(&d)).unwrap().unwrap();
+        assert_eq!(r.as_ref(), &4.5f64.to_be_bytes());
+        assert!(arithmetic('/', &CqlType::Int, Some(&int(3)), &CqlType::Int, Some(&int(0))).is_err());
+        assert_eq!(arithmetic('-', &CqlType::Int, None, &CqlType::Int, Some(&int(0))).unwrap(), None);
+        assert_eq!(arithmetic_type(&CqlType::Varint, &CqlType::Float), Some(CqlType::Decimal));
+        assert_eq!(arithmetic_type(&CqlType::Counter, &CqlType::Int), Some(CqlType::Bigint));
+    }
+
+    #[test]
+    fn casts_between_numbers_times_and_text() {
+        assert_eq!(cast(&CqlType::Int, &CqlType::Text, &int(42)).unwrap().as_ref(), b"42");
+        let ts = Bytes::copy_from_slice(&(DAY_MILLIS * 3 + 5).to_be_bytes());
+        let d = cast(&CqlType::Timestamp, &CqlType::Date, &ts).unwrap();
+        assert_eq!(u32::from_be_bytes(d.as_ref().try_into().unwrap()) as i64, DATE_EPOCH + 3);
+        assert!(!cast_supported(&CqlType::Boolean, &CqlType::Int));
+        assert!(cast_supported(&CqlType::Double, &CqlType::Tinyint));
+    }
+}
