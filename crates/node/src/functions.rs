@@ -290,6 +290,40 @@ pub fn cast_supported(from: &CqlType, to: &CqlType) -> bool {
     )
 }
 
+/// Cassandra's error for a CAST it has no function for.
+pub fn cast_error(to: &CqlType) -> Error {
+    let order = ["decimal", "float", "smallint", "tinyint", "double", "varint", "bigint", "int", "counter"];
+    let to_name = to.to_string();
+    let sources: Vec<String> = if is_numeric(to) {
+        order.iter().filter(|n| **n != to_name).map(|n| format!("system.cast_as_{to_name} : ({n}) -> {to_name}")).collect()
+    } else {
+        match to.unfrozen() {
+            CqlType::Date => vec!["timestamp", "timeuuid"],
+            CqlType::Timestamp => vec!["date", "timeuuid"],
+            _ => vec![],
+        }
+        .into_iter()
+        .map(|n| format!("system.cast_as_{to_name} : ({n}) -> {to_name}"))
+        .collect()
+    };
+    Error::Invalid(format!(
+        "Invalid call to function system.cast_as_{to_name}, none of its type signatures match (known type signatures: {})",
+        sources.join(", ")
+    ))
+}
+
+/// `abs(x)` of a numeric value, in its own type.
+pub fn abs(t: &CqlType, v: &Bytes) -> Option<Bytes> {
+    let n = num_of(t, v)?;
+    let a = match n {
+        Num::Int(i) => Num::Int(i.wrapping_abs()),
+        Num::Float(f) => Num::Float(f.abs()),
+        Num::Big(b) => Num::Big(if b.sign() == num_bigint::Sign::Minus { -b } else { b }),
+        Num::Dec(d) => Num::Dec(d.abs()),
+    };
+    Some(encode_num(t, &a))
+}
+
 /// The value of `CAST(v AS to)`.
 pub fn cast(from: &CqlType, to: &CqlType, v: &Bytes) -> Result<Bytes> {
     let (f, t) = (from.unfrozen(), to.unfrozen());
@@ -297,6 +331,11 @@ pub fn cast(from: &CqlType, to: &CqlType, v: &Bytes) -> Result<Bytes> {
         return Ok(v.clone());
     }
     if matches!(t, CqlType::Text | CqlType::Ascii) {
+        if matches!(f, CqlType::Timestamp) {
+            // Java's Instant.toString: 2024-03-04T05:06:07.089Z
+            let j = from.to_json(v);
+            return Ok(Bytes::from(j.trim_matches('"').replacen(' ', "T", 1)));
+        }
         return Ok(Bytes::from(from.to_text(v)));
     }
     if is_numeric(f) && is_numeric(t) {

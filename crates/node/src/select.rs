@@ -52,6 +52,8 @@ pub enum Expr {
     /// `typeAsBlob(x)` is the value itself; `blobAsType(x)` checks it is valid.
     BlobAs(Box<Expr>, CqlType),
     Arith(char, Box<Expr>, CqlType, Box<Expr>, CqlType),
+    /// `abs(x)` of a numeric value of the given type.
+    Abs(Box<Expr>, CqlType),
     /// Field `i` of a UDT value.
     Field(Box<Expr>, usize),
     /// A function of no argument evaluated per row (`now()`, `uuid()`, ...).
@@ -286,7 +288,7 @@ fn expr(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, Expr)> 
             let (n, from, e) = expr(table, selector)?;
             let to = CqlType::parse(typ, &|_| None).map_err(|e| Error::Invalid(e.to_string()))?;
             if !crate::functions::cast_supported(&from, &to) {
-                return Err(Error::Invalid(format!("{from} cannot be cast to {to}")));
+                return Err(crate::functions::cast_error(&to));
             }
             Ok((format!("cast({n} as {})", typ.to_lowercase()), to.clone(), Expr::Cast(Box::new(e), from, to)))
         }
@@ -302,7 +304,7 @@ fn expr(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, Expr)> 
             let CqlType::Udt(u) = t.unfrozen() else {
                 return Err(Error::Invalid(format!("Invalid field selection: {n} of type {t} is not a user type")));
             };
-            let i = u.fields.iter().position(|(f, _)| f == field).ok_or_else(|| Error::Invalid(format!("{t} has no field {field}")))?;
+            let i = u.fields.iter().position(|(f, _)| f == field).ok_or_else(|| Error::Invalid(format!("{n} of type {t} has no field {field}")))?;
             Ok((format!("{n}.{field}"), u.fields[i].1.clone(), Expr::Field(Box::new(e), i)))
         }
         Selector::Function { name, args } => {
@@ -328,12 +330,29 @@ fn expr(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, Expr)> 
                     let (_, t, e) = it.next().ok_or_else(|| Error::Invalid("toJson needs an argument".into()))?;
                     Ok((fname, CqlType::Text, Expr::ToJson(Box::new(e), t)))
                 }
+                "abs" => {
+                    arity(1)?;
+                    let (_, t, e) = it.next().ok_or_else(|| Error::Invalid("abs needs an argument".into()))?;
+                    if !crate::functions::is_numeric(&t) {
+                        return Err(Error::Invalid(format!("Invalid call to function abs, none of its type signatures match (argument of type {t})")));
+                    }
+                    Ok((fname, t.clone(), Expr::Abs(Box::new(e), t)))
+                }
                 "fromjson" => Err(Error::Invalid("fromjson() cannot be used in the selection clause of a SELECT statement".into())),
                 "todate" | "totimestamp" | "tounixtimestamp" => {
                     arity(1)?;
                     let (_, t, e) = it.next().ok_or_else(|| Error::Invalid(format!("{lname} needs an argument")))?;
                     if !crate::functions::time_conversion_accepts(&lname, &t) {
-                        return Err(Error::Invalid(format!("Type error: {} cannot be passed as argument 0 of function system.{lname} of type timeuuid", names[0])));
+                        let (accepted, to): (&[&str], &str) = match lname.as_str() {
+                            "todate" => (&["timeuuid", "timestamp"], "date"),
+                            "totimestamp" => (&["timeuuid", "date"], "timestamp"),
+                            _ => (&["timeuuid", "timestamp", "date"], "bigint"),
+                        };
+                        let sigs: Vec<String> = accepted.iter().map(|a| format!("system.{lname} : ({a}) -> {to}")).collect();
+                        return Err(Error::Invalid(format!(
+                            "Invalid call to function {lname}, none of its type signatures match (known type signatures: {})",
+                            sigs.join(", ")
+                        )));
                     }
                     let (key, rt): (&'static str, CqlType) = match lname.as_str() {
                         "todate" => ("todate", CqlType::Date),
@@ -390,7 +409,10 @@ fn eval(e: &Expr, cell: &dyn Fn(usize) -> Option<Bytes>, meta: &dyn Fn(&Expr) ->
         Expr::BlobAs(x, t) => {
             let v = eval(x, cell, meta)?;
             if let Some(b) = &v {
-                t.validate(b).map_err(|e| Error::Invalid(e.to_string()))?;
+                if t.validate(b).is_err() {
+                    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+                    return Err(Error::Invalid(format!("In call to function system.blobas{t}, value 0x{hex} is not a valid binary representation for type {t}")));
+                }
             }
             v
         }
@@ -398,6 +420,7 @@ fn eval(e: &Expr, cell: &dyn Fn(usize) -> Option<Bytes>, meta: &dyn Fn(&Expr) ->
             let (x, y) = (eval(a, cell, meta)?, eval(b, cell, meta)?);
             crate::functions::arithmetic(*op, ta, x.as_ref(), tb, y.as_ref())?
         }
+        Expr::Abs(x, t) => eval(x, cell, meta)?.and_then(|v| crate::functions::abs(t, &v)),
         Expr::Field(x, i) => match eval(x, cell, meta)? {
             Some(v) => sibyl_types::value::deserialize_tuple(&v).ok().and_then(|f| f.get(*i).cloned().flatten()),
             None => None,
