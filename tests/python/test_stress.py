@@ -1,9 +1,15 @@
-"""`sibyl stress` against a real node: each command, the summary, the graph."""
+"""`sibyl stress` against a real node: each command, user profiles,
+distributions, auto thread mode, the summary, the graph."""
 import json
+import os
 import re
 import subprocess
+import uuid
 
+import pytest
 from sibyl_node import BIN
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def stress(node, *args, check=True):
@@ -48,3 +54,209 @@ def test_bad_options_are_named():
         p = subprocess.run([BIN, "stress", *args], capture_output=True, text=True, timeout=30)
         assert p.returncode != 0
         assert word.split("=")[-1] in p.stderr or word in p.stderr, p.stderr
+
+
+def per_op(out, line, op):
+    """The value for `op` in a summary line such as `Row rate : 9 row/s [insert: 8 row/s, simple1: 1 row/s]`."""
+    m = re.search(re.escape(line) + r"\s+:.*\[(.*)\]", out)
+    assert m, out
+    parts = dict(p.split(": ", 1) for p in m.group(1).split(", "))
+    return float(parts[op].split()[0].replace(",", ""))
+
+
+PROFILE = """
+keyspace: {ks}
+keyspace_definition: |
+  CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}};
+table: readings
+table_definition: |
+  CREATE TABLE readings (
+    source text, day int, at timestamp, id timeuuid,
+    kind int, skewed int, value double, big bigint, ok boolean, tag uuid, payload blob, labels set<text>,
+    PRIMARY KEY ((source, day), at, id)
+  ) WITH CLUSTERING ORDER BY (at DESC, id ASC)
+columnspec:
+  - name: source
+    size: fixed(7)
+  - name: day
+    population: seq(1..3)
+  - name: at
+    cluster: uniform(2..3)
+  - name: id
+    cluster: fixed(2)
+  - name: kind
+    population: uniform(1..5)
+  - name: skewed
+    population: ~exp(1..100)
+  - name: payload
+    size: gaussian(10..30)
+  - name: labels
+    size: uniform(1..3)
+insert:
+  partitions: fixed(1)
+  select: fixed(1)/1
+  batchtype: UNLOGGED
+queries:
+  simple1:
+    cql: SELECT * FROM readings WHERE source = ? AND day = ? LIMIT 10
+    fields: samerow
+  range1:
+    cql: select at, value from readings where source = ? and day = ? and at >= ? LIMIT 100
+    fields: multirow
+"""
+
+
+def write_profile(tmp_path, text):
+    path = tmp_path / "profile.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_user_profile_inserts_generated_rows_and_runs_named_queries(node, cluster, tmp_path):
+    ks = "stress_" + uuid.uuid4().hex[:10]
+    profile = write_profile(tmp_path, PROFILE.format(ks=ks))
+    p = stress(node, "user", f"profile={profile}", "ops(insert=1)", "n=200", "no-warmup", "-rate", "threads=4")
+    assert "Generating batches with [1..1] partitions and [4..6] rows (of [4..6] total rows in the partitions)" in p.stdout
+    assert per_op(p.stdout, "Total partitions", "insert") == 200
+    rows_written = per_op(p.stdout, "Row rate", "insert")
+    assert rows_written > 0
+    s = cluster.connect(ks)
+    try:
+        rows = list(s.execute("SELECT * FROM readings"))
+        partitions = {(r.source, r.day) for r in rows}
+        assert len(partitions) == 200, "seq=1..200 by default for insert-only profiles: one partition each"
+        per_partition = {}
+        for r in rows:
+            per_partition[(r.source, r.day)] = per_partition.get((r.source, r.day), 0) + 1
+        # at: uniform(2..3) values, each with id: fixed(2) children, every row selected
+        assert set(per_partition.values()) <= {4, 6} and len(set(per_partition.values())) == 2
+        assert all(len(r.source) == 7 for r in rows), "size: fixed(7)"
+        assert {r.day for r in rows} <= {1, 2, 3}, "population: seq(1..3)"
+        assert {r.kind for r in rows} <= {1, 2, 3, 4, 5} and len({r.kind for r in rows}) > 1, "population: uniform(1..5)"
+        skewed = [r.skewed for r in rows]
+        assert all(1 <= v <= 100 for v in skewed) and sum(skewed) / len(skewed) > 55, "~exp(1..100) favours the top"
+        assert all(10 <= len(r.payload) <= 30 for r in rows), "size: gaussian(10..30)"
+        assert all(r.labels and 1 <= len(r.labels) <= 3 for r in rows), "a set of uniform(1..3) elements"
+        assert all(r.id.version == 1 and r.tag.version == 4 for r in rows)
+        assert all(isinstance(r.ok, bool) and isinstance(r.big, int) for r in rows)
+    finally:
+        s.shutdown()
+    # the same seeds find the same partitions: every simple1 query returns rows
+    p = stress(node, "user", f"profile={profile}", "ops(simple1=3,range1=1)", "n=200", "no-warmup", "-rate", "threads=4", "-pop", "seq=1..200")
+    assert "[simple1: " in p.stdout and "range1: " in p.stdout
+    simple = per_op(p.stdout, "Total partitions", "simple1")
+    assert simple == 150, "every simple1 query found its partition"
+    assert per_op(p.stdout, "Total errors", "range1") == 0
+    # 90/10 as the studies ran it, unquoted parentheses and all
+    p = stress(node, "user", f"profile={profile}", "ops(insert=9,", "simple1=1)", "duration=2s", "no-warmup", "-rate", "threads=4")
+    assert per_op(p.stdout, "Op rate", "insert") > per_op(p.stdout, "Op rate", "simple1") > 0
+
+
+def test_sample_bench_profile_runs(node, tmp_path):
+    graph = tmp_path / "g.html"
+    p = stress(node, "user", f"profile={ROOT}/bench/profiles/write-heavy-90-10.yaml", "ops(insert=9,simple1=1)", "n=300", "no-warmup",
+               "-rate", "threads=4", "-graph", f"file={graph}", "revision=stcs")
+    assert per_op(p.stdout, "Total partitions", "insert") == 270
+    assert "revision" in graph.read_text() and "stcs" in graph.read_text()
+
+
+@pytest.mark.parametrize("change, word", [
+    (lambda t: t.replace("table: readings\n", ""), "table name is required"),
+    (lambda t: t.replace("keyspace: {ks}\n", ""), "keyspace name is required"),
+    (lambda t: t.replace("gaussian(10..30)", "gaussian(30..10)"), "columnspec payload size"),
+    (lambda t: t.replace("~exp(1..100)", "zipf(1..100)"), "Illegal distribution type: zipf"),
+    (lambda t: t.replace("batchtype: UNLOGGED", "batchtype: SOMETIMES"), "SOMETIMES"),
+    (lambda t: t.replace("select: fixed(1)/1", "selects: fixed(1)/1"), "Unrecognised insert option(s): selects"),
+    (lambda t: t.replace("table: readings", "table: other"), "doesn't match table property"),
+    (lambda t: t + "bogus_key: 1\n", "bogus_key"),
+    (lambda t: t.replace("    fields: samerow", "    fields: everyrow"), "everyrow"),
+    (lambda t: t.replace("queries:", "queries: [\n"), "profile"),
+])
+def test_profile_errors_name_the_problem(tmp_path, change, word):
+    profile = write_profile(tmp_path, change(PROFILE).format(ks="ks_never_created"))
+    # nothing listens on port 1: the profile is checked before any connection
+    p = subprocess.run([BIN, "stress", "user", f"profile={profile}", "ops(insert=1)", "n=10", "-port", "native=1"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode != 0
+    assert word in p.stderr and profile in p.stderr, p.stderr
+
+
+def test_unknown_operations_and_missing_profiles_are_named(tmp_path):
+    profile = write_profile(tmp_path, PROFILE.format(ks="ks_never_created"))
+    for args, word in [
+        (["user", f"profile={profile}", "ops(insert=1,simple2=1)"], "No query defined with name simple2"),
+        (["user", f"profile={tmp_path}/missing.yaml", "ops(insert=1)"], "missing.yaml"),
+        (["user", "ops(insert=1)"], "profile="),
+        (["user", f"profile={profile}"], "ops("),
+    ]:
+        p = subprocess.run([BIN, "stress", *args, "n=10", "-port", "native=1"], capture_output=True, text=True, timeout=30)
+        assert p.returncode != 0 and word in p.stderr, (args, p.stderr)
+
+
+def test_distribution_options(node):
+    p = stress(node, "write", "n=400", "no-warmup", "-rate", "threads=4", "-pop", "dist=UNIFORM(1..50)", "-col", "n=UNIFORM(1..5)", "size=GAUSSIAN(10..30)")
+    assert summary(p.stdout)[1] == 400
+    p = stress(node, "read", "n=300", "no-warmup", "-rate", "threads=4", "-pop", "dist=~EXP(1..50)")
+    assert summary(p.stdout)[1] > 0, "reads over the written keys find rows"
+    for args, word in [
+        (["-pop", "dist=UNIFORM(50..1)"], "-pop dist=UNIFORM(50..1)"),
+        (["-pop", "dist=POISSON(1..9)"], "POISSON"),
+        (["-col", "size=EXTREME(1..9)"], "extreme"),
+        (["-col", "n=GAUSS(1..x)"], "n=GAUSS(1..x)"),
+    ]:
+        p = stress(node, "write", "n=10", *args, check=False)
+        assert p.returncode != 0 and word in p.stderr, (args, p.stderr)
+
+
+def test_auto_thread_mode_runs_rounds_until_the_limit_and_summarises(node, tmp_path):
+    graph = tmp_path / "auto.html"
+    p = stress(node, "write", "n=300", "no-warmup", "-rate", "threads>=1", "threads<=4", "auto", "-graph", f"file={graph}", "revision=auto")
+    out = p.stdout
+    for t in (1, 2, 4):
+        assert f"Running with {t} threadCount" in out and f"Running WRITE with {t} threads for 300 iteration" in out
+    assert "Running with 8 threadCount" not in out, "threads<=4"
+    assert "Improvement over 1 threadCount:" in out and "Improvement over 2 threadCount:" in out
+    table = [l for l in out.splitlines() if re.match(r"^\d+ threadCount, total,", l)]
+    assert len(table) == 3, out
+    assert all(int(l.split(",")[2]) == 300 for l in table)
+    assert re.search(r"Best: \d+ threadCount at [\d,]+ op/s", out)
+    assert out.rstrip().endswith("END")
+    data = json.loads(graph.read_text().split('<script id="stress-data" type="application/json">')[1].split("</script><!--end-stress-data-->")[0])
+    assert [r["revision"] for r in data["revisions"]] == ["auto (1 threads)", "auto (2 threads)", "auto (4 threads)"]
+
+
+def test_counter_write_and_read(node, cluster):
+    s = cluster.connect()
+    try:
+        keys = [bytes(2) + i.to_bytes(8, "big") for i in range(1, 51)]
+
+        def counters():
+            if not s.execute("SELECT table_name FROM system_schema.tables WHERE keyspace_name = 'keyspace1' AND table_name = 'counter1'").one():
+                return {}
+            return {r.key: r.C0 for r in s.execute('SELECT key, "C0" FROM keyspace1.counter1') if r.key in keys}
+
+        before = counters()
+        p = stress(node, "counter_write", "n=150", "add=FIXED(2)", "no-warmup", "-rate", "threads=4", "-pop", "seq=1..50")
+        assert "COUNTER_WRITE: " in p.stdout and summary(p.stdout)[1] == 150
+        after = counters()
+        assert len(after) == 50
+        assert all(after[k] - before.get(k, 0) == 6 for k in keys), "three increments of 2 per key"
+        p = stress(node, "counter_read", "n=100", "no-warmup", "-rate", "threads=4", "-pop", "seq=1..50")
+        assert "COUNTER_READ: " in p.stdout
+        assert per_op(p.stdout, "Row rate", "COUNTER_READ") > 0 and per_op(p.stdout, "Total partitions", "COUNTER_READ") == 100
+    finally:
+        s.shutdown()
+
+
+def test_compression_credentials_and_several_nodes(node):
+    for comp in ("lz4", "snappy", "none"):
+        p = stress(node, "write", "n=200", "no-warmup", "-rate", "threads=4", "-mode", "native", "cql3", "prepared", f"compression={comp}")
+        assert summary(p.stdout)[1] == 200
+    # a server without authentication ignores the credentials
+    p = stress(node, "read", "n=100", "no-warmup", "-pop", "seq=1..100", "-rate", "threads=2", "-mode", "native", "cql3", "prepared", "user=cassandra", "password=cassandra")
+    assert summary(p.stdout)[1] == 100
+    # the same node twice: the ring read from system.local/peers routes every token to it
+    p = subprocess.run([BIN, "stress", "write", "n=200", "no-warmup", "-rate", "threads=4", "-node", f"{node.host},{node.host}", "-port", f"native={node.port}"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "Token-aware routing: on" in p.stdout and summary(p.stdout)[1] == 200

@@ -389,6 +389,76 @@ pub fn routing_token(pk_indexes: &[u16], values: &[Value]) -> Option<i64> {
 mod tests {
     use super::*;
 
+    /// A server that answers STARTUP with AUTHENTICATE and accepts only
+    /// `cassandra`/`secret`; it reports the STARTUP options and the token.
+    async fn fake_server(compressed: Option<Compression>) -> (String, tokio::task::JoinHandle<(HashMap<String, String>, Option<Bytes>)>) {
+        use sibyl_protocol::{decode_request_frame, encode_response_frame};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        let h = tokio::spawn(async move {
+            let (mut sock, _) = listener.accept().await.expect("accept");
+            let mut startup = HashMap::new();
+            let mut token = None;
+            let mut buf = Vec::new();
+            loop {
+                let mut chunk = [0u8; 4096];
+                let n = sock.read(&mut chunk).await.unwrap_or(0);
+                if n == 0 {
+                    return (startup, token);
+                }
+                buf.extend_from_slice(&chunk[..n]);
+                while let Ok(Some(h)) = FrameHeader::parse(&buf) {
+                    if buf.len() < h.frame_len() {
+                        break;
+                    }
+                    let frame: Vec<u8> = buf.drain(..h.frame_len()).collect();
+                    let req = decode_request_frame(&h, &frame[HEADER_LEN..], compressed).expect("request").request;
+                    let resp = match req {
+                        Request::Startup(o) => {
+                            startup = o;
+                            Response::Authenticate("org.apache.cassandra.auth.PasswordAuthenticator".into())
+                        }
+                        Request::AuthResponse(t) => {
+                            token = t.clone();
+                            if t.as_deref() == Some(&b"\0cassandra\0secret"[..]) {
+                                Response::AuthSuccess(None)
+                            } else {
+                                Response::Error(ErrorResponse::new(sibyl_protocol::ErrorKind::AuthenticationError, "Provided username cassandra and/or password are incorrect"))
+                            }
+                        }
+                        _ => Response::Ready,
+                    };
+                    let mut out = Vec::new();
+                    // a server compresses everything after STARTUP once compression is negotiated
+                    let c = if matches!(resp, Response::Authenticate(_)) { None } else { compressed };
+                    encode_response_frame(h.version, h.stream, &resp, c, &[], None, &mut out);
+                    sock.write_all(&out).await.expect("write");
+                }
+            }
+        });
+        (addr, h)
+    }
+
+    #[tokio::test]
+    async fn sasl_plain_authentication_and_compression() {
+        let (addr, server) = fake_server(Some(Compression::Lz4)).await;
+        let opts = ConnectOptions { user: Some("cassandra".into()), password: Some("secret".into()), compression: Some(Compression::Lz4) };
+        let c = Connection::connect(&addr, &opts).await.expect("authenticated");
+        drop(c);
+        let (startup, token) = server.await.expect("server");
+        assert_eq!(startup.get("COMPRESSION").map(String::as_str), Some("lz4"));
+        assert_eq!(token.as_deref(), Some(&b"\0cassandra\0secret"[..]));
+
+        let (addr, _server) = fake_server(None).await;
+        let e = Connection::connect(&addr, &ConnectOptions::default()).await.err().expect("refused");
+        assert!(e.to_string().contains("requires authentication (org.apache.cassandra.auth.PasswordAuthenticator): give -mode user="), "{e}");
+
+        let (addr, _server) = fake_server(None).await;
+        let wrong = ConnectOptions { user: Some("cassandra".into()), password: Some("nope".into()), compression: None };
+        let e = Connection::connect(&addr, &wrong).await.err().expect("refused");
+        assert!(e.to_string().contains("authentication failed: Provided username cassandra"), "{e}");
+    }
+
     #[test]
     fn routing_tokens_follow_murmur3() {
         let k = Bytes::from_static(b"key1");

@@ -288,6 +288,7 @@ async fn run_round(sh: &Arc<Shared>, o: &Arc<Options>, threads: usize, names: &[
                 let us = from.elapsed().as_micros().clamp(1, 60_000_000) as u64;
                 record(&sh, &o, kind, us, r);
             }
+            Instant::now()
         }));
     }
     // reporter
@@ -298,7 +299,7 @@ async fn run_round(sh: &Arc<Shared>, o: &Arc<Options>, threads: usize, names: &[
     loop {
         let finished = tasks.iter().all(|t| t.is_finished());
         if !finished {
-            tokio::time::sleep(o.log_interval.min(Duration::from_millis(200))).await;
+            tokio::time::sleep(o.log_interval.min(Duration::from_millis(50))).await;
             if last.elapsed() < o.log_interval {
                 continue;
             }
@@ -334,10 +335,14 @@ async fn run_round(sh: &Arc<Shared>, o: &Arc<Options>, threads: usize, names: &[
             break;
         }
     }
+    // the run ends when its last operation does, not when the reporter notices
+    let mut end = start;
     for t in tasks {
-        let _ = t.await;
+        if let Ok(finished) = t.await {
+            end = end.max(finished);
+        }
     }
-    Round { total, elapsed: start.elapsed().as_secs_f64(), cpu: cpu_seconds() - cpu0, intervals }
+    Round { total, elapsed: (end - start).as_secs_f64(), cpu: cpu_seconds() - cpu0, intervals }
 }
 
 async fn run_async(o: Options, profile: Option<Profile>, command_line: String) -> Result<(), String> {

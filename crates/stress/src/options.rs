@@ -107,8 +107,28 @@ fn distribution(spec: &str, option: &str) -> Result<Distribution, String> {
     Distribution::parse(spec).map_err(|e| format!("Invalid {option}{spec}: {e}"))
 }
 
+/// `ops(insert=9, simple1=1)` typed unquoted reaches us as two arguments:
+/// glue arguments together until their parentheses balance.
+fn join_parenthesised(args: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut depth = 0i32;
+    for a in args {
+        if depth > 0 {
+            if let Some(last) = out.last_mut() {
+                last.push_str(a);
+            }
+        } else {
+            out.push(a.clone());
+        }
+        depth += a.matches('(').count() as i32 - a.matches(')').count() as i32;
+        depth = depth.max(0);
+    }
+    out
+}
+
 impl Options {
     pub fn parse(args: &[String]) -> Result<Options, String> {
+        let args = &join_parenthesised(args);
         let Some(cmd) = args.first() else { return Err("No command specified (write, read, mixed)".into()) };
         let mut o = Options {
             command: match cmd.as_str() {
@@ -418,6 +438,8 @@ mod tests {
         let o = p("user profile=p.yaml ops(insert=9,simple1=1) n=1k -rate threads>=2 threads<=16 auto -mode native cql3 prepared user=cassandra password=secret compression=lz4").expect("parse");
         assert_eq!(o.command, Command::User { profile: "p.yaml".into(), ops: "insert=9,simple1=1".into() });
         assert_eq!(o.rate, Rate::Auto { min: 2, max: 16, stop_when_saturated: true });
+        let split = p("user profile=p.yaml ops(insert=9, simple1=1) n=10").expect("parse");
+        assert_eq!(split.command, Command::User { profile: "p.yaml".into(), ops: "insert=9,simple1=1".into() });
         assert_eq!((o.user.as_deref(), o.password.as_deref()), (Some("cassandra"), Some("secret")));
         assert_eq!(o.compression, Some(Compression::Lz4));
         assert_eq!(o.population().spec(), "gaussian(1..1000)", "reads by default sample a gaussian");
