@@ -226,6 +226,9 @@ impl QueryProcessor {
                 Statement::Insert(i) => {
                     let t = self.table(&i.table, client, ks)?;
                     let mut extra = Vec::new();
+                    if let Some(j) = &i.json {
+                        extra.push((j, "[json]".to_string(), CqlType::Text));
+                    }
                     for (c, v) in i.columns.iter().zip(i.values.iter()) {
                         let col = t.column(c).ok_or_else(|| Error::Invalid(format!("Undefined column name {c} in table {}.{}", t.keyspace, t.name)))?;
                         extra.push((v, c.clone(), col.typ.clone()));
@@ -1029,12 +1032,13 @@ fn set_term_specs(term: &Term, name: &str, typ: &CqlType, spec: &dyn Fn(String, 
             }
         }
         Term::Function { args, name: fname } => {
-            for a in args {
-                let t = match fname.to_lowercase().as_str() {
+            for (i, a) in args.iter().enumerate() {
+                let t = match fname.to_lowercase().trim_start_matches("system.") {
                     "mintimeuuid" | "maxtimeuuid" => CqlType::Timestamp,
+                    "fromjson" => CqlType::Text,
                     _ => CqlType::Blob,
                 };
-                set_term_specs(a, fname, &t, spec, specs);
+                set_term_specs(a, &format!("arg{i}"), &t, spec, specs);
             }
         }
         Term::Cast { term, .. } | Term::Negate(term) => set_term_specs(term, name, typ, spec, specs),
