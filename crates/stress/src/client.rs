@@ -173,13 +173,14 @@ impl Connection {
             let s = self.next_stream.fetch_add(1, Ordering::Relaxed) & 0x7fff;
             let taken = {
                 let mut w = self.waiters.lock().map_err(|_| ClientError::Closed)?;
-                if w.contains_key(&s) {
-                    false
-                } else {
-                    if let Some(t) = tx.take() {
-                        w.insert(s, t);
+                match w.entry(s) {
+                    std::collections::hash_map::Entry::Occupied(_) => false,
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        if let Some(t) = tx.take() {
+                            v.insert(t);
+                        }
+                        true
                     }
-                    true
                 }
             };
             if taken {

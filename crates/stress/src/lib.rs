@@ -328,7 +328,7 @@ async fn run_round(sh: &Arc<Shared>, o: &Arc<Options>, threads: usize, names: &[
             use std::io::Write;
             let _ = writeln!(f, "{}", serde_json::to_string(&iv).unwrap_or_default());
         }
-        if snap_total.latency.len() > 0 || finished {
+        if !snap_total.latency.is_empty() || finished {
             intervals.push(iv);
         }
         if finished {
@@ -484,9 +484,9 @@ fn summarize(names: &[String], r: &Round) -> Vec<String> {
     let rate = |s: &KindStats| format!("{} op/s", group(s.latency.len() as f64 / elapsed));
     let pk_rate = |s: &KindStats| format!("{} pk/s", group(s.partitions as f64 / elapsed));
     let row_rate = |s: &KindStats| format!("{} row/s", group(s.rows as f64 / elapsed));
-    let lat = |q: f64| move |s: &KindStats| if s.latency.len() == 0 { "0.0 ms".to_string() } else { format!("{:.1} ms", ms(s.latency.value_at_quantile(q))) };
-    let mean = |s: &KindStats| if s.latency.len() == 0 { "0.0 ms".to_string() } else { format!("{:.1} ms", s.latency.mean() / 1000.0) };
-    let maxf = |s: &KindStats| if s.latency.len() == 0 { "0.0 ms".to_string() } else { format!("{:.1} ms", ms(s.latency.max())) };
+    let lat = |q: f64| move |s: &KindStats| if s.latency.is_empty() { "0.0 ms".to_string() } else { format!("{:.1} ms", ms(s.latency.value_at_quantile(q))) };
+    let mean = |s: &KindStats| if s.latency.is_empty() { "0.0 ms".to_string() } else { format!("{:.1} ms", s.latency.mean() / 1000.0) };
+    let maxf = |s: &KindStats| if s.latency.is_empty() { "0.0 ms".to_string() } else { format!("{:.1} ms", ms(s.latency.max())) };
     let t = r.elapsed as u64;
     vec![
         format!("Op rate                   : {:>8} [{}]", rate(&all), per(&rate)),

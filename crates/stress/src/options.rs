@@ -457,21 +457,21 @@ mod tests {
 
     #[test]
     fn bad_options_name_the_option() {
-        assert!(p("write -pop dist=UNIFORM(9..1)").unwrap_err().contains("-pop dist=UNIFORM(9..1)"));
-        assert!(p("write -pop dist=ZIPF(1..9)").unwrap_err().contains("ZIPF"));
-        assert!(p("write -pop seq=1-9").unwrap_err().contains("seq=1-9"));
-        assert!(p("write -col size=FIXED(x)").unwrap_err().contains("size=FIXED(x)"));
-        assert!(p("write -col n=uniform(0..3)").unwrap_err().contains("n=uniform(0..3)"));
-        assert!(p("write -mode compression=zstd").unwrap_err().contains("zstd"));
-        assert!(p("write -rate threads>=8 threads<=4").unwrap_err().contains("threads>=8"));
-        assert!(p("write -rate throttle=10").unwrap_err().contains("throttle=10"));
-        assert!(p("user ops(insert=1)").unwrap_err().contains("profile="));
-        assert!(p("user profile=x.yaml").unwrap_err().contains("ops("));
-        assert!(p("write ops(insert=1)").unwrap_err().contains("ops(insert=1)"));
-        assert!(p("write -bogus x").unwrap_err().contains("-bogus"));
-        assert!(p("write n=abc").unwrap_err().contains("abc"));
-        assert!(p("write -rate speed=9").unwrap_err().contains("speed=9"));
-        assert!(p("fly").unwrap_err().contains("fly"));
-        assert!(p("write nope=1").unwrap_err().contains("nope=1"));
+        assert!(p("write -pop dist=UNIFORM(9..1)").expect_err("an error").contains("-pop dist=UNIFORM(9..1)"));
+        assert!(p("write -pop dist=ZIPF(1..9)").expect_err("an error").contains("ZIPF"));
+        assert!(p("write -pop seq=1-9").expect_err("an error").contains("seq=1-9"));
+        assert!(p("write -col size=FIXED(x)").expect_err("an error").contains("size=FIXED(x)"));
+        assert!(p("write -col n=uniform(0..3)").expect_err("an error").contains("n=uniform(0..3)"));
+        assert!(p("write -mode compression=zstd").expect_err("an error").contains("zstd"));
+        assert!(p("write -rate threads>=8 threads<=4").expect_err("an error").contains("threads>=8"));
+        assert!(p("write -rate throttle=10").expect_err("an error").contains("throttle=10"));
+        assert!(p("user ops(insert=1)").expect_err("an error").contains("profile="));
+        assert!(p("user profile=x.yaml").expect_err("an error").contains("ops("));
+        assert!(p("write ops(insert=1)").expect_err("an error").contains("ops(insert=1)"));
+        assert!(p("write -bogus x").expect_err("an error").contains("-bogus"));
+        assert!(p("write n=abc").expect_err("an error").contains("abc"));
+        assert!(p("write -rate speed=9").expect_err("an error").contains("speed=9"));
+        assert!(p("fly").expect_err("an error").contains("fly"));
+        assert!(p("write nope=1").expect_err("an error").contains("nope=1"));
     }
 }

@@ -386,27 +386,27 @@ queries:
     #[test]
     fn problems_are_named() {
         let without = |key: &str| PROFILE.lines().filter(|l| !l.starts_with(key)).collect::<Vec<_>>().join("\n");
-        assert!(Profile::parse(&without("table:")).unwrap_err().contains("table name is required"));
-        assert!(Profile::parse(&without("keyspace:")).unwrap_err().contains("keyspace name is required"));
+        assert!(Profile::parse(&without("table:")).expect_err("an error").contains("table name is required"));
+        assert!(Profile::parse(&without("keyspace:")).expect_err("an error").contains("keyspace name is required"));
         let bad = PROFILE.replace("gaussian(50..150)", "gaussian(150..50)");
-        let e = Profile::parse(&bad).unwrap_err();
+        let e = Profile::parse(&bad).expect_err("an error");
         assert!(e.contains("columnspec note size") && e.contains("gaussian"), "{e}");
         let bad = PROFILE.replace("uniform(1..20)", "zipf(1..20)");
-        assert!(Profile::parse(&bad).unwrap_err().contains("Illegal distribution type: zipf"));
+        assert!(Profile::parse(&bad).expect_err("an error").contains("Illegal distribution type: zipf"));
         let bad = PROFILE.replace("table: events", "table: other");
-        assert!(Profile::parse(&bad).unwrap_err().contains("doesn't match table property"));
+        assert!(Profile::parse(&bad).expect_err("an error").contains("doesn't match table property"));
         let bad = PROFILE.replace("batchtype: UNLOGGED", "batchtype: SOMETIMES");
-        assert!(Profile::parse(&bad).unwrap_err().contains("SOMETIMES"));
+        assert!(Profile::parse(&bad).expect_err("an error").contains("SOMETIMES"));
         let bad = PROFILE.replace("batchtype: UNLOGGED", "batchsize: 3");
-        assert!(Profile::parse(&bad).unwrap_err().contains("Unrecognised insert option(s): batchsize"));
+        assert!(Profile::parse(&bad).expect_err("an error").contains("Unrecognised insert option(s): batchsize"));
         let bad = PROFILE.replace("    fields: samerow", "    fields: somerows");
-        assert!(Profile::parse(&bad).unwrap_err().contains("somerows"));
+        assert!(Profile::parse(&bad).expect_err("an error").contains("somerows"));
         let bad = format!("{PROFILE}\nextra_stuff: 1\n");
-        assert!(Profile::parse(&bad).unwrap_err().contains("extra_stuff"));
+        assert!(Profile::parse(&bad).expect_err("an error").contains("extra_stuff"));
         let p = Profile::parse(PROFILE).expect("parse");
-        let e = parse_ops("insert=1,simple2=1", &p).unwrap_err();
+        let e = parse_ops("insert=1,simple2=1", &p).expect_err("an error");
         assert!(e.contains("No query defined with name simple2"), "{e}");
-        assert!(parse_ops("insert=x", &p).unwrap_err().contains("'x'"));
+        assert!(parse_ops("insert=x", &p).expect_err("an error").contains("'x'"));
         assert!(parse_ops("insert=0", &p).is_err());
     }
 
