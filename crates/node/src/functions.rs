@@ -218,43 +218,39 @@ pub fn arithmetic(op: char, ta: &CqlType, a: Option<&Bytes>, tb: &CqlType, b: Op
             Num::Int(r)
         }
         CqlType::Float | CqlType::Double => {
-            let (p, q) = (to_f64(&x), to_f64(&y));
-            Num::Float(match op {
-                '+' => p + q,
-                '-' => p - q,
-                '*' => p * q,
-                '/' => p / q,
-                _ => p % q,
-            })
+            Num::Float(apply(op, to_f64(&x), to_f64(&y)))
         }
         CqlType::Varint => {
             let (p, q) = (to_big(&x), to_big(&y));
             if matches!(op, '/' | '%') && q == BigInt::from(0) {
                 return Err(arith_failure(op, ta, tb, "BigInteger divide by zero".into()));
             }
-            Num::Big(match op {
-                '+' => p + q,
-                '-' => p - q,
-                '*' => p * q,
-                '/' => p / q,
-                _ => p % q,
-            })
+            Num::Big(apply(op, p, q))
         }
         _ => {
             let (p, q) = (to_dec(&x), to_dec(&y));
             if matches!(op, '/' | '%') && q == BigDecimal::from(0) {
                 return Err(arith_failure(op, ta, tb, "Division by zero".into()));
             }
-            Num::Dec(match op {
-                '+' => p + q,
-                '-' => p - q,
-                '*' => p * q,
-                '/' => (p / q).with_prec(34),
-                _ => p % q,
-            })
+            let r = apply(op, p, q);
+            Num::Dec(if op == '/' { r.with_prec(34) } else { r })
         }
     };
     Ok(Some(encode_num(&rt, &out)))
+}
+
+/// `p op q` in a type with the arithmetic operators.
+fn apply<T>(op: char, p: T, q: T) -> T
+where
+    T: std::ops::Add<Output = T> + std::ops::Sub<Output = T> + std::ops::Mul<Output = T> + std::ops::Div<Output = T> + std::ops::Rem<Output = T>,
+{
+    match op {
+        '+' => p + q,
+        '-' => p - q,
+        '*' => p * q,
+        '/' => p / q,
+        _ => p % q,
+    }
 }
 
 fn i32_op(op: char, p: i32, q: i32) -> i32 {

@@ -405,7 +405,8 @@ impl QueryProcessor {
                 let sel = select::selection(&t, s)?;
                 let cfs = self.store(&t)?;
                 self.proxy.check_read(&self.schema(), &t.keyspace, opts.consistency)?;
-                let r = select::execute(&t, &cfs, s, &sel, &ev, opts.page_size, opts.paging_state.as_ref(), now)?;
+                let mut r = select::execute(&t, &cfs, s, &sel, &ev, opts.page_size, opts.paging_state.as_ref(), now)?;
+                r.rows = sel.finish(r.rows);
                 let metadata = RowsMetadata {
                     columns: sel.columns,
                     paging_state: r.paging_state,

@@ -92,6 +92,16 @@ pub fn selection(table: &TableMetadata, sel: &Select) -> Result<Selection> {
     Ok(s)
 }
 
+impl Selection {
+    /// The rows as the client sees them: for SELECT JSON, one JSON object each.
+    pub fn finish(&self, rows: Vec<Vec<Option<Bytes>>>) -> Vec<Vec<Option<Bytes>>> {
+        match &self.json {
+            Some(columns) => rows.iter().map(|row| vec![Some(row_to_json(columns, row))]).collect(),
+            None => rows,
+        }
+    }
+}
+
 /// A selected column's name as a JSON key: column names that need quoting in
 /// CQL are quoted (`"\"Caps\""`), function names are not.
 fn json_key(name: &str) -> String {
@@ -552,27 +562,10 @@ struct Agg {
     first_row: Option<Vec<Option<Bytes>>>,
 }
 
-/// Executes a SELECT against a table's store.
+/// Executes a SELECT against a table's store (rows as selected; see
+/// [`Selection::finish`] for SELECT JSON).
 #[allow(clippy::too_many_arguments)]
 pub fn execute(
-    table: &Arc<TableMetadata>,
-    cfs: &ColumnFamilyStore,
-    stmt: &Select,
-    sel: &Selection,
-    ev: &Eval,
-    page_size: Option<i32>,
-    paging_state: Option<&Bytes>,
-    now: i32,
-) -> Result<SelectResult> {
-    let mut r = execute_rows(table, cfs, stmt, sel, ev, page_size, paging_state, now)?;
-    if let Some(columns) = &sel.json {
-        r.rows = r.rows.iter().map(|row| vec![Some(row_to_json(columns, row))]).collect();
-    }
-    Ok(r)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn execute_rows(
     table: &Arc<TableMetadata>,
     cfs: &ColumnFamilyStore,
     stmt: &Select,
