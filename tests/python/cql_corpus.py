@@ -49,7 +49,23 @@ def render_value(v):
     return repr(v)
 
 
-def run_file(session, path):
+def wait_for_index_builds(session, ks):
+    """Cassandra builds a new index in the background and fails reads until it
+    is done; Sibyl builds it before CREATE INDEX returns. When recording, wait
+    until every index of the keyspace is listed as built."""
+    import time
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        want = {r.index_name for r in session.execute(
+            "SELECT index_name FROM system_schema.indexes WHERE keyspace_name = %s", [ks])}
+        built = {r.index_name for r in session.execute(
+            'SELECT index_name FROM system."IndexInfo" WHERE table_name = %s', [ks])}
+        if want <= built:
+            return
+        time.sleep(0.2)
+
+
+def run_file(session, path, record=False):
     name = os.path.splitext(os.path.basename(path))[0]
     ks = f"corpus_{name}"
     session.execute(f"DROP KEYSPACE IF EXISTS {ks}")
@@ -69,6 +85,8 @@ def run_file(session, path):
                     out.append(" | ".join(render_value(v) for v in row))
             else:
                 out.append("OK")
+                if record and st.upper().startswith("CREATE") and " INDEX " in f" {st.upper()} ":
+                    wait_for_index_builds(session, ks)
         except Exception as e:  # the error class and message are the answer
             msg = getattr(e, "message", None) or str(e)
             out.append(f"ERROR {type(e).__name__}: {msg}")
@@ -88,7 +106,7 @@ def main():
     session = cluster.connect()
     failed = 0
     for path in files:
-        got = run_file(session, path)
+        got = run_file(session, path, a.record)
         exp_path = path[:-4] + ".expected"
         if a.record:
             with open(exp_path, "w") as f:

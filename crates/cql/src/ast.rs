@@ -103,6 +103,8 @@ pub enum RelationLhs {
     Columns(Vec<String>),
     /// `token(a, b)`.
     Token(Vec<String>),
+    /// `m[key]`: one element of a map.
+    Element(String, Term),
 }
 
 /// Right side of a WHERE relation.

@@ -725,6 +725,13 @@ impl Parser {
             return Ok(Relation { lhs: RelationLhs::Columns(cols), op, rhs });
         }
         let col = self.ident()?;
+        if self.eat_sym("[") {
+            let key = self.term()?;
+            self.expect_sym("]")?;
+            let op = self.operator()?;
+            let rhs = self.rhs(op)?;
+            return Ok(Relation { lhs: RelationLhs::Element(col, key), op, rhs });
+        }
         let op = self.operator()?;
         let rhs = self.rhs(op)?;
         Ok(Relation { lhs: RelationLhs::Column(col), op, rhs })
@@ -1061,11 +1068,12 @@ impl Parser {
                 self.expect_sym(")")?;
                 (k, c)
             } else {
-                ("values".to_string(), self.ident()?)
+                (String::new(), self.ident()?)
             };
             self.expect_sym(")")?;
             let mut custom_class = None;
-            if custom && self.eat_kw("using") {
+            let _ = custom;
+            if self.eat_kw("using") {
                 if let Tok::Str(s) = self.peek().tok.clone() {
                     self.advance();
                     custom_class = Some(s);

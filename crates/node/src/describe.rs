@@ -174,9 +174,31 @@ fn keyspace_elements(ks: &KeyspaceMetadata, with_internals: bool, only: bool) ->
         rows.push((ks.name.clone(), "type".into(), u.name.clone(), Some(type_cql(u))));
     }
     for tm in ks.tables.values() {
-        rows.push((ks.name.clone(), "table".into(), tm.name.clone(), Some(table_cql(tm, with_internals))));
+        rows.extend(table_elements(tm, with_internals));
     }
     rows
+}
+
+/// A table and its indexes, as DESCRIBE TABLE lists them.
+fn table_elements(tm: &TableMetadata, with_internals: bool) -> Vec<(String, String, String, Option<String>)> {
+    let mut rows = vec![(tm.keyspace.clone(), "table".to_string(), tm.name.clone(), Some(table_cql(tm, with_internals)))];
+    for ix in &tm.indexes {
+        rows.push((tm.keyspace.clone(), "index".into(), ix.name.clone(), Some(index_cql(tm, ix))));
+    }
+    rows
+}
+
+/// `CREATE [CUSTOM] INDEX name ON ks.t (target) [USING 'class'];`
+pub fn index_cql(tm: &TableMetadata, ix: &crate::index::IndexMetadata) -> String {
+    let on = format!("{}.{}", quote(&tm.keyspace), quote(&tm.name));
+    match &ix.custom_class {
+        Some(c) => format!("CREATE CUSTOM INDEX {} ON {on} ({}) USING {};", quote(&ix.name), ix.target_string(), cql_string(c)),
+        None => format!("CREATE INDEX {} ON {on} ({});", quote(&ix.name), ix.target_string()),
+    }
+}
+
+fn find_index<'a>(ks: &'a KeyspaceMetadata, name: &str) -> Option<(&'a TableMetadata, &'a crate::index::IndexMetadata)> {
+    ks.tables.values().find_map(|t| t.indexes.iter().find(|ix| ix.name == name).map(|ix| (t.as_ref(), ix)))
 }
 
 pub fn describe(qp: &QueryProcessor, d: &DescribeStatement, client: &ClientState) -> Result<Outcome> {
@@ -238,7 +260,7 @@ pub fn describe(qp: &QueryProcessor, d: &DescribeStatement, client: &ClientState
             };
             let ks = schema.keyspace(&k).ok_or_else(|| Error::Invalid(format!("'{k}' not found in keyspaces")))?;
             let tm = ks.tables.get(&q.name).ok_or_else(|| Error::Invalid(format!("'{}' not found in keyspace '{}'", q.name, k)))?;
-            Ok(rows_result(true, vec![(k.clone(), "table".into(), tm.name.clone(), Some(table_cql(tm, d.with_internals)))]))
+            Ok(rows_result(true, table_elements(tm, d.with_internals)))
         }
         Describe::Type(q) => {
             let k = match &q.keyspace {
@@ -249,7 +271,16 @@ pub fn describe(qp: &QueryProcessor, d: &DescribeStatement, client: &ClientState
             let u = ks.types.get(&q.name).ok_or_else(|| Error::Invalid(format!("User defined type '{}' not found in '{}'", q.name, k)))?;
             Ok(rows_result(true, vec![(k.clone(), "type".into(), u.name.clone(), Some(type_cql(u)))]))
         }
-        Describe::Index(q) => Err(Error::Invalid(format!("Index '{}' not found", q.name))),
+        Describe::Index(q) => {
+            let k = match &q.keyspace {
+                Some(k) => k.clone(),
+                None => current_ks()?,
+            };
+            let ks = schema.keyspace(&k).ok_or_else(|| Error::Invalid(format!("'{k}' not found in keyspaces")))?;
+            let (tm, ix) = find_index(ks, &q.name)
+                .ok_or_else(|| Error::Invalid(format!("Table for existing index '{}' not found in '{}'", q.name, k)))?;
+            Ok(rows_result(true, vec![(k.clone(), "index".into(), ix.name.clone(), Some(index_cql(tm, ix)))]))
+        }
         Describe::Schema { full } => {
             let mut rows = Vec::new();
             for ks in schema.keyspaces.values() {
@@ -276,7 +307,10 @@ pub fn describe(qp: &QueryProcessor, d: &DescribeStatement, client: &ClientState
             };
             let ks = schema.keyspace(&k).ok_or_else(|| Error::Invalid(format!("'{k}' not found in keyspaces")))?;
             if let Some(tm) = ks.tables.get(&q.name) {
-                return Ok(rows_result(true, vec![(k.clone(), "table".into(), tm.name.clone(), Some(table_cql(tm, d.with_internals)))]));
+                return Ok(rows_result(true, table_elements(tm, d.with_internals)));
+            }
+            if let Some((tm, ix)) = find_index(ks, &q.name) {
+                return Ok(rows_result(true, vec![(k.clone(), "index".into(), ix.name.clone(), Some(index_cql(tm, ix)))]));
             }
             if let Some(u) = ks.types.get(&q.name) {
                 return Ok(rows_result(true, vec![(k.clone(), "type".into(), u.name.clone(), Some(type_cql(u)))]));

@@ -7,6 +7,7 @@ pub mod config;
 pub mod describe;
 pub mod error;
 pub mod functions;
+pub mod index;
 pub mod modification;
 pub mod proxy;
 pub mod query;

@@ -102,6 +102,10 @@ impl StorageProxy {
             }
             return self.mutate_counters(mutations).await;
         }
+        // index entries go in the same commit-log batch as the base write
+        let mut mutations = mutations;
+        let entries = crate::index::index_mutations(schema, &mutations, sibyl_storage::now_in_seconds());
+        mutations.extend(entries);
         self.storage.apply(mutations).await.map_err(Error::from)
     }
 

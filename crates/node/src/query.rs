@@ -321,6 +321,12 @@ impl QueryProcessor {
                     (RelationLhs::Token(_), RelationRhs::Term(term)) => {
                         set_term_specs(term, "partition key token", &CqlType::Bigint, &spec, specs);
                     }
+                    (RelationLhs::Element(c, key), RelationRhs::Term(term)) => {
+                        if let Some(CqlType::Map(kt, vt)) = t.column(c).map(|col| col.typ.unfrozen().clone()) {
+                            set_term_specs(key, &format!("key({c})"), &kt, &spec, specs);
+                            set_term_specs(term, &format!("value({c})"), &vt, &spec, specs);
+                        }
+                    }
                     (RelationLhs::Columns(cols), rhs) => {
                         let types: Vec<CqlType> = cols.iter().filter_map(|c| t.column(c).map(|c| c.typ.clone())).collect();
                         let name = format!("({})", cols.join(","));
@@ -405,7 +411,12 @@ impl QueryProcessor {
                 let sel = select::selection(&t, s)?;
                 let cfs = self.store(&t)?;
                 self.proxy.check_read(&self.schema(), &t.keyspace, opts.consistency)?;
-                let mut r = select::execute(&t, &cfs, s, &sel, &ev, opts.page_size, opts.paging_state.as_ref(), now)?;
+                let storage = &self.storage;
+                let index_store = |ix: &crate::index::IndexMetadata| storage.table(ix.store_id(&t));
+                let mut r = select::execute(&t, &cfs, s, &sel, &ev, opts.page_size, opts.paging_state.as_ref(), now, &index_store)?;
+                if !r.stale.is_empty() {
+                    self.storage.apply_unlogged(std::mem::take(&mut r.stale));
+                }
                 r.rows = sel.finish(r.rows);
                 let metadata = RowsMetadata {
                     columns: sel.columns,
@@ -683,7 +694,7 @@ impl QueryProcessor {
                             _ => false,
                         },
                         Some(vals) => {
-                            let f = crate::restrictions::Filter { column: 0, op: c.op, values: vals };
+                            let f = crate::restrictions::Filter { column: 0, op: c.op, values: vals, key: None };
                             crate::restrictions::filter_matches(&f, &col.typ, cur.as_ref())
                         }
                     };
@@ -731,6 +742,7 @@ impl QueryProcessor {
             name: name.map(|s| s.to_string()),
             arg_types: Vec::new(),
         };
+        let mut build_index: Option<(Arc<TableMetadata>, crate::index::IndexMetadata)> = None;
         let (new_ks, dropped_ks, ev): (Option<KeyspaceMetadata>, Option<String>, Option<SchemaChange>) = match st {
             Statement::CreateKeyspace(c) => {
                 validate_name("Keyspace", &c.name)?;
@@ -887,8 +899,66 @@ impl QueryProcessor {
                 ks.types.remove(&name.name);
                 (Some(ks), None, Some(change("DROPPED", SchemaChangeTarget::Type, &ks_name, Some(&name.name))))
             }
-            Statement::CreateIndex(_) | Statement::DropIndex { .. } => {
-                return Err(Error::Invalid("Secondary indexes are not supported yet".into()));
+            Statement::CreateIndex(ci) => {
+                let ks_name = self.keyspace_of(&ci.table, client, ks_opt)?;
+                let Some(old) = schema.keyspace(&ks_name) else {
+                    return Err(Error::Invalid(format!("Keyspace '{ks_name}' doesn't exist")));
+                };
+                let Some(t) = old.tables.get(&ci.table.name) else {
+                    return Err(Error::Invalid(format!("Table '{}' doesn't exist", ci.table.name)));
+                };
+                if is_system_keyspace(&ks_name) {
+                    return Err(Error::Unauthorized(format!("{ks_name} keyspace is not user-modifiable.")));
+                }
+                let name_taken = |n: &str| old.tables.values().any(|t| t.indexes.iter().any(|ix| ix.name == n));
+                if let Some(n) = &ci.name {
+                    if name_taken(n) {
+                        if ci.if_not_exists {
+                            return Ok(Outcome::void());
+                        }
+                        return Err(Error::Invalid(format!("Index '{n}' already exists")));
+                    }
+                }
+                let (ix, duplicate) = crate::index::validate_create(
+                    t,
+                    ci.name.as_deref(),
+                    &ci.target,
+                    &ci.target_kind,
+                    ci.custom_class.as_deref(),
+                    &name_taken,
+                )?;
+                if let Some(d) = duplicate {
+                    if ci.if_not_exists {
+                        return Ok(Outcome::void());
+                    }
+                    return Err(Error::Invalid(format!("Index {} is a duplicate of existing index {d}", ix.name)));
+                }
+                let mut nt = (**t).clone();
+                nt.indexes.push(ix.clone());
+                nt.indexes.sort_by(|a, b| a.name.cmp(&b.name));
+                let nt = Arc::new(nt);
+                build_index = Some((nt.clone(), ix));
+                let mut ks = (**old).clone();
+                ks.tables.insert(nt.name.clone(), nt);
+                (Some(ks), None, Some(change("UPDATED", SchemaChangeTarget::Table, &ks_name, Some(&ci.table.name))))
+            }
+            Statement::DropIndex { name, if_exists } => {
+                let ks_name = self.keyspace_of(name, client, ks_opt)?;
+                let found = schema.keyspace(&ks_name).and_then(|old| {
+                    old.tables.values().find(|t| t.indexes.iter().any(|ix| ix.name == name.name)).map(|t| (old, t))
+                });
+                let Some((old, t)) = found else {
+                    if *if_exists {
+                        return Ok(Outcome::void());
+                    }
+                    return Err(Error::Invalid(format!("Index '{ks_name}.{}' doesn't exist'", name.name)));
+                };
+                let mut nt = (**t).clone();
+                nt.indexes.retain(|ix| ix.name != name.name);
+                let mut ks = (**old).clone();
+                let table_name = nt.name.clone();
+                ks.tables.insert(nt.name.clone(), Arc::new(nt));
+                (Some(ks), None, Some(change("UPDATED", SchemaChangeTarget::Table, &ks_name, Some(&table_name))))
             }
             _ => return Err(Error::Invalid("Unsupported statement".into())),
         };
@@ -905,8 +975,13 @@ impl QueryProcessor {
             (Some(ks), _) => {
                 if let Some(old) = schema.keyspace(&ks.name) {
                     for (n, t) in &old.tables {
-                        if !ks.tables.get(n).map(|nt| nt.id == t.id).unwrap_or(false) {
-                            self.storage.drop_table(t.id);
+                        match ks.tables.get(n).filter(|nt| nt.id == t.id) {
+                            Some(nt) => {
+                                for ix in t.indexes.iter().filter(|ix| !nt.indexes.iter().any(|x| x.name == ix.name)) {
+                                    self.storage.drop_table(ix.store_id(t));
+                                }
+                            }
+                            None => drop_stores(&self.storage, t),
                         }
                     }
                 }
@@ -918,7 +993,7 @@ impl QueryProcessor {
             (None, Some(name)) => {
                 if let Some(old) = next.keyspaces.remove(&name) {
                     for t in old.tables.values() {
-                        self.storage.drop_table(t.id);
+                        drop_stores(&self.storage, t);
                     }
                 }
             }
@@ -929,6 +1004,9 @@ impl QueryProcessor {
         self.prepared.lock().clear();
         if let Some(cb) = self.on_schema_change.read().as_ref() {
             cb(&next);
+        }
+        if let Some((t, ix)) = build_index {
+            crate::index::build(&self.storage, &t, &ix).await?;
         }
         let event = ev.clone();
         Ok(Outcome { body: ev.map(ResultBody::SchemaChange).unwrap_or(ResultBody::Void), warnings: Vec::new(), event })
@@ -969,6 +1047,14 @@ impl QueryProcessor {
             is_virtual: false,
         })
     }
+}
+
+/// Forgets a dropped table's store and its indexes' stores.
+fn drop_stores(storage: &StorageEngine, t: &TableMetadata) {
+    for ix in &t.indexes {
+        storage.drop_table(ix.store_id(t));
+    }
+    storage.drop_table(t.id);
 }
 
 fn has_conditions(s: &Statement) -> bool {
@@ -1252,6 +1338,13 @@ fn alter_table(t: &TableMetadata, op: &AlterTableOp, ks: &KeyspaceMetadata) -> R
                 if col.kind.is_primary_key() {
                     return Err(Error::Invalid(format!("Cannot drop PRIMARY KEY column {c}")));
                 }
+                let dependent: Vec<&str> = nt.indexes.iter().filter(|ix| &ix.column == c).map(|ix| ix.name.as_str()).collect();
+                if !dependent.is_empty() {
+                    return Err(Error::Invalid(format!(
+                        "Cannot drop column {c} because it has dependent secondary indexes ({})",
+                        dependent.join(", ")
+                    )));
+                }
                 let typ = col.typ.clone();
                 nt.columns.retain(|x| &x.name != c);
                 nt.dropped.insert(c.clone(), (typ, now_micros()));
@@ -1271,6 +1364,9 @@ fn alter_table(t: &TableMetadata, op: &AlterTableOp, ks: &KeyspaceMetadata) -> R
                     return Err(Error::Invalid(format!("Cannot rename column {from} to {to} in table '{}'; another column with that name already exists", t.name)));
                 }
                 nt.columns[i].name = to.clone();
+                for ix in nt.indexes.iter_mut().filter(|ix| &ix.column == from) {
+                    ix.column = to.clone();
+                }
             }
         }
         AlterTableOp::Alter { column, .. } => {
@@ -1281,7 +1377,7 @@ fn alter_table(t: &TableMetadata, op: &AlterTableOp, ks: &KeyspaceMetadata) -> R
         }
     }
     let rebuilt = TableMetadata::new(&nt.keyspace, &nt.name, nt.id, nt.columns.clone(), nt.params.clone());
-    Ok(TableMetadata { dropped: nt.dropped, ..rebuilt })
+    Ok(TableMetadata { dropped: nt.dropped, indexes: nt.indexes, ..rebuilt })
 }
 
 /// Writes non-durable rows straight into memtables (system data regenerated at start).

@@ -21,6 +21,8 @@ pub struct Filter {
     pub op: Operator,
     /// One value, or several for IN.
     pub values: Vec<Bytes>,
+    /// `m[key] op value`: the map key whose value is compared.
+    pub key: Option<Bytes>,
 }
 
 /// A token range `[start, end]` (inclusive bounds after adjustment).
@@ -204,6 +206,24 @@ pub fn analyse(table: &TableMetadata, relations: &[Relation], ev: &Eval, purpose
                     _ => return Err(Error::Invalid(format!("Unsupported operator {} in multi-column relation", rel.op.as_str()))),
                 }
             }
+            RelationLhs::Element(c, key) => {
+                let Some(i) = table.column_index(c) else {
+                    return Err(Error::Invalid(format!("Undefined column name {c} in table {}.{}", table.keyspace, table.name)));
+                };
+                let col = &table.columns[i];
+                let CqlType::Map(kt, vt) = col.typ.unfrozen() else {
+                    return Err(Error::Invalid(format!("Column {c} cannot be used as a map")));
+                };
+                let key = match ev.value(key, kt, &format!("key({c})"))? {
+                    Val::Set(b) => b,
+                    _ => return Err(Error::Invalid(format!("Invalid null value for map key of column {c}"))),
+                };
+                let vals = rhs_values(ev, rel, &format!("value({c})"), vt)?;
+                if purpose != Purpose::Select {
+                    non_pk_in_where.push(c.clone());
+                }
+                filters.push(Filter { column: i, op: rel.op, values: vals, key: Some(key) });
+            }
             RelationLhs::Column(c) => {
                 let Some(i) = table.column_index(c) else {
                     return Err(Error::Invalid(format!("Undefined column name {c} in table {}.{}", table.keyspace, table.name)));
@@ -219,7 +239,7 @@ pub fn analyse(table: &TableMetadata, relations: &[Relation], ev: &Eval, purpose
                             return Err(Error::Invalid(format!("Invalid operator {} for PRIMARY KEY part {c}", rel.op.as_str())));
                         }
                         pk_other = true;
-                        filters.push(Filter { column: i, op: rel.op, values: vals });
+                        filters.push(Filter { column: i, op: rel.op, values: vals, key: None });
                     }
                     ColumnKind::Clustering => {
                         let k = i - pk_n;
@@ -231,14 +251,14 @@ pub fn analyse(table: &TableMetadata, relations: &[Relation], ev: &Eval, purpose
                             Operator::Lt | Operator::Le => {
                                 ck_slice[k].1 = vals.into_iter().next().map(|v| (v, rel.op == Operator::Le))
                             }
-                            _ => filters.push(Filter { column: i, op: rel.op, values: vals }),
+                            _ => filters.push(Filter { column: i, op: rel.op, values: vals, key: None }),
                         }
                     }
                     ColumnKind::Regular | ColumnKind::Static => {
                         if purpose != Purpose::Select {
                             non_pk_in_where.push(c.clone());
                         }
-                        filters.push(Filter { column: i, op: rel.op, values: vals });
+                        filters.push(Filter { column: i, op: rel.op, values: vals, key: None });
                     }
                 }
             }
@@ -274,7 +294,7 @@ pub fn analyse(table: &TableMetadata, relations: &[Relation], ev: &Eval, purpose
             needs_filtering = true;
             for (i, v) in pk_vals.iter().enumerate() {
                 if let Some(v) = v {
-                    filters.push(Filter { column: i, op: if v.len() == 1 { Operator::Eq } else { Operator::In }, values: v.clone() });
+                    filters.push(Filter { column: i, op: if v.len() == 1 { Operator::Eq } else { Operator::In }, values: v.clone(), key: None });
                 }
             }
         }
@@ -378,13 +398,13 @@ pub fn analyse(table: &TableMetadata, relations: &[Relation], ev: &Eval, purpose
             needs_filtering = true;
             let col = pk_n + j;
             if let Some(v) = &ck_eq[j] {
-                filters.push(Filter { column: col, op: if v.len() == 1 { Operator::Eq } else { Operator::In }, values: v.clone() });
+                filters.push(Filter { column: col, op: if v.len() == 1 { Operator::Eq } else { Operator::In }, values: v.clone(), key: None });
             }
             if let Some((v, incl)) = &ck_slice[j].0 {
-                filters.push(Filter { column: col, op: if *incl { Operator::Ge } else { Operator::Gt }, values: vec![v.clone()] });
+                filters.push(Filter { column: col, op: if *incl { Operator::Ge } else { Operator::Gt }, values: vec![v.clone()], key: None });
             }
             if let Some((v, incl)) = &ck_slice[j].1 {
-                filters.push(Filter { column: col, op: if *incl { Operator::Le } else { Operator::Lt }, values: vec![v.clone()] });
+                filters.push(Filter { column: col, op: if *incl { Operator::Le } else { Operator::Lt }, values: vec![v.clone()], key: None });
             }
         }
     }
@@ -485,11 +505,19 @@ fn rel_text(rel: &Relation) -> String {
         RelationLhs::Columns(c) => format!("({}) {} ...", c.join(", "), rel.op.as_str()),
         RelationLhs::Column(c) => format!("{c} {} ...", rel.op.as_str()),
         RelationLhs::Token(c) => format!("token({}) {} ...", c.join(", "), rel.op.as_str()),
+        RelationLhs::Element(c, _) => format!("{c}[...] {} ...", rel.op.as_str()),
     }
 }
 
 /// Evaluates a filter against a value (None: null).
 pub fn filter_matches(f: &Filter, typ: &CqlType, v: Option<&Bytes>) -> bool {
+    if let (Some(key), CqlType::Map(kt, vt)) = (&f.key, typ.unfrozen()) {
+        let element = v.and_then(|v| value::deserialize_map(v).ok()).and_then(|pairs| {
+            pairs.into_iter().find(|(k, _)| kt.compare(k, key) == Ordering::Equal).map(|(_, x)| x)
+        });
+        let plain = Filter { column: f.column, op: f.op, values: f.values.clone(), key: None };
+        return filter_matches(&plain, vt, element.as_ref());
+    }
     if f.op == Operator::IsNotNull {
         return v.is_some();
     }

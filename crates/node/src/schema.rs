@@ -312,6 +312,8 @@ pub struct TableMetadata {
     /// Dropped columns: name → (type, drop time in micros).
     pub dropped: BTreeMap<String, (CqlType, i64)>,
     pub is_counter: bool,
+    /// Secondary indexes, by name order.
+    pub indexes: Vec<crate::index::IndexMetadata>,
     /// Generated on read (system_views, system_virtual_schema).
     pub is_virtual: bool,
 }
@@ -345,6 +347,7 @@ impl TableMetadata {
             comparator,
             dropped: BTreeMap::new(),
             is_counter,
+            indexes: Vec::new(),
             is_virtual: false,
         }
     }
@@ -410,6 +413,16 @@ impl TableMetadata {
 pub fn open_store(storage: &sibyl_storage::StorageEngine, t: &TableMetadata) -> Result<std::sync::Arc<sibyl_storage::ColumnFamilyStore>> {
     let cfs = storage.add_table(t.id, t.comparator.clone(), t.directory(storage.data_directory()))?;
     *cfs.options.write() = t.storage_options();
+    for ix in &t.indexes {
+        let store = storage.add_table(ix.store_id(t), ix.comparator(t), ix.directory(t, storage.data_directory()))?;
+        let mut o = t.storage_options();
+        o.header.table = format!("{}.{}", t.name, ix.name);
+        o.header.partition_key_types = vec!["blob".into()];
+        o.header.clustering_types = ix.comparator(t).types.iter().map(|(t, _)| t.to_string()).collect();
+        o.header.clustering_reversed = ix.comparator(t).types.iter().map(|(_, r)| *r).collect();
+        o.header.columns = Default::default();
+        *store.options.write() = o;
+    }
     Ok(cfs)
 }
 

@@ -147,6 +147,15 @@ pub fn keyspace_mutations(ks: &KeyspaceMetadata, ts: i64, now: i32) -> Vec<Mutat
         for c in &t.columns {
             out.push(row_mutation(&columns_t, &[ksname.clone()], &[text(&t.name), text(&c.name)], &column_row(c), &wp));
         }
+        for ix in &t.indexes {
+            out.push(row_mutation(
+                &schema_table("indexes"),
+                &[ksname.clone()],
+                &[text(&t.name), text(&ix.name)],
+                &[("kind", Some(text(ix.kind()))), ("options", Some(text_map(&ix.options())))],
+                &wp,
+            ));
+        }
         for (name, (typ, dropped_at)) in &t.dropped {
             out.push(row_mutation(
                 &dropped_t,
@@ -288,6 +297,8 @@ pub fn read_user_keyspaces(storage: &StorageEngine, now: i32) -> Vec<KeyspaceMet
         let dropped_t = schema_table("dropped_columns");
         let cols_p = read_partition(storage, &columns_t, &key.key, now);
         let dropped_p = read_partition(storage, &dropped_t, &key.key, now);
+        let indexes_t = schema_table("indexes");
+        let indexes_p = read_partition(storage, &indexes_t, &key.key, now);
         if let Some(tp) = read_partition(storage, &tables_t, &key.key, now) {
             for (ck, row) in &tp.rows {
                 let tname = ck.values.first().map(|v| String::from_utf8_lossy(v).to_string()).unwrap_or_default();
@@ -351,6 +362,17 @@ pub fn read_user_keyspaces(storage: &StorageEngine, now: i32) -> Vec<KeyspaceMet
                             .map(|a| i64::from_be_bytes(a) * 1000)
                             .unwrap_or(0);
                         tm.dropped.insert(cname, (typ, at));
+                    }
+                }
+                if let Some(ip) = &indexes_p {
+                    for (ick, irow) in &ip.rows {
+                        if ick.values.first().map(|v| v.as_ref()) != Some(tname.as_bytes()) {
+                            continue;
+                        }
+                        let iname = ick.values.get(1).map(|v| String::from_utf8_lossy(v).to_string()).unwrap_or_default();
+                        let options = get_map(irow, &indexes_t, "options", now);
+                        let (target, column) = crate::index::IndexMetadata::parse_target(options.get("target").map(|s| s.as_str()).unwrap_or(""));
+                        tm.indexes.push(crate::index::IndexMetadata { name: iname, column, target, custom_class: options.get("class_name").cloned() });
                     }
                 }
                 ks.tables.insert(tname, Arc::new(tm));

@@ -8,9 +8,10 @@ use crate::restrictions::{analyse, filter_matches, Purpose, Restrictions, ALLOW_
 use crate::schema::{ColumnKind, TableMetadata};
 use crate::terms::{Eval, Val};
 use bytes::Bytes;
-use sibyl_cql::{Select, Selector, Term};
+use crate::index::IndexMetadata;
+use sibyl_cql::{Operator, Select, Selector, Term};
 use sibyl_protocol::ColumnSpec;
-use sibyl_storage::{ClusteringKey, ColumnFamilyStore, DecoratedKey, Partition, Row};
+use sibyl_storage::{BoundKind, ClusteringKey, ColumnFamilyStore, DecoratedKey, Mutation, Partition, Row};
 use sibyl_types::CqlType;
 use std::cmp::Ordering;
 use std::sync::Arc;
@@ -535,6 +536,87 @@ impl PagingState {
 pub struct SelectResult {
     pub rows: Vec<Vec<Option<Bytes>>>,
     pub paging_state: Option<Bytes>,
+    /// Deletions of index entries found stale while reading.
+    pub stale: Vec<Mutation>,
+}
+
+/// How a query uses the table's indexes.
+struct IndexPlan {
+    needs_filtering: bool,
+    /// The index lookup that drives the read (none when the key is given, or
+    /// when only ranges on storage-attached indexes apply: a scan then).
+    driver: Option<(IndexMetadata, Bytes)>,
+}
+
+/// Cassandra's rules: a restriction an index answers needs no filtering. A
+/// legacy index answers one restriction; storage-attached indexes answer
+/// every restriction on their columns, ranges on non-literal types included.
+fn index_plan(table: &TableMetadata, stmt: &Select, r: &Restrictions, ev: &Eval) -> Result<Option<IndexPlan>> {
+    use sibyl_cql::{RelationLhs, RelationRhs};
+    if table.indexes.is_empty() {
+        return Ok(None);
+    }
+    let pk_full = r.partition_keys.is_some();
+    let needing = if pk_full {
+        r.filters.len()
+    } else {
+        stmt.where_clause.iter().filter(|rel| !matches!(rel.lhs, RelationLhs::Token(_))).count()
+    };
+    let mut legacy = false;
+    let mut sai = 0usize;
+    let mut driver: Option<(IndexMetadata, Bytes)> = None;
+    for rel in &stmt.where_clause {
+        let (c, element) = match &rel.lhs {
+            RelationLhs::Column(c) => (c, None),
+            RelationLhs::Element(c, k) => (c, Some(k)),
+            _ => continue,
+        };
+        let Some(col) = table.column(c) else { continue };
+        if pk_full && col.kind.is_primary_key() {
+            continue;
+        }
+        let usable: Vec<&IndexMetadata> =
+            table.indexes.iter().filter(|ix| &ix.column == c && ix.supports(rel.op, element.is_some(), col.typ.unfrozen())).collect();
+        if usable.is_empty() {
+            continue;
+        }
+        if usable.iter().any(|ix| ix.is_sai()) {
+            sai += 1;
+        } else {
+            legacy = true;
+        }
+        if pk_full || driver.is_some() || !IndexMetadata::is_lookup(rel.op) {
+            continue;
+        }
+        let RelationRhs::Term(term) = &rel.rhs else { continue };
+        let set = |v: Val| match v {
+            Val::Set(b) => Some(b),
+            _ => None,
+        };
+        let value = match (col.typ.unfrozen(), rel.op, element) {
+            (CqlType::Map(kt, vt), Operator::Eq, Some(k)) => {
+                match (set(ev.value(k, kt, c)?), set(ev.value(term, vt, c)?)) {
+                    (Some(k), Some(v)) => Some(crate::cells::make_partition_key(&[k, v])),
+                    _ => None,
+                }
+            }
+            (CqlType::List(e) | CqlType::Set(e), Operator::Contains, None) => set(ev.value(term, e, c)?),
+            (CqlType::Map(_, vt), Operator::Contains, None) => set(ev.value(term, vt, c)?),
+            (CqlType::Map(kt, _), Operator::ContainsKey, None) => set(ev.value(term, kt, c)?),
+            (_, Operator::Eq, None) => set(ev.value(term, &col.typ, c)?),
+            _ => None,
+        };
+        if let Some(v) = value {
+            // prefer a legacy index for the lookup: its entries are exact
+            let ix = usable.iter().find(|ix| !ix.is_sai()).unwrap_or(&usable[0]);
+            driver = Some(((*ix).clone(), v));
+        }
+    }
+    if !legacy && sai == 0 {
+        return Ok(None);
+    }
+    let covered = sai.max(legacy as usize);
+    Ok(Some(IndexPlan { needs_filtering: needing > covered, driver }))
 }
 
 fn int_value(ev: &Eval, t: &Option<Term>, what: &str) -> Result<Option<i64>> {
@@ -574,6 +656,7 @@ pub fn execute(
     page_size: Option<i32>,
     paging_state: Option<&Bytes>,
     now: i32,
+    index_store: &dyn Fn(&IndexMetadata) -> Option<Arc<ColumnFamilyStore>>,
 ) -> Result<SelectResult> {
     let r = analyse(table, &stmt.where_clause, ev, Purpose::Select)?;
     let mut needs_filtering = r.needs_filtering;
@@ -583,6 +666,26 @@ pub fn execute(
     if r.partition_keys.is_none() && r.has_clustering_restriction && r.token_range.is_some() {
         needs_filtering = true;
     }
+    let plan = index_plan(table, stmt, &r, ev)?;
+    if let Some(p) = &plan {
+        needs_filtering = p.needs_filtering;
+        if r.partition_keys.as_ref().is_some_and(|k| k.len() > 1) {
+            return Err(Error::Invalid("Select on indexed columns and with IN clause for the PRIMARY KEY are not supported".into()));
+        }
+        if !stmt.order_by.is_empty() {
+            return Err(Error::Invalid("ORDER BY with 2ndary indexes is not supported, except for ANN queries.".into()));
+        }
+        if stmt.distinct {
+            return Err(Error::Invalid(
+                "SELECT DISTINCT with WHERE clause only supports restriction by partition key and/or static columns.".into(),
+            ));
+        }
+    }
+    // the index whose entries drive the read, with the value looked up
+    let driver: Option<(IndexMetadata, Bytes, Arc<ColumnFamilyStore>)> = match plan.and_then(|p| p.driver) {
+        Some((ix, v)) => index_store(&ix).map(|st| (ix, v, st)),
+        None => None,
+    };
     if needs_filtering && !stmt.allow_filtering {
         return Err(Error::Invalid(ALLOW_FILTERING_MSG.into()));
     }
@@ -714,14 +817,26 @@ pub fn execute(
     }
     let mut batch: Vec<DecoratedKey> = Vec::new();
     let mut first_scan = true;
+    let mut hits: std::collections::VecDeque<crate::index::Hit> = match &driver {
+        Some((ix, v, st)) => crate::index::lookup(table, ix, st, v, scan_after.as_ref(), now)?,
+        None => Default::default(),
+    };
+    let mut stale: Vec<Mutation> = Vec::new();
     'partitions: loop {
         // next key
+        let mut hit_rows: Option<Vec<(ClusteringKey, i64)>> = None;
+        let mut hit_ts = i64::MIN;
         let key = if let Some(keys) = &fixed_keys {
             if fixed_pos >= keys.len() {
                 break;
             }
             fixed_pos += 1;
             keys[fixed_pos - 1].clone()
+        } else if driver.is_some() {
+            let Some(h) = hits.pop_front() else { break };
+            hit_rows = h.rows;
+            hit_ts = h.timestamp;
+            h.key
         } else {
             if batch.is_empty() {
                 if first_scan {
@@ -757,9 +872,50 @@ pub fn execute(
                 continue; // that partition was finished
             }
         }
-        let slices = r.slices.as_deref();
-        let Some(mut part) = cfs.read(&key, slices)? else { continue };
+        let exact: Option<Vec<(ClusteringKey, ClusteringKey)>> = hit_rows.as_ref().map(|rows| {
+            rows.iter()
+                .map(|(ck, _)| {
+                    (
+                        ClusteringKey::bound(ck.values.clone(), BoundKind::StartInclusive, ck.comparator.clone()),
+                        ClusteringKey::bound(ck.values.clone(), BoundKind::EndInclusive, ck.comparator.clone()),
+                    )
+                })
+                .collect()
+        });
+        let slices = exact.as_deref().or(r.slices.as_deref());
+        let read = cfs.read(&key, slices)?;
+        if let Some((ix, value, _)) = &driver {
+            // entries whose base row no longer gives the value are deleted
+            let resolved = read.clone().map(|mut p| {
+                p.resolve(now);
+                p
+            });
+            match &hit_rows {
+                Some(rows) => {
+                    for (ck, ts) in rows {
+                        let row = resolved.as_ref().and_then(|p| p.rows.get(ck));
+                        if !row.is_some_and(|row| crate::index::row_has_value(ix, table, &key, Some(ck), row, value, now)) {
+                            stale.push(crate::index::stale_entry_deletion(table, ix, value, &key, Some(ck), *ts, now));
+                        }
+                    }
+                }
+                None => {
+                    let sr = resolved.as_ref().and_then(|p| p.static_row.as_ref());
+                    let live = match table.column(&ix.column).map(|c| c.kind) {
+                        Some(ColumnKind::Static) => sr.is_some_and(|row| crate::index::row_has_value(ix, table, &key, None, row, value, now)),
+                        _ => resolved.as_ref().is_some_and(|p| !p.rows.is_empty() || p.static_row.is_some()),
+                    };
+                    if !live {
+                        stale.push(crate::index::stale_entry_deletion(table, ix, value, &key, None, hit_ts, now));
+                    }
+                }
+            }
+        }
+        let Some(mut part) = read else { continue };
         part.resolve(now);
+        if let (Some(_), Some(sl)) = (&hit_rows, &r.slices) {
+            part.rows.retain(|ck, _| sl.iter().any(|(a, b)| a <= ck && ck <= b));
+        }
         if part.rows.is_empty() && part.static_row.is_none() {
             continue;
         }
@@ -855,12 +1011,12 @@ pub fn execute(
         if let Some(l) = limit {
             out.truncate(l as usize);
         }
-        return Ok(SelectResult { rows: out, paging_state: None });
+        return Ok(SelectResult { rows: out, paging_state: None, stale });
     }
     if sel.aggregate {
-        return Ok(SelectResult { rows: vec![finish_aggregate(sel, table, &agg)], paging_state: None });
+        return Ok(SelectResult { rows: vec![finish_aggregate(sel, table, &agg)], paging_state: None, stale });
     }
-    Ok(SelectResult { rows: out, paging_state: next_state.map(|s| s.encode()) })
+    Ok(SelectResult { rows: out, paging_state: next_state.map(|s| s.encode()), stale })
 }
 
 fn cell_of(table: &TableMetadata, i: usize, pk: &[Bytes], ck: Option<&Vec<Bytes>>, srow: Option<&Row>, row: Option<&Row>, now: i32) -> Option<Bytes> {

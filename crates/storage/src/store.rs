@@ -416,6 +416,8 @@ impl StorageEngine {
             return Ok(t.clone());
         }
         let cfs = Arc::new(ColumnFamilyStore::open(table_id, comparator, dir, self.cache.clone(), self.failures.clone())?);
+        // an id can come back (an index dropped and created again under its name)
+        self.dropped.lock().remove(&table_id);
         Ok(self.tables.write().entry(table_id).or_insert(cfs).clone())
     }
 
