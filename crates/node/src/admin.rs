@@ -81,6 +81,11 @@ impl Admin {
         }
     }
 
+    /// A table's store and its indexes' stores.
+    fn stores(&self, t: &TableMetadata) -> Vec<Arc<sibyl_storage::ColumnFamilyStore>> {
+        std::iter::once(t.id).chain(t.indexes.iter().map(|ix| ix.store_id(t))).filter_map(|id| self.storage.table(id)).collect()
+    }
+
     fn tables(&self, q: &HashMap<String, String>) -> Result<Vec<Arc<TableMetadata>>, (&'static str, String)> {
         let schema = self.qp.schema();
         let mut out = Vec::new();
@@ -119,7 +124,7 @@ impl Admin {
             ("POST", "/flush") => {
                 let mut flushed = 0;
                 for t in self.tables(q)? {
-                    if let Some(cfs) = self.storage.table(t.id) {
+                    for cfs in self.stores(&t) {
                         if self.storage.flush(&cfs).await.map_err(server_err)?.is_some() {
                             flushed += 1;
                         }
@@ -130,7 +135,7 @@ impl Admin {
             ("POST", "/compact") => {
                 let mut compacted = 0;
                 for t in self.tables(q)? {
-                    if let Some(cfs) = self.storage.table(t.id) {
+                    for cfs in self.stores(&t) {
                         self.storage.flush(&cfs).await.map_err(server_err)?;
                         if self.storage.compact(&cfs, true).await.map_err(server_err)?.is_some() {
                             compacted += 1;
@@ -218,7 +223,7 @@ impl Admin {
                 }
                 let mut n = 0;
                 for t in self.tables(q)? {
-                    if let Some(cfs) = self.storage.table(t.id) {
+                    for cfs in self.stores(&t) {
                         self.storage.flush(&cfs).await.map_err(server_err)?;
                         cfs.snapshot(&tag).map_err(server_err)?;
                         n += 1;
@@ -240,7 +245,7 @@ impl Admin {
             ("POST", "/clearsnapshot") => {
                 let mut n = 0;
                 for t in self.tables(q)? {
-                    if let Some(cfs) = self.storage.table(t.id) {
+                    for cfs in self.stores(&t) {
                         n += cfs.clear_snapshot(q.get("tag").map(|s| s.as_str()));
                     }
                 }
