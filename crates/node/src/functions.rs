@@ -345,6 +345,224 @@ pub fn cast(from: &CqlType, to: &CqlType, v: &Bytes) -> Result<Bytes> {
     })
 }
 
+// ---------- native functions of Cassandra 5.0 ----------
+
+/// Significant digits of decimal results of exp, log and log10.
+const DECIMAL_DIGITS: u64 = 32;
+
+fn decimal_context(digits: u64) -> bigdecimal::Context {
+    bigdecimal::Context::new(std::num::NonZeroU64::new(digits).unwrap_or(std::num::NonZeroU64::MIN), bigdecimal::RoundingMode::HalfUp)
+}
+
+/// ln(x) for x > 0, to about 60 digits: x = m * 10^e with m in [1, 10),
+/// ln(m) = 2 atanh((m - 1) / (m + 1)).
+fn big_ln(x: &BigDecimal) -> BigDecimal {
+    let work = decimal_context(64);
+    let atanh2 = |m: &BigDecimal| -> BigDecimal {
+        let one = BigDecimal::from(1);
+        let z = work.round_decimal((m - &one) / (m + &one));
+        let z2 = work.round_decimal(&z * &z);
+        let mut power = z.clone();
+        let mut sum = z;
+        let eps = BigDecimal::new(BigInt::from(1), 66);
+        let mut k = 1u32;
+        loop {
+            power = work.round_decimal(&power * &z2);
+            let term = work.round_decimal(&power / BigDecimal::from(2 * k + 1));
+            if term.abs() < eps || k > 4000 {
+                break;
+            }
+            sum += term;
+            k += 1;
+        }
+        work.round_decimal(sum * BigDecimal::from(2))
+    };
+    let (digits, scale) = x.as_bigint_and_exponent();
+    let len = digits.to_string().trim_start_matches('-').len() as i64;
+    let e = len - 1 - scale;
+    let m = BigDecimal::new(digits, len - 1);
+    let ln10 = atanh2(&BigDecimal::from(10));
+    work.round_decimal(atanh2(&m) + ln10 * BigDecimal::from(e))
+}
+
+fn ln10() -> BigDecimal {
+    big_ln(&BigDecimal::from(10))
+}
+
+/// Java's `Math.round(double)`: the closest long, ties up.
+fn java_round(f: f64) -> f64 {
+    if f.is_nan() {
+        0.0
+    } else {
+        (f + 0.5).floor()
+    }
+}
+
+fn log_failure(log10: bool) -> Error {
+    Error::Server(format!("java.lang.ArithmeticException: {} of number zero or less", if log10 { "Log10" } else { "Natural log" }))
+}
+
+/// `exp`, `log`, `log10` and `round` on one numeric value, typed as its argument.
+pub fn math(name: &str, t: &CqlType, v: &[u8]) -> Result<Option<Bytes>> {
+    let Some(n) = num_of(t, v) else { return Ok(None) };
+    let out = match (&n, name) {
+        (Num::Int(_), "round") | (Num::Big(_), "round") => n.clone(),
+        (Num::Int(i), "exp") => Num::Int((*i as f64).exp() as i64),
+        (Num::Int(i), "log" | "log10") => {
+            if *i <= 0 {
+                return Err(log_failure(name == "log10"));
+            }
+            Num::Int(if name == "log" { (*i as f64).ln() } else { (*i as f64).log10() } as i64)
+        }
+        (Num::Float(f), _) => {
+            let single = t.unfrozen() == &CqlType::Float;
+            Num::Float(match name {
+                "exp" => f.exp(),
+                "log" => f.ln(),
+                "log10" => f.log10(),
+                _ if single => (*f as f32 + 0.5).floor() as f64,
+                _ => java_round(*f),
+            })
+        }
+        (Num::Dec(d), "round") => Num::Dec(d.with_scale_round(0, bigdecimal::RoundingMode::HalfUp)),
+        (Num::Dec(_) | Num::Big(_), _) => {
+            let d = to_dec(&n);
+            let r = match name {
+                "exp" => d.exp_with_context(&decimal_context(80)),
+                _ => {
+                    if d <= BigDecimal::from(0) {
+                        return Err(log_failure(name == "log10"));
+                    }
+                    let ln = big_ln(&d);
+                    if name == "log" {
+                        ln
+                    } else {
+                        decimal_context(64).round_decimal(ln / ln10())
+                    }
+                }
+            };
+            let r = decimal_context(DECIMAL_DIGITS).round_decimal(r);
+            match n {
+                Num::Big(_) => Num::Big(r.with_scale_round(0, bigdecimal::RoundingMode::Down).as_bigint_and_exponent().0),
+                _ => Num::Dec(r),
+            }
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(encode_num(t, &out)))
+}
+
+/// `collection_min/max/sum/avg` of a set or list of numbers (null when empty).
+pub fn collection_aggregate(name: &str, elem: &CqlType, v: &[u8]) -> Option<Bytes> {
+    let items = sibyl_types::value::deserialize_collection(v).ok()?;
+    if items.is_empty() {
+        return None;
+    }
+    match name {
+        "collection_min" => items.iter().min_by(|a, b| elem.compare(a, b)).cloned(),
+        "collection_max" => items.iter().max_by(|a, b| elem.compare(a, b)).cloned(),
+        _ => {
+            let nums: Vec<Num> = items.iter().filter_map(|b| num_of(elem, b)).collect();
+            let sum = match elem.unfrozen() {
+                CqlType::Float | CqlType::Double => Num::Float(nums.iter().map(to_f64).sum()),
+                CqlType::Varint => Num::Big(nums.iter().map(to_big).sum()),
+                CqlType::Decimal => Num::Dec(nums.iter().map(to_dec).sum()),
+                _ => Num::Big(nums.iter().map(to_big).sum()),
+            };
+            let out = if name == "collection_avg" {
+                let count = nums.len() as i64;
+                match sum {
+                    Num::Float(f) => Num::Float(f / count as f64),
+                    Num::Dec(d) => Num::Dec(d / BigDecimal::from(count)),
+                    other => Num::Big(to_big(&other) / BigInt::from(count)),
+                }
+            } else {
+                sum
+            };
+            Some(encode_num(elem, &out))
+        }
+    }
+}
+
+/// The value `mask_default` shows for a type.
+pub fn mask_default(t: &CqlType) -> Bytes {
+    match t.unfrozen() {
+        CqlType::Ascii | CqlType::Text => Bytes::from_static(b"****"),
+        CqlType::Boolean => Bytes::from_static(&[0]),
+        CqlType::Tinyint => Bytes::from_static(&[0]),
+        CqlType::Smallint => Bytes::from_static(&[0; 2]),
+        CqlType::Int | CqlType::Float => Bytes::from_static(&[0; 4]),
+        CqlType::Bigint | CqlType::Counter | CqlType::Double | CqlType::Timestamp | CqlType::Time => Bytes::from_static(&[0; 8]),
+        CqlType::Date => Bytes::copy_from_slice(&(1u32 << 31).to_be_bytes()),
+        CqlType::Uuid => Bytes::from_static(&[0; 16]),
+        CqlType::Timeuuid => Bytes::copy_from_slice(uuid::Uuid::from_u128(0x0000_0000_0000_1000_8000_0000_0000_0000).as_bytes()),
+        CqlType::Decimal => Bytes::from_static(&[0, 0, 0, 0, 0]),
+        CqlType::Varint => Bytes::from_static(&[0]),
+        CqlType::Inet => Bytes::from_static(&[0; 4]),
+        CqlType::Duration => Bytes::from_static(&[0, 0, 0]),
+        CqlType::List(_) | CqlType::Set(_) | CqlType::Map(..) => Bytes::from_static(&[0; 4]),
+        _ => Bytes::new(),
+    }
+}
+
+/// `mask_inner(text, begin, end[, padding])` and `mask_outer`: the inner part
+/// (all but `begin` leading and `end` trailing characters) or the outer part
+/// replaced by the padding character.
+pub fn mask_text(outer: bool, v: &str, begin: i32, end: i32, pad: char) -> String {
+    let chars: Vec<char> = v.chars().collect();
+    let n = chars.len();
+    let b = (begin.max(0) as usize).min(n);
+    let e = (end.max(0) as usize).min(n - b);
+    chars
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let inner = i >= b && i < n - e;
+            if inner != outer {
+                pad
+            } else {
+                *c
+            }
+        })
+        .collect()
+}
+
+/// `mask_hash(value[, algorithm])`: the digest of the serialized value.
+pub fn mask_hash(v: &[u8], algorithm: &str) -> Result<Bytes> {
+    use sha2::Digest;
+    Ok(Bytes::from(match algorithm.to_ascii_uppercase().as_str() {
+        "MD5" => md5::Md5::digest(v).to_vec(),
+        "SHA-1" | "SHA1" | "SHA" => sha1::Sha1::digest(v).to_vec(),
+        "SHA-224" => sha2::Sha224::digest(v).to_vec(),
+        "SHA-256" => sha2::Sha256::digest(v).to_vec(),
+        "SHA-384" => sha2::Sha384::digest(v).to_vec(),
+        "SHA-512" => sha2::Sha512::digest(v).to_vec(),
+        _ => return Err(Error::Invalid(format!("Hash algorithm not found: {algorithm}"))),
+    }))
+}
+
+/// The vector similarity functions, as Cassandra scales them to [0, 1].
+pub fn similarity(name: &str, a: &[u8], b: &[u8]) -> Result<Option<Bytes>> {
+    let floats = |v: &[u8]| -> Vec<f32> { v.chunks_exact(4).map(|c| f32::from_be_bytes([c[0], c[1], c[2], c[3]])).collect() };
+    let (x, y) = (floats(a), floats(b));
+    if x.len() != y.len() {
+        return Err(Error::Invalid("All arguments must have the same vector dimensions".into()));
+    }
+    let dot: f32 = x.iter().zip(&y).map(|(p, q)| p * q).sum();
+    let r = match name {
+        "similarity_cosine" => {
+            let (nx, ny) = (x.iter().map(|p| p * p).sum::<f32>(), y.iter().map(|q| q * q).sum::<f32>());
+            if nx == 0.0 || ny == 0.0 {
+                return Err(Error::Invalid(format!("Function system.{name} doesn't support all-zero vectors.")));
+            }
+            (1.0 + dot / (nx.sqrt() * ny.sqrt())) / 2.0
+        }
+        "similarity_euclidean" => 1.0 / (1.0 + x.iter().zip(&y).map(|(p, q)| (p - q) * (p - q)).sum::<f32>()),
+        _ => (1.0 + dot) / 2.0,
+    };
+    Ok(Some(Bytes::copy_from_slice(&r.to_be_bytes())))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

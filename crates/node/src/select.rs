@@ -59,6 +59,11 @@ pub enum Expr {
     Field(Box<Expr>, usize),
     /// A function of no argument evaluated per row (`now()`, `uuid()`, ...).
     Nullary(String),
+    /// `maxwritetime(c)`: the newest timestamp of the column's cells.
+    MaxWriteTime(usize),
+    /// A native function of Cassandra 5.0 (math, collection, masking,
+    /// similarity), with its arguments and their types.
+    Native(String, Vec<Expr>, Vec<CqlType>),
 }
 
 impl Out {
@@ -161,11 +166,12 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
                 if col.kind.is_primary_key() {
                     return Err(Error::Invalid(format!("Cannot use selection function {fname} on PRIMARY KEY part {c}")));
                 }
-                if col.typ.is_multi_cell() {
+                if col.typ.is_multi_cell() && !is_wt {
                     return Err(Error::Invalid(format!("Cannot use selection function {fname} on non-frozen collection {c}")));
                 }
                 if is_wt {
-                    (format!("writetime({c})"), CqlType::Bigint, Out::WriteTime(i))
+                    let t = if col.typ.is_multi_cell() { CqlType::List(Box::new(CqlType::Bigint)) } else { CqlType::Bigint };
+                    (format!("writetime({c})"), t, Out::WriteTime(i))
                 } else {
                     (format!("ttl({c})"), CqlType::Int, Out::Ttl(i))
                 }
@@ -320,6 +326,9 @@ fn expr(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, Expr)> 
         }
         Selector::Function { name, args } => {
             let lname = name.strip_prefix("system.").unwrap_or(name).to_string();
+            if let Some(native) = native_function(table, &lname, args)? {
+                return Ok(native);
+            }
             let resolved: Vec<(String, CqlType, Expr)> = args.iter().map(|a| expr(table, a)).collect::<Result<_>>()?;
             let names: Vec<&str> = resolved.iter().map(|(n, _, _)| n.as_str()).collect();
             let fname = format!("system.{lname}({})", names.join(", "));
@@ -399,11 +408,200 @@ fn expr(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, Expr)> 
     }
 }
 
+const NATIVE_FUNCTIONS: &[&str] = &[
+    "exp", "log", "log10", "round", "map_keys", "map_values", "collection_count", "collection_min", "collection_max", "collection_sum",
+    "collection_avg", "mask_null", "mask_default", "mask_replace", "mask_inner", "mask_outer", "mask_hash", "similarity_cosine",
+    "similarity_euclidean", "similarity_dot_product", "maxwritetime",
+];
+
+/// How a literal argument is written in a result column's name.
+fn term_name(t: &Term) -> String {
+    match t {
+        Term::Constant(sibyl_types::Constant::String(s)) => format!("'{}'", s.replace('\'', "''")),
+        Term::Constant(c) => sibyl_cql::constant_text(c),
+        Term::Null => "NULL".into(),
+        Term::List(items) => format!("[{}]", items.iter().map(term_name).collect::<Vec<_>>().join(", ")),
+        Term::Set(items) => format!("{{{}}}", items.iter().map(term_name).collect::<Vec<_>>().join(", ")),
+        Term::Negate(x) => format!("-{}", term_name(x)),
+        _ => "?".into(),
+    }
+}
+
+/// The math, collection, masking, similarity and write-time functions of
+/// Cassandra 5.0, with literal arguments typed by the function's signature.
+fn native_function(table: &TableMetadata, name: &str, args: &[Selector]) -> Result<Option<(String, CqlType, Expr)>> {
+    if !NATIVE_FUNCTIONS.contains(&name) {
+        return Ok(None);
+    }
+    if name == "maxwritetime" {
+        let [Selector::Column(c)] = args else {
+            return Err(Error::Invalid("maxwritetime() takes one column".into()));
+        };
+        let i = table.column_index(c).ok_or_else(|| undefined(table, c))?;
+        if table.columns[i].kind.is_primary_key() {
+            return Err(Error::Invalid(format!("Cannot use selection function maxwritetime on PRIMARY KEY part {c}")));
+        }
+        return Ok(Some((format!("maxwritetime({c})"), CqlType::Bigint, Expr::MaxWriteTime(i))));
+    }
+    // columns and expressions first: their types give literals theirs
+    let mut resolved: Vec<Option<(String, CqlType, Expr)>> = Vec::new();
+    for a in args {
+        resolved.push(match a {
+            Selector::Term(t) if !matches!(t, Term::Constant(_)) || name.starts_with("mask_") || name.starts_with("similarity_") => None,
+            other => Some(expr(table, other)?),
+        });
+    }
+    let first_type = resolved.first().and_then(|r| r.as_ref().map(|(_, t, _)| t.clone()));
+    let other_vector = resolved.iter().flatten().map(|(_, t, _)| t.clone()).find(|t| matches!(t.unfrozen(), CqlType::Vector(..)));
+    for (i, a) in args.iter().enumerate() {
+        if resolved[i].is_some() {
+            continue;
+        }
+        let Selector::Term(term) = a else { continue };
+        let expected = match (name, i) {
+            ("mask_replace", 1) => first_type.clone(),
+            ("mask_inner" | "mask_outer", 1 | 2) => Some(CqlType::Int),
+            ("mask_inner" | "mask_outer", 3) | ("mask_hash", 1) => Some(CqlType::Text),
+            (n, _) if n.starts_with("similarity_") => other_vector.clone(),
+            _ => None,
+        };
+        let text = term_name(term);
+        let e = match expected {
+            Some(t) => {
+                if let (CqlType::Vector(_, dim), Term::List(items)) = (t.unfrozen(), term) {
+                    if items.len() != *dim as usize {
+                        return Err(Error::Invalid("All arguments must have the same vector dimensions".into()));
+                    }
+                }
+                let ev = crate::terms::Eval { bindings: &crate::terms::Bindings { values: &[] } };
+                let v = ev.value(term, &t, &text).map_err(|_| {
+                    Error::Invalid(format!("Type error: {text} cannot be passed as argument {i} of function system.{name} of type {}", t))
+                })?;
+                (text, t, Expr::Const(v.bytes().cloned()))
+            }
+            None => expr(table, a)?,
+        };
+        resolved[i] = Some(e);
+    }
+    let resolved: Vec<(String, CqlType, Expr)> = resolved.into_iter().flatten().collect();
+    let names: Vec<&str> = resolved.iter().map(|(n, _, _)| n.as_str()).collect();
+    let fname = format!("system.{name}({})", names.join(", "));
+    let types: Vec<CqlType> = resolved.iter().map(|(_, t, _)| t.unfrozen().clone()).collect();
+    let requires = |what: &str| -> Error {
+        let (n, t, _) = &resolved[0];
+        Error::Invalid(format!("Function system.{name} requires {what}, but found argument {n} of type {t}"))
+    };
+    let one = resolved.len() == 1;
+    let ret = match name {
+        "exp" | "log" | "log10" | "round" => {
+            if !one || !crate::functions::is_numeric(&types[0]) {
+                let sigs: Vec<String> = ["counter", "int", "tinyint", "float", "decimal", "varint", "bigint", "smallint", "double"]
+                    .iter()
+                    .map(|t| format!("system.{name} : ({t}) -> {t}"))
+                    .collect();
+                return Err(Error::Invalid(format!(
+                    "Invalid call to function {name}, none of its type signatures match (known type signatures: {})",
+                    sigs.join(", ")
+                )));
+            }
+            types[0].clone()
+        }
+        "map_keys" | "map_values" => match types.first() {
+            Some(CqlType::Map(k, v)) if one => {
+                if name == "map_keys" {
+                    CqlType::Set(k.clone())
+                } else {
+                    CqlType::List(v.clone())
+                }
+            }
+            _ => return Err(requires("a map argument")),
+        },
+        "collection_count" => match types.first() {
+            Some(CqlType::Map(..) | CqlType::List(_) | CqlType::Set(_)) if one => CqlType::Int,
+            _ => return Err(requires("a collection argument")),
+        },
+        "collection_min" | "collection_max" => match types.first() {
+            Some(CqlType::List(e) | CqlType::Set(e)) if one => e.as_ref().clone(),
+            _ => return Err(requires("a set/list argument")),
+        },
+        "collection_sum" | "collection_avg" => match types.first() {
+            Some(CqlType::List(e) | CqlType::Set(e)) if one && crate::functions::is_numeric(e) => e.as_ref().clone(),
+            _ => return Err(requires("a numeric set/list argument")),
+        },
+        "mask_null" | "mask_default" | "mask_replace" => resolved[0].1.clone(),
+        "mask_inner" | "mask_outer" => {
+            if !matches!(types.first(), Some(CqlType::Text | CqlType::Ascii)) {
+                return Err(requires("an argument of type [text|varchar|ascii]"));
+            }
+            resolved[0].1.clone()
+        }
+        "mask_hash" => CqlType::Blob,
+        _ => {
+            if resolved.len() != 2 || !types.iter().all(|t| matches!(t, CqlType::Vector(..))) {
+                return Err(Error::Invalid(format!("Function system.{name} requires two vector arguments")));
+            }
+            CqlType::Float
+        }
+    };
+    let exprs = resolved.into_iter().map(|(_, _, e)| e).collect();
+    Ok(Some((fname, ret, Expr::Native(name.to_string(), exprs, types))))
+}
+
+/// Evaluates a native function on its argument values.
+fn native_eval(name: &str, types: &[CqlType], vals: &[Option<Bytes>]) -> Result<Option<Bytes>> {
+    use crate::functions as f;
+    let int_arg = |i: usize, default: i32| -> i32 {
+        vals.get(i).cloned().flatten().and_then(|b| <[u8; 4]>::try_from(b.as_ref()).ok()).map(i32::from_be_bytes).unwrap_or(default)
+    };
+    let text_arg = |i: usize| -> Option<String> { vals.get(i).cloned().flatten().map(|b| String::from_utf8_lossy(&b).to_string()) };
+    match name {
+        "mask_null" => return Ok(None),
+        "mask_default" => return Ok(Some(f::mask_default(&types[0]))),
+        "mask_replace" => return Ok(vals.get(1).cloned().flatten()),
+        _ => {}
+    }
+    let Some(v) = vals.first().cloned().flatten() else { return Ok(None) };
+    Ok(match name {
+        "exp" | "log" | "log10" | "round" => f::math(name, &types[0], &v)?,
+        "map_keys" | "map_values" => {
+            let pairs = sibyl_types::value::deserialize_map(&v).map_err(|e| Error::Server(e.to_string()))?;
+            let items: Vec<Bytes> = pairs.into_iter().map(|(k, x)| if name == "map_keys" { k } else { x }).collect();
+            Some(sibyl_types::value::serialize_collection(&items))
+        }
+        "collection_count" => {
+            let n = match &types[0] {
+                CqlType::Map(..) => sibyl_types::value::deserialize_map(&v).map(|p| p.len()),
+                _ => sibyl_types::value::deserialize_collection(&v).map(|p| p.len()),
+            }
+            .map_err(|e| Error::Server(e.to_string()))?;
+            (n > 0).then(|| Bytes::copy_from_slice(&(n as i32).to_be_bytes()))
+        }
+        "collection_min" | "collection_max" | "collection_sum" | "collection_avg" => {
+            let (CqlType::List(e) | CqlType::Set(e)) = &types[0] else { return Ok(None) };
+            f::collection_aggregate(name, e, &v)
+        }
+        "mask_inner" | "mask_outer" => {
+            let pad = text_arg(3).and_then(|p| p.chars().next()).unwrap_or('*');
+            let text = String::from_utf8_lossy(&v).to_string();
+            Some(Bytes::from(f::mask_text(name == "mask_outer", &text, int_arg(1, 0), int_arg(2, 0), pad)))
+        }
+        "mask_hash" => Some(f::mask_hash(&v, &text_arg(1).unwrap_or_else(|| "SHA-256".into()))?),
+        _ => match vals.get(1).cloned().flatten() {
+            Some(w) => f::similarity(name, &v, &w)?,
+            None => None,
+        },
+    })
+}
+
 /// Evaluates an expression against one row.
 fn eval(e: &Expr, cell: &dyn Fn(usize) -> Option<Bytes>, meta: &dyn Fn(&Expr) -> Option<Bytes>) -> Result<Option<Bytes>> {
     Ok(match e {
         Expr::Column(i) => cell(*i),
-        Expr::WriteTime(_) | Expr::Ttl(_) | Expr::Token => meta(e),
+        Expr::WriteTime(_) | Expr::Ttl(_) | Expr::Token | Expr::MaxWriteTime(_) => meta(e),
+        Expr::Native(name, args, types) => {
+            let vals: Vec<Option<Bytes>> = args.iter().map(|a| eval(a, cell, meta)).collect::<Result<_>>()?;
+            native_eval(name, types, &vals)?
+        }
         Expr::Const(v) => v.clone(),
         Expr::ToJson(x, t) => {
             let v = eval(x, cell, meta)?;
@@ -1050,13 +1248,23 @@ fn build_row(
     let cell = |i: usize| cell_of(table, i, pk, ck, srow, row, now);
     let meta = |e: &Expr| -> Option<Bytes> {
         let (i, wt) = match e {
-            Expr::WriteTime(i) => (*i, true),
+            Expr::WriteTime(i) | Expr::MaxWriteTime(i) => (*i, true),
             Expr::Ttl(i) => (*i, false),
             Expr::Token => return Some(Bytes::copy_from_slice(&key.token.to_be_bytes())),
             _ => return None,
         };
         let col = &table.columns[i];
         let r = if col.kind == ColumnKind::Static { srow } else { row };
+        if let Some(sibyl_storage::ColumnData::Complex { cells, .. }) = r.and_then(|r| r.cells.get(&col.name)) {
+            let stamps: Vec<i64> = cells.values().filter(|c| c.is_live(now)).map(|c| c.timestamp).collect();
+            if stamps.is_empty() {
+                return None;
+            }
+            return Some(match e {
+                Expr::MaxWriteTime(_) => Bytes::copy_from_slice(&stamps.iter().max().copied().unwrap_or(0).to_be_bytes()),
+                _ => sibyl_types::value::serialize_collection(&stamps.iter().map(|t| Bytes::copy_from_slice(&t.to_be_bytes())).collect::<Vec<_>>()),
+            });
+        }
         let c = r.and_then(|r| simple_cell(r, &col.name)).filter(|c| c.is_live(now))?;
         if wt {
             Some(Bytes::copy_from_slice(&c.timestamp.to_be_bytes()))
