@@ -48,6 +48,7 @@ struct Parser {
     toks: Vec<Token>,
     pos: usize,
     markers: Vec<BindMarker>,
+    src: String,
 }
 
 fn fold_ident(t: &Token) -> Option<String> {
@@ -70,7 +71,7 @@ const RESERVED: &[&str] = &[
 impl Parser {
     fn new(src: &str) -> PResult<Parser> {
         let toks = tokenize(src).map_err(|e| ParseError { message: format!("line {}:{} {}", e.line, e.col, e.message) })?;
-        Ok(Parser { toks, pos: 0, markers: Vec::new() })
+        Ok(Parser { toks, pos: 0, markers: Vec::new(), src: src.to_string() })
     }
 
     fn peek(&self) -> &Token {
@@ -95,24 +96,52 @@ impl Parser {
         t
     }
 
+    /// Byte offset of a token's first character.
+    fn offset(&self, t: &Token) -> usize {
+        let mut line_start = 0;
+        for _ in 1..t.line {
+            match self.src[line_start..].find('\n') {
+                Some(i) => line_start += i + 1,
+                None => break,
+            }
+        }
+        self.src[line_start..].char_indices().nth(t.col).map(|(i, _)| line_start + i).unwrap_or(self.src.len())
+    }
+
+    /// Cassandra's `ErrorCollector` snippet: the source from ten tokens
+    /// before the failing one (whitespace runs count as tokens, line breaks
+    /// are dropped) up to it, the failing token in brackets, `...` where the
+    /// query goes on: `(SELECT * FRM [t]...)`.
     fn context(&self) -> String {
-        // Cassandra shows the statement around the failing token: (SELECT * FRM [t]...)
-        let start = self.pos.saturating_sub(3);
+        let pos = self.pos.min(self.toks.len() - 1);
+        // token starts, with a pseudo-token for each gap of whitespace or comments
+        let mut starts: Vec<usize> = Vec::new();
+        let mut prev_end = 0;
+        let mut offending = 0;
+        for (i, t) in self.toks.iter().enumerate().take(pos + 1) {
+            let start = self.offset(t);
+            if start > prev_end {
+                starts.push(prev_end);
+            }
+            if i == pos {
+                offending = starts.len();
+            }
+            starts.push(start);
+            prev_end = start + t.text.len();
+        }
+        let from = starts[offending.saturating_sub(10)];
+        let off = &self.toks[pos];
+        let off_start = self.offset(off);
         let mut s = String::new();
-        for (i, t) in self.toks.iter().enumerate().skip(start).take(self.pos - start + 1) {
-            if t.tok == Tok::Eof {
-                break;
-            }
-            if !s.is_empty() {
-                s.push(' ');
-            }
-            if i == self.pos {
-                s.push('[');
-                s.push_str(&t.text);
-                s.push(']');
-            } else {
-                s.push_str(&t.text);
-            }
+        if from > 0 {
+            s.push_str("...");
+        }
+        s.push_str(&self.src[from..off_start].replace(['\n', '\r'], ""));
+        s.push('[');
+        s.push_str(&off.text);
+        s.push(']');
+        if off_start + off.text.len() < self.src.trim_end_matches('\n').len() {
+            s.push_str("...");
         }
         s
     }
@@ -124,7 +153,7 @@ impl Parser {
             format!("line 0:-1 mismatched input '<EOF>' {expecting}")
         } else {
             format!(
-                "line {}:{} mismatched input '{}' {} ({}...)",
+                "line {}:{} mismatched input '{}' {} ({})",
                 t.line, t.col, t.text, expecting, self.context()
             )
         };
@@ -136,7 +165,7 @@ impl Parser {
         if t.tok == Tok::Eof {
             return ParseError { message: "line 0:-1 no viable alternative at input '<EOF>'".into() };
         }
-        ParseError { message: format!("line {}:{} no viable alternative at input '{}' ({}...)", t.line, t.col, t.text, self.context()) }
+        ParseError { message: format!("line {}:{} no viable alternative at input '{}' ({})", t.line, t.col, t.text, self.context()) }
     }
 
     fn is_kw(&self, kw: &str) -> bool {

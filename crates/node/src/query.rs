@@ -1049,6 +1049,15 @@ impl QueryProcessor {
     }
 }
 
+/// Cassandra's `isValueCompatibleWith`: values written as `old` read as `new`.
+fn value_compatible(new: &CqlType, old: &CqlType) -> bool {
+    let (n, o) = (new.unfrozen(), old.unfrozen());
+    n == o
+        || *n == CqlType::Blob
+        || (*n == CqlType::Text && *o == CqlType::Ascii)
+        || (*n == CqlType::Varint && matches!(o, CqlType::Int | CqlType::Bigint | CqlType::Smallint | CqlType::Tinyint))
+}
+
 /// Forgets a dropped table's store and its indexes' stores.
 fn drop_stores(storage: &StorageEngine, t: &TableMetadata) {
     for ix in &t.indexes {
@@ -1307,7 +1316,7 @@ fn alter_table(t: &TableMetadata, op: &AlterTableOp, ks: &KeyspaceMetadata) -> R
                     return Err(Error::Invalid(format!("Static columns are not allowed in COMPACT STORAGE tables or tables without clustering columns (column {})", c.name)));
                 }
                 if let Some((dt, _)) = nt.dropped.get(&c.name) {
-                    if dt.unfrozen() != typ.unfrozen() && dt.is_multi_cell() != typ.is_multi_cell() {
+                    if !value_compatible(&typ, dt) || dt.is_multi_cell() != typ.is_multi_cell() {
                         return Err(Error::Invalid(format!(
                             "Cannot re-add previously dropped column '{}' of type {}, incompatible with previous type {}",
                             c.name, typ, dt
@@ -1361,7 +1370,7 @@ fn alter_table(t: &TableMetadata, op: &AlterTableOp, ks: &KeyspaceMetadata) -> R
                     )));
                 }
                 if nt.column(to).is_some() {
-                    return Err(Error::Invalid(format!("Cannot rename column {from} to {to} in table '{}'; another column with that name already exists", t.name)));
+                    return Err(Error::Invalid(format!("Cannot rename column {from} to {to} in table '{}.{}'; another column with that name already exists", t.keyspace, t.name)));
                 }
                 nt.columns[i].name = to.clone();
                 for ix in nt.indexes.iter_mut().filter(|ix| &ix.column == from) {
@@ -1370,7 +1379,8 @@ fn alter_table(t: &TableMetadata, op: &AlterTableOp, ks: &KeyspaceMetadata) -> R
             }
         }
         AlterTableOp::Alter { column, .. } => {
-            return Err(Error::Invalid(format!("Altering column types is no longer supported (column {column})")));
+            let _ = column;
+            return Err(Error::Invalid("Altering column types is no longer supported".into()));
         }
         AlterTableOp::With(props) => {
             nt.params.apply(props)?;

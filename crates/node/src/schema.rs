@@ -264,7 +264,10 @@ impl TableParams {
                 "default_time_to_live" => {
                     let v = prop_int(p)?;
                     if v < 0 {
-                        return Err(Error::Config("default_time_to_live must be greater than or equal to 0 (got -1)".replace("-1", &v.to_string())));
+                        return Err(Error::Config(format!("default_time_to_live must be greater than or equal to 0 (got {v})")));
+                    }
+                    if v > 630_720_000 {
+                        return Err(Error::Config(format!("default_time_to_live must be less than or equal to 630720000 (got {v})")));
                     }
                     self.default_time_to_live = v;
                 }
@@ -405,6 +408,7 @@ impl TableMetadata {
                 clustering_reversed: self.clustering().iter().map(|c| c.reversed).collect(),
                 columns: self.regular_and_static().iter().map(|c| (c.name.clone(), c.typ.to_string())).collect(),
             },
+            dropped_columns: self.dropped.iter().map(|(n, (_, at))| (n.clone(), *at)).collect(),
         }
     }
 }

@@ -286,6 +286,7 @@ pub fn compact(
     max_output_bytes: u64,
     now: i32,
     gc_before: i32,
+    dropped_columns: &[(String, i64)],
     outside: &dyn Fn(&DecoratedKey) -> bool,
     progress: &dyn Fn(u64),
 ) -> Result<(CompactionResult, Vec<u64>), StorageError> {
@@ -318,6 +319,9 @@ pub fn compact(
             }
         }
         if let Some(mut p) = merged {
+            if !dropped_columns.is_empty() {
+                p.purge_dropped(dropped_columns);
+            }
             if p.compact(now, gc_before, !outside(&min)) {
                 if writer.data_bytes() >= max_output_bytes {
                     let next = new_writer()?;

@@ -412,6 +412,36 @@ impl Partition {
         }
     }
 
+    /// Forgets cells of dropped columns written at or before the drop (a
+    /// column dropped and added again starts empty).
+    pub fn purge_dropped(&mut self, dropped: &[(String, i64)]) {
+        let purge = |row: &mut Row| {
+            for (name, at) in dropped {
+                let gone = match row.cells.get_mut(name) {
+                    Some(ColumnData::Simple(c) | ColumnData::Counter(c)) => c.timestamp <= *at,
+                    Some(ColumnData::Complex { deletion, cells }) => {
+                        cells.retain(|_, c| c.timestamp > *at);
+                        if deletion.marked_for_delete_at <= *at {
+                            *deletion = DeletionTime::LIVE;
+                        }
+                        cells.is_empty() && deletion.is_live()
+                    }
+                    None => false,
+                };
+                if gone {
+                    row.cells.retain(|n, _| &**n != name.as_str());
+                }
+            }
+        };
+        if let Some(sr) = &mut self.static_row {
+            purge(sr);
+        }
+        self.rows.retain(|_, row| {
+            purge(row);
+            true
+        });
+    }
+
     /// Applies tombstones and expiry: what a reader sees at `now`.
     pub fn resolve(&mut self, now: i32) {
         let pdel = self.deletion;

@@ -27,6 +27,9 @@ pub struct TableOptions {
     pub auto_compaction: bool,
     /// Written into every SSTable's statistics.
     pub header: crate::sstable::SerializationHeader,
+    /// Dropped columns and when (micros): their cells written at or before
+    /// that time are never read again, and compaction purges them.
+    pub dropped_columns: Vec<(String, i64)>,
 }
 
 impl Default for TableOptions {
@@ -39,6 +42,7 @@ impl Default for TableOptions {
             strategy: Default::default(),
             auto_compaction: true,
             header: Default::default(),
+            dropped_columns: Vec::new(),
         }
     }
 }
@@ -246,6 +250,10 @@ impl ColumnFamilyStore {
         let mt = self.memtable.read().clone();
         if let Some(p) = mt.read(key, slices) {
             merge(p);
+        }
+        let dropped = &self.options.read().dropped_columns;
+        if let (Some(p), false) = (&mut out, dropped.is_empty()) {
+            p.purge_dropped(dropped);
         }
         Ok(out)
     }
@@ -731,7 +739,7 @@ impl StorageEngine {
                     }
                 }
             };
-            let (r, gens) = crate::compaction::compact(&ins, &mut new_writer, task.max_output_bytes, now, gc_before, &outside, &progress)?;
+            let (r, gens) = crate::compaction::compact(&ins, &mut new_writer, task.max_output_bytes, now, gc_before, &opts.dropped_columns, &outside, &progress)?;
             let mut readers = Vec::new();
             for g in gens {
                 readers.push(SSTableReader::open(&dir, g, t2.comparator.clone(), me.cache.clone())?);
