@@ -144,6 +144,8 @@ pub struct Select {
     /// `GROUP BY ..., floor(col, duration)`: the last grouping column in time buckets.
     pub group_by_floor: Option<(String, String)>,
     pub order_by: Vec<Ordering>,
+    /// `ORDER BY col ANN OF vector`: nearest neighbours first.
+    pub ann: Option<(String, Term)>,
     pub per_partition_limit: Option<Term>,
     pub limit: Option<Term>,
     pub allow_filtering: bool,
@@ -355,6 +357,8 @@ pub struct CreateIndex {
     pub target: String,
     pub target_kind: String,
     pub custom_class: Option<String>,
+    /// `WITH OPTIONS = {...}`.
+    pub options: Vec<(String, String)>,
 }
 
 /// `DESCRIBE ...`

@@ -535,11 +535,18 @@ impl Parser {
             }
         }
         let mut order_by = Vec::new();
+        let mut ann = None;
         if self.is_kw("order") {
             self.advance();
             self.expect_kw("by")?;
             loop {
                 let column = self.ident()?;
+                if self.is_kw("ann") && self.is_kw_at(1, "of") {
+                    self.advance();
+                    self.advance();
+                    ann = Some((column, self.term()?));
+                    break;
+                }
                 let descending = if self.eat_kw("desc") {
                     true
                 } else {
@@ -567,7 +574,7 @@ impl Parser {
         } else {
             false
         };
-        Ok(Select { table, json, distinct, selectors, where_clause, group_by, group_by_floor, order_by, per_partition_limit, limit, allow_filtering })
+        Ok(Select { table, json, distinct, selectors, where_clause, group_by, group_by_floor, order_by, ann, per_partition_limit, limit, allow_filtering })
     }
 
     /// A selector with arithmetic: `*`, `/`, `%` bind tighter than `+`, `-`.
@@ -1108,10 +1115,15 @@ impl Parser {
                     custom_class = Some(s);
                 }
             }
+            let mut options = Vec::new();
             if self.eat_kw("with") {
-                let _ = self.properties()?;
+                for p in self.properties()? {
+                    if let (true, PropertyValue::Map(m)) = (p.name.eq_ignore_ascii_case("options"), p.value) {
+                        options = m;
+                    }
+                }
             }
-            return Ok(Statement::CreateIndex(CreateIndex { name, table, if_not_exists, target, target_kind, custom_class }));
+            return Ok(Statement::CreateIndex(CreateIndex { name, table, if_not_exists, target, target_kind, custom_class, options }));
         }
         Err(self.no_viable())
     }

@@ -555,7 +555,9 @@ pub fn similarity(name: &str, a: &[u8], b: &[u8]) -> Result<Option<Bytes>> {
             if nx == 0.0 || ny == 0.0 {
                 return Err(Error::Invalid(format!("Function system.{name} doesn't support all-zero vectors.")));
             }
-            (1.0 + dot / (nx.sqrt() * ny.sqrt())) / 2.0
+            // as Lucene's VectorUtil.cosine: the quotient taken in double
+            let cos = (dot as f64 / (nx as f64 * ny as f64).sqrt()) as f32;
+            (1.0 + cos) / 2.0
         }
         "similarity_euclidean" => 1.0 / (1.0 + x.iter().zip(&y).map(|(p, q)| (p - q) * (p - q)).sum::<f32>()),
         _ => (1.0 + dot) / 2.0,

@@ -72,6 +72,8 @@ pub struct IndexMetadata {
     pub target: TargetKind,
     /// `USING '...'` as written (custom indexes: only the `sai` kind).
     pub custom_class: Option<String>,
+    /// `WITH OPTIONS = {...}` (`similarity_function` of a vector index).
+    pub options: BTreeMap<String, String>,
 }
 
 impl IndexMetadata {
@@ -103,7 +105,7 @@ impl IndexMetadata {
     }
 
     pub fn options(&self) -> BTreeMap<String, String> {
-        let mut m = BTreeMap::new();
+        let mut m = self.options.clone();
         if let Some(c) = &self.custom_class {
             m.insert("class_name".to_string(), c.clone());
         }
@@ -188,6 +190,7 @@ pub fn validate_create(
     column: &str,
     kind: &str,
     custom_class: Option<&str>,
+    options: &[(String, String)],
     existing_names: &dyn Fn(&str) -> bool,
 ) -> Result<(IndexMetadata, Option<String>)> {
     if let Some(n) = name {
@@ -246,7 +249,23 @@ pub fn validate_create(
             t => t,
         }
     };
-    let mut ix = IndexMetadata { name: String::new(), column: column.to_string(), target, custom_class: custom_class.map(|s| s.to_string()) };
+    if let (Some(_), CqlType::Vector(elem, _)) = (custom_class, col.typ.unfrozen()) {
+        if **elem != CqlType::Float {
+            return Err(Error::Invalid("SAI ANN indexes are only allowed on vector columns with float elements".into()));
+        }
+    }
+    if let Some((_, f)) = options.iter().find(|(k, _)| k == "similarity_function") {
+        if !["cosine", "euclidean", "dot_product"].contains(&f.to_ascii_lowercase().as_str()) {
+            return Err(Error::Invalid(format!("Similarity function {f} was not recognized")));
+        }
+    }
+    let mut ix = IndexMetadata {
+        name: String::new(),
+        column: column.to_string(),
+        target,
+        custom_class: custom_class.map(|s| s.to_string()),
+        options: options.iter().cloned().collect(),
+    };
     ix.name = match name {
         Some(n) => n.to_string(),
         None => {

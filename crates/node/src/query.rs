@@ -925,6 +925,7 @@ impl QueryProcessor {
                     &ci.target,
                     &ci.target_kind,
                     ci.custom_class.as_deref(),
+                    &ci.options,
                     &name_taken,
                 )?;
                 if let Some(d) = duplicate {

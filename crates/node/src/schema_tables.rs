@@ -372,7 +372,9 @@ pub fn read_user_keyspaces(storage: &StorageEngine, now: i32) -> Vec<KeyspaceMet
                         let iname = ick.values.get(1).map(|v| String::from_utf8_lossy(v).to_string()).unwrap_or_default();
                         let options = get_map(irow, &indexes_t, "options", now);
                         let (target, column) = crate::index::IndexMetadata::parse_target(options.get("target").map(|s| s.as_str()).unwrap_or(""));
-                        tm.indexes.push(crate::index::IndexMetadata { name: iname, column, target, custom_class: options.get("class_name").cloned() });
+                        let custom_class = options.get("class_name").cloned();
+                        let extra = options.into_iter().filter(|(k, _)| k != "class_name" && k != "target").collect();
+                        tm.indexes.push(crate::index::IndexMetadata { name: iname, column, target, custom_class, options: extra });
                     }
                 }
                 ks.tables.insert(tname, Arc::new(tm));

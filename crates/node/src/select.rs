@@ -738,6 +738,39 @@ pub struct SelectResult {
     pub stale: Vec<Mutation>,
 }
 
+/// `ORDER BY v ANN OF q LIMIT n`: the vector column, the query vector and the
+/// similarity function of its storage-attached index. Candidates are scored
+/// exactly (the answer an approximate graph converges to).
+fn ann_plan(table: &TableMetadata, stmt: &Select, ev: &Eval, page_size: Option<i32>) -> Result<Option<(usize, Bytes, String)>> {
+    use sibyl_cql::RelationLhs;
+    let Some((col, term)) = &stmt.ann else { return Ok(None) };
+    let i = table.column_index(col).ok_or_else(|| undefined(table, col))?;
+    let c = &table.columns[i];
+    if !matches!(c.typ.unfrozen(), CqlType::Vector(..)) {
+        return Err(Error::Invalid(format!("Unexpected receiver type '{}'; only list and vector are expected", c.typ)));
+    }
+    let query = match ev.value(term, &c.typ, col)? {
+        Val::Set(b) => b,
+        _ => return Err(Error::Invalid(format!("Invalid null value for ANN ordering of {col}"))),
+    };
+    let Some(ix) = table.indexes.iter().find(|ix| &ix.column == col && ix.is_sai()) else {
+        return Err(Error::Invalid("ANN ordering by vector requires the column to be indexed".into()));
+    };
+    for rel in &stmt.where_clause {
+        let (RelationLhs::Column(r) | RelationLhs::Element(r, _)) = &rel.lhs else { continue };
+        let key = table.column(r).map(|c| c.kind.is_primary_key()).unwrap_or(false);
+        if !key && !table.indexes.iter().any(|ix| &ix.column == r && ix.is_sai()) {
+            return Err(Error::Invalid("ANN ordering by vector requires all restricted column(s) to be indexed".into()));
+        }
+    }
+    let limit = int_value(ev, &stmt.limit, "[limit]")?;
+    if limit.is_none() || page_size.is_some_and(|p| p > 0 && limit.unwrap_or(0) > p as i64) {
+        return Err(Error::Invalid("Top-K queries must have a limit specified and the limit must be less than the query page size".into()));
+    }
+    let function = format!("similarity_{}", ix.options.get("similarity_function").map(|f| f.to_ascii_lowercase()).unwrap_or_else(|| "cosine".into()));
+    Ok(Some((i, query, function)))
+}
+
 /// How a query uses the table's indexes.
 struct IndexPlan {
     needs_filtering: bool,
@@ -884,7 +917,8 @@ pub fn execute(
         Some((ix, v)) => index_store(&ix).map(|st| (ix, v, st)),
         None => None,
     };
-    if needs_filtering && !stmt.allow_filtering {
+    let ann = ann_plan(table, stmt, ev, page_size)?;
+    if needs_filtering && !stmt.allow_filtering && ann.is_none() {
         return Err(Error::Invalid(ALLOW_FILTERING_MSG.into()));
     }
     if stmt.distinct {
@@ -968,9 +1002,10 @@ pub fn execute(
         _ => None,
     };
     // groups and aggregates are computed over all rows in one page
-    let page_size = if sel.aggregate || grouped { None } else { page_size.filter(|p| *p > 0).map(|p| p as i64) };
+    let page_size = if sel.aggregate || grouped || ann.is_some() { None } else { page_size.filter(|p| *p > 0).map(|p| p as i64) };
     let mut remaining = paging.as_ref().map(|p| p.remaining).unwrap_or(limit.unwrap_or(i64::MAX));
-    if sel.aggregate || grouped {
+    let mut ann_rows: Vec<(f32, Vec<Option<Bytes>>)> = Vec::new();
+    if sel.aggregate || grouped || ann.is_some() {
         remaining = i64::MAX;
     }
     let mut out: Vec<Vec<Option<Bytes>>> = Vec::new();
@@ -1122,7 +1157,7 @@ pub fn execute(
         let ppl = per_partition_limit.unwrap_or(i64::MAX);
         // one row for the whole partition: DISTINCT, or a partition holding only static data
         let static_only = part.rows.is_empty() && table.clustering_count > 0;
-        if stmt.distinct || static_only {
+        if (stmt.distinct || static_only) && ann.is_none() {
             if resuming.is_some() {
                 continue;
             }
@@ -1174,6 +1209,15 @@ pub fn execute(
                 continue;
             }
             let built = build_row(table, sel, &pk_values, Some(&ck.values), static_row.as_ref(), Some(&row), &key, now)?;
+            if let Some((vi, query, function)) = &ann {
+                // nearest first: every candidate scored, the best kept at the end
+                let v = cell_of(table, *vi, &pk_values, Some(&ck.values), static_row.as_ref(), Some(&row), now);
+                let score = v.and_then(|v| crate::functions::similarity(function, &v, query).ok().flatten());
+                if let Some(b) = score.and_then(|b| <[u8; 4]>::try_from(b.as_ref()).ok()) {
+                    ann_rows.push((f32::from_be_bytes(b), built));
+                }
+                continue;
+            }
             if grouped {
                 let mut gk: Vec<Bytes> = pk_values.iter().chain(ck.values.iter()).take(group_len).cloned().collect();
                 if let (Some(millis), Some(last)) = (floor_millis, gk.last_mut()) {
@@ -1201,6 +1245,11 @@ pub fn execute(
             next_state = Some(PagingState { key: key.key.clone(), clustering: last_ck, remaining, returned_in_partition: in_partition });
             break 'partitions;
         }
+    }
+    if ann.is_some() {
+        ann_rows.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap_or(Ordering::Equal));
+        ann_rows.truncate(limit.unwrap_or(i64::MAX) as usize);
+        return Ok(SelectResult { rows: ann_rows.into_iter().map(|(_, r)| r).collect(), paging_state: None, stale });
     }
     if grouped {
         if group.is_some() {

@@ -119,7 +119,17 @@ impl<'a> Eval<'a> {
                         }
                         let mut out = Vec::new();
                         for it in items {
-                            match self.value(it, e, receiver)? {
+                            let v = self.value(it, e, receiver).map_err(|err| match it {
+                                Term::Constant(c) => Error::Invalid(format!(
+                                    "Invalid vector literal for {receiver}: value {} is not of type {e}",
+                                    match c {
+                                        sibyl_types::Constant::String(s) => format!("'{s}'"),
+                                        c => sibyl_cql::constant_text(c),
+                                    }
+                                )),
+                                _ => err,
+                            })?;
+                            match v {
                                 Val::Set(b) => out.push(b),
                                 _ => return Err(Error::Invalid("null is not supported inside vectors".into())),
                             }
