@@ -53,6 +53,10 @@ pub enum Selector {
     Field { selector: Box<Selector>, field: String },
     /// `a + b`, `a - b`, `a * b`, `a / b`, `a % b`.
     Arith { op: char, lhs: Box<Selector>, rhs: Box<Selector> },
+    /// `m['key']`, `s[element]`.
+    Element { selector: Box<Selector>, key: Term },
+    /// `m['a'..'z']`, `s[1..]`.
+    Slice { selector: Box<Selector>, from: Option<Term>, to: Option<Term> },
 }
 
 /// A selector with its optional `AS alias`.
@@ -273,6 +277,43 @@ impl PropertyValue {
     }
 }
 
+/// A term as Cassandra prints it in messages: strings quoted, `NULL`, `?`,
+/// collections and tuples with `, ` between elements.
+pub fn term_text(t: &Term) -> String {
+    let join = |items: &[Term]| items.iter().map(term_text).collect::<Vec<_>>().join(", ");
+    match t {
+        Term::Constant(Constant::String(s)) => format!("'{}'", s.replace('\'', "''")),
+        Term::Constant(c) => constant_text(c),
+        Term::Null => "NULL".into(),
+        Term::Bind(m) => m.name.as_ref().map(|n| format!(":{n}")).unwrap_or_else(|| "?".into()),
+        Term::List(items) => format!("[{}]", join(items)),
+        Term::Set(items) => format!("{{{}}}", join(items)),
+        Term::Tuple(items) => format!("({})", join(items)),
+        Term::Map(pairs) => format!("{{{}}}", pairs.iter().map(|(k, v)| format!("{}: {}", term_text(k), term_text(v))).collect::<Vec<_>>().join(", ")),
+        Term::UserType(fields) => format!("{{{}}}", fields.iter().map(|(k, v)| format!("{k}: {}", term_text(v))).collect::<Vec<_>>().join(", ")),
+        Term::Function { name, args } => format!("{name}({})", join(args)),
+        Term::Cast { typ, term } => format!("({typ}){}", term_text(term)),
+        Term::Negate(x) => format!("-{}", term_text(x)),
+    }
+}
+
+/// A WHERE relation as Cassandra prints it: `v != 10`, `(a, b) = (1, 2)`.
+pub fn relation_text(r: &Relation) -> String {
+    let lhs = match &r.lhs {
+        RelationLhs::Column(c) => c.clone(),
+        RelationLhs::Columns(cs) => format!("({})", cs.join(", ")),
+        RelationLhs::Token(cs) => format!("token({})", cs.join(", ")),
+        RelationLhs::Element(c, k) => format!("{c}[{}]", term_text(k)),
+    };
+    let rhs = match &r.rhs {
+        RelationRhs::Term(t) => term_text(t),
+        RelationRhs::InList(items) => format!("({})", items.iter().map(term_text).collect::<Vec<_>>().join(", ")),
+        RelationRhs::InMarker(_) => "?".into(),
+        RelationRhs::NotNull => return format!("{lhs} IS NOT NULL"),
+    };
+    format!("{lhs} {} {rhs}", r.op.as_str())
+}
+
 /// The source text of a constant.
 pub fn constant_text(c: &Constant) -> String {
     match c {
@@ -402,6 +443,8 @@ pub enum Statement {
     Truncate(QualifiedName),
     CreateType(CreateType),
     DropType { name: QualifiedName, if_exists: bool },
+    /// `ALTER TYPE t ADD f type` / `ALTER TYPE t RENAME a TO b [AND c TO d]`.
+    AlterType { name: QualifiedName, if_exists: bool, add: Option<(String, String)>, renames: Vec<(String, String)> },
     CreateIndex(CreateIndex),
     DropIndex { name: QualifiedName, if_exists: bool },
     Describe(DescribeStatement),

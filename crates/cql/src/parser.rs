@@ -616,10 +616,26 @@ impl Parser {
 
     fn selector_postfix(&mut self) -> PResult<Selector> {
         let mut s = self.selector_atom()?;
-        while self.is_sym(".") {
-            self.advance();
-            let field = self.ident_any()?;
-            s = Selector::Field { selector: Box::new(s), field };
+        loop {
+            if self.is_sym(".") {
+                self.advance();
+                let field = self.ident_any()?;
+                s = Selector::Field { selector: Box::new(s), field };
+            } else if self.is_sym("[") {
+                self.advance();
+                let from = if self.is_sym("..") { None } else { Some(self.term()?) };
+                if self.eat_sym("..") {
+                    let to = if self.is_sym("]") { None } else { Some(self.term()?) };
+                    self.expect_sym("]")?;
+                    s = Selector::Slice { selector: Box::new(s), from, to };
+                } else {
+                    self.expect_sym("]")?;
+                    let Some(key) = from else { return Err(self.no_viable()) };
+                    s = Selector::Element { selector: Box::new(s), key };
+                }
+            } else {
+                break;
+            }
         }
         Ok(s)
     }
@@ -887,6 +903,10 @@ impl Parser {
         }
         if self.eat_kw("exists") {
             return Ok(Conditions::Exists);
+        }
+        if self.is_kw("not") {
+            // UPDATE and DELETE take IF EXISTS, never IF NOT EXISTS
+            return Err(self.no_viable());
         }
         if self.is_kw("not") && self.is_kw_at(1, "exists") {
             self.advance();
@@ -1276,6 +1296,28 @@ impl Parser {
             self.expect_kw("with")?;
             let properties = self.properties()?;
             return Ok(Statement::AlterKeyspace { name, if_exists, properties });
+        }
+        if self.eat_kw("type") {
+            let if_exists = self.if_exists()?;
+            let name = self.qualified_name()?;
+            if self.eat_kw("add") {
+                let _ = self.if_not_exists()?;
+                let f = self.ident()?;
+                let t = self.type_text()?;
+                return Ok(Statement::AlterType { name, if_exists, add: Some((f, t)), renames: Vec::new() });
+            }
+            self.expect_kw("rename")?;
+            let _ = self.if_exists()?;
+            let mut renames = Vec::new();
+            loop {
+                let from = self.ident()?;
+                self.expect_kw("to")?;
+                renames.push((from, self.ident()?));
+                if !self.eat_kw("and") {
+                    break;
+                }
+            }
+            return Ok(Statement::AlterType { name, if_exists, add: None, renames });
         }
         if self.eat_kw("table") || self.eat_kw("columnfamily") {
             let if_exists = self.if_exists()?;

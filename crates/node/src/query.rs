@@ -509,6 +509,15 @@ impl QueryProcessor {
         if b.using.timestamp.is_some() && b.batch_type == BatchType::Counter {
             return Err(Error::Invalid("Cannot provide custom timestamp for counter BATCH".into()));
         }
+        let own_timestamp = |s: &Statement| match s {
+            Statement::Insert(i) => i.using.timestamp.is_some(),
+            Statement::Update(u) => u.using.timestamp.is_some(),
+            Statement::Delete(d) => d.using.timestamp.is_some(),
+            _ => false,
+        };
+        if b.using.timestamp.is_some() && b.statements.iter().any(own_timestamp) {
+            return Err(Error::Invalid("Timestamp must be set either on BATCH or individual statements".into()));
+        }
         let conditional = b.statements.iter().any(has_conditions);
         let _guard = if conditional { Some(self.lwt_lock.lock().await) } else { None };
         let mut all: Vec<Mutation> = Vec::new();
@@ -528,8 +537,11 @@ impl QueryProcessor {
         }
         if conditional {
             let first = all.first().map(|m| (m.table_id, m.key.clone()));
-            if all.iter().any(|m| Some((m.table_id, m.key.clone())) != first) {
-                return Err(Error::Invalid("Batch with conditions cannot span multiple tables or partitions".into()));
+            if all.iter().any(|m| Some(m.table_id) != first.as_ref().map(|f| f.0)) {
+                return Err(Error::Invalid("Batch with conditions cannot span multiple tables".into()));
+            }
+            if all.iter().any(|m| Some(&m.key) != first.as_ref().map(|f| &f.1)) {
+                return Err(Error::Invalid("Batch with conditions cannot span multiple partitions".into()));
             }
             if let Some(out) = failed {
                 return Ok(out);
@@ -626,6 +638,16 @@ impl QueryProcessor {
             _ => return Ok(None),
         };
         let t = self.table(name, client, opts.keyspace.as_deref())?;
+        let where_clause = match st {
+            Statement::Update(u) => u.where_clause.as_slice(),
+            Statement::Delete(d) => d.where_clause.as_slice(),
+            _ => &[],
+        };
+        if where_clause.iter().any(|r| {
+            r.op == Operator::In && matches!(&r.lhs, RelationLhs::Column(c) if t.column(c).is_some_and(|c| c.kind == ColumnKind::PartitionKey))
+        }) {
+            return Err(Error::Invalid("IN on the partition key is not supported with conditional updates".into()));
+        }
         if t.is_counter {
             return Err(Error::Invalid(if matches!(cond, Conditions::Columns(_)) {
                 "Conditions on counters are not supported".into()
@@ -678,12 +700,35 @@ impl QueryProcessor {
                     if !shown.iter().any(|s: &&ColumnMetadata| s.name == col.name) {
                         shown.push(col);
                     }
-                    let cur = if exists || col.kind == ColumnKind::Static { value_of(col) } else { None };
+                    let mut cur = if exists || col.kind == ColumnKind::Static { value_of(col) } else { None };
+                    let mut typ = col.typ.clone();
+                    if let sibyl_cql::ColumnTarget::Element(_, key) = &c.target {
+                        // `l[i] op v`, `m[k] op v`: the element is compared
+                        let (key_t, elem_t) = match col.typ.unfrozen() {
+                            CqlType::List(e) => (CqlType::Int, e.as_ref().clone()),
+                            CqlType::Map(k, v) => (k.as_ref().clone(), v.as_ref().clone()),
+                            other => return Err(Error::Invalid(format!("Invalid element access syntax for non-collection column {} of type {other}", col.name))),
+                        };
+                        let k = match ev.value(key, &key_t, &format!("key({})", col.name))? {
+                            crate::terms::Val::Set(b) => b,
+                            _ => return Err(Error::Invalid(format!("Invalid null value for {} element access", col.name))),
+                        };
+                        cur = cur.and_then(|v| match col.typ.unfrozen() {
+                            CqlType::List(_) => {
+                                let i = <[u8; 4]>::try_from(k.as_ref()).map(i32::from_be_bytes).unwrap_or(-1);
+                                sibyl_types::value::deserialize_collection(&v).ok().and_then(|l| usize::try_from(i).ok().and_then(|i| l.get(i).cloned()))
+                            }
+                            _ => sibyl_types::value::deserialize_map(&v)
+                                .ok()
+                                .and_then(|p| p.into_iter().find(|(x, _)| key_t.compare(x, &k) == std::cmp::Ordering::Equal).map(|(_, x)| x)),
+                        });
+                        typ = elem_t;
+                    }
                     let rel = Relation { lhs: RelationLhs::Column(col.name.clone()), op: c.op, rhs: c.rhs.clone() };
                     let vals = match &rel.rhs {
                         RelationRhs::Term(Term::Null) => None,
                         _ => {
-                            let r = crate::restrictions::analyse_condition_values(ev, &rel, &col.name, &col.typ)?;
+                            let r = crate::restrictions::analyse_condition_values(ev, &rel, &col.name, &typ)?;
                             Some(r)
                         }
                     };
@@ -695,7 +740,7 @@ impl QueryProcessor {
                         },
                         Some(vals) => {
                             let f = crate::restrictions::Filter { column: 0, op: c.op, values: vals, key: None };
-                            crate::restrictions::filter_matches(&f, &col.typ, cur.as_ref())
+                            crate::restrictions::filter_matches(&f, &typ, cur.as_ref())
                         }
                     };
                     ok &= pass;
@@ -888,16 +933,65 @@ impl QueryProcessor {
                     }
                     return Err(Error::Invalid(format!("Type '{}.{}' doesn't exist", ks_name, name.name)));
                 }
-                for t in old.tables.values() {
-                    for c in &t.columns {
-                        if c.typ.to_string().contains(&name.name) {
-                            return Err(Error::Invalid(format!("Cannot drop user type '{}.{}' as it is still used by table {}", ks_name, name.name, t.name)));
-                        }
-                    }
+                let by_types: Vec<&str> = old
+                    .types
+                    .values()
+                    .filter(|u| u.name != name.name && u.fields.iter().any(|(_, t)| refers_to_type(t, &name.name)))
+                    .map(|u| u.name.as_str())
+                    .collect();
+                if !by_types.is_empty() {
+                    return Err(Error::Invalid(format!(
+                        "Cannot drop user type '{}.{}' as it is still used by user types {}",
+                        ks_name,
+                        name.name,
+                        by_types.join(", ")
+                    )));
+                }
+                let by_tables: Vec<&str> =
+                    old.tables.values().filter(|t| t.columns.iter().any(|c| refers_to_type(&c.typ, &name.name))).map(|t| t.name.as_str()).collect();
+                if !by_tables.is_empty() {
+                    return Err(Error::Invalid(format!(
+                        "Cannot drop user type '{}.{}' as it is still used by tables {}",
+                        ks_name,
+                        name.name,
+                        by_tables.join(", ")
+                    )));
                 }
                 let mut ks = (**old).clone();
                 ks.types.remove(&name.name);
                 (Some(ks), None, Some(change("DROPPED", SchemaChangeTarget::Type, &ks_name, Some(&name.name))))
+            }
+            Statement::AlterType { name, if_exists, add, renames } => {
+                let ks_name = self.keyspace_of(name, client, ks_opt)?;
+                let Some(old) = schema.keyspace(&ks_name) else {
+                    return Err(Error::Invalid(format!("Keyspace '{ks_name}' doesn't exist")));
+                };
+                let Some(u) = old.types.get(&name.name) else {
+                    if *if_exists {
+                        return Ok(Outcome::void());
+                    }
+                    return Err(Error::Invalid(format!("Type {ks_name}.{} doesn't exist", name.name)));
+                };
+                let mut fields = u.fields.clone();
+                if let Some((f, tstr)) = add {
+                    if fields.iter().any(|(n, _)| n == f) {
+                        return Err(Error::Invalid(format!(
+                            "Cannot add field {f} to type {ks_name}.{}: a field with name {f} already exists",
+                            name.name
+                        )));
+                    }
+                    fields.push((f.clone(), parse_type(tstr, old)?));
+                }
+                for (from, to) in renames {
+                    let Some(i) = fields.iter().position(|(n, _)| n == from) else {
+                        return Err(Error::Invalid(format!("Unkown field {from} in user type {ks_name}.{}", name.name)));
+                    };
+                    fields[i].0 = to.clone();
+                }
+                let mut ks = (**old).clone();
+                ks.types.insert(name.name.clone(), Arc::new(UserType { keyspace: ks_name.clone(), name: name.name.clone(), fields }));
+                reresolve_types(&mut ks);
+                (Some(ks), None, Some(change("UPDATED", SchemaChangeTarget::Type, &ks_name, Some(&name.name))))
             }
             Statement::CreateIndex(ci) => {
                 let ks_name = self.keyspace_of(&ci.table, client, ks_opt)?;
@@ -1048,6 +1142,43 @@ impl QueryProcessor {
             is_virtual: false,
         })
     }
+}
+
+/// Whether a type uses the user type `name` anywhere inside.
+fn refers_to_type(t: &CqlType, name: &str) -> bool {
+    match t {
+        CqlType::Udt(u) => u.name == name || u.fields.iter().any(|(_, f)| refers_to_type(f, name)),
+        CqlType::List(e) | CqlType::Set(e) | CqlType::Frozen(e) | CqlType::Vector(e, _) => refers_to_type(e, name),
+        CqlType::Map(k, v) => refers_to_type(k, name) || refers_to_type(v, name),
+        CqlType::Tuple(ts) => ts.iter().any(|f| refers_to_type(f, name)),
+        _ => false,
+    }
+}
+
+/// After a type changed: every type and column of the keyspace resolved again
+/// against the new definitions (nested types first, by repetition).
+fn reresolve_types(ks: &mut KeyspaceMetadata) {
+    for _ in 0..=ks.types.len() {
+        let snapshot = ks.types.clone();
+        let resolve = |n: &str| snapshot.get(n).cloned();
+        for u in ks.types.values_mut() {
+            let fields = u.fields.iter().map(|(n, t)| (n.clone(), CqlType::parse(&t.to_string(), &resolve).unwrap_or_else(|_| t.clone()))).collect();
+            *u = Arc::new(UserType { keyspace: u.keyspace.clone(), name: u.name.clone(), fields });
+        }
+    }
+    let resolve = |n: &str| ks.types.get(n).cloned();
+    let mut tables = ks.tables.clone();
+    for t in tables.values_mut() {
+        let mut nt = (**t).clone();
+        for c in nt.columns.iter_mut() {
+            if let Ok(typ) = CqlType::parse(&c.typ.to_string(), &resolve) {
+                c.typ = typ;
+            }
+        }
+        let rebuilt = TableMetadata::new(&nt.keyspace, &nt.name, nt.id, nt.columns.clone(), nt.params.clone());
+        *t = Arc::new(TableMetadata { dropped: nt.dropped, indexes: nt.indexes, ..rebuilt });
+    }
+    ks.tables = tables;
 }
 
 /// Cassandra's `isValueCompatibleWith`: values written as `old` read as `new`.

@@ -47,6 +47,9 @@ pub struct Restrictions {
     pub filters: Vec<Filter>,
     /// Filtering is needed (the query must say ALLOW FILTERING).
     pub needs_filtering: bool,
+    /// The first clustering column restricted after an unrestricted one, and
+    /// that one: without ALLOW FILTERING (or an index) Cassandra refuses it.
+    pub clustering_gap: Option<(String, String)>,
 }
 
 fn rhs_values(ev: &Eval, rel: &Relation, col: &str, t: &CqlType) -> Result<Vec<Bytes>> {
@@ -125,7 +128,19 @@ pub fn analyse(table: &TableMetadata, relations: &[Relation], ev: &Eval, purpose
     let mut filters = Vec::new();
     let mut non_pk_in_where = Vec::new();
 
+    let mut eq_seen: Vec<&str> = Vec::new();
     for rel in relations {
+        if rel.op == Operator::Ne {
+            return Err(Error::Invalid(format!("Unsupported \"!=\" relation: {}", rel_text(rel))));
+        }
+        if let RelationLhs::Column(c) = &rel.lhs {
+            let has_eq = relations.iter().filter(|r| matches!(&r.lhs, RelationLhs::Column(x) if x == c)).any(|r| matches!(r.op, Operator::Eq | Operator::In));
+            let count = relations.iter().filter(|r| matches!(&r.lhs, RelationLhs::Column(x) if x == c)).count();
+            if has_eq && count > 1 && !eq_seen.contains(&c.as_str()) && table.column(c).is_some_and(|col| col.kind.is_primary_key()) {
+                eq_seen.push(c);
+                return Err(Error::Invalid(format!("{c} cannot be restricted by more than one relation if it includes an Equal")));
+            }
+        }
         match &rel.lhs {
             RelationLhs::Token(cols) => {
                 let names: Vec<&str> = table.partition_key().iter().map(|c| c.name.as_str()).collect();
@@ -135,7 +150,24 @@ pub fn analyse(table: &TableMetadata, relations: &[Relation], ev: &Eval, purpose
                         names.join(", ")
                     )));
                 }
-                let v = rhs_values(ev, rel, "partition key token", &CqlType::Bigint)?;
+                let v = match &rel.rhs {
+                    RelationRhs::Term(Term::Function { name, args }) if name.eq_ignore_ascii_case("token") => {
+                        let pk = table.partition_key();
+                        if args.len() != pk.len() {
+                            return Err(Error::Invalid(format!("Invalid number of arguments in call to function system.token: {} required but {} provided", pk.len(), args.len())));
+                        }
+                        let mut parts = Vec::new();
+                        for (a, c) in args.iter().zip(pk) {
+                            match ev.value(a, &c.typ, &c.name)? {
+                                Val::Set(b) => parts.push(b),
+                                _ => return Err(Error::Invalid("Invalid null value for token".into())),
+                            }
+                        }
+                        let tok = sibyl_types::murmur3::token(&make_partition_key(&parts));
+                        vec![Bytes::copy_from_slice(&tok.to_be_bytes())]
+                    }
+                    _ => rhs_values(ev, rel, "partition key token", &CqlType::Bigint)?,
+                };
                 let Some(v) = v.first() else { return Err(Error::Invalid("Invalid token restriction".into())) };
                 let tok = token_of(v)?;
                 let r = token_range.get_or_insert(TokenRange { start: i64::MIN, end: i64::MAX });
@@ -468,7 +500,13 @@ pub fn analyse(table: &TableMetadata, relations: &[Relation], ev: &Eval, purpose
         let missing: Vec<&str> = table.clustering().iter().enumerate().filter(|(j, _)| ck_eq[*j].is_none()).map(|(_, c)| c.name.as_str()).collect();
         return Err(Error::Invalid(format!("Some clustering keys are missing: {}", missing.join(", "))));
     }
-    finish(partition_keys, token_range, slices, clusterings, has_clustering_restriction, filters, needs_filtering, table, purpose)
+    let mut r = finish(partition_keys, token_range, slices, clusterings, has_clustering_restriction, filters, needs_filtering, table, purpose)?;
+    let restricted = |j: usize| ck_eq[j].is_some() || ck_slice[j].0.is_some() || ck_slice[j].1.is_some();
+    if let Some(j) = (0..ck_n).find(|&j| restricted(j) && (0..j).any(|i| !restricted(i))) {
+        let i = j - 1;
+        r.clustering_gap = Some((table.clustering()[j].name.clone(), table.clustering()[i].name.clone()));
+    }
+    Ok(r)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -483,7 +521,7 @@ fn finish(
     _table: &TableMetadata,
     _purpose: Purpose,
 ) -> Result<Restrictions> {
-    Ok(Restrictions { partition_keys, token_range, slices, clusterings, has_clustering_restriction, filters, needs_filtering })
+    Ok(Restrictions { partition_keys, token_range, slices, clusterings, has_clustering_restriction, filters, needs_filtering, clustering_gap: None })
 }
 
 fn tuple_values(v: Val, n: usize) -> Result<Vec<Bytes>> {
@@ -501,6 +539,11 @@ fn tuple_values(v: Val, n: usize) -> Result<Vec<Bytes>> {
 }
 
 fn rel_text(rel: &Relation) -> String {
+    sibyl_cql::relation_text(rel)
+}
+
+#[allow(dead_code)]
+fn rel_text_short(rel: &Relation) -> String {
     match &rel.lhs {
         RelationLhs::Columns(c) => format!("({}) {} ...", c.join(", "), rel.op.as_str()),
         RelationLhs::Column(c) => format!("{c} {} ...", rel.op.as_str()),

@@ -61,6 +61,10 @@ pub enum Expr {
     Nullary(String),
     /// `maxwritetime(c)`: the newest timestamp of the column's cells.
     MaxWriteTime(usize),
+    /// `m[key]` (a map's value) or `s[e]` (the element, if the set holds it).
+    Element(Box<Expr>, CqlType, Bytes),
+    /// `m[a..b]`, `s[a..b]`: the entries with keys in the inclusive range.
+    Slice(Box<Expr>, CqlType, Option<Bytes>, Option<Bytes>),
     /// A native function of Cassandra 5.0 (math, collection, masking,
     /// similarity), with its arguments and their types.
     Native(String, Vec<Expr>, Vec<CqlType>),
@@ -246,7 +250,7 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
                     }
                 }
             }
-            Selector::Cast { .. } | Selector::Arith { .. } | Selector::Field { .. } => {
+            Selector::Cast { .. } | Selector::Arith { .. } | Selector::Field { .. } | Selector::Element { .. } | Selector::Slice { .. } => {
                 let (n, t, e) = expr(table, &item.selector)?;
                 (n, t, Out::Expr(e))
             }
@@ -404,7 +408,48 @@ fn expr(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, Expr)> 
                 }
             }
         }
+        Selector::Element { selector, key } => {
+            let (n, t, e) = expr(table, selector)?;
+            let (key_t, value_t) = match t.unfrozen() {
+                CqlType::Map(k, v) => (k.as_ref().clone(), v.as_ref().clone()),
+                CqlType::Set(e) => (e.as_ref().clone(), e.as_ref().clone()),
+                CqlType::List(_) => return Err(Error::Invalid(format!("Element selection is only allowed on sets and maps, but {n} is a list"))),
+                _ => return Err(Error::Invalid(format!("Element selection is only allowed on sets and maps, but {n} is a {t}"))),
+            };
+            let text = term_name(key);
+            let k = const_term(key, &key_t, &text)?;
+            Ok((format!("{n}[{text}]"), value_t, Expr::Element(Box::new(e), t.unfrozen().clone(), k)))
+        }
+        Selector::Slice { selector, from, to } => {
+            let (n, t, e) = expr(table, selector)?;
+            let key_t = match t.unfrozen() {
+                CqlType::Map(k, _) | CqlType::Set(k) => k.as_ref().clone(),
+                CqlType::List(_) => return Err(Error::Invalid(format!("Slice selection is only allowed on sets and maps, but {n} is a list"))),
+                _ => return Err(Error::Invalid(format!("Slice selection is only allowed on sets and maps, but {n} is a {t}"))),
+            };
+            let bound = |b: &Option<Term>| -> Result<(String, Option<Bytes>)> {
+                match b {
+                    Some(term) => {
+                        let text = term_name(term);
+                        let v = const_term(term, &key_t, &text)?;
+                        Ok((text, Some(v)))
+                    }
+                    None => Ok((String::new(), None)),
+                }
+            };
+            let ((ft, fv), (tt, tv)) = (bound(from)?, bound(to)?);
+            Ok((format!("{n}[{ft}..{tt}]"), t.clone(), Expr::Slice(Box::new(e), t.unfrozen().clone(), fv, tv)))
+        }
         other => Err(Error::Invalid(format!("Selector {other:?} is not supported here"))),
+    }
+}
+
+/// A literal in a selection, typed by its receiver.
+fn const_term(term: &Term, t: &CqlType, text: &str) -> Result<Bytes> {
+    let ev = crate::terms::Eval { bindings: &crate::terms::Bindings { values: &[] } };
+    match ev.value(term, t, text)? {
+        Val::Set(b) => Ok(b),
+        _ => Err(Error::Invalid(format!("Invalid null value for {text}"))),
     }
 }
 
@@ -598,6 +643,39 @@ fn eval(e: &Expr, cell: &dyn Fn(usize) -> Option<Bytes>, meta: &dyn Fn(&Expr) ->
     Ok(match e {
         Expr::Column(i) => cell(*i),
         Expr::WriteTime(_) | Expr::Ttl(_) | Expr::Token | Expr::MaxWriteTime(_) => meta(e),
+        Expr::Element(x, t, key) => match eval(x, cell, meta)? {
+            Some(v) => match t {
+                CqlType::Map(kt, _) => sibyl_types::value::deserialize_map(&v)
+                    .ok()
+                    .and_then(|p| p.into_iter().find(|(k, _)| kt.compare(k, key) == Ordering::Equal).map(|(_, x)| x)),
+                CqlType::Set(et) => sibyl_types::value::deserialize_collection(&v)
+                    .ok()
+                    .and_then(|items| items.into_iter().find(|e| et.compare(e, key) == Ordering::Equal)),
+                _ => None,
+            },
+            None => None,
+        },
+        Expr::Slice(x, t, from, to) => match eval(x, cell, meta)? {
+            Some(v) => {
+                let inside = |kt: &CqlType, k: &Bytes| {
+                    from.as_ref().map_or(true, |f| kt.compare(k, f) != Ordering::Less) && to.as_ref().map_or(true, |e| kt.compare(k, e) != Ordering::Greater)
+                };
+                match t {
+                    CqlType::Map(kt, _) => {
+                        let kept: Vec<(Bytes, Bytes)> =
+                            sibyl_types::value::deserialize_map(&v).unwrap_or_default().into_iter().filter(|(k, _)| inside(kt, k)).collect();
+                        (!kept.is_empty()).then(|| sibyl_types::value::serialize_map(&kept))
+                    }
+                    CqlType::Set(et) => {
+                        let kept: Vec<Bytes> =
+                            sibyl_types::value::deserialize_collection(&v).unwrap_or_default().into_iter().filter(|k| inside(et, k)).collect();
+                        (!kept.is_empty()).then(|| sibyl_types::value::serialize_collection(&kept))
+                    }
+                    _ => None,
+                }
+            }
+            None => None,
+        },
         Expr::Native(name, args, types) => {
             let vals: Vec<Option<Bytes>> = args.iter().map(|a| eval(a, cell, meta)).collect::<Result<_>>()?;
             native_eval(name, types, &vals)?
@@ -771,6 +849,10 @@ fn ann_plan(table: &TableMetadata, stmt: &Select, ev: &Eval, page_size: Option<i
     Ok(Some((i, query, function)))
 }
 
+fn reversed_or_ordered(stmt: &Select) -> bool {
+    !stmt.order_by.is_empty()
+}
+
 /// How a query uses the table's indexes.
 struct IndexPlan {
     needs_filtering: bool,
@@ -917,6 +999,11 @@ pub fn execute(
         Some((ix, v)) => index_store(&ix).map(|st| (ix, v, st)),
         None => None,
     };
+    if let (Some((col, prev)), false) = (&r.clustering_gap, stmt.allow_filtering) {
+        if !table.indexes.iter().any(|ix| &ix.column == col) {
+            return Err(Error::Invalid(format!("PRIMARY KEY column \"{col}\" cannot be restricted as preceding column \"{prev}\" is not restricted")));
+        }
+    }
     let ann = ann_plan(table, stmt, ev, page_size)?;
     if needs_filtering && !stmt.allow_filtering && ann.is_none() {
         return Err(Error::Invalid(ALLOW_FILTERING_MSG.into()));
@@ -996,6 +1083,9 @@ pub fn execute(
                 return Err(Error::Invalid("Unsupported order by relation".into()));
             }
         }
+    }
+    if reversed_or_ordered(stmt) && r.partition_keys.as_ref().is_some_and(|k| k.len() > 1) && page_size.is_some_and(|p| p > 0) && !sel.aggregate {
+        return Err(Error::Invalid("Cannot page queries with both ORDER BY and a IN restriction on the partition key; you must either remove the ORDER BY or the IN and sort client side, or disable paging for this query".into()));
     }
     let paging = match paging_state {
         Some(b) if !b.is_empty() => Some(PagingState::decode(b)?),
