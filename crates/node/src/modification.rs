@@ -62,12 +62,9 @@ pub fn write_params(table: &TableMetadata, using: &UsingClause, ev: &Eval, defau
     Ok(WriteParams { timestamp, ttl, now })
 }
 
-/// A term as Cassandra shows it in messages: literals as written, markers as `?`.
+/// A term as Cassandra shows it in messages.
 fn term_text(t: &Term) -> String {
-    match t {
-        Term::Constant(c) => sibyl_cql::constant_text(c),
-        _ => "?".into(),
-    }
+    sibyl_cql::term_text(t)
 }
 
 fn undefined(table: &TableMetadata, c: &str) -> Error {
@@ -266,6 +263,9 @@ pub fn update(
     }
     let only_static = up.assignments.iter().all(|a| table.column(a.target.column()).map(|c| c.kind == ColumnKind::Static).unwrap_or(false));
     let r = analyse(table, &up.where_clause, ev, if only_static { Purpose::Delete } else { Purpose::Update })?;
+    if only_static && r.has_clustering_restriction && up.conditions == sibyl_cql::Conditions::None {
+        return Err(Error::Invalid("Invalid restrictions on clustering columns since the UPDATE statement modifies only static columns".into()));
+    }
     let keys = r.partition_keys.clone().unwrap_or_default();
     let clusterings: Vec<Vec<Bytes>> = if table.clustering_count == 0 {
         vec![Vec::new()]
@@ -373,7 +373,16 @@ fn apply_assignment(
         }
         (ColumnTarget::Column(_), AssignOp::Append(term)) | (ColumnTarget::Column(_), AssignOp::Prepend(term)) => {
             if !t.is_multi_cell() {
-                return Err(Error::Invalid(format!("Invalid operation ({name} = {name} + {}) for non counter column {name}", term_text(term))));
+                let what = if t.is_collection() { "frozen collection" } else { "non counter" };
+                return Err(Error::Invalid(format!("Invalid operation ({name} = {name} + {}) for {what} column {name}", term_text(term))));
+            }
+            if let (CqlType::Set(_), Term::List(_)) = (t, term) {
+                return Err(Error::Invalid(format!("Unexpected receiver type '{t}'; only list and vector are expected")));
+            }
+            if let (CqlType::Map(..), Term::Map(pairs)) = (t, term) {
+                if pairs.iter().any(|(_, v)| matches!(v, Term::Null)) {
+                    return Err(Error::Invalid(format!("Value for a map addition has to be a map, but was: '{}'", term_text(term))));
+                }
             }
             let v = ev.value(term, t, name)?;
             let Val::Set(b) = v else { return Ok(()) };
@@ -400,7 +409,8 @@ fn apply_assignment(
         }
         (ColumnTarget::Column(_), AssignOp::Remove(term)) => {
             if !t.is_multi_cell() {
-                return Err(Error::Invalid(format!("Invalid operation ({name} = {name} - {}) for non counter column {name}", term_text(term))));
+                let what = if t.is_collection() { "frozen collection" } else { "non counter" };
+                return Err(Error::Invalid(format!("Invalid operation ({name} = {name} - {}) for {what} column {name}", term_text(term))));
             }
             let rt = match t {
                 CqlType::Map(k, _) => CqlType::Set(k.clone()),
@@ -438,7 +448,7 @@ fn apply_assignment(
                     Val::Set(k) => k,
                     _ => return Err(Error::Invalid("Invalid null value for map key".into())),
                 };
-                let cell = match ev.value(term, vt, name)? {
+                let cell = match ev.value(term, vt, &format!("value({name})"))? {
                     Val::Set(v) => wp.cell(v),
                     Val::Null => wp.tombstone(),
                     Val::Unset => return Ok(()),
@@ -466,15 +476,22 @@ fn apply_assignment(
                 cells.insert(path, cell);
                 add_cells(row, name, cells);
             }
-            _ => return Err(Error::Invalid(format!("Invalid operation ({name}[?] = ?) for non list/map column {name}"))),
+            _ => {
+                let what = match t.unfrozen() {
+                    _ if t.is_collection() && !t.is_multi_cell() => "frozen collection".to_string(),
+                    CqlType::Set(_) => "set".to_string(),
+                    _ => "non list/map".to_string(),
+                };
+                return Err(Error::Invalid(format!("Invalid operation ({name}[{}] = {}) for {what} column {name}", term_text(idx), term_text(term))));
+            }
         },
         (ColumnTarget::Field(_, field), AssignOp::Set(term)) => {
-            let CqlType::Udt(u) = t else {
-                return Err(Error::Invalid(format!("Invalid operation ({name}.{field} = ?) for non-UDT column {name}")));
-            };
-            if !t.is_multi_cell() {
-                return Err(Error::Invalid(format!("Invalid operation ({name}.{field} = ?) for frozen UDT column {name}")));
+            if matches!(t.unfrozen(), CqlType::Udt(_)) && !t.is_multi_cell() {
+                return Err(Error::Invalid(format!("Invalid operation ({name}.{field} = {}) for frozen UDT column {name}", term_text(term))));
             }
+            let CqlType::Udt(u) = t else {
+                return Err(Error::Invalid(format!("Invalid operation ({name}.{field} = {}) for non-UDT column {name}", term_text(term))));
+            };
             let Some(fi) = u.fields.iter().position(|(n, _)| n == field) else {
                 return Err(Error::Invalid(format!("UDT column {name} does not have a field named {field}")));
             };

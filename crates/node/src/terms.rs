@@ -193,8 +193,12 @@ impl<'a> Eval<'a> {
                     )));
                 }
                 let mut out = Vec::new();
-                for (it, ty) in items.iter().zip(types.iter()) {
-                    out.push(self.value(it, ty, receiver)?.bytes().cloned());
+                for (i, (it, ty)) in items.iter().zip(types.iter()).enumerate() {
+                    let v = self.value(it, ty, receiver).map_err(|e| match it {
+                        Term::Constant(_) => Error::Invalid(format!("Invalid tuple literal for {receiver}: component {i} is not of type {ty}")),
+                        _ => e,
+                    })?;
+                    out.push(v.bytes().cloned());
                 }
                 Ok(Val::Set(value::serialize_tuple(&out)))
             }
@@ -211,7 +215,13 @@ impl<'a> Eval<'a> {
                 let mut out = Vec::new();
                 for (fname, ftype) in &u.fields {
                     match fields.iter().find(|(n, _)| n == fname) {
-                        Some((_, term)) => out.push(self.value(term, ftype, &format!("{receiver}.{fname}"))?.bytes().cloned()),
+                        Some((_, term)) => {
+                            let v = self.value(term, ftype, &format!("{receiver}.{fname}")).map_err(|e| match term {
+                                Term::Constant(_) => Error::Invalid(format!("Invalid user type literal for {receiver}: field {fname} is not of type {ftype}")),
+                                _ => e,
+                            })?;
+                            out.push(v.bytes().cloned())
+                        }
                         None => out.push(None),
                     }
                 }
