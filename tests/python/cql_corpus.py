@@ -65,6 +65,20 @@ def wait_for_index_builds(session, ks):
         time.sleep(0.2)
 
 
+def normalize(line):
+    """Cassandra lists a function's known type signatures in hash order, which
+    changes from one JVM run to the next: compare them sorted."""
+    marker = "(known type signatures: "
+    i = line.find(marker)
+    if i < 0:
+        return line
+    j = line.find(")\"", i)
+    if j < 0:
+        return line
+    sigs = sorted(line[i + len(marker):j].split(", "))
+    return line[:i + len(marker)] + ", ".join(sigs) + line[j:]
+
+
 def run_file(session, path, record=False):
     name = os.path.splitext(os.path.basename(path))[0]
     ks = f"corpus_{name}"
@@ -78,6 +92,8 @@ def run_file(session, path, record=False):
         out.append(f"> {st}")
         try:
             rs = session.execute(SimpleStatement(st, fetch_size=1000))
+            for w in rs.response_future.warnings or []:
+                out.append(f"WARNING {w}")
             names = rs.column_names
             if names:
                 out.append(" | ".join(names))
@@ -89,7 +105,7 @@ def run_file(session, path, record=False):
                     wait_for_index_builds(session, ks)
         except Exception as e:  # the error class and message are the answer
             msg = getattr(e, "message", None) or str(e)
-            out.append(f"ERROR {type(e).__name__}: {msg}")
+            out.append(normalize(f"ERROR {type(e).__name__}: {msg}"))
     session.execute(f"DROP KEYSPACE IF EXISTS {ks}")
     return "\n".join(out) + "\n"
 

@@ -424,7 +424,7 @@ impl QueryProcessor {
                     no_metadata: opts.skip_metadata,
                     new_metadata_id: None,
                 };
-                Ok(Outcome { body: ResultBody::Rows { metadata, rows: r.rows }, warnings: Vec::new(), event: None })
+                Ok(Outcome { body: ResultBody::Rows { metadata, rows: r.rows }, warnings: r.warnings, event: None })
             }
             Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => {
                 if let Some((_, out)) = self.maybe_lwt(&st.statement, client, opts, &ev, default_ts, now, false).await? {
@@ -788,6 +788,7 @@ impl QueryProcessor {
             arg_types: Vec::new(),
         };
         let mut build_index: Option<(Arc<TableMetadata>, crate::index::IndexMetadata)> = None;
+        let mut warnings: Vec<String> = Vec::new();
         let (new_ks, dropped_ks, ev): (Option<KeyspaceMetadata>, Option<String>, Option<SchemaChange>) = match st {
             Statement::CreateKeyspace(c) => {
                 validate_name("Keyspace", &c.name)?;
@@ -805,6 +806,7 @@ impl QueryProcessor {
                     });
                 }
                 let ks = self.keyspace_from_properties(&c.name, &c.properties, None)?;
+                warnings.extend(self.replication_warnings(&ks));
                 (Some(ks), None, Some(change("CREATED", SchemaChangeTarget::Keyspace, &c.name, None)))
             }
             Statement::AlterKeyspace { name, if_exists, properties } => {
@@ -818,6 +820,7 @@ impl QueryProcessor {
                     return Err(Error::Unauthorized(format!("{name} keyspace is not user-modifiable.")));
                 }
                 let ks = self.keyspace_from_properties(name, properties, Some(old))?;
+                warnings.extend(self.replication_warnings(&ks));
                 (Some(ks), None, Some(change("UPDATED", SchemaChangeTarget::Keyspace, name, None)))
             }
             Statement::DropKeyspace { name, if_exists } => {
@@ -1028,6 +1031,9 @@ impl QueryProcessor {
                     }
                     return Err(Error::Invalid(format!("Index {} is a duplicate of existing index {d}", ix.name)));
                 }
+                if ix.is_sai() && matches!(t.column(&ix.column).map(|c| c.typ.unfrozen()), Some(CqlType::Vector(..))) {
+                    warnings.push(SAI_ANN_WARNING.into());
+                }
                 let mut nt = (**t).clone();
                 nt.indexes.push(ix.clone());
                 nt.indexes.sort_by(|a, b| a.name.cmp(&b.name));
@@ -1104,7 +1110,32 @@ impl QueryProcessor {
             crate::index::build(&self.storage, &t, &ix).await?;
         }
         let event = ev.clone();
-        Ok(Outcome { body: ev.map(ResultBody::SchemaChange).unwrap_or(ResultBody::Void), warnings: Vec::new(), event })
+        Ok(Outcome { body: ev.map(ResultBody::SchemaChange).unwrap_or(ResultBody::Void), warnings, event })
+    }
+
+    /// Cassandra's warning when a keyspace asks for more replicas than a
+    /// datacenter has nodes.
+    fn replication_warnings(&self, ks: &KeyspaceMetadata) -> Vec<String> {
+        let ring = self.proxy.ring.read();
+        let nodes_in = |dc: Option<&str>| ring.endpoints.iter().filter(|e| dc.map_or(true, |d| e.datacenter == d)).count().max(1);
+        let class = ks.replication.get("class").map(|c| c.as_str()).unwrap_or("");
+        let mut out = Vec::new();
+        if class.ends_with("NetworkTopologyStrategy") {
+            for (dc, rf) in ks.replication.iter().filter(|(k, _)| k.as_str() != "class") {
+                let rf: usize = rf.parse().unwrap_or(0);
+                let n = nodes_in(Some(dc));
+                if rf > n {
+                    out.push(format!("Your replication factor {rf} for keyspace {} is higher than the number of nodes {n} for datacenter {dc}", ks.name));
+                }
+            }
+        } else if class.ends_with("SimpleStrategy") {
+            let rf: usize = ks.replication.get("replication_factor").and_then(|v| v.parse().ok()).unwrap_or(0);
+            let n = nodes_in(None);
+            if rf > n {
+                out.push(format!("Your replication factor {rf} for keyspace {} is higher than the number of nodes {n}", ks.name));
+            }
+        }
+        out
     }
 
     fn keyspace_from_properties(&self, name: &str, props: &[Property], old: Option<&Arc<KeyspaceMetadata>>) -> Result<KeyspaceMetadata> {
@@ -1189,6 +1220,17 @@ fn value_compatible(new: &CqlType, old: &CqlType) -> bool {
         || (*n == CqlType::Text && *o == CqlType::Ascii)
         || (*n == CqlType::Varint && matches!(o, CqlType::Int | CqlType::Bigint | CqlType::Smallint | CqlType::Tinyint))
 }
+
+/// The client warning of `CREATE INDEX ... USING 'sai'` on a vector column.
+const SAI_ANN_WARNING: &str = "SAI ANN indexes on vector columns are experimental and are not recommended for production use.
+They don't yet support SELECT queries with:
+ * Consistency level higher than ONE/LOCAL_ONE.
+ * Paging.
+ * No LIMIT clauses.
+ * PER PARTITION LIMIT clauses.
+ * GROUP BY clauses.
+ * Aggregation functions.
+ * Filters on columns without a SAI index.";
 
 /// Forgets a dropped table's store and its indexes' stores.
 fn drop_stores(storage: &StorageEngine, t: &TableMetadata) {

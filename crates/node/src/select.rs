@@ -814,6 +814,8 @@ pub struct SelectResult {
     pub paging_state: Option<Bytes>,
     /// Deletions of index entries found stale while reading.
     pub stale: Vec<Mutation>,
+    /// Client warnings (aggregation over many partitions).
+    pub warnings: Vec<String>,
 }
 
 /// `ORDER BY v ANN OF q LIMIT n`: the vector column, the query vector and the
@@ -1005,6 +1007,14 @@ pub fn execute(
         }
     }
     let ann = ann_plan(table, stmt, ev, page_size)?;
+    let mut warnings = Vec::new();
+    if sel.outs.iter().any(|o| o.is_aggregate()) {
+        match &r.partition_keys {
+            None => warnings.push("Aggregation query used without partition key".to_string()),
+            Some(k) if k.len() > 1 => warnings.push("Aggregation query used on multiple partition keys (IN restriction)".to_string()),
+            _ => {}
+        }
+    }
     if needs_filtering && !stmt.allow_filtering && ann.is_none() {
         return Err(Error::Invalid(ALLOW_FILTERING_MSG.into()));
     }
@@ -1339,7 +1349,7 @@ pub fn execute(
     if ann.is_some() {
         ann_rows.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap_or(Ordering::Equal));
         ann_rows.truncate(limit.unwrap_or(i64::MAX) as usize);
-        return Ok(SelectResult { rows: ann_rows.into_iter().map(|(_, r)| r).collect(), paging_state: None, stale });
+        return Ok(SelectResult { rows: ann_rows.into_iter().map(|(_, r)| r).collect(), paging_state: None, stale, warnings });
     }
     if grouped {
         if group.is_some() {
@@ -1348,12 +1358,12 @@ pub fn execute(
         if let Some(l) = limit {
             out.truncate(l as usize);
         }
-        return Ok(SelectResult { rows: out, paging_state: None, stale });
+        return Ok(SelectResult { rows: out, paging_state: None, stale, warnings });
     }
     if sel.aggregate {
-        return Ok(SelectResult { rows: vec![finish_aggregate(sel, table, &agg)], paging_state: None, stale });
+        return Ok(SelectResult { rows: vec![finish_aggregate(sel, table, &agg)], paging_state: None, stale, warnings });
     }
-    Ok(SelectResult { rows: out, paging_state: next_state.map(|s| s.encode()), stale })
+    Ok(SelectResult { rows: out, paging_state: next_state.map(|s| s.encode()), stale, warnings })
 }
 
 fn cell_of(table: &TableMetadata, i: usize, pk: &[Bytes], ck: Option<&Vec<Bytes>>, srow: Option<&Row>, row: Option<&Row>, now: i32) -> Option<Bytes> {
