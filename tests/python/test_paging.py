@@ -84,3 +84,36 @@ def test_paging_count_and_distinct_over_many_rows(paged):
 def test_paging_in_reverse_clustering_order(paged):
     rs = paged.execute(SimpleStatement("SELECT c FROM one WHERE k = 0 ORDER BY c DESC", fetch_size=1000))
     assert [r.c for r in rs] == list(range(ROWS - 1, -1, -1))
+
+
+QUERY_RULES = [
+    "SELECT k, c1, c2 FROM rules WHERE k IN (3, 1, 7) AND c1 IN (2, 0)",
+    "SELECT k, c1, c2 FROM rules WHERE k = 4 AND (c1, c2) > (1, 3) AND (c1, c2) <= (3, 1)",
+    "SELECT k, c1, c2 FROM rules WHERE k IN (2, 5) AND (c1, c2) IN ((0, 1), (2, 2), (3, 4))",
+    "SELECT k, c1, c2 FROM rules WHERE tags CONTAINS 't1' ALLOW FILTERING",
+    "SELECT k, c1, c2 FROM rules WHERE m CONTAINS KEY 'k2' ALLOW FILTERING",
+    "SELECT k, c1, c2 FROM rules WHERE c2 = 3 ALLOW FILTERING",
+    "SELECT k, c1, c2 FROM rules WHERE v > 50 AND v < 120 ALLOW FILTERING",
+    "SELECT k, c1, c2 FROM rules WHERE k IN (1, 2, 3) AND v > 10 ALLOW FILTERING",
+    "SELECT k, c1, c2 FROM rules WHERE token(k) > token(1) AND c1 = 1 ALLOW FILTERING",
+]
+
+
+@pytest.mark.parametrize("query", QUERY_RULES)
+def test_paging_over_query_rules_returns_what_one_page_returns(paged, query):
+    """IN on partitions and clusterings, multi-column relations, CONTAINS and
+    filtering: every page size gives the rows of a single page, in order."""
+    s = paged
+    s.execute("CREATE TABLE IF NOT EXISTS rules (k int, c1 int, c2 int, v int, tags set<text>, m map<text, int>, PRIMARY KEY (k, c1, c2))")
+    if not list(s.execute("SELECT k FROM rules LIMIT 1")):
+        ins = s.prepare("INSERT INTO rules (k, c1, c2, v, tags, m) VALUES (?, ?, ?, ?, ?, ?)")
+        for k in range(8):
+            for c1 in range(4):
+                for c2 in range(5):
+                    n = k * 20 + c1 * 5 + c2
+                    s.execute(ins, (k, c1, c2, n, {f"t{n % 3}"}, {f"k{n % 4}": n}))
+    whole = list(s.execute(SimpleStatement(query, fetch_size=100_000)))
+    assert whole, query
+    for fetch_size in (1, 2, 3, 7):
+        got = list(s.execute(SimpleStatement(query, fetch_size=fetch_size)))
+        assert got == whole, (query, fetch_size)
