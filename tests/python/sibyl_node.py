@@ -107,3 +107,13 @@ class RemoteNode:
         pytest.skip("the node under SIBYL_TARGET is not ours to kill or restart")
 
     kill9 = start = stop = restart = nodetool = _cannot
+
+
+def connect_with_keyspace(node, keyspace):
+    """A driver session on `node` with a fresh SimpleStrategy keyspace (RF 1)."""
+    from cassandra.cluster import Cluster
+
+    cluster = Cluster([node.host], port=node.port)
+    session = cluster.connect()
+    session.execute(f"CREATE KEYSPACE {keyspace} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}")
+    return cluster, session

@@ -14,26 +14,22 @@ import goldens
 
 KS = "cqlsh_types"
 
+# every type: native ones, collections (frozen or not, nested), a tuple, a UDT frozen and not
+COLUMNS = (
+    "k int PRIMARY KEY, "
+    "a ascii, b bigint, bl blob, bo boolean, d date, de decimal, db double, du duration, f float, "
+    "i inet, n int, s smallint, t text, tm time, ts timestamp, tu timeuuid, ti tinyint, u uuid, "
+    "vc varchar, vi varint, vec vector<float, 3>, "
+    "l list<int>, st set<text>, m map<text, int>, fl frozen<list<int>>, fm frozen<map<int, text>>, "
+    "tup tuple<int, text, boolean>, pt frozen<point>, upt point, nested map<text, frozen<list<frozen<set<int>>>>>"
+)
+
 SCHEMA = f"""\
 DROP KEYSPACE IF EXISTS {KS};
 CREATE KEYSPACE {KS} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}};
 CREATE TYPE {KS}.point (x int, y double, label text);
-CREATE TABLE {KS}.all_types (
-    k int PRIMARY KEY,
-    a ascii, b bigint, bl blob, bo boolean, d date, de decimal, db double, du duration, f float,
-    i inet, n int, s smallint, t text, tm time, ts timestamp, tu timeuuid, ti tinyint, u uuid,
-    vc varchar, vi varint, vec vector<float, 3>,
-    l list<int>, st set<text>, m map<text, int>, fl frozen<list<int>>, fm frozen<map<int, text>>,
-    tup tuple<int, text, boolean>, pt frozen<point>, upt point, nested map<text, frozen<list<frozen<set<int>>>>>
-);
-CREATE TABLE {KS}.copy_back (
-    k int PRIMARY KEY,
-    a ascii, b bigint, bl blob, bo boolean, d date, de decimal, db double, du duration, f float,
-    i inet, n int, s smallint, t text, tm time, ts timestamp, tu timeuuid, ti tinyint, u uuid,
-    vc varchar, vi varint, vec vector<float, 3>,
-    l list<int>, st set<text>, m map<text, int>, fl frozen<list<int>>, fm frozen<map<int, text>>,
-    tup tuple<int, text, boolean>, pt frozen<point>, upt point, nested map<text, frozen<list<frozen<set<int>>>>>
-);
+CREATE TABLE {KS}.all_types ({COLUMNS});
+CREATE TABLE {KS}.copy_back ({COLUMNS});
 INSERT INTO {KS}.all_types (k, a, b, bl, bo, d, de, db, du, f, i, n, s, t, tm, ts, tu, ti, u, vc, vi, vec, l, st, m, fl, fm, tup, pt, upt, nested)
 VALUES (1, 'ascii text', -9223372036854775808, 0xdeadbeef, true, '2024-02-29', 123456789.987654321, 3.141592653589793,
         1y2mo3w4d5h6m7s8ms9us10ns, 1.5, '192.168.1.10', 2147483647, -32768, 'héllo wörld ✓', '13:14:15.123456789',

@@ -7,7 +7,7 @@ import pytest
 from cassandra import InvalidRequest
 from cassandra.cluster import Cluster
 from cassandra.query import SimpleStatement
-from sibyl_node import SibylNode
+from sibyl_node import SibylNode, connect_with_keyspace
 
 
 def ids(rows):
@@ -17,9 +17,7 @@ def ids(rows):
 def test_index_is_built_over_existing_flushed_data_and_survives_kill9(tmp_path):
     n = SibylNode(data_dir=str(tmp_path), extra_config="commitlog_sync: batch\n").start()
     try:
-        c = Cluster([n.host], port=n.port)
-        s = c.connect()
-        s.execute("CREATE KEYSPACE ix WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        c, s = connect_with_keyspace(n, "ix")
         s.execute("CREATE TABLE ix.u (id int PRIMARY KEY, city text, tags set<text>)")
         ins = s.prepare("INSERT INTO ix.u (id, city, tags) VALUES (?, ?, ?)")
         cities = ["paris", "rome", "oslo", "lima"]
@@ -113,9 +111,7 @@ def test_stale_entries_are_deleted_when_read(tmp_path):
 
     n = SibylNode(data_dir=str(tmp_path)).start()
     try:
-        c = Cluster([n.host], port=n.port)
-        s = c.connect()
-        s.execute("CREATE KEYSPACE sx WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        c, s = connect_with_keyspace(n, "sx")
         s.execute("CREATE TABLE sx.st (k int PRIMARY KEY, v int)")
         s.execute("CREATE INDEX vi ON sx.st (v)")
         for k in range(200):
@@ -175,9 +171,7 @@ def test_random_writes_agree_with_filtering(session):
 def test_drop_index_and_table_remove_the_index_files(tmp_path):
     n = SibylNode(data_dir=str(tmp_path)).start()
     try:
-        c = Cluster([n.host], port=n.port)
-        s = c.connect()
-        s.execute("CREATE KEYSPACE dx WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        c, s = connect_with_keyspace(n, "dx")
         s.execute("CREATE TABLE dx.t (k int PRIMARY KEY, v int)")
         for k in range(50):
             s.execute("INSERT INTO dx.t (k, v) VALUES (%s, %s)", (k, k % 5))

@@ -2,15 +2,13 @@
 back when the column is added again, from memtables, SSTables, compaction
 output or after a restart."""
 from cassandra.cluster import Cluster
-from sibyl_node import SibylNode
+from sibyl_node import SibylNode, connect_with_keyspace
 
 
 def test_old_values_of_a_dropped_column_never_reappear(tmp_path):
     n = SibylNode(data_dir=str(tmp_path)).start()
     try:
-        c = Cluster([n.host], port=n.port)
-        s = c.connect()
-        s.execute("CREATE KEYSPACE se WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        c, s = connect_with_keyspace(n, "se")
         s.execute("CREATE TABLE se.t (k int PRIMARY KEY, v int, l list<int>)")
         for k in range(100):
             s.execute("INSERT INTO se.t (k, v, l) VALUES (%s, %s, [%s])", (k, k, k))

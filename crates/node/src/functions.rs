@@ -430,7 +430,7 @@ pub fn math(name: &str, t: &CqlType, v: &[u8]) -> Result<Option<Bytes>> {
             let r = match name {
                 "exp" => d.exp_with_context(&decimal_context(80)),
                 _ => {
-                    if d <= BigDecimal::from(0) {
+                    if d.sign() != num_bigint::Sign::Plus {
                         return Err(log_failure(name == "log10"));
                     }
                     let ln = big_ln(&d);

@@ -1117,7 +1117,7 @@ impl QueryProcessor {
     /// datacenter has nodes.
     fn replication_warnings(&self, ks: &KeyspaceMetadata) -> Vec<String> {
         let ring = self.proxy.ring.read();
-        let nodes_in = |dc: Option<&str>| ring.endpoints.iter().filter(|e| dc.map_or(true, |d| e.datacenter == d)).count().max(1);
+        let nodes_in = |dc: Option<&str>| ring.endpoints.iter().filter(|e| dc.is_none_or(|d| e.datacenter == d)).count().max(1);
         let class = ks.replication.get("class").map(|c| c.as_str()).unwrap_or("");
         let mut out = Vec::new();
         if class.ends_with("NetworkTopologyStrategy") {

@@ -658,7 +658,7 @@ fn eval(e: &Expr, cell: &dyn Fn(usize) -> Option<Bytes>, meta: &dyn Fn(&Expr) ->
         Expr::Slice(x, t, from, to) => match eval(x, cell, meta)? {
             Some(v) => {
                 let inside = |kt: &CqlType, k: &Bytes| {
-                    from.as_ref().map_or(true, |f| kt.compare(k, f) != Ordering::Less) && to.as_ref().map_or(true, |e| kt.compare(k, e) != Ordering::Greater)
+                    from.as_ref().is_none_or(|f| kt.compare(k, f) != Ordering::Less) && to.as_ref().is_none_or(|e| kt.compare(k, e) != Ordering::Greater)
                 };
                 match t {
                     CqlType::Map(kt, _) => {
