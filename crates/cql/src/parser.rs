@@ -1524,4 +1524,32 @@ mod tests {
         assert!(matches!(i.values[3], Term::Tuple(_)));
         assert!(matches!(i.values[4], Term::UserType(_)));
     }
+
+    #[test]
+    fn parses_indexes_ann_alter_type_and_element_selectors() {
+        let Statement::CreateIndex(ci) = parse("CREATE INDEX IF NOT EXISTS ON ks.t (entries(m)) USING 'sai' WITH OPTIONS = {'similarity_function': 'dot_product'}") else {
+            panic!("not a create index")
+        };
+        assert_eq!((ci.target_kind.as_str(), ci.target.as_str(), ci.custom_class.as_deref()), ("entries", "m", Some("sai")));
+        assert_eq!(ci.options, vec![("similarity_function".to_string(), "dot_product".to_string())]);
+        let Statement::Select(s) = parse("SELECT id FROM t WHERE m['k'] = 1 ORDER BY v ANN OF [1.0, 2.0] LIMIT 3") else { panic!("not a select") };
+        assert!(matches!(&s.where_clause[0].lhs, RelationLhs::Element(c, _) if c == "m"));
+        assert_eq!(s.ann.as_ref().map(|(c, _)| c.as_str()), Some("v"));
+        let Statement::AlterType { add, renames, .. } = parse("ALTER TYPE addr RENAME a TO b AND c TO d") else { panic!("not an alter type") };
+        assert!(add.is_none());
+        assert_eq!(renames, vec![("a".to_string(), "b".to_string()), ("c".to_string(), "d".to_string())]);
+        let Statement::Select(s) = parse("SELECT m['a'..'z'], s[3], m[..'q'] FROM t") else { panic!("not a select") };
+        assert!(matches!(&s.selectors[0].selector, Selector::Slice { from: Some(_), to: Some(_), .. }));
+        assert!(matches!(&s.selectors[1].selector, Selector::Element { .. }));
+        assert!(matches!(&s.selectors[2].selector, Selector::Slice { from: None, to: Some(_), .. }));
+    }
+
+    #[test]
+    fn syntax_errors_quote_the_source_as_cassandra_does() {
+        // ten tokens back, whitespace runs counted, the failing token bracketed
+        let e = parse_statement("SELECT k, ttl(v) > 990 AS big FROM ttl").err().map(|e| e.message);
+        assert_eq!(e.as_deref(), Some("line 1:17 mismatched input '>' expecting K_FROM (SELECT k, ttl(v) [>]...)"));
+        let e = parse_statement("UPDATE lwt SET v = 8 WHERE k = 2 IF NOT EXISTS").err().map(|e| e.message);
+        assert_eq!(e.as_deref(), Some("line 1:36 no viable alternative at input 'NOT' (...WHERE k = 2 IF [NOT]...)"));
+    }
 }

@@ -595,4 +595,46 @@ mod tests {
         assert!(!cast_supported(&CqlType::Boolean, &CqlType::Int));
         assert!(cast_supported(&CqlType::Double, &CqlType::Tinyint));
     }
+
+    fn dec(s: &str) -> Bytes {
+        let d: BigDecimal = s.parse().unwrap();
+        encode_num(&CqlType::Decimal, &Num::Dec(d))
+    }
+
+    fn dec_text(b: &Bytes) -> String {
+        match num_of(&CqlType::Decimal, b).unwrap() {
+            Num::Dec(d) => d.to_string(),
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn math_functions_follow_java_and_32_digit_decimals() {
+        // (int) Math.exp(3) = 20; logs of integers truncate; <= 0 fails
+        assert_eq!(math("exp", &CqlType::Int, &int(3)).unwrap().unwrap().as_ref(), &20i32.to_be_bytes());
+        assert_eq!(math("log10", &CqlType::Int, &int(1000)).unwrap().unwrap().as_ref(), &3i32.to_be_bytes());
+        assert!(math("log", &CqlType::Int, &int(0)).is_err());
+        // Math.round(-2.5) = -2 (ties up), BigDecimal HALF_UP rounds -0.5 to -1
+        let d = Bytes::copy_from_slice(&(-2.5f64).to_be_bytes());
+        assert_eq!(math("round", &CqlType::Double, &d).unwrap().unwrap().as_ref(), &(-2.0f64).to_be_bytes());
+        assert_eq!(dec_text(&math("round", &CqlType::Decimal, &dec("-0.5")).unwrap().unwrap()), "-1");
+        // the values Cassandra 5.0.4 answered
+        assert_eq!(dec_text(&math("exp", &CqlType::Decimal, &dec("-0.5")).unwrap().unwrap()), "0.60653065971263342360379953499118");
+        assert_eq!(dec_text(&math("log", &CqlType::Decimal, &dec("12.345")).unwrap().unwrap()), "2.5132511227971428258519031715410");
+    }
+
+    #[test]
+    fn masking_and_similarity() {
+        assert_eq!(mask_text(false, "Alexander", 1, 2, '*'), "A******er");
+        assert_eq!(mask_text(true, "Alexander", 3, 3, '*'), "***xan***");
+        assert_eq!(mask_text(false, "Alexander", -1, 2, '#'), "#######er");
+        assert_eq!(mask_text(true, "ab", 20, 20, '*'), "**");
+        assert_eq!(mask_hash(b"x", "md5").unwrap().len(), 16);
+        assert!(mask_hash(b"x", "NOPE").is_err());
+        let v = |xs: &[f32]| xs.iter().flat_map(|x| x.to_be_bytes()).collect::<Vec<u8>>();
+        let r = similarity("similarity_euclidean", &v(&[0.5, 0.5, 0.70710678]), &v(&[1.0, 0.0, 0.0])).unwrap().unwrap();
+        assert_eq!(f32::from_be_bytes(r.as_ref().try_into().unwrap()), 0.5);
+        assert!(similarity("similarity_cosine", &v(&[0.0, 0.0]), &v(&[1.0, 0.0])).is_err());
+        assert!(similarity("similarity_dot_product", &v(&[1.0]), &v(&[1.0, 0.0])).is_err());
+    }
 }

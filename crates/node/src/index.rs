@@ -515,3 +515,41 @@ pub async fn build(storage: &Arc<sibyl_storage::StorageEngine>, table: &TableMet
     tracing::info!("built index {}.{} ({written} entries)", table.keyspace, ix.name);
     Ok(written)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_round_trip_through_their_stored_text() {
+        for (text, kind, column) in [
+            ("v", TargetKind::Simple, "v"),
+            ("keys(m)", TargetKind::Keys, "m"),
+            ("values(l)", TargetKind::Values, "l"),
+            ("entries(m)", TargetKind::Entries, "m"),
+            ("full(f)", TargetKind::Full, "f"),
+            ("\"Caps\"", TargetKind::Simple, "Caps"),
+            ("keys(\"Map\")", TargetKind::Keys, "Map"),
+        ] {
+            assert_eq!(IndexMetadata::parse_target(text), (kind, column.to_string()), "{text}");
+            let ix = IndexMetadata { name: "i".into(), column: column.into(), target: kind, custom_class: None, options: BTreeMap::new() };
+            assert_eq!(ix.target_string(), text);
+        }
+    }
+
+    #[test]
+    fn which_restrictions_an_index_answers() {
+        let legacy = IndexMetadata { name: "i".into(), column: "v".into(), target: TargetKind::Simple, custom_class: None, options: BTreeMap::new() };
+        let sai = IndexMetadata { custom_class: Some("sai".into()), ..legacy.clone() };
+        assert!(legacy.supports(Operator::Eq, false, &CqlType::Int));
+        assert!(!legacy.supports(Operator::Gt, false, &CqlType::Int));
+        assert!(sai.supports(Operator::Gt, false, &CqlType::Int));
+        assert!(!sai.supports(Operator::Gt, false, &CqlType::Text), "SAI compares text by equality only");
+        let entries = IndexMetadata { target: TargetKind::Entries, ..legacy.clone() };
+        assert!(entries.supports(Operator::Eq, true, &CqlType::Int));
+        assert!(!entries.supports(Operator::Eq, false, &CqlType::Int));
+        let keys = IndexMetadata { target: TargetKind::Keys, ..legacy };
+        assert!(keys.supports(Operator::ContainsKey, false, &CqlType::Int));
+        assert!(!keys.supports(Operator::Contains, false, &CqlType::Int));
+    }
+}

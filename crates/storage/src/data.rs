@@ -534,6 +534,32 @@ pub fn no_clustering() -> Arc<ClusteringComparator> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn dropped_columns_lose_the_cells_written_before_the_drop() {
+        let cmp = crate::clustering::ClusteringComparator::new(vec![]);
+        let mut p = Partition::new();
+        let mut row = Row::default();
+        row.cells.insert("v".into(), ColumnData::Simple(Cell::live(10, Bytes::from_static(b"old"))));
+        row.cells.insert("w".into(), ColumnData::Simple(Cell::live(30, Bytes::from_static(b"new"))));
+        let mut cells = BTreeMap::new();
+        cells.insert(Bytes::from_static(b"a"), Cell::live(10, Bytes::new()));
+        cells.insert(Bytes::from_static(b"b"), Cell::live(30, Bytes::new()));
+        row.cells.insert("s".into(), ColumnData::Complex { deletion: DeletionTime { marked_for_delete_at: 5, local_deletion_time: 0 }, cells });
+        p.rows.insert(crate::clustering::ClusteringKey::row(vec![], cmp), row);
+        p.purge_dropped(&[("v".into(), 20), ("w".into(), 20), ("s".into(), 20)]);
+        let row = p.rows.values().next().unwrap();
+        assert!(row.cells.get("v").is_none(), "written before the drop");
+        assert!(row.cells.get("w").is_some(), "written after the drop");
+        match row.cells.get("s") {
+            Some(ColumnData::Complex { deletion, cells }) => {
+                assert!(deletion.is_live());
+                assert_eq!(cells.keys().collect::<Vec<_>>(), vec![&Bytes::from_static(b"b")]);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+
     fn b(s: &str) -> Bytes {
         Bytes::copy_from_slice(s.as_bytes())
     }
@@ -696,4 +722,5 @@ impl Partition {
         }
         !self.is_empty()
     }
+
 }
