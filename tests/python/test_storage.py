@@ -388,3 +388,33 @@ def test_kill_9_during_writes_flushes_and_compactions_loses_no_acknowledged_writ
     finally:
         stop.set()
         n.kill9()
+
+
+def test_major_compaction_with_split_output_writes_halving_files(tmp_path):
+    """`nodetool compact -s` on a size-tiered table: files of half, a quarter...
+    of the data down to 50 MiB (Cassandra's smallest), the rest in the last;
+    every row still there."""
+    n = SibylNode(data_dir=str(tmp_path)).start()
+    try:
+        c, s = connect(n)
+        s.execute("CREATE KEYSPACE sp WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        s.execute("CREATE TABLE sp.t (k int PRIMARY KEY, v blob) WITH compaction = {'class': 'SizeTieredCompactionStrategy', 'enabled': 'false'}")
+        ins = s.prepare("INSERT INTO sp.t (k, v) VALUES (?, ?)")
+        rows = 140_000  # about 140 MB of incompressible values, in several SSTables
+        for part in range(4):
+            args = [(k, os.urandom(1000)) for k in range(part * rows // 4, (part + 1) * rows // 4)]
+            assert all(ok for ok, _ in execute_concurrent_with_args(s, ins, args, concurrency=64))
+            n.nodetool("flush", "sp", "t")
+        assert len(sstables(n, "sp", "t")) >= 4
+        n.nodetool("compact", "-s", "sp", "t")
+        sizes = sorted((os.path.getsize(p) for p in sstables(n, "sp", "t")), reverse=True)
+        total = sum(sizes)
+        assert len(sizes) == 2, sizes  # half (70 MB); a quarter would be under 50 MiB, so the rest
+        assert abs(sizes[0] - total / 2) < total * 0.05, sizes
+        assert s.execute("SELECT count(*) FROM sp.t", timeout=300).one()[0] == rows
+        # without -s: one file
+        n.nodetool("compact", "sp", "t")
+        assert len(sstables(n, "sp", "t")) == 1
+        c.shutdown()
+    finally:
+        n.stop()

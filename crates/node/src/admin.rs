@@ -137,7 +137,8 @@ impl Admin {
                 for t in self.tables(q)? {
                     for cfs in self.stores(&t) {
                         self.storage.flush(&cfs).await.map_err(server_err)?;
-                        if self.storage.compact(&cfs, true).await.map_err(server_err)?.is_some() {
+                        let split = q.get("split").is_some_and(|v| v == "true");
+                        if self.storage.compact_with(&cfs, true, split).await.map_err(server_err)?.is_some() {
                             compacted += 1;
                         }
                     }

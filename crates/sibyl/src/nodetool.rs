@@ -11,7 +11,8 @@ commands:
   status                         the node, as `nodetool status` shows it
   info                           node information
   flush [keyspace [tables...]]   flush memtables to SSTables
-  compact [keyspace [tables...]] major compaction
+  compact [-s] [keyspace [tables...]]
+                                 major compaction (-s: split the output)
   drain                          flush everything and stop the node
   compactionstats                pending and running compactions
   compactionhistory              finished compactions
@@ -88,13 +89,19 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
         println!("{USAGE}");
         bail!("no command given");
     };
-    let args = &rest[1..];
+    // `compact -s` / `--split-output`: size-tiered major compaction into files of
+    // half, a quarter, ... of the data instead of one
+    let split = cmd == "compact" && rest[1..].iter().any(|a| a == "-s" || a == "--split-output");
+    let args: Vec<String> = rest[1..].iter().filter(|a| !(cmd == "compact" && (*a == "-s" || *a == "--split-output"))).cloned().collect();
+    let args = &args[..];
+    let extra = if split { "split=true" } else { "" };
     let per_table = |verb: &str| -> anyhow::Result<()> {
+        let with = |path: String| if extra.is_empty() { path } else if path.contains('?') { format!("{path}&{extra}") } else { format!("{path}?{extra}") };
         if args.len() <= 1 {
-            request(&host, port, "POST", &format!("/{verb}{}", scope(args)))?;
+            request(&host, port, "POST", &with(format!("/{verb}{}", scope(args))))?;
         } else {
             for t in &args[1..] {
-                request(&host, port, "POST", &format!("/{verb}?keyspace={}&table={t}", args[0]))?;
+                request(&host, port, "POST", &with(format!("/{verb}?keyspace={}&table={t}", args[0])))?;
             }
         }
         Ok(())

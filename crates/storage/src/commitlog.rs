@@ -106,6 +106,9 @@ pub struct CommitLog {
     mode: SyncMode,
     segment_size_bytes: u64,
     stopped: AtomicBool,
+    /// Bytes of all segment files, kept as they are written and removed (the
+    /// write path checks it on every write: no directory listing there).
+    disk_bytes: std::sync::atomic::AtomicU64,
 }
 
 fn io_err(path: &Path, e: std::io::Error) -> StorageError {
@@ -260,7 +263,9 @@ impl CommitLog {
     /// Opens a new segment after any existing ones (replay them first).
     pub fn open(dir: &Path, mode: SyncMode, segment_size_bytes: u64) -> Result<Arc<CommitLog>, StorageError> {
         std::fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
-        let next_id = list_segments(dir)?.last().map(|(id, _)| id + 1).unwrap_or(1);
+        let existing = list_segments(dir)?;
+        let next_id = existing.last().map(|(id, _)| id + 1).unwrap_or(1);
+        let existing_bytes: u64 = existing.iter().filter_map(|(_, p)| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
         let file = open_segment(dir, next_id)?;
         let (synced_tx, _) = tokio::sync::watch::channel(0u64);
         let log = Arc::new(CommitLog {
@@ -279,6 +284,7 @@ impl CommitLog {
             mode,
             segment_size_bytes,
             stopped: AtomicBool::new(false),
+            disk_bytes: std::sync::atomic::AtomicU64::new(existing_bytes + HEADER_LEN as u64),
         });
         let l2 = log.clone();
         std::thread::Builder::new()
@@ -322,12 +328,14 @@ impl CommitLog {
             w.segment_id += 1;
             w.file = open_segment(&w.dir, w.segment_id)?;
             w.segment_bytes = HEADER_LEN as u64;
+            self.disk_bytes.fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
         }
         let path_of = |w: &Writer| segment_path(&w.dir, w.segment_id);
         if let Err(e) = w.file.write_all(&w.scratch) {
             return Err(io_err(&path_of(w), e));
         }
         w.segment_bytes += w.scratch.len() as u64;
+        self.disk_bytes.fetch_add(w.scratch.len() as u64, Ordering::Relaxed);
         w.position = position(w.segment_id, w.segment_bytes);
         if let Some(t) = table {
             let seg = w.segment_id;
@@ -367,7 +375,9 @@ impl CommitLog {
                     tables.is_empty()
                 }
             };
+            let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
             if clean && std::fs::remove_file(&path).is_ok() {
+                self.disk_bytes.fetch_sub(len.min(self.disk_bytes.load(Ordering::Relaxed)), Ordering::Relaxed);
                 w.dirty.remove(&id);
                 removed.push(id);
             }
@@ -377,8 +387,7 @@ impl CommitLog {
 
     /// Bytes of all segment files.
     pub fn total_bytes(&self) -> u64 {
-        let dir = self.writer.lock().dir.clone();
-        list_segments(&dir).unwrap_or_default().iter().filter_map(|(_, p)| std::fs::metadata(p).ok()).map(|m| m.len()).sum()
+        self.disk_bytes.load(Ordering::Relaxed)
     }
 
     /// Waits until the entry ending at `position` is durable as the sync mode

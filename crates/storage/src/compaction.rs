@@ -174,6 +174,25 @@ pub struct CompactionTask {
     pub output_level: u32,
     /// Outputs are split at this size (leveled compaction).
     pub max_output_bytes: u64,
+    /// `nodetool compact -s`: outputs of half, a quarter, an eighth... of the
+    /// input, down to 50 MiB, instead of one file.
+    pub split_output: bool,
+}
+
+/// The smallest file a split major compaction writes (Cassandra's 50 MiB).
+pub const SPLIT_SMALLEST_BYTES: u64 = 50 * 1024 * 1024;
+
+/// The size limit of output `i` of a task over `input_bytes`.
+pub fn output_limit(task: &CompactionTask, input_bytes: u64, i: usize) -> u64 {
+    if !task.split_output {
+        return task.max_output_bytes;
+    }
+    let share = input_bytes >> (i as u32 + 1).min(63);
+    if share < SPLIT_SMALLEST_BYTES {
+        u64::MAX
+    } else {
+        share
+    }
 }
 
 fn overlaps(a: &SSTableReader, b: &SSTableReader) -> bool {
@@ -183,7 +202,7 @@ fn overlaps(a: &SSTableReader, b: &SSTableReader) -> bool {
 fn stcs_task(ss: &[Arc<SSTableReader>], o: &SizeTieredOptions, level: u32) -> Option<CompactionTask> {
     let sizes: Vec<u64> = ss.iter().map(|s| s.stats.data_bytes).collect();
     size_tiered_candidates(&sizes, o)
-        .map(|idx| CompactionTask { inputs: idx.into_iter().map(|i| ss[i].clone()).collect(), output_level: level, max_output_bytes: u64::MAX })
+        .map(|idx| CompactionTask { inputs: idx.into_iter().map(|i| ss[i].clone()).collect(), output_level: level, max_output_bytes: u64::MAX, split_output: false })
 }
 
 /// The strategy's next compaction of `sstables`, if any.
@@ -207,7 +226,7 @@ pub fn next_task(strategy: &Strategy, sstables: &[Arc<SSTableReader>]) -> Option
                         inputs.push(s);
                     }
                 }
-                return Some(CompactionTask { inputs, output_level: 1, max_output_bytes: *sstable_size_bytes });
+                return Some(CompactionTask { inputs, output_level: 1, max_output_bytes: *sstable_size_bytes, split_output: false });
             }
             let max_level = sstables.iter().map(|s| s.stats.level).max().unwrap_or(0);
             for n in 1..=max_level {
@@ -222,7 +241,7 @@ pub fn next_task(strategy: &Strategy, sstables: &[Arc<SSTableReader>]) -> Option
                             inputs.push(s);
                         }
                     }
-                    return Some(CompactionTask { inputs, output_level: n + 1, max_output_bytes: *sstable_size_bytes });
+                    return Some(CompactionTask { inputs, output_level: n + 1, max_output_bytes: *sstable_size_bytes, split_output: false });
                 }
             }
             None
@@ -239,7 +258,7 @@ pub fn next_task(strategy: &Strategy, sstables: &[Arc<SSTableReader>]) -> Option
                         return Some(t);
                     }
                 } else if ss.len() >= 2 {
-                    return Some(CompactionTask { inputs: ss.clone(), output_level: 0, max_output_bytes: u64::MAX });
+                    return Some(CompactionTask { inputs: ss.clone(), output_level: 0, max_output_bytes: u64::MAX, split_output: false });
                 }
             }
             None
@@ -283,7 +302,7 @@ pub struct CompactionResult {
 pub fn compact(
     inputs: &[Arc<SSTableReader>],
     new_writer: &mut dyn FnMut() -> Result<SSTableWriter, StorageError>,
-    max_output_bytes: u64,
+    max_output_bytes: &dyn Fn(usize) -> u64,
     now: i32,
     gc_before: i32,
     dropped_columns: &[(String, i64)],
@@ -323,7 +342,7 @@ pub fn compact(
                 p.purge_dropped(dropped_columns);
             }
             if p.compact(now, gc_before, !outside(&min)) {
-                if writer.data_bytes() >= max_output_bytes {
+                if writer.data_bytes() >= max_output_bytes(written.len()) {
                     let next = new_writer()?;
                     let done = std::mem::replace(&mut writer, next);
                     let g = done.generation();

@@ -647,7 +647,7 @@ impl StorageEngine {
                 crate::compaction::Strategy::Leveled { sstable_size_bytes, .. } => (1, sstable_size_bytes),
                 _ => (0, u64::MAX),
             };
-            return Some(crate::compaction::CompactionTask { inputs: ss, output_level: level, max_output_bytes: max });
+            return Some(crate::compaction::CompactionTask { inputs: ss, output_level: level, max_output_bytes: max, split_output: false });
         }
         crate::compaction::next_task(&strategy, &ss).filter(|t| t.inputs.len() >= 2 || t.output_level > 0)
     }
@@ -683,15 +683,22 @@ impl StorageEngine {
     /// Runs one compaction of a table (the strategy's choice, or all its
     /// SSTables for a major compaction). Returns the new generation, if any.
     pub async fn compact(self: &Arc<Self>, t: &Arc<ColumnFamilyStore>, major: bool) -> Result<Option<u64>, StorageError> {
+        self.compact_with(t, major, false).await
+    }
+
+    /// [`Self::compact`]; a major compaction of a size-tiered table may split
+    /// its output (`nodetool compact -s`).
+    pub async fn compact_with(self: &Arc<Self>, t: &Arc<ColumnFamilyStore>, major: bool, split_output: bool) -> Result<Option<u64>, StorageError> {
         let _one = t.compaction_lock.lock().await;
         let _slot = self.compactors.acquire().await.map_err(|_| StorageError::Decode("compaction stopped".into()))?;
         let opts = t.options.read().clone();
         let now = now_in_seconds();
         let gc_before = now.saturating_sub(opts.gc_grace_seconds);
         let dropped = self.drop_fully_expired(t, gc_before);
-        let Some(task) = Self::compaction_task(t, major) else {
+        let Some(mut task) = Self::compaction_task(t, major) else {
             return Ok(if dropped > 0 { Some(0) } else { None });
         };
+        task.split_output = major && split_output && task.max_output_bytes == u64::MAX;
         let inputs = task.inputs.clone();
         let generation = t.next_generation.load(Ordering::Relaxed);
         let progress_id = uuid::Uuid::new_v4();
@@ -739,7 +746,16 @@ impl StorageEngine {
                     }
                 }
             };
-            let (r, gens) = crate::compaction::compact(&ins, &mut new_writer, task.max_output_bytes, now, gc_before, &opts.dropped_columns, &outside, &progress)?;
+            let (r, gens) = crate::compaction::compact(
+                &ins,
+                &mut new_writer,
+                &|i| crate::compaction::output_limit(&task, total_bytes, i),
+                now,
+                gc_before,
+                &opts.dropped_columns,
+                &outside,
+                &progress,
+            )?;
             let mut readers = Vec::new();
             for g in gens {
                 readers.push(SSTableReader::open(&dir, g, t2.comparator.clone(), me.cache.clone())?);
