@@ -33,7 +33,7 @@ strategy_map() {
 
 compactions() { # server port keyspace -> "count bytes_in"
   if [ "$1" = sibyl ]; then
-    "$sibyl" nodetool compactionhistory | awk -v ks="$3" '$1 == ks { n++; b += $4 } END { printf "%d %d\n", n, b }'
+    "$sibyl" nodetool compactionhistory | awk -v ks="$3" '$1 == ks { n++; b += $4 } END { printf "%d %.0f\n", n, b }'
   else
     "$py" - "$2" "$3" <<'PY'
 import sys
