@@ -13,6 +13,8 @@ out="$here/results/stress-$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$out"
 cassandra_sh="${CASSANDRA_SH:-$root/../shared/cassandra}"
 sibyl="$root/target/release/sibyl"
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
 pkill -f "target/release/sibyl" 2>/dev/null || true
 
 run_stress() { # port revision
@@ -23,14 +25,7 @@ run_stress() { # port revision
 }
 
 echo "== Sibyl"
-cat > "$out/sibyl.yaml" <<YAML
-native_transport_port: 9042
-data_file_directories: [$out/sibyl-data/data]
-commitlog_directory: $out/sibyl-data/commitlog
-YAML
-"$sibyl" --config "$out/sibyl.yaml" > "$out/sibyl.log" 2>&1 &
-spid=$!
-until (exec 3<>/dev/tcp/127.0.0.1/9042) 2>/dev/null; do sleep 0.05; done
+start_sibyl "$out"
 run_stress 9042 sibyl
 echo "== latte on Sibyl (client CPU per operation)"
 (cd "$out" && latte schema "$here/kv.rn" 127.0.0.1:9042 > /dev/null && latte run "$here/kv.rn" -f write 127.0.0.1:9042 -p "$threads" -d "$n" > "$out/latte-write.txt" 2>&1) || true

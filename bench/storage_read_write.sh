@@ -18,6 +18,8 @@ out="$here/results/storage-$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$out"
 cassandra_sh="${CASSANDRA_SH:-$root/../shared/cassandra}"
 sibyl="$root/target/release/sibyl"
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
 [ -x "$sibyl" ] || (cd "$root" && cargo build --release -p sibyl)
 
 phase() { # port revision
@@ -34,14 +36,7 @@ phase() { # port revision
 }
 
 echo "== Sibyl ($rows rows, $reads reads, $threads threads)"
-cat > "$out/sibyl.yaml" <<YAML
-native_transport_port: 9042
-data_file_directories: [$out/sibyl-data/data]
-commitlog_directory: $out/sibyl-data/commitlog
-YAML
-"$sibyl" --config "$out/sibyl.yaml" > "$out/sibyl.log" 2>&1 &
-spid=$!
-until (exec 3<>/dev/tcp/127.0.0.1/9042) 2>/dev/null; do sleep 0.05; done
+start_sibyl "$out"
 phase 9042 sibyl
 "$sibyl" nodetool tablestats keyspace1.standard1 > "$out/sibyl-tablestats.txt" 2>&1 || true
 du -sh "$out/sibyl-data" | tee -a "$out/summary.txt"

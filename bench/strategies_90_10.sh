@@ -20,6 +20,8 @@ mkdir -p "$out"
 cassandra_sh="${CASSANDRA_SH:-$root/../shared/cassandra}"
 cassandra_dir="${TMPDIR:-/tmp}/apache-cassandra"
 sibyl="$root/target/release/sibyl"
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
 py="$root/.venv/bin/python"
 [ -x "$sibyl" ] || (cd "$root" && cargo build --release -p sibyl)
 
@@ -65,14 +67,7 @@ run() { # server port datadir strategy
 }
 
 echo "== Sibyl"
-cat > "$out/sibyl.yaml" <<YAML
-native_transport_port: 9042
-data_file_directories: [$out/sibyl-data/data]
-commitlog_directory: $out/sibyl-data/commitlog
-YAML
-"$sibyl" --config "$out/sibyl.yaml" > "$out/sibyl.log" 2>&1 &
-spid=$!
-until (exec 3<>/dev/tcp/127.0.0.1/9042) 2>/dev/null; do sleep 0.05; done
+start_sibyl "$out"
 for s in stcs lcs twcs; do run sibyl 9042 "$out/sibyl-data/data/stress_$s" "$s"; done
 kill $spid; wait $spid || true
 
