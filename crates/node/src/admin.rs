@@ -201,9 +201,20 @@ impl Admin {
                     let ss = cfs.sstables();
                     let fp: u64 = ss.iter().map(|s| s.bloom_false_positives.load(Ordering::Relaxed)).sum();
                     let partitions: u64 = ss.iter().map(|s| s.stats.partitions).sum();
+                    let sizes = sibyl_storage::metrics::Histogram::default();
+                    for s in &ss {
+                        sizes.add_counts(&s.stats.partition_sizes);
+                    }
+                    let ms = |h: &sibyl_storage::metrics::Histogram| if h.count() == 0 { f64::NAN } else { h.mean() / 1000.0 };
                     out.push(json!({
                         "keyspace": t.keyspace,
                         "table": t.name,
+                        "local_read_latency_ms": ms(&cfs.read_latency),
+                        "local_write_latency_ms": ms(&cfs.write_latency),
+                        "pending_flushes": cfs.pending_flushes(),
+                        "partition_min_bytes": sizes.min(),
+                        "partition_max_bytes": sizes.max(),
+                        "partition_mean_bytes": sizes.mean().round() as u64,
                         "sstable_count": ss.len(),
                         "space_used_live": cfs.live_disk_bytes(),
                         "memtable_data_size": cfs.memtable_bytes(),
@@ -213,6 +224,34 @@ impl Admin {
                         "bloom_filter_false_positives": fp,
                         "sstable_partitions": partitions,
                         "compaction": t.params.compaction.get("class").cloned().unwrap_or_default(),
+                    }));
+                }
+                Ok(json!({ "tables": out }))
+            }
+            ("GET", "/tablehistograms") => {
+                use sibyl_storage::metrics::Histogram;
+                let mut out = Vec::new();
+                for t in self.tables(q)? {
+                    let Some(cfs) = self.storage.table(t.id) else { continue };
+                    let (sizes, cells) = (Histogram::default(), Histogram::default());
+                    for s in cfs.sstables() {
+                        sizes.add_counts(&s.stats.partition_sizes);
+                        cells.add_counts(&s.stats.cell_counts);
+                    }
+                    let column = |h: &Histogram| -> Vec<u64> {
+                        let mut v: Vec<u64> = [50.0, 75.0, 95.0, 98.0, 99.0].iter().map(|p| h.percentile(*p)).collect();
+                        v.push(h.min());
+                        v.push(h.max());
+                        v
+                    };
+                    out.push(json!({
+                        "keyspace": t.keyspace,
+                        "table": t.name,
+                        "read_latency_micros": column(&cfs.read_latency),
+                        "write_latency_micros": column(&cfs.write_latency),
+                        "sstables": column(&cfs.sstables_per_read),
+                        "partition_size_bytes": column(&sizes),
+                        "cell_count": column(&cells),
                     }));
                 }
                 Ok(json!({ "tables": out }))

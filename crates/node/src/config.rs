@@ -120,7 +120,8 @@ pub struct Config {
     /// Where `sibyl nodetool` reaches the node (Sibyl's stand-in for JMX).
     pub admin_address: String,
     pub admin_port: u16,
-    /// Memory for memtables; a table's memtable is flushed at 1/8 of it.
+    /// Memory for memtables: the largest is flushed when they hold a third of
+    /// it (Cassandra's `memtable_cleanup_threshold`), writers wait beyond it.
     pub memtable_heap_space_bytes: u64,
     /// When the commit log holds more, every table is flushed.
     pub commitlog_total_space_bytes: u64,

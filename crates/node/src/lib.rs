@@ -87,7 +87,9 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         commitlog_directory: config.commitlog_directory.clone(),
         sync: sync_mode(&config),
         segment_size_bytes: config.commitlog_segment_size_bytes,
-        memtable_flush_threshold_bytes: (config.memtable_heap_space_bytes / 8).max(1 << 20) as usize,
+        memtable_space_bytes: config.memtable_heap_space_bytes.max(1 << 20) as usize,
+        // memtable_cleanup_threshold: 1 / (1 + memtable_flush_writers), 2 writers
+        memtable_flush_threshold_bytes: (config.memtable_heap_space_bytes / 3).max(1 << 20) as usize,
         commitlog_total_space_bytes: config.commitlog_total_space_bytes,
         chunk_cache_bytes: config.file_cache_size_bytes as usize,
         disk_failure_policy: config.disk_failure_policy,

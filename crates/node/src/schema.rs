@@ -389,11 +389,20 @@ impl TableMetadata {
     /// The storage engine's options from the table's parameters.
     pub fn storage_options(&self) -> sibyl_storage::store::TableOptions {
         let p = &self.params;
-        let compress = p.compression.get("enabled").map(|v| v != "false").unwrap_or(true)
-            && p.compression.get("class").map(|c| !c.ends_with("NoopCompressor")).unwrap_or(true);
+        use sibyl_storage::sstable::Compression;
+        let enabled = p.compression.get("enabled").map(|v| v != "false").unwrap_or(true);
+        let class = p.compression.get("class").map(|c| c.rsplit('.').next().unwrap_or(c)).unwrap_or("LZ4Compressor");
+        let compression = match class {
+            _ if !enabled => Compression::None,
+            "NoopCompressor" => Compression::None,
+            "ZstdCompressor" => Compression::Zstd(p.compression.get("compression_level").and_then(|v| v.parse().ok()).unwrap_or(3)),
+            "SnappyCompressor" => Compression::Snappy,
+            "DeflateCompressor" => Compression::Deflate,
+            _ => Compression::Lz4,
+        };
         let chunk_kb: usize = p.compression.get("chunk_length_in_kb").and_then(|v| v.parse().ok()).unwrap_or(16);
         sibyl_storage::store::TableOptions {
-            compress,
+            compression,
             chunk_length_bytes: chunk_kb.clamp(1, 64 * 1024) * 1024,
             bloom_filter_fp_chance: p.bloom_filter_fp_chance,
             gc_grace_seconds: p.gc_grace_seconds,

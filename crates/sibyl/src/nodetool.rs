@@ -11,6 +11,7 @@ commands:
   status                         the node, as `nodetool status` shows it
   info                           node information
   flush [keyspace [tables...]]   flush memtables to SSTables
+  tablehistograms keyspace table   latency, SSTables per read, partition size and cell count percentiles
   compact [-s] [keyspace [tables...]]
                                  major compaction (-s: split the output)
   drain                          flush everything and stop the node
@@ -211,10 +212,45 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
                 println!("\t\tSpace used (live): {}", t["space_used_live"]);
                 println!("\t\tMemtable data size: {}", t["memtable_data_size"]);
                 println!("\t\tMemtable switch count: {}", t["flushes"]);
+                let latency = |v: &serde_json::Value| v.as_f64().map(|x| format!("{x:.3} ms")).unwrap_or_else(|| "NaN ms".into());
                 println!("\t\tLocal read count: {}", t["local_read_count"]);
+                println!("\t\tLocal read latency: {}", latency(&t["local_read_latency_ms"]));
                 println!("\t\tLocal write count: {}", t["local_write_count"]);
+                println!("\t\tLocal write latency: {}", latency(&t["local_write_latency_ms"]));
+                println!("\t\tPending flushes: {}", t["pending_flushes"]);
                 println!("\t\tBloom filter false positives: {}", t["bloom_filter_false_positives"]);
                 println!("\t\tNumber of partitions (estimate): {}", t["sstable_partitions"]);
+                println!("\t\tCompacted partition minimum bytes: {}", t["partition_min_bytes"]);
+                println!("\t\tCompacted partition maximum bytes: {}", t["partition_max_bytes"]);
+                println!("\t\tCompacted partition mean bytes: {}", t["partition_mean_bytes"]);
+                println!();
+            }
+            Ok(())
+        }
+        "tablehistograms" | "cfhistograms" => {
+            // `ks table`, `ks.table` and `ks/table` all name one table
+            let scope_args: Vec<String> = match args {
+                [ks, table, ..] => vec![format!("{ks}.{table}")],
+                [one] => vec![one.replacen('/', ".", 1)],
+                [] => vec![],
+            };
+            let v = request(&host, port, "GET", &format!("/tablehistograms{}", scope(&scope_args)))?;
+            for t in v["tables"].as_array().cloned().unwrap_or_default() {
+                println!("{}/{} histograms", t["keyspace"].as_str().unwrap_or(""), t["table"].as_str().unwrap_or(""));
+                println!("{:<10}{:>18}{:>18}{:>18}{:>18}{:>18}", "Percentile", "Read Latency", "Write Latency", "SSTables", "Partition Size", "Cell Count");
+                println!("{:<10}{:>18}{:>18}{:>18}{:>18}{:>18}", "", "(micros)", "(micros)", "", "(bytes)", "");
+                let col = |k: &str, i: usize| t[k].get(i).and_then(|x| x.as_u64()).unwrap_or(0);
+                for (i, label) in ["50%", "75%", "95%", "98%", "99%", "Min", "Max"].iter().enumerate() {
+                    println!(
+                        "{:<10}{:>18.2}{:>18.2}{:>18.2}{:>18}{:>18}",
+                        label,
+                        col("read_latency_micros", i) as f64,
+                        col("write_latency_micros", i) as f64,
+                        col("sstables", i) as f64,
+                        col("partition_size_bytes", i),
+                        col("cell_count", i)
+                    );
+                }
                 println!();
             }
             Ok(())

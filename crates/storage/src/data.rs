@@ -462,6 +462,20 @@ impl Partition {
         });
     }
 
+    /// Cells of the partition (a complex column counts each element).
+    pub fn cell_count(&self) -> usize {
+        let row = |r: &Row| -> usize {
+            r.cells
+                .values()
+                .map(|d| match d {
+                    ColumnData::Complex { cells, .. } => cells.len(),
+                    _ => 1,
+                })
+                .sum()
+        };
+        self.static_row.as_ref().map(row).unwrap_or(0) + self.rows.values().map(row).sum::<usize>()
+    }
+
     /// Estimated heap size, for memtable accounting.
     /// Bytes of memory an update adds, counting allocation overhead (a row
     /// slot, its cell vector, cell headers) as measured, not just payload.

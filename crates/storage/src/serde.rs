@@ -89,6 +89,40 @@ fn put_clustering(out: &mut Vec<u8>, ck: &ClusteringKey) {
     }
 }
 
+/// Appends the encoding of a clustering prefix (SSTable row indexes).
+pub fn encode_clustering(ck: &ClusteringKey, out: &mut Vec<u8>) {
+    put_clustering(out, ck);
+}
+
+/// Decodes a clustering prefix written by [`encode_clustering`]; returns it
+/// with the bytes it took.
+pub fn decode_clustering(buf: &[u8], cmp: &Arc<ClusteringComparator>) -> Result<(ClusteringKey, usize), StorageError> {
+    let mut r = Reader::new(buf);
+    let ck = get_clustering(&mut r, cmp)?;
+    Ok((ck, r.pos))
+}
+
+/// Appends a partition fragment of rows only (no deletion, static row or
+/// range tombstones), in the encoding of [`encode_partition`].
+pub fn encode_rows<'a>(rows: &[(&'a ClusteringKey, &'a Row)], out: &mut Vec<u8>) {
+    put_deletion(out, &DeletionTime::LIVE);
+    out.push(0);
+    out.extend_from_slice(&(rows.len() as u32).to_be_bytes());
+    for (ck, r) in rows {
+        put_clustering(out, ck);
+        put_row(out, r);
+    }
+    out.extend_from_slice(&0u32.to_be_bytes());
+}
+
+/// Appends one row's clustering and content (to size row index blocks).
+pub fn encoded_row_len(ck: &ClusteringKey, r: &Row, scratch: &mut Vec<u8>) -> usize {
+    scratch.clear();
+    put_clustering(scratch, ck);
+    put_row(scratch, r);
+    scratch.len()
+}
+
 /// Appends the encoding of a mutation to `out`.
 pub fn encode_mutation(m: &Mutation, out: &mut Vec<u8>) {
     out.extend_from_slice(m.table_id.as_bytes());

@@ -1,25 +1,35 @@
-//! SSTables, format version 1 ("sb"): immutable files of partitions in token
-//! order, written by a memtable flush.
+//! SSTables ("sb"): immutable files of partitions in token order, written by
+//! a memtable flush or a compaction. Format version 2; version 1 files (no
+//! row indexes, no clustering bounds) are still read.
 //!
 //! Components of generation N in a table's directory:
 //! - `sb-N-Data.db`: chunks `kind u8 | uncompressed u32 | compressed u32 |
-//!   crc32(stored bytes) u32 | bytes`; a chunk holds whole partitions, each
+//!   crc32(stored bytes) u32 | bytes`; a chunk holds entries
 //!   `key_len u32 | key | body_len u32 | body` (body: `serde::encode_partition`).
-//!   `kind` 0 is stored as is, 1 is LZ4. Every read verifies the CRC.
+//!   `kind` 0 is stored as is, 1 is LZ4, 2 Zstd, 3 Snappy, 4 Deflate (zlib).
+//!   Every read verifies the CRC. A small partition is one entry. A partition
+//!   larger than a chunk is a header entry (partition deletion, static row,
+//!   range tombstones) followed by blocks of rows, each block starting a chunk
+//!   of its own: the row index.
 //! - `sb-N-Index.db`: `b"SBIX" | version u32`, then per partition
-//!   `key_len u16 | key | chunk_offset u64 | offset_in_chunk u32`. One in 128
-//!   entries is kept in memory as the summary.
+//!   `key_len u16 | key | chunk_offset u64 | offset_in_chunk u32`, and in
+//!   version 2 `row_index_len u32 | row_index`, where the row index is
+//!   `blocks u32` then per block `last clustering | chunk_offset u64 |
+//!   offset_in_chunk u32`, so a clustering slice reads only the blocks it
+//!   overlaps. One in 128 entries is kept in memory as the summary.
 //! - `sb-N-Filter.db`: the bloom filter, `hashes u32 | bits u64 | words`.
-//! - `sb-N-Statistics.db`: JSON: counts, token and timestamp bounds, the
-//!   commit log position the data covers, CRCs of the index and filter.
+//! - `sb-N-Statistics.db`: JSON: counts, token, timestamp and clustering
+//!   bounds, whether any partition has a deletion or a static row, the commit
+//!   log position the data covers, CRCs of the index and filter.
 //! - `sb-N-TOC.txt`: the component list. Components are written under `tmp-`
 //!   names, fsynced and renamed; the TOC is renamed last, so an SSTable without
 //!   a TOC never became visible and is removed at start-up.
 
 use crate::clustering::ClusteringComparator;
 use crate::data::{DecoratedKey, Partition, ColumnData, Row};
+use crate::clustering::{BoundKind, ClusteringKey};
 use crate::memtable::{slice_partition, Slice};
-use crate::serde::{decode_partition, encode_partition};
+use crate::serde::{decode_clustering, decode_partition, encode_clustering, encode_partition, encode_rows, encoded_row_len};
 use crate::StorageError;
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -30,7 +40,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
+/// Versions this build reads.
+const READABLE_VERSIONS: [u32; 2] = [1, 2];
 const INDEX_MAGIC: &[u8; 4] = b"SBIX";
 const CHUNK_HEADER: usize = 13;
 const SUMMARY_INTERVAL: usize = 128;
@@ -53,6 +65,90 @@ pub fn component_path(dir: &Path, generation: u64, component: &str) -> PathBuf {
 
 fn tmp_path(dir: &Path, generation: u64, component: &str) -> PathBuf {
     dir.join(format!("tmp-sb-{generation}-{component}"))
+}
+
+// ---------- compression ----------
+
+/// Block compression of the Data component (the table's `compression` option).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Compression {
+    None,
+    Lz4,
+    /// Zstd at a level (Cassandra's `compression_level`, default 3).
+    Zstd(i32),
+    Snappy,
+    Deflate,
+}
+
+impl Compression {
+    /// The name in the statistics (and `sibyl sstable dump`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Lz4 => "LZ4",
+            Compression::Zstd(_) => "Zstd",
+            Compression::Snappy => "Snappy",
+            Compression::Deflate => "Deflate",
+        }
+    }
+
+    fn kind(&self) -> u8 {
+        match self {
+            Compression::None => 0,
+            Compression::Lz4 => 1,
+            Compression::Zstd(_) => 2,
+            Compression::Snappy => 3,
+            Compression::Deflate => 4,
+        }
+    }
+
+    fn compress(&self, plain: &[u8]) -> Vec<u8> {
+        match self {
+            Compression::None => plain.to_vec(),
+            Compression::Lz4 => lz4_flex::block::compress(plain),
+            // compressing into memory cannot fail but for allocation; fall back to none
+            Compression::Zstd(level) => zstd::bulk::compress(plain, *level).unwrap_or_else(|_| plain.to_vec()),
+            Compression::Snappy => snap::raw::Encoder::new().compress_vec(plain).unwrap_or_else(|_| plain.to_vec()),
+            Compression::Deflate => {
+                let mut e = flate2::write::ZlibEncoder::new(Vec::with_capacity(plain.len() / 2), flate2::Compression::default());
+                match e.write_all(plain).and_then(|_| e.finish()) {
+                    Ok(v) => v,
+                    Err(_) => plain.to_vec(),
+                }
+            }
+        }
+    }
+}
+
+/// Decompresses a stored chunk of `kind` into exactly `ulen` bytes.
+fn decompress(kind: u8, stored: Vec<u8>, ulen: usize) -> Result<Vec<u8>, String> {
+    let out = match kind {
+        0 => stored,
+        1 => lz4_flex::block::decompress(&stored, ulen).map_err(|e| format!("LZ4: {e}"))?,
+        2 => zstd::bulk::decompress(&stored, ulen).map_err(|e| format!("Zstd: {e}"))?,
+        3 => snap::raw::Decoder::new().decompress_vec(&stored).map_err(|e| format!("Snappy: {e}"))?,
+        4 => {
+            let mut out = Vec::with_capacity(ulen);
+            flate2::read::ZlibDecoder::new(&stored[..]).take(ulen as u64 + 1).read_to_end(&mut out).map_err(|e| format!("Deflate: {e}"))?;
+            out
+        }
+        k => return Err(format!("unknown chunk kind {k}")),
+    };
+    if out.len() != ulen {
+        return Err(format!("chunk decompressed to {} bytes, expected {ulen}", out.len()));
+    }
+    Ok(out)
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<Bytes> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect::<Option<Vec<u8>>>().map(Bytes::from)
 }
 
 // ---------- bloom filter ----------
@@ -157,6 +253,26 @@ pub struct Statistics {
     /// deleted; `i32::MAX` when it holds live data that never expires.
     #[serde(default = "never")]
     pub max_local_deletion_time: i32,
+    /// The smallest and largest clustering of any row or range tombstone
+    /// bound (hex of each component); absent in version 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_clustering: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_clustering: Option<Vec<String>>,
+    /// Whether any partition has a partition deletion / a static row.
+    #[serde(default)]
+    pub partition_deletions: bool,
+    #[serde(default)]
+    pub static_rows: bool,
+    /// Partitions written with a row index.
+    #[serde(default)]
+    pub indexed_partitions: u64,
+    /// Partition sizes in bytes and cell counts, as counts per bucket of
+    /// [`crate::metrics::bucket_offsets`] (trailing empty buckets left out).
+    #[serde(default)]
+    pub partition_sizes: Vec<u64>,
+    #[serde(default)]
+    pub cell_counts: Vec<u64>,
 }
 
 fn never() -> i32 {
@@ -258,7 +374,12 @@ pub struct SSTableWriter {
     data_offset: u64,
     chunk: Vec<u8>,
     chunk_target: usize,
-    compress: bool,
+    compression: Compression,
+    min_clustering: Option<ClusteringKey>,
+    max_clustering: Option<ClusteringKey>,
+    scratch: Vec<u8>,
+    partition_sizes: crate::metrics::Histogram,
+    cell_counts: crate::metrics::Histogram,
     key_hashes: Vec<Bytes>,
     index_crc: crc32fast::Hasher,
     stats: Statistics,
@@ -307,14 +428,15 @@ fn timestamps(p: &Partition, min: &mut i64, max: &mut i64) {
 
 impl SSTableWriter {
     pub fn create(dir: &Path, generation: u64, chunk_target: usize, compress: bool, fp_chance: f64) -> Result<Self, StorageError> {
-        Self::create_with_header(dir, generation, chunk_target, compress, fp_chance, SerializationHeader::default())
+        let c = if compress { Compression::Lz4 } else { Compression::None };
+        Self::create_with_header(dir, generation, chunk_target, c, fp_chance, SerializationHeader::default())
     }
 
     pub fn create_with_header(
         dir: &Path,
         generation: u64,
         chunk_target: usize,
-        compress: bool,
+        compression: Compression,
         fp_chance: f64,
         header: SerializationHeader,
     ) -> Result<Self, StorageError> {
@@ -339,7 +461,10 @@ impl SSTableWriter {
             data_offset: 0,
             chunk: Vec::with_capacity(chunk_target + 1024),
             chunk_target: chunk_target.max(4096),
-            compress,
+            compression,
+            min_clustering: None,
+            max_clustering: None,
+            scratch: Vec::new(),
             key_hashes: Vec::new(),
             index_crc,
             stats: Statistics {
@@ -353,13 +478,22 @@ impl SSTableWriter {
                 max_timestamp: i64::MIN,
                 commitlog_position: 0,
                 data_bytes: 0,
-                compression: if compress { "LZ4".into() } else { "none".into() },
+                compression: compression.name().into(),
                 index_crc: 0,
                 filter_crc: 0,
                 bloom_filter_fp_chance: fp_chance,
                 level: 0,
                 max_local_deletion_time: i32::MIN,
+                min_clustering: None,
+                max_clustering: None,
+                partition_deletions: false,
+                static_rows: false,
+                indexed_partitions: 0,
+                partition_sizes: Vec::new(),
+                cell_counts: Vec::new(),
             },
+            partition_sizes: Default::default(),
+            cell_counts: Default::default(),
             body: Vec::new(),
         })
     }
@@ -368,10 +502,17 @@ impl SSTableWriter {
         if self.chunk.is_empty() {
             return Ok(());
         }
-        let (kind, stored): (u8, std::borrow::Cow<[u8]>) = if self.compress {
-            (1, std::borrow::Cow::Owned(lz4_flex::block::compress(&self.chunk)))
-        } else {
-            (0, std::borrow::Cow::Borrowed(&self.chunk[..]))
+        let (kind, stored): (u8, std::borrow::Cow<[u8]>) = match self.compression {
+            Compression::None => (0, std::borrow::Cow::Borrowed(&self.chunk[..])),
+            c => {
+                let packed = c.compress(&self.chunk);
+                if packed.len() >= self.chunk.len() {
+                    // incompressible: stored as is
+                    (0, std::borrow::Cow::Borrowed(&self.chunk[..]))
+                } else {
+                    (c.kind(), std::borrow::Cow::Owned(packed))
+                }
+            }
         };
         let mut head = [0u8; CHUNK_HEADER];
         head[0] = kind;
@@ -386,33 +527,115 @@ impl SSTableWriter {
         Ok(())
     }
 
-    /// Appends a partition; keys must come in token order.
-    pub fn append(&mut self, key: &DecoratedKey, p: &Partition) -> Result<(), StorageError> {
-        self.body.clear();
-        encode_partition(p, &mut self.body);
-        let entry_len = 8 + key.key.len() + self.body.len();
+    /// Adds a Data entry to the current chunk (starting a new chunk when it
+    /// would overflow); returns where it is.
+    fn put_entry(&mut self, key: &[u8], body: &[u8]) -> Result<(u64, u32), StorageError> {
+        let entry_len = 8 + key.len() + body.len();
         if !self.chunk.is_empty() && self.chunk.len() + entry_len > self.chunk_target {
             self.flush_chunk()?;
         }
         let intra = self.chunk.len() as u32;
-        self.chunk.extend_from_slice(&(key.key.len() as u32).to_be_bytes());
-        self.chunk.extend_from_slice(&key.key);
-        self.chunk.extend_from_slice(&(self.body.len() as u32).to_be_bytes());
-        self.chunk.extend_from_slice(&self.body);
-        let mut e = Vec::with_capacity(14 + key.key.len());
+        self.chunk.extend_from_slice(&(key.len() as u32).to_be_bytes());
+        self.chunk.extend_from_slice(key);
+        self.chunk.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        self.chunk.extend_from_slice(body);
+        Ok((self.data_offset, intra))
+    }
+
+    /// Writes a block of rows in a chunk of its own and adds it to the row index.
+    fn put_block(&mut self, key: &[u8], rows: &[(&ClusteringKey, &Row)], row_index: &mut Vec<u8>) -> Result<(), StorageError> {
+        self.flush_chunk()?;
+        let mut body = std::mem::take(&mut self.body);
+        body.clear();
+        encode_rows(rows, &mut body);
+        let (offset, intra) = self.put_entry(key, &body)?;
+        self.body = body;
+        if let Some((last, _)) = rows.last() {
+            encode_clustering(last, row_index);
+        }
+        row_index.extend_from_slice(&offset.to_be_bytes());
+        row_index.extend_from_slice(&intra.to_be_bytes());
+        Ok(())
+    }
+
+    fn see_clustering(&mut self, ck: &ClusteringKey) {
+        if self.min_clustering.as_ref().map(|m| ck < m).unwrap_or(true) {
+            self.min_clustering = Some(ck.clone());
+        }
+        if self.max_clustering.as_ref().map(|m| ck > m).unwrap_or(true) {
+            self.max_clustering = Some(ck.clone());
+        }
+    }
+
+    /// Appends a partition; keys must come in token order. A partition larger
+    /// than a chunk gets a row index.
+    pub fn append(&mut self, key: &DecoratedKey, p: &Partition) -> Result<(), StorageError> {
+        let mut body = std::mem::take(&mut self.body);
+        body.clear();
+        encode_partition(p, &mut body);
+        self.partition_sizes.record(body.len() as u64);
+        self.cell_counts.record(p.cell_count() as u64);
+        let mut row_index = Vec::new();
+        let (offset, intra) = if body.len() > self.chunk_target && p.rows.len() > 1 {
+            let head = Partition { deletion: p.deletion, static_row: p.static_row.clone(), rows: Default::default(), range_tombstones: p.range_tombstones.clone() };
+            body.clear();
+            encode_partition(&head, &mut body);
+            let at = self.put_entry(&key.key, &body)?;
+            self.body = body;
+            row_index.extend_from_slice(&0u32.to_be_bytes());
+            let mut blocks = 0u32;
+            let mut block: Vec<(&ClusteringKey, &Row)> = Vec::new();
+            let mut size = 0;
+            for (ck, r) in p.rows.iter() {
+                size += encoded_row_len(ck, r, &mut self.scratch);
+                block.push((ck, r));
+                if size >= self.chunk_target {
+                    self.put_block(&key.key, &block, &mut row_index)?;
+                    blocks += 1;
+                    block.clear();
+                    size = 0;
+                }
+            }
+            if !block.is_empty() {
+                self.put_block(&key.key, &block, &mut row_index)?;
+                blocks += 1;
+            }
+            row_index[0..4].copy_from_slice(&blocks.to_be_bytes());
+            self.stats.indexed_partitions += 1;
+            at
+        } else {
+            let at = self.put_entry(&key.key, &body)?;
+            self.body = body;
+            at
+        };
+        let mut e = Vec::with_capacity(18 + key.key.len() + row_index.len());
         e.extend_from_slice(&(key.key.len().min(u16::MAX as usize) as u16).to_be_bytes());
         e.extend_from_slice(&key.key);
-        e.extend_from_slice(&self.data_offset.to_be_bytes());
+        e.extend_from_slice(&offset.to_be_bytes());
         e.extend_from_slice(&intra.to_be_bytes());
+        e.extend_from_slice(&(row_index.len() as u32).to_be_bytes());
+        e.extend_from_slice(&row_index);
         let p_idx = tmp_path(&self.dir, self.generation, "Index.db");
         self.index.write_all(&e).map_err(|err| io(&p_idx, err))?;
         self.index_crc.update(&e);
         self.key_hashes.push(key.key.clone());
+        if let Some(first) = p.rows.keys().next() {
+            self.see_clustering(first);
+        }
+        if let Some(last) = p.rows.keys().next_back() {
+            self.see_clustering(last);
+        }
+        for rt in &p.range_tombstones {
+            self.see_clustering(&rt.start);
+            self.see_clustering(&rt.end);
+        }
         let s = &mut self.stats;
         s.partitions += 1;
         s.rows += p.rows.len() as u64;
         s.min_token = s.min_token.min(key.token);
         s.max_token = s.max_token.max(key.token);
+        s.partition_deletions |= !p.deletion.is_live();
+        s.static_rows |= p.static_row.is_some();
         timestamps(p, &mut s.min_timestamp, &mut s.max_timestamp);
         s.max_local_deletion_time = s.max_local_deletion_time.max(local_deletion_times(p));
         Ok(())
@@ -464,6 +687,16 @@ impl SSTableWriter {
         stats.index_crc = self.index_crc.finalize();
         stats.commitlog_position = commitlog_position;
         stats.data_bytes = self.data_offset;
+        let trim = |mut v: Vec<u64>| {
+            while v.last() == Some(&0) {
+                v.pop();
+            }
+            v
+        };
+        stats.partition_sizes = trim(self.partition_sizes.counts());
+        stats.cell_counts = trim(self.cell_counts.counts());
+        stats.min_clustering = self.min_clustering.map(|c| c.values.iter().map(|v| hex(v)).collect());
+        stats.max_clustering = self.max_clustering.map(|c| c.values.iter().map(|v| hex(v)).collect());
         let write_all = |c: &str, bytes: &[u8]| -> Result<(), StorageError> {
             let p = tmp_path(&dir, g, c);
             let mut f = OpenOptions::new().create(true).truncate(true).write(true).open(&p).map_err(|e| io(&p, e))?;
@@ -503,12 +736,13 @@ impl Iterator for Scanner<'_> {
         if self.pos >= self.index.len() {
             return None;
         }
-        let Some((k, off, intra, next)) = read_index_entry(&self.index, self.pos) else {
+        let Some(e) = read_index_entry(&self.index, self.pos, self.reader.stats.version) else {
+            let at = self.pos as u64;
             self.pos = self.index.len();
-            return Some(Err(corrupt(&component_path(&self.reader.dir, self.reader.generation, "Index.db"), self.pos as u64, "truncated index entry")));
+            return Some(Err(corrupt(&component_path(&self.reader.dir, self.reader.generation, "Index.db"), at, "truncated index entry")));
         };
-        self.pos = next;
-        Some(self.reader.partition_at(off, intra).map(|p| (DecoratedKey::new(k), p)))
+        self.pos = e.next;
+        Some(self.reader.partition_for(&e, None).map(|p| (DecoratedKey::new(e.key), p)))
     }
 }
 
@@ -526,14 +760,73 @@ pub struct SSTableReader {
     comparator: Arc<ClusteringComparator>,
     cache: Arc<ChunkCache>,
     pub bloom_false_positives: AtomicU64,
+    /// Clustering bounds a slice must overlap for this SSTable to matter;
+    /// `None` when it cannot be skipped that way (version 1, or partition
+    /// deletions or static rows, which every slice reads).
+    clustering_bounds: Option<(ClusteringKey, ClusteringKey)>,
 }
 
-fn read_index_entry(buf: &[u8], pos: usize) -> Option<(Bytes, u64, u32, usize)> {
+/// One partition's entry in the Index component.
+struct IndexEntry<'a> {
+    key: Bytes,
+    offset: u64,
+    intra: u32,
+    /// The encoded row index (empty when the partition has none).
+    row_index: &'a [u8],
+    next: usize,
+}
+
+fn read_index_entry(buf: &[u8], pos: usize, version: u32) -> Option<IndexEntry<'_>> {
     let kl = u16::from_be_bytes(buf.get(pos..pos + 2)?.try_into().ok()?) as usize;
     let key = Bytes::copy_from_slice(buf.get(pos + 2..pos + 2 + kl)?);
-    let off = u64::from_be_bytes(buf.get(pos + 2 + kl..pos + 10 + kl)?.try_into().ok()?);
+    let offset = u64::from_be_bytes(buf.get(pos + 2 + kl..pos + 10 + kl)?.try_into().ok()?);
     let intra = u32::from_be_bytes(buf.get(pos + 10 + kl..pos + 14 + kl)?.try_into().ok()?);
-    Some((key, off, intra, pos + 14 + kl))
+    let mut next = pos + 14 + kl;
+    let mut row_index: &[u8] = &[];
+    if version >= 2 {
+        let rl = u32::from_be_bytes(buf.get(next..next + 4)?.try_into().ok()?) as usize;
+        row_index = buf.get(next + 4..(next + 4).checked_add(rl)?)?;
+        next += 4 + rl;
+    }
+    Some(IndexEntry { key, offset, intra, row_index, next })
+}
+
+/// A row index block: the last clustering in it and where it is.
+type Block = (ClusteringKey, u64, u32);
+
+fn decode_row_index(b: &[u8], cmp: &Arc<ClusteringComparator>) -> Option<Vec<Block>> {
+    let n = u32::from_be_bytes(b.get(0..4)?.try_into().ok()?) as usize;
+    let mut out = Vec::with_capacity(n.min(b.len()));
+    let mut pos = 4;
+    for _ in 0..n {
+        let (ck, used) = decode_clustering(b.get(pos..)?, cmp).ok()?;
+        pos += used;
+        let off = u64::from_be_bytes(b.get(pos..pos + 8)?.try_into().ok()?);
+        let intra = u32::from_be_bytes(b.get(pos + 8..pos + 12)?.try_into().ok()?);
+        pos += 12;
+        out.push((ck, off, intra));
+    }
+    Some(out)
+}
+
+/// Indexes of the blocks (each covering the rows after the previous block's
+/// last clustering up to its own) that the slices overlap.
+fn blocks_for(blocks: &[Block], slices: &[Slice]) -> std::collections::BTreeSet<usize> {
+    let mut out = std::collections::BTreeSet::new();
+    for (start, end) in slices {
+        if start > end {
+            continue;
+        }
+        let mut i = blocks.partition_point(|(last, _, _)| last < start);
+        while i < blocks.len() {
+            out.insert(i);
+            if blocks[i].0 >= *end {
+                break;
+            }
+            i += 1;
+        }
+    }
+    out
 }
 
 impl SSTableReader {
@@ -542,7 +835,7 @@ impl SSTableReader {
         let sp = component_path(dir, generation, "Statistics.db");
         let sbytes = std::fs::read(&sp).map_err(|e| io(&sp, e))?;
         let stats: Statistics = serde_json::from_slice(&sbytes).map_err(|e| corrupt(&sp, 0, e.to_string()))?;
-        if stats.version != FORMAT_VERSION {
+        if !READABLE_VERSIONS.contains(&stats.version) {
             return Err(corrupt(&sp, 0, format!("unsupported SSTable format version {}", stats.version)));
         }
         let fp = component_path(dir, generation, "Filter.db");
@@ -564,19 +857,29 @@ impl SSTableReader {
         let mut pos = 8;
         let mut n = 0usize;
         while pos < ibytes.len() {
-            let Some((key, _, _, next)) = read_index_entry(&ibytes, pos) else {
+            let Some(e) = read_index_entry(&ibytes, pos, stats.version) else {
                 return Err(corrupt(&ip, pos as u64, "truncated index entry"));
             };
             if n % SUMMARY_INTERVAL == 0 {
-                summary.push((DecoratedKey::new(key), pos as u64));
+                summary.push((DecoratedKey::new(e.key), pos as u64));
             }
             n += 1;
-            pos = next;
+            pos = e.next;
         }
         let dp = component_path(dir, generation, "Data.db");
         let data = File::open(&dp).map_err(|e| io(&dp, e))?;
         let index = File::open(&ip).map_err(|e| io(&ip, e))?;
+        let bound = |v: &Option<Vec<String>>, kind| -> Option<ClusteringKey> {
+            let values = v.as_ref()?.iter().map(|h| unhex(h)).collect::<Option<Vec<Bytes>>>()?;
+            Some(ClusteringKey::bound(values, kind, comparator.clone()))
+        };
+        let clustering_bounds = if stats.partition_deletions || stats.static_rows {
+            None
+        } else {
+            bound(&stats.min_clustering, BoundKind::StartInclusive).zip(bound(&stats.max_clustering, BoundKind::EndInclusive))
+        };
         Ok(SSTableReader {
+            clustering_bounds,
             dir: dir.to_path_buf(),
             generation,
             id: SSTABLE_IDS.fetch_add(1, Ordering::Relaxed),
@@ -635,11 +938,7 @@ impl SSTableReader {
         if crc32fast::hash(&stored) != crc {
             return Err(corrupt(&dp, offset, "chunk checksum mismatch"));
         }
-        let plain = match kind {
-            0 => stored,
-            1 => lz4_flex::block::decompress(&stored, ulen as usize).map_err(|e| corrupt(&dp, offset, format!("LZ4: {e}")))?,
-            k => return Err(corrupt(&dp, offset, format!("unknown chunk kind {k}"))),
-        };
+        let plain = decompress(kind, stored, ulen as usize).map_err(|e| corrupt(&dp, offset, e))?;
         let c = Arc::new(plain);
         self.cache.put((self.id, offset), c.clone());
         Ok(c)
@@ -657,21 +956,62 @@ impl SSTableReader {
         decode_partition(body, &self.comparator).map_err(|e| corrupt(&dp, chunk_offset, e.to_string()))
     }
 
+    /// The partition of an index entry, restricted to `slices`: a partition
+    /// with a row index reads its header and the blocks the slices overlap.
+    fn partition_for(&self, e: &IndexEntry, slices: Option<&[Slice]>) -> Result<Partition, StorageError> {
+        let mut p = self.partition_at(e.offset, e.intra)?;
+        if e.row_index.is_empty() {
+            return Ok(match slices {
+                Some(s) => slice_partition(&p, Some(s)),
+                None => p,
+            });
+        }
+        let ip = component_path(&self.dir, self.generation, "Index.db");
+        let blocks = decode_row_index(e.row_index, &self.comparator).ok_or_else(|| corrupt(&ip, 0, "bad row index"))?;
+        let chosen: Vec<usize> = match slices {
+            Some(s) => blocks_for(&blocks, s).into_iter().collect(),
+            None => (0..blocks.len()).collect(),
+        };
+        for i in chosen {
+            let (_, off, intra) = &blocks[i];
+            let b = self.partition_at(*off, *intra)?;
+            for (ck, row) in b.rows.iter() {
+                p.rows.insert(ck.clone(), row.clone());
+            }
+        }
+        Ok(match slices {
+            Some(s) => slice_partition(&p, Some(s)),
+            None => p,
+        })
+    }
+
+    /// Whether a read of `slices` can find anything here (clustering bounds).
+    pub fn intersects(&self, slices: &[Slice]) -> bool {
+        match &self.clustering_bounds {
+            None => true,
+            Some((min, max)) => slices.iter().any(|(start, end)| start <= end && end >= min && start <= max),
+        }
+    }
+
     /// The partition (restricted to `slices`), if this SSTable has it.
     pub fn read(&self, key: &DecoratedKey, slices: Option<&[Slice]>) -> Result<Option<Partition>, StorageError> {
-        if key.token < self.stats.min_token || key.token > self.stats.max_token || !self.bloom.may_contain(&key.key) {
+        if !self.may_contain(key) {
             return Ok(None);
         }
+        self.read_filtered(key, slices)
+    }
+
+    /// [`Self::read`] for a key [`Self::may_contain`] already let through.
+    pub fn read_filtered(&self, key: &DecoratedKey, slices: Option<&[Slice]>) -> Result<Option<Partition>, StorageError> {
         let Some(sample) = self.sample_for(key) else { return Ok(None) };
         let (buf, _) = self.index_block(sample)?;
         let mut pos = 0;
         while pos < buf.len() {
-            let Some((k, off, intra, next)) = read_index_entry(&buf, pos) else { break };
-            if k == key.key {
-                let p = self.partition_at(off, intra)?;
-                return Ok(Some(slice_partition(&p, slices)));
+            let Some(e) = read_index_entry(&buf, pos, self.stats.version) else { break };
+            if e.key == key.key {
+                return self.partition_for(&e, slices).map(Some);
             }
-            pos = next;
+            pos = e.next;
         }
         self.bloom_false_positives.fetch_add(1, Ordering::Relaxed);
         Ok(None)
@@ -689,9 +1029,9 @@ impl SSTableReader {
             let (buf, _) = self.index_block(sample)?;
             let mut pos = 0;
             while pos < buf.len() {
-                let Some((k, _, _, next)) = read_index_entry(&buf, pos) else { break };
-                pos = next;
-                let dk = DecoratedKey::new(k);
+                let Some(e) = read_index_entry(&buf, pos, self.stats.version) else { break };
+                pos = e.next;
+                let dk = DecoratedKey::new(e.key);
                 let beyond = match after {
                     Some(a) => &dk > a,
                     None => dk.token >= start_token,
@@ -859,6 +1199,75 @@ mod tests {
         let r2 = SSTableReader::open(dir.path(), 1, cmp, ChunkCache::new(1 << 20)).expect("open");
         let err = r2.read(&keys[0], None).expect_err("corrupt");
         assert!(err.to_string().contains("Data.db") && err.to_string().contains("checksum"), "{err}");
+    }
+
+    fn bound(cmp: &Arc<ClusteringComparator>, v: i32, kind: BoundKind) -> ClusteringKey {
+        ClusteringKey::bound(vec![Bytes::copy_from_slice(&v.to_be_bytes())], kind, cmp.clone())
+    }
+
+    #[test]
+    fn large_partitions_get_a_row_index_and_slices_read_only_their_blocks() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let cmp = ClusteringComparator::new(vec![(CqlType::Int, false)]);
+        let cache = ChunkCache::new(64 << 20);
+        let big = DecoratedKey::new(Bytes::from_static(b"big"));
+        let small = DecoratedKey::new(Bytes::from_static(b"small"));
+        let mut keys = vec![big.clone(), small.clone()];
+        keys.sort();
+        let mut w = SSTableWriter::create(dir.path(), 1, 4096, true, 0.01).expect("writer");
+        let (full, two) = (part(&cmp, 5000), part(&cmp, 2));
+        for k in &keys {
+            w.append(k, if *k == big { &full } else { &two }).expect("append");
+        }
+        w.finish(1).expect("finish");
+        let r = SSTableReader::open(dir.path(), 1, cmp.clone(), cache.clone()).expect("open");
+        assert_eq!(r.stats.indexed_partitions, 1);
+        assert_eq!(r.stats.min_clustering.as_deref(), Some(&["00000000".to_string()][..]));
+        assert_eq!(r.stats.max_clustering.as_deref(), Some(&[hex(&4999i32.to_be_bytes())][..]));
+        // the whole partition, and slices of it, equal slicing the original
+        assert_eq!(r.read(&big, None).expect("read").expect("present").rows.len(), 5000);
+        for (a, b) in [(0, 0), (10, 20), (2500, 2600), (4990, 6000), (-5, 3), (1234, 1234)] {
+            let sl = vec![(bound(&cmp, a, BoundKind::StartInclusive), bound(&cmp, b, BoundKind::EndInclusive))];
+            let got = r.read(&big, Some(&sl)).expect("read").expect("present");
+            let want = slice_partition(&full, Some(&sl));
+            assert_eq!(got.rows.keys().collect::<Vec<_>>(), want.rows.keys().collect::<Vec<_>>(), "slice {a}..{b}");
+        }
+        // a narrow slice decompresses a few chunks, not the partition's ~70
+        let misses = cache.misses.load(Ordering::Relaxed);
+        let fresh = SSTableReader::open(dir.path(), 1, cmp.clone(), ChunkCache::new(64 << 20)).expect("open");
+        let sl = vec![(bound(&cmp, 3000, BoundKind::StartInclusive), bound(&cmp, 3001, BoundKind::EndInclusive))];
+        assert_eq!(fresh.read(&big, Some(&sl)).expect("read").expect("present").rows.len(), 2);
+        assert!(fresh.cache.misses.load(Ordering::Relaxed) <= 3, "chunks read: {}", fresh.cache.misses.load(Ordering::Relaxed));
+        assert!(misses > 0);
+        // clustering bounds let a read skip the SSTable
+        let outside = vec![(bound(&cmp, 6000, BoundKind::StartInclusive), bound(&cmp, 7000, BoundKind::EndInclusive))];
+        assert!(!r.intersects(&outside));
+        assert!(r.intersects(&sl));
+        // compaction's scan sees every row
+        let all = r.scan().expect("scan");
+        assert_eq!(all.iter().map(|(_, p)| p.rows.len()).sum::<usize>(), 5002);
+    }
+
+    #[test]
+    fn every_compression_round_trips() {
+        let cmp = ClusteringComparator::new(vec![(CqlType::Int, false)]);
+        for c in [Compression::None, Compression::Lz4, Compression::Zstd(3), Compression::Snappy, Compression::Deflate] {
+            let dir = tempfile::tempdir().expect("tmp");
+            let mut w = SSTableWriter::create_with_header(dir.path(), 1, 4096, c, 0.01, SerializationHeader::default()).expect("writer");
+            let mut keys: Vec<DecoratedKey> = (0..300u32).map(|i| DecoratedKey::new(Bytes::copy_from_slice(&i.to_be_bytes()))).collect();
+            keys.sort();
+            for k in &keys {
+                w.append(k, &part(&cmp, 4)).expect("append");
+            }
+            w.finish(1).expect("finish");
+            let r = SSTableReader::open(dir.path(), 1, cmp.clone(), ChunkCache::new(1 << 20)).expect("open");
+            assert_eq!(r.stats.compression, c.name());
+            assert_eq!(r.scan().expect("scan").len(), 300, "{c:?}");
+            if c != Compression::None {
+                let size = std::fs::metadata(component_path(dir.path(), 1, "Data.db")).expect("meta").len();
+                assert!(size < 300 * 4 * 60, "{c:?} compressed to {size}");
+            }
+        }
     }
 
     #[test]

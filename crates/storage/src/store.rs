@@ -18,7 +18,7 @@ use std::sync::Arc;
 /// Per-table storage options (from the table's schema; ALTER TABLE updates them).
 #[derive(Debug, Clone)]
 pub struct TableOptions {
-    pub compress: bool,
+    pub compression: crate::sstable::Compression,
     pub chunk_length_bytes: usize,
     pub bloom_filter_fp_chance: f64,
     pub gc_grace_seconds: i32,
@@ -35,7 +35,7 @@ pub struct TableOptions {
 impl Default for TableOptions {
     fn default() -> Self {
         TableOptions {
-            compress: true,
+            compression: crate::sstable::Compression::Lz4,
             chunk_length_bytes: 16 * 1024,
             bloom_filter_fp_chance: 0.01,
             gc_grace_seconds: 864000,
@@ -162,6 +162,14 @@ pub struct ColumnFamilyStore {
     pub writes: AtomicU64,
     pub reads: AtomicU64,
     pub flushes: AtomicU64,
+    /// SSTables a read looked into (past the bloom filter and bounds).
+    pub sstables_read: AtomicU64,
+    /// How many SSTables each read looked into (`nodetool tablehistograms`).
+    pub sstables_per_read: crate::metrics::Histogram,
+    /// Local read and write latencies in microseconds (a write: the memtable
+    /// apply, as Cassandra's table metric).
+    pub read_latency: crate::metrics::Histogram,
+    pub write_latency: crate::metrics::Histogram,
     failures: Arc<FailureHandler>,
 }
 
@@ -176,6 +184,7 @@ impl ColumnFamilyStore {
         std::fs::create_dir_all(&dir).map_err(|e| StorageError::Io { path: dir.display().to_string(), source: e })?;
         let mut sstables = Vec::new();
         let mut replay_after = read_truncation(&dir);
+        crate::lifecycle::recover(&dir)?;
         let gens = list_generations(&dir)?;
         for g in &gens {
             match SSTableReader::open(&dir, *g, comparator.clone(), cache.clone()) {
@@ -210,29 +219,72 @@ impl ColumnFamilyStore {
             writes: AtomicU64::new(0),
             reads: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
+            sstables_read: AtomicU64::new(0),
+            sstables_per_read: Default::default(),
+            read_latency: Default::default(),
+            write_latency: Default::default(),
             failures,
         })
     }
 
     fn apply(&self, m: Mutation, now: i32) {
+        let started = std::time::Instant::now();
         self.writes.fetch_add(1, Ordering::Relaxed);
         self.memtable.read().apply(m, now);
+        self.write_latency.record(started.elapsed().as_micros() as u64);
     }
 
     /// The partition fragment merged from every source, unresolved (call
     /// `Partition::resolve` to apply tombstones and expiry).
+    ///
+    /// Memtables are read first, then SSTables from the newest data down.
+    /// An SSTable is skipped when its clustering bounds miss every slice, or
+    /// when everything in it is older than a partition deletion already seen
+    /// (Cassandra's early stop).
     pub fn read(&self, key: &DecoratedKey, slices: Option<&[Slice]>) -> Result<Option<Partition>, StorageError> {
+        let started = std::time::Instant::now();
+        let r = self.read_sources(key, slices);
         self.reads.fetch_add(1, Ordering::Relaxed);
+        self.read_latency.record(started.elapsed().as_micros() as u64);
+        r
+    }
+
+    fn read_sources(&self, key: &DecoratedKey, slices: Option<&[Slice]>) -> Result<Option<Partition>, StorageError> {
         let now = now_in_seconds();
         let mut out: Option<Partition> = None;
-        let mut merge = |p: Partition| match &mut out {
+        let merge = |p: Partition, out: &mut Option<Partition>| match out {
             Some(o) => o.merge(p, now),
-            None => out = Some(p),
+            None => *out = Some(p),
         };
-        let sstables = self.sstables.read().clone();
+        let mt = self.memtable.read().clone();
+        if let Some(p) = mt.read(key, slices) {
+            merge(p, &mut out);
+        }
+        for m in self.flushing.read().iter() {
+            if let Some(p) = m.read(key, slices) {
+                merge(p, &mut out);
+            }
+        }
+        let mut sstables = self.sstables.read().clone();
+        sstables.sort_by(|a, b| b.stats.max_timestamp.cmp(&a.stats.max_timestamp));
+        let mut touched = 0u64;
         for s in sstables.iter() {
-            match s.read(key, slices) {
-                Ok(Some(p)) => merge(p),
+            let deleted_at = out.as_ref().map(|p| p.deletion.marked_for_delete_at).unwrap_or(i64::MIN);
+            if s.stats.max_timestamp < deleted_at {
+                // this and every later SSTable hold only data the deletion shadows
+                break;
+            }
+            if let Some(sl) = slices {
+                if !s.intersects(sl) {
+                    continue;
+                }
+            }
+            if !s.may_contain(key) {
+                continue;
+            }
+            touched += 1;
+            match s.read_filtered(key, slices) {
+                Ok(Some(p)) => merge(p, &mut out),
                 Ok(None) => {}
                 Err(e @ StorageError::CorruptSSTable { .. }) => {
                     if !self.failures.corrupt_sstable(self, s, e)? {
@@ -242,15 +294,8 @@ impl ColumnFamilyStore {
                 Err(e) => return Err(e),
             }
         }
-        for m in self.flushing.read().iter() {
-            if let Some(p) = m.read(key, slices) {
-                merge(p);
-            }
-        }
-        let mt = self.memtable.read().clone();
-        if let Some(p) = mt.read(key, slices) {
-            merge(p);
-        }
+        self.sstables_read.fetch_add(touched, Ordering::Relaxed);
+        self.sstables_per_read.record(touched);
         let dropped = &self.options.read().dropped_columns;
         if let (Some(p), false) = (&mut out, dropped.is_empty()) {
             p.purge_dropped(dropped);
@@ -273,6 +318,11 @@ impl ColumnFamilyStore {
         all.dedup();
         all.truncate(limit);
         Ok(all)
+    }
+
+    /// Memtables switched out and not yet written to SSTables.
+    pub fn pending_flushes(&self) -> usize {
+        self.flushing.read().len()
     }
 
     pub fn memtable_bytes(&self) -> usize {
@@ -350,7 +400,11 @@ pub struct StorageConfig {
     pub commitlog_directory: PathBuf,
     pub sync: SyncMode,
     pub segment_size_bytes: u64,
-    /// A table's memtable is flushed when it holds this much.
+    /// Memory for all memtables (`memtable_heap_space`): writers wait while
+    /// the memtables, flushing ones included, hold more.
+    pub memtable_space_bytes: usize,
+    /// The largest memtable is flushed when all live memtables together hold
+    /// this much (Cassandra's `memtable_cleanup_threshold` of the space).
     pub memtable_flush_threshold_bytes: usize,
     /// All tables are flushed when the commit log holds this much.
     pub commitlog_total_space_bytes: u64,
@@ -377,6 +431,8 @@ pub struct StorageEngine {
     barrier: RwLock<()>,
     cache: Arc<ChunkCache>,
     flush_pending: AtomicBool,
+    /// Signalled when a background flush ends (writers waiting on memory).
+    flushed: tokio::sync::Notify,
     /// Tables dropped: their commit log entries are never needed again.
     dropped: Mutex<std::collections::HashSet<uuid::Uuid>>,
     pub compaction_history: Mutex<std::collections::VecDeque<CompactionRecord>>,
@@ -408,6 +464,7 @@ impl StorageEngine {
             barrier: RwLock::new(()),
             cache,
             flush_pending: AtomicBool::new(false),
+            flushed: tokio::sync::Notify::new(),
             dropped: Mutex::new(Default::default()),
             compaction_history: Mutex::new(Default::default()),
             compactions_running: Mutex::new(Vec::new()),
@@ -548,28 +605,53 @@ impl StorageEngine {
         }
     }
 
+    /// Bytes of the live memtables of all tables, and of those being flushed.
+    fn memtable_usage(&self) -> (usize, usize) {
+        let tables = self.tables();
+        let live = tables.iter().map(|t| t.memtable_bytes()).sum();
+        let flushing = tables.iter().map(|t| t.flushing.read().iter().map(|m| m.live_bytes()).sum::<usize>()).sum();
+        (live, flushing)
+    }
+
+    /// Cassandra's policy: when the live memtables together reach the cleanup
+    /// threshold, the largest is flushed; when the commit log is over its
+    /// space, every table with data is. A writer waits (back-pressure) while
+    /// live and flushing memtables hold more than the whole memtable space.
     async fn maybe_flush(self: &Arc<Self>) {
-        let threshold = self.config.memtable_flush_threshold_bytes;
-        let big: Vec<Arc<ColumnFamilyStore>> = self.tables().into_iter().filter(|t| t.memtable_bytes() >= threshold).collect();
+        let (live, flushing) = self.memtable_usage();
         let log_full = self.log().map(|l| l.total_bytes() > self.config.commitlog_total_space_bytes).unwrap_or(false);
-        if big.is_empty() && !log_full {
+        if live >= self.config.memtable_flush_threshold_bytes || log_full {
+            self.start_flush(log_full);
+        }
+        if live + flushing <= self.config.memtable_space_bytes {
             return;
         }
-        // back-pressure: a writer waits while two flushes of its table are queued
-        for t in &big {
-            if t.flushing.read().len() >= 2 {
-                let _ = self.flush(t).await;
+        // back-pressure: wait until flushes bring the memtables under their space
+        loop {
+            let flushed = self.flushed.notified();
+            let (live, flushing) = self.memtable_usage();
+            if live + flushing <= self.config.memtable_space_bytes {
+                return;
             }
+            if flushing == 0 {
+                self.start_flush(false);
+            }
+            let _ = tokio::time::timeout(std::time::Duration::from_millis(100), flushed).await;
         }
+    }
+
+    /// Flushes in the background the largest memtable (every non-empty one
+    /// when the commit log is full), unless such a flush is already running.
+    fn start_flush(self: &Arc<Self>, log_full: bool) {
         if self.flush_pending.swap(true, Ordering::AcqRel) {
             return;
         }
         let me = self.clone();
         tokio::spawn(async move {
-            let tables = if log_full {
+            let tables: Vec<Arc<ColumnFamilyStore>> = if log_full {
                 me.tables().into_iter().filter(|t| t.memtable_bytes() > 0).collect()
             } else {
-                me.tables().into_iter().filter(|t| t.memtable_bytes() >= me.config.memtable_flush_threshold_bytes).collect::<Vec<_>>()
+                me.tables().into_iter().max_by_key(|t| t.memtable_bytes()).into_iter().collect()
             };
             for t in tables {
                 if let Err(e) = me.flush(&t).await {
@@ -577,6 +659,7 @@ impl StorageEngine {
                 }
             }
             me.flush_pending.store(false, Ordering::Release);
+            me.flushed.notify_waiters();
         });
     }
 
@@ -602,7 +685,7 @@ impl StorageEngine {
         let cache = self.cache.clone();
         let mt = old.clone();
         let reader = tokio::task::spawn_blocking(move || -> Result<SSTableReader, StorageError> {
-            let mut w = SSTableWriter::create_with_header(&dir, generation, opts.chunk_length_bytes, opts.compress, opts.bloom_filter_fp_chance, opts.header.clone())?;
+            let mut w = SSTableWriter::create_with_header(&dir, generation, opts.chunk_length_bytes, opts.compression, opts.bloom_filter_fp_chance, opts.header.clone())?;
             mt.for_each(|k, p| w.append(k, p))?;
             w.finish(position)?;
             SSTableReader::open(&dir, generation, cmp, cache)
@@ -717,10 +800,13 @@ impl StorageEngine {
         let dir = t.dir.clone();
         let throughput = self.compaction_throughput_bytes.load(Ordering::Relaxed);
         let t3 = t.clone();
+        let input_gens: Vec<u64> = inputs.iter().map(|s| s.generation).collect();
         let result = tokio::task::spawn_blocking(move || {
+            let log = std::cell::RefCell::new(crate::lifecycle::CompactionLog::begin(&dir, &input_gens)?);
             let mut new_writer = || -> Result<SSTableWriter, StorageError> {
                 let g = t3.next_generation.fetch_add(1, Ordering::Relaxed);
-                let mut w = SSTableWriter::create_with_header(&dir, g, opts.chunk_length_bytes, opts.compress, opts.bloom_filter_fp_chance, opts.header.clone())?;
+                log.borrow_mut().add(g)?;
+                let mut w = SSTableWriter::create_with_header(&dir, g, opts.chunk_length_bytes, opts.compression, opts.bloom_filter_fp_chance, opts.header.clone())?;
                 w.set_level(task.output_level);
                 Ok(w)
             };
@@ -746,7 +832,7 @@ impl StorageEngine {
                     }
                 }
             };
-            let (r, gens) = crate::compaction::compact(
+            let written = crate::compaction::compact(
                 &ins,
                 &mut new_writer,
                 &|i| crate::compaction::output_limit(&task, total_bytes, i),
@@ -755,17 +841,27 @@ impl StorageEngine {
                 &opts.dropped_columns,
                 &outside,
                 &progress,
-            )?;
-            let mut readers = Vec::new();
-            for g in gens {
-                readers.push(SSTableReader::open(&dir, g, t2.comparator.clone(), me.cache.clone())?);
+            )
+            .and_then(|(r, gens)| {
+                let mut readers = Vec::new();
+                for g in gens {
+                    readers.push(SSTableReader::open(&dir, g, t2.comparator.clone(), me.cache.clone())?);
+                }
+                Ok((r, readers))
+            });
+            let mut log = log.into_inner();
+            match written.and_then(|w| log.commit().map(|_| w)) {
+                Ok((r, readers)) => Ok::<_, StorageError>((r, readers, log)),
+                Err(e) => {
+                    log.abort();
+                    Err(e)
+                }
             }
-            Ok::<_, StorageError>((r, readers))
         })
         .await
         .map_err(|e| StorageError::Decode(format!("compaction task failed: {e}")));
         self.compactions_running.lock().retain(|p| p.id != progress_id);
-        let (result, readers) = result??;
+        let (result, readers, log) = result??;
         let in_gens: std::collections::HashSet<u64> = inputs.iter().map(|s| s.generation).collect();
         {
             let mut ss = t.sstables.write();
@@ -776,6 +872,7 @@ impl StorageEngine {
         for s in &inputs {
             s.delete_files();
         }
+        log.finish();
         let mut h = self.compaction_history.lock();
         h.push_back(CompactionRecord {
             table_id: t.table_id,

@@ -1,0 +1,141 @@
+//! Histograms for the numbers operators watch per table: local read and
+//! write latencies, SSTables touched per read, partition sizes and cell
+//! counts (Cassandra's `EstimatedHistogram`: bucket offsets growing by 1.2x,
+//! so a percentile is exact to about 20%).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+/// Buckets: offsets 1, 2, 3, ... growing by 1.2x up to about 3.6e10, plus one
+/// for anything larger.
+const BUCKETS: usize = 140;
+
+/// The upper bound of each bucket (Cassandra's `EstimatedHistogram` offsets).
+pub fn bucket_offsets() -> &'static [u64] {
+    static OFFSETS: OnceLock<Vec<u64>> = OnceLock::new();
+    OFFSETS.get_or_init(|| {
+        let mut v = Vec::with_capacity(BUCKETS);
+        let mut last = 1u64;
+        v.push(last);
+        while v.len() < BUCKETS {
+            let next = ((last as f64) * 1.2).round() as u64;
+            last = next.max(last + 1);
+            v.push(last);
+        }
+        v
+    })
+}
+
+fn bucket_of(value: u64) -> usize {
+    bucket_offsets().partition_point(|o| *o < value)
+}
+
+/// A lock-free histogram over [`bucket_offsets`].
+pub struct Histogram {
+    counts: Vec<AtomicU64>,
+    sum: AtomicU64,
+    max: AtomicU64,
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram { counts: (0..=BUCKETS).map(|_| AtomicU64::new(0)).collect(), sum: AtomicU64::new(0), max: AtomicU64::new(0) }
+    }
+}
+
+impl Histogram {
+    pub fn record(&self, value: u64) {
+        self.counts[bucket_of(value)].fetch_add(1, Ordering::Relaxed);
+        self.sum.fetch_add(value, Ordering::Relaxed);
+        self.max.fetch_max(value, Ordering::Relaxed);
+    }
+
+    /// The bucket counts (for storing in SSTable statistics).
+    pub fn counts(&self) -> Vec<u64> {
+        self.counts.iter().map(|c| c.load(Ordering::Relaxed)).collect()
+    }
+
+    /// Adds stored bucket counts in.
+    pub fn add_counts(&self, counts: &[u64]) {
+        let offsets = bucket_offsets();
+        for (i, n) in counts.iter().enumerate().take(self.counts.len()) {
+            if *n > 0 {
+                self.counts[i].fetch_add(*n, Ordering::Relaxed);
+                let v = offsets.get(i).copied().unwrap_or(u64::MAX);
+                self.sum.fetch_add(v.saturating_mul(*n), Ordering::Relaxed);
+                self.max.fetch_max(v, Ordering::Relaxed);
+            }
+        }
+    }
+
+    pub fn count(&self) -> u64 {
+        self.counts.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+
+    pub fn mean(&self) -> f64 {
+        let n = self.count();
+        if n == 0 {
+            0.0
+        } else {
+            self.sum.load(Ordering::Relaxed) as f64 / n as f64
+        }
+    }
+
+    pub fn max(&self) -> u64 {
+        self.max.load(Ordering::Relaxed)
+    }
+
+    /// The smallest recorded bucket's bound (0 when empty).
+    pub fn min(&self) -> u64 {
+        let offsets = bucket_offsets();
+        self.counts.iter().position(|c| c.load(Ordering::Relaxed) > 0).map(|i| if i == 0 { 0 } else { offsets[i - 1] + 1 }).unwrap_or(0)
+    }
+
+    /// The bucket bound at or under which `p` percent of the values fall
+    /// (0 when empty); values past the last bucket report the maximum seen.
+    pub fn percentile(&self, p: f64) -> u64 {
+        let counts = self.counts();
+        let total: u64 = counts.iter().sum();
+        if total == 0 {
+            return 0;
+        }
+        let target = ((p / 100.0) * total as f64).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, c) in counts.iter().enumerate() {
+            seen += c;
+            if seen >= target {
+                return bucket_offsets().get(i).copied().unwrap_or_else(|| self.max()).min(self.max().max(1));
+            }
+        }
+        self.max()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_grow_and_percentiles_bound_the_values() {
+        let o = bucket_offsets();
+        assert_eq!(&o[..6], &[1, 2, 3, 4, 5, 6]);
+        assert!(o.windows(2).all(|w| w[1] > w[0]));
+        assert!(o[BUCKETS - 1] > 10_000_000_000);
+        let h = Histogram::default();
+        for v in 1..=1000u64 {
+            h.record(v);
+        }
+        let p50 = h.percentile(50.0);
+        assert!((500..=600).contains(&p50), "p50 {p50}");
+        let p99 = h.percentile(99.0);
+        assert!((990..=1000).contains(&p99), "p99 {p99}");
+        assert_eq!(h.max(), 1000);
+        assert_eq!(h.count(), 1000);
+        assert!((h.mean() - 500.5).abs() < 1e-9);
+        let back = Histogram::default();
+        back.add_counts(&h.counts());
+        assert_eq!(back.count(), 1000);
+        assert_eq!(back.percentile(50.0), p50);
+        assert_eq!(Histogram::default().percentile(99.0), 0);
+    }
+}
