@@ -258,7 +258,16 @@ pub struct Row {
 }
 
 impl Row {
-    pub fn merge(&mut self, other: Row, now: i32) {
+    pub fn merge(&mut self, mut other: Row, now: i32) {
+        // counter shards on either side that a row deletion covers must not
+        // be summed into the other side's shards (merging is order-free)
+        if let Some(d) = self.deletion.iter().chain(other.deletion.iter()).copied().reduce(|mut a, b| {
+            a.merge(&b);
+            a
+        }) {
+            self.drop_counters(d);
+            other.drop_counters(d);
+        }
         if let Some(l) = other.liveness {
             match &self.liveness {
                 Some(mine) if !l.supersedes(mine) => {}
@@ -278,6 +287,13 @@ impl Row {
                 }
                 Some(existing) => merge_column(existing, data, now),
             }
+        }
+    }
+
+    /// Removes counter cells written at or before `d`.
+    pub fn drop_counters(&mut self, d: DeletionTime) {
+        if !d.is_live() {
+            self.cells.retain(|_, data| !matches!(data, ColumnData::Counter(c) if d.deletes(c.timestamp)));
         }
     }
 
@@ -389,8 +405,27 @@ impl Partition {
     }
 
     /// Merges `other` into `self` (per-cell reconciliation).
-    pub fn merge(&mut self, other: Partition, now: i32) {
+    pub fn merge(&mut self, mut other: Partition, now: i32) {
+        let (mine, theirs) = (self.deletion, other.deletion);
         self.deletion.merge(&other.deletion);
+        if !self.deletion.is_live() {
+            // see `Row::merge`: deleted counter shards are never summed in
+            // (only the side whose deletion was older can hold any)
+            let d = self.deletion;
+            let sides: [(&mut Partition, bool); 2] = [(&mut *self, mine != d), (&mut other, theirs != d)];
+            for (p, older) in sides {
+                if !older {
+                    continue;
+                }
+                if let Some(r) = &mut p.static_row {
+                    r.drop_counters(d);
+                }
+                p.rows.retain(|_, r| {
+                    r.drop_counters(d);
+                    true
+                });
+            }
+        }
         if let Some(sr) = other.static_row {
             match &mut self.static_row {
                 Some(mine) => mine.merge(sr, now),
