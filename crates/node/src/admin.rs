@@ -302,6 +302,14 @@ impl Admin {
                 self.storage.compaction_throughput_bytes.store(mb * 1024 * 1024, Ordering::Relaxed);
                 Ok(json!({ "mb_per_sec": mb }))
             }
+            ("POST", "/invalidatekeycache") => {
+                self.storage.key_cache.clear();
+                Ok(json!({}))
+            }
+            ("POST", "/invalidaterowcache") => {
+                self.storage.row_cache.clear();
+                Ok(json!({}))
+            }
             ("GET", "/status") | ("GET", "/info") => {
                 let load: u64 = self.storage.tables().iter().map(|t| t.live_disk_bytes()).sum();
                 let (hits, misses) = self.storage.cache_stats();
@@ -317,10 +325,22 @@ impl Admin {
                     "release_version": crate::RELEASE_VERSION,
                     "chunk_cache_hits": hits,
                     "chunk_cache_misses": misses,
+                    "key_cache": cache_json(self.storage.key_cache.usage(), &self.storage.key_cache.stats),
+                    "row_cache": cache_json(self.storage.row_cache.usage(), &self.storage.row_cache.stats),
                     "pending_compactions": self.storage.pending_compactions(),
                 }))
             }
             _ => Err(("404 Not Found", format!("unknown admin endpoint {method} {path}"))),
         }
     }
+}
+
+fn cache_json((entries, used, capacity): (usize, usize, u64), stats: &sibyl_storage::cache::CacheStats) -> serde_json::Value {
+    json!({
+        "entries": entries,
+        "size": used,
+        "capacity": capacity,
+        "hits": stats.hits.load(Ordering::Relaxed),
+        "requests": stats.requests.load(Ordering::Relaxed),
+    })
 }

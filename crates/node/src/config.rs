@@ -75,6 +75,10 @@ struct RawConfig {
     commitlog_total_space_in_mb: Option<u64>,
     file_cache_size: Option<String>,
     file_cache_size_in_mb: Option<u64>,
+    key_cache_size: Option<String>,
+    key_cache_size_in_mb: Option<u64>,
+    row_cache_size: Option<String>,
+    row_cache_size_in_mb: Option<u64>,
     seed_provider: Option<serde_yaml::Value>,
 }
 
@@ -127,6 +131,10 @@ pub struct Config {
     pub commitlog_total_space_bytes: u64,
     /// Cache of decompressed SSTable chunks.
     pub file_cache_size_bytes: u64,
+    /// The key cache (Cassandra's default: 100 MiB at most) and the row
+    /// cache (off unless set, as in Cassandra).
+    pub key_cache_size_bytes: u64,
+    pub row_cache_size_bytes: u64,
 }
 
 impl Default for Config {
@@ -164,6 +172,8 @@ impl Default for Config {
             memtable_heap_space_bytes: 512 * 1024 * 1024,
             commitlog_total_space_bytes: 1024 * 1024 * 1024,
             file_cache_size_bytes: 128 * 1024 * 1024,
+            key_cache_size_bytes: 100 * 1024 * 1024,
+            row_cache_size_bytes: 0,
         }
     }
 }
@@ -316,6 +326,10 @@ impl Config {
         c.memtable_heap_space_bytes = size(&raw.memtable_heap_space, raw.memtable_heap_space_in_mb, c.memtable_heap_space_bytes)?;
         c.commitlog_total_space_bytes = size(&raw.commitlog_total_space, raw.commitlog_total_space_in_mb, c.commitlog_total_space_bytes)?;
         c.file_cache_size_bytes = size(&raw.file_cache_size, raw.file_cache_size_in_mb, c.file_cache_size_bytes)?;
+        // an empty key_cache_size means "auto", as in cassandra.yaml
+        let key_cache = raw.key_cache_size.filter(|s| !s.trim().is_empty());
+        c.key_cache_size_bytes = size(&key_cache, raw.key_cache_size_in_mb, c.key_cache_size_bytes)?;
+        c.row_cache_size_bytes = size(&raw.row_cache_size, raw.row_cache_size_in_mb, c.row_cache_size_bytes)?;
         if let Some(v) = raw.concurrent_compactors {
             if v == 0 {
                 return Err("concurrent_compactors must be at least 1".into());

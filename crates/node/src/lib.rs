@@ -92,6 +92,8 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         memtable_flush_threshold_bytes: (config.memtable_heap_space_bytes / 3).max(1 << 20) as usize,
         commitlog_total_space_bytes: config.commitlog_total_space_bytes,
         chunk_cache_bytes: config.file_cache_size_bytes as usize,
+        key_cache_bytes: config.key_cache_size_bytes,
+        row_cache_bytes: config.row_cache_size_bytes,
         disk_failure_policy: config.disk_failure_policy,
         commit_failure_policy: config.commit_failure_policy,
         auto_snapshot: config.auto_snapshot,

@@ -409,6 +409,13 @@ impl TableMetadata {
             // leveled and time-window selection are not built yet: their tables compact size-tiered
             strategy: sibyl_storage::compaction::Strategy::from_map(&p.compaction).unwrap_or_default(),
             auto_compaction: p.compaction.get("enabled").map(|v| v != "false").unwrap_or(true),
+            cache_keys: p.caching.get("keys").map(|v| v.eq_ignore_ascii_case("ALL")).unwrap_or(true),
+            rows_per_partition: match p.caching.get("rows_per_partition").map(|v| v.to_uppercase()) {
+                None => None,
+                Some(v) if v == "NONE" => None,
+                Some(v) if v == "ALL" => Some(u64::MAX),
+                Some(v) => v.parse().ok().filter(|n: &u64| *n > 0),
+            },
             header: sibyl_storage::sstable::SerializationHeader {
                 keyspace: self.keyspace.clone(),
                 table: self.name.clone(),

@@ -11,6 +11,8 @@ commands:
   status                         the node, as `nodetool status` shows it
   info                           node information
   flush [keyspace [tables...]]   flush memtables to SSTables
+  invalidatekeycache             empty the key cache
+  invalidaterowcache             empty the row cache
   tablehistograms keyspace table   latency, SSTables per read, partition size and cell count percentiles
   compact [-s] [keyspace [tables...]]
                                  major compaction (-s: split the output)
@@ -142,6 +144,17 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
             println!("{:<26}: {}", "Uptime (seconds)", v["uptime_seconds"]);
             println!("{:<26}: {}", "Data Center", v["datacenter"].as_str().unwrap_or(""));
             println!("{:<26}: {}", "Rack", v["rack"].as_str().unwrap_or(""));
+            for (label, c) in [("Key Cache", &v["key_cache"]), ("Row Cache", &v["row_cache"])] {
+                let (hits, requests) = (c["hits"].as_u64().unwrap_or(0), c["requests"].as_u64().unwrap_or(0));
+                let rate = if requests == 0 { "NaN".to_string() } else { format!("{:.3}", hits as f64 / requests as f64) };
+                println!(
+                    "{:<26}: entries {}, size {}, capacity {}, {hits} hits, {requests} requests, {rate} recent hit rate, 0 save period in seconds",
+                    label,
+                    c["entries"],
+                    human(c["size"].as_u64().unwrap_or(0)),
+                    human(c["capacity"].as_u64().unwrap_or(0)),
+                );
+            }
             println!(
                 "{:<26}: entries {}, hits {}, misses {}",
                 "Chunk Cache",
@@ -151,6 +164,10 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
             );
             println!("{:<26}: {}", "Percent Repaired", "100.0%");
             println!("{:<26}: ({} tokens)", "Token", v["tokens"]);
+            Ok(())
+        }
+        "invalidatekeycache" | "invalidaterowcache" => {
+            request(&host, port, "POST", &format!("/{cmd}"))?;
             Ok(())
         }
         "compactionstats" => {

@@ -27,6 +27,7 @@
 
 use crate::clustering::ClusteringComparator;
 use crate::data::{DecoratedKey, Partition, ColumnData, Row};
+use crate::cache::{KeyCache, KeyEntry};
 use crate::clustering::{BoundKind, ClusteringKey};
 use crate::memtable::{slice_partition, Slice};
 use crate::serde::{decode_clustering, decode_partition, encode_clustering, encode_partition, encode_rows, encoded_row_len};
@@ -998,17 +999,25 @@ impl SSTableReader {
         if !self.may_contain(key) {
             return Ok(None);
         }
-        self.read_filtered(key, slices)
+        self.read_filtered(key, slices, None)
     }
 
-    /// [`Self::read`] for a key [`Self::may_contain`] already let through.
-    pub fn read_filtered(&self, key: &DecoratedKey, slices: Option<&[Slice]>) -> Result<Option<Partition>, StorageError> {
+    /// [`Self::read`] for a key [`Self::may_contain`] already let through;
+    /// with a key cache, the index entry comes from it when it can.
+    pub fn read_filtered(&self, key: &DecoratedKey, slices: Option<&[Slice]>, key_cache: Option<&KeyCache>) -> Result<Option<Partition>, StorageError> {
+        if let Some(e) = key_cache.and_then(|kc| kc.get(self.id, &key.key)) {
+            let entry = IndexEntry { key: key.key.clone(), offset: e.offset, intra: e.intra, row_index: &e.row_index, next: 0 };
+            return self.partition_for(&entry, slices).map(Some);
+        }
         let Some(sample) = self.sample_for(key) else { return Ok(None) };
         let (buf, _) = self.index_block(sample)?;
         let mut pos = 0;
         while pos < buf.len() {
             let Some(e) = read_index_entry(&buf, pos, self.stats.version) else { break };
             if e.key == key.key {
+                if let Some(kc) = key_cache {
+                    kc.put(self.id, key.key.clone(), KeyEntry { offset: e.offset, intra: e.intra, row_index: Bytes::copy_from_slice(e.row_index) });
+                }
                 return self.partition_for(&e, slices).map(Some);
             }
             pos = e.next;

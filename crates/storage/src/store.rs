@@ -2,10 +2,11 @@
 //! engine that ties them to the commit log: write path, flush, replay and
 //! commit log recycling.
 
+use crate::cache::{KeyCache, RowCache, RowLookup};
 use crate::clustering::ClusteringComparator;
 use crate::commitlog::{self, CommitLog, Entry, ReplayStats, SyncMode};
 use crate::data::{DecoratedKey, Mutation, Partition};
-use crate::memtable::{Memtable, Slice};
+use crate::memtable::{slice_partition, Memtable, Slice};
 use crate::serde::{decode_mutation, encode_mutation};
 use crate::sstable::{list_generations, ChunkCache, SSTableReader, SSTableWriter};
 use crate::{now_in_seconds, StorageError};
@@ -30,6 +31,11 @@ pub struct TableOptions {
     /// Dropped columns and when (micros): their cells written at or before
     /// that time are never read again, and compaction purges them.
     pub dropped_columns: Vec<(String, i64)>,
+    /// `caching = {'keys': 'ALL'}`: reads use the key cache.
+    pub cache_keys: bool,
+    /// `caching = {'rows_per_partition': ...}`: `None` for NONE, `u64::MAX`
+    /// for ALL; partitions of at most this many rows go in the row cache.
+    pub rows_per_partition: Option<u64>,
 }
 
 impl Default for TableOptions {
@@ -43,6 +49,8 @@ impl Default for TableOptions {
             auto_compaction: true,
             header: Default::default(),
             dropped_columns: Vec::new(),
+            cache_keys: true,
+            rows_per_partition: None,
         }
     }
 }
@@ -170,6 +178,8 @@ pub struct ColumnFamilyStore {
     /// apply, as Cassandra's table metric).
     pub read_latency: crate::metrics::Histogram,
     pub write_latency: crate::metrics::Histogram,
+    key_cache: Arc<KeyCache>,
+    row_cache: Arc<RowCache>,
     failures: Arc<FailureHandler>,
 }
 
@@ -179,6 +189,7 @@ impl ColumnFamilyStore {
         comparator: Arc<ClusteringComparator>,
         dir: PathBuf,
         cache: Arc<ChunkCache>,
+        caches: (Arc<KeyCache>, Arc<RowCache>),
         failures: Arc<FailureHandler>,
     ) -> Result<Self, StorageError> {
         std::fs::create_dir_all(&dir).map_err(|e| StorageError::Io { path: dir.display().to_string(), source: e })?;
@@ -223,6 +234,8 @@ impl ColumnFamilyStore {
             sstables_per_read: Default::default(),
             read_latency: Default::default(),
             write_latency: Default::default(),
+            key_cache: caches.0,
+            row_cache: caches.1,
             failures,
         })
     }
@@ -230,7 +243,12 @@ impl ColumnFamilyStore {
     fn apply(&self, m: Mutation, now: i32) {
         let started = std::time::Instant::now();
         self.writes.fetch_add(1, Ordering::Relaxed);
+        let key = self.row_cache.enabled().then(|| m.key.key.clone());
         self.memtable.read().apply(m, now);
+        if let Some(k) = key {
+            // after the memtable has the write, so a reader never caches older data
+            self.row_cache.invalidate(self.table_id, &k);
+        }
         self.write_latency.record(started.elapsed().as_micros() as u64);
     }
 
@@ -243,10 +261,40 @@ impl ColumnFamilyStore {
     /// (Cassandra's early stop).
     pub fn read(&self, key: &DecoratedKey, slices: Option<&[Slice]>) -> Result<Option<Partition>, StorageError> {
         let started = std::time::Instant::now();
-        let r = self.read_sources(key, slices);
+        let rows_per_partition = self.options.read().rows_per_partition;
+        let r = match rows_per_partition {
+            Some(limit) if self.row_cache.enabled() => self.read_through_row_cache(key, slices, limit),
+            _ => self.read_sources(key, slices),
+        };
         self.reads.fetch_add(1, Ordering::Relaxed);
         self.read_latency.record(started.elapsed().as_micros() as u64);
         r
+    }
+
+    /// A read served by the row cache, or one that fills it with the whole
+    /// partition (when it has at most `limit` rows).
+    fn read_through_row_cache(&self, key: &DecoratedKey, slices: Option<&[Slice]>, limit: u64) -> Result<Option<Partition>, StorageError> {
+        let sliced = |p: &Partition| {
+            let mut out = slice_partition(p, slices);
+            let dropped = &self.options.read().dropped_columns;
+            if !dropped.is_empty() {
+                out.purge_dropped(dropped);
+            }
+            out
+        };
+        match self.row_cache.lookup(self.table_id, &key.key) {
+            RowLookup::Hit(p) => Ok(Some(sliced(&p))),
+            RowLookup::Busy => self.read_sources(key, slices),
+            RowLookup::Miss(ticket) => {
+                let whole = self.read_sources(key, None);
+                let keep = match &whole {
+                    Ok(Some(p)) if p.rows.len() as u64 <= limit => Some(Arc::new(p.clone())),
+                    _ => None,
+                };
+                self.row_cache.fill(self.table_id, &key.key, ticket, keep);
+                Ok(whole?.map(|p| sliced(&p)))
+            }
+        }
     }
 
     fn read_sources(&self, key: &DecoratedKey, slices: Option<&[Slice]>) -> Result<Option<Partition>, StorageError> {
@@ -268,6 +316,7 @@ impl ColumnFamilyStore {
         let mut sstables = self.sstables.read().clone();
         sstables.sort_by(|a, b| b.stats.max_timestamp.cmp(&a.stats.max_timestamp));
         let mut touched = 0u64;
+        let kc = self.options.read().cache_keys.then_some(self.key_cache.as_ref()).filter(|k| k.enabled());
         for s in sstables.iter() {
             let deleted_at = out.as_ref().map(|p| p.deletion.marked_for_delete_at).unwrap_or(i64::MIN);
             if s.stats.max_timestamp < deleted_at {
@@ -283,7 +332,7 @@ impl ColumnFamilyStore {
                 continue;
             }
             touched += 1;
-            match s.read_filtered(key, slices) {
+            match s.read_filtered(key, slices, kc) {
                 Ok(Some(p)) => merge(p, &mut out),
                 Ok(None) => {}
                 Err(e @ StorageError::CorruptSSTable { .. }) => {
@@ -410,6 +459,9 @@ pub struct StorageConfig {
     pub commitlog_total_space_bytes: u64,
     /// Bound of the cache of decompressed SSTable chunks.
     pub chunk_cache_bytes: usize,
+    /// Bounds of the key cache and the row cache (0 disables).
+    pub key_cache_bytes: u64,
+    pub row_cache_bytes: u64,
     pub disk_failure_policy: DiskFailurePolicy,
     pub commit_failure_policy: CommitFailurePolicy,
     /// Snapshot a table before TRUNCATE and DROP (`auto_snapshot`).
@@ -430,6 +482,8 @@ pub struct StorageEngine {
     /// splits the log exactly between the old and the new memtable.
     barrier: RwLock<()>,
     cache: Arc<ChunkCache>,
+    pub key_cache: Arc<KeyCache>,
+    pub row_cache: Arc<RowCache>,
     flush_pending: AtomicBool,
     /// Signalled when a background flush ends (writers waiting on memory).
     flushed: tokio::sync::Notify,
@@ -451,6 +505,7 @@ impl StorageEngine {
             std::fs::create_dir_all(d).map_err(|e| StorageError::Io { path: d.display().to_string(), source: e })?;
         }
         let cache = ChunkCache::new(config.chunk_cache_bytes);
+        let (key_cache, row_cache) = (KeyCache::new(config.key_cache_bytes), RowCache::new(config.row_cache_bytes));
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let failures = Arc::new(FailureHandler { disk: config.disk_failure_policy, commit: config.commit_failure_policy, stop });
         Ok(Arc::new(StorageEngine {
@@ -463,6 +518,8 @@ impl StorageEngine {
             tables: RwLock::new(HashMap::new()),
             barrier: RwLock::new(()),
             cache,
+            key_cache,
+            row_cache,
             flush_pending: AtomicBool::new(false),
             flushed: tokio::sync::Notify::new(),
             dropped: Mutex::new(Default::default()),
@@ -480,7 +537,8 @@ impl StorageEngine {
         if let Some(t) = self.tables.read().get(&table_id) {
             return Ok(t.clone());
         }
-        let cfs = Arc::new(ColumnFamilyStore::open(table_id, comparator, dir, self.cache.clone(), self.failures.clone())?);
+        let caches = (self.key_cache.clone(), self.row_cache.clone());
+        let cfs = Arc::new(ColumnFamilyStore::open(table_id, comparator, dir, self.cache.clone(), caches, self.failures.clone())?);
         // an id can come back (an index dropped and created again under its name)
         self.dropped.lock().remove(&table_id);
         Ok(self.tables.write().entry(table_id).or_insert(cfs).clone())
@@ -489,6 +547,7 @@ impl StorageEngine {
     /// Forgets a table and deletes its files (DROP TABLE); with
     /// `auto_snapshot` its SSTables are kept in a snapshot first.
     pub fn drop_table(&self, table_id: uuid::Uuid) {
+        self.row_cache.invalidate_table(table_id);
         if let Some(t) = self.tables.write().remove(&table_id) {
             if self.config.auto_snapshot {
                 let tag = format!("dropped-{}", sibyl_types::timeuuid::timestamp_micros_now() / 1000);
@@ -948,6 +1007,7 @@ impl StorageEngine {
         }
         std::fs::rename(&tmp, &p).map_err(|e| StorageError::Io { path: p.display().to_string(), source: e })?;
         let old: Vec<Arc<SSTableReader>> = std::mem::take(&mut *t.sstables.write());
+        self.row_cache.invalidate_table(table_id);
         for s in old {
             s.delete_files();
         }
