@@ -207,6 +207,14 @@ fn stcs_task(ss: &[Arc<SSTableReader>], o: &SizeTieredOptions, level: u32) -> Op
 
 /// The strategy's next compaction of `sstables`, if any.
 pub fn next_task(strategy: &Strategy, sstables: &[Arc<SSTableReader>]) -> Option<CompactionTask> {
+    next_task_after(strategy, sstables, &|_| None)
+}
+
+/// [`next_task`], where leveled compaction goes round each level as Cassandra
+/// does: `last_compacted(level)` is the last token of what it last pushed
+/// down from that level, and the next pick is the SSTable starting after it
+/// (wrapping around), so every part of the ring gets its turn.
+pub fn next_task_after(strategy: &Strategy, sstables: &[Arc<SSTableReader>], last_compacted: &dyn Fn(u32) -> Option<i64>) -> Option<CompactionTask> {
     match strategy {
         Strategy::SizeTiered(o) => stcs_task(sstables, o, 0),
         Strategy::Leveled { sstable_size_bytes, fanout, l0 } => {
@@ -234,7 +242,11 @@ pub fn next_task(strategy: &Strategy, sstables: &[Arc<SSTableReader>]) -> Option
                 let bytes: u64 = in_level.iter().map(|s| s.stats.data_bytes).sum();
                 let limit = sstable_size_bytes.saturating_mul(fanout.saturating_pow(n));
                 if bytes > limit {
-                    let Some(pick) = in_level.iter().min_by_key(|s| s.stats.min_token).cloned() else { continue };
+                    let mut by_token = in_level.clone();
+                    by_token.sort_by_key(|s| s.stats.min_token);
+                    let after = last_compacted(n);
+                    let next = by_token.iter().find(|s| after.map(|a| s.stats.min_token > a).unwrap_or(true));
+                    let Some(pick) = next.or(by_token.first()).cloned() else { continue };
                     let mut inputs = vec![pick.clone()];
                     for s in level(n + 1) {
                         if overlaps(&pick, &s) {
@@ -438,7 +450,17 @@ mod tests {
         let l1: Vec<_> = (6..=8).map(|g| table(dir.path(), g, (g as u32 * 100)..(g as u32 * 100 + 10), 10, 0, 1)).collect();
         let t = next_task(&tiny, &l1).expect("promotion");
         assert_eq!(t.output_level, 2);
-        assert_eq!(t.inputs.len(), 1);
+        let mut order: Vec<_> = l1.iter().map(|s| (s.stats.min_token, s.generation)).collect();
+        order.sort();
+        assert_eq!(gens(&t), vec![order[0].1], "the first pick starts the ring");
+        // the next promotion from L1 starts after the last one, wrapping round
+        let last = l1.iter().find(|s| s.generation == order[0].1).map(|s| s.stats.max_token).unwrap_or(0);
+        let t = next_task_after(&tiny, &l1, &|l| (l == 1).then_some(last)).expect("promotion");
+        let after: Vec<u64> = order.iter().filter(|(t, _)| *t > last).map(|(_, g)| *g).collect();
+        assert_eq!(gens(&t), vec![*after.first().unwrap_or(&order[0].1)]);
+        let last_of_all = order.iter().map(|(t, _)| *t).max().unwrap_or(0);
+        let t = next_task_after(&tiny, &l1, &|_| Some(last_of_all)).expect("promotion");
+        assert_eq!(gens(&t), vec![order[0].1], "wraps round to the first SSTable");
         assert!(Strategy::from_map(&m2).is_ok());
     }
 

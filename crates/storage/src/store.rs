@@ -180,6 +180,8 @@ pub struct ColumnFamilyStore {
     pub write_latency: crate::metrics::Histogram,
     key_cache: Arc<KeyCache>,
     row_cache: Arc<RowCache>,
+    /// Leveled compaction: the last token pushed down from each level.
+    last_compacted: Mutex<HashMap<u32, i64>>,
     failures: Arc<FailureHandler>,
 }
 
@@ -236,6 +238,7 @@ impl ColumnFamilyStore {
             write_latency: Default::default(),
             key_cache: caches.0,
             row_cache: caches.1,
+            last_compacted: Mutex::new(HashMap::new()),
             failures,
         })
     }
@@ -791,7 +794,8 @@ impl StorageEngine {
             };
             return Some(crate::compaction::CompactionTask { inputs: ss, output_level: level, max_output_bytes: max, split_output: false });
         }
-        crate::compaction::next_task(&strategy, &ss).filter(|t| t.inputs.len() >= 2 || t.output_level > 0)
+        let last = t.last_compacted.lock().clone();
+        crate::compaction::next_task_after(&strategy, &ss, &|level| last.get(&level).copied()).filter(|t| t.inputs.len() >= 2 || t.output_level > 0)
     }
 
     /// Pending compactions, estimated as Cassandra does (per table, what the
@@ -842,6 +846,7 @@ impl StorageEngine {
         };
         task.split_output = major && split_output && task.max_output_bytes == u64::MAX;
         let inputs = task.inputs.clone();
+        let output_level = task.output_level;
         let generation = t.next_generation.load(Ordering::Relaxed);
         let progress_id = uuid::Uuid::new_v4();
         let total_partitions: u64 = inputs.iter().map(|s| s.stats.partitions).sum();
@@ -921,6 +926,12 @@ impl StorageEngine {
         .map_err(|e| StorageError::Decode(format!("compaction task failed: {e}")));
         self.compactions_running.lock().retain(|p| p.id != progress_id);
         let (result, readers, log) = result??;
+        if output_level >= 2 {
+            let from = output_level - 1;
+            if let Some(end) = inputs.iter().filter(|s| s.stats.level == from).map(|s| s.stats.max_token).max() {
+                t.last_compacted.lock().insert(from, end);
+            }
+        }
         let in_gens: std::collections::HashSet<u64> = inputs.iter().map(|s| s.generation).collect();
         {
             let mut ss = t.sstables.write();
