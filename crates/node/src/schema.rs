@@ -441,6 +441,8 @@ pub fn open_store(storage: &sibyl_storage::StorageEngine, t: &TableMetadata) -> 
         o.header.clustering_types = ix.comparator(t).types.iter().map(|(t, _)| t.to_string()).collect();
         o.header.clustering_reversed = ix.comparator(t).types.iter().map(|(_, r)| *r).collect();
         o.header.columns = Default::default();
+        // an index partition lists many base rows: it stays out of the row cache
+        o.rows_per_partition = None;
         *store.options.write() = o;
     }
     Ok(cfs)

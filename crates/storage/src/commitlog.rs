@@ -19,7 +19,7 @@
 use crate::StorageError;
 use parking_lot::{Condvar, Mutex};
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -325,13 +325,30 @@ impl CommitLog {
             // roll: make the old segment durable, start a new one
             let path = segment_path(&w.dir, w.segment_id);
             w.file.sync_data().map_err(|e| io_err(&path, e))?;
-            w.segment_id += 1;
-            w.file = open_segment(&w.dir, w.segment_id)?;
+            // the new segment must exist whole before it is used (a full disk
+            // leaves the current one in place, and nothing half-made behind)
+            let next = w.segment_id + 1;
+            let file = match open_segment(&w.dir, next) {
+                Ok(f) => f,
+                Err(e) => {
+                    let _ = std::fs::remove_file(segment_path(&w.dir, next));
+                    return Err(e);
+                }
+            };
+            w.segment_id = next;
+            w.file = file;
             w.segment_bytes = HEADER_LEN as u64;
             self.disk_bytes.fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
         }
         let path_of = |w: &Writer| segment_path(&w.dir, w.segment_id);
         if let Err(e) = w.file.write_all(&w.scratch) {
+            // cut a partial entry off, so the segment stays whole entries and
+            // later appends replay; if even that fails, stop the log
+            let end = w.segment_bytes;
+            let undone = w.file.set_len(end).and_then(|_| w.file.seek(std::io::SeekFrom::Start(end)));
+            if undone.is_err() {
+                self.stopped.store(true, Ordering::Relaxed);
+            }
             return Err(io_err(&path_of(w), e));
         }
         w.segment_bytes += w.scratch.len() as u64;

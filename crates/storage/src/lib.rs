@@ -37,6 +37,16 @@ pub enum StorageError {
     UnknownTable(uuid::Uuid),
     #[error("commit log is stopped: {0}")]
     CommitLogStopped(String),
+    /// Back-pressure that cannot be waited out (flushing fails).
+    #[error("{0}")]
+    WritesBlocked(String),
+}
+
+impl StorageError {
+    /// An I/O error because the disk is full (ENOSPC, or EDQUOT).
+    pub fn is_disk_full(&self) -> bool {
+        matches!(self, StorageError::Io { source, .. } if matches!(source.raw_os_error(), Some(28) | Some(122)))
+    }
 }
 
 /// Seconds since the epoch, as Cassandra's `nowInSec`.

@@ -78,6 +78,7 @@ impl CompactionLog {
             let dir = self.path.parent().map(Path::to_path_buf).unwrap_or_default();
             for g in generations(&text, "add:") {
                 delete_sstable(&dir, g);
+                crate::sstable::remove_unfinished(&dir, g);
             }
         }
         self.finish();

@@ -137,6 +137,12 @@ impl FailureHandler {
 
     /// The commit log failed: writes cannot be made durable.
     fn commit_failed(&self, e: StorageError) -> StorageError {
+        if e.is_disk_full() {
+            // not a broken log (a partial entry was cut off): writes fail
+            // with the reason and go on once space is freed
+            tracing::error!("commit log: {e}; writes fail until space is freed");
+            return e;
+        }
         tracing::error!("commit log failure: {e} (commit_failure_policy: {:?})", self.commit);
         match self.commit {
             CommitFailurePolicy::Stop => {
@@ -182,6 +188,9 @@ pub struct ColumnFamilyStore {
     row_cache: Arc<RowCache>,
     /// Leveled compaction: the last token pushed down from each level.
     last_compacted: Mutex<HashMap<u32, i64>>,
+    /// Memtables whose flush failed (with the commit log position they
+    /// cover), written again before any newer one.
+    failed_flushes: Mutex<Vec<(Arc<Memtable>, u64)>>,
     failures: Arc<FailureHandler>,
 }
 
@@ -239,6 +248,7 @@ impl ColumnFamilyStore {
             key_cache: caches.0,
             row_cache: caches.1,
             last_compacted: Mutex::new(HashMap::new()),
+            failed_flushes: Mutex::new(Vec::new()),
             failures,
         })
     }
@@ -490,6 +500,8 @@ pub struct StorageEngine {
     flush_pending: AtomicBool,
     /// Signalled when a background flush ends (writers waiting on memory).
     flushed: tokio::sync::Notify,
+    /// The last flush failure (cleared by a successful flush), and when.
+    flush_error: Mutex<Option<(String, std::time::Instant)>>,
     /// Tables dropped: their commit log entries are never needed again.
     dropped: Mutex<std::collections::HashSet<uuid::Uuid>>,
     pub compaction_history: Mutex<std::collections::VecDeque<CompactionRecord>>,
@@ -525,6 +537,7 @@ impl StorageEngine {
             row_cache,
             flush_pending: AtomicBool::new(false),
             flushed: tokio::sync::Notify::new(),
+            flush_error: Mutex::new(None),
             dropped: Mutex::new(Default::default()),
             compaction_history: Mutex::new(Default::default()),
             compactions_running: Mutex::new(Vec::new()),
@@ -633,6 +646,7 @@ impl StorageEngine {
     /// sync the commit log mode requires, and flushes when memory says so.
     pub async fn apply(self: &Arc<Self>, mutations: Vec<Mutation>) -> Result<(), StorageError> {
         let log = self.log()?;
+        self.admit().await?;
         let now = now_in_seconds();
         let mut last = 0;
         let mut buf = Vec::with_capacity(256);
@@ -652,7 +666,7 @@ impl StorageEngine {
             }
         }
         log.wait_durable(last).await.map_err(|e| self.failures.commit_failed(e))?;
-        self.maybe_flush().await;
+        self.maybe_flush();
         Ok(())
     }
 
@@ -679,25 +693,33 @@ impl StorageEngine {
     /// threshold, the largest is flushed; when the commit log is over its
     /// space, every table with data is. A writer waits (back-pressure) while
     /// live and flushing memtables hold more than the whole memtable space.
-    async fn maybe_flush(self: &Arc<Self>) {
-        let (live, flushing) = self.memtable_usage();
+    fn maybe_flush(self: &Arc<Self>) {
+        let (live, _) = self.memtable_usage();
         let log_full = self.log().map(|l| l.total_bytes() > self.config.commitlog_total_space_bytes).unwrap_or(false);
         if live >= self.config.memtable_flush_threshold_bytes || log_full {
             self.start_flush(log_full);
         }
-        if live + flushing <= self.config.memtable_space_bytes {
-            return;
-        }
-        // back-pressure: wait until flushes bring the memtables under their space
+    }
+
+    /// Back-pressure before a write: waits while the memtables, flushing
+    /// ones included, hold more than their space. When flushing fails (a
+    /// full disk), the write is refused with the reason instead.
+    async fn admit(self: &Arc<Self>) -> Result<(), StorageError> {
         loop {
             let flushed = self.flushed.notified();
             let (live, flushing) = self.memtable_usage();
             if live + flushing <= self.config.memtable_space_bytes {
-                return;
+                return Ok(());
             }
-            if flushing == 0 {
-                self.start_flush(false);
+            let failing = self.flush_error.lock().clone();
+            if let Some((e, _)) = failing {
+                self.start_flush(false); // try again (at most every second): space may have been freed
+                return Err(StorageError::WritesBlocked(format!(
+                    "Cannot accept writes: memtables are full ({} bytes) and cannot be flushed: {e}",
+                    live + flushing
+                )));
             }
+            self.start_flush(false);
             let _ = tokio::time::timeout(std::time::Duration::from_millis(100), flushed).await;
         }
     }
@@ -705,15 +727,24 @@ impl StorageEngine {
     /// Flushes in the background the largest memtable (every non-empty one
     /// when the commit log is full), unless such a flush is already running.
     fn start_flush(self: &Arc<Self>, log_full: bool) {
+        let failed_recently = self.flush_error.lock().as_ref().map(|(_, at)| at.elapsed() < std::time::Duration::from_secs(1)).unwrap_or(false);
+        if failed_recently {
+            return;
+        }
         if self.flush_pending.swap(true, Ordering::AcqRel) {
             return;
         }
         let me = self.clone();
         tokio::spawn(async move {
             let tables: Vec<Arc<ColumnFamilyStore>> = if log_full {
-                me.tables().into_iter().filter(|t| t.memtable_bytes() > 0).collect()
+                me.tables().into_iter().filter(|t| t.memtable_bytes() > 0 || !t.failed_flushes.lock().is_empty()).collect()
             } else {
-                me.tables().into_iter().max_by_key(|t| t.memtable_bytes()).into_iter().collect()
+                let failed: Vec<_> = me.tables().into_iter().filter(|t| !t.failed_flushes.lock().is_empty()).collect();
+                if failed.is_empty() {
+                    me.tables().into_iter().max_by_key(|t| t.memtable_bytes()).into_iter().collect()
+                } else {
+                    failed
+                }
             };
             for t in tables {
                 if let Err(e) = me.flush(&t).await {
@@ -729,6 +760,14 @@ impl StorageEngine {
     /// log segments nothing needs any more.
     pub async fn flush(self: &Arc<Self>, t: &Arc<ColumnFamilyStore>) -> Result<Option<u64>, StorageError> {
         let _one = t.flush_lock.lock().await;
+        // memtables whose flush failed go first, oldest first: the commit log
+        // position a table is flushed to only ever covers written memtables
+        loop {
+            let failed = t.failed_flushes.lock().first().cloned();
+            let Some((mt, position)) = failed else { break };
+            self.write_memtable(t, &mt, position).await?;
+            t.failed_flushes.lock().remove(0);
+        }
         let (old, position) = {
             let _g = self.barrier.write();
             let old = t.memtable.read().clone();
@@ -740,6 +779,19 @@ impl StorageEngine {
             *t.memtable.write() = Arc::new(Memtable::new());
             (old, position)
         };
+        match self.write_memtable(t, &old, position).await {
+            Ok(g) => Ok(Some(g)),
+            Err(e) => {
+                // the memtable keeps serving reads and is written again by the
+                // next flush; the commit log keeps its data until then
+                t.failed_flushes.lock().push((old, position));
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes a switched-out memtable to a new SSTable and publishes it.
+    async fn write_memtable(self: &Arc<Self>, t: &Arc<ColumnFamilyStore>, old: &Arc<Memtable>, position: u64) -> Result<u64, StorageError> {
         let generation = t.next_generation.fetch_add(1, Ordering::Relaxed);
         let dir = t.dir.clone();
         let opts = t.options.read().clone();
@@ -747,9 +799,15 @@ impl StorageEngine {
         let cache = self.cache.clone();
         let mt = old.clone();
         let reader = tokio::task::spawn_blocking(move || -> Result<SSTableReader, StorageError> {
-            let mut w = SSTableWriter::create_with_header(&dir, generation, opts.chunk_length_bytes, opts.compression, opts.bloom_filter_fp_chance, opts.header.clone())?;
-            mt.for_each(|k, p| w.append(k, p))?;
-            w.finish(position)?;
+            let written = SSTableWriter::create_with_header(&dir, generation, opts.chunk_length_bytes, opts.compression, opts.bloom_filter_fp_chance, opts.header.clone())
+                .and_then(|mut w| {
+                    mt.for_each(|k, p| w.append(k, p))?;
+                    w.finish(position)
+                });
+            if let Err(e) = written {
+                crate::sstable::remove_unfinished(&dir, generation);
+                return Err(e);
+            }
             SSTableReader::open(&dir, generation, cmp, cache)
         })
         .await
@@ -757,15 +815,16 @@ impl StorageEngine {
         let reader = match reader {
             Ok(r) => r,
             Err(e) => {
-                // keep serving the data from the memtable; the commit log still has it
-                tracing::error!("flush failed: {e}");
+                tracing::error!("flush of table {} failed: {e}", t.table_id);
+                *self.flush_error.lock() = Some((e.to_string(), std::time::Instant::now()));
                 return Err(e);
             }
         };
+        *self.flush_error.lock() = None;
         {
             let mut ss = t.sstables.write();
             ss.push(Arc::new(reader));
-            t.flushing.write().retain(|m| !Arc::ptr_eq(m, &old));
+            t.flushing.write().retain(|m| !Arc::ptr_eq(m, old));
         }
         t.replay_after.fetch_max(position, Ordering::AcqRel);
         t.flushes.fetch_add(1, Ordering::Relaxed);
@@ -777,7 +836,7 @@ impl StorageEngine {
                 while let Ok(Some(_)) = me.compact(&t2, false).await {}
             });
         }
-        Ok(Some(generation))
+        Ok(generation)
     }
 
     /// The strategy's next compaction (or all SSTables, for a major compaction).
@@ -1005,6 +1064,7 @@ impl StorageEngine {
             let pos = log.append(&Entry::Truncate { table_id, truncated_at_micros }, None)?;
             *t.memtable.write() = Arc::new(Memtable::new());
             t.flushing.write().clear();
+            t.failed_flushes.lock().clear();
             pos
         };
         log.sync()?;
