@@ -31,9 +31,15 @@ pub enum Term {
     /// `{field: value, ...}` when the keys are identifiers (UDT literal).
     UserType(Vec<(String, Term)>),
     /// `fn(args)`, e.g. `now()`, `uuid()`, `toTimestamp(now())`.
-    Function { name: String, args: Vec<Term> },
+    Function {
+        name: String,
+        args: Vec<Term>,
+    },
     /// `(type) term`
-    Cast { typ: String, term: Box<Term> },
+    Cast {
+        typ: String,
+        term: Box<Term>,
+    },
     /// `-term` on a bind marker or function (negative literals are folded).
     Negate(Box<Term>),
 }
@@ -46,17 +52,37 @@ pub enum Selector {
     Ttl(String),
     /// `count(*)` or `count(1)`.
     CountRows,
-    Function { name: String, args: Vec<Selector> },
-    Cast { selector: Box<Selector>, typ: String },
+    Function {
+        name: String,
+        args: Vec<Selector>,
+    },
+    Cast {
+        selector: Box<Selector>,
+        typ: String,
+    },
     Term(Term),
     /// `a.b` field selection on a UDT column.
-    Field { selector: Box<Selector>, field: String },
+    Field {
+        selector: Box<Selector>,
+        field: String,
+    },
     /// `a + b`, `a - b`, `a * b`, `a / b`, `a % b`.
-    Arith { op: char, lhs: Box<Selector>, rhs: Box<Selector> },
+    Arith {
+        op: char,
+        lhs: Box<Selector>,
+        rhs: Box<Selector>,
+    },
     /// `m['key']`, `s[element]`.
-    Element { selector: Box<Selector>, key: Term },
+    Element {
+        selector: Box<Selector>,
+        key: Term,
+    },
     /// `m['a'..'z']`, `s[1..]`.
-    Slice { selector: Box<Selector>, from: Option<Term>, to: Option<Term> },
+    Slice {
+        selector: Box<Selector>,
+        from: Option<Term>,
+        to: Option<Term>,
+    },
 }
 
 /// A selector with its optional `AS alias`.
@@ -285,12 +311,30 @@ pub fn term_text(t: &Term) -> String {
         Term::Constant(Constant::String(s)) => format!("'{}'", s.replace('\'', "''")),
         Term::Constant(c) => constant_text(c),
         Term::Null => "NULL".into(),
-        Term::Bind(m) => m.name.as_ref().map(|n| format!(":{n}")).unwrap_or_else(|| "?".into()),
+        Term::Bind(m) => m
+            .name
+            .as_ref()
+            .map(|n| format!(":{n}"))
+            .unwrap_or_else(|| "?".into()),
         Term::List(items) => format!("[{}]", join(items)),
         Term::Set(items) => format!("{{{}}}", join(items)),
         Term::Tuple(items) => format!("({})", join(items)),
-        Term::Map(pairs) => format!("{{{}}}", pairs.iter().map(|(k, v)| format!("{}: {}", term_text(k), term_text(v))).collect::<Vec<_>>().join(", ")),
-        Term::UserType(fields) => format!("{{{}}}", fields.iter().map(|(k, v)| format!("{k}: {}", term_text(v))).collect::<Vec<_>>().join(", ")),
+        Term::Map(pairs) => format!(
+            "{{{}}}",
+            pairs
+                .iter()
+                .map(|(k, v)| format!("{}: {}", term_text(k), term_text(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Term::UserType(fields) => format!(
+            "{{{}}}",
+            fields
+                .iter()
+                .map(|(k, v)| format!("{k}: {}", term_text(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
         Term::Function { name, args } => format!("{name}({})", join(args)),
         Term::Cast { typ, term } => format!("({typ}){}", term_text(term)),
         Term::Negate(x) => format!("-{}", term_text(x)),
@@ -307,7 +351,10 @@ pub fn relation_text(r: &Relation) -> String {
     };
     let rhs = match &r.rhs {
         RelationRhs::Term(t) => term_text(t),
-        RelationRhs::InList(items) => format!("({})", items.iter().map(term_text).collect::<Vec<_>>().join(", ")),
+        RelationRhs::InList(items) => format!(
+            "({})",
+            items.iter().map(term_text).collect::<Vec<_>>().join(", ")
+        ),
         RelationRhs::InMarker(_) => "?".into(),
         RelationRhs::NotNull => return format!("{lhs} IS NOT NULL"),
     };
@@ -407,14 +454,19 @@ pub struct CreateIndex {
 pub enum Describe {
     Cluster,
     Keyspaces,
-    Keyspace { name: Option<String>, only: bool },
+    Keyspace {
+        name: Option<String>,
+        only: bool,
+    },
     Tables,
     Table(QualifiedName),
     Types,
     Type(QualifiedName),
     Functions,
     Aggregates,
-    Schema { full: bool },
+    Schema {
+        full: bool,
+    },
     /// `DESCRIBE name` — a keyspace, table, type… found by name.
     Generic(QualifiedName),
     Index(QualifiedName),
@@ -435,18 +487,39 @@ pub enum Statement {
     Batch(Box<Batch>),
     Use(String),
     CreateKeyspace(CreateKeyspace),
-    AlterKeyspace { name: String, if_exists: bool, properties: Vec<Property> },
-    DropKeyspace { name: String, if_exists: bool },
+    AlterKeyspace {
+        name: String,
+        if_exists: bool,
+        properties: Vec<Property>,
+    },
+    DropKeyspace {
+        name: String,
+        if_exists: bool,
+    },
     CreateTable(Box<CreateTable>),
     AlterTable(Box<AlterTable>),
-    DropTable { name: QualifiedName, if_exists: bool },
+    DropTable {
+        name: QualifiedName,
+        if_exists: bool,
+    },
     Truncate(QualifiedName),
     CreateType(CreateType),
-    DropType { name: QualifiedName, if_exists: bool },
+    DropType {
+        name: QualifiedName,
+        if_exists: bool,
+    },
     /// `ALTER TYPE t ADD f type` / `ALTER TYPE t RENAME a TO b [AND c TO d]`.
-    AlterType { name: QualifiedName, if_exists: bool, add: Option<(String, String)>, renames: Vec<(String, String)> },
+    AlterType {
+        name: QualifiedName,
+        if_exists: bool,
+        add: Option<(String, String)>,
+        renames: Vec<(String, String)>,
+    },
     CreateIndex(CreateIndex),
-    DropIndex { name: QualifiedName, if_exists: bool },
+    DropIndex {
+        name: QualifiedName,
+        if_exists: bool,
+    },
     Describe(DescribeStatement),
 }
 

@@ -37,7 +37,8 @@ pub struct LexError {
 }
 
 const SYMS: [&str; 24] = [
-    "<=", ">=", "!=", "(", ")", ",", ";", "..", ".", "*", "=", "<", ">", "+", "-", "[", "]", "{", "}", ":", "?", "&", "/", "%",
+    "<=", ">=", "!=", "(", ")", ",", ";", "..", ".", "*", "=", "<", ">", "+", "-", "[", "]", "{",
+    "}", ":", "?", "&", "/", "%",
 ];
 
 fn is_uuid_at(s: &[char], i: usize) -> bool {
@@ -79,7 +80,9 @@ fn duration_len(s: &[char], i: usize) -> usize {
         let mut matched = 0;
         for u in DURATION_UNITS {
             let uc: Vec<char> = u.chars().collect();
-            if (0..uc.len()).all(|k| matches!(s.get(p + k), Some(c) if c.to_lowercase().eq(uc[k].to_lowercase()))) {
+            if (0..uc.len()).all(
+                |k| matches!(s.get(p + k), Some(c) if c.to_lowercase().eq(uc[k].to_lowercase())),
+            ) {
                 matched = uc.len();
                 break;
             }
@@ -105,7 +108,11 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, LexError> {
     let mut i = 0;
     let mut line = 1;
     let mut line_start = 0;
-    let err = |line: usize, col: usize, m: String| LexError { line, col, message: m };
+    let err = |line: usize, col: usize, m: String| LexError {
+        line,
+        col,
+        message: m,
+    };
     while i < s.len() {
         let c = s[i];
         let col = i - line_start;
@@ -150,7 +157,16 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, LexError> {
             i += 1;
             loop {
                 match s.get(i) {
-                    None => return Err(err(line, col, format!("token recognition error at: '{}'", s[start..].iter().collect::<String>()))),
+                    None => {
+                        return Err(err(
+                            line,
+                            col,
+                            format!(
+                                "token recognition error at: '{}'",
+                                s[start..].iter().collect::<String>()
+                            ),
+                        ))
+                    }
                     Some('\'') if s.get(i + 1) == Some(&'\'') => {
                         v.push('\'');
                         i += 2;
@@ -220,11 +236,16 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, LexError> {
             }
             let hex: String = s[hs..i].iter().collect();
             if hex.len() % 2 == 1 {
-                return Err(err(line, col, format!("Invalid hex literal 0x{hex}: odd number of digits")));
+                return Err(err(
+                    line,
+                    col,
+                    format!("Invalid hex literal 0x{hex}: odd number of digits"),
+                ));
             }
             let mut bytes = Vec::with_capacity(hex.len() / 2);
             for k in (0..hex.len()).step_by(2) {
-                let b = u8::from_str_radix(&hex[k..k + 2], 16).map_err(|e| err(line, col, e.to_string()))?;
+                let b = u8::from_str_radix(&hex[k..k + 2], 16)
+                    .map_err(|e| err(line, col, e.to_string()))?;
                 bytes.push(b);
             }
             Tok::Hex(bytes)
@@ -247,7 +268,9 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, LexError> {
                     while matches!(s.get(i), Some(c) if c.is_ascii_digit()) {
                         i += 1;
                     }
-                } else if s.get(i) == Some(&'.') && !matches!(s.get(i + 1), Some(c) if c.is_alphabetic()) {
+                } else if s.get(i) == Some(&'.')
+                    && !matches!(s.get(i + 1), Some(c) if c.is_alphabetic())
+                {
                     // "1." is a float in CQL
                     is_float = true;
                     i += 1;
@@ -272,7 +295,11 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, LexError> {
                         i += 1;
                     }
                     let bad: String = s[start..i].iter().collect();
-                    return Err(err(line, col, format!("token recognition error at: '{bad}'")));
+                    return Err(err(
+                        line,
+                        col,
+                        format!("token recognition error at: '{bad}'"),
+                    ));
                 }
                 if is_float {
                     Tok::Float(text)
@@ -311,9 +338,19 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, LexError> {
                 None => return Err(err(line, col, format!("token recognition error at: '{c}'"))),
             }
         };
-        out.push(Token { tok, line, col, text: s[start..i].iter().collect() });
+        out.push(Token {
+            tok,
+            line,
+            col,
+            text: s[start..i].iter().collect(),
+        });
     }
-    out.push(Token { tok: Tok::Eof, line, col: i.saturating_sub(line_start), text: "<EOF>".into() });
+    out.push(Token {
+        tok: Tok::Eof,
+        line,
+        col: i.saturating_sub(line_start),
+        text: "<EOF>".into(),
+    });
     Ok(out)
 }
 
@@ -349,7 +386,11 @@ mod tests {
     use super::*;
 
     fn kinds(s: &str) -> Vec<Tok> {
-        tokenize(s).expect("lex").into_iter().map(|t| t.tok).collect()
+        tokenize(s)
+            .expect("lex")
+            .into_iter()
+            .map(|t| t.tok)
+            .collect()
     }
 
     #[test]

@@ -22,7 +22,10 @@ pub fn parse_statement(src: &str) -> PResult<ParsedStatement> {
     if !p.at_eof() {
         return Err(p.error_here("expecting EOF"));
     }
-    Ok(ParsedStatement { statement: st, bind_markers: p.markers })
+    Ok(ParsedStatement {
+        statement: st,
+        bind_markers: p.markers,
+    })
 }
 
 /// Parses a `;`-separated script of statements.
@@ -36,7 +39,10 @@ pub fn parse_statements(src: &str) -> PResult<Vec<ParsedStatement>> {
         }
         p.markers.clear();
         let st = p.statement()?;
-        out.push(ParsedStatement { statement: st, bind_markers: std::mem::take(&mut p.markers) });
+        out.push(ParsedStatement {
+            statement: st,
+            bind_markers: std::mem::take(&mut p.markers),
+        });
         if !p.eat_sym(";") && !p.at_eof() {
             return Err(p.error_here("expecting ';'"));
         }
@@ -61,17 +67,72 @@ fn fold_ident(t: &Token) -> Option<String> {
 
 /// Reserved keywords that cannot be unquoted identifiers (subset of Cassandra's).
 const RESERVED: &[&str] = &[
-    "add", "allow", "alter", "and", "apply", "asc", "authorize", "batch", "begin", "by", "columnfamily", "create",
-    "delete", "desc", "describe", "drop", "entries", "execute", "from", "full", "grant", "if", "in", "index",
-    "infinity", "insert", "into", "keyspace", "limit", "modify", "nan", "norecursive", "not", "null", "of", "on",
-    "order", "primary", "rename", "revoke", "schema", "select", "set", "table", "to", "token", "truncate",
-    "unlogged", "update", "use", "using", "where", "with",
+    "add",
+    "allow",
+    "alter",
+    "and",
+    "apply",
+    "asc",
+    "authorize",
+    "batch",
+    "begin",
+    "by",
+    "columnfamily",
+    "create",
+    "delete",
+    "desc",
+    "describe",
+    "drop",
+    "entries",
+    "execute",
+    "from",
+    "full",
+    "grant",
+    "if",
+    "in",
+    "index",
+    "infinity",
+    "insert",
+    "into",
+    "keyspace",
+    "limit",
+    "modify",
+    "nan",
+    "norecursive",
+    "not",
+    "null",
+    "of",
+    "on",
+    "order",
+    "primary",
+    "rename",
+    "revoke",
+    "schema",
+    "select",
+    "set",
+    "table",
+    "to",
+    "token",
+    "truncate",
+    "unlogged",
+    "update",
+    "use",
+    "using",
+    "where",
+    "with",
 ];
 
 impl Parser {
     fn new(src: &str) -> PResult<Parser> {
-        let toks = tokenize(src).map_err(|e| ParseError { message: format!("line {}:{} {}", e.line, e.col, e.message) })?;
-        Ok(Parser { toks, pos: 0, markers: Vec::new(), src: src.to_string() })
+        let toks = tokenize(src).map_err(|e| ParseError {
+            message: format!("line {}:{} {}", e.line, e.col, e.message),
+        })?;
+        Ok(Parser {
+            toks,
+            pos: 0,
+            markers: Vec::new(),
+            src: src.to_string(),
+        })
     }
 
     fn peek(&self) -> &Token {
@@ -105,7 +166,11 @@ impl Parser {
                 None => break,
             }
         }
-        self.src[line_start..].char_indices().nth(t.col).map(|(i, _)| line_start + i).unwrap_or(self.src.len())
+        self.src[line_start..]
+            .char_indices()
+            .nth(t.col)
+            .map(|(i, _)| line_start + i)
+            .unwrap_or(self.src.len())
     }
 
     /// Cassandra's `ErrorCollector` snippet: the source from ten tokens
@@ -154,7 +219,11 @@ impl Parser {
         } else {
             format!(
                 "line {}:{} mismatched input '{}' {} ({})",
-                t.line, t.col, t.text, expecting, self.context()
+                t.line,
+                t.col,
+                t.text,
+                expecting,
+                self.context()
             )
         };
         ParseError { message: msg }
@@ -163,9 +232,19 @@ impl Parser {
     fn no_viable(&self) -> ParseError {
         let t = self.peek();
         if t.tok == Tok::Eof {
-            return ParseError { message: "line 0:-1 no viable alternative at input '<EOF>'".into() };
+            return ParseError {
+                message: "line 0:-1 no viable alternative at input '<EOF>'".into(),
+            };
         }
-        ParseError { message: format!("line {}:{} no viable alternative at input '{}' ({})", t.line, t.col, t.text, self.context()) }
+        ParseError {
+            message: format!(
+                "line {}:{} no viable alternative at input '{}' ({})",
+                t.line,
+                t.col,
+                t.text,
+                self.context()
+            ),
+        }
     }
 
     fn is_kw(&self, kw: &str) -> bool {
@@ -231,9 +310,15 @@ impl Parser {
         let first = self.ident()?;
         if self.eat_sym(".") {
             let second = self.ident()?;
-            Ok(QualifiedName { keyspace: Some(first), name: second })
+            Ok(QualifiedName {
+                keyspace: Some(first),
+                name: second,
+            })
         } else {
-            Ok(QualifiedName { keyspace: None, name: first })
+            Ok(QualifiedName {
+                keyspace: None,
+                name: first,
+            })
         }
     }
 
@@ -293,14 +378,20 @@ impl Parser {
 
     fn bind_marker(&mut self) -> PResult<Option<BindMarker>> {
         if self.eat_sym("?") {
-            let m = BindMarker { index: self.markers.len(), name: None };
+            let m = BindMarker {
+                index: self.markers.len(),
+                name: None,
+            };
             self.markers.push(m.clone());
             return Ok(Some(m));
         }
         if self.is_sym(":") && matches!(self.peek_at(1).tok, Tok::Ident(_) | Tok::QuotedIdent(_)) {
             self.advance();
             let name = self.ident_any()?;
-            let m = BindMarker { index: self.markers.len(), name: Some(name) };
+            let m = BindMarker {
+                index: self.markers.len(),
+                name: Some(name),
+            };
             self.markers.push(m.clone());
             return Ok(Some(m));
         }
@@ -375,15 +466,22 @@ impl Parser {
         }
         if self.eat_sym("(") {
             // cast `(type) term` or tuple
-            if matches!(self.peek().tok, Tok::Ident(_)) && matches!(self.peek_at(1).tok, Tok::Sym(")")) {
+            if matches!(self.peek().tok, Tok::Ident(_))
+                && matches!(self.peek_at(1).tok, Tok::Sym(")"))
+            {
                 let lookahead = self.peek_at(2).tok.clone();
-                let starts_term = !matches!(lookahead, Tok::Sym(",") | Tok::Sym(")") | Tok::Eof | Tok::Sym(";"))
-                    && !matches!(&lookahead, Tok::Ident(s) if ["and","where","if","using","set","from","limit","allow","order","group","per"].contains(&s.to_lowercase().as_str()));
+                let starts_term = !matches!(
+                    lookahead,
+                    Tok::Sym(",") | Tok::Sym(")") | Tok::Eof | Tok::Sym(";")
+                ) && !matches!(&lookahead, Tok::Ident(s) if ["and","where","if","using","set","from","limit","allow","order","group","per"].contains(&s.to_lowercase().as_str()));
                 if starts_term {
                     let typ = self.ident_any()?;
                     self.expect_sym(")")?;
                     let term = self.term()?;
-                    return Ok(Term::Cast { typ, term: Box::new(term) });
+                    return Ok(Term::Cast {
+                        typ,
+                        term: Box::new(term),
+                    });
                 }
             }
             let mut items = Vec::new();
@@ -403,7 +501,9 @@ impl Parser {
         // function call
         if matches!(self.peek().tok, Tok::Ident(_) | Tok::QuotedIdent(_)) {
             let mut name = self.ident_any()?;
-            if self.is_sym(".") && matches!(self.peek_at(1).tok, Tok::Ident(_) | Tok::QuotedIdent(_)) {
+            if self.is_sym(".")
+                && matches!(self.peek_at(1).tok, Tok::Ident(_) | Tok::QuotedIdent(_))
+            {
                 self.advance();
                 name = format!("{name}.{}", self.ident_any()?);
             }
@@ -482,13 +582,19 @@ impl Parser {
 
     fn select(&mut self) -> PResult<Select> {
         self.expect_kw("select")?;
-        let json = if self.is_kw("json") && !self.is_kw_at(1, "from") && !matches!(self.peek_at(1).tok, Tok::Sym(",")) {
+        let json = if self.is_kw("json")
+            && !self.is_kw_at(1, "from")
+            && !matches!(self.peek_at(1).tok, Tok::Sym(","))
+        {
             self.advance();
             true
         } else {
             false
         };
-        let distinct = if self.is_kw("distinct") && !self.is_kw_at(1, "from") && !matches!(self.peek_at(1).tok, Tok::Sym(",")) {
+        let distinct = if self.is_kw("distinct")
+            && !self.is_kw_at(1, "from")
+            && !matches!(self.peek_at(1).tok, Tok::Sym(","))
+        {
             self.advance();
             true
         } else {
@@ -498,7 +604,11 @@ impl Parser {
         if !self.eat_sym("*") {
             loop {
                 let selector = self.selector()?;
-                let alias = if self.eat_kw("as") { Some(self.ident_any()?) } else { None };
+                let alias = if self.eat_kw("as") {
+                    Some(self.ident_any()?)
+                } else {
+                    None
+                };
                 selectors.push(SelectItem { selector, alias });
                 if !self.eat_sym(",") {
                     break;
@@ -507,7 +617,11 @@ impl Parser {
         }
         self.expect_kw("from")?;
         let table = self.qualified_name()?;
-        let where_clause = if self.eat_kw("where") { self.relations()? } else { Vec::new() };
+        let where_clause = if self.eat_kw("where") {
+            self.relations()?
+        } else {
+            Vec::new()
+        };
         let mut group_by = Vec::new();
         let mut group_by_floor = None;
         if self.is_kw("group") {
@@ -566,7 +680,11 @@ impl Parser {
             self.expect_kw("limit")?;
             per_partition_limit = Some(self.term()?);
         }
-        let limit = if self.eat_kw("limit") { Some(self.term()?) } else { None };
+        let limit = if self.eat_kw("limit") {
+            Some(self.term()?)
+        } else {
+            None
+        };
         let allow_filtering = if self.is_kw("allow") {
             self.advance();
             self.expect_kw("filtering")?;
@@ -574,7 +692,20 @@ impl Parser {
         } else {
             false
         };
-        Ok(Select { table, json, distinct, selectors, where_clause, group_by, group_by_floor, order_by, ann, per_partition_limit, limit, allow_filtering })
+        Ok(Select {
+            table,
+            json,
+            distinct,
+            selectors,
+            where_clause,
+            group_by,
+            group_by_floor,
+            order_by,
+            ann,
+            per_partition_limit,
+            limit,
+            allow_filtering,
+        })
     }
 
     /// A selector with arithmetic: `*`, `/`, `%` bind tighter than `+`, `-`.
@@ -590,7 +721,11 @@ impl Parser {
             };
             self.advance();
             let rhs = self.selector_product()?;
-            s = Selector::Arith { op, lhs: Box::new(s), rhs: Box::new(rhs) };
+            s = Selector::Arith {
+                op,
+                lhs: Box::new(s),
+                rhs: Box::new(rhs),
+            };
         }
         Ok(s)
     }
@@ -609,7 +744,11 @@ impl Parser {
             };
             self.advance();
             let rhs = self.selector_postfix()?;
-            s = Selector::Arith { op, lhs: Box::new(s), rhs: Box::new(rhs) };
+            s = Selector::Arith {
+                op,
+                lhs: Box::new(s),
+                rhs: Box::new(rhs),
+            };
         }
         Ok(s)
     }
@@ -620,18 +759,38 @@ impl Parser {
             if self.is_sym(".") {
                 self.advance();
                 let field = self.ident_any()?;
-                s = Selector::Field { selector: Box::new(s), field };
+                s = Selector::Field {
+                    selector: Box::new(s),
+                    field,
+                };
             } else if self.is_sym("[") {
                 self.advance();
-                let from = if self.is_sym("..") { None } else { Some(self.term()?) };
+                let from = if self.is_sym("..") {
+                    None
+                } else {
+                    Some(self.term()?)
+                };
                 if self.eat_sym("..") {
-                    let to = if self.is_sym("]") { None } else { Some(self.term()?) };
+                    let to = if self.is_sym("]") {
+                        None
+                    } else {
+                        Some(self.term()?)
+                    };
                     self.expect_sym("]")?;
-                    s = Selector::Slice { selector: Box::new(s), from, to };
+                    s = Selector::Slice {
+                        selector: Box::new(s),
+                        from,
+                        to,
+                    };
                 } else {
                     self.expect_sym("]")?;
-                    let Some(key) = from else { return Err(self.no_viable()) };
-                    s = Selector::Element { selector: Box::new(s), key };
+                    let Some(key) = from else {
+                        return Err(self.no_viable());
+                    };
+                    s = Selector::Element {
+                        selector: Box::new(s),
+                        key,
+                    };
                 }
             } else {
                 break;
@@ -648,14 +807,26 @@ impl Parser {
             self.expect_kw("as")?;
             let typ = self.ident_any()?;
             self.expect_sym(")")?;
-            return Ok(Selector::Cast { selector: Box::new(inner), typ });
+            return Ok(Selector::Cast {
+                selector: Box::new(inner),
+                typ,
+            });
         }
-        if matches!(self.peek().tok, Tok::Ident(_) | Tok::QuotedIdent(_)) && self.peek_at(1).tok == Tok::Sym("(") {
+        if matches!(self.peek().tok, Tok::Ident(_) | Tok::QuotedIdent(_))
+            && self.peek_at(1).tok == Tok::Sym("(")
+        {
             let quoted = matches!(self.peek().tok, Tok::QuotedIdent(_));
             let name = self.ident_any()?;
             self.advance(); // (
-            let lname = if quoted { name.clone() } else { name.to_lowercase() };
-            if lname == "count" && (self.is_sym("*") || matches!(&self.peek().tok, Tok::Integer(s) if s == "1")) && self.peek_at(1).tok == Tok::Sym(")") {
+            let lname = if quoted {
+                name.clone()
+            } else {
+                name.to_lowercase()
+            };
+            if lname == "count"
+                && (self.is_sym("*") || matches!(&self.peek().tok, Tok::Integer(s) if s == "1"))
+                && self.peek_at(1).tok == Tok::Sym(")")
+            {
                 self.advance();
                 self.advance();
                 return Ok(Selector::CountRows);
@@ -663,7 +834,11 @@ impl Parser {
             if lname == "writetime" || lname == "ttl" {
                 let col = self.ident()?;
                 self.expect_sym(")")?;
-                return Ok(if lname == "ttl" { Selector::Ttl(col) } else { Selector::WriteTime(col) });
+                return Ok(if lname == "ttl" {
+                    Selector::Ttl(col)
+                } else {
+                    Selector::WriteTime(col)
+                });
             }
             let mut args = Vec::new();
             if !self.eat_sym(")") {
@@ -677,7 +852,11 @@ impl Parser {
             }
             return Ok(Selector::Function { name: lname, args });
         }
-        if matches!(self.peek().tok, Tok::Ident(_) | Tok::QuotedIdent(_)) && !self.is_kw("true") && !self.is_kw("false") && !self.is_kw("null") {
+        if matches!(self.peek().tok, Tok::Ident(_) | Tok::QuotedIdent(_))
+            && !self.is_kw("true")
+            && !self.is_kw("false")
+            && !self.is_kw("null")
+        {
             return Ok(Selector::Column(self.ident()?));
         }
         Ok(Selector::Term(self.term()?))
@@ -761,7 +940,11 @@ impl Parser {
             }
             let op = self.operator()?;
             let rhs = self.rhs(op)?;
-            return Ok(Relation { lhs: RelationLhs::Token(cols), op, rhs });
+            return Ok(Relation {
+                lhs: RelationLhs::Token(cols),
+                op,
+                rhs,
+            });
         }
         if self.eat_sym("(") {
             let mut cols = Vec::new();
@@ -774,7 +957,11 @@ impl Parser {
             }
             let op = self.operator()?;
             let rhs = self.rhs(op)?;
-            return Ok(Relation { lhs: RelationLhs::Columns(cols), op, rhs });
+            return Ok(Relation {
+                lhs: RelationLhs::Columns(cols),
+                op,
+                rhs,
+            });
         }
         let col = self.ident()?;
         if self.eat_sym("[") {
@@ -782,11 +969,19 @@ impl Parser {
             self.expect_sym("]")?;
             let op = self.operator()?;
             let rhs = self.rhs(op)?;
-            return Ok(Relation { lhs: RelationLhs::Element(col, key), op, rhs });
+            return Ok(Relation {
+                lhs: RelationLhs::Element(col, key),
+                op,
+                rhs,
+            });
         }
         let op = self.operator()?;
         let rhs = self.rhs(op)?;
-        Ok(Relation { lhs: RelationLhs::Column(col), op, rhs })
+        Ok(Relation {
+            lhs: RelationLhs::Column(col),
+            op,
+            rhs,
+        })
     }
 
     // ---- modifications ----
@@ -883,18 +1078,33 @@ impl Parser {
                 self.advance();
                 let plus = self.advance().tok == Tok::Sym("+");
                 let term = self.term()?;
-                return Ok(Assignment { target, op: if plus { AssignOp::Append(term) } else { AssignOp::Remove(term) } });
+                return Ok(Assignment {
+                    target,
+                    op: if plus {
+                        AssignOp::Append(term)
+                    } else {
+                        AssignOp::Remove(term)
+                    },
+                });
             }
         }
         let term = self.term()?;
         if self.eat_sym("+") {
             let c2 = self.ident()?;
             if c2 != col {
-                return Err(ParseError { message: format!("Only expressions of the form X = <value> + X are supported.") });
+                return Err(ParseError {
+                    message: format!("Only expressions of the form X = <value> + X are supported."),
+                });
             }
-            return Ok(Assignment { target, op: AssignOp::Prepend(term) });
+            return Ok(Assignment {
+                target,
+                op: AssignOp::Prepend(term),
+            });
         }
-        Ok(Assignment { target, op: AssignOp::Set(term) })
+        Ok(Assignment {
+            target,
+            op: AssignOp::Set(term),
+        })
     }
 
     fn conditions(&mut self) -> PResult<Conditions> {
@@ -942,7 +1152,13 @@ impl Parser {
         self.expect_kw("where")?;
         let where_clause = self.relations()?;
         let conditions = self.conditions()?;
-        Ok(Update { table, using, assignments, where_clause, conditions })
+        Ok(Update {
+            table,
+            using,
+            assignments,
+            where_clause,
+            conditions,
+        })
     }
 
     fn delete(&mut self) -> PResult<Delete> {
@@ -963,7 +1179,13 @@ impl Parser {
         self.expect_kw("where")?;
         let where_clause = self.relations()?;
         let conditions = self.conditions()?;
-        Ok(Delete { table, columns, using, where_clause, conditions })
+        Ok(Delete {
+            table,
+            columns,
+            using,
+            where_clause,
+            conditions,
+        })
     }
 
     fn batch(&mut self) -> PResult<Batch> {
@@ -988,14 +1210,24 @@ impl Parser {
                 break;
             }
             let st = match self.peek().tok.clone() {
-                Tok::Ident(s) if s.eq_ignore_ascii_case("insert") => Statement::Insert(Box::new(self.insert()?)),
-                Tok::Ident(s) if s.eq_ignore_ascii_case("update") => Statement::Update(Box::new(self.update()?)),
-                Tok::Ident(s) if s.eq_ignore_ascii_case("delete") => Statement::Delete(Box::new(self.delete()?)),
+                Tok::Ident(s) if s.eq_ignore_ascii_case("insert") => {
+                    Statement::Insert(Box::new(self.insert()?))
+                }
+                Tok::Ident(s) if s.eq_ignore_ascii_case("update") => {
+                    Statement::Update(Box::new(self.update()?))
+                }
+                Tok::Ident(s) if s.eq_ignore_ascii_case("delete") => {
+                    Statement::Delete(Box::new(self.delete()?))
+                }
                 _ => return Err(self.error_here("expecting K_APPLY")),
             };
             statements.push(st);
         }
-        Ok(Batch { batch_type, using, statements })
+        Ok(Batch {
+            batch_type,
+            using,
+            statements,
+        })
     }
 
     // ---- DDL ----
@@ -1089,7 +1321,11 @@ impl Parser {
             let name = self.ident()?;
             self.expect_kw("with")?;
             let properties = self.properties()?;
-            return Ok(Statement::CreateKeyspace(CreateKeyspace { name, if_not_exists, properties }));
+            return Ok(Statement::CreateKeyspace(CreateKeyspace {
+                name,
+                if_not_exists,
+                properties,
+            }));
         }
         if self.eat_kw("table") || self.eat_kw("columnfamily") {
             return self.create_table();
@@ -1108,12 +1344,20 @@ impl Parser {
                 }
                 self.expect_sym(",")?;
             }
-            return Ok(Statement::CreateType(CreateType { name, if_not_exists, fields }));
+            return Ok(Statement::CreateType(CreateType {
+                name,
+                if_not_exists,
+                fields,
+            }));
         }
         let custom = self.eat_kw("custom");
         if self.eat_kw("index") {
             let if_not_exists = self.if_not_exists()?;
-            let name = if !self.is_kw("on") { Some(self.ident()?) } else { None };
+            let name = if !self.is_kw("on") {
+                Some(self.ident()?)
+            } else {
+                None
+            };
             self.expect_kw("on")?;
             let table = self.qualified_name()?;
             self.expect_sym("(")?;
@@ -1138,12 +1382,22 @@ impl Parser {
             let mut options = Vec::new();
             if self.eat_kw("with") {
                 for p in self.properties()? {
-                    if let (true, PropertyValue::Map(m)) = (p.name.eq_ignore_ascii_case("options"), p.value) {
+                    if let (true, PropertyValue::Map(m)) =
+                        (p.name.eq_ignore_ascii_case("options"), p.value)
+                    {
                         options = m;
                     }
                 }
             }
-            return Ok(Statement::CreateIndex(CreateIndex { name, table, if_not_exists, target, target_kind, custom_class, options }));
+            return Ok(Statement::CreateIndex(CreateIndex {
+                name,
+                table,
+                if_not_exists,
+                target,
+                target_kind,
+                custom_class,
+                options,
+            }));
         }
         Err(self.no_viable())
     }
@@ -1198,7 +1452,11 @@ impl Parser {
                         break;
                     }
                 }
-                columns.push(ColumnDef { name: cname, typ, is_static });
+                columns.push(ColumnDef {
+                    name: cname,
+                    typ,
+                    is_static,
+                });
             }
             if self.eat_sym(")") {
                 break;
@@ -1210,7 +1468,9 @@ impl Parser {
             }
         }
         if multiple_pk || (inline_pk.is_some() && !partition_key.is_empty()) {
-            return Err(ParseError { message: "Multiple PRIMARY KEYs specified (exactly one required)".into() });
+            return Err(ParseError {
+                message: "Multiple PRIMARY KEYs specified (exactly one required)".into(),
+            });
         }
         if let Some(pk) = inline_pk {
             partition_key.push(pk);
@@ -1295,7 +1555,11 @@ impl Parser {
             let name = self.ident()?;
             self.expect_kw("with")?;
             let properties = self.properties()?;
-            return Ok(Statement::AlterKeyspace { name, if_exists, properties });
+            return Ok(Statement::AlterKeyspace {
+                name,
+                if_exists,
+                properties,
+            });
         }
         if self.eat_kw("type") {
             let if_exists = self.if_exists()?;
@@ -1304,7 +1568,12 @@ impl Parser {
                 let _ = self.if_not_exists()?;
                 let f = self.ident()?;
                 let t = self.type_text()?;
-                return Ok(Statement::AlterType { name, if_exists, add: Some((f, t)), renames: Vec::new() });
+                return Ok(Statement::AlterType {
+                    name,
+                    if_exists,
+                    add: Some((f, t)),
+                    renames: Vec::new(),
+                });
             }
             self.expect_kw("rename")?;
             let _ = self.if_exists()?;
@@ -1317,7 +1586,12 @@ impl Parser {
                     break;
                 }
             }
-            return Ok(Statement::AlterType { name, if_exists, add: None, renames });
+            return Ok(Statement::AlterType {
+                name,
+                if_exists,
+                add: None,
+                renames,
+            });
         }
         if self.eat_kw("table") || self.eat_kw("columnfamily") {
             let if_exists = self.if_exists()?;
@@ -1330,7 +1604,11 @@ impl Parser {
                         let n = self.ident()?;
                         let t = self.type_text()?;
                         let st = self.eat_kw("static");
-                        cols.push(ColumnDef { name: n, typ: t, is_static: st });
+                        cols.push(ColumnDef {
+                            name: n,
+                            typ: t,
+                            is_static: st,
+                        });
                         if self.eat_sym(")") {
                             break;
                         }
@@ -1340,7 +1618,11 @@ impl Parser {
                     let n = self.ident()?;
                     let t = self.type_text()?;
                     let st = self.eat_kw("static");
-                    cols.push(ColumnDef { name: n, typ: t, is_static: st });
+                    cols.push(ColumnDef {
+                        name: n,
+                        typ: t,
+                        is_static: st,
+                    });
                 }
                 AlterTableOp::Add(cols)
             } else if self.eat_kw("drop") {
@@ -1381,7 +1663,11 @@ impl Parser {
             } else {
                 return Err(self.no_viable());
             };
-            return Ok(Statement::AlterTable(Box::new(AlterTable { name, if_exists, op })));
+            return Ok(Statement::AlterTable(Box::new(AlterTable {
+                name,
+                if_exists,
+                op,
+            })));
         }
         Err(self.no_viable())
     }
@@ -1395,7 +1681,9 @@ impl Parser {
         } else if self.is_kw("only") || self.is_kw("keyspace") {
             let only = self.eat_kw("only");
             self.expect_kw("keyspace")?;
-            let name = if matches!(self.peek().tok, Tok::Ident(_) | Tok::QuotedIdent(_)) && !self.is_kw("with") {
+            let name = if matches!(self.peek().tok, Tok::Ident(_) | Tok::QuotedIdent(_))
+                && !self.is_kw("with")
+            {
                 Some(self.ident_any()?)
             } else {
                 None
@@ -1429,16 +1717,25 @@ impl Parser {
             self.expect_kw("internals")?;
             with_internals = true;
         }
-        Ok(Statement::Describe(DescribeStatement { what, with_internals }))
+        Ok(Statement::Describe(DescribeStatement {
+            what,
+            with_internals,
+        }))
     }
 
     fn qualified_name_any(&mut self) -> PResult<QualifiedName> {
         let first = self.ident_any()?;
         if self.eat_sym(".") {
             let second = self.ident_any()?;
-            Ok(QualifiedName { keyspace: Some(first), name: second })
+            Ok(QualifiedName {
+                keyspace: Some(first),
+                name: second,
+            })
         } else {
-            Ok(QualifiedName { keyspace: None, name: first })
+            Ok(QualifiedName {
+                keyspace: None,
+                name: first,
+            })
         }
     }
 }
@@ -1457,7 +1754,9 @@ mod tests {
     #[test]
     fn parses_create_table_with_composite_key_and_order() {
         let st = parse("CREATE TABLE IF NOT EXISTS ks.t (a int, b text, c timeuuid, v map<text, frozen<list<int>>>, s int static, PRIMARY KEY ((a, b), c)) WITH CLUSTERING ORDER BY (c DESC) AND gc_grace_seconds = 10 AND compaction = {'class': 'LeveledCompactionStrategy'}");
-        let Statement::CreateTable(ct) = st else { panic!("not a create table") };
+        let Statement::CreateTable(ct) = st else {
+            panic!("not a create table")
+        };
         assert!(ct.if_not_exists);
         assert_eq!(ct.partition_key, vec!["a", "b"]);
         assert_eq!(ct.clustering_key, vec!["c"]);
@@ -1470,7 +1769,9 @@ mod tests {
     #[test]
     fn parses_select_with_everything() {
         let p = parse_statement("SELECT a, \"B\", writetime(c) AS w, count(*) FROM t WHERE a IN (1, ?) AND (b, c) > (1, 2) AND token(a) > -5 ORDER BY b DESC PER PARTITION LIMIT 2 LIMIT :lim ALLOW FILTERING").expect("parse");
-        let Statement::Select(s) = p.statement else { panic!() };
+        let Statement::Select(s) = p.statement else {
+            panic!()
+        };
         assert_eq!(s.selectors.len(), 4);
         assert_eq!(s.selectors[1].selector, Selector::Column("B".into()));
         assert_eq!(s.selectors[2].alias.as_deref(), Some("w"));
@@ -1504,14 +1805,37 @@ mod tests {
         let e = parse_statement("SELECT * FRM t").expect_err("must fail");
         assert!(e.message.starts_with("line 1:9"), "{}", e.message);
         let e = parse_statement("SELEC * FROM t").expect_err("must fail");
-        assert!(e.message.starts_with("line 1:0 no viable alternative at input 'SELEC'"), "{}", e.message);
+        assert!(
+            e.message
+                .starts_with("line 1:0 no viable alternative at input 'SELEC'"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]
     fn parses_describe_variants() {
-        assert!(matches!(parse("DESCRIBE KEYSPACES"), Statement::Describe(DescribeStatement { what: Describe::Keyspaces, .. })));
-        assert!(matches!(parse("DESC TABLE ks.t"), Statement::Describe(DescribeStatement { what: Describe::Table(_), .. })));
-        assert!(matches!(parse("DESCRIBE FULL SCHEMA"), Statement::Describe(DescribeStatement { what: Describe::Schema { full: true }, .. })));
+        assert!(matches!(
+            parse("DESCRIBE KEYSPACES"),
+            Statement::Describe(DescribeStatement {
+                what: Describe::Keyspaces,
+                ..
+            })
+        ));
+        assert!(matches!(
+            parse("DESC TABLE ks.t"),
+            Statement::Describe(DescribeStatement {
+                what: Describe::Table(_),
+                ..
+            })
+        ));
+        assert!(matches!(
+            parse("DESCRIBE FULL SCHEMA"),
+            Statement::Describe(DescribeStatement {
+                what: Describe::Schema { full: true },
+                ..
+            })
+        ));
     }
 
     #[test]
@@ -1530,26 +1854,76 @@ mod tests {
         let Statement::CreateIndex(ci) = parse("CREATE INDEX IF NOT EXISTS ON ks.t (entries(m)) USING 'sai' WITH OPTIONS = {'similarity_function': 'dot_product'}") else {
             panic!("not a create index")
         };
-        assert_eq!((ci.target_kind.as_str(), ci.target.as_str(), ci.custom_class.as_deref()), ("entries", "m", Some("sai")));
-        assert_eq!(ci.options, vec![("similarity_function".to_string(), "dot_product".to_string())]);
-        let Statement::Select(s) = parse("SELECT id FROM t WHERE m['k'] = 1 ORDER BY v ANN OF [1.0, 2.0] LIMIT 3") else { panic!("not a select") };
+        assert_eq!(
+            (
+                ci.target_kind.as_str(),
+                ci.target.as_str(),
+                ci.custom_class.as_deref()
+            ),
+            ("entries", "m", Some("sai"))
+        );
+        assert_eq!(
+            ci.options,
+            vec![("similarity_function".to_string(), "dot_product".to_string())]
+        );
+        let Statement::Select(s) =
+            parse("SELECT id FROM t WHERE m['k'] = 1 ORDER BY v ANN OF [1.0, 2.0] LIMIT 3")
+        else {
+            panic!("not a select")
+        };
         assert!(matches!(&s.where_clause[0].lhs, RelationLhs::Element(c, _) if c == "m"));
         assert_eq!(s.ann.as_ref().map(|(c, _)| c.as_str()), Some("v"));
-        let Statement::AlterType { add, renames, .. } = parse("ALTER TYPE addr RENAME a TO b AND c TO d") else { panic!("not an alter type") };
+        let Statement::AlterType { add, renames, .. } =
+            parse("ALTER TYPE addr RENAME a TO b AND c TO d")
+        else {
+            panic!("not an alter type")
+        };
         assert!(add.is_none());
-        assert_eq!(renames, vec![("a".to_string(), "b".to_string()), ("c".to_string(), "d".to_string())]);
-        let Statement::Select(s) = parse("SELECT m['a'..'z'], s[3], m[..'q'] FROM t") else { panic!("not a select") };
-        assert!(matches!(&s.selectors[0].selector, Selector::Slice { from: Some(_), to: Some(_), .. }));
+        assert_eq!(
+            renames,
+            vec![
+                ("a".to_string(), "b".to_string()),
+                ("c".to_string(), "d".to_string())
+            ]
+        );
+        let Statement::Select(s) = parse("SELECT m['a'..'z'], s[3], m[..'q'] FROM t") else {
+            panic!("not a select")
+        };
+        assert!(matches!(
+            &s.selectors[0].selector,
+            Selector::Slice {
+                from: Some(_),
+                to: Some(_),
+                ..
+            }
+        ));
         assert!(matches!(&s.selectors[1].selector, Selector::Element { .. }));
-        assert!(matches!(&s.selectors[2].selector, Selector::Slice { from: None, to: Some(_), .. }));
+        assert!(matches!(
+            &s.selectors[2].selector,
+            Selector::Slice {
+                from: None,
+                to: Some(_),
+                ..
+            }
+        ));
     }
 
     #[test]
     fn syntax_errors_quote_the_source_as_cassandra_does() {
         // ten tokens back, whitespace runs counted, the failing token bracketed
-        let e = parse_statement("SELECT k, ttl(v) > 990 AS big FROM ttl").err().map(|e| e.message);
-        assert_eq!(e.as_deref(), Some("line 1:17 mismatched input '>' expecting K_FROM (SELECT k, ttl(v) [>]...)"));
-        let e = parse_statement("UPDATE lwt SET v = 8 WHERE k = 2 IF NOT EXISTS").err().map(|e| e.message);
-        assert_eq!(e.as_deref(), Some("line 1:36 no viable alternative at input 'NOT' (...WHERE k = 2 IF [NOT]...)"));
+        let e = parse_statement("SELECT k, ttl(v) > 990 AS big FROM ttl")
+            .err()
+            .map(|e| e.message);
+        assert_eq!(
+            e.as_deref(),
+            Some("line 1:17 mismatched input '>' expecting K_FROM (SELECT k, ttl(v) [>]...)")
+        );
+        let e = parse_statement("UPDATE lwt SET v = 8 WHERE k = 2 IF NOT EXISTS")
+            .err()
+            .map(|e| e.message);
+        assert_eq!(
+            e.as_deref(),
+            Some("line 1:36 no viable alternative at input 'NOT' (...WHERE k = 2 IF [NOT]...)")
+        );
     }
 }

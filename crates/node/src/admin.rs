@@ -41,7 +41,11 @@ fn parse_query(q: &str) -> HashMap<String, String> {
 }
 
 impl Admin {
-    pub async fn serve(self: Arc<Self>, listener: TcpListener, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    pub async fn serve(
+        self: Arc<Self>,
+        listener: TcpListener,
+        mut shutdown: tokio::sync::watch::Receiver<bool>,
+    ) {
         loop {
             tokio::select! {
                 r = listener.accept() => {
@@ -83,10 +87,16 @@ impl Admin {
 
     /// A table's store and its indexes' stores.
     fn stores(&self, t: &TableMetadata) -> Vec<Arc<sibyl_storage::ColumnFamilyStore>> {
-        std::iter::once(t.id).chain(t.indexes.iter().map(|ix| ix.store_id(t))).filter_map(|id| self.storage.table(id)).collect()
+        std::iter::once(t.id)
+            .chain(t.indexes.iter().map(|ix| ix.store_id(t)))
+            .filter_map(|id| self.storage.table(id))
+            .collect()
     }
 
-    fn tables(&self, q: &HashMap<String, String>) -> Result<Vec<Arc<TableMetadata>>, (&'static str, String)> {
+    fn tables(
+        &self,
+        q: &HashMap<String, String>,
+    ) -> Result<Vec<Arc<TableMetadata>>, (&'static str, String)> {
         let schema = self.qp.schema();
         let mut out = Vec::new();
         for ks in schema.keyspaces.values() {
@@ -118,14 +128,26 @@ impl Admin {
         Ok(out)
     }
 
-    async fn handle(&self, method: &str, path: &str, q: &HashMap<String, String>) -> Result<Value, (&'static str, String)> {
-        let server_err = |e: sibyl_storage::StorageError| ("500 Internal Server Error", e.to_string());
+    async fn handle(
+        &self,
+        method: &str,
+        path: &str,
+        q: &HashMap<String, String>,
+    ) -> Result<Value, (&'static str, String)> {
+        let server_err =
+            |e: sibyl_storage::StorageError| ("500 Internal Server Error", e.to_string());
         match (method, path) {
             ("POST", "/flush") => {
                 let mut flushed = 0;
                 for t in self.tables(q)? {
                     for cfs in self.stores(&t) {
-                        if self.storage.flush(&cfs).await.map_err(server_err)?.is_some() {
+                        if self
+                            .storage
+                            .flush(&cfs)
+                            .await
+                            .map_err(server_err)?
+                            .is_some()
+                        {
                             flushed += 1;
                         }
                     }
@@ -138,7 +160,13 @@ impl Admin {
                     for cfs in self.stores(&t) {
                         self.storage.flush(&cfs).await.map_err(server_err)?;
                         let split = q.get("split").is_some_and(|v| v == "true");
-                        if self.storage.compact_with(&cfs, true, split).await.map_err(server_err)?.is_some() {
+                        if self
+                            .storage
+                            .compact_with(&cfs, true, split)
+                            .await
+                            .map_err(server_err)?
+                            .is_some()
+                        {
                             compacted += 1;
                         }
                     }
@@ -197,15 +225,26 @@ impl Admin {
             ("GET", "/tablestats") => {
                 let mut out = Vec::new();
                 for t in self.tables(q)? {
-                    let Some(cfs) = self.storage.table(t.id) else { continue };
+                    let Some(cfs) = self.storage.table(t.id) else {
+                        continue;
+                    };
                     let ss = cfs.sstables();
-                    let fp: u64 = ss.iter().map(|s| s.bloom_false_positives.load(Ordering::Relaxed)).sum();
+                    let fp: u64 = ss
+                        .iter()
+                        .map(|s| s.bloom_false_positives.load(Ordering::Relaxed))
+                        .sum();
                     let partitions: u64 = ss.iter().map(|s| s.stats.partitions).sum();
                     let sizes = sibyl_storage::metrics::Histogram::default();
                     for s in &ss {
                         sizes.add_counts(&s.stats.partition_sizes);
                     }
-                    let ms = |h: &sibyl_storage::metrics::Histogram| if h.count() == 0 { f64::NAN } else { h.mean() / 1000.0 };
+                    let ms = |h: &sibyl_storage::metrics::Histogram| {
+                        if h.count() == 0 {
+                            f64::NAN
+                        } else {
+                            h.mean() / 1000.0
+                        }
+                    };
                     out.push(json!({
                         "keyspace": t.keyspace,
                         "table": t.name,
@@ -232,14 +271,19 @@ impl Admin {
                 use sibyl_storage::metrics::Histogram;
                 let mut out = Vec::new();
                 for t in self.tables(q)? {
-                    let Some(cfs) = self.storage.table(t.id) else { continue };
+                    let Some(cfs) = self.storage.table(t.id) else {
+                        continue;
+                    };
                     let (sizes, cells) = (Histogram::default(), Histogram::default());
                     for s in cfs.sstables() {
                         sizes.add_counts(&s.stats.partition_sizes);
                         cells.add_counts(&s.stats.cell_counts);
                     }
                     let column = |h: &Histogram| -> Vec<u64> {
-                        let mut v: Vec<u64> = [50.0, 75.0, 95.0, 98.0, 99.0].iter().map(|p| h.percentile(*p)).collect();
+                        let mut v: Vec<u64> = [50.0, 75.0, 95.0, 98.0, 99.0]
+                            .iter()
+                            .map(|p| h.percentile(*p))
+                            .collect();
                         v.push(h.min());
                         v.push(h.max());
                         v
@@ -257,9 +301,14 @@ impl Admin {
                 Ok(json!({ "tables": out }))
             }
             ("POST", "/snapshot") => {
-                let tag = q.get("tag").cloned().unwrap_or_else(|| (sibyl_types::timeuuid::timestamp_micros_now() / 1000).to_string());
+                let tag = q.get("tag").cloned().unwrap_or_else(|| {
+                    (sibyl_types::timeuuid::timestamp_micros_now() / 1000).to_string()
+                });
                 if tag.contains('/') || tag.is_empty() {
-                    return Err(("400 Bad Request", "Snapshot name must not be empty or contain '/'".into()));
+                    return Err((
+                        "400 Bad Request",
+                        "Snapshot name must not be empty or contain '/'".into(),
+                    ));
                 }
                 let mut n = 0;
                 for t in self.tables(q)? {
@@ -291,15 +340,17 @@ impl Admin {
                 }
                 Ok(json!({ "cleared": n }))
             }
-            ("GET", "/compactionthroughput") => {
-                Ok(json!({ "mb_per_sec": self.storage.compaction_throughput_bytes.load(Ordering::Relaxed) / (1024 * 1024) }))
-            }
+            ("GET", "/compactionthroughput") => Ok(
+                json!({ "mb_per_sec": self.storage.compaction_throughput_bytes.load(Ordering::Relaxed) / (1024 * 1024) }),
+            ),
             ("POST", "/compactionthroughput") => {
-                let mb: u64 = q
-                    .get("mb_per_sec")
-                    .and_then(|v| v.parse().ok())
-                    .ok_or(("400 Bad Request", "mb_per_sec must be a whole number".to_string()))?;
-                self.storage.compaction_throughput_bytes.store(mb * 1024 * 1024, Ordering::Relaxed);
+                let mb: u64 = q.get("mb_per_sec").and_then(|v| v.parse().ok()).ok_or((
+                    "400 Bad Request",
+                    "mb_per_sec must be a whole number".to_string(),
+                ))?;
+                self.storage
+                    .compaction_throughput_bytes
+                    .store(mb * 1024 * 1024, Ordering::Relaxed);
                 Ok(json!({ "mb_per_sec": mb }))
             }
             ("POST", "/invalidatekeycache") => {
@@ -311,7 +362,12 @@ impl Admin {
                 Ok(json!({}))
             }
             ("GET", "/status") | ("GET", "/info") => {
-                let load: u64 = self.storage.tables().iter().map(|t| t.live_disk_bytes()).sum();
+                let load: u64 = self
+                    .storage
+                    .tables()
+                    .iter()
+                    .map(|t| t.live_disk_bytes())
+                    .sum();
                 let (hits, misses) = self.storage.cache_stats();
                 Ok(json!({
                     "address": self.address,
@@ -330,12 +386,18 @@ impl Admin {
                     "pending_compactions": self.storage.pending_compactions(),
                 }))
             }
-            _ => Err(("404 Not Found", format!("unknown admin endpoint {method} {path}"))),
+            _ => Err((
+                "404 Not Found",
+                format!("unknown admin endpoint {method} {path}"),
+            )),
         }
     }
 }
 
-fn cache_json((entries, used, capacity): (usize, usize, u64), stats: &sibyl_storage::cache::CacheStats) -> serde_json::Value {
+fn cache_json(
+    (entries, used, capacity): (usize, usize, u64),
+    stats: &sibyl_storage::cache::CacheStats,
+) -> serde_json::Value {
     json!({
         "entries": entries,
         "size": used,

@@ -35,7 +35,11 @@ pub fn list_path() -> Bytes {
 }
 
 /// Elements of a collection value as cells keyed by path.
-pub fn collection_cells(typ: &CqlType, v: &[u8], wp: &WriteParams) -> Result<BTreeMap<Bytes, Cell>, String> {
+pub fn collection_cells(
+    typ: &CqlType,
+    v: &[u8],
+    wp: &WriteParams,
+) -> Result<BTreeMap<Bytes, Cell>, String> {
     let mut cells = BTreeMap::new();
     match typ {
         CqlType::List(_) => {
@@ -54,7 +58,11 @@ pub fn collection_cells(typ: &CqlType, v: &[u8], wp: &WriteParams) -> Result<BTr
             }
         }
         CqlType::Udt(_) => {
-            for (i, f) in value::deserialize_tuple(v).map_err(|e| e.to_string())?.into_iter().enumerate() {
+            for (i, f) in value::deserialize_tuple(v)
+                .map_err(|e| e.to_string())?
+                .into_iter()
+                .enumerate()
+            {
                 let path = Bytes::copy_from_slice(&(i as u16).to_be_bytes());
                 match f {
                     Some(f) => cells.insert(path, wp.cell(f)),
@@ -69,15 +77,25 @@ pub fn collection_cells(typ: &CqlType, v: &[u8], wp: &WriteParams) -> Result<BTr
 
 /// Writes a whole column value (or null) into `row`: a simple cell, or for a
 /// non-frozen collection a deletion of the old value plus one cell per element.
-pub fn set_column(row: &mut Row, name: &str, typ: &CqlType, v: Option<&Bytes>, wp: &WriteParams) -> Result<(), String> {
+pub fn set_column(
+    row: &mut Row,
+    name: &str,
+    typ: &CqlType,
+    v: Option<&Bytes>,
+    wp: &WriteParams,
+) -> Result<(), String> {
     let name: Arc<str> = name.into();
     if typ.is_multi_cell() {
-        let deletion = DeletionTime { marked_for_delete_at: wp.timestamp - 1, local_deletion_time: wp.now };
+        let deletion = DeletionTime {
+            marked_for_delete_at: wp.timestamp - 1,
+            local_deletion_time: wp.now,
+        };
         let cells = match v {
             Some(v) => collection_cells(typ, v, wp)?,
             None => BTreeMap::new(),
         };
-        row.cells.insert(name, ColumnData::Complex { deletion, cells });
+        row.cells
+            .insert(name, ColumnData::Complex { deletion, cells });
     } else {
         let cell = match v {
             Some(v) => wp.cell(v.clone()),
@@ -92,9 +110,17 @@ pub fn set_column(row: &mut Row, name: &str, typ: &CqlType, v: Option<&Bytes>, w
 pub fn add_cells(row: &mut Row, name: &str, cells: BTreeMap<Bytes, Cell>) {
     let name: Arc<str> = name.into();
     match row.cells.get_mut(&name) {
-        Some(ColumnData::Complex { cells: existing, .. }) => existing.extend(cells),
+        Some(ColumnData::Complex {
+            cells: existing, ..
+        }) => existing.extend(cells),
         _ => {
-            row.cells.insert(name, ColumnData::Complex { deletion: DeletionTime::LIVE, cells });
+            row.cells.insert(
+                name,
+                ColumnData::Complex {
+                    deletion: DeletionTime::LIVE,
+                    cells,
+                },
+            );
         }
     }
 }
@@ -109,9 +135,14 @@ pub fn column_value(row: &Row, name: &str, typ: &CqlType, now: i32) -> Option<By
                 None
             }
         }
-        ColumnData::Counter(c) => c.value.as_ref().filter(|_| c.is_live(now)).map(|ctx| Bytes::copy_from_slice(&sibyl_storage::counter::total(ctx).to_be_bytes())),
+        ColumnData::Counter(c) => {
+            c.value.as_ref().filter(|_| c.is_live(now)).map(|ctx| {
+                Bytes::copy_from_slice(&sibyl_storage::counter::total(ctx).to_be_bytes())
+            })
+        }
         ColumnData::Complex { cells, .. } => {
-            let mut live: Vec<(&Bytes, &Cell)> = cells.iter().filter(|(_, c)| c.is_live(now)).collect();
+            let mut live: Vec<(&Bytes, &Cell)> =
+                cells.iter().filter(|(_, c)| c.is_live(now)).collect();
             if live.is_empty() {
                 return None;
             }
@@ -119,7 +150,8 @@ pub fn column_value(row: &Row, name: &str, typ: &CqlType, now: i32) -> Option<By
                 CqlType::List(_) => {
                     // paths are timeuuids: order by their time, then bytes
                     live.sort_by(|a, b| CqlType::Timeuuid.compare(a.0, b.0));
-                    let elems: Vec<Bytes> = live.iter().filter_map(|(_, c)| c.value.clone()).collect();
+                    let elems: Vec<Bytes> =
+                        live.iter().filter_map(|(_, c)| c.value.clone()).collect();
                     Some(value::serialize_collection(&elems))
                 }
                 CqlType::Set(et) => {
@@ -129,8 +161,10 @@ pub fn column_value(row: &Row, name: &str, typ: &CqlType, now: i32) -> Option<By
                 }
                 CqlType::Map(kt, _) => {
                     live.sort_by(|a, b| kt.compare(a.0, b.0));
-                    let pairs: Vec<(Bytes, Bytes)> =
-                        live.iter().map(|(p, c)| ((*p).clone(), c.value.clone().unwrap_or_default())).collect();
+                    let pairs: Vec<(Bytes, Bytes)> = live
+                        .iter()
+                        .map(|(p, c)| ((*p).clone(), c.value.clone().unwrap_or_default()))
+                        .collect();
                     Some(value::serialize_map(&pairs))
                 }
                 CqlType::Udt(u) => {

@@ -10,7 +10,10 @@ use std::time::Duration;
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read {path}: {source}")]
-    Read { path: String, source: std::io::Error },
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("invalid configuration in {path}: {message}")]
     Invalid { path: String, message: String },
 }
@@ -181,7 +184,9 @@ impl Default for Config {
 /// Parses `10s`, `100ms`, `1m`, `2h`, `1d`, `500us`, or a bare number in `default_unit_ms`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let n: f64 = num.parse().map_err(|_| format!("invalid duration '{s}'"))?;
     let ms = match unit.trim().to_ascii_lowercase().as_str() {
@@ -192,7 +197,11 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "d" | "days" => n * 86_400_000.0,
         "us" | "µs" | "microseconds" => n / 1000.0,
         "ns" | "nanoseconds" => n / 1_000_000.0,
-        _ => return Err(format!("invalid duration '{s}': unknown unit '{unit}' (use ms, s, m, h, d)")),
+        _ => {
+            return Err(format!(
+                "invalid duration '{s}': unknown unit '{unit}' (use ms, s, m, h, d)"
+            ))
+        }
     };
     Ok(Duration::from_secs_f64(ms / 1000.0))
 }
@@ -208,7 +217,11 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "KiB" => 1024,
         "MiB" => 1024 * 1024,
         "GiB" => 1024 * 1024 * 1024,
-        _ => return Err(format!("invalid size '{s}': unknown unit '{unit}' (use B, KiB, MiB, GiB)")),
+        _ => {
+            return Err(format!(
+                "invalid size '{s}': unknown unit '{unit}' (use B, KiB, MiB, GiB)"
+            ))
+        }
     };
     Ok(n * mult)
 }
@@ -217,7 +230,10 @@ impl Config {
     /// Reads a YAML file with `cassandra.yaml` key names.
     pub fn load(path: &std::path::Path) -> Result<Config, ConfigError> {
         let p = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read { path: p.clone(), source: e })?;
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+            path: p.clone(),
+            source: e,
+        })?;
         Self::parse(&text).map_err(|message| ConfigError::Invalid { path: p, message })
     }
 
@@ -229,12 +245,13 @@ impl Config {
             serde_yaml::from_str(text).map_err(|e| e.to_string())?
         };
         let mut c = Config::default();
-        let dur = |new: &Option<String>, old: Option<u64>, cur: Duration| -> Result<Duration, String> {
-            if let Some(s) = new {
-                return parse_duration(s);
-            }
-            Ok(old.map(Duration::from_millis).unwrap_or(cur))
-        };
+        let dur =
+            |new: &Option<String>, old: Option<u64>, cur: Duration| -> Result<Duration, String> {
+                if let Some(s) = new {
+                    return parse_duration(s);
+                }
+                Ok(old.map(Duration::from_millis).unwrap_or(cur))
+            };
         if let Some(v) = raw.cluster_name {
             c.cluster_name = v;
         }
@@ -265,19 +282,33 @@ impl Config {
         }
         c.commitlog_directory = match raw.commitlog_directory {
             Some(v) => PathBuf::from(v),
-            None => c.data_file_directories[0].parent().map(|p| p.join("commitlog")).unwrap_or_else(|| PathBuf::from("commitlog")),
+            None => c.data_file_directories[0]
+                .parent()
+                .map(|p| p.join("commitlog"))
+                .unwrap_or_else(|| PathBuf::from("commitlog")),
         };
         if let Some(v) = raw.commitlog_sync {
             c.commitlog_sync = match v.as_str() {
                 "periodic" => CommitLogSync::Periodic,
                 "batch" => CommitLogSync::Batch,
                 "group" => CommitLogSync::Group,
-                other => return Err(format!("commitlog_sync must be periodic, batch or group, not '{other}'")),
+                other => {
+                    return Err(format!(
+                        "commitlog_sync must be periodic, batch or group, not '{other}'"
+                    ))
+                }
             };
         }
-        c.commitlog_sync_period = dur(&raw.commitlog_sync_period, raw.commitlog_sync_period_in_ms, c.commitlog_sync_period)?;
-        c.commitlog_sync_group_window =
-            dur(&raw.commitlog_sync_group_window, raw.commitlog_sync_group_window_in_ms, c.commitlog_sync_group_window)?;
+        c.commitlog_sync_period = dur(
+            &raw.commitlog_sync_period,
+            raw.commitlog_sync_period_in_ms,
+            c.commitlog_sync_period,
+        )?;
+        c.commitlog_sync_group_window = dur(
+            &raw.commitlog_sync_group_window,
+            raw.commitlog_sync_group_window_in_ms,
+            c.commitlog_sync_group_window,
+        )?;
         if let Some(s) = raw.commitlog_segment_size {
             c.commitlog_segment_size_bytes = parse_size(&s)?;
         } else if let Some(mb) = raw.commitlog_segment_size_in_mb {
@@ -288,14 +319,39 @@ impl Config {
         } else if let Some(mb) = raw.native_transport_max_frame_size_in_mb {
             c.native_transport_max_frame_size_bytes = (mb * 1024 * 1024) as usize;
         }
-        c.read_request_timeout = dur(&raw.read_request_timeout, raw.read_request_timeout_in_ms, c.read_request_timeout)?;
-        c.write_request_timeout = dur(&raw.write_request_timeout, raw.write_request_timeout_in_ms, c.write_request_timeout)?;
-        c.range_request_timeout = dur(&raw.range_request_timeout, raw.range_request_timeout_in_ms, c.range_request_timeout)?;
-        c.request_timeout = dur(&raw.request_timeout, raw.request_timeout_in_ms, c.request_timeout)?;
-        let _ = dur(&raw.truncate_request_timeout, raw.truncate_request_timeout_in_ms, Duration::from_secs(60))?;
+        c.read_request_timeout = dur(
+            &raw.read_request_timeout,
+            raw.read_request_timeout_in_ms,
+            c.read_request_timeout,
+        )?;
+        c.write_request_timeout = dur(
+            &raw.write_request_timeout,
+            raw.write_request_timeout_in_ms,
+            c.write_request_timeout,
+        )?;
+        c.range_request_timeout = dur(
+            &raw.range_request_timeout,
+            raw.range_request_timeout_in_ms,
+            c.range_request_timeout,
+        )?;
+        c.request_timeout = dur(
+            &raw.request_timeout,
+            raw.request_timeout_in_ms,
+            c.request_timeout,
+        )?;
+        let _ = dur(
+            &raw.truncate_request_timeout,
+            raw.truncate_request_timeout_in_ms,
+            Duration::from_secs(60),
+        )?;
         if let Some(v) = raw.authenticator {
-            if !matches!(v.as_str(), "AllowAllAuthenticator" | "org.apache.cassandra.auth.AllowAllAuthenticator") {
-                return Err(format!("authenticator '{v}' is not supported yet (only AllowAllAuthenticator)"));
+            if !matches!(
+                v.as_str(),
+                "AllowAllAuthenticator" | "org.apache.cassandra.auth.AllowAllAuthenticator"
+            ) {
+                return Err(format!(
+                    "authenticator '{v}' is not supported yet (only AllowAllAuthenticator)"
+                ));
             }
             c.authenticator = v;
         }
@@ -323,13 +379,30 @@ impl Config {
             }
             Ok(old_mb.map(|mb| mb * 1024 * 1024).unwrap_or(cur))
         };
-        c.memtable_heap_space_bytes = size(&raw.memtable_heap_space, raw.memtable_heap_space_in_mb, c.memtable_heap_space_bytes)?;
-        c.commitlog_total_space_bytes = size(&raw.commitlog_total_space, raw.commitlog_total_space_in_mb, c.commitlog_total_space_bytes)?;
-        c.file_cache_size_bytes = size(&raw.file_cache_size, raw.file_cache_size_in_mb, c.file_cache_size_bytes)?;
+        c.memtable_heap_space_bytes = size(
+            &raw.memtable_heap_space,
+            raw.memtable_heap_space_in_mb,
+            c.memtable_heap_space_bytes,
+        )?;
+        c.commitlog_total_space_bytes = size(
+            &raw.commitlog_total_space,
+            raw.commitlog_total_space_in_mb,
+            c.commitlog_total_space_bytes,
+        )?;
+        c.file_cache_size_bytes = size(
+            &raw.file_cache_size,
+            raw.file_cache_size_in_mb,
+            c.file_cache_size_bytes,
+        )?;
         // an empty key_cache_size means "auto", as in cassandra.yaml
         let key_cache = raw.key_cache_size.filter(|s| !s.trim().is_empty());
-        c.key_cache_size_bytes = size(&key_cache, raw.key_cache_size_in_mb, c.key_cache_size_bytes)?;
-        c.row_cache_size_bytes = size(&raw.row_cache_size, raw.row_cache_size_in_mb, c.row_cache_size_bytes)?;
+        c.key_cache_size_bytes =
+            size(&key_cache, raw.key_cache_size_in_mb, c.key_cache_size_bytes)?;
+        c.row_cache_size_bytes = size(
+            &raw.row_cache_size,
+            raw.row_cache_size_in_mb,
+            c.row_cache_size_bytes,
+        )?;
         if let Some(v) = raw.concurrent_compactors {
             if v == 0 {
                 return Err("concurrent_compactors must be at least 1".into());
@@ -360,7 +433,9 @@ impl Config {
                 "stop" => C::Stop,
                 "stop_commit" => C::StopCommit,
                 "ignore" => C::Ignore,
-                other => return Err(format!("commit_failure_policy must be die, stop, stop_commit or ignore, not '{other}'")),
+                other => return Err(format!(
+                    "commit_failure_policy must be die, stop, stop_commit or ignore, not '{other}'"
+                )),
             };
         }
         if let Some(v) = raw.auto_snapshot {
@@ -375,8 +450,18 @@ impl Config {
         if let Some(v) = raw.start_native_transport {
             c.start_native_transport = v;
         }
-        let _ = (raw.broadcast_address, raw.broadcast_rpc_address, raw.hints_directory, raw.saved_caches_directory);
-        let _ = (raw.commitlog_sync_batch_window_in_ms, raw.authorizer, raw.native_transport_max_concurrent_requests_in_bytes, raw.seed_provider);
+        let _ = (
+            raw.broadcast_address,
+            raw.broadcast_rpc_address,
+            raw.hints_directory,
+            raw.saved_caches_directory,
+        );
+        let _ = (
+            raw.commitlog_sync_batch_window_in_ms,
+            raw.authorizer,
+            raw.native_transport_max_concurrent_requests_in_bytes,
+            raw.seed_provider,
+        );
         Ok(c)
     }
 }

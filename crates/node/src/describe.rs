@@ -11,8 +11,14 @@ use sibyl_types::CqlType;
 /// Quotes an identifier if CQL needs it.
 pub fn quote(name: &str) -> String {
     let plain = !name.is_empty()
-        && name.chars().next().map(|c| c.is_ascii_lowercase()).unwrap_or(false)
-        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && name
+            .chars()
+            .next()
+            .map(|c| c.is_ascii_lowercase())
+            .unwrap_or(false)
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
         && !RESERVED.contains(&name);
     if plain {
         name.to_string()
@@ -22,10 +28,59 @@ pub fn quote(name: &str) -> String {
 }
 
 const RESERVED: &[&str] = &[
-    "add", "allow", "alter", "and", "apply", "asc", "authorize", "batch", "begin", "by", "columnfamily", "create", "delete", "desc",
-    "describe", "drop", "entries", "execute", "from", "full", "grant", "if", "in", "index", "infinity", "insert", "into", "keyspace",
-    "limit", "modify", "nan", "norecursive", "not", "null", "of", "on", "order", "primary", "rename", "revoke", "schema", "select",
-    "set", "table", "to", "token", "truncate", "unlogged", "update", "use", "using", "where", "with",
+    "add",
+    "allow",
+    "alter",
+    "and",
+    "apply",
+    "asc",
+    "authorize",
+    "batch",
+    "begin",
+    "by",
+    "columnfamily",
+    "create",
+    "delete",
+    "desc",
+    "describe",
+    "drop",
+    "entries",
+    "execute",
+    "from",
+    "full",
+    "grant",
+    "if",
+    "in",
+    "index",
+    "infinity",
+    "insert",
+    "into",
+    "keyspace",
+    "limit",
+    "modify",
+    "nan",
+    "norecursive",
+    "not",
+    "null",
+    "of",
+    "on",
+    "order",
+    "primary",
+    "rename",
+    "revoke",
+    "schema",
+    "select",
+    "set",
+    "table",
+    "to",
+    "token",
+    "truncate",
+    "unlogged",
+    "update",
+    "use",
+    "using",
+    "where",
+    "with",
 ];
 
 fn cql_string(s: &str) -> String {
@@ -33,12 +88,19 @@ fn cql_string(s: &str) -> String {
 }
 
 fn cql_map(m: &std::collections::BTreeMap<String, String>) -> String {
-    let inner: Vec<String> = m.iter().map(|(k, v)| format!("{}: {}", cql_string(k), cql_string(v))).collect();
+    let inner: Vec<String> = m
+        .iter()
+        .map(|(k, v)| format!("{}: {}", cql_string(k), cql_string(v)))
+        .collect();
     format!("{{{}}}", inner.join(", "))
 }
 
 fn short_class(c: &str) -> String {
-    for p in ["org.apache.cassandra.locator.", "org.apache.cassandra.db.compaction.", "org.apache.cassandra.io.compress."] {
+    for p in [
+        "org.apache.cassandra.locator.",
+        "org.apache.cassandra.db.compaction.",
+        "org.apache.cassandra.io.compress.",
+    ] {
         if let Some(s) = c.strip_prefix(p) {
             return s.to_string();
         }
@@ -88,7 +150,11 @@ pub fn table_cql(t: &TableMetadata, with_internals: bool) -> String {
     }
     if !single_pk {
         let pk: Vec<String> = t.partition_key().iter().map(|c| quote(&c.name)).collect();
-        let pk = if pk.len() == 1 { pk[0].clone() } else { format!("({})", pk.join(", ")) };
+        let pk = if pk.len() == 1 {
+            pk[0].clone()
+        } else {
+            format!("({})", pk.join(", "))
+        };
         let mut parts = vec![pk];
         parts.extend(t.clustering().iter().map(|c| quote(&c.name)));
         lines.push(format!("    PRIMARY KEY ({})", parts.join(", ")));
@@ -98,32 +164,56 @@ pub fn table_cql(t: &TableMetadata, with_internals: bool) -> String {
     let p = &t.params;
     let mut opts = Vec::new();
     if t.clustering_count > 0 {
-        let order: Vec<String> =
-            t.clustering().iter().map(|c| format!("{} {}", quote(&c.name), if c.reversed { "DESC" } else { "ASC" })).collect();
+        let order: Vec<String> = t
+            .clustering()
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} {}",
+                    quote(&c.name),
+                    if c.reversed { "DESC" } else { "ASC" }
+                )
+            })
+            .collect();
         opts.push(format!("CLUSTERING ORDER BY ({})", order.join(", ")));
     }
     if with_internals {
         opts.push(format!("ID = {}", t.id));
     }
-    opts.push(format!("additional_write_policy = {}", cql_string(&p.additional_write_policy)));
+    opts.push(format!(
+        "additional_write_policy = {}",
+        cql_string(&p.additional_write_policy)
+    ));
     opts.push(format!("allow_auto_snapshot = {}", p.allow_auto_snapshot));
-    opts.push(format!("bloom_filter_fp_chance = {}", p.bloom_filter_fp_chance));
+    opts.push(format!(
+        "bloom_filter_fp_chance = {}",
+        p.bloom_filter_fp_chance
+    ));
     opts.push(format!("caching = {}", cql_map(&p.caching)));
     opts.push(format!("cdc = {}", p.cdc));
     opts.push(format!("comment = {}", cql_string(&p.comment)));
     opts.push(format!("compaction = {}", cql_map(&p.compaction)));
     opts.push(format!("compression = {}", cql_map(&p.compression)));
     opts.push(format!("memtable = {}", cql_string(&p.memtable)));
-    opts.push(format!("crc_check_chance = {}", fmt_double(p.crc_check_chance)));
+    opts.push(format!(
+        "crc_check_chance = {}",
+        fmt_double(p.crc_check_chance)
+    ));
     opts.push(format!("default_time_to_live = {}", p.default_time_to_live));
     opts.push("extensions = {}".to_string());
     opts.push(format!("gc_grace_seconds = {}", p.gc_grace_seconds));
     opts.push(format!("incremental_backups = {}", p.incremental_backups));
     opts.push(format!("max_index_interval = {}", p.max_index_interval));
-    opts.push(format!("memtable_flush_period_in_ms = {}", p.memtable_flush_period_in_ms));
+    opts.push(format!(
+        "memtable_flush_period_in_ms = {}",
+        p.memtable_flush_period_in_ms
+    ));
     opts.push(format!("min_index_interval = {}", p.min_index_interval));
     opts.push(format!("read_repair = {}", cql_string(&p.read_repair)));
-    opts.push(format!("speculative_retry = {}", cql_string(&p.speculative_retry)));
+    opts.push(format!(
+        "speculative_retry = {}",
+        cql_string(&p.speculative_retry)
+    ));
     s.push_str(&opts.join("\n    AND "));
     s.push(';');
     s
@@ -131,12 +221,26 @@ pub fn table_cql(t: &TableMetadata, with_internals: bool) -> String {
 
 /// `CREATE TYPE` text.
 pub fn type_cql(u: &sibyl_types::UserType) -> String {
-    let fields: Vec<String> = u.fields.iter().map(|(n, t)| format!("    {} {}", quote(n), t)).collect();
-    format!("CREATE TYPE {}.{} (\n{}\n);", quote(&u.keyspace), quote(&u.name), fields.join(",\n"))
+    let fields: Vec<String> = u
+        .fields
+        .iter()
+        .map(|(n, t)| format!("    {} {}", quote(n), t))
+        .collect();
+    format!(
+        "CREATE TYPE {}.{} (\n{}\n);",
+        quote(&u.keyspace),
+        quote(&u.name),
+        fields.join(",\n")
+    )
 }
 
 fn spec(name: &str) -> ColumnSpec {
-    ColumnSpec { keyspace: String::new(), table: String::new(), name: name.into(), typ: CqlType::Text }
+    ColumnSpec {
+        keyspace: String::new(),
+        table: String::new(),
+        name: name.into(),
+        typ: CqlType::Text,
+    }
 }
 
 fn t(s: &str) -> Option<Bytes> {
@@ -159,19 +263,39 @@ fn rows_result(with_stmt: bool, rows: Vec<(String, String, String, Option<String
         })
         .collect();
     Outcome {
-        body: ResultBody::Rows { metadata: RowsMetadata { columns, ..Default::default() }, rows },
+        body: ResultBody::Rows {
+            metadata: RowsMetadata {
+                columns,
+                ..Default::default()
+            },
+            rows,
+        },
         warnings: Vec::new(),
         event: None,
     }
 }
 
-fn keyspace_elements(ks: &KeyspaceMetadata, with_internals: bool, only: bool) -> Vec<(String, String, String, Option<String>)> {
-    let mut rows = vec![(ks.name.clone(), "keyspace".to_string(), ks.name.clone(), Some(keyspace_cql(ks)))];
+fn keyspace_elements(
+    ks: &KeyspaceMetadata,
+    with_internals: bool,
+    only: bool,
+) -> Vec<(String, String, String, Option<String>)> {
+    let mut rows = vec![(
+        ks.name.clone(),
+        "keyspace".to_string(),
+        ks.name.clone(),
+        Some(keyspace_cql(ks)),
+    )];
     if only {
         return rows;
     }
     for u in ks.types.values() {
-        rows.push((ks.name.clone(), "type".into(), u.name.clone(), Some(type_cql(u))));
+        rows.push((
+            ks.name.clone(),
+            "type".into(),
+            u.name.clone(),
+            Some(type_cql(u)),
+        ));
     }
     for tm in ks.tables.values() {
         rows.extend(table_elements(tm, with_internals));
@@ -180,10 +304,23 @@ fn keyspace_elements(ks: &KeyspaceMetadata, with_internals: bool, only: bool) ->
 }
 
 /// A table and its indexes, as DESCRIBE TABLE lists them.
-fn table_elements(tm: &TableMetadata, with_internals: bool) -> Vec<(String, String, String, Option<String>)> {
-    let mut rows = vec![(tm.keyspace.clone(), "table".to_string(), tm.name.clone(), Some(table_cql(tm, with_internals)))];
+fn table_elements(
+    tm: &TableMetadata,
+    with_internals: bool,
+) -> Vec<(String, String, String, Option<String>)> {
+    let mut rows = vec![(
+        tm.keyspace.clone(),
+        "table".to_string(),
+        tm.name.clone(),
+        Some(table_cql(tm, with_internals)),
+    )];
     for ix in &tm.indexes {
-        rows.push((tm.keyspace.clone(), "index".into(), ix.name.clone(), Some(index_cql(tm, ix))));
+        rows.push((
+            tm.keyspace.clone(),
+            "index".into(),
+            ix.name.clone(),
+            Some(index_cql(tm, ix)),
+        ));
     }
     rows
 }
@@ -192,29 +329,71 @@ fn table_elements(tm: &TableMetadata, with_internals: bool) -> Vec<(String, Stri
 pub fn index_cql(tm: &TableMetadata, ix: &crate::index::IndexMetadata) -> String {
     let on = format!("{}.{}", quote(&tm.keyspace), quote(&tm.name));
     match &ix.custom_class {
-        Some(c) => format!("CREATE CUSTOM INDEX {} ON {on} ({}) USING {};", quote(&ix.name), ix.target_string(), cql_string(c)),
-        None => format!("CREATE INDEX {} ON {on} ({});", quote(&ix.name), ix.target_string()),
+        Some(c) => format!(
+            "CREATE CUSTOM INDEX {} ON {on} ({}) USING {};",
+            quote(&ix.name),
+            ix.target_string(),
+            cql_string(c)
+        ),
+        None => format!(
+            "CREATE INDEX {} ON {on} ({});",
+            quote(&ix.name),
+            ix.target_string()
+        ),
     }
 }
 
-fn find_index<'a>(ks: &'a KeyspaceMetadata, name: &str) -> Option<(&'a TableMetadata, &'a crate::index::IndexMetadata)> {
-    ks.tables.values().find_map(|t| t.indexes.iter().find(|ix| ix.name == name).map(|ix| (t.as_ref(), ix)))
+fn find_index<'a>(
+    ks: &'a KeyspaceMetadata,
+    name: &str,
+) -> Option<(&'a TableMetadata, &'a crate::index::IndexMetadata)> {
+    ks.tables.values().find_map(|t| {
+        t.indexes
+            .iter()
+            .find(|ix| ix.name == name)
+            .map(|ix| (t.as_ref(), ix))
+    })
 }
 
-pub fn describe(qp: &QueryProcessor, d: &DescribeStatement, client: &ClientState) -> Result<Outcome> {
+pub fn describe(
+    qp: &QueryProcessor,
+    d: &DescribeStatement,
+    client: &ClientState,
+) -> Result<Outcome> {
     let schema = qp.schema();
     let current_ks = || -> Result<String> {
-        client.keyspace.clone().ok_or_else(|| Error::Invalid("No keyspace specified and no current keyspace".into()))
+        client
+            .keyspace
+            .clone()
+            .ok_or_else(|| Error::Invalid("No keyspace specified and no current keyspace".into()))
     };
     match &d.what {
         Describe::Cluster => {
             let columns = vec![spec("cluster"), spec("partitioner"), spec("snitch")];
-            let rows = vec![vec![t(&qp.cluster_name), t("Murmur3Partitioner"), t("DynamicEndpointSnitch")]];
-            Ok(Outcome { body: ResultBody::Rows { metadata: RowsMetadata { columns, ..Default::default() }, rows }, warnings: Vec::new(), event: None })
+            let rows = vec![vec![
+                t(&qp.cluster_name),
+                t("Murmur3Partitioner"),
+                t("DynamicEndpointSnitch"),
+            ]];
+            Ok(Outcome {
+                body: ResultBody::Rows {
+                    metadata: RowsMetadata {
+                        columns,
+                        ..Default::default()
+                    },
+                    rows,
+                },
+                warnings: Vec::new(),
+                event: None,
+            })
         }
         Describe::Keyspaces => Ok(rows_result(
             false,
-            schema.keyspaces.values().map(|k| (k.name.clone(), "keyspace".into(), k.name.clone(), None)).collect(),
+            schema
+                .keyspaces
+                .values()
+                .map(|k| (k.name.clone(), "keyspace".into(), k.name.clone(), None))
+                .collect(),
         )),
         Describe::Tables => {
             let mut rows = Vec::new();
@@ -250,16 +429,25 @@ pub fn describe(qp: &QueryProcessor, d: &DescribeStatement, client: &ClientState
                 Some(n) => n.clone(),
                 None => current_ks()?,
             };
-            let ks = schema.keyspace(&n).ok_or_else(|| Error::Invalid(format!("'{n}' not found in keyspaces")))?;
-            Ok(rows_result(true, keyspace_elements(ks, d.with_internals, *only)))
+            let ks = schema
+                .keyspace(&n)
+                .ok_or_else(|| Error::Invalid(format!("'{n}' not found in keyspaces")))?;
+            Ok(rows_result(
+                true,
+                keyspace_elements(ks, d.with_internals, *only),
+            ))
         }
         Describe::Table(q) => {
             let k = match &q.keyspace {
                 Some(k) => k.clone(),
                 None => current_ks()?,
             };
-            let ks = schema.keyspace(&k).ok_or_else(|| Error::Invalid(format!("'{k}' not found in keyspaces")))?;
-            let tm = ks.tables.get(&q.name).ok_or_else(|| Error::Invalid(format!("'{}' not found in keyspace '{}'", q.name, k)))?;
+            let ks = schema
+                .keyspace(&k)
+                .ok_or_else(|| Error::Invalid(format!("'{k}' not found in keyspaces")))?;
+            let tm = ks.tables.get(&q.name).ok_or_else(|| {
+                Error::Invalid(format!("'{}' not found in keyspace '{}'", q.name, k))
+            })?;
             Ok(rows_result(true, table_elements(tm, d.with_internals)))
         }
         Describe::Type(q) => {
@@ -267,19 +455,43 @@ pub fn describe(qp: &QueryProcessor, d: &DescribeStatement, client: &ClientState
                 Some(k) => k.clone(),
                 None => current_ks()?,
             };
-            let ks = schema.keyspace(&k).ok_or_else(|| Error::Invalid(format!("'{k}' not found in keyspaces")))?;
-            let u = ks.types.get(&q.name).ok_or_else(|| Error::Invalid(format!("User defined type '{}' not found in '{}'", q.name, k)))?;
-            Ok(rows_result(true, vec![(k.clone(), "type".into(), u.name.clone(), Some(type_cql(u)))]))
+            let ks = schema
+                .keyspace(&k)
+                .ok_or_else(|| Error::Invalid(format!("'{k}' not found in keyspaces")))?;
+            let u = ks.types.get(&q.name).ok_or_else(|| {
+                Error::Invalid(format!(
+                    "User defined type '{}' not found in '{}'",
+                    q.name, k
+                ))
+            })?;
+            Ok(rows_result(
+                true,
+                vec![(k.clone(), "type".into(), u.name.clone(), Some(type_cql(u)))],
+            ))
         }
         Describe::Index(q) => {
             let k = match &q.keyspace {
                 Some(k) => k.clone(),
                 None => current_ks()?,
             };
-            let ks = schema.keyspace(&k).ok_or_else(|| Error::Invalid(format!("'{k}' not found in keyspaces")))?;
-            let (tm, ix) = find_index(ks, &q.name)
-                .ok_or_else(|| Error::Invalid(format!("Table for existing index '{}' not found in '{}'", q.name, k)))?;
-            Ok(rows_result(true, vec![(k.clone(), "index".into(), ix.name.clone(), Some(index_cql(tm, ix)))]))
+            let ks = schema
+                .keyspace(&k)
+                .ok_or_else(|| Error::Invalid(format!("'{k}' not found in keyspaces")))?;
+            let (tm, ix) = find_index(ks, &q.name).ok_or_else(|| {
+                Error::Invalid(format!(
+                    "Table for existing index '{}' not found in '{}'",
+                    q.name, k
+                ))
+            })?;
+            Ok(rows_result(
+                true,
+                vec![(
+                    k.clone(),
+                    "index".into(),
+                    ix.name.clone(),
+                    Some(index_cql(tm, ix)),
+                )],
+            ))
         }
         Describe::Schema { full } => {
             let mut rows = Vec::new();
@@ -298,24 +510,44 @@ pub fn describe(qp: &QueryProcessor, d: &DescribeStatement, client: &ClientState
             // a keyspace, or a table/type in the current or given keyspace
             if q.keyspace.is_none() {
                 if let Some(ks) = schema.keyspace(&q.name) {
-                    return Ok(rows_result(true, keyspace_elements(ks, d.with_internals, false)));
+                    return Ok(rows_result(
+                        true,
+                        keyspace_elements(ks, d.with_internals, false),
+                    ));
                 }
             }
             let k = match &q.keyspace {
                 Some(k) => k.clone(),
-                None => current_ks().map_err(|_| Error::Invalid(format!("'{}' not found in keyspaces", q.name)))?,
+                None => current_ks()
+                    .map_err(|_| Error::Invalid(format!("'{}' not found in keyspaces", q.name)))?,
             };
-            let ks = schema.keyspace(&k).ok_or_else(|| Error::Invalid(format!("'{k}' not found in keyspaces")))?;
+            let ks = schema
+                .keyspace(&k)
+                .ok_or_else(|| Error::Invalid(format!("'{k}' not found in keyspaces")))?;
             if let Some(tm) = ks.tables.get(&q.name) {
                 return Ok(rows_result(true, table_elements(tm, d.with_internals)));
             }
             if let Some((tm, ix)) = find_index(ks, &q.name) {
-                return Ok(rows_result(true, vec![(k.clone(), "index".into(), ix.name.clone(), Some(index_cql(tm, ix)))]));
+                return Ok(rows_result(
+                    true,
+                    vec![(
+                        k.clone(),
+                        "index".into(),
+                        ix.name.clone(),
+                        Some(index_cql(tm, ix)),
+                    )],
+                ));
             }
             if let Some(u) = ks.types.get(&q.name) {
-                return Ok(rows_result(true, vec![(k.clone(), "type".into(), u.name.clone(), Some(type_cql(u)))]));
+                return Ok(rows_result(
+                    true,
+                    vec![(k.clone(), "type".into(), u.name.clone(), Some(type_cql(u)))],
+                ));
             }
-            Err(Error::Invalid(format!("'{}' not found in keyspace '{}'", q.name, k)))
+            Err(Error::Invalid(format!(
+                "'{}' not found in keyspace '{}'",
+                q.name, k
+            )))
         }
     }
 }

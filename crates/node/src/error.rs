@@ -16,19 +16,37 @@ pub enum Error {
     Config(String),
     /// ALREADY_EXISTS (0x2400)
     #[error("{message}")]
-    AlreadyExists { keyspace: String, table: String, message: String },
+    AlreadyExists {
+        keyspace: String,
+        table: String,
+        message: String,
+    },
     /// UNPREPARED (0x2500)
     #[error("Prepared query with ID {} not found (either the query was not prepared on this host (maybe the host has been restarted?) or you have prepared too many queries and it has been evicted from the internal cache)", hex(.0))]
     Unprepared(bytes::Bytes),
     /// UNAVAILABLE (0x1000)
     #[error("Cannot achieve consistency level {consistency}")]
-    Unavailable { consistency: Consistency, required: i32, alive: i32 },
+    Unavailable {
+        consistency: Consistency,
+        required: i32,
+        alive: i32,
+    },
     /// WRITE_TIMEOUT (0x1100)
     #[error("Operation timed out - received only {received} responses.")]
-    WriteTimeout { consistency: Consistency, received: i32, block_for: i32, write_type: String },
+    WriteTimeout {
+        consistency: Consistency,
+        received: i32,
+        block_for: i32,
+        write_type: String,
+    },
     /// READ_TIMEOUT (0x1200)
     #[error("Operation timed out - received only {received} responses.")]
-    ReadTimeout { consistency: Consistency, received: i32, block_for: i32, data_present: bool },
+    ReadTimeout {
+        consistency: Consistency,
+        received: i32,
+        block_for: i32,
+        data_present: bool,
+    },
     /// OVERLOADED (0x1001)
     #[error("{0}")]
     Overloaded(String),
@@ -43,7 +61,12 @@ pub enum Error {
     Unauthorized(String),
     /// FUNCTION_FAILURE (0x1400): a function threw while executing.
     #[error("{message}")]
-    FunctionFailure { keyspace: String, function: String, arg_types: Vec<String>, message: String },
+    FunctionFailure {
+        keyspace: String,
+        function: String,
+        arg_types: Vec<String>,
+        message: String,
+    },
     /// SERVER_ERROR (0x0000)
     #[error("{0}")]
     Server(String),

@@ -19,9 +19,13 @@ fn be8(b: &[u8]) -> Option<i64> {
 /// Milliseconds since the epoch of a timeuuid, timestamp or date value.
 pub fn millis_of(t: &CqlType, b: &[u8]) -> Option<i64> {
     match t.unfrozen() {
-        CqlType::Timeuuid => Some(sibyl_types::timeuuid::timeuuid_timestamp_millis(b.try_into().ok()?)),
+        CqlType::Timeuuid => Some(sibyl_types::timeuuid::timeuuid_timestamp_millis(
+            b.try_into().ok()?,
+        )),
         CqlType::Timestamp => be8(b),
-        CqlType::Date => Some((u32::from_be_bytes(b.try_into().ok()?) as i64 - DATE_EPOCH) * DAY_MILLIS),
+        CqlType::Date => {
+            Some((u32::from_be_bytes(b.try_into().ok()?) as i64 - DATE_EPOCH) * DAY_MILLIS)
+        }
         _ => None,
     }
 }
@@ -36,10 +40,14 @@ pub fn date_value(millis: i64) -> Bytes {
 
 /// `toDate`, `toTimestamp`, `toUnixTimestamp` of a time value.
 pub fn time_conversion(name: &str, t: &CqlType, b: &[u8]) -> Result<(CqlType, Bytes)> {
-    let millis = millis_of(t, b).ok_or_else(|| Error::Invalid(format!("Invalid argument to {name}")))?;
+    let millis =
+        millis_of(t, b).ok_or_else(|| Error::Invalid(format!("Invalid argument to {name}")))?;
     Ok(match name {
         "totimestamp" => (CqlType::Timestamp, timestamp_value(millis)),
-        "tounixtimestamp" => (CqlType::Bigint, Bytes::copy_from_slice(&millis.to_be_bytes())),
+        "tounixtimestamp" => (
+            CqlType::Bigint,
+            Bytes::copy_from_slice(&millis.to_be_bytes()),
+        ),
         _ => (CqlType::Date, date_value(millis)),
     })
 }
@@ -48,7 +56,10 @@ pub fn time_conversion(name: &str, t: &CqlType, b: &[u8]) -> Result<(CqlType, By
 pub fn time_conversion_accepts(name: &str, t: &CqlType) -> bool {
     match name {
         "todate" => matches!(t.unfrozen(), CqlType::Timeuuid | CqlType::Timestamp),
-        "totimestamp" | "tounixtimestamp" => matches!(t.unfrozen(), CqlType::Timeuuid | CqlType::Date | CqlType::Timestamp),
+        "totimestamp" | "tounixtimestamp" => matches!(
+            t.unfrozen(),
+            CqlType::Timeuuid | CqlType::Date | CqlType::Timestamp
+        ),
         _ => false,
     }
 }
@@ -90,8 +101,16 @@ pub fn arithmetic_type(a: &CqlType, b: &CqlType) -> Option<CqlType> {
     if (ra == 5 && floating(rb)) || (rb == 5 && floating(ra)) {
         return Some(CqlType::Decimal);
     }
-    let t = if ra >= rb { a.unfrozen().clone() } else { b.unfrozen().clone() };
-    Some(if t == CqlType::Counter { CqlType::Bigint } else { t })
+    let t = if ra >= rb {
+        a.unfrozen().clone()
+    } else {
+        b.unfrozen().clone()
+    };
+    Some(if t == CqlType::Counter {
+        CqlType::Bigint
+    } else {
+        t
+    })
 }
 
 fn num_of(t: &CqlType, b: &[u8]) -> Option<Num> {
@@ -108,7 +127,10 @@ fn num_of(t: &CqlType, b: &[u8]) -> Option<Num> {
                 return None;
             }
             let scale = i32::from_be_bytes(b[..4].try_into().ok()?);
-            Num::Dec(BigDecimal::new(BigInt::from_signed_bytes_be(&b[4..]), scale as i64))
+            Num::Dec(BigDecimal::new(
+                BigInt::from_signed_bytes_be(&b[4..]),
+                scale as i64,
+            ))
         }
         _ => return None,
     })
@@ -147,7 +169,11 @@ fn to_i64(n: &Num) -> i64 {
         Num::Float(f) => *f as i64,
         Num::Big(b) => {
             let bytes = b.to_signed_bytes_be();
-            let mut a = [if b.sign() == num_bigint::Sign::Minus { 0xff } else { 0 }; 8];
+            let mut a = [if b.sign() == num_bigint::Sign::Minus {
+                0xff
+            } else {
+                0
+            }; 8];
             let take = bytes.len().min(8);
             a[8 - take..].copy_from_slice(&bytes[bytes.len() - take..]);
             i64::from_be_bytes(a)
@@ -192,10 +218,24 @@ fn arith_failure(op: char, a: &CqlType, b: &CqlType, message: String) -> Error {
 }
 
 /// `a op b` for numeric values; null when either side is null.
-pub fn arithmetic(op: char, ta: &CqlType, a: Option<&Bytes>, tb: &CqlType, b: Option<&Bytes>) -> Result<Option<Bytes>> {
-    let rt = arithmetic_type(ta, tb).ok_or_else(|| Error::Invalid(format!("the '{op}' operation is not supported between {ta} and {tb}")))?;
-    let (Some(a), Some(b)) = (a, b) else { return Ok(None) };
-    let (Some(x), Some(y)) = (num_of(ta, a), num_of(tb, b)) else { return Ok(None) };
+pub fn arithmetic(
+    op: char,
+    ta: &CqlType,
+    a: Option<&Bytes>,
+    tb: &CqlType,
+    b: Option<&Bytes>,
+) -> Result<Option<Bytes>> {
+    let rt = arithmetic_type(ta, tb).ok_or_else(|| {
+        Error::Invalid(format!(
+            "the '{op}' operation is not supported between {ta} and {tb}"
+        ))
+    })?;
+    let (Some(a), Some(b)) = (a, b) else {
+        return Ok(None);
+    };
+    let (Some(x), Some(y)) = (num_of(ta, a), num_of(tb, b)) else {
+        return Ok(None);
+    };
     let out = match rt.unfrozen() {
         CqlType::Tinyint | CqlType::Smallint | CqlType::Int | CqlType::Bigint => {
             let (p, q) = (to_i64(&x), to_i64(&y));
@@ -217,13 +257,16 @@ pub fn arithmetic(op: char, ta: &CqlType, a: Option<&Bytes>, tb: &CqlType, b: Op
             };
             Num::Int(r)
         }
-        CqlType::Float | CqlType::Double => {
-            Num::Float(apply(op, to_f64(&x), to_f64(&y)))
-        }
+        CqlType::Float | CqlType::Double => Num::Float(apply(op, to_f64(&x), to_f64(&y))),
         CqlType::Varint => {
             let (p, q) = (to_big(&x), to_big(&y));
             if matches!(op, '/' | '%') && q == BigInt::from(0) {
-                return Err(arith_failure(op, ta, tb, "BigInteger divide by zero".into()));
+                return Err(arith_failure(
+                    op,
+                    ta,
+                    tb,
+                    "BigInteger divide by zero".into(),
+                ));
             }
             Num::Big(apply(op, p, q))
         }
@@ -242,7 +285,11 @@ pub fn arithmetic(op: char, ta: &CqlType, a: Option<&Bytes>, tb: &CqlType, b: Op
 /// `p op q` in a type with the arithmetic operators.
 fn apply<T>(op: char, p: T, q: T) -> T
 where
-    T: std::ops::Add<Output = T> + std::ops::Sub<Output = T> + std::ops::Mul<Output = T> + std::ops::Div<Output = T> + std::ops::Rem<Output = T>,
+    T: std::ops::Add<Output = T>
+        + std::ops::Sub<Output = T>
+        + std::ops::Mul<Output = T>
+        + std::ops::Div<Output = T>
+        + std::ops::Rem<Output = T>,
 {
     match op {
         '+' => p + q,
@@ -275,7 +322,8 @@ pub fn cast_supported(from: &CqlType, to: &CqlType) -> bool {
         return true;
     }
     if matches!(t, CqlType::Text | CqlType::Ascii) {
-        return !f.is_collection() && !matches!(f, CqlType::Udt(_) | CqlType::Tuple(_) | CqlType::Vector(..));
+        return !f.is_collection()
+            && !matches!(f, CqlType::Udt(_) | CqlType::Tuple(_) | CqlType::Vector(..));
     }
     matches!(
         (f, t),
@@ -288,10 +336,16 @@ pub fn cast_supported(from: &CqlType, to: &CqlType) -> bool {
 
 /// Cassandra's error for a CAST it has no function for.
 pub fn cast_error(to: &CqlType) -> Error {
-    let order = ["decimal", "float", "smallint", "tinyint", "double", "varint", "bigint", "int", "counter"];
+    let order = [
+        "decimal", "float", "smallint", "tinyint", "double", "varint", "bigint", "int", "counter",
+    ];
     let to_name = to.to_string();
     let sources: Vec<String> = if is_numeric(to) {
-        order.iter().filter(|n| **n != to_name).map(|n| format!("system.cast_as_{to_name} : ({n}) -> {to_name}")).collect()
+        order
+            .iter()
+            .filter(|n| **n != to_name)
+            .map(|n| format!("system.cast_as_{to_name} : ({n}) -> {to_name}"))
+            .collect()
     } else {
         match to.unfrozen() {
             CqlType::Date => vec!["timestamp", "timeuuid"],
@@ -314,7 +368,11 @@ pub fn abs(t: &CqlType, v: &Bytes) -> Option<Bytes> {
     let a = match n {
         Num::Int(i) => Num::Int(i.wrapping_abs()),
         Num::Float(f) => Num::Float(f.abs()),
-        Num::Big(b) => Num::Big(if b.sign() == num_bigint::Sign::Minus { -b } else { b }),
+        Num::Big(b) => Num::Big(if b.sign() == num_bigint::Sign::Minus {
+            -b
+        } else {
+            b
+        }),
         Num::Dec(d) => Num::Dec(d.abs()),
     };
     Some(encode_num(t, &a))
@@ -351,7 +409,10 @@ pub fn cast(from: &CqlType, to: &CqlType, v: &Bytes) -> Result<Bytes> {
 const DECIMAL_DIGITS: u64 = 32;
 
 fn decimal_context(digits: u64) -> bigdecimal::Context {
-    bigdecimal::Context::new(std::num::NonZeroU64::new(digits).unwrap_or(std::num::NonZeroU64::MIN), bigdecimal::RoundingMode::HalfUp)
+    bigdecimal::Context::new(
+        std::num::NonZeroU64::new(digits).unwrap_or(std::num::NonZeroU64::MIN),
+        bigdecimal::RoundingMode::HalfUp,
+    )
 }
 
 /// ln(x) for x > 0, to about 60 digits: x = m * 10^e with m in [1, 10),
@@ -399,12 +460,17 @@ fn java_round(f: f64) -> f64 {
 }
 
 fn log_failure(log10: bool) -> Error {
-    Error::Server(format!("java.lang.ArithmeticException: {} of number zero or less", if log10 { "Log10" } else { "Natural log" }))
+    Error::Server(format!(
+        "java.lang.ArithmeticException: {} of number zero or less",
+        if log10 { "Log10" } else { "Natural log" }
+    ))
 }
 
 /// `exp`, `log`, `log10` and `round` on one numeric value, typed as its argument.
 pub fn math(name: &str, t: &CqlType, v: &[u8]) -> Result<Option<Bytes>> {
-    let Some(n) = num_of(t, v) else { return Ok(None) };
+    let Some(n) = num_of(t, v) else {
+        return Ok(None);
+    };
     let out = match (&n, name) {
         (Num::Int(_), "round") | (Num::Big(_), "round") => n.clone(),
         (Num::Int(i), "exp") => Num::Int((*i as f64).exp() as i64),
@@ -412,7 +478,11 @@ pub fn math(name: &str, t: &CqlType, v: &[u8]) -> Result<Option<Bytes>> {
             if *i <= 0 {
                 return Err(log_failure(name == "log10"));
             }
-            Num::Int(if name == "log" { (*i as f64).ln() } else { (*i as f64).log10() } as i64)
+            Num::Int(if name == "log" {
+                (*i as f64).ln()
+            } else {
+                (*i as f64).log10()
+            } as i64)
         }
         (Num::Float(f), _) => {
             let single = t.unfrozen() == &CqlType::Float;
@@ -443,7 +513,11 @@ pub fn math(name: &str, t: &CqlType, v: &[u8]) -> Result<Option<Bytes>> {
             };
             let r = decimal_context(DECIMAL_DIGITS).round_decimal(r);
             match n {
-                Num::Big(_) => Num::Big(r.with_scale_round(0, bigdecimal::RoundingMode::Down).as_bigint_and_exponent().0),
+                Num::Big(_) => Num::Big(
+                    r.with_scale_round(0, bigdecimal::RoundingMode::Down)
+                        .as_bigint_and_exponent()
+                        .0,
+                ),
                 _ => Num::Dec(r),
             }
         }
@@ -492,10 +566,16 @@ pub fn mask_default(t: &CqlType) -> Bytes {
         CqlType::Tinyint => Bytes::from_static(&[0]),
         CqlType::Smallint => Bytes::from_static(&[0; 2]),
         CqlType::Int | CqlType::Float => Bytes::from_static(&[0; 4]),
-        CqlType::Bigint | CqlType::Counter | CqlType::Double | CqlType::Timestamp | CqlType::Time => Bytes::from_static(&[0; 8]),
+        CqlType::Bigint
+        | CqlType::Counter
+        | CqlType::Double
+        | CqlType::Timestamp
+        | CqlType::Time => Bytes::from_static(&[0; 8]),
         CqlType::Date => Bytes::copy_from_slice(&(1u32 << 31).to_be_bytes()),
         CqlType::Uuid => Bytes::from_static(&[0; 16]),
-        CqlType::Timeuuid => Bytes::copy_from_slice(uuid::Uuid::from_u128(0x0000_0000_0000_1000_8000_0000_0000_0000).as_bytes()),
+        CqlType::Timeuuid => Bytes::copy_from_slice(
+            uuid::Uuid::from_u128(0x0000_0000_0000_1000_8000_0000_0000_0000).as_bytes(),
+        ),
         CqlType::Decimal => Bytes::from_static(&[0, 0, 0, 0, 0]),
         CqlType::Varint => Bytes::from_static(&[0]),
         CqlType::Inet => Bytes::from_static(&[0; 4]),
@@ -537,29 +617,50 @@ pub fn mask_hash(v: &[u8], algorithm: &str) -> Result<Bytes> {
         "SHA-256" => sha2::Sha256::digest(v).to_vec(),
         "SHA-384" => sha2::Sha384::digest(v).to_vec(),
         "SHA-512" => sha2::Sha512::digest(v).to_vec(),
-        _ => return Err(Error::Invalid(format!("Hash algorithm not found: {algorithm}"))),
+        _ => {
+            return Err(Error::Invalid(format!(
+                "Hash algorithm not found: {algorithm}"
+            )))
+        }
     }))
 }
 
 /// The vector similarity functions, as Cassandra scales them to [0, 1].
 pub fn similarity(name: &str, a: &[u8], b: &[u8]) -> Result<Option<Bytes>> {
-    let floats = |v: &[u8]| -> Vec<f32> { v.chunks_exact(4).map(|c| f32::from_be_bytes([c[0], c[1], c[2], c[3]])).collect() };
+    let floats = |v: &[u8]| -> Vec<f32> {
+        v.chunks_exact(4)
+            .map(|c| f32::from_be_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    };
     let (x, y) = (floats(a), floats(b));
     if x.len() != y.len() {
-        return Err(Error::Invalid("All arguments must have the same vector dimensions".into()));
+        return Err(Error::Invalid(
+            "All arguments must have the same vector dimensions".into(),
+        ));
     }
     let dot: f32 = x.iter().zip(&y).map(|(p, q)| p * q).sum();
     let r = match name {
         "similarity_cosine" => {
-            let (nx, ny) = (x.iter().map(|p| p * p).sum::<f32>(), y.iter().map(|q| q * q).sum::<f32>());
+            let (nx, ny) = (
+                x.iter().map(|p| p * p).sum::<f32>(),
+                y.iter().map(|q| q * q).sum::<f32>(),
+            );
             if nx == 0.0 || ny == 0.0 {
-                return Err(Error::Invalid(format!("Function system.{name} doesn't support all-zero vectors.")));
+                return Err(Error::Invalid(format!(
+                    "Function system.{name} doesn't support all-zero vectors."
+                )));
             }
             // as Lucene's VectorUtil.cosine: the quotient taken in double
             let cos = (dot as f64 / (nx as f64 * ny as f64).sqrt()) as f32;
             (1.0 + cos) / 2.0
         }
-        "similarity_euclidean" => 1.0 / (1.0 + x.iter().zip(&y).map(|(p, q)| (p - q) * (p - q)).sum::<f32>()),
+        "similarity_euclidean" => {
+            1.0 / (1.0
+                + x.iter()
+                    .zip(&y)
+                    .map(|(p, q)| (p - q) * (p - q))
+                    .sum::<f32>())
+        }
         _ => (1.0 + dot) / 2.0,
     };
     Ok(Some(Bytes::copy_from_slice(&r.to_be_bytes())))
@@ -575,23 +676,63 @@ mod tests {
 
     #[test]
     fn arithmetic_promotes_and_wraps_like_java() {
-        let r = arithmetic('+', &CqlType::Int, Some(&int(i32::MAX)), &CqlType::Int, Some(&int(1))).unwrap().unwrap();
+        let r = arithmetic(
+            '+',
+            &CqlType::Int,
+            Some(&int(i32::MAX)),
+            &CqlType::Int,
+            Some(&int(1)),
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(r.as_ref(), &i32::MIN.to_be_bytes());
         let d = Bytes::copy_from_slice(&1.5f64.to_be_bytes());
-        let r = arithmetic('*', &CqlType::Int, Some(&int(3)), &CqlType::Double, Some(&d)).unwrap().unwrap();
+        let r = arithmetic(
+            '*',
+            &CqlType::Int,
+            Some(&int(3)),
+            &CqlType::Double,
+            Some(&d),
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(r.as_ref(), &4.5f64.to_be_bytes());
-        assert!(arithmetic('/', &CqlType::Int, Some(&int(3)), &CqlType::Int, Some(&int(0))).is_err());
-        assert_eq!(arithmetic('-', &CqlType::Int, None, &CqlType::Int, Some(&int(0))).unwrap(), None);
-        assert_eq!(arithmetic_type(&CqlType::Varint, &CqlType::Float), Some(CqlType::Decimal));
-        assert_eq!(arithmetic_type(&CqlType::Counter, &CqlType::Int), Some(CqlType::Bigint));
+        assert!(arithmetic(
+            '/',
+            &CqlType::Int,
+            Some(&int(3)),
+            &CqlType::Int,
+            Some(&int(0))
+        )
+        .is_err());
+        assert_eq!(
+            arithmetic('-', &CqlType::Int, None, &CqlType::Int, Some(&int(0))).unwrap(),
+            None
+        );
+        assert_eq!(
+            arithmetic_type(&CqlType::Varint, &CqlType::Float),
+            Some(CqlType::Decimal)
+        );
+        assert_eq!(
+            arithmetic_type(&CqlType::Counter, &CqlType::Int),
+            Some(CqlType::Bigint)
+        );
     }
 
     #[test]
     fn casts_between_numbers_times_and_text() {
-        assert_eq!(cast(&CqlType::Int, &CqlType::Text, &int(42)).unwrap().as_ref(), b"42");
+        assert_eq!(
+            cast(&CqlType::Int, &CqlType::Text, &int(42))
+                .unwrap()
+                .as_ref(),
+            b"42"
+        );
         let ts = Bytes::copy_from_slice(&(DAY_MILLIS * 3 + 5).to_be_bytes());
         let d = cast(&CqlType::Timestamp, &CqlType::Date, &ts).unwrap();
-        assert_eq!(u32::from_be_bytes(d.as_ref().try_into().unwrap()) as i64, DATE_EPOCH + 3);
+        assert_eq!(
+            u32::from_be_bytes(d.as_ref().try_into().unwrap()) as i64,
+            DATE_EPOCH + 3
+        );
         assert!(!cast_supported(&CqlType::Boolean, &CqlType::Int));
         assert!(cast_supported(&CqlType::Double, &CqlType::Tinyint));
     }
@@ -611,16 +752,55 @@ mod tests {
     #[test]
     fn math_functions_follow_java_and_32_digit_decimals() {
         // (int) Math.exp(3) = 20; logs of integers truncate; <= 0 fails
-        assert_eq!(math("exp", &CqlType::Int, &int(3)).unwrap().unwrap().as_ref(), &20i32.to_be_bytes());
-        assert_eq!(math("log10", &CqlType::Int, &int(1000)).unwrap().unwrap().as_ref(), &3i32.to_be_bytes());
+        assert_eq!(
+            math("exp", &CqlType::Int, &int(3))
+                .unwrap()
+                .unwrap()
+                .as_ref(),
+            &20i32.to_be_bytes()
+        );
+        assert_eq!(
+            math("log10", &CqlType::Int, &int(1000))
+                .unwrap()
+                .unwrap()
+                .as_ref(),
+            &3i32.to_be_bytes()
+        );
         assert!(math("log", &CqlType::Int, &int(0)).is_err());
         // Math.round(-2.5) = -2 (ties up), BigDecimal HALF_UP rounds -0.5 to -1
         let d = Bytes::copy_from_slice(&(-2.5f64).to_be_bytes());
-        assert_eq!(math("round", &CqlType::Double, &d).unwrap().unwrap().as_ref(), &(-2.0f64).to_be_bytes());
-        assert_eq!(dec_text(&math("round", &CqlType::Decimal, &dec("-0.5")).unwrap().unwrap()), "-1");
+        assert_eq!(
+            math("round", &CqlType::Double, &d)
+                .unwrap()
+                .unwrap()
+                .as_ref(),
+            &(-2.0f64).to_be_bytes()
+        );
+        assert_eq!(
+            dec_text(
+                &math("round", &CqlType::Decimal, &dec("-0.5"))
+                    .unwrap()
+                    .unwrap()
+            ),
+            "-1"
+        );
         // the values Cassandra 5.0.4 answered
-        assert_eq!(dec_text(&math("exp", &CqlType::Decimal, &dec("-0.5")).unwrap().unwrap()), "0.60653065971263342360379953499118");
-        assert_eq!(dec_text(&math("log", &CqlType::Decimal, &dec("12.345")).unwrap().unwrap()), "2.5132511227971428258519031715410");
+        assert_eq!(
+            dec_text(
+                &math("exp", &CqlType::Decimal, &dec("-0.5"))
+                    .unwrap()
+                    .unwrap()
+            ),
+            "0.60653065971263342360379953499118"
+        );
+        assert_eq!(
+            dec_text(
+                &math("log", &CqlType::Decimal, &dec("12.345"))
+                    .unwrap()
+                    .unwrap()
+            ),
+            "2.5132511227971428258519031715410"
+        );
     }
 
     #[test]
@@ -632,7 +812,13 @@ mod tests {
         assert_eq!(mask_hash(b"x", "md5").unwrap().len(), 16);
         assert!(mask_hash(b"x", "NOPE").is_err());
         let v = |xs: &[f32]| xs.iter().flat_map(|x| x.to_be_bytes()).collect::<Vec<u8>>();
-        let r = similarity("similarity_euclidean", &v(&[0.5, 0.5, 0.70710678]), &v(&[1.0, 0.0, 0.0])).unwrap().unwrap();
+        let r = similarity(
+            "similarity_euclidean",
+            &v(&[0.5, 0.5, 0.70710678]),
+            &v(&[1.0, 0.0, 0.0]),
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(f32::from_be_bytes(r.as_ref().try_into().unwrap()), 0.5);
         assert!(similarity("similarity_cosine", &v(&[0.0, 0.0]), &v(&[1.0, 0.0])).is_err());
         assert!(similarity("similarity_dot_product", &v(&[1.0]), &v(&[1.0, 0.0])).is_err());

@@ -44,7 +44,10 @@ pub enum StartError {
     #[error(transparent)]
     Storage(#[from] StorageError),
     #[error("cannot listen on {addr}: {source}")]
-    Listen { addr: String, source: std::io::Error },
+    Listen {
+        addr: String,
+        source: std::io::Error,
+    },
     #[error("cannot load the schema: {0}")]
     Schema(String),
     #[error("invalid address {0}")]
@@ -75,7 +78,13 @@ fn sync_mode(c: &Config) -> SyncMode {
 
 fn system_table(schema: &Schema, ks: &str, t: &str) -> Arc<TableMetadata> {
     schema.table(ks, t).cloned().unwrap_or_else(|| {
-        Arc::new(TableMetadata::new(ks, t, system_table_id(ks, t), Vec::new(), TableParams::default()))
+        Arc::new(TableMetadata::new(
+            ks,
+            t,
+            system_table_id(ks, t),
+            Vec::new(),
+            TableParams::default(),
+        ))
     })
 }
 
@@ -89,7 +98,8 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         segment_size_bytes: config.commitlog_segment_size_bytes,
         memtable_space_bytes: config.memtable_heap_space_bytes.max(1 << 20) as usize,
         // memtable_cleanup_threshold: 1 / (1 + memtable_flush_writers), 2 writers
-        memtable_flush_threshold_bytes: (config.memtable_heap_space_bytes / 3).max(1 << 20) as usize,
+        memtable_flush_threshold_bytes: (config.memtable_heap_space_bytes / 3).max(1 << 20)
+            as usize,
         commitlog_total_space_bytes: config.commitlog_total_space_bytes,
         chunk_cache_bytes: config.file_cache_size_bytes as usize,
         key_cache_bytes: config.key_cache_size_bytes,
@@ -125,7 +135,11 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         "replayed {} commit log entries from {} segments{}",
         user_stats.entries,
         stats.segments,
-        if user_stats.torn_tail { " (ignored a torn write at the end of the last segment)" } else { "" }
+        if user_stats.torn_tail {
+            " (ignored a torn write at the end of the last segment)"
+        } else {
+            ""
+        }
     );
     storage.start_commitlog(&dirty)?;
     schema.compute_version();
@@ -133,11 +147,19 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
     // 3. local node identity: host id and tokens survive restarts
     let local_t = system_table(&schema, "system", "local");
     let (host_id, tokens) = read_local_identity(&storage, &local_t, now).unwrap_or_else(|| {
-        let tokens: Vec<i64> = (0..config.num_tokens).map(|_| rand::random::<i64>()).collect();
+        let tokens: Vec<i64> = (0..config.num_tokens)
+            .map(|_| rand::random::<i64>())
+            .collect();
         (uuid::Uuid::new_v4(), tokens)
     });
-    let listen: IpAddr = config.listen_address.parse().map_err(|_| StartError::Address(config.listen_address.clone()))?;
-    let rpc: IpAddr = config.rpc_address.parse().map_err(|_| StartError::Address(config.rpc_address.clone()))?;
+    let listen: IpAddr = config
+        .listen_address
+        .parse()
+        .map_err(|_| StartError::Address(config.listen_address.clone()))?;
+    let rpc: IpAddr = config
+        .rpc_address
+        .parse()
+        .map_err(|_| StartError::Address(config.rpc_address.clone()))?;
 
     let mut qp = QueryProcessor::new(
         storage.clone(),
@@ -148,12 +170,23 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
     );
     qp.cluster_name = config.cluster_name.clone();
     qp.proxy.ring.write().add(
-        ring::Endpoint { host_id, address: listen, datacenter: DATA_CENTER.into(), rack: RACK.into() },
+        ring::Endpoint {
+            host_id,
+            address: listen,
+            datacenter: DATA_CENTER.into(),
+            rack: RACK.into(),
+        },
         &tokens,
     );
     let qp = Arc::new(qp);
     write_system_schema_rows(&storage, &schema).await?;
-    let local = LocalInfo { host_id, tokens: tokens.clone(), listen, rpc, config: config.clone() };
+    let local = LocalInfo {
+        host_id,
+        tokens: tokens.clone(),
+        listen,
+        rpc,
+        config: config.clone(),
+    };
     write_local_row(&storage, &local_t, &local, schema.version).await?;
     {
         let storage2 = storage.clone();
@@ -195,7 +228,13 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         });
     }
     let server_task = if config.start_native_transport {
-        let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| StartError::Listen { addr: addr.to_string(), source: e })?;
+        let listener =
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| StartError::Listen {
+                    addr: addr.to_string(),
+                    source: e,
+                })?;
         native_addr = listener.local_addr().unwrap_or(addr);
         Some(tokio::spawn(server.serve(listener, transport_stop_rx)))
     } else {
@@ -203,7 +242,12 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
     };
     let (drained_tx, drained) = tokio::sync::watch::channel(false);
     let admin_addr = format!("{}:{}", config.admin_address, config.admin_port);
-    let admin_listener = tokio::net::TcpListener::bind(&admin_addr).await.map_err(|e| StartError::Listen { addr: admin_addr.clone(), source: e })?;
+    let admin_listener = tokio::net::TcpListener::bind(&admin_addr)
+        .await
+        .map_err(|e| StartError::Listen {
+            addr: admin_addr.clone(),
+            source: e,
+        })?;
     let admin = Arc::new(admin::Admin {
         qp: qp.clone(),
         storage: storage.clone(),
@@ -222,7 +266,17 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         native_addr,
         host_id
     );
-    Ok(Node { config, storage, qp, host_id, tokens, native_addr, shutdown_tx, server_task, drained })
+    Ok(Node {
+        config,
+        storage,
+        qp,
+        host_id,
+        tokens,
+        native_addr,
+        shutdown_tx,
+        server_task,
+        drained,
+    })
 }
 
 impl Node {
@@ -253,9 +307,15 @@ fn inet(ip: &IpAddr) -> Bytes {
     }
 }
 
-fn read_local_identity(storage: &StorageEngine, t: &TableMetadata, now: i32) -> Option<(uuid::Uuid, Vec<i64>)> {
+fn read_local_identity(
+    storage: &StorageEngine,
+    t: &TableMetadata,
+    now: i32,
+) -> Option<(uuid::Uuid, Vec<i64>)> {
     let cfs = storage.table(t.id)?;
-    let mut p = cfs.read(&sibyl_storage::DecoratedKey::new(text("local")), None).ok()??;
+    let mut p = cfs
+        .read(&sibyl_storage::DecoratedKey::new(text("local")), None)
+        .ok()??;
     p.resolve(now);
     let row = p.rows.values().next()?;
     let hid = cells::column_value(row, "host_id", &sibyl_types::CqlType::Uuid, now)?;
@@ -265,7 +325,11 @@ fn read_local_identity(storage: &StorageEngine, t: &TableMetadata, now: i32) -> 
     let tokens = sibyl_types::value::deserialize_collection(&toks)
         .ok()?
         .into_iter()
-        .filter_map(|b| std::str::from_utf8(&b).ok().and_then(|s| s.parse::<i64>().ok()))
+        .filter_map(|b| {
+            std::str::from_utf8(&b)
+                .ok()
+                .and_then(|s| s.parse::<i64>().ok())
+        })
         .collect::<Vec<_>>();
     if tokens.is_empty() {
         return None;
@@ -273,8 +337,17 @@ fn read_local_identity(storage: &StorageEngine, t: &TableMetadata, now: i32) -> 
     Some((host_id, tokens))
 }
 
-async fn write_local_row(storage: &Arc<StorageEngine>, t: &TableMetadata, l: &LocalInfo, schema_version: uuid::Uuid) -> Result<(), StorageError> {
-    let wp = WriteParams { timestamp: sibyl_types::timeuuid::timestamp_micros_now(), ttl: 0, now: sibyl_storage::now_in_seconds() };
+async fn write_local_row(
+    storage: &Arc<StorageEngine>,
+    t: &TableMetadata,
+    l: &LocalInfo,
+    schema_version: uuid::Uuid,
+) -> Result<(), StorageError> {
+    let wp = WriteParams {
+        timestamp: sibyl_types::timeuuid::timestamp_micros_now(),
+        ttl: 0,
+        now: sibyl_storage::now_in_seconds(),
+    };
     let mut toks: Vec<Bytes> = l.tokens.iter().map(|t| text(&t.to_string())).collect();
     toks.sort();
     let m = row_mutation(
@@ -288,18 +361,33 @@ async fn write_local_row(storage: &Arc<StorageEngine>, t: &TableMetadata, l: &Lo
             ("cluster_name", Some(text(&l.config.cluster_name))),
             ("cql_version", Some(text(CQL_VERSION))),
             ("data_center", Some(text(DATA_CENTER))),
-            ("gossip_generation", Some(int(sibyl_storage::now_in_seconds()))),
-            ("host_id", Some(Bytes::copy_from_slice(l.host_id.as_bytes()))),
+            (
+                "gossip_generation",
+                Some(int(sibyl_storage::now_in_seconds())),
+            ),
+            (
+                "host_id",
+                Some(Bytes::copy_from_slice(l.host_id.as_bytes())),
+            ),
             ("listen_address", Some(inet(&l.listen))),
             ("listen_port", Some(int(l.config.storage_port as i32))),
             ("native_protocol_version", Some(text("5"))),
-            ("partitioner", Some(text("org.apache.cassandra.dht.Murmur3Partitioner"))),
+            (
+                "partitioner",
+                Some(text("org.apache.cassandra.dht.Murmur3Partitioner")),
+            ),
             ("rack", Some(text(RACK))),
             ("release_version", Some(text(RELEASE_VERSION))),
             ("rpc_address", Some(inet(&l.rpc))),
             ("rpc_port", Some(int(l.config.native_transport_port as i32))),
-            ("schema_version", Some(Bytes::copy_from_slice(schema_version.as_bytes()))),
-            ("tokens", Some(sibyl_types::value::serialize_collection(&toks))),
+            (
+                "schema_version",
+                Some(Bytes::copy_from_slice(schema_version.as_bytes())),
+            ),
+            (
+                "tokens",
+                Some(sibyl_types::value::serialize_collection(&toks)),
+            ),
         ],
         &wp,
     );
@@ -308,23 +396,50 @@ async fn write_local_row(storage: &Arc<StorageEngine>, t: &TableMetadata, l: &Lo
 
 /// The schema of the system keyspaces as rows of system_schema (and the
 /// virtual keyspaces' in system_virtual_schema); regenerated at every start.
-async fn write_system_schema_rows(storage: &StorageEngine, schema: &Schema) -> Result<(), StorageError> {
+async fn write_system_schema_rows(
+    storage: &StorageEngine,
+    schema: &Schema,
+) -> Result<(), StorageError> {
     let ts = 1; // older than any user write: never shadows anything
     let now = sibyl_storage::now_in_seconds();
     let mut muts = Vec::new();
-    for ks in schema.keyspaces.values().filter(|k| k.is_system && !k.is_virtual) {
-        muts.extend(schema_tables::keyspace_mutations(ks, ts + 1, now).into_iter().filter(|m| !m.update.rows.is_empty()));
+    for ks in schema
+        .keyspaces
+        .values()
+        .filter(|k| k.is_system && !k.is_virtual)
+    {
+        muts.extend(
+            schema_tables::keyspace_mutations(ks, ts + 1, now)
+                .into_iter()
+                .filter(|m| !m.update.rows.is_empty()),
+        );
     }
-    let wp = WriteParams { timestamp: ts, ttl: 0, now };
+    let wp = WriteParams {
+        timestamp: ts,
+        ttl: 0,
+        now,
+    };
     let vks = system_table(schema, "system_virtual_schema", "keyspaces");
     let vtables = system_table(schema, "system_virtual_schema", "tables");
     let vcols = system_table(schema, "system_virtual_schema", "columns");
     for ks in schema.keyspaces.values().filter(|k| k.is_virtual) {
         muts.push(row_mutation(&vks, &[text(&ks.name)], &[], &[], &wp));
         for t in ks.tables.values() {
-            muts.push(row_mutation(&vtables, &[text(&ks.name)], &[text(&t.name)], &[("comment", Some(text(&t.params.comment)))], &wp));
+            muts.push(row_mutation(
+                &vtables,
+                &[text(&ks.name)],
+                &[text(&t.name)],
+                &[("comment", Some(text(&t.params.comment)))],
+                &wp,
+            ));
             for c in &t.columns {
-                muts.push(row_mutation(&vcols, &[text(&ks.name)], &[text(&t.name), text(&c.name)], &schema_tables::column_row(c), &wp));
+                muts.push(row_mutation(
+                    &vcols,
+                    &[text(&ks.name)],
+                    &[text(&t.name), text(&c.name)],
+                    &schema_tables::column_row(c),
+                    &wp,
+                ));
             }
         }
     }

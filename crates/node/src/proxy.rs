@@ -26,8 +26,16 @@ pub struct StorageProxy {
 /// Replicas that must answer for `cl` given the keyspace's replication.
 pub fn block_for(ks: &KeyspaceMetadata, cl: Consistency, local_dc: &str) -> usize {
     let rf = ks.replication_factor();
-    let local_rf = if ks.replication.get("class").map(|c| c.ends_with("NetworkTopologyStrategy")).unwrap_or(false) {
-        ks.replication.get(local_dc).and_then(|v| v.parse().ok()).unwrap_or(0)
+    let local_rf = if ks
+        .replication
+        .get("class")
+        .map(|c| c.ends_with("NetworkTopologyStrategy"))
+        .unwrap_or(false)
+    {
+        ks.replication
+            .get(local_dc)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
     } else {
         rf
     };
@@ -45,8 +53,16 @@ pub fn block_for(ks: &KeyspaceMetadata, cl: Consistency, local_dc: &str) -> usiz
 
 impl StorageProxy {
     pub fn new(storage: Arc<StorageEngine>, local_dc: String) -> Self {
-        let counter_locks = (0..COUNTER_LOCK_STRIPES).map(|_| tokio::sync::Mutex::new(())).collect();
-        StorageProxy { storage, counter_locks, local_dc, ring: parking_lot::RwLock::new(TokenMetadata::new()), local: 0 }
+        let counter_locks = (0..COUNTER_LOCK_STRIPES)
+            .map(|_| tokio::sync::Mutex::new(()))
+            .collect();
+        StorageProxy {
+            storage,
+            counter_locks,
+            local_dc,
+            ring: parking_lot::RwLock::new(TokenMetadata::new()),
+            local: 0,
+        }
     }
 
     /// Live natural replicas of `token`: the replicas the ring and the
@@ -61,16 +77,35 @@ impl StorageProxy {
         self.check_token(schema, keyspace, cl, write, i64::MIN)
     }
 
-    fn check_token(&self, schema: &Schema, keyspace: &str, cl: Consistency, write: bool, token: i64) -> Result<()> {
-        let Some(ks) = schema.keyspace(keyspace) else { return Ok(()) };
-        if ks.is_system && ks.replication.get("class").map(|c| c.ends_with("LocalStrategy")).unwrap_or(false) {
+    fn check_token(
+        &self,
+        schema: &Schema,
+        keyspace: &str,
+        cl: Consistency,
+        write: bool,
+        token: i64,
+    ) -> Result<()> {
+        let Some(ks) = schema.keyspace(keyspace) else {
+            return Ok(());
+        };
+        if ks.is_system
+            && ks
+                .replication
+                .get("class")
+                .map(|c| c.ends_with("LocalStrategy"))
+                .unwrap_or(false)
+        {
             return Ok(());
         }
         if write && cl.is_serial() {
-            return Err(Error::Invalid(format!("You must use conditional updates for serializable writes")));
+            return Err(Error::Invalid(format!(
+                "You must use conditional updates for serializable writes"
+            )));
         }
         if !write && cl == Consistency::Any {
-            return Err(Error::Invalid("ANY ConsistencyLevel is only supported for writes".into()));
+            return Err(Error::Invalid(
+                "ANY ConsistencyLevel is only supported for writes".into(),
+            ));
         }
         if write && cl == Consistency::Any {
             return Ok(());
@@ -78,7 +113,11 @@ impl StorageProxy {
         let need = block_for(ks, cl, &self.local_dc);
         let (alive, _) = self.live_replicas(ks, token);
         if need > alive || (need == 0 && alive == 0) {
-            return Err(Error::Unavailable { consistency: cl, required: need.max(1) as i32, alive: alive as i32 });
+            return Err(Error::Unavailable {
+                consistency: cl,
+                required: need.max(1) as i32,
+                alive: alive as i32,
+            });
         }
         Ok(())
     }
@@ -88,23 +127,35 @@ impl StorageProxy {
     }
 
     /// Applies mutations at `cl`.
-    pub async fn mutate(&self, schema: &Schema, keyspace: &str, mutations: Vec<Mutation>, cl: Consistency) -> Result<()> {
+    pub async fn mutate(
+        &self,
+        schema: &Schema,
+        keyspace: &str,
+        mutations: Vec<Mutation>,
+        cl: Consistency,
+    ) -> Result<()> {
         for m in &mutations {
             self.check_token(schema, keyspace, cl, true, m.key.token)?;
         }
         if mutations.is_empty() {
             return Ok(());
         }
-        let counter_table = mutations.iter().find_map(|m| schema.table_by_id(m.table_id).filter(|t| t.is_counter));
+        let counter_table = mutations
+            .iter()
+            .find_map(|m| schema.table_by_id(m.table_id).filter(|t| t.is_counter));
         if let Some(t) = counter_table {
             if cl == Consistency::Any {
-                return Err(Error::Invalid(format!("Consistency level ANY is not yet supported for counter table {}", t.name)));
+                return Err(Error::Invalid(format!(
+                    "Consistency level ANY is not yet supported for counter table {}",
+                    t.name
+                )));
             }
             return self.mutate_counters(mutations).await;
         }
         // index entries go in the same commit-log batch as the base write
         let mut mutations = mutations;
-        let entries = crate::index::index_mutations(schema, &mutations, sibyl_storage::now_in_seconds());
+        let entries =
+            crate::index::index_mutations(schema, &mutations, sibyl_storage::now_in_seconds());
         mutations.extend(entries);
         self.storage.apply(mutations).await.map_err(Error::from)
     }
@@ -116,11 +167,20 @@ impl StorageProxy {
     async fn mutate_counters(&self, mutations: Vec<Mutation>) -> Result<()> {
         let id = {
             let ring = self.ring.read();
-            *ring.endpoints.get(self.local).map(|e| e.host_id.as_bytes()).unwrap_or(&[0; 16])
+            *ring
+                .endpoints
+                .get(self.local)
+                .map(|e| e.host_id.as_bytes())
+                .unwrap_or(&[0; 16])
         };
         for mut m in mutations {
-            let Some(cfs) = self.storage.table(m.table_id) else { continue };
-            let stripe = (m.key.token as u64 ^ u64::from_le_bytes(m.table_id.as_bytes()[..8].try_into().unwrap_or([0; 8]))) as usize % COUNTER_LOCK_STRIPES;
+            let Some(cfs) = self.storage.table(m.table_id) else {
+                continue;
+            };
+            let stripe = (m.key.token as u64
+                ^ u64::from_le_bytes(m.table_id.as_bytes()[..8].try_into().unwrap_or([0; 8])))
+                as usize
+                % COUNTER_LOCK_STRIPES;
             let _guard = self.counter_locks[stripe].lock().await;
             if has_deltas(&m) {
                 lead_counter_update(&cfs, &mut m, &id)?;
@@ -132,7 +192,9 @@ impl StorageProxy {
 }
 
 fn has_deltas(m: &Mutation) -> bool {
-    let row_has = |r: &Row| r.cells.values().any(|d| matches!(d, ColumnData::Counter(c) if c.value.as_deref().is_some_and(|v| !counter::is_context(v))));
+    let row_has = |r: &Row| {
+        r.cells.values().any(|d| matches!(d, ColumnData::Counter(c) if c.value.as_deref().is_some_and(|v| !counter::is_context(v))))
+    };
     m.update.static_row.as_ref().is_some_and(row_has) || m.update.rows.values().any(row_has)
 }
 
@@ -146,7 +208,9 @@ fn lead_counter_update(cfs: &ColumnFamilyStore, m: &mut Mutation, id: &[u8; 16])
         p.resolve(now);
         p
     });
-    let shard = |p: &Option<sibyl_storage::Partition>, ck: Option<&sibyl_storage::ClusteringKey>, name: &str| {
+    let shard = |p: &Option<sibyl_storage::Partition>,
+                 ck: Option<&sibyl_storage::ClusteringKey>,
+                 name: &str| {
         let p = p.as_ref()?;
         let row = match ck {
             None => p.static_row.as_ref(),
@@ -160,11 +224,24 @@ fn lead_counter_update(cfs: &ColumnFamilyStore, m: &mut Mutation, id: &[u8; 16])
     let lead = |row: &mut Row, ck: Option<&sibyl_storage::ClusteringKey>| {
         let names: Vec<Arc<str>> = row.cells.iter().map(|(n, _)| n.clone()).collect();
         for name in names {
-            let Some(ColumnData::Counter(c)) = row.cells.get_mut(&name) else { continue };
-            let Some(delta) = c.value.as_deref().filter(|v| !counter::is_context(v)).and_then(counter::as_delta) else { continue };
+            let Some(ColumnData::Counter(c)) = row.cells.get_mut(&name) else {
+                continue;
+            };
+            let Some(delta) = c
+                .value
+                .as_deref()
+                .filter(|v| !counter::is_context(v))
+                .and_then(counter::as_delta)
+            else {
+                continue;
+            };
             let clock = shard(&raw, ck, &name).map_or(0, |s| s.clock);
             let count = shard(&live, ck, &name).map_or(0, |s| s.count);
-            c.value = Some(counter::encode(&[counter::Shard { id: *id, clock: clock + 1, count: count.wrapping_add(delta) }]));
+            c.value = Some(counter::encode(&[counter::Shard {
+                id: *id,
+                clock: clock + 1,
+                count: count.wrapping_add(delta),
+            }]));
         }
     };
     if let Some(sr) = &mut m.update.static_row {

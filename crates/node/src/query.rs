@@ -13,7 +13,10 @@ use crate::terms::{Bindings, Eval};
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use sibyl_cql::*;
-use sibyl_protocol::{ColumnSpec, Consistency, PreparedMetadata, ResultBody, RowsMetadata, SchemaChange, SchemaChangeTarget, Value};
+use sibyl_protocol::{
+    ColumnSpec, Consistency, PreparedMetadata, ResultBody, RowsMetadata, SchemaChange,
+    SchemaChangeTarget, Value,
+};
 use sibyl_storage::{ColumnFamilyStore, Mutation, StorageEngine};
 use sibyl_types::{CqlType, UserType};
 use std::collections::BTreeMap;
@@ -74,7 +77,11 @@ pub struct Outcome {
 
 impl Outcome {
     fn void() -> Self {
-        Outcome { body: ResultBody::Void, warnings: Vec::new(), event: None }
+        Outcome {
+            body: ResultBody::Void,
+            warnings: Vec::new(),
+            event: None,
+        }
     }
 }
 
@@ -121,12 +128,20 @@ fn now_micros() -> i64 {
 }
 
 impl QueryProcessor {
-    pub fn new(storage: Arc<StorageEngine>, schema: Schema, local_dc: String, warn: u64, fail: u64) -> Self {
+    pub fn new(
+        storage: Arc<StorageEngine>,
+        schema: Schema,
+        local_dc: String,
+        warn: u64,
+        fail: u64,
+    ) -> Self {
         QueryProcessor {
             proxy: StorageProxy::new(storage.clone(), local_dc.clone()),
             storage,
             schema: RwLock::new(Arc::new(schema)),
-            prepared: Mutex::new(lru::LruCache::new(NonZeroUsize::new(10_000).unwrap_or(NonZeroUsize::MIN))),
+            prepared: Mutex::new(lru::LruCache::new(
+                NonZeroUsize::new(10_000).unwrap_or(NonZeroUsize::MIN),
+            )),
             schema_lock: tokio::sync::Mutex::new(()),
             lwt_lock: tokio::sync::Mutex::new(()),
             local_dc,
@@ -141,7 +156,12 @@ impl QueryProcessor {
         self.schema.read().clone()
     }
 
-    fn keyspace_of<'a>(&self, name: &'a QualifiedName, client: &'a ClientState, opts_ks: Option<&'a str>) -> Result<String> {
+    fn keyspace_of<'a>(
+        &self,
+        name: &'a QualifiedName,
+        client: &'a ClientState,
+        opts_ks: Option<&'a str>,
+    ) -> Result<String> {
         if let Some(k) = &name.keyspace {
             return Ok(k.clone());
         }
@@ -154,30 +174,51 @@ impl QueryProcessor {
     }
 
     /// Resolves a table name, with Cassandra's errors.
-    pub fn table(&self, name: &QualifiedName, client: &ClientState, opts_ks: Option<&str>) -> Result<Arc<TableMetadata>> {
+    pub fn table(
+        &self,
+        name: &QualifiedName,
+        client: &ClientState,
+        opts_ks: Option<&str>,
+    ) -> Result<Arc<TableMetadata>> {
         let ks = self.keyspace_of(name, client, opts_ks)?;
         let schema = self.schema();
         let Some(k) = schema.keyspace(&ks) else {
             return Err(Error::Invalid(format!("keyspace {ks} does not exist")));
         };
-        k.tables.get(&name.name).cloned().ok_or_else(|| Error::Invalid(format!("table {} does not exist", name.name)))
+        k.tables
+            .get(&name.name)
+            .cloned()
+            .ok_or_else(|| Error::Invalid(format!("table {} does not exist", name.name)))
     }
 
     fn store(&self, t: &TableMetadata) -> Result<Arc<ColumnFamilyStore>> {
-        self.storage.table(t.id).ok_or_else(|| Error::Invalid(format!("table {} does not exist", t.name)))
+        self.storage
+            .table(t.id)
+            .ok_or_else(|| Error::Invalid(format!("table {} does not exist", t.name)))
     }
 
     // ---------- prepare ----------
 
     /// PREPARE: parses, computes bind and result metadata, caches.
-    pub fn prepare(&self, query: &str, client: &ClientState, keyspace: Option<&str>) -> Result<Arc<Prepared>> {
-        let ks_for_id = keyspace.map(|s| s.to_string()).or_else(|| client.keyspace.clone());
-        let id = md5ish(&[query.as_bytes(), ks_for_id.as_deref().unwrap_or("").as_bytes()]);
+    pub fn prepare(
+        &self,
+        query: &str,
+        client: &ClientState,
+        keyspace: Option<&str>,
+    ) -> Result<Arc<Prepared>> {
+        let ks_for_id = keyspace
+            .map(|s| s.to_string())
+            .or_else(|| client.keyspace.clone());
+        let id = md5ish(&[
+            query.as_bytes(),
+            ks_for_id.as_deref().unwrap_or("").as_bytes(),
+        ]);
         if let Some(p) = self.prepared.lock().get(&id) {
             return Ok(p.clone());
         }
         let statement = parse_statement(query)?;
-        let (bind_specs, pk_indexes, result_columns) = self.describe_binds(&statement, client, keyspace)?;
+        let (bind_specs, pk_indexes, result_columns) =
+            self.describe_binds(&statement, client, keyspace)?;
         let mut rm = Vec::new();
         for c in &result_columns {
             rm.extend_from_slice(c.name.as_bytes());
@@ -203,12 +244,26 @@ impl QueryProcessor {
     }
 
     /// The bind marker specs, partition key indexes and result columns of a statement.
-    fn describe_binds(&self, st: &ParsedStatement, client: &ClientState, ks: Option<&str>) -> Result<(Vec<ColumnSpec>, Vec<u16>, Vec<ColumnSpec>)> {
+    fn describe_binds(
+        &self,
+        st: &ParsedStatement,
+        client: &ClientState,
+        ks: Option<&str>,
+    ) -> Result<(Vec<ColumnSpec>, Vec<u16>, Vec<ColumnSpec>)> {
         let mut specs: Vec<Option<ColumnSpec>> = vec![None; st.bind_markers.len()];
         let mut result = Vec::new();
         let mut pk_idx: Vec<Option<u16>> = Vec::new();
-        let walk = |stmt: &Statement, specs: &mut Vec<Option<ColumnSpec>>, pk_idx: &mut Vec<Option<u16>>, result: &mut Vec<ColumnSpec>, top: bool| -> Result<()> {
-            let (table_name, relations, extra): (&QualifiedName, Vec<&Relation>, Vec<(&Term, String, CqlType)>) = match stmt {
+        let walk = |stmt: &Statement,
+                    specs: &mut Vec<Option<ColumnSpec>>,
+                    pk_idx: &mut Vec<Option<u16>>,
+                    result: &mut Vec<ColumnSpec>,
+                    top: bool|
+         -> Result<()> {
+            let (table_name, relations, extra): (
+                &QualifiedName,
+                Vec<&Relation>,
+                Vec<(&Term, String, CqlType)>,
+            ) = match stmt {
                 Statement::Select(s) => {
                     let t = self.table(&s.table, client, ks)?;
                     if top {
@@ -230,7 +285,12 @@ impl QueryProcessor {
                         extra.push((j, "[json]".to_string(), CqlType::Text));
                     }
                     for (c, v) in i.columns.iter().zip(i.values.iter()) {
-                        let col = t.column(c).ok_or_else(|| Error::Invalid(format!("Undefined column name {c} in table {}.{}", t.keyspace, t.name)))?;
+                        let col = t.column(c).ok_or_else(|| {
+                            Error::Invalid(format!(
+                                "Undefined column name {c} in table {}.{}",
+                                t.keyspace, t.name
+                            ))
+                        })?;
                         extra.push((v, c.clone(), col.typ.clone()));
                     }
                     using_specs(&i.using, &mut extra);
@@ -242,23 +302,40 @@ impl QueryProcessor {
                     using_specs(&u.using, &mut extra);
                     for a in &u.assignments {
                         let c = a.target.column();
-                        let col = t.column(c).ok_or_else(|| Error::Invalid(format!("Undefined column name {c} in table {}.{}", t.keyspace, t.name)))?;
+                        let col = t.column(c).ok_or_else(|| {
+                            Error::Invalid(format!(
+                                "Undefined column name {c} in table {}.{}",
+                                t.keyspace, t.name
+                            ))
+                        })?;
                         let typ = col.typ.clone();
                         if let ColumnTarget::Element(_, idx) = &a.target {
                             match typ.unfrozen() {
-                                CqlType::Map(k, _) => extra.push((idx, format!("key({c})"), k.as_ref().clone())),
+                                CqlType::Map(k, _) => {
+                                    extra.push((idx, format!("key({c})"), k.as_ref().clone()))
+                                }
                                 _ => extra.push((idx, format!("idx({c})"), CqlType::Int)),
                             }
                         }
                         let vt = match (&a.target, typ.unfrozen()) {
                             (ColumnTarget::Element(..), CqlType::Map(_, v)) => v.as_ref().clone(),
                             (ColumnTarget::Element(..), CqlType::List(e)) => e.as_ref().clone(),
-                            (ColumnTarget::Field(_, f), CqlType::Udt(u)) => u.fields.iter().find(|(n, _)| n == f).map(|(_, t)| t.clone()).unwrap_or(CqlType::Blob),
-                            (_, CqlType::Map(k, _)) if matches!(a.op, AssignOp::Remove(_)) => CqlType::Set(k.clone()),
+                            (ColumnTarget::Field(_, f), CqlType::Udt(u)) => u
+                                .fields
+                                .iter()
+                                .find(|(n, _)| n == f)
+                                .map(|(_, t)| t.clone())
+                                .unwrap_or(CqlType::Blob),
+                            (_, CqlType::Map(k, _)) if matches!(a.op, AssignOp::Remove(_)) => {
+                                CqlType::Set(k.clone())
+                            }
                             _ => typ.clone(),
                         };
                         let term = match &a.op {
-                            AssignOp::Set(t) | AssignOp::Append(t) | AssignOp::Prepend(t) | AssignOp::Remove(t) => t,
+                            AssignOp::Set(t)
+                            | AssignOp::Append(t)
+                            | AssignOp::Prepend(t)
+                            | AssignOp::Remove(t) => t,
                         };
                         extra.push((term, c.to_string(), vt));
                     }
@@ -272,8 +349,17 @@ impl QueryProcessor {
                 _ => return Ok(()),
             };
             let t = self.table(table_name, client, ks)?;
-            let spec = |name: String, typ: CqlType| ColumnSpec { keyspace: t.keyspace.clone(), table: t.name.clone(), name, typ };
-            let set = |term: &Term, name: String, typ: CqlType, specs: &mut Vec<Option<ColumnSpec>>, pk_idx: &mut Vec<Option<u16>>| {
+            let spec = |name: String, typ: CqlType| ColumnSpec {
+                keyspace: t.keyspace.clone(),
+                table: t.name.clone(),
+                name,
+                typ,
+            };
+            let set = |term: &Term,
+                       name: String,
+                       typ: CqlType,
+                       specs: &mut Vec<Option<ColumnSpec>>,
+                       pk_idx: &mut Vec<Option<u16>>| {
                 set_term_specs(term, &name, &typ, &spec, specs);
                 if let Term::Bind(m) = term {
                     if let Some(pos) = t.partition_key().iter().position(|c| c.name == name) {
@@ -290,7 +376,12 @@ impl QueryProcessor {
             for rel in relations {
                 match (&rel.lhs, &rel.rhs) {
                     (RelationLhs::Column(c), rhs) => {
-                        let col = t.column(c).ok_or_else(|| Error::Invalid(format!("Undefined column name {c} in table {}.{}", t.keyspace, t.name)))?;
+                        let col = t.column(c).ok_or_else(|| {
+                            Error::Invalid(format!(
+                                "Undefined column name {c} in table {}.{}",
+                                t.keyspace, t.name
+                            ))
+                        })?;
                         let typ = match rel.op {
                             Operator::Contains => match col.typ.unfrozen() {
                                 CqlType::List(e) | CqlType::Set(e) => e.as_ref().clone(),
@@ -312,7 +403,10 @@ impl QueryProcessor {
                             }
                             RelationRhs::InMarker(m) => {
                                 if let Some(s) = specs.get_mut(m.index) {
-                                    *s = Some(spec(format!("in({c})"), CqlType::List(Box::new(typ))));
+                                    *s = Some(spec(
+                                        format!("in({c})"),
+                                        CqlType::List(Box::new(typ)),
+                                    ));
                                 }
                             }
                             RelationRhs::NotNull => {}
@@ -322,17 +416,24 @@ impl QueryProcessor {
                         set_term_specs(term, "partition key token", &CqlType::Bigint, &spec, specs);
                     }
                     (RelationLhs::Element(c, key), RelationRhs::Term(term)) => {
-                        if let Some(CqlType::Map(kt, vt)) = t.column(c).map(|col| col.typ.unfrozen().clone()) {
+                        if let Some(CqlType::Map(kt, vt)) =
+                            t.column(c).map(|col| col.typ.unfrozen().clone())
+                        {
                             set_term_specs(key, &format!("key({c})"), &kt, &spec, specs);
                             set_term_specs(term, &format!("value({c})"), &vt, &spec, specs);
                         }
                     }
                     (RelationLhs::Columns(cols), rhs) => {
-                        let types: Vec<CqlType> = cols.iter().filter_map(|c| t.column(c).map(|c| c.typ.clone())).collect();
+                        let types: Vec<CqlType> = cols
+                            .iter()
+                            .filter_map(|c| t.column(c).map(|c| c.typ.clone()))
+                            .collect();
                         let name = format!("({})", cols.join(","));
                         let tt = CqlType::Tuple(types);
                         match rhs {
-                            RelationRhs::Term(term) => set_term_specs(term, &name, &tt, &spec, specs),
+                            RelationRhs::Term(term) => {
+                                set_term_specs(term, &name, &tt, &spec, specs)
+                            }
                             RelationRhs::InList(items) => {
                                 for it in items {
                                     set_term_specs(it, &name, &tt, &spec, specs);
@@ -340,7 +441,10 @@ impl QueryProcessor {
                             }
                             RelationRhs::InMarker(m) => {
                                 if let Some(s) = specs.get_mut(m.index) {
-                                    *s = Some(spec(format!("in({name})"), CqlType::List(Box::new(tt))));
+                                    *s = Some(spec(
+                                        format!("in({name})"),
+                                        CqlType::List(Box::new(tt)),
+                                    ));
                                 }
                             }
                             RelationRhs::NotNull => {}
@@ -359,7 +463,18 @@ impl QueryProcessor {
                 let mut extra = Vec::new();
                 using_specs(&b.using, &mut extra);
                 for (term, name, typ) in extra {
-                    set_term_specs(term, &name, &typ, &|n, t| ColumnSpec { keyspace: String::new(), table: String::new(), name: n, typ: t }, &mut specs);
+                    set_term_specs(
+                        term,
+                        &name,
+                        &typ,
+                        &|n, t| ColumnSpec {
+                            keyspace: String::new(),
+                            table: String::new(),
+                            name: n,
+                            typ: t,
+                        },
+                        &mut specs,
+                    );
                 }
                 pk_idx.clear();
             }
@@ -368,7 +483,14 @@ impl QueryProcessor {
         let specs: Vec<ColumnSpec> = specs
             .into_iter()
             .enumerate()
-            .map(|(i, s)| s.unwrap_or(ColumnSpec { keyspace: String::new(), table: String::new(), name: format!("[{i}]"), typ: CqlType::Blob }))
+            .map(|(i, s)| {
+                s.unwrap_or(ColumnSpec {
+                    keyspace: String::new(),
+                    table: String::new(),
+                    name: format!("[{i}]"),
+                    typ: CqlType::Blob,
+                })
+            })
             .collect();
         // named markers take their name
         let specs = specs
@@ -381,7 +503,11 @@ impl QueryProcessor {
                 s
             })
             .collect();
-        let pk_indexes = if pk_idx.iter().all(|x| x.is_some()) { pk_idx.into_iter().flatten().collect() } else { Vec::new() };
+        let pk_indexes = if pk_idx.iter().all(|x| x.is_some()) {
+            pk_idx.into_iter().flatten().collect()
+        } else {
+            Vec::new()
+        };
         Ok((specs, pk_indexes, result))
     }
 
@@ -390,30 +516,56 @@ impl QueryProcessor {
         ResultBody::Prepared {
             id: p.id.clone(),
             result_metadata_id: p.result_metadata_id.clone(),
-            metadata: PreparedMetadata { columns: p.bind_specs.clone(), pk_indexes: p.pk_indexes.clone() },
-            result_metadata: RowsMetadata { columns: p.result_columns.clone(), ..Default::default() },
+            metadata: PreparedMetadata {
+                columns: p.bind_specs.clone(),
+                pk_indexes: p.pk_indexes.clone(),
+            },
+            result_metadata: RowsMetadata {
+                columns: p.result_columns.clone(),
+                ..Default::default()
+            },
         }
     }
 
     // ---------- execute ----------
 
     /// Runs a parsed statement.
-    pub async fn execute(&self, st: &ParsedStatement, client: &mut ClientState, opts: &QueryOptions) -> Result<Outcome> {
+    pub async fn execute(
+        &self,
+        st: &ParsedStatement,
+        client: &mut ClientState,
+        opts: &QueryOptions,
+    ) -> Result<Outcome> {
         let values = resolve_values(st, opts)?;
         let bindings = Bindings { values: &values };
-        let ev = Eval { bindings: &bindings };
+        let ev = Eval {
+            bindings: &bindings,
+        };
         let ks_opt = opts.keyspace.as_deref();
-        let now = opts.now_in_seconds.unwrap_or_else(sibyl_storage::now_in_seconds);
+        let now = opts
+            .now_in_seconds
+            .unwrap_or_else(sibyl_storage::now_in_seconds);
         let default_ts = opts.timestamp.unwrap_or_else(now_micros);
         match &st.statement {
             Statement::Select(s) => {
                 let t = self.table(&s.table, client, ks_opt)?;
                 let sel = select::selection(&t, s)?;
                 let cfs = self.store(&t)?;
-                self.proxy.check_read(&self.schema(), &t.keyspace, opts.consistency)?;
+                self.proxy
+                    .check_read(&self.schema(), &t.keyspace, opts.consistency)?;
                 let storage = &self.storage;
                 let index_store = |ix: &crate::index::IndexMetadata| storage.table(ix.store_id(&t));
-                let mut r = select::execute(&t, &cfs, s, &sel, &ev, opts.page_size, opts.paging_state.as_ref(), now, &index_store)?;
+                let mut r = select::execute(
+                    &t,
+                    &cfs,
+                    s,
+                    &sel,
+                    &ev,
+                    opts.page_size,
+                    opts.paging_state.as_ref(),
+                    now,
+                    &index_store,
+                )?;
                 if !r.stale.is_empty() {
                     self.storage.apply_unlogged(std::mem::take(&mut r.stale));
                 }
@@ -424,61 +576,115 @@ impl QueryProcessor {
                     no_metadata: opts.skip_metadata,
                     new_metadata_id: None,
                 };
-                Ok(Outcome { body: ResultBody::Rows { metadata, rows: r.rows }, warnings: r.warnings, event: None })
+                Ok(Outcome {
+                    body: ResultBody::Rows {
+                        metadata,
+                        rows: r.rows,
+                    },
+                    warnings: r.warnings,
+                    event: None,
+                })
             }
             Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => {
-                if let Some((_, out)) = self.maybe_lwt(&st.statement, client, opts, &ev, default_ts, now, false).await? {
+                if let Some((_, out)) = self
+                    .maybe_lwt(&st.statement, client, opts, &ev, default_ts, now, false)
+                    .await?
+                {
                     return Ok(out);
                 }
-                let (ks, muts) = self.mutations_of(&st.statement, client, ks_opt, &ev, default_ts, now)?;
-                self.proxy.mutate(&self.schema(), &ks, muts, opts.consistency).await?;
+                let (ks, muts) =
+                    self.mutations_of(&st.statement, client, ks_opt, &ev, default_ts, now)?;
+                self.proxy
+                    .mutate(&self.schema(), &ks, muts, opts.consistency)
+                    .await?;
                 Ok(Outcome::void())
             }
-            Statement::Batch(b) => self.execute_batch_statement(b, client, opts, &ev, default_ts, now).await,
+            Statement::Batch(b) => {
+                self.execute_batch_statement(b, client, opts, &ev, default_ts, now)
+                    .await
+            }
             Statement::Use(ks) => {
                 if self.schema().keyspace(ks).is_none() {
                     return Err(Error::Invalid(format!("Keyspace '{ks}' does not exist")));
                 }
                 client.keyspace = Some(ks.clone());
-                Ok(Outcome { body: ResultBody::SetKeyspace(ks.clone()), warnings: Vec::new(), event: None })
+                Ok(Outcome {
+                    body: ResultBody::SetKeyspace(ks.clone()),
+                    warnings: Vec::new(),
+                    event: None,
+                })
             }
             Statement::Truncate(name) => {
                 let t = self.table(name, client, ks_opt)?;
                 if is_system_keyspace(&t.keyspace) {
-                    return Err(Error::Unauthorized(format!("Cannot TRUNCATE system keyspace {}", t.keyspace)));
+                    return Err(Error::Unauthorized(format!(
+                        "Cannot TRUNCATE system keyspace {}",
+                        t.keyspace
+                    )));
                 }
                 self.storage.truncate(t.id, now_micros()).await?;
                 Ok(Outcome::void())
             }
             Statement::Describe(d) => crate::describe::describe(self, d, client),
-            _ => self.execute_schema_change(&st.statement, client, ks_opt).await,
+            _ => {
+                self.execute_schema_change(&st.statement, client, ks_opt)
+                    .await
+            }
         }
     }
 
     /// Mutations of one modification statement, and its keyspace.
-    pub fn mutations_of(&self, st: &Statement, client: &ClientState, ks_opt: Option<&str>, ev: &Eval, default_ts: i64, now: i32) -> Result<(String, Vec<Mutation>)> {
+    pub fn mutations_of(
+        &self,
+        st: &Statement,
+        client: &ClientState,
+        ks_opt: Option<&str>,
+        ev: &Eval,
+        default_ts: i64,
+        now: i32,
+    ) -> Result<(String, Vec<Mutation>)> {
         let name = match st {
             Statement::Insert(i) => &i.table,
             Statement::Update(u) => &u.table,
             Statement::Delete(d) => &d.table,
-            _ => return Err(Error::Invalid("Only INSERT, UPDATE and DELETE statements are allowed here".into())),
+            _ => {
+                return Err(Error::Invalid(
+                    "Only INSERT, UPDATE and DELETE statements are allowed here".into(),
+                ))
+            }
         };
         let t = self.table(name, client, ks_opt)?;
         if t.keyspace == "system_schema" || t.keyspace == "system_virtual_schema" {
-            return Err(Error::Unauthorized(format!("{} keyspace is not user-modifiable.", t.keyspace)));
+            return Err(Error::Unauthorized(format!(
+                "{} keyspace is not user-modifiable.",
+                t.keyspace
+            )));
         }
         let cfs = self.store(&t)?;
         let table = t.clone();
         let read_list = move |key: &Bytes, ck: &[Bytes], col: &str| -> modification::ListState {
             let dk = sibyl_storage::DecoratedKey::new(key.clone());
-            let Ok(Some(mut p)) = cfs.read(&dk, None) else { return Vec::new() };
+            let Ok(Some(mut p)) = cfs.read(&dk, None) else {
+                return Vec::new();
+            };
             p.resolve(now);
             let ckey = sibyl_storage::ClusteringKey::row(ck.to_vec(), table.comparator.clone());
-            let row = if table.column(col).map(|c| c.kind == ColumnKind::Static).unwrap_or(false) { p.static_row.as_ref() } else { p.rows.get(&ckey) };
+            let row = if table
+                .column(col)
+                .map(|c| c.kind == ColumnKind::Static)
+                .unwrap_or(false)
+            {
+                p.static_row.as_ref()
+            } else {
+                p.rows.get(&ckey)
+            };
             match row.and_then(|r| r.cells.get(col)) {
                 Some(sibyl_storage::ColumnData::Complex { cells, .. }) => {
-                    let mut v: Vec<(Bytes, Bytes)> =
-                        cells.iter().filter(|(_, c)| c.is_live(now)).map(|(p, c)| (p.clone(), c.value.clone().unwrap_or_default())).collect();
+                    let mut v: Vec<(Bytes, Bytes)> = cells
+                        .iter()
+                        .filter(|(_, c)| c.is_live(now))
+                        .map(|(p, c)| (p.clone(), c.value.clone().unwrap_or_default()))
+                        .collect();
                     v.sort_by(|a, b| CqlType::Timeuuid.compare(&a.0, &b.0));
                     v
                 }
@@ -494,20 +700,38 @@ impl QueryProcessor {
         Ok((t.keyspace.clone(), muts))
     }
 
-    async fn execute_batch_statement(&self, b: &sibyl_cql::Batch, client: &ClientState, opts: &QueryOptions, ev: &Eval<'_>, default_ts: i64, now: i32) -> Result<Outcome> {
+    async fn execute_batch_statement(
+        &self,
+        b: &sibyl_cql::Batch,
+        client: &ClientState,
+        opts: &QueryOptions,
+        ev: &Eval<'_>,
+        default_ts: i64,
+        now: i32,
+    ) -> Result<Outcome> {
         let ts = match &b.using.timestamp {
-            Some(_) => modification::write_params(
-                &TableMetadata::new("", "", uuid::Uuid::nil(), Vec::new(), TableParams::default()),
-                &b.using,
-                ev,
-                default_ts,
-                now,
-            )?
-            .timestamp,
+            Some(_) => {
+                modification::write_params(
+                    &TableMetadata::new(
+                        "",
+                        "",
+                        uuid::Uuid::nil(),
+                        Vec::new(),
+                        TableParams::default(),
+                    ),
+                    &b.using,
+                    ev,
+                    default_ts,
+                    now,
+                )?
+                .timestamp
+            }
             None => default_ts,
         };
         if b.using.timestamp.is_some() && b.batch_type == BatchType::Counter {
-            return Err(Error::Invalid("Cannot provide custom timestamp for counter BATCH".into()));
+            return Err(Error::Invalid(
+                "Cannot provide custom timestamp for counter BATCH".into(),
+            ));
         }
         let own_timestamp = |s: &Statement| match s {
             Statement::Insert(i) => i.using.timestamp.is_some(),
@@ -516,16 +740,24 @@ impl QueryProcessor {
             _ => false,
         };
         if b.using.timestamp.is_some() && b.statements.iter().any(own_timestamp) {
-            return Err(Error::Invalid("Timestamp must be set either on BATCH or individual statements".into()));
+            return Err(Error::Invalid(
+                "Timestamp must be set either on BATCH or individual statements".into(),
+            ));
         }
         let conditional = b.statements.iter().any(has_conditions);
-        let _guard = if conditional { Some(self.lwt_lock.lock().await) } else { None };
+        let _guard = if conditional {
+            Some(self.lwt_lock.lock().await)
+        } else {
+            None
+        };
         let mut all: Vec<Mutation> = Vec::new();
         let mut ks = String::new();
         let mut failed: Option<Outcome> = None;
         for s in &b.statements {
             if has_conditions(s) {
-                if let Some((applied, out)) = self.maybe_lwt(s, client, opts, ev, ts, now, true).await? {
+                if let Some((applied, out)) =
+                    self.maybe_lwt(s, client, opts, ev, ts, now, true).await?
+                {
                     if !applied && failed.is_none() {
                         failed = Some(out);
                     }
@@ -537,40 +769,75 @@ impl QueryProcessor {
         }
         if conditional {
             let first = all.first().map(|m| (m.table_id, m.key.clone()));
-            if all.iter().any(|m| Some(m.table_id) != first.as_ref().map(|f| f.0)) {
-                return Err(Error::Invalid("Batch with conditions cannot span multiple tables".into()));
+            if all
+                .iter()
+                .any(|m| Some(m.table_id) != first.as_ref().map(|f| f.0))
+            {
+                return Err(Error::Invalid(
+                    "Batch with conditions cannot span multiple tables".into(),
+                ));
             }
-            if all.iter().any(|m| Some(&m.key) != first.as_ref().map(|f| &f.1)) {
-                return Err(Error::Invalid("Batch with conditions cannot span multiple partitions".into()));
+            if all
+                .iter()
+                .any(|m| Some(&m.key) != first.as_ref().map(|f| &f.1))
+            {
+                return Err(Error::Invalid(
+                    "Batch with conditions cannot span multiple partitions".into(),
+                ));
             }
             if let Some(out) = failed {
                 return Ok(out);
             }
             let table = first.and_then(|(id, _)| self.schema().table_by_id(id).cloned());
-            self.apply_batch(b.batch_type, &ks, all, opts.consistency).await?;
-            let (ksn, tn) = table.map(|t| (t.keyspace.clone(), t.name.clone())).unwrap_or_default();
-            let columns = vec![ColumnSpec { keyspace: ksn, table: tn, name: "[applied]".into(), typ: CqlType::Boolean }];
+            self.apply_batch(b.batch_type, &ks, all, opts.consistency)
+                .await?;
+            let (ksn, tn) = table
+                .map(|t| (t.keyspace.clone(), t.name.clone()))
+                .unwrap_or_default();
+            let columns = vec![ColumnSpec {
+                keyspace: ksn,
+                table: tn,
+                name: "[applied]".into(),
+                typ: CqlType::Boolean,
+            }];
             return Ok(Outcome {
-                body: ResultBody::Rows { metadata: RowsMetadata { columns, ..Default::default() }, rows: vec![vec![Some(Bytes::copy_from_slice(&[1]))]] },
+                body: ResultBody::Rows {
+                    metadata: RowsMetadata {
+                        columns,
+                        ..Default::default()
+                    },
+                    rows: vec![vec![Some(Bytes::copy_from_slice(&[1]))]],
+                },
                 warnings: Vec::new(),
                 event: None,
             });
         }
-        self.apply_batch(b.batch_type, &ks, all, opts.consistency).await
+        self.apply_batch(b.batch_type, &ks, all, opts.consistency)
+            .await
     }
 
     /// Applies a batch's mutations with Cassandra's size checks and warnings.
-    pub async fn apply_batch(&self, batch_type: BatchType, ks: &str, mutations: Vec<Mutation>, cl: Consistency) -> Result<Outcome> {
+    pub async fn apply_batch(
+        &self,
+        batch_type: BatchType,
+        ks: &str,
+        mutations: Vec<Mutation>,
+        cl: Consistency,
+    ) -> Result<Outcome> {
         let schema = self.schema();
         let mut warnings = Vec::new();
         let size: usize = mutations.iter().map(|m| m.update.estimated_size()).sum();
         for m in &mutations {
             if let Some(t) = schema.table_by_id(m.table_id) {
                 if t.is_counter && batch_type == BatchType::Logged {
-                    return Err(Error::Invalid("Cannot include a counter statement in a logged batch".into()));
+                    return Err(Error::Invalid(
+                        "Cannot include a counter statement in a logged batch".into(),
+                    ));
                 }
                 if !t.is_counter && batch_type == BatchType::Counter {
-                    return Err(Error::Invalid("Cannot include non-counter statement in a counter batch".into()));
+                    return Err(Error::Invalid(
+                        "Cannot include non-counter statement in a counter batch".into(),
+                    ));
                 }
             }
         }
@@ -606,13 +873,20 @@ impl QueryProcessor {
         // group per keyspace for the consistency check
         let mut by_ks: BTreeMap<String, Vec<Mutation>> = BTreeMap::new();
         for m in mutations {
-            let k = schema.table_by_id(m.table_id).map(|t| t.keyspace.clone()).unwrap_or_default();
+            let k = schema
+                .table_by_id(m.table_id)
+                .map(|t| t.keyspace.clone())
+                .unwrap_or_default();
             by_ks.entry(k).or_default().push(m);
         }
         for (k, muts) in by_ks {
             self.proxy.mutate(&schema, &k, muts, cl).await?;
         }
-        Ok(Outcome { body: ResultBody::Void, warnings, event: None })
+        Ok(Outcome {
+            body: ResultBody::Void,
+            warnings,
+            event: None,
+        })
     }
 
     // ---------- lightweight transactions (single node) ----------
@@ -633,8 +907,12 @@ impl QueryProcessor {
     ) -> Result<Option<(bool, Outcome)>> {
         let (name, cond) = match st {
             Statement::Insert(i) if i.if_not_exists => (&i.table, Conditions::NotExists),
-            Statement::Update(u) if u.conditions != Conditions::None => (&u.table, u.conditions.clone()),
-            Statement::Delete(d) if d.conditions != Conditions::None => (&d.table, d.conditions.clone()),
+            Statement::Update(u) if u.conditions != Conditions::None => {
+                (&u.table, u.conditions.clone())
+            }
+            Statement::Delete(d) if d.conditions != Conditions::None => {
+                (&d.table, d.conditions.clone())
+            }
             _ => return Ok(None),
         };
         let t = self.table(name, client, opts.keyspace.as_deref())?;
@@ -659,14 +937,26 @@ impl QueryProcessor {
             || matches!(st, Statement::Update(u) if u.using.timestamp.is_some())
             || matches!(st, Statement::Delete(d) if d.using.timestamp.is_some())
         {
-            return Err(Error::Invalid("Cannot provide custom timestamp for conditional updates".into()));
+            return Err(Error::Invalid(
+                "Cannot provide custom timestamp for conditional updates".into(),
+            ));
         }
-        let _guard = if in_batch { None } else { Some(self.lwt_lock.lock().await) };
-        let (ks, muts) = self.mutations_of(st, client, opts.keyspace.as_deref(), ev, default_ts, now)?;
-        let Some(m) = muts.first() else { return Ok(Some((true, Outcome::void()))) };
+        let _guard = if in_batch {
+            None
+        } else {
+            Some(self.lwt_lock.lock().await)
+        };
+        let (ks, muts) =
+            self.mutations_of(st, client, opts.keyspace.as_deref(), ev, default_ts, now)?;
+        let Some(m) = muts.first() else {
+            return Ok(Some((true, Outcome::void())));
+        };
         let cfs = self.store(&t)?;
         let ck = if t.clustering_count == 0 {
-            Some(sibyl_storage::ClusteringKey::row(Vec::new(), t.comparator.clone()))
+            Some(sibyl_storage::ClusteringKey::row(
+                Vec::new(),
+                t.comparator.clone(),
+            ))
         } else {
             m.update.rows.keys().next().cloned()
         };
@@ -684,9 +974,16 @@ impl QueryProcessor {
         let value_of = |c: &ColumnMetadata| -> Option<Bytes> {
             match c.kind {
                 ColumnKind::PartitionKey => pk_vals.get(c.position as usize).cloned(),
-                ColumnKind::Clustering => ck.as_ref().and_then(|k| k.values.get(c.position as usize).cloned()),
-                ColumnKind::Static => current.as_ref().and_then(|p| p.static_row.as_ref()).and_then(|r| crate::cells::column_value(r, &c.name, &c.typ, now)),
-                ColumnKind::Regular => row.as_ref().and_then(|r| crate::cells::column_value(r, &c.name, &c.typ, now)),
+                ColumnKind::Clustering => ck
+                    .as_ref()
+                    .and_then(|k| k.values.get(c.position as usize).cloned()),
+                ColumnKind::Static => current
+                    .as_ref()
+                    .and_then(|p| p.static_row.as_ref())
+                    .and_then(|r| crate::cells::column_value(r, &c.name, &c.typ, now)),
+                ColumnKind::Regular => row
+                    .as_ref()
+                    .and_then(|r| crate::cells::column_value(r, &c.name, &c.typ, now)),
             }
         };
         let (applied, shown): (bool, Vec<&ColumnMetadata>) = match &cond {
@@ -696,11 +993,22 @@ impl QueryProcessor {
                 let mut ok = true;
                 let mut shown = Vec::new();
                 for c in conds {
-                    let col = t.column(c.target.column()).ok_or_else(|| Error::Invalid(format!("Undefined column name {} in table {}.{}", c.target.column(), t.keyspace, t.name)))?;
+                    let col = t.column(c.target.column()).ok_or_else(|| {
+                        Error::Invalid(format!(
+                            "Undefined column name {} in table {}.{}",
+                            c.target.column(),
+                            t.keyspace,
+                            t.name
+                        ))
+                    })?;
                     if !shown.iter().any(|s: &&ColumnMetadata| s.name == col.name) {
                         shown.push(col);
                     }
-                    let mut cur = if exists || col.kind == ColumnKind::Static { value_of(col) } else { None };
+                    let mut cur = if exists || col.kind == ColumnKind::Static {
+                        value_of(col)
+                    } else {
+                        None
+                    };
                     let mut typ = col.typ.clone();
                     if let sibyl_cql::ColumnTarget::Element(_, key) = &c.target {
                         // `l[i] op v`, `m[k] op v`: the element is compared
@@ -711,24 +1019,45 @@ impl QueryProcessor {
                         };
                         let k = match ev.value(key, &key_t, &format!("key({})", col.name))? {
                             crate::terms::Val::Set(b) => b,
-                            _ => return Err(Error::Invalid(format!("Invalid null value for {} element access", col.name))),
+                            _ => {
+                                return Err(Error::Invalid(format!(
+                                    "Invalid null value for {} element access",
+                                    col.name
+                                )))
+                            }
                         };
                         cur = cur.and_then(|v| match col.typ.unfrozen() {
                             CqlType::List(_) => {
-                                let i = <[u8; 4]>::try_from(k.as_ref()).map(i32::from_be_bytes).unwrap_or(-1);
-                                sibyl_types::value::deserialize_collection(&v).ok().and_then(|l| usize::try_from(i).ok().and_then(|i| l.get(i).cloned()))
+                                let i = <[u8; 4]>::try_from(k.as_ref())
+                                    .map(i32::from_be_bytes)
+                                    .unwrap_or(-1);
+                                sibyl_types::value::deserialize_collection(&v)
+                                    .ok()
+                                    .and_then(|l| {
+                                        usize::try_from(i).ok().and_then(|i| l.get(i).cloned())
+                                    })
                             }
-                            _ => sibyl_types::value::deserialize_map(&v)
-                                .ok()
-                                .and_then(|p| p.into_iter().find(|(x, _)| key_t.compare(x, &k) == std::cmp::Ordering::Equal).map(|(_, x)| x)),
+                            _ => sibyl_types::value::deserialize_map(&v).ok().and_then(|p| {
+                                p.into_iter()
+                                    .find(|(x, _)| {
+                                        key_t.compare(x, &k) == std::cmp::Ordering::Equal
+                                    })
+                                    .map(|(_, x)| x)
+                            }),
                         });
                         typ = elem_t;
                     }
-                    let rel = Relation { lhs: RelationLhs::Column(col.name.clone()), op: c.op, rhs: c.rhs.clone() };
+                    let rel = Relation {
+                        lhs: RelationLhs::Column(col.name.clone()),
+                        op: c.op,
+                        rhs: c.rhs.clone(),
+                    };
                     let vals = match &rel.rhs {
                         RelationRhs::Term(Term::Null) => None,
                         _ => {
-                            let r = crate::restrictions::analyse_condition_values(ev, &rel, &col.name, &typ)?;
+                            let r = crate::restrictions::analyse_condition_values(
+                                ev, &rel, &col.name, &typ,
+                            )?;
                             Some(r)
                         }
                     };
@@ -739,7 +1068,12 @@ impl QueryProcessor {
                             _ => false,
                         },
                         Some(vals) => {
-                            let f = crate::restrictions::Filter { column: 0, op: c.op, values: vals, key: None };
+                            let f = crate::restrictions::Filter {
+                                column: 0,
+                                op: c.op,
+                                values: vals,
+                                key: None,
+                            };
                             crate::restrictions::filter_matches(&f, &typ, cur.as_ref())
                         }
                     };
@@ -749,25 +1083,44 @@ impl QueryProcessor {
             }
             Conditions::None => (true, Vec::new()),
         };
-        let mut columns = vec![ColumnSpec { keyspace: t.keyspace.clone(), table: t.name.clone(), name: "[applied]".into(), typ: CqlType::Boolean }];
+        let mut columns = vec![ColumnSpec {
+            keyspace: t.keyspace.clone(),
+            table: t.name.clone(),
+            name: "[applied]".into(),
+            typ: CqlType::Boolean,
+        }];
         let mut row_out = vec![Some(Bytes::copy_from_slice(&[applied as u8]))];
         if applied {
             if !in_batch {
-                self.proxy.mutate(&self.schema(), &ks, muts, opts.consistency).await?;
+                self.proxy
+                    .mutate(&self.schema(), &ks, muts, opts.consistency)
+                    .await?;
             }
         } else if exists || matches!(cond, Conditions::Columns(_)) {
             for c in shown {
-                if !exists && c.kind != ColumnKind::Static && matches!(cond, Conditions::Columns(_)) {
+                if !exists && c.kind != ColumnKind::Static && matches!(cond, Conditions::Columns(_))
+                {
                     continue;
                 }
-                columns.push(ColumnSpec { keyspace: t.keyspace.clone(), table: t.name.clone(), name: c.name.clone(), typ: c.typ.clone() });
+                columns.push(ColumnSpec {
+                    keyspace: t.keyspace.clone(),
+                    table: t.name.clone(),
+                    name: c.name.clone(),
+                    typ: c.typ.clone(),
+                });
                 row_out.push(value_of(c));
             }
         }
         Ok(Some((
             applied,
             Outcome {
-                body: ResultBody::Rows { metadata: RowsMetadata { columns, ..Default::default() }, rows: vec![row_out] },
+                body: ResultBody::Rows {
+                    metadata: RowsMetadata {
+                        columns,
+                        ..Default::default()
+                    },
+                    rows: vec![row_out],
+                },
                 warnings: Vec::new(),
                 event: None,
             },
@@ -776,11 +1129,19 @@ impl QueryProcessor {
 
     // ---------- schema changes ----------
 
-    async fn execute_schema_change(&self, st: &Statement, client: &ClientState, ks_opt: Option<&str>) -> Result<Outcome> {
+    async fn execute_schema_change(
+        &self,
+        st: &Statement,
+        client: &ClientState,
+        ks_opt: Option<&str>,
+    ) -> Result<Outcome> {
         let _guard = self.schema_lock.lock().await;
         let schema = self.schema();
         let now = sibyl_storage::now_in_seconds();
-        let change = |change_type: &str, target: SchemaChangeTarget, keyspace: &str, name: Option<&str>| SchemaChange {
+        let change = |change_type: &str,
+                      target: SchemaChangeTarget,
+                      keyspace: &str,
+                      name: Option<&str>| SchemaChange {
             change_type: change_type.into(),
             target,
             keyspace: keyspace.into(),
@@ -789,11 +1150,17 @@ impl QueryProcessor {
         };
         let mut build_index: Option<(Arc<TableMetadata>, crate::index::IndexMetadata)> = None;
         let mut warnings: Vec<String> = Vec::new();
-        let (new_ks, dropped_ks, ev): (Option<KeyspaceMetadata>, Option<String>, Option<SchemaChange>) = match st {
+        let (new_ks, dropped_ks, ev): (
+            Option<KeyspaceMetadata>,
+            Option<String>,
+            Option<SchemaChange>,
+        ) = match st {
             Statement::CreateKeyspace(c) => {
                 validate_name("Keyspace", &c.name)?;
                 if !c.properties.iter().any(|p| p.name == "replication") {
-                    return Err(Error::Invalid("Missing mandatory option 'replication'".into()));
+                    return Err(Error::Invalid(
+                        "Missing mandatory option 'replication'".into(),
+                    ));
                 }
                 if schema.keyspace(&c.name).is_some() {
                     if c.if_not_exists {
@@ -807,9 +1174,22 @@ impl QueryProcessor {
                 }
                 let ks = self.keyspace_from_properties(&c.name, &c.properties, None)?;
                 warnings.extend(self.replication_warnings(&ks));
-                (Some(ks), None, Some(change("CREATED", SchemaChangeTarget::Keyspace, &c.name, None)))
+                (
+                    Some(ks),
+                    None,
+                    Some(change(
+                        "CREATED",
+                        SchemaChangeTarget::Keyspace,
+                        &c.name,
+                        None,
+                    )),
+                )
             }
-            Statement::AlterKeyspace { name, if_exists, properties } => {
+            Statement::AlterKeyspace {
+                name,
+                if_exists,
+                properties,
+            } => {
                 let Some(old) = schema.keyspace(name) else {
                     if *if_exists {
                         return Ok(Outcome::void());
@@ -817,11 +1197,17 @@ impl QueryProcessor {
                     return Err(Error::Invalid(format!("Keyspace '{name}' does not exist")));
                 };
                 if is_system_keyspace(name) {
-                    return Err(Error::Unauthorized(format!("{name} keyspace is not user-modifiable.")));
+                    return Err(Error::Unauthorized(format!(
+                        "{name} keyspace is not user-modifiable."
+                    )));
                 }
                 let ks = self.keyspace_from_properties(name, properties, Some(old))?;
                 warnings.extend(self.replication_warnings(&ks));
-                (Some(ks), None, Some(change("UPDATED", SchemaChangeTarget::Keyspace, name, None)))
+                (
+                    Some(ks),
+                    None,
+                    Some(change("UPDATED", SchemaChangeTarget::Keyspace, name, None)),
+                )
             }
             Statement::DropKeyspace { name, if_exists } => {
                 if schema.keyspace(name).is_none() {
@@ -831,17 +1217,27 @@ impl QueryProcessor {
                     return Err(Error::Invalid(format!("Keyspace '{name}' doesn't exist")));
                 }
                 if is_system_keyspace(name) {
-                    return Err(Error::Unauthorized(format!("{name} keyspace is not user-modifiable.")));
+                    return Err(Error::Unauthorized(format!(
+                        "{name} keyspace is not user-modifiable."
+                    )));
                 }
-                (None, Some(name.clone()), Some(change("DROPPED", SchemaChangeTarget::Keyspace, name, None)))
+                (
+                    None,
+                    Some(name.clone()),
+                    Some(change("DROPPED", SchemaChangeTarget::Keyspace, name, None)),
+                )
             }
             Statement::CreateTable(ct) => {
                 let ks_name = self.keyspace_of(&ct.name, client, ks_opt)?;
                 let Some(old) = schema.keyspace(&ks_name) else {
-                    return Err(Error::Invalid(format!("Keyspace '{ks_name}' doesn't exist")));
+                    return Err(Error::Invalid(format!(
+                        "Keyspace '{ks_name}' doesn't exist"
+                    )));
                 };
                 if is_system_keyspace(&ks_name) {
-                    return Err(Error::Unauthorized(format!("{ks_name} keyspace is not user-modifiable.")));
+                    return Err(Error::Unauthorized(format!(
+                        "{ks_name} keyspace is not user-modifiable."
+                    )));
                 }
                 validate_name("Table", &ct.name.name)?;
                 if old.tables.contains_key(&ct.name.name) {
@@ -851,32 +1247,60 @@ impl QueryProcessor {
                     return Err(Error::AlreadyExists {
                         keyspace: ks_name.clone(),
                         table: ct.name.name.clone(),
-                        message: format!("Cannot add already existing table \"{}\" to keyspace \"{}\"", ct.name.name, ks_name),
+                        message: format!(
+                            "Cannot add already existing table \"{}\" to keyspace \"{}\"",
+                            ct.name.name, ks_name
+                        ),
                     });
                 }
                 let t = build_table(&ks_name, ct, old)?;
                 let mut ks = (**old).clone();
                 ks.tables.insert(t.name.clone(), Arc::new(t));
-                (Some(ks), None, Some(change("CREATED", SchemaChangeTarget::Table, &ks_name, Some(&ct.name.name))))
+                (
+                    Some(ks),
+                    None,
+                    Some(change(
+                        "CREATED",
+                        SchemaChangeTarget::Table,
+                        &ks_name,
+                        Some(&ct.name.name),
+                    )),
+                )
             }
             Statement::AlterTable(at) => {
                 let ks_name = self.keyspace_of(&at.name, client, ks_opt)?;
                 let Some(old) = schema.keyspace(&ks_name) else {
-                    return Err(Error::Invalid(format!("Keyspace '{ks_name}' doesn't exist")));
+                    return Err(Error::Invalid(format!(
+                        "Keyspace '{ks_name}' doesn't exist"
+                    )));
                 };
                 let Some(t) = old.tables.get(&at.name.name) else {
                     if at.if_exists {
                         return Ok(Outcome::void());
                     }
-                    return Err(Error::Invalid(format!("Table '{}.{}' doesn't exist", ks_name, at.name.name)));
+                    return Err(Error::Invalid(format!(
+                        "Table '{}.{}' doesn't exist",
+                        ks_name, at.name.name
+                    )));
                 };
                 if is_system_keyspace(&ks_name) {
-                    return Err(Error::Unauthorized(format!("{ks_name} keyspace is not user-modifiable.")));
+                    return Err(Error::Unauthorized(format!(
+                        "{ks_name} keyspace is not user-modifiable."
+                    )));
                 }
                 let nt = alter_table(t, &at.op, old)?;
                 let mut ks = (**old).clone();
                 ks.tables.insert(nt.name.clone(), Arc::new(nt));
-                (Some(ks), None, Some(change("UPDATED", SchemaChangeTarget::Table, &ks_name, Some(&at.name.name))))
+                (
+                    Some(ks),
+                    None,
+                    Some(change(
+                        "UPDATED",
+                        SchemaChangeTarget::Table,
+                        &ks_name,
+                        Some(&at.name.name),
+                    )),
+                )
             }
             Statement::DropTable { name, if_exists } => {
                 let ks_name = self.keyspace_of(name, client, ks_opt)?;
@@ -884,36 +1308,60 @@ impl QueryProcessor {
                     if *if_exists {
                         return Ok(Outcome::void());
                     }
-                    return Err(Error::Invalid(format!("Keyspace '{ks_name}' doesn't exist")));
+                    return Err(Error::Invalid(format!(
+                        "Keyspace '{ks_name}' doesn't exist"
+                    )));
                 };
                 if !old.tables.contains_key(&name.name) {
                     if *if_exists {
                         return Ok(Outcome::void());
                     }
-                    return Err(Error::Invalid(format!("Table '{}.{}' doesn't exist", ks_name, name.name)));
+                    return Err(Error::Invalid(format!(
+                        "Table '{}.{}' doesn't exist",
+                        ks_name, name.name
+                    )));
                 }
                 if is_system_keyspace(&ks_name) {
-                    return Err(Error::Unauthorized(format!("{ks_name} keyspace is not user-modifiable.")));
+                    return Err(Error::Unauthorized(format!(
+                        "{ks_name} keyspace is not user-modifiable."
+                    )));
                 }
                 let mut ks = (**old).clone();
                 ks.tables.remove(&name.name);
-                (Some(ks), None, Some(change("DROPPED", SchemaChangeTarget::Table, &ks_name, Some(&name.name))))
+                (
+                    Some(ks),
+                    None,
+                    Some(change(
+                        "DROPPED",
+                        SchemaChangeTarget::Table,
+                        &ks_name,
+                        Some(&name.name),
+                    )),
+                )
             }
             Statement::CreateType(ct) => {
                 let ks_name = self.keyspace_of(&ct.name, client, ks_opt)?;
                 let Some(old) = schema.keyspace(&ks_name) else {
-                    return Err(Error::Invalid(format!("Keyspace '{ks_name}' doesn't exist")));
+                    return Err(Error::Invalid(format!(
+                        "Keyspace '{ks_name}' doesn't exist"
+                    )));
                 };
                 if old.types.contains_key(&ct.name.name) {
                     if ct.if_not_exists {
                         return Ok(Outcome::void());
                     }
-                    return Err(Error::Invalid(format!("A user type with name '{}' already exists", ct.name.name)));
+                    return Err(Error::Invalid(format!(
+                        "A user type with name '{}' already exists",
+                        ct.name.name
+                    )));
                 }
                 let mut fields = Vec::new();
                 for (f, tstr) in &ct.fields {
                     if fields.iter().any(|(n, _): &(String, CqlType)| n == f) {
-                        return Err(Error::Invalid(format!("Duplicate field name {f} in type {}", ct.name.name)));
+                        return Err(Error::Invalid(format!(
+                            "Duplicate field name {f} in type {}",
+                            ct.name.name
+                        )));
                     }
                     let typ = parse_type(tstr, old)?;
                     if typ.is_counter() {
@@ -922,24 +1370,48 @@ impl QueryProcessor {
                     fields.push((f.clone(), typ));
                 }
                 let mut ks = (**old).clone();
-                ks.types.insert(ct.name.name.clone(), Arc::new(UserType { keyspace: ks_name.clone(), name: ct.name.name.clone(), fields }));
-                (Some(ks), None, Some(change("CREATED", SchemaChangeTarget::Type, &ks_name, Some(&ct.name.name))))
+                ks.types.insert(
+                    ct.name.name.clone(),
+                    Arc::new(UserType {
+                        keyspace: ks_name.clone(),
+                        name: ct.name.name.clone(),
+                        fields,
+                    }),
+                );
+                (
+                    Some(ks),
+                    None,
+                    Some(change(
+                        "CREATED",
+                        SchemaChangeTarget::Type,
+                        &ks_name,
+                        Some(&ct.name.name),
+                    )),
+                )
             }
             Statement::DropType { name, if_exists } => {
                 let ks_name = self.keyspace_of(name, client, ks_opt)?;
                 let Some(old) = schema.keyspace(&ks_name) else {
-                    return Err(Error::Invalid(format!("Keyspace '{ks_name}' doesn't exist")));
+                    return Err(Error::Invalid(format!(
+                        "Keyspace '{ks_name}' doesn't exist"
+                    )));
                 };
                 if !old.types.contains_key(&name.name) {
                     if *if_exists {
                         return Ok(Outcome::void());
                     }
-                    return Err(Error::Invalid(format!("Type '{}.{}' doesn't exist", ks_name, name.name)));
+                    return Err(Error::Invalid(format!(
+                        "Type '{}.{}' doesn't exist",
+                        ks_name, name.name
+                    )));
                 }
                 let by_types: Vec<&str> = old
                     .types
                     .values()
-                    .filter(|u| u.name != name.name && u.fields.iter().any(|(_, t)| refers_to_type(t, &name.name)))
+                    .filter(|u| {
+                        u.name != name.name
+                            && u.fields.iter().any(|(_, t)| refers_to_type(t, &name.name))
+                    })
                     .map(|u| u.name.as_str())
                     .collect();
                 if !by_types.is_empty() {
@@ -950,8 +1422,12 @@ impl QueryProcessor {
                         by_types.join(", ")
                     )));
                 }
-                let by_tables: Vec<&str> =
-                    old.tables.values().filter(|t| t.columns.iter().any(|c| refers_to_type(&c.typ, &name.name))).map(|t| t.name.as_str()).collect();
+                let by_tables: Vec<&str> = old
+                    .tables
+                    .values()
+                    .filter(|t| t.columns.iter().any(|c| refers_to_type(&c.typ, &name.name)))
+                    .map(|t| t.name.as_str())
+                    .collect();
                 if !by_tables.is_empty() {
                     return Err(Error::Invalid(format!(
                         "Cannot drop user type '{}.{}' as it is still used by tables {}",
@@ -962,18 +1438,37 @@ impl QueryProcessor {
                 }
                 let mut ks = (**old).clone();
                 ks.types.remove(&name.name);
-                (Some(ks), None, Some(change("DROPPED", SchemaChangeTarget::Type, &ks_name, Some(&name.name))))
+                (
+                    Some(ks),
+                    None,
+                    Some(change(
+                        "DROPPED",
+                        SchemaChangeTarget::Type,
+                        &ks_name,
+                        Some(&name.name),
+                    )),
+                )
             }
-            Statement::AlterType { name, if_exists, add, renames } => {
+            Statement::AlterType {
+                name,
+                if_exists,
+                add,
+                renames,
+            } => {
                 let ks_name = self.keyspace_of(name, client, ks_opt)?;
                 let Some(old) = schema.keyspace(&ks_name) else {
-                    return Err(Error::Invalid(format!("Keyspace '{ks_name}' doesn't exist")));
+                    return Err(Error::Invalid(format!(
+                        "Keyspace '{ks_name}' doesn't exist"
+                    )));
                 };
                 let Some(u) = old.types.get(&name.name) else {
                     if *if_exists {
                         return Ok(Outcome::void());
                     }
-                    return Err(Error::Invalid(format!("Type {ks_name}.{} doesn't exist", name.name)));
+                    return Err(Error::Invalid(format!(
+                        "Type {ks_name}.{} doesn't exist",
+                        name.name
+                    )));
                 };
                 let mut fields = u.fields.clone();
                 if let Some((f, tstr)) = add {
@@ -987,27 +1482,57 @@ impl QueryProcessor {
                 }
                 for (from, to) in renames {
                     let Some(i) = fields.iter().position(|(n, _)| n == from) else {
-                        return Err(Error::Invalid(format!("Unkown field {from} in user type {ks_name}.{}", name.name)));
+                        return Err(Error::Invalid(format!(
+                            "Unkown field {from} in user type {ks_name}.{}",
+                            name.name
+                        )));
                     };
                     fields[i].0 = to.clone();
                 }
                 let mut ks = (**old).clone();
-                ks.types.insert(name.name.clone(), Arc::new(UserType { keyspace: ks_name.clone(), name: name.name.clone(), fields }));
+                ks.types.insert(
+                    name.name.clone(),
+                    Arc::new(UserType {
+                        keyspace: ks_name.clone(),
+                        name: name.name.clone(),
+                        fields,
+                    }),
+                );
                 reresolve_types(&mut ks);
-                (Some(ks), None, Some(change("UPDATED", SchemaChangeTarget::Type, &ks_name, Some(&name.name))))
+                (
+                    Some(ks),
+                    None,
+                    Some(change(
+                        "UPDATED",
+                        SchemaChangeTarget::Type,
+                        &ks_name,
+                        Some(&name.name),
+                    )),
+                )
             }
             Statement::CreateIndex(ci) => {
                 let ks_name = self.keyspace_of(&ci.table, client, ks_opt)?;
                 let Some(old) = schema.keyspace(&ks_name) else {
-                    return Err(Error::Invalid(format!("Keyspace '{ks_name}' doesn't exist")));
+                    return Err(Error::Invalid(format!(
+                        "Keyspace '{ks_name}' doesn't exist"
+                    )));
                 };
                 let Some(t) = old.tables.get(&ci.table.name) else {
-                    return Err(Error::Invalid(format!("Table '{}' doesn't exist", ci.table.name)));
+                    return Err(Error::Invalid(format!(
+                        "Table '{}' doesn't exist",
+                        ci.table.name
+                    )));
                 };
                 if is_system_keyspace(&ks_name) {
-                    return Err(Error::Unauthorized(format!("{ks_name} keyspace is not user-modifiable.")));
+                    return Err(Error::Unauthorized(format!(
+                        "{ks_name} keyspace is not user-modifiable."
+                    )));
                 }
-                let name_taken = |n: &str| old.tables.values().any(|t| t.indexes.iter().any(|ix| ix.name == n));
+                let name_taken = |n: &str| {
+                    old.tables
+                        .values()
+                        .any(|t| t.indexes.iter().any(|ix| ix.name == n))
+                };
                 if let Some(n) = &ci.name {
                     if name_taken(n) {
                         if ci.if_not_exists {
@@ -1029,9 +1554,17 @@ impl QueryProcessor {
                     if ci.if_not_exists {
                         return Ok(Outcome::void());
                     }
-                    return Err(Error::Invalid(format!("Index {} is a duplicate of existing index {d}", ix.name)));
+                    return Err(Error::Invalid(format!(
+                        "Index {} is a duplicate of existing index {d}",
+                        ix.name
+                    )));
                 }
-                if ix.is_sai() && matches!(t.column(&ix.column).map(|c| c.typ.unfrozen()), Some(CqlType::Vector(..))) {
+                if ix.is_sai()
+                    && matches!(
+                        t.column(&ix.column).map(|c| c.typ.unfrozen()),
+                        Some(CqlType::Vector(..))
+                    )
+                {
                     warnings.push(SAI_ANN_WARNING.into());
                 }
                 let mut nt = (**t).clone();
@@ -1041,25 +1574,49 @@ impl QueryProcessor {
                 build_index = Some((nt.clone(), ix));
                 let mut ks = (**old).clone();
                 ks.tables.insert(nt.name.clone(), nt);
-                (Some(ks), None, Some(change("UPDATED", SchemaChangeTarget::Table, &ks_name, Some(&ci.table.name))))
+                (
+                    Some(ks),
+                    None,
+                    Some(change(
+                        "UPDATED",
+                        SchemaChangeTarget::Table,
+                        &ks_name,
+                        Some(&ci.table.name),
+                    )),
+                )
             }
             Statement::DropIndex { name, if_exists } => {
                 let ks_name = self.keyspace_of(name, client, ks_opt)?;
                 let found = schema.keyspace(&ks_name).and_then(|old| {
-                    old.tables.values().find(|t| t.indexes.iter().any(|ix| ix.name == name.name)).map(|t| (old, t))
+                    old.tables
+                        .values()
+                        .find(|t| t.indexes.iter().any(|ix| ix.name == name.name))
+                        .map(|t| (old, t))
                 });
                 let Some((old, t)) = found else {
                     if *if_exists {
                         return Ok(Outcome::void());
                     }
-                    return Err(Error::Invalid(format!("Index '{ks_name}.{}' doesn't exist'", name.name)));
+                    return Err(Error::Invalid(format!(
+                        "Index '{ks_name}.{}' doesn't exist'",
+                        name.name
+                    )));
                 };
                 let mut nt = (**t).clone();
                 nt.indexes.retain(|ix| ix.name != name.name);
                 let mut ks = (**old).clone();
                 let table_name = nt.name.clone();
                 ks.tables.insert(nt.name.clone(), Arc::new(nt));
-                (Some(ks), None, Some(change("UPDATED", SchemaChangeTarget::Table, &ks_name, Some(&table_name))))
+                (
+                    Some(ks),
+                    None,
+                    Some(change(
+                        "UPDATED",
+                        SchemaChangeTarget::Table,
+                        &ks_name,
+                        Some(&table_name),
+                    )),
+                )
             }
             _ => return Err(Error::Invalid("Unsupported statement".into())),
         };
@@ -1078,7 +1635,11 @@ impl QueryProcessor {
                     for (n, t) in &old.tables {
                         match ks.tables.get(n).filter(|nt| nt.id == t.id) {
                             Some(nt) => {
-                                for ix in t.indexes.iter().filter(|ix| !nt.indexes.iter().any(|x| x.name == ix.name)) {
+                                for ix in t
+                                    .indexes
+                                    .iter()
+                                    .filter(|ix| !nt.indexes.iter().any(|x| x.name == ix.name))
+                                {
                                     self.storage.drop_table(ix.store_id(t));
                                 }
                             }
@@ -1110,15 +1671,29 @@ impl QueryProcessor {
             crate::index::build(&self.storage, &t, &ix).await?;
         }
         let event = ev.clone();
-        Ok(Outcome { body: ev.map(ResultBody::SchemaChange).unwrap_or(ResultBody::Void), warnings, event })
+        Ok(Outcome {
+            body: ev.map(ResultBody::SchemaChange).unwrap_or(ResultBody::Void),
+            warnings,
+            event,
+        })
     }
 
     /// Cassandra's warning when a keyspace asks for more replicas than a
     /// datacenter has nodes.
     fn replication_warnings(&self, ks: &KeyspaceMetadata) -> Vec<String> {
         let ring = self.proxy.ring.read();
-        let nodes_in = |dc: Option<&str>| ring.endpoints.iter().filter(|e| dc.is_none_or(|d| e.datacenter == d)).count().max(1);
-        let class = ks.replication.get("class").map(|c| c.as_str()).unwrap_or("");
+        let nodes_in = |dc: Option<&str>| {
+            ring.endpoints
+                .iter()
+                .filter(|e| dc.is_none_or(|d| e.datacenter == d))
+                .count()
+                .max(1)
+        };
+        let class = ks
+            .replication
+            .get("class")
+            .map(|c| c.as_str())
+            .unwrap_or("");
         let mut out = Vec::new();
         if class.ends_with("NetworkTopologyStrategy") {
             for (dc, rf) in ks.replication.iter().filter(|(k, _)| k.as_str() != "class") {
@@ -1129,7 +1704,11 @@ impl QueryProcessor {
                 }
             }
         } else if class.ends_with("SimpleStrategy") {
-            let rf: usize = ks.replication.get("replication_factor").and_then(|v| v.parse().ok()).unwrap_or(0);
+            let rf: usize = ks
+                .replication
+                .get("replication_factor")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
             let n = nodes_in(None);
             if rf > n {
                 out.push(format!("Your replication factor {rf} for keyspace {} is higher than the number of nodes {n}", ks.name));
@@ -1138,14 +1717,21 @@ impl QueryProcessor {
         out
     }
 
-    fn keyspace_from_properties(&self, name: &str, props: &[Property], old: Option<&Arc<KeyspaceMetadata>>) -> Result<KeyspaceMetadata> {
+    fn keyspace_from_properties(
+        &self,
+        name: &str,
+        props: &[Property],
+        old: Option<&Arc<KeyspaceMetadata>>,
+    ) -> Result<KeyspaceMetadata> {
         let mut replication = old.map(|o| o.replication.clone());
         let mut durable_writes = old.map(|o| o.durable_writes).unwrap_or(true);
         for p in props {
             match p.name.as_str() {
                 "replication" => {
                     let PropertyValue::Map(m) = &p.value else {
-                        return Err(Error::Syntax("Invalid value for property 'replication'. It should be a map.".into()));
+                        return Err(Error::Syntax(
+                            "Invalid value for property 'replication'. It should be a map.".into(),
+                        ));
                     };
                     let m: BTreeMap<String, String> = m.iter().cloned().collect();
                     replication = Some(validate_replication(name, &m, &self.local_dc)?);
@@ -1154,14 +1740,20 @@ impl QueryProcessor {
                     durable_writes = match p.value.as_text().map(|s| s.to_lowercase()).as_deref() {
                         Some("true") => true,
                         Some("false") => false,
-                        _ => return Err(Error::Syntax("Invalid boolean value for 'durable_writes'".into())),
+                        _ => {
+                            return Err(Error::Syntax(
+                                "Invalid boolean value for 'durable_writes'".into(),
+                            ))
+                        }
                     }
                 }
                 other => return Err(Error::Syntax(format!("Unknown property '{other}'"))),
             }
         }
         let Some(replication) = replication else {
-            return Err(Error::Invalid("Missing mandatory option 'replication'".into()));
+            return Err(Error::Invalid(
+                "Missing mandatory option 'replication'".into(),
+            ));
         };
         Ok(KeyspaceMetadata {
             name: name.to_string(),
@@ -1179,7 +1771,9 @@ impl QueryProcessor {
 fn refers_to_type(t: &CqlType, name: &str) -> bool {
     match t {
         CqlType::Udt(u) => u.name == name || u.fields.iter().any(|(_, f)| refers_to_type(f, name)),
-        CqlType::List(e) | CqlType::Set(e) | CqlType::Frozen(e) | CqlType::Vector(e, _) => refers_to_type(e, name),
+        CqlType::List(e) | CqlType::Set(e) | CqlType::Frozen(e) | CqlType::Vector(e, _) => {
+            refers_to_type(e, name)
+        }
         CqlType::Map(k, v) => refers_to_type(k, name) || refers_to_type(v, name),
         CqlType::Tuple(ts) => ts.iter().any(|f| refers_to_type(f, name)),
         _ => false,
@@ -1193,8 +1787,21 @@ fn reresolve_types(ks: &mut KeyspaceMetadata) {
         let snapshot = ks.types.clone();
         let resolve = |n: &str| snapshot.get(n).cloned();
         for u in ks.types.values_mut() {
-            let fields = u.fields.iter().map(|(n, t)| (n.clone(), CqlType::parse(&t.to_string(), &resolve).unwrap_or_else(|_| t.clone()))).collect();
-            *u = Arc::new(UserType { keyspace: u.keyspace.clone(), name: u.name.clone(), fields });
+            let fields = u
+                .fields
+                .iter()
+                .map(|(n, t)| {
+                    (
+                        n.clone(),
+                        CqlType::parse(&t.to_string(), &resolve).unwrap_or_else(|_| t.clone()),
+                    )
+                })
+                .collect();
+            *u = Arc::new(UserType {
+                keyspace: u.keyspace.clone(),
+                name: u.name.clone(),
+                fields,
+            });
         }
     }
     let resolve = |n: &str| ks.types.get(n).cloned();
@@ -1206,8 +1813,18 @@ fn reresolve_types(ks: &mut KeyspaceMetadata) {
                 c.typ = typ;
             }
         }
-        let rebuilt = TableMetadata::new(&nt.keyspace, &nt.name, nt.id, nt.columns.clone(), nt.params.clone());
-        *t = Arc::new(TableMetadata { dropped: nt.dropped, indexes: nt.indexes, ..rebuilt });
+        let rebuilt = TableMetadata::new(
+            &nt.keyspace,
+            &nt.name,
+            nt.id,
+            nt.columns.clone(),
+            nt.params.clone(),
+        );
+        *t = Arc::new(TableMetadata {
+            dropped: nt.dropped,
+            indexes: nt.indexes,
+            ..rebuilt
+        });
     }
     ks.tables = tables;
 }
@@ -1218,11 +1835,16 @@ fn value_compatible(new: &CqlType, old: &CqlType) -> bool {
     n == o
         || *n == CqlType::Blob
         || (*n == CqlType::Text && *o == CqlType::Ascii)
-        || (*n == CqlType::Varint && matches!(o, CqlType::Int | CqlType::Bigint | CqlType::Smallint | CqlType::Tinyint))
+        || (*n == CqlType::Varint
+            && matches!(
+                o,
+                CqlType::Int | CqlType::Bigint | CqlType::Smallint | CqlType::Tinyint
+            ))
 }
 
 /// The client warning of `CREATE INDEX ... USING 'sai'` on a vector column.
-const SAI_ANN_WARNING: &str = "SAI ANN indexes on vector columns are experimental and are not recommended for production use.
+const SAI_ANN_WARNING: &str =
+    "SAI ANN indexes on vector columns are experimental and are not recommended for production use.
 They don't yet support SELECT queries with:
  * Consistency level higher than ONE/LOCAL_ONE.
  * Paging.
@@ -1259,7 +1881,13 @@ fn using_specs<'a>(u: &'a UsingClause, extra: &mut Vec<(&'a Term, String, CqlTyp
 }
 
 /// Sets the spec of every bind marker inside `term` (recursing into collection literals).
-fn set_term_specs(term: &Term, name: &str, typ: &CqlType, spec: &dyn Fn(String, CqlType) -> ColumnSpec, specs: &mut [Option<ColumnSpec>]) {
+fn set_term_specs(
+    term: &Term,
+    name: &str,
+    typ: &CqlType,
+    spec: &dyn Fn(String, CqlType) -> ColumnSpec,
+    specs: &mut [Option<ColumnSpec>],
+) {
     match term {
         Term::Bind(m) => {
             if let Some(s) = specs.get_mut(m.index) {
@@ -1311,7 +1939,9 @@ fn set_term_specs(term: &Term, name: &str, typ: &CqlType, spec: &dyn Fn(String, 
                 set_term_specs(a, &format!("arg{i}"), &t, spec, specs);
             }
         }
-        Term::Cast { term, .. } | Term::Negate(term) => set_term_specs(term, name, typ, spec, specs),
+        Term::Cast { term, .. } | Term::Negate(term) => {
+            set_term_specs(term, name, typ, spec, specs)
+        }
         _ => {}
     }
 }
@@ -1323,7 +1953,9 @@ fn resolve_values(st: &ParsedStatement, opts: &QueryOptions) -> Result<Vec<Value
         let mut out = vec![Value::Unset; n];
         for (i, m) in st.bind_markers.iter().enumerate() {
             let Some(name) = &m.name else {
-                return Err(Error::Invalid("Named values given for a statement with unnamed markers".into()));
+                return Err(Error::Invalid(
+                    "Named values given for a statement with unnamed markers".into(),
+                ));
             };
             match names.iter().position(|x| x == name) {
                 Some(j) => out[i] = opts.values[j].clone(),
@@ -1333,22 +1965,32 @@ fn resolve_values(st: &ParsedStatement, opts: &QueryOptions) -> Result<Vec<Value
         return Ok(out);
     }
     if opts.values.len() != n {
-        return Err(Error::Invalid(format!("there were {} markers(?) in CQL but {} bound variables", n, opts.values.len())));
+        return Err(Error::Invalid(format!(
+            "there were {} markers(?) in CQL but {} bound variables",
+            n,
+            opts.values.len()
+        )));
     }
     Ok(opts.values.clone())
 }
 
 fn parse_type(s: &str, ks: &KeyspaceMetadata) -> Result<CqlType> {
-    let t = CqlType::parse(s, &|n: &str| ks.types.get(n.trim_matches('"')).cloned()).map_err(|e| {
-        let m = e.to_string();
-        match m.strip_prefix("Unknown type ") {
-            Some(name) if !name.contains('.') => Error::Invalid(format!("Unknown type {}.{name}", ks.name)),
-            _ => Error::Invalid(m),
-        }
-    })?;
+    let t =
+        CqlType::parse(s, &|n: &str| ks.types.get(n.trim_matches('"')).cloned()).map_err(|e| {
+            let m = e.to_string();
+            match m.strip_prefix("Unknown type ") {
+                Some(name) if !name.contains('.') => {
+                    Error::Invalid(format!("Unknown type {}.{name}", ks.name))
+                }
+                _ => Error::Invalid(m),
+            }
+        })?;
     if let CqlType::List(e) | CqlType::Set(e) | CqlType::Map(_, e) = t.unfrozen() {
-        if contains_counter(e) || matches!(t.unfrozen(), CqlType::Map(k, _) if contains_counter(k)) {
-            return Err(Error::Invalid(format!("Counters are not allowed inside collections: {t}")));
+        if contains_counter(e) || matches!(t.unfrozen(), CqlType::Map(k, _) if contains_counter(k))
+        {
+            return Err(Error::Invalid(format!(
+                "Counters are not allowed inside collections: {t}"
+            )));
         }
     }
     Ok(freeze_tuples(t))
@@ -1367,12 +2009,18 @@ fn contains_counter(t: &CqlType) -> bool {
 /// Tuples are always frozen in Cassandra.
 fn freeze_tuples(t: CqlType) -> CqlType {
     match t {
-        CqlType::Tuple(ts) => CqlType::Frozen(Box::new(CqlType::Tuple(ts.into_iter().map(freeze_tuples).collect()))),
+        CqlType::Tuple(ts) => CqlType::Frozen(Box::new(CqlType::Tuple(
+            ts.into_iter().map(freeze_tuples).collect(),
+        ))),
         CqlType::List(e) => CqlType::List(Box::new(freeze_tuples(*e))),
         CqlType::Set(e) => CqlType::Set(Box::new(freeze_tuples(*e))),
-        CqlType::Map(k, v) => CqlType::Map(Box::new(freeze_tuples(*k)), Box::new(freeze_tuples(*v))),
+        CqlType::Map(k, v) => {
+            CqlType::Map(Box::new(freeze_tuples(*k)), Box::new(freeze_tuples(*v)))
+        }
         CqlType::Frozen(inner) => match *inner {
-            CqlType::Tuple(ts) => CqlType::Frozen(Box::new(CqlType::Tuple(ts.into_iter().map(freeze_tuples).collect()))),
+            CqlType::Tuple(ts) => CqlType::Frozen(Box::new(CqlType::Tuple(
+                ts.into_iter().map(freeze_tuples).collect(),
+            ))),
             other => CqlType::Frozen(Box::new(freeze_tuples(other))),
         },
         other => other,
@@ -1383,51 +2031,86 @@ fn build_table(ks_name: &str, ct: &CreateTable, ks: &KeyspaceMetadata) -> Result
     let mut columns: Vec<ColumnMetadata> = Vec::new();
     for c in &ct.columns {
         if columns.iter().any(|x| x.name == c.name) {
-            return Err(Error::Invalid(format!("Duplicate column '{}' declaration for table '{}'", c.name, ct.name.name)));
+            return Err(Error::Invalid(format!(
+                "Duplicate column '{}' declaration for table '{}'",
+                c.name, ct.name.name
+            )));
         }
         let typ = parse_type(&c.typ, ks)?;
         columns.push(ColumnMetadata {
             name: c.name.clone(),
             typ,
-            kind: if c.is_static { ColumnKind::Static } else { ColumnKind::Regular },
+            kind: if c.is_static {
+                ColumnKind::Static
+            } else {
+                ColumnKind::Regular
+            },
             position: -1,
             reversed: false,
         });
     }
     if ct.partition_key.is_empty() {
-        return Err(Error::Invalid("No PRIMARY KEY specifed for table '".to_string() + &ct.name.name + "' (exactly one required)"));
+        return Err(Error::Invalid(
+            "No PRIMARY KEY specifed for table '".to_string()
+                + &ct.name.name
+                + "' (exactly one required)",
+        ));
     }
     for (i, pk) in ct.partition_key.iter().enumerate() {
         let Some(c) = columns.iter_mut().find(|c| &c.name == pk) else {
-            return Err(Error::Invalid(format!("Unknown column '{pk}' referenced in PRIMARY KEY for table '{}'", ct.name.name)));
+            return Err(Error::Invalid(format!(
+                "Unknown column '{pk}' referenced in PRIMARY KEY for table '{}'",
+                ct.name.name
+            )));
         };
         if c.kind == ColumnKind::PartitionKey || c.kind == ColumnKind::Clustering {
-            return Err(Error::Invalid(format!("Duplicate column '{pk}' in PRIMARY KEY clause for table '{}'", ct.name.name)));
+            return Err(Error::Invalid(format!(
+                "Duplicate column '{pk}' in PRIMARY KEY clause for table '{}'",
+                ct.name.name
+            )));
         }
         if c.typ.is_multi_cell() {
-            return Err(Error::Invalid(format!("Invalid non-frozen collection type {} for PRIMARY KEY column '{pk}'", c.typ)));
+            return Err(Error::Invalid(format!(
+                "Invalid non-frozen collection type {} for PRIMARY KEY column '{pk}'",
+                c.typ
+            )));
         }
         if c.typ.is_counter() {
-            return Err(Error::Invalid(format!("counter type is not supported for PRIMARY KEY column '{pk}'")));
+            return Err(Error::Invalid(format!(
+                "counter type is not supported for PRIMARY KEY column '{pk}'"
+            )));
         }
         if c.kind == ColumnKind::Static {
-            return Err(Error::Invalid(format!("Static column '{pk}' cannot be part of the PRIMARY KEY")));
+            return Err(Error::Invalid(format!(
+                "Static column '{pk}' cannot be part of the PRIMARY KEY"
+            )));
         }
         c.kind = ColumnKind::PartitionKey;
         c.position = i as i32;
     }
     for (i, ck) in ct.clustering_key.iter().enumerate() {
         let Some(c) = columns.iter_mut().find(|c| &c.name == ck) else {
-            return Err(Error::Invalid(format!("Unknown column '{ck}' referenced in PRIMARY KEY for table '{}'", ct.name.name)));
+            return Err(Error::Invalid(format!(
+                "Unknown column '{ck}' referenced in PRIMARY KEY for table '{}'",
+                ct.name.name
+            )));
         };
         if c.kind == ColumnKind::PartitionKey || c.kind == ColumnKind::Clustering {
-            return Err(Error::Invalid(format!("Duplicate column '{ck}' in PRIMARY KEY clause for table '{}'", ct.name.name)));
+            return Err(Error::Invalid(format!(
+                "Duplicate column '{ck}' in PRIMARY KEY clause for table '{}'",
+                ct.name.name
+            )));
         }
         if c.typ.is_multi_cell() {
-            return Err(Error::Invalid(format!("Invalid non-frozen collection type {} for PRIMARY KEY column '{ck}'", c.typ)));
+            return Err(Error::Invalid(format!(
+                "Invalid non-frozen collection type {} for PRIMARY KEY column '{ck}'",
+                c.typ
+            )));
         }
         if c.kind == ColumnKind::Static {
-            return Err(Error::Invalid(format!("Static column '{ck}' cannot be part of the PRIMARY KEY")));
+            return Err(Error::Invalid(format!(
+                "Static column '{ck}' cannot be part of the PRIMARY KEY"
+            )));
         }
         c.kind = ColumnKind::Clustering;
         c.position = i as i32;
@@ -1451,20 +2134,30 @@ fn build_table(ks_name: &str, ct: &CreateTable, ks: &KeyspaceMetadata) -> Result
             }
         }
     }
-    let counters = columns.iter().filter(|c| !c.kind.is_primary_key() && c.typ.is_counter()).count();
+    let counters = columns
+        .iter()
+        .filter(|c| !c.kind.is_primary_key() && c.typ.is_counter())
+        .count();
     let regulars = columns.iter().filter(|c| !c.kind.is_primary_key()).count();
     if counters > 0 && counters != regulars {
-        return Err(Error::Invalid("Cannot mix counter and non counter columns in the same table".into()));
+        return Err(Error::Invalid(
+            "Cannot mix counter and non counter columns in the same table".into(),
+        ));
     }
     if ct.compact_storage {
-        return Err(Error::Invalid("COMPACT STORAGE tables are not supported starting with version 4.0".into()));
+        return Err(Error::Invalid(
+            "COMPACT STORAGE tables are not supported starting with version 4.0".into(),
+        ));
     }
     let mut params = TableParams::default();
     let mut props = ct.properties.clone();
     let mut id = None;
     props.retain(|p| {
         if p.name == "id" {
-            id = p.value.as_text().and_then(|t| uuid::Uuid::parse_str(&t).ok());
+            id = p
+                .value
+                .as_text()
+                .and_then(|t| uuid::Uuid::parse_str(&t).ok());
             false
         } else {
             true
@@ -1472,18 +2165,33 @@ fn build_table(ks_name: &str, ct: &CreateTable, ks: &KeyspaceMetadata) -> Result
     });
     params.apply(&props)?;
     if counters > 0 && params.default_time_to_live > 0 {
-        return Err(Error::Invalid("Cannot set default_time_to_live on a table with counters".into()));
+        return Err(Error::Invalid(
+            "Cannot set default_time_to_live on a table with counters".into(),
+        ));
     }
-    Ok(TableMetadata::new(ks_name, &ct.name.name, id.unwrap_or_else(uuid::Uuid::new_v4), columns, params))
+    Ok(TableMetadata::new(
+        ks_name,
+        &ct.name.name,
+        id.unwrap_or_else(uuid::Uuid::new_v4),
+        columns,
+        params,
+    ))
 }
 
-fn alter_table(t: &TableMetadata, op: &AlterTableOp, ks: &KeyspaceMetadata) -> Result<TableMetadata> {
+fn alter_table(
+    t: &TableMetadata,
+    op: &AlterTableOp,
+    ks: &KeyspaceMetadata,
+) -> Result<TableMetadata> {
     let mut nt = t.clone();
     match op {
         AlterTableOp::Add(cols) => {
             for c in cols {
                 if nt.column(&c.name).is_some() {
-                    return Err(Error::Invalid(format!("Column with name '{}' already exists", c.name)));
+                    return Err(Error::Invalid(format!(
+                        "Column with name '{}' already exists",
+                        c.name
+                    )));
                 }
                 let typ = parse_type(&c.typ, ks)?;
                 if c.is_static && nt.clustering_count == 0 {
@@ -1499,15 +2207,25 @@ fn alter_table(t: &TableMetadata, op: &AlterTableOp, ks: &KeyspaceMetadata) -> R
                 }
                 if nt.is_counter != typ.is_counter() && !nt.regular_and_static().is_empty() {
                     return Err(Error::Config(if nt.is_counter {
-                        format!("{}.{}: Cannot have a non counter column (\"{}\") in a counter table", nt.keyspace, nt.name, c.name)
+                        format!(
+                            "{}.{}: Cannot have a non counter column (\"{}\") in a counter table",
+                            nt.keyspace, nt.name, c.name
+                        )
                     } else {
-                        format!("{}.{}: Cannot have a counter column (\"{}\") in a non counter table", nt.keyspace, nt.name, c.name)
+                        format!(
+                            "{}.{}: Cannot have a counter column (\"{}\") in a non counter table",
+                            nt.keyspace, nt.name, c.name
+                        )
                     }));
                 }
                 nt.columns.push(ColumnMetadata {
                     name: c.name.clone(),
                     typ,
-                    kind: if c.is_static { ColumnKind::Static } else { ColumnKind::Regular },
+                    kind: if c.is_static {
+                        ColumnKind::Static
+                    } else {
+                        ColumnKind::Regular
+                    },
                     position: -1,
                     reversed: false,
                 });
@@ -1516,12 +2234,22 @@ fn alter_table(t: &TableMetadata, op: &AlterTableOp, ks: &KeyspaceMetadata) -> R
         AlterTableOp::Drop(cols) => {
             for c in cols {
                 let Some(col) = nt.column(c) else {
-                    return Err(Error::Invalid(format!("Column {c} was not found in table '{}.{}'", t.keyspace, t.name)));
+                    return Err(Error::Invalid(format!(
+                        "Column {c} was not found in table '{}.{}'",
+                        t.keyspace, t.name
+                    )));
                 };
                 if col.kind.is_primary_key() {
-                    return Err(Error::Invalid(format!("Cannot drop PRIMARY KEY column {c}")));
+                    return Err(Error::Invalid(format!(
+                        "Cannot drop PRIMARY KEY column {c}"
+                    )));
                 }
-                let dependent: Vec<&str> = nt.indexes.iter().filter(|ix| &ix.column == c).map(|ix| ix.name.as_str()).collect();
+                let dependent: Vec<&str> = nt
+                    .indexes
+                    .iter()
+                    .filter(|ix| &ix.column == c)
+                    .map(|ix| ix.name.as_str())
+                    .collect();
                 if !dependent.is_empty() {
                     return Err(Error::Invalid(format!(
                         "Cannot drop column {c} because it has dependent secondary indexes ({})",
@@ -1536,7 +2264,10 @@ fn alter_table(t: &TableMetadata, op: &AlterTableOp, ks: &KeyspaceMetadata) -> R
         AlterTableOp::Rename(pairs) => {
             for (from, to) in pairs {
                 let Some(i) = nt.column_index(from) else {
-                    return Err(Error::Invalid(format!("Column {from} was not found in table {}.{}", t.keyspace, t.name)));
+                    return Err(Error::Invalid(format!(
+                        "Column {from} was not found in table {}.{}",
+                        t.keyspace, t.name
+                    )));
                 };
                 if !nt.columns[i].kind.is_primary_key() {
                     return Err(Error::Invalid(format!(
@@ -1554,17 +2285,33 @@ fn alter_table(t: &TableMetadata, op: &AlterTableOp, ks: &KeyspaceMetadata) -> R
         }
         AlterTableOp::Alter { column, .. } => {
             let _ = column;
-            return Err(Error::Invalid("Altering column types is no longer supported".into()));
+            return Err(Error::Invalid(
+                "Altering column types is no longer supported".into(),
+            ));
         }
         AlterTableOp::With(props) => {
             nt.params.apply(props)?;
         }
     }
-    let rebuilt = TableMetadata::new(&nt.keyspace, &nt.name, nt.id, nt.columns.clone(), nt.params.clone());
-    Ok(TableMetadata { dropped: nt.dropped, indexes: nt.indexes, ..rebuilt })
+    let rebuilt = TableMetadata::new(
+        &nt.keyspace,
+        &nt.name,
+        nt.id,
+        nt.columns.clone(),
+        nt.params.clone(),
+    );
+    Ok(TableMetadata {
+        dropped: nt.dropped,
+        indexes: nt.indexes,
+        ..rebuilt
+    })
 }
 
 /// Writes non-durable rows straight into memtables (system data regenerated at start).
 pub fn write_params_now(ts: i64) -> WriteParams {
-    WriteParams { timestamp: ts, ttl: 0, now: sibyl_storage::now_in_seconds() }
+    WriteParams {
+        timestamp: ts,
+        ttl: 0,
+        now: sibyl_storage::now_in_seconds(),
+    }
 }

@@ -56,8 +56,12 @@ fn rhs_values(ev: &Eval, rel: &Relation, col: &str, t: &CqlType) -> Result<Vec<B
     let one = |v: Val| -> Result<Bytes> {
         match v {
             Val::Set(b) => Ok(b),
-            Val::Null => Err(Error::Invalid(format!("Invalid null value in condition for column {col}"))),
-            Val::Unset => Err(Error::Invalid(format!("Invalid unset value for column {col}"))),
+            Val::Null => Err(Error::Invalid(format!(
+                "Invalid null value in condition for column {col}"
+            ))),
+            Val::Unset => Err(Error::Invalid(format!(
+                "Invalid unset value for column {col}"
+            ))),
         }
     };
     match &rel.rhs {
@@ -66,11 +70,19 @@ fn rhs_values(ev: &Eval, rel: &Relation, col: &str, t: &CqlType) -> Result<Vec<B
                 Operator::Contains => match t.unfrozen() {
                     CqlType::List(e) | CqlType::Set(e) => e.as_ref().clone(),
                     CqlType::Map(_, v) => v.as_ref().clone(),
-                    _ => return Err(Error::Invalid(format!("Cannot use CONTAINS on non-collection column {col}"))),
+                    _ => {
+                        return Err(Error::Invalid(format!(
+                            "Cannot use CONTAINS on non-collection column {col}"
+                        )))
+                    }
                 },
                 Operator::ContainsKey => match t.unfrozen() {
                     CqlType::Map(k, _) => k.as_ref().clone(),
-                    _ => return Err(Error::Invalid(format!("Cannot use CONTAINS KEY on non-map column {col}"))),
+                    _ => {
+                        return Err(Error::Invalid(format!(
+                            "Cannot use CONTAINS KEY on non-map column {col}"
+                        )))
+                    }
                 },
                 _ => t.clone(),
             };
@@ -86,9 +98,15 @@ fn rhs_values(ev: &Eval, rel: &Relation, col: &str, t: &CqlType) -> Result<Vec<B
         RelationRhs::InMarker(m) => {
             let lt = CqlType::List(Box::new(t.clone()));
             match ev.value(&Term::Bind(m.clone()), &lt, &format!("in({col})"))? {
-                Val::Set(b) => value::deserialize_collection(&b).map_err(|e| Error::Invalid(e.to_string())),
-                Val::Null => Err(Error::Invalid(format!("Invalid null value for IN restriction on {col}"))),
-                Val::Unset => Err(Error::Invalid(format!("Invalid unset value for column {col}"))),
+                Val::Set(b) => {
+                    value::deserialize_collection(&b).map_err(|e| Error::Invalid(e.to_string()))
+                }
+                Val::Null => Err(Error::Invalid(format!(
+                    "Invalid null value for IN restriction on {col}"
+                ))),
+                Val::Unset => Err(Error::Invalid(format!(
+                    "Invalid unset value for column {col}"
+                ))),
             }
         }
         RelationRhs::NotNull => Ok(Vec::new()),
@@ -110,12 +128,19 @@ pub enum Purpose {
 }
 
 fn token_of(v: &[u8]) -> Result<i64> {
-    let a: [u8; 8] = v.try_into().map_err(|_| Error::Invalid("Invalid token value".into()))?;
+    let a: [u8; 8] = v
+        .try_into()
+        .map_err(|_| Error::Invalid("Invalid token value".into()))?;
     Ok(i64::from_be_bytes(a))
 }
 
 /// Analyses `relations` for `table`.
-pub fn analyse(table: &TableMetadata, relations: &[Relation], ev: &Eval, purpose: Purpose) -> Result<Restrictions> {
+pub fn analyse(
+    table: &TableMetadata,
+    relations: &[Relation],
+    ev: &Eval,
+    purpose: Purpose,
+) -> Result<Restrictions> {
     let pk_n = table.partition_key_count;
     let ck_n = table.clustering_count;
     let mut pk_vals: Vec<Option<Vec<Bytes>>> = vec![None; pk_n];
@@ -123,27 +148,52 @@ pub fn analyse(table: &TableMetadata, relations: &[Relation], ev: &Eval, purpose
     let mut token_range: Option<TokenRange> = None;
     // per clustering column: Eq values, or slice bounds
     let mut ck_eq: Vec<Option<Vec<Bytes>>> = vec![None; ck_n];
-    let mut ck_slice: Vec<(Option<(Bytes, bool)>, Option<(Bytes, bool)>)> = vec![(None, None); ck_n];
-    let mut multi: Option<(usize, Vec<Vec<Bytes>>, Option<(Vec<Bytes>, bool)>, Option<(Vec<Bytes>, bool)>)> = None;
+    let mut ck_slice: Vec<(Option<(Bytes, bool)>, Option<(Bytes, bool)>)> =
+        vec![(None, None); ck_n];
+    let mut multi: Option<(
+        usize,
+        Vec<Vec<Bytes>>,
+        Option<(Vec<Bytes>, bool)>,
+        Option<(Vec<Bytes>, bool)>,
+    )> = None;
     let mut filters = Vec::new();
     let mut non_pk_in_where = Vec::new();
 
     let mut eq_seen: Vec<&str> = Vec::new();
     for rel in relations {
         if rel.op == Operator::Ne {
-            return Err(Error::Invalid(format!("Unsupported \"!=\" relation: {}", rel_text(rel))));
+            return Err(Error::Invalid(format!(
+                "Unsupported \"!=\" relation: {}",
+                rel_text(rel)
+            )));
         }
         if let RelationLhs::Column(c) = &rel.lhs {
-            let has_eq = relations.iter().filter(|r| matches!(&r.lhs, RelationLhs::Column(x) if x == c)).any(|r| matches!(r.op, Operator::Eq | Operator::In));
-            let count = relations.iter().filter(|r| matches!(&r.lhs, RelationLhs::Column(x) if x == c)).count();
-            if has_eq && count > 1 && !eq_seen.contains(&c.as_str()) && table.column(c).is_some_and(|col| col.kind.is_primary_key()) {
+            let has_eq = relations
+                .iter()
+                .filter(|r| matches!(&r.lhs, RelationLhs::Column(x) if x == c))
+                .any(|r| matches!(r.op, Operator::Eq | Operator::In));
+            let count = relations
+                .iter()
+                .filter(|r| matches!(&r.lhs, RelationLhs::Column(x) if x == c))
+                .count();
+            if has_eq
+                && count > 1
+                && !eq_seen.contains(&c.as_str())
+                && table.column(c).is_some_and(|col| col.kind.is_primary_key())
+            {
                 eq_seen.push(c);
-                return Err(Error::Invalid(format!("{c} cannot be restricted by more than one relation if it includes an Equal")));
+                return Err(Error::Invalid(format!(
+                    "{c} cannot be restricted by more than one relation if it includes an Equal"
+                )));
             }
         }
         match &rel.lhs {
             RelationLhs::Token(cols) => {
-                let names: Vec<&str> = table.partition_key().iter().map(|c| c.name.as_str()).collect();
+                let names: Vec<&str> = table
+                    .partition_key()
+                    .iter()
+                    .map(|c| c.name.as_str())
+                    .collect();
                 if cols.iter().map(|s| s.as_str()).collect::<Vec<_>>() != names {
                     return Err(Error::Invalid(format!(
                         "The token function arguments must be in the partition key order: {}",
@@ -151,7 +201,9 @@ pub fn analyse(table: &TableMetadata, relations: &[Relation], ev: &Eval, purpose
                     )));
                 }
                 let v = match &rel.rhs {
-                    RelationRhs::Term(Term::Function { name, args }) if name.eq_ignore_ascii_case("token") => {
+                    RelationRhs::Term(Term::Function { name, args })
+                        if name.eq_ignore_ascii_case("token") =>
+                    {
                         let pk = table.partition_key();
                         if args.len() != pk.len() {
                             return Err(Error::Invalid(format!("Invalid number of arguments in call to function system.token: {} required but {} provided", pk.len(), args.len())));
@@ -160,7 +212,11 @@ pub fn analyse(table: &TableMetadata, relations: &[Relation], ev: &Eval, purpose
                         for (a, c) in args.iter().zip(pk) {
                             match ev.value(a, &c.typ, &c.name)? {
                                 Val::Set(b) => parts.push(b),
-                                _ => return Err(Error::Invalid("Invalid null value for token".into())),
+                                _ => {
+                                    return Err(Error::Invalid(
+                                        "Invalid null value for token".into(),
+                                    ))
+                                }
                             }
                         }
                         let tok = sibyl_types::murmur3::token(&make_partition_key(&parts));
@@ -168,9 +224,14 @@ pub fn analyse(table: &TableMetadata, relations: &[Relation], ev: &Eval, purpose
                     }
                     _ => rhs_values(ev, rel, "partition key token", &CqlType::Bigint)?,
                 };
-                let Some(v) = v.first() else { return Err(Error::Invalid("Invalid token restriction".into())) };
+                let Some(v) = v.first() else {
+                    return Err(Error::Invalid("Invalid token restriction".into()));
+                };
                 let tok = token_of(v)?;
-                let r = token_range.get_or_insert(TokenRange { start: i64::MIN, end: i64::MAX });
+                let r = token_range.get_or_insert(TokenRange {
+                    start: i64::MIN,
+                    end: i64::MAX,
+                });
                 match rel.op {
                     Operator::Gt => r.start = r.start.max(tok.saturating_add(1)),
                     Operator::Ge => r.start = r.start.max(tok),
@@ -180,7 +241,12 @@ pub fn analyse(table: &TableMetadata, relations: &[Relation], ev: &Eval, purpose
                         r.start = r.start.max(tok);
                         r.end = r.end.min(tok);
                     }
-                    _ => return Err(Error::Invalid(format!("{} cannot be used with the token function", rel.op.as_str()))),
+                    _ => {
+                        return Err(Error::Invalid(format!(
+                            "{} cannot be used with the token function",
+                            rel.op.as_str()
+                        )))
+                    }
                 }
             }
             RelationLhs::Columns(cols) => {
@@ -188,7 +254,10 @@ pub fn analyse(table: &TableMetadata, relations: &[Relation], ev: &Eval, purpose
                 let mut idxs = Vec::new();
                 for c in cols {
                     let Some(i) = table.column_index(c) else {
-                        return Err(Error::Invalid(format!("Undefined column name {c} in table {}.{}", table.keyspace, table.name)));
+                        return Err(Error::Invalid(format!(
+                            "Undefined column name {c} in table {}.{}",
+                            table.keyspace, table.name
+                        )));
                     };
                     if table.columns[i].kind != ColumnKind::Clustering {
                         return Err(Error::Invalid(format!(
@@ -204,10 +273,15 @@ pub fn analyse(table: &TableMetadata, relations: &[Relation], ev: &Eval, purpose
                         rel_text(rel)
                     )));
                 }
-                let types: Vec<CqlType> = idxs.iter().map(|i| table.columns[pk_n + i].typ.clone()).collect();
+                let types: Vec<CqlType> = idxs
+                    .iter()
+                    .map(|i| table.columns[pk_n + i].typ.clone())
+                    .collect();
                 let tt = CqlType::Tuple(types.clone());
                 let tuples: Vec<Vec<Bytes>> = match &rel.rhs {
-                    RelationRhs::Term(t) => vec![tuple_values(ev.value(t, &tt, "tuple")?, types.len())?],
+                    RelationRhs::Term(t) => {
+                        vec![tuple_values(ev.value(t, &tt, "tuple")?, types.len())?]
+                    }
                     RelationRhs::InList(items) => {
                         let mut out = Vec::new();
                         for it in items {
@@ -223,10 +297,16 @@ pub fn analyse(table: &TableMetadata, relations: &[Relation], ev: &Eval, purpose
                                 .into_iter()
                                 .map(|e| tuple_values(Val::Set(e), types.len()))
                                 .collect::<Result<Vec<_>>>()?,
-                            _ => return Err(Error::Invalid("Invalid null value for IN restriction".into())),
+                            _ => {
+                                return Err(Error::Invalid(
+                                    "Invalid null value for IN restriction".into(),
+                                ))
+                            }
                         }
                     }
-                    RelationRhs::NotNull => return Err(Error::Invalid("IS NOT NULL is not supported here".into())),
+                    RelationRhs::NotNull => {
+                        return Err(Error::Invalid("IS NOT NULL is not supported here".into()))
+                    }
                 };
                 let entry = multi.get_or_insert((first, Vec::new(), None, None));
                 match rel.op {
@@ -235,30 +315,52 @@ pub fn analyse(table: &TableMetadata, relations: &[Relation], ev: &Eval, purpose
                     Operator::Ge => entry.2 = Some((tuples[0].clone(), true)),
                     Operator::Lt => entry.3 = Some((tuples[0].clone(), false)),
                     Operator::Le => entry.3 = Some((tuples[0].clone(), true)),
-                    _ => return Err(Error::Invalid(format!("Unsupported operator {} in multi-column relation", rel.op.as_str()))),
+                    _ => {
+                        return Err(Error::Invalid(format!(
+                            "Unsupported operator {} in multi-column relation",
+                            rel.op.as_str()
+                        )))
+                    }
                 }
             }
             RelationLhs::Element(c, key) => {
                 let Some(i) = table.column_index(c) else {
-                    return Err(Error::Invalid(format!("Undefined column name {c} in table {}.{}", table.keyspace, table.name)));
+                    return Err(Error::Invalid(format!(
+                        "Undefined column name {c} in table {}.{}",
+                        table.keyspace, table.name
+                    )));
                 };
                 let col = &table.columns[i];
                 let CqlType::Map(kt, vt) = col.typ.unfrozen() else {
-                    return Err(Error::Invalid(format!("Column {c} cannot be used as a map")));
+                    return Err(Error::Invalid(format!(
+                        "Column {c} cannot be used as a map"
+                    )));
                 };
                 let key = match ev.value(key, kt, &format!("key({c})"))? {
                     Val::Set(b) => b,
-                    _ => return Err(Error::Invalid(format!("Invalid null value for map key of column {c}"))),
+                    _ => {
+                        return Err(Error::Invalid(format!(
+                            "Invalid null value for map key of column {c}"
+                        )))
+                    }
                 };
                 let vals = rhs_values(ev, rel, &format!("value({c})"), vt)?;
                 if purpose != Purpose::Select {
                     non_pk_in_where.push(c.clone());
                 }
-                filters.push(Filter { column: i, op: rel.op, values: vals, key: Some(key) });
+                filters.push(Filter {
+                    column: i,
+                    op: rel.op,
+                    values: vals,
+                    key: Some(key),
+                });
             }
             RelationLhs::Column(c) => {
                 let Some(i) = table.column_index(c) else {
-                    return Err(Error::Invalid(format!("Undefined column name {c} in table {}.{}", table.keyspace, table.name)));
+                    return Err(Error::Invalid(format!(
+                        "Undefined column name {c} in table {}.{}",
+                        table.keyspace, table.name
+                    )));
                 };
                 let col = &table.columns[i];
                 let vals = rhs_values(ev, rel, c, &col.typ)?;
@@ -268,29 +370,51 @@ pub fn analyse(table: &TableMetadata, relations: &[Relation], ev: &Eval, purpose
                     }
                     ColumnKind::PartitionKey => {
                         if purpose != Purpose::Select {
-                            return Err(Error::Invalid(format!("Invalid operator {} for PRIMARY KEY part {c}", rel.op.as_str())));
+                            return Err(Error::Invalid(format!(
+                                "Invalid operator {} for PRIMARY KEY part {c}",
+                                rel.op.as_str()
+                            )));
                         }
                         pk_other = true;
-                        filters.push(Filter { column: i, op: rel.op, values: vals, key: None });
+                        filters.push(Filter {
+                            column: i,
+                            op: rel.op,
+                            values: vals,
+                            key: None,
+                        });
                     }
                     ColumnKind::Clustering => {
                         let k = i - pk_n;
                         match rel.op {
-                            Operator::Eq | Operator::In => ck_eq[k] = Some(sort_dedup(&col.typ, vals)),
+                            Operator::Eq | Operator::In => {
+                                ck_eq[k] = Some(sort_dedup(&col.typ, vals))
+                            }
                             Operator::Gt | Operator::Ge => {
-                                ck_slice[k].0 = vals.into_iter().next().map(|v| (v, rel.op == Operator::Ge))
+                                ck_slice[k].0 =
+                                    vals.into_iter().next().map(|v| (v, rel.op == Operator::Ge))
                             }
                             Operator::Lt | Operator::Le => {
-                                ck_slice[k].1 = vals.into_iter().next().map(|v| (v, rel.op == Operator::Le))
+                                ck_slice[k].1 =
+                                    vals.into_iter().next().map(|v| (v, rel.op == Operator::Le))
                             }
-                            _ => filters.push(Filter { column: i, op: rel.op, values: vals, key: None }),
+                            _ => filters.push(Filter {
+                                column: i,
+                                op: rel.op,
+                                values: vals,
+                                key: None,
+                            }),
                         }
                     }
                     ColumnKind::Regular | ColumnKind::Static => {
                         if purpose != Purpose::Select {
                             non_pk_in_where.push(c.clone());
                         }
-                        filters.push(Filter { column: i, op: rel.op, values: vals, key: None });
+                        filters.push(Filter {
+                            column: i,
+                            op: rel.op,
+                            values: vals,
+                            key: None,
+                        });
                     }
                 }
             }
@@ -317,28 +441,53 @@ pub fn analyse(table: &TableMetadata, relations: &[Relation], ev: &Eval, purpose
         Some(keys.iter().map(|k| make_partition_key(k)).collect())
     } else {
         if purpose != Purpose::Select {
-            let missing: Vec<&str> =
-                table.partition_key().iter().zip(pk_vals.iter()).filter(|(_, v)| v.is_none()).map(|(c, _)| c.name.as_str()).collect();
-            return Err(Error::Invalid(format!("Some partition key parts are missing: {}", missing.join(", "))));
+            let missing: Vec<&str> = table
+                .partition_key()
+                .iter()
+                .zip(pk_vals.iter())
+                .filter(|(_, v)| v.is_none())
+                .map(|(c, _)| c.name.as_str())
+                .collect();
+            return Err(Error::Invalid(format!(
+                "Some partition key parts are missing: {}",
+                missing.join(", ")
+            )));
         }
         if any_pk {
             // partial partition key: a filter on each restricted component
             needs_filtering = true;
             for (i, v) in pk_vals.iter().enumerate() {
                 if let Some(v) = v {
-                    filters.push(Filter { column: i, op: if v.len() == 1 { Operator::Eq } else { Operator::In }, values: v.clone(), key: None });
+                    filters.push(Filter {
+                        column: i,
+                        op: if v.len() == 1 {
+                            Operator::Eq
+                        } else {
+                            Operator::In
+                        },
+                        values: v.clone(),
+                        key: None,
+                    });
                 }
             }
         }
         None
     };
     if !non_pk_in_where.is_empty() {
-        return Err(Error::Invalid(format!("Non PRIMARY KEY columns found in where clause: {}", non_pk_in_where.join(", "))));
+        return Err(Error::Invalid(format!(
+            "Non PRIMARY KEY columns found in where clause: {}",
+            non_pk_in_where.join(", ")
+        )));
     }
     if token_range.is_some() && partition_keys.is_some() {
         return Err(Error::Invalid(
             "Columns \"".to_string()
-                + &table.partition_key().iter().map(|c| c.name.clone()).collect::<Vec<_>>().join(", ")
+                + &table
+                    .partition_key()
+                    .iter()
+                    .map(|c| c.name.clone())
+                    .collect::<Vec<_>>()
+                    .join(", ")
                 + "\" cannot be restricted by both a normal relation and a token relation",
         ));
     }
@@ -352,7 +501,9 @@ pub fn analyse(table: &TableMetadata, relations: &[Relation], ev: &Eval, purpose
     let mut k = 0;
     if let Some((first, eqs, lo, hi)) = &multi {
         if *first != 0 {
-            return Err(Error::Invalid("Multi-column relations must start with the first clustering column".into()));
+            return Err(Error::Invalid(
+                "Multi-column relations must start with the first clustering column".into(),
+            ));
         }
         has_clustering_restriction = true;
         if !eqs.is_empty() {
@@ -360,24 +511,60 @@ pub fn analyse(table: &TableMetadata, relations: &[Relation], ev: &Eval, purpose
             k = eqs[0].len();
         } else {
             // multi-column slice: build bounds directly
-            let reversed = table.clustering().first().map(|c| c.reversed).unwrap_or(false);
+            let reversed = table
+                .clustering()
+                .first()
+                .map(|c| c.reversed)
+                .unwrap_or(false);
             let (mut start, mut end) = (
                 ClusteringKey::bottom(cmp.clone()),
                 ClusteringKey::top(cmp.clone()),
             );
             if let Some((v, incl)) = lo {
-                let b = ClusteringKey::bound(v.clone(), if *incl { BoundKind::StartInclusive } else { BoundKind::StartExclusive }, cmp.clone());
+                let b = ClusteringKey::bound(
+                    v.clone(),
+                    if *incl {
+                        BoundKind::StartInclusive
+                    } else {
+                        BoundKind::StartExclusive
+                    },
+                    cmp.clone(),
+                );
                 if reversed {
-                    end = ClusteringKey::bound(v.clone(), if *incl { BoundKind::EndInclusive } else { BoundKind::EndExclusive }, cmp.clone());
+                    end = ClusteringKey::bound(
+                        v.clone(),
+                        if *incl {
+                            BoundKind::EndInclusive
+                        } else {
+                            BoundKind::EndExclusive
+                        },
+                        cmp.clone(),
+                    );
                 } else {
                     start = b;
                 }
             }
             if let Some((v, incl)) = hi {
                 if reversed {
-                    start = ClusteringKey::bound(v.clone(), if *incl { BoundKind::StartInclusive } else { BoundKind::StartExclusive }, cmp.clone());
+                    start = ClusteringKey::bound(
+                        v.clone(),
+                        if *incl {
+                            BoundKind::StartInclusive
+                        } else {
+                            BoundKind::StartExclusive
+                        },
+                        cmp.clone(),
+                    );
                 } else {
-                    end = ClusteringKey::bound(v.clone(), if *incl { BoundKind::EndInclusive } else { BoundKind::EndExclusive }, cmp.clone());
+                    end = ClusteringKey::bound(
+                        v.clone(),
+                        if *incl {
+                            BoundKind::EndInclusive
+                        } else {
+                            BoundKind::EndExclusive
+                        },
+                        cmp.clone(),
+                    );
                 }
             }
             return finish(
@@ -430,13 +617,32 @@ pub fn analyse(table: &TableMetadata, relations: &[Relation], ev: &Eval, purpose
             needs_filtering = true;
             let col = pk_n + j;
             if let Some(v) = &ck_eq[j] {
-                filters.push(Filter { column: col, op: if v.len() == 1 { Operator::Eq } else { Operator::In }, values: v.clone(), key: None });
+                filters.push(Filter {
+                    column: col,
+                    op: if v.len() == 1 {
+                        Operator::Eq
+                    } else {
+                        Operator::In
+                    },
+                    values: v.clone(),
+                    key: None,
+                });
             }
             if let Some((v, incl)) = &ck_slice[j].0 {
-                filters.push(Filter { column: col, op: if *incl { Operator::Ge } else { Operator::Gt }, values: vec![v.clone()], key: None });
+                filters.push(Filter {
+                    column: col,
+                    op: if *incl { Operator::Ge } else { Operator::Gt },
+                    values: vec![v.clone()],
+                    key: None,
+                });
             }
             if let Some((v, incl)) = &ck_slice[j].1 {
-                filters.push(Filter { column: col, op: if *incl { Operator::Le } else { Operator::Lt }, values: vec![v.clone()], key: None });
+                filters.push(Filter {
+                    column: col,
+                    op: if *incl { Operator::Le } else { Operator::Lt },
+                    values: vec![v.clone()],
+                    key: None,
+                });
             }
         }
     }
@@ -456,7 +662,11 @@ pub fn analyse(table: &TableMetadata, relations: &[Relation], ev: &Eval, purpose
                     if p.len() == ck_n {
                         let r = ClusteringKey::row(p.clone(), cmp.clone());
                         out.push((
-                            ClusteringKey::bound(r.values.clone(), BoundKind::StartInclusive, cmp.clone()),
+                            ClusteringKey::bound(
+                                r.values.clone(),
+                                BoundKind::StartInclusive,
+                                cmp.clone(),
+                            ),
                             ClusteringKey::bound(r.values, BoundKind::EndInclusive, cmp.clone()),
                         ));
                     } else {
@@ -469,8 +679,10 @@ pub fn analyse(table: &TableMetadata, relations: &[Relation], ev: &Eval, purpose
                 Some(j) => {
                     let reversed = table.clustering()[j].reversed;
                     let (lo, hi) = &ck_slice[j];
-                    let mut start = ClusteringKey::bound(p.clone(), BoundKind::StartInclusive, cmp.clone());
-                    let mut end = ClusteringKey::bound(p.clone(), BoundKind::EndInclusive, cmp.clone());
+                    let mut start =
+                        ClusteringKey::bound(p.clone(), BoundKind::StartInclusive, cmp.clone());
+                    let mut end =
+                        ClusteringKey::bound(p.clone(), BoundKind::EndInclusive, cmp.clone());
                     let with = |v: &Bytes| {
                         let mut np = p.clone();
                         np.push(v.clone());
@@ -478,16 +690,48 @@ pub fn analyse(table: &TableMetadata, relations: &[Relation], ev: &Eval, purpose
                     };
                     if let Some((v, incl)) = lo {
                         if reversed {
-                            end = ClusteringKey::bound(with(v), if *incl { BoundKind::EndInclusive } else { BoundKind::EndExclusive }, cmp.clone());
+                            end = ClusteringKey::bound(
+                                with(v),
+                                if *incl {
+                                    BoundKind::EndInclusive
+                                } else {
+                                    BoundKind::EndExclusive
+                                },
+                                cmp.clone(),
+                            );
                         } else {
-                            start = ClusteringKey::bound(with(v), if *incl { BoundKind::StartInclusive } else { BoundKind::StartExclusive }, cmp.clone());
+                            start = ClusteringKey::bound(
+                                with(v),
+                                if *incl {
+                                    BoundKind::StartInclusive
+                                } else {
+                                    BoundKind::StartExclusive
+                                },
+                                cmp.clone(),
+                            );
                         }
                     }
                     if let Some((v, incl)) = hi {
                         if reversed {
-                            start = ClusteringKey::bound(with(v), if *incl { BoundKind::StartInclusive } else { BoundKind::StartExclusive }, cmp.clone());
+                            start = ClusteringKey::bound(
+                                with(v),
+                                if *incl {
+                                    BoundKind::StartInclusive
+                                } else {
+                                    BoundKind::StartExclusive
+                                },
+                                cmp.clone(),
+                            );
                         } else {
-                            end = ClusteringKey::bound(with(v), if *incl { BoundKind::EndInclusive } else { BoundKind::EndExclusive }, cmp.clone());
+                            end = ClusteringKey::bound(
+                                with(v),
+                                if *incl {
+                                    BoundKind::EndInclusive
+                                } else {
+                                    BoundKind::EndExclusive
+                                },
+                                cmp.clone(),
+                            );
                         }
                     }
                     out.push((start, end));
@@ -497,14 +741,37 @@ pub fn analyse(table: &TableMetadata, relations: &[Relation], ev: &Eval, purpose
         Some(out)
     };
     if purpose == Purpose::Update && ck_n > 0 && !full {
-        let missing: Vec<&str> = table.clustering().iter().enumerate().filter(|(j, _)| ck_eq[*j].is_none()).map(|(_, c)| c.name.as_str()).collect();
-        return Err(Error::Invalid(format!("Some clustering keys are missing: {}", missing.join(", "))));
+        let missing: Vec<&str> = table
+            .clustering()
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| ck_eq[*j].is_none())
+            .map(|(_, c)| c.name.as_str())
+            .collect();
+        return Err(Error::Invalid(format!(
+            "Some clustering keys are missing: {}",
+            missing.join(", ")
+        )));
     }
-    let mut r = finish(partition_keys, token_range, slices, clusterings, has_clustering_restriction, filters, needs_filtering, table, purpose)?;
-    let restricted = |j: usize| ck_eq[j].is_some() || ck_slice[j].0.is_some() || ck_slice[j].1.is_some();
+    let mut r = finish(
+        partition_keys,
+        token_range,
+        slices,
+        clusterings,
+        has_clustering_restriction,
+        filters,
+        needs_filtering,
+        table,
+        purpose,
+    )?;
+    let restricted =
+        |j: usize| ck_eq[j].is_some() || ck_slice[j].0.is_some() || ck_slice[j].1.is_some();
     if let Some(j) = (0..ck_n).find(|&j| restricted(j) && (0..j).any(|i| !restricted(i))) {
         let i = j - 1;
-        r.clustering_gap = Some((table.clustering()[j].name.clone(), table.clustering()[i].name.clone()));
+        r.clustering_gap = Some((
+            table.clustering()[j].name.clone(),
+            table.clustering()[i].name.clone(),
+        ));
     }
     Ok(r)
 }
@@ -521,7 +788,16 @@ fn finish(
     _table: &TableMetadata,
     _purpose: Purpose,
 ) -> Result<Restrictions> {
-    Ok(Restrictions { partition_keys, token_range, slices, clusterings, has_clustering_restriction, filters, needs_filtering, clustering_gap: None })
+    Ok(Restrictions {
+        partition_keys,
+        token_range,
+        slices,
+        clusterings,
+        has_clustering_restriction,
+        filters,
+        needs_filtering,
+        clustering_gap: None,
+    })
 }
 
 fn tuple_values(v: Val, n: usize) -> Result<Vec<Bytes>> {
@@ -530,11 +806,15 @@ fn tuple_values(v: Val, n: usize) -> Result<Vec<Bytes>> {
             let fields = value::deserialize_tuple(&b).map_err(|e| Error::Invalid(e.to_string()))?;
             let mut out = Vec::with_capacity(n);
             for f in fields.into_iter().take(n) {
-                out.push(f.ok_or_else(|| Error::Invalid("Invalid null value in multi-column relation".into()))?);
+                out.push(f.ok_or_else(|| {
+                    Error::Invalid("Invalid null value in multi-column relation".into())
+                })?);
             }
             Ok(out)
         }
-        _ => Err(Error::Invalid("Invalid null value in multi-column relation".into())),
+        _ => Err(Error::Invalid(
+            "Invalid null value in multi-column relation".into(),
+        )),
     }
 }
 
@@ -555,10 +835,20 @@ fn rel_text_short(rel: &Relation) -> String {
 /// Evaluates a filter against a value (None: null).
 pub fn filter_matches(f: &Filter, typ: &CqlType, v: Option<&Bytes>) -> bool {
     if let (Some(key), CqlType::Map(kt, vt)) = (&f.key, typ.unfrozen()) {
-        let element = v.and_then(|v| value::deserialize_map(v).ok()).and_then(|pairs| {
-            pairs.into_iter().find(|(k, _)| kt.compare(k, key) == Ordering::Equal).map(|(_, x)| x)
-        });
-        let plain = Filter { column: f.column, op: f.op, values: f.values.clone(), key: None };
+        let element = v
+            .and_then(|v| value::deserialize_map(v).ok())
+            .and_then(|pairs| {
+                pairs
+                    .into_iter()
+                    .find(|(k, _)| kt.compare(k, key) == Ordering::Equal)
+                    .map(|(_, x)| x)
+            });
+        let plain = Filter {
+            column: f.column,
+            op: f.op,
+            values: f.values.clone(),
+            key: None,
+        };
         return filter_matches(&plain, vt, element.as_ref());
     }
     if f.op == Operator::IsNotNull {
@@ -567,27 +857,58 @@ pub fn filter_matches(f: &Filter, typ: &CqlType, v: Option<&Bytes>) -> bool {
     let Some(v) = v else { return false };
     let cmp = |x: &Bytes| typ.compare(v, x);
     match f.op {
-        Operator::Eq => f.values.first().map(|x| cmp(x) == Ordering::Equal).unwrap_or(false),
-        Operator::Ne => f.values.first().map(|x| cmp(x) != Ordering::Equal).unwrap_or(false),
-        Operator::Lt => f.values.first().map(|x| cmp(x) == Ordering::Less).unwrap_or(false),
-        Operator::Le => f.values.first().map(|x| cmp(x) != Ordering::Greater).unwrap_or(false),
-        Operator::Gt => f.values.first().map(|x| cmp(x) == Ordering::Greater).unwrap_or(false),
-        Operator::Ge => f.values.first().map(|x| cmp(x) != Ordering::Less).unwrap_or(false),
+        Operator::Eq => f
+            .values
+            .first()
+            .map(|x| cmp(x) == Ordering::Equal)
+            .unwrap_or(false),
+        Operator::Ne => f
+            .values
+            .first()
+            .map(|x| cmp(x) != Ordering::Equal)
+            .unwrap_or(false),
+        Operator::Lt => f
+            .values
+            .first()
+            .map(|x| cmp(x) == Ordering::Less)
+            .unwrap_or(false),
+        Operator::Le => f
+            .values
+            .first()
+            .map(|x| cmp(x) != Ordering::Greater)
+            .unwrap_or(false),
+        Operator::Gt => f
+            .values
+            .first()
+            .map(|x| cmp(x) == Ordering::Greater)
+            .unwrap_or(false),
+        Operator::Ge => f
+            .values
+            .first()
+            .map(|x| cmp(x) != Ordering::Less)
+            .unwrap_or(false),
         Operator::In => f.values.iter().any(|x| cmp(x) == Ordering::Equal),
         Operator::Contains => {
-            let Some(x) = f.values.first() else { return false };
+            let Some(x) = f.values.first() else {
+                return false;
+            };
             match typ.unfrozen() {
                 CqlType::List(e) | CqlType::Set(e) => value::deserialize_collection(v)
                     .map(|els| els.iter().any(|el| e.compare(el, x) == Ordering::Equal))
                     .unwrap_or(false),
                 CqlType::Map(_, vt) => value::deserialize_map(v)
-                    .map(|ps| ps.iter().any(|(_, val)| vt.compare(val, x) == Ordering::Equal))
+                    .map(|ps| {
+                        ps.iter()
+                            .any(|(_, val)| vt.compare(val, x) == Ordering::Equal)
+                    })
                     .unwrap_or(false),
                 _ => false,
             }
         }
         Operator::ContainsKey => {
-            let Some(x) = f.values.first() else { return false };
+            let Some(x) = f.values.first() else {
+                return false;
+            };
             match typ.unfrozen() {
                 CqlType::Map(kt, _) => value::deserialize_map(v)
                     .map(|ps| ps.iter().any(|(k, _)| kt.compare(k, x) == Ordering::Equal))
@@ -600,6 +921,11 @@ pub fn filter_matches(f: &Filter, typ: &CqlType, v: Option<&Bytes>) -> bool {
 }
 
 /// The values on the right of an LWT condition, typed for its column.
-pub fn analyse_condition_values(ev: &Eval, rel: &Relation, col: &str, t: &CqlType) -> Result<Vec<Bytes>> {
+pub fn analyse_condition_values(
+    ev: &Eval,
+    rel: &Relation,
+    col: &str,
+    t: &CqlType,
+) -> Result<Vec<Bytes>> {
     rhs_values(ev, rel, col, t)
 }

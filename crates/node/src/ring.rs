@@ -45,7 +45,11 @@ impl TokenMetadata {
 
     /// The natural replicas of `token` for the keyspace's replication strategy.
     pub fn replicas(&self, token: i64, ks: &KeyspaceMetadata) -> Vec<usize> {
-        let class = ks.replication.get("class").map(|s| s.as_str()).unwrap_or("");
+        let class = ks
+            .replication
+            .get("class")
+            .map(|s| s.as_str())
+            .unwrap_or("");
         let mut out: Vec<usize> = Vec::new();
         if class.ends_with("LocalStrategy") || class.ends_with("EverywhereStrategy") {
             return (0..self.endpoints.len()).collect();
@@ -53,7 +57,10 @@ impl TokenMetadata {
         if class.ends_with("NetworkTopologyStrategy") {
             for (dc, rf) in ks.replication.iter().filter(|(k, _)| *k != "class") {
                 let rf: usize = rf.parse().unwrap_or(0);
-                let in_dc: Vec<usize> = self.walk(token).filter(|e| &self.endpoints[*e].datacenter == dc).collect();
+                let in_dc: Vec<usize> = self
+                    .walk(token)
+                    .filter(|e| &self.endpoints[*e].datacenter == dc)
+                    .collect();
                 let mut picked: Vec<usize> = Vec::new();
                 let mut racks = std::collections::HashSet::new();
                 // first distinct racks, then any endpoint, as NetworkTopologyStrategy does
@@ -99,7 +106,10 @@ mod tests {
     fn ks(pairs: &[(&str, &str)]) -> KeyspaceMetadata {
         KeyspaceMetadata {
             name: "k".into(),
-            replication: pairs.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect::<BTreeMap<_, _>>(),
+            replication: pairs
+                .iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect::<BTreeMap<_, _>>(),
             durable_writes: true,
             tables: BTreeMap::new(),
             types: BTreeMap::new(),
@@ -109,7 +119,12 @@ mod tests {
     }
 
     fn ep(i: u8, dc: &str, rack: &str) -> Endpoint {
-        Endpoint { host_id: uuid::Uuid::from_u128(i as u128), address: IpAddr::from([127, 0, 0, i]), datacenter: dc.into(), rack: rack.into() }
+        Endpoint {
+            host_id: uuid::Uuid::from_u128(i as u128),
+            address: IpAddr::from([127, 0, 0, i]),
+            datacenter: dc.into(),
+            rack: rack.into(),
+        }
     }
 
     #[test]
@@ -118,7 +133,10 @@ mod tests {
         tm.add(ep(1, "dc1", "r1"), &[-100, 100]);
         tm.add(ep(2, "dc1", "r1"), &[0]);
         tm.add(ep(3, "dc1", "r1"), &[50]);
-        let rf2 = ks(&[("class", "org.apache.cassandra.locator.SimpleStrategy"), ("replication_factor", "2")]);
+        let rf2 = ks(&[
+            ("class", "org.apache.cassandra.locator.SimpleStrategy"),
+            ("replication_factor", "2"),
+        ]);
         assert_eq!(tm.replicas(-5, &rf2), vec![1, 2]);
         assert_eq!(tm.replicas(60, &rf2), vec![0, 1]);
         assert_eq!(tm.replicas(101, &rf2), vec![0, 1], "wraps around");
@@ -132,18 +150,38 @@ mod tests {
         tm.add(ep(2, "dc1", "r1"), &[10]);
         tm.add(ep(3, "dc1", "r2"), &[20]);
         tm.add(ep(4, "dc2", "r1"), &[30]);
-        let k = ks(&[("class", "org.apache.cassandra.locator.NetworkTopologyStrategy"), ("dc1", "2"), ("dc2", "1")]);
+        let k = ks(&[
+            (
+                "class",
+                "org.apache.cassandra.locator.NetworkTopologyStrategy",
+            ),
+            ("dc1", "2"),
+            ("dc2", "1"),
+        ]);
         let r = tm.replicas(-1, &k);
-        assert_eq!(r, vec![0, 2, 3], "dc1 takes racks r1 and r2 before a second r1 node");
+        assert_eq!(
+            r,
+            vec![0, 2, 3],
+            "dc1 takes racks r1 and r2 before a second r1 node"
+        );
     }
 
     #[test]
     fn a_ring_of_one_replicates_to_itself() {
         let mut tm = TokenMetadata::new();
         tm.add(ep(1, "datacenter1", "rack1"), &[5, 500]);
-        let k = ks(&[("class", "org.apache.cassandra.locator.SimpleStrategy"), ("replication_factor", "3")]);
+        let k = ks(&[
+            ("class", "org.apache.cassandra.locator.SimpleStrategy"),
+            ("replication_factor", "3"),
+        ]);
         assert_eq!(tm.replicas(i64::MIN, &k), vec![0]);
-        let other_dc = ks(&[("class", "org.apache.cassandra.locator.NetworkTopologyStrategy"), ("dc9", "3")]);
+        let other_dc = ks(&[
+            (
+                "class",
+                "org.apache.cassandra.locator.NetworkTopologyStrategy",
+            ),
+            ("dc9", "3"),
+        ]);
         assert!(tm.replicas(0, &other_dc).is_empty());
     }
 }

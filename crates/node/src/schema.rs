@@ -77,7 +77,10 @@ pub struct TableParams {
 }
 
 fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 impl Default for TableParams {
@@ -90,11 +93,17 @@ impl Default for TableParams {
             cdc: false,
             comment: String::new(),
             compaction: map(&[
-                ("class", "org.apache.cassandra.db.compaction.SizeTieredCompactionStrategy"),
+                (
+                    "class",
+                    "org.apache.cassandra.db.compaction.SizeTieredCompactionStrategy",
+                ),
                 ("max_threshold", "32"),
                 ("min_threshold", "4"),
             ]),
-            compression: map(&[("chunk_length_in_kb", "16"), ("class", "org.apache.cassandra.io.compress.LZ4Compressor")]),
+            compression: map(&[
+                ("chunk_length_in_kb", "16"),
+                ("class", "org.apache.cassandra.io.compress.LZ4Compressor"),
+            ]),
             crc_check_chance: 1.0,
             default_time_to_live: 0,
             extensions: BTreeMap::new(),
@@ -111,24 +120,31 @@ impl Default for TableParams {
 }
 
 fn prop_text(p: &Property) -> Result<String> {
-    p.value.as_text().ok_or_else(|| Error::Syntax(format!("Invalid value for property '{}'", p.name)))
+    p.value
+        .as_text()
+        .ok_or_else(|| Error::Syntax(format!("Invalid value for property '{}'", p.name)))
 }
 
 fn prop_map(p: &Property) -> Result<BTreeMap<String, String>> {
     match &p.value {
         PropertyValue::Map(m) => Ok(m.iter().cloned().collect()),
-        _ => Err(Error::Syntax(format!("Invalid value for property '{}'. It should be a map.", p.name))),
+        _ => Err(Error::Syntax(format!(
+            "Invalid value for property '{}'. It should be a map.",
+            p.name
+        ))),
     }
 }
 
 fn prop_int(p: &Property) -> Result<i32> {
     let t = prop_text(p)?;
-    t.parse::<i32>().map_err(|_| Error::Syntax(format!("Invalid integer value {} for '{}'", t, p.name)))
+    t.parse::<i32>()
+        .map_err(|_| Error::Syntax(format!("Invalid integer value {} for '{}'", t, p.name)))
 }
 
 fn prop_double(p: &Property) -> Result<f64> {
     let t = prop_text(p)?;
-    t.parse::<f64>().map_err(|_| Error::Syntax(format!("Invalid double value {} for '{}'", t, p.name)))
+    t.parse::<f64>()
+        .map_err(|_| Error::Syntax(format!("Invalid double value {} for '{}'", t, p.name)))
 }
 
 fn prop_bool(p: &Property) -> Result<bool> {
@@ -136,7 +152,10 @@ fn prop_bool(p: &Property) -> Result<bool> {
     match t.as_str() {
         "true" => Ok(true),
         "false" => Ok(false),
-        _ => Err(Error::Syntax(format!("Invalid boolean value {} for '{}'", t, p.name))),
+        _ => Err(Error::Syntax(format!(
+            "Invalid boolean value {} for '{}'",
+            t, p.name
+        ))),
     }
 }
 
@@ -153,8 +172,15 @@ impl TableParams {
     /// Leveled compaction defaults `bloom_filter_fp_chance` to 0.1.
     pub fn apply(&mut self, props: &[Property]) -> Result<()> {
         self.apply_each(props)?;
-        let lcs = self.compaction.get("class").map(|c| c.ends_with("LeveledCompactionStrategy")).unwrap_or(false);
-        if lcs && !props.iter().any(|p| p.name == "bloom_filter_fp_chance") && self.bloom_filter_fp_chance == 0.01 {
+        let lcs = self
+            .compaction
+            .get("class")
+            .map(|c| c.ends_with("LeveledCompactionStrategy"))
+            .unwrap_or(false);
+        if lcs
+            && !props.iter().any(|p| p.name == "bloom_filter_fp_chance")
+            && self.bloom_filter_fp_chance == 0.01
+        {
             self.bloom_filter_fp_chance = 0.1;
         }
         Ok(())
@@ -203,16 +229,25 @@ impl TableParams {
                 "compaction" => {
                     let mut m = prop_map(p)?;
                     let Some(class) = m.remove("class") else {
-                        return Err(Error::Config("Missing sub-option 'class' for the 'compaction' option.".into()));
+                        return Err(Error::Config(
+                            "Missing sub-option 'class' for the 'compaction' option.".into(),
+                        ));
                     };
                     let class = match class.as_str() {
-                        "DateTieredCompactionStrategy" | "org.apache.cassandra.db.compaction.DateTieredCompactionStrategy" => {
+                        "DateTieredCompactionStrategy"
+                        | "org.apache.cassandra.db.compaction.DateTieredCompactionStrategy" => {
                             // removed in Cassandra 4; its users get time-window compaction
                             tracing::warn!("DateTieredCompactionStrategy is deprecated; using TimeWindowCompactionStrategy");
-                            for k in ["base_time_seconds", "max_sstable_age_days", "max_window_size_seconds", "timestamp_resolution"] {
+                            for k in [
+                                "base_time_seconds",
+                                "max_sstable_age_days",
+                                "max_window_size_seconds",
+                                "timestamp_resolution",
+                            ] {
                                 m.remove(k);
                             }
-                            "org.apache.cassandra.db.compaction.TimeWindowCompactionStrategy".to_string()
+                            "org.apache.cassandra.db.compaction.TimeWindowCompactionStrategy"
+                                .to_string()
                         }
                         c => full_class(c, "org.apache.cassandra.db.compaction"),
                     };
@@ -223,11 +258,15 @@ impl TableParams {
                         "org.apache.cassandra.db.compaction.UnifiedCompactionStrategy",
                     ];
                     if !known.contains(&class.as_str()) {
-                        return Err(Error::Config(format!("Unable to find compaction strategy class '{class}'")));
+                        return Err(Error::Config(format!(
+                            "Unable to find compaction strategy class '{class}'"
+                        )));
                     }
                     m.insert("class".into(), class);
-                    m.entry("max_threshold".into()).or_insert_with(|| "32".into());
-                    m.entry("min_threshold".into()).or_insert_with(|| "4".into());
+                    m.entry("max_threshold".into())
+                        .or_insert_with(|| "32".into());
+                    m.entry("min_threshold".into())
+                        .or_insert_with(|| "4".into());
                     sibyl_storage::compaction::Strategy::from_map(&m).map_err(Error::Config)?;
                     self.compaction = m;
                 }
@@ -238,9 +277,13 @@ impl TableParams {
                         continue;
                     }
                     m.remove("enabled");
-                    let class = m.remove("class").or_else(|| m.remove("sstable_compression"));
+                    let class = m
+                        .remove("class")
+                        .or_else(|| m.remove("sstable_compression"));
                     let Some(class) = class else {
-                        return Err(Error::Config("Missing sub-option 'class' for the 'compression' option.".into()));
+                        return Err(Error::Config(
+                            "Missing sub-option 'class' for the 'compression' option.".into(),
+                        ));
                     };
                     let class = full_class(&class, "org.apache.cassandra.io.compress");
                     let known = [
@@ -251,9 +294,13 @@ impl TableParams {
                         "org.apache.cassandra.io.compress.NoopCompressor",
                     ];
                     if !known.contains(&class.as_str()) {
-                        return Err(Error::Config(format!("Could not create Compression for type {class}")));
+                        return Err(Error::Config(format!(
+                            "Could not create Compression for type {class}"
+                        )));
                     }
-                    let chunk = m.remove("chunk_length_in_kb").unwrap_or_else(|| "16".into());
+                    let chunk = m
+                        .remove("chunk_length_in_kb")
+                        .unwrap_or_else(|| "16".into());
                     let mut out = BTreeMap::new();
                     out.insert("chunk_length_in_kb".to_string(), chunk);
                     out.insert("class".to_string(), class);
@@ -264,7 +311,9 @@ impl TableParams {
                 "default_time_to_live" => {
                     let v = prop_int(p)?;
                     if v < 0 {
-                        return Err(Error::Config(format!("default_time_to_live must be greater than or equal to 0 (got {v})")));
+                        return Err(Error::Config(format!(
+                            "default_time_to_live must be greater than or equal to 0 (got {v})"
+                        )));
                     }
                     if v > 630_720_000 {
                         return Err(Error::Config(format!("default_time_to_live must be less than or equal to 630720000 (got {v})")));
@@ -275,7 +324,9 @@ impl TableParams {
                 "gc_grace_seconds" => {
                     let v = prop_int(p)?;
                     if v < 0 {
-                        return Err(Error::Config(format!("gc_grace_seconds must be greater than or equal to 0 (got {v})")));
+                        return Err(Error::Config(format!(
+                            "gc_grace_seconds must be greater than or equal to 0 (got {v})"
+                        )));
                     }
                     self.gc_grace_seconds = v;
                 }
@@ -323,7 +374,13 @@ pub struct TableMetadata {
 
 impl TableMetadata {
     /// Builds a table from its columns (kinds and positions set).
-    pub fn new(keyspace: &str, name: &str, id: uuid::Uuid, mut columns: Vec<ColumnMetadata>, params: TableParams) -> Self {
+    pub fn new(
+        keyspace: &str,
+        name: &str,
+        id: uuid::Uuid,
+        mut columns: Vec<ColumnMetadata>,
+        params: TableParams,
+    ) -> Self {
         columns.sort_by(|a, b| {
             a.kind.cmp(&b.kind).then_with(|| {
                 if a.kind.is_primary_key() {
@@ -333,10 +390,20 @@ impl TableMetadata {
                 }
             })
         });
-        let partition_key_count = columns.iter().filter(|c| c.kind == ColumnKind::PartitionKey).count();
-        let clustering_count = columns.iter().filter(|c| c.kind == ColumnKind::Clustering).count();
+        let partition_key_count = columns
+            .iter()
+            .filter(|c| c.kind == ColumnKind::PartitionKey)
+            .count();
+        let clustering_count = columns
+            .iter()
+            .filter(|c| c.kind == ColumnKind::Clustering)
+            .count();
         let comparator = ClusteringComparator::new(
-            columns.iter().filter(|c| c.kind == ColumnKind::Clustering).map(|c| (c.typ.clone(), c.reversed)).collect(),
+            columns
+                .iter()
+                .filter(|c| c.kind == ColumnKind::Clustering)
+                .map(|c| (c.typ.clone(), c.reversed))
+                .collect(),
         );
         let is_counter = columns.iter().any(|c| c.typ.is_counter());
         TableMetadata {
@@ -383,34 +450,66 @@ impl TableMetadata {
 impl TableMetadata {
     /// Where the table's SSTables live: `<data>/<keyspace>/<table>-<id>`.
     pub fn directory(&self, data_dir: &std::path::Path) -> std::path::PathBuf {
-        data_dir.join(&self.keyspace).join(format!("{}-{}", self.name, self.id.simple()))
+        data_dir
+            .join(&self.keyspace)
+            .join(format!("{}-{}", self.name, self.id.simple()))
     }
 
     /// The storage engine's options from the table's parameters.
     pub fn storage_options(&self) -> sibyl_storage::store::TableOptions {
         let p = &self.params;
         use sibyl_storage::sstable::Compression;
-        let enabled = p.compression.get("enabled").map(|v| v != "false").unwrap_or(true);
-        let class = p.compression.get("class").map(|c| c.rsplit('.').next().unwrap_or(c)).unwrap_or("LZ4Compressor");
+        let enabled = p
+            .compression
+            .get("enabled")
+            .map(|v| v != "false")
+            .unwrap_or(true);
+        let class = p
+            .compression
+            .get("class")
+            .map(|c| c.rsplit('.').next().unwrap_or(c))
+            .unwrap_or("LZ4Compressor");
         let compression = match class {
             _ if !enabled => Compression::None,
             "NoopCompressor" => Compression::None,
-            "ZstdCompressor" => Compression::Zstd(p.compression.get("compression_level").and_then(|v| v.parse().ok()).unwrap_or(3)),
+            "ZstdCompressor" => Compression::Zstd(
+                p.compression
+                    .get("compression_level")
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(3),
+            ),
             "SnappyCompressor" => Compression::Snappy,
             "DeflateCompressor" => Compression::Deflate,
             _ => Compression::Lz4,
         };
-        let chunk_kb: usize = p.compression.get("chunk_length_in_kb").and_then(|v| v.parse().ok()).unwrap_or(16);
+        let chunk_kb: usize = p
+            .compression
+            .get("chunk_length_in_kb")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(16);
         sibyl_storage::store::TableOptions {
             compression,
             chunk_length_bytes: chunk_kb.clamp(1, 64 * 1024) * 1024,
             bloom_filter_fp_chance: p.bloom_filter_fp_chance,
             gc_grace_seconds: p.gc_grace_seconds,
             // leveled and time-window selection are not built yet: their tables compact size-tiered
-            strategy: sibyl_storage::compaction::Strategy::from_map(&p.compaction).unwrap_or_default(),
-            auto_compaction: p.compaction.get("enabled").map(|v| v != "false").unwrap_or(true),
-            cache_keys: p.caching.get("keys").map(|v| v.eq_ignore_ascii_case("ALL")).unwrap_or(true),
-            rows_per_partition: match p.caching.get("rows_per_partition").map(|v| v.to_uppercase()) {
+            strategy: sibyl_storage::compaction::Strategy::from_map(&p.compaction)
+                .unwrap_or_default(),
+            auto_compaction: p
+                .compaction
+                .get("enabled")
+                .map(|v| v != "false")
+                .unwrap_or(true),
+            cache_keys: p
+                .caching
+                .get("keys")
+                .map(|v| v.eq_ignore_ascii_case("ALL"))
+                .unwrap_or(true),
+            rows_per_partition: match p
+                .caching
+                .get("rows_per_partition")
+                .map(|v| v.to_uppercase())
+            {
                 None => None,
                 Some(v) if v == "NONE" => None,
                 Some(v) if v == "ALL" => Some(u64::MAX),
@@ -419,26 +518,58 @@ impl TableMetadata {
             header: sibyl_storage::sstable::SerializationHeader {
                 keyspace: self.keyspace.clone(),
                 table: self.name.clone(),
-                partition_key_types: self.partition_key().iter().map(|c| c.typ.to_string()).collect(),
-                clustering_types: self.clustering().iter().map(|c| c.typ.to_string()).collect(),
+                partition_key_types: self
+                    .partition_key()
+                    .iter()
+                    .map(|c| c.typ.to_string())
+                    .collect(),
+                clustering_types: self
+                    .clustering()
+                    .iter()
+                    .map(|c| c.typ.to_string())
+                    .collect(),
                 clustering_reversed: self.clustering().iter().map(|c| c.reversed).collect(),
-                columns: self.regular_and_static().iter().map(|c| (c.name.clone(), c.typ.to_string())).collect(),
+                columns: self
+                    .regular_and_static()
+                    .iter()
+                    .map(|c| (c.name.clone(), c.typ.to_string()))
+                    .collect(),
             },
-            dropped_columns: self.dropped.iter().map(|(n, (_, at))| (n.clone(), *at)).collect(),
+            dropped_columns: self
+                .dropped
+                .iter()
+                .map(|(n, (_, at))| (n.clone(), *at))
+                .collect(),
         }
     }
 }
 
 /// Registers a table's store with the engine, with its options.
-pub fn open_store(storage: &sibyl_storage::StorageEngine, t: &TableMetadata) -> Result<std::sync::Arc<sibyl_storage::ColumnFamilyStore>> {
-    let cfs = storage.add_table(t.id, t.comparator.clone(), t.directory(storage.data_directory()))?;
+pub fn open_store(
+    storage: &sibyl_storage::StorageEngine,
+    t: &TableMetadata,
+) -> Result<std::sync::Arc<sibyl_storage::ColumnFamilyStore>> {
+    let cfs = storage.add_table(
+        t.id,
+        t.comparator.clone(),
+        t.directory(storage.data_directory()),
+    )?;
     *cfs.options.write() = t.storage_options();
     for ix in &t.indexes {
-        let store = storage.add_table(ix.store_id(t), ix.comparator(t), ix.directory(t, storage.data_directory()))?;
+        let store = storage.add_table(
+            ix.store_id(t),
+            ix.comparator(t),
+            ix.directory(t, storage.data_directory()),
+        )?;
         let mut o = t.storage_options();
         o.header.table = format!("{}.{}", t.name, ix.name);
         o.header.partition_key_types = vec!["blob".into()];
-        o.header.clustering_types = ix.comparator(t).types.iter().map(|(t, _)| t.to_string()).collect();
+        o.header.clustering_types = ix
+            .comparator(t)
+            .types
+            .iter()
+            .map(|(t, _)| t.to_string())
+            .collect();
         o.header.clustering_reversed = ix.comparator(t).types.iter().map(|(_, r)| *r).collect();
         o.header.columns = Default::default();
         // an index partition lists many base rows: it stays out of the row cache
@@ -464,19 +595,35 @@ pub struct KeyspaceMetadata {
 impl KeyspaceMetadata {
     /// The total replication factor (sum over DCs for NetworkTopologyStrategy).
     pub fn replication_factor(&self) -> usize {
-        let class = self.replication.get("class").map(|s| s.as_str()).unwrap_or("");
+        let class = self
+            .replication
+            .get("class")
+            .map(|s| s.as_str())
+            .unwrap_or("");
         if class.ends_with("LocalStrategy") {
             return 1;
         }
         if class.ends_with("SimpleStrategy") {
-            return self.replication.get("replication_factor").and_then(|v| v.parse().ok()).unwrap_or(1);
+            return self
+                .replication
+                .get("replication_factor")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(1);
         }
-        self.replication.iter().filter(|(k, _)| *k != "class").filter_map(|(_, v)| v.parse::<usize>().ok()).sum()
+        self.replication
+            .iter()
+            .filter(|(k, _)| *k != "class")
+            .filter_map(|(_, v)| v.parse::<usize>().ok())
+            .sum()
     }
 }
 
 /// Validates `WITH replication = {...}` like Cassandra and returns the stored map.
-pub fn validate_replication(keyspace: &str, m: &BTreeMap<String, String>, local_dc: &str) -> Result<BTreeMap<String, String>> {
+pub fn validate_replication(
+    keyspace: &str,
+    m: &BTreeMap<String, String>,
+    local_dc: &str,
+) -> Result<BTreeMap<String, String>> {
     let Some(class) = m.get("class") else {
         return Err(Error::Config("Missing replication strategy class".into()));
     };
@@ -485,8 +632,12 @@ pub fn validate_replication(keyspace: &str, m: &BTreeMap<String, String>, local_
     let check_rf = |v: &str| -> Result<()> {
         match v.parse::<i64>() {
             Ok(n) if n >= 0 => Ok(()),
-            Ok(n) => Err(Error::Config(format!("Replication factor must be non-negative, found {n}"))),
-            Err(_) => Err(Error::Config(format!("Replication factor must be numeric; found {v}"))),
+            Ok(n) => Err(Error::Config(format!(
+                "Replication factor must be non-negative, found {n}"
+            ))),
+            Err(_) => Err(Error::Config(format!(
+                "Replication factor must be numeric; found {v}"
+            ))),
         }
     };
     match class.as_str() {
@@ -517,8 +668,13 @@ pub fn validate_replication(keyspace: &str, m: &BTreeMap<String, String>, local_
                 }
             }
         }
-        "org.apache.cassandra.locator.LocalStrategy" | "org.apache.cassandra.locator.EverywhereStrategy" => {}
-        _ => return Err(Error::Config(format!("Unable to find replication strategy class '{class}'"))),
+        "org.apache.cassandra.locator.LocalStrategy"
+        | "org.apache.cassandra.locator.EverywhereStrategy" => {}
+        _ => {
+            return Err(Error::Config(format!(
+                "Unable to find replication strategy class '{class}'"
+            )))
+        }
     }
     out.insert("class".into(), class);
     Ok(out)
@@ -526,7 +682,9 @@ pub fn validate_replication(keyspace: &str, m: &BTreeMap<String, String>, local_
 
 /// Cassandra's rule for keyspace and table names.
 pub fn validate_name(kind: &str, name: &str) -> Result<()> {
-    let ok = !name.is_empty() && name.len() <= 48 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    let ok = !name.is_empty()
+        && name.len() <= 48
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     if ok {
         Ok(())
     } else if kind == "Keyspace" {
@@ -557,7 +715,10 @@ impl Schema {
     }
 
     pub fn table_by_id(&self, id: uuid::Uuid) -> Option<&Arc<TableMetadata>> {
-        self.keyspaces.values().flat_map(|k| k.tables.values()).find(|t| t.id == id)
+        self.keyspaces
+            .values()
+            .flat_map(|k| k.tables.values())
+            .find(|t| t.id == id)
     }
 
     /// A digest of the user-visible schema, as `schema_version`.
@@ -617,7 +778,12 @@ fn no_udt(_: &str) -> Option<Arc<UserType>> {
 }
 
 /// Builds a system table from `(name, type, kind, position)` tuples.
-fn sys_table(ks: &str, name: &str, cols: &[(&str, &str, ColumnKind, i32)], comment: &str) -> Arc<TableMetadata> {
+fn sys_table(
+    ks: &str,
+    name: &str,
+    cols: &[(&str, &str, ColumnKind, i32)],
+    comment: &str,
+) -> Arc<TableMetadata> {
     let columns = cols
         .iter()
         .map(|(n, t, k, p)| ColumnMetadata {
@@ -631,7 +797,13 @@ fn sys_table(ks: &str, name: &str, cols: &[(&str, &str, ColumnKind, i32)], comme
     let mut params = TableParams::default();
     params.comment = comment.to_string();
     params.gc_grace_seconds = if ks == "system_schema" { 604800 } else { 0 };
-    Arc::new(TableMetadata::new(ks, name, system_table_id(ks, name), columns, params))
+    Arc::new(TableMetadata::new(
+        ks,
+        name,
+        system_table_id(ks, name),
+        columns,
+        params,
+    ))
 }
 
 use ColumnKind::{Clustering as C, PartitionKey as P, Regular as R};
@@ -683,7 +855,11 @@ pub fn system_keyspaces() -> Vec<KeyspaceMetadata> {
         ("read_repair_chance", "double", R, -1),
         ("speculative_retry", "text", R, -1),
     ];
-    let mut tables_cols = vec![("keyspace_name", "text", P, 0), ("table_name", "text", C, 0), ("flags", "frozen<set<text>>", R, -1)];
+    let mut tables_cols = vec![
+        ("keyspace_name", "text", P, 0),
+        ("table_name", "text", C, 0),
+        ("flags", "frozen<set<text>>", R, -1),
+    ];
     tables_cols.extend(table_params_cols.iter().cloned());
     let mut views_cols = vec![
         ("keyspace_name", "text", P, 0),
@@ -698,7 +874,11 @@ pub fn system_keyspaces() -> Vec<KeyspaceMetadata> {
         sys_table(
             "system_schema",
             "keyspaces",
-            &[("keyspace_name", "text", P, 0), ("durable_writes", "boolean", R, -1), ("replication", "frozen<map<text, text>>", R, -1)],
+            &[
+                ("keyspace_name", "text", P, 0),
+                ("durable_writes", "boolean", R, -1),
+                ("replication", "frozen<map<text, text>>", R, -1),
+            ],
             "keyspace definitions",
         ),
         sys_table("system_schema", "tables", &tables_cols, "table definitions"),
@@ -739,14 +919,24 @@ pub fn system_keyspaces() -> Vec<KeyspaceMetadata> {
         sys_table(
             "system_schema",
             "triggers",
-            &[("keyspace_name", "text", P, 0), ("table_name", "text", C, 0), ("trigger_name", "text", C, 1), ("options", "frozen<map<text, text>>", R, -1)],
+            &[
+                ("keyspace_name", "text", P, 0),
+                ("table_name", "text", C, 0),
+                ("trigger_name", "text", C, 1),
+                ("options", "frozen<map<text, text>>", R, -1),
+            ],
             "trigger definitions",
         ),
         sys_table("system_schema", "views", &views_cols, "view definitions"),
         sys_table(
             "system_schema",
             "types",
-            &[("keyspace_name", "text", P, 0), ("type_name", "text", C, 0), ("field_names", "frozen<list<text>>", R, -1), ("field_types", "frozen<list<text>>", R, -1)],
+            &[
+                ("keyspace_name", "text", P, 0),
+                ("type_name", "text", C, 0),
+                ("field_names", "frozen<list<text>>", R, -1),
+                ("field_types", "frozen<list<text>>", R, -1),
+            ],
             "user defined type definitions",
         ),
         sys_table(
@@ -782,7 +972,13 @@ pub fn system_keyspaces() -> Vec<KeyspaceMetadata> {
         sys_table(
             "system_schema",
             "indexes",
-            &[("keyspace_name", "text", P, 0), ("table_name", "text", C, 0), ("index_name", "text", C, 1), ("kind", "text", R, -1), ("options", "frozen<map<text, text>>", R, -1)],
+            &[
+                ("keyspace_name", "text", P, 0),
+                ("table_name", "text", C, 0),
+                ("index_name", "text", C, 1),
+                ("kind", "text", R, -1),
+                ("options", "frozen<map<text, text>>", R, -1),
+            ],
             "secondary index definitions",
         ),
     ];
@@ -883,11 +1079,20 @@ pub fn system_keyspaces() -> Vec<KeyspaceMetadata> {
         ),
     ];
     let virtual_schema = vec![
-        sys_table("system_virtual_schema", "keyspaces", &[("keyspace_name", "text", P, 0)], "virtual keyspace definitions"),
+        sys_table(
+            "system_virtual_schema",
+            "keyspaces",
+            &[("keyspace_name", "text", P, 0)],
+            "virtual keyspace definitions",
+        ),
         sys_table(
             "system_virtual_schema",
             "tables",
-            &[("keyspace_name", "text", P, 0), ("table_name", "text", C, 0), ("comment", "text", R, -1)],
+            &[
+                ("keyspace_name", "text", P, 0),
+                ("table_name", "text", C, 0),
+                ("comment", "text", R, -1),
+            ],
             "virtual table definitions",
         ),
         sys_table(
@@ -898,22 +1103,45 @@ pub fn system_keyspaces() -> Vec<KeyspaceMetadata> {
         ),
     ];
     let mut traces_ks = local(traces, "system_traces");
-    traces_ks.replication = map(&[("class", "org.apache.cassandra.locator.SimpleStrategy"), ("replication_factor", "2")]);
+    traces_ks.replication = map(&[
+        ("class", "org.apache.cassandra.locator.SimpleStrategy"),
+        ("replication_factor", "2"),
+    ]);
     let mut vks = local(virtual_schema, "system_virtual_schema");
     vks.is_virtual = true;
     let mut views = local(Vec::new(), "system_views");
     views.is_virtual = true;
     let mut auth = local(Vec::new(), "system_auth");
-    auth.replication = map(&[("class", "org.apache.cassandra.locator.SimpleStrategy"), ("replication_factor", "1")]);
+    auth.replication = map(&[
+        ("class", "org.apache.cassandra.locator.SimpleStrategy"),
+        ("replication_factor", "1"),
+    ]);
     let mut dist = local(Vec::new(), "system_distributed");
-    dist.replication = map(&[("class", "org.apache.cassandra.locator.SimpleStrategy"), ("replication_factor", "3")]);
-    vec![local(system, "system"), local(schema, "system_schema"), traces_ks, auth, dist, vks, views]
+    dist.replication = map(&[
+        ("class", "org.apache.cassandra.locator.SimpleStrategy"),
+        ("replication_factor", "3"),
+    ]);
+    vec![
+        local(system, "system"),
+        local(schema, "system_schema"),
+        traces_ks,
+        auth,
+        dist,
+        vks,
+        views,
+    ]
 }
 
 /// Names of keyspaces whose schema the node owns.
 pub fn is_system_keyspace(name: &str) -> bool {
     matches!(
         name,
-        "system" | "system_schema" | "system_traces" | "system_auth" | "system_distributed" | "system_virtual_schema" | "system_views"
+        "system"
+            | "system_schema"
+            | "system_traces"
+            | "system_auth"
+            | "system_distributed"
+            | "system_virtual_schema"
+            | "system_views"
     )
 }

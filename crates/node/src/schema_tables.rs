@@ -5,7 +5,10 @@
 use crate::cells::{column_value, make_partition_key, set_column, WriteParams};
 use crate::schema::*;
 use bytes::Bytes;
-use sibyl_storage::{ClusteringKey, DecoratedKey, DeletionTime, LivenessInfo, Mutation, Partition, Row, StorageEngine, NO_DELETION_TIME};
+use sibyl_storage::{
+    ClusteringKey, DecoratedKey, DeletionTime, LivenessInfo, Mutation, Partition, Row,
+    StorageEngine, NO_DELETION_TIME,
+};
 use sibyl_types::{value, CqlType, UserType};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -40,7 +43,11 @@ pub fn row_mutation(
     wp: &WriteParams,
 ) -> Mutation {
     let mut row = Row {
-        liveness: Some(LivenessInfo { timestamp: wp.timestamp, ttl: 0, local_expiration_time: NO_DELETION_TIME }),
+        liveness: Some(LivenessInfo {
+            timestamp: wp.timestamp,
+            ttl: 0,
+            local_expiration_time: NO_DELETION_TIME,
+        }),
         ..Default::default()
     };
     for (name, v) in cols {
@@ -49,8 +56,13 @@ pub fn row_mutation(
         }
     }
     let mut p = Partition::new();
-    p.rows.insert(ClusteringKey::row(ck.to_vec(), t.comparator.clone()), row);
-    Mutation { table_id: t.id, key: DecoratedKey::new(make_partition_key(pk)), update: p }
+    p.rows
+        .insert(ClusteringKey::row(ck.to_vec(), t.comparator.clone()), row);
+    Mutation {
+        table_id: t.id,
+        key: DecoratedKey::new(make_partition_key(pk)),
+        update: p,
+    }
 }
 
 /// The values of a column's row in `system_schema.columns` (and `system_virtual_schema.columns`).
@@ -74,11 +86,29 @@ fn schema_table(name: &str) -> Arc<TableMetadata> {
         .into_iter()
         .find(|k| k.name == "system_schema")
         .and_then(|k| k.tables.get(name).cloned())
-        .unwrap_or_else(|| Arc::new(TableMetadata::new("system_schema", name, system_table_id("system_schema", name), Vec::new(), TableParams::default())))
+        .unwrap_or_else(|| {
+            Arc::new(TableMetadata::new(
+                "system_schema",
+                name,
+                system_table_id("system_schema", name),
+                Vec::new(),
+                TableParams::default(),
+            ))
+        })
 }
 
-const SCHEMA_TABLES: [&str; 10] =
-    ["keyspaces", "tables", "columns", "dropped_columns", "triggers", "views", "types", "functions", "aggregates", "indexes"];
+const SCHEMA_TABLES: [&str; 10] = [
+    "keyspaces",
+    "tables",
+    "columns",
+    "dropped_columns",
+    "triggers",
+    "views",
+    "types",
+    "functions",
+    "aggregates",
+    "indexes",
+];
 
 /// Mutations that delete everything of a keyspace in `system_schema` (at `ts`).
 pub fn drop_keyspace_mutations(name: &str, ts: i64, now: i32) -> Vec<Mutation> {
@@ -87,8 +117,15 @@ pub fn drop_keyspace_mutations(name: &str, ts: i64, now: i32) -> Vec<Mutation> {
         .map(|t| {
             let tm = schema_table(t);
             let mut p = Partition::new();
-            p.deletion = DeletionTime { marked_for_delete_at: ts, local_deletion_time: now };
-            Mutation { table_id: tm.id, key: DecoratedKey::new(text(name)), update: p }
+            p.deletion = DeletionTime {
+                marked_for_delete_at: ts,
+                local_deletion_time: now,
+            };
+            Mutation {
+                table_id: tm.id,
+                key: DecoratedKey::new(text(name)),
+                update: p,
+            }
         })
         .collect()
 }
@@ -97,13 +134,20 @@ pub fn drop_keyspace_mutations(name: &str, ts: i64, now: i32) -> Vec<Mutation> {
 /// (partition deletions at `ts - 1`, rows at `ts`).
 pub fn keyspace_mutations(ks: &KeyspaceMetadata, ts: i64, now: i32) -> Vec<Mutation> {
     let mut out = drop_keyspace_mutations(&ks.name, ts - 1, now);
-    let wp = WriteParams { timestamp: ts, ttl: 0, now };
+    let wp = WriteParams {
+        timestamp: ts,
+        ttl: 0,
+        now,
+    };
     let ksname = text(&ks.name);
     out.push(row_mutation(
         &schema_table("keyspaces"),
         &[ksname.clone()],
         &[],
-        &[("durable_writes", Some(boolean(ks.durable_writes))), ("replication", Some(text_map(&ks.replication)))],
+        &[
+            ("durable_writes", Some(boolean(ks.durable_writes))),
+            ("replication", Some(text_map(&ks.replication))),
+        ],
         &wp,
     ));
     let tables_t = schema_table("tables");
@@ -112,15 +156,25 @@ pub fn keyspace_mutations(ks: &KeyspaceMetadata, ts: i64, now: i32) -> Vec<Mutat
     for t in ks.tables.values() {
         let p = &t.params;
         let flags: Vec<Bytes> = vec![text("compound")];
-        let ext: Vec<(Bytes, Bytes)> = p.extensions.iter().map(|(k, v)| (text(k), v.clone())).collect();
+        let ext: Vec<(Bytes, Bytes)> = p
+            .extensions
+            .iter()
+            .map(|(k, v)| (text(k), v.clone()))
+            .collect();
         out.push(row_mutation(
             &tables_t,
             &[ksname.clone()],
             &[text(&t.name)],
             &[
-                ("additional_write_policy", Some(text(&p.additional_write_policy))),
+                (
+                    "additional_write_policy",
+                    Some(text(&p.additional_write_policy)),
+                ),
                 ("allow_auto_snapshot", Some(boolean(p.allow_auto_snapshot))),
-                ("bloom_filter_fp_chance", Some(double(p.bloom_filter_fp_chance))),
+                (
+                    "bloom_filter_fp_chance",
+                    Some(double(p.bloom_filter_fp_chance)),
+                ),
                 ("caching", Some(text_map(&p.caching))),
                 ("cdc", Some(boolean(p.cdc))),
                 ("comment", Some(text(&p.comment))),
@@ -137,7 +191,10 @@ pub fn keyspace_mutations(ks: &KeyspaceMetadata, ts: i64, now: i32) -> Vec<Mutat
                 ("incremental_backups", Some(boolean(p.incremental_backups))),
                 ("max_index_interval", Some(int(p.max_index_interval))),
                 ("memtable", Some(text(&p.memtable))),
-                ("memtable_flush_period_in_ms", Some(int(p.memtable_flush_period_in_ms))),
+                (
+                    "memtable_flush_period_in_ms",
+                    Some(int(p.memtable_flush_period_in_ms)),
+                ),
                 ("min_index_interval", Some(int(p.min_index_interval))),
                 ("read_repair", Some(text(&p.read_repair))),
                 ("speculative_retry", Some(text(&p.speculative_retry))),
@@ -145,14 +202,23 @@ pub fn keyspace_mutations(ks: &KeyspaceMetadata, ts: i64, now: i32) -> Vec<Mutat
             &wp,
         ));
         for c in &t.columns {
-            out.push(row_mutation(&columns_t, &[ksname.clone()], &[text(&t.name), text(&c.name)], &column_row(c), &wp));
+            out.push(row_mutation(
+                &columns_t,
+                &[ksname.clone()],
+                &[text(&t.name), text(&c.name)],
+                &column_row(c),
+                &wp,
+            ));
         }
         for ix in &t.indexes {
             out.push(row_mutation(
                 &schema_table("indexes"),
                 &[ksname.clone()],
                 &[text(&t.name), text(&ix.name)],
-                &[("kind", Some(text(ix.kind()))), ("options", Some(text_map(&ix.options())))],
+                &[
+                    ("kind", Some(text(ix.kind()))),
+                    ("options", Some(text_map(&ix.options()))),
+                ],
                 &wp,
             ));
         }
@@ -162,7 +228,10 @@ pub fn keyspace_mutations(ks: &KeyspaceMetadata, ts: i64, now: i32) -> Vec<Mutat
                 &[ksname.clone()],
                 &[text(&t.name), text(name)],
                 &[
-                    ("dropped_time", Some(Bytes::copy_from_slice(&(dropped_at / 1000).to_be_bytes()))),
+                    (
+                        "dropped_time",
+                        Some(Bytes::copy_from_slice(&(dropped_at / 1000).to_be_bytes())),
+                    ),
                     ("kind", Some(text("regular"))),
                     ("type", Some(text(&typ.to_string()))),
                 ],
@@ -178,14 +247,22 @@ pub fn keyspace_mutations(ks: &KeyspaceMetadata, ts: i64, now: i32) -> Vec<Mutat
             &types_t,
             &[ksname.clone()],
             &[text(&u.name)],
-            &[("field_names", Some(text_list(&names))), ("field_types", Some(text_list(&types)))],
+            &[
+                ("field_names", Some(text_list(&names))),
+                ("field_types", Some(text_list(&types))),
+            ],
             &wp,
         ));
     }
     out
 }
 
-fn read_partition(storage: &StorageEngine, t: &TableMetadata, key: &Bytes, now: i32) -> Option<Partition> {
+fn read_partition(
+    storage: &StorageEngine,
+    t: &TableMetadata,
+    key: &Bytes,
+    now: i32,
+) -> Option<Partition> {
     let cfs = storage.table(t.id)?;
     let mut p = cfs.read(&DecoratedKey::new(key.clone()), None).ok()??;
     p.resolve(now);
@@ -223,7 +300,12 @@ fn get_map(row: &Row, t: &TableMetadata, name: &str, now: i32) -> BTreeMap<Strin
         .map(|pairs| {
             pairs
                 .into_iter()
-                .map(|(k, v)| (String::from_utf8_lossy(&k).to_string(), String::from_utf8_lossy(&v).to_string()))
+                .map(|(k, v)| {
+                    (
+                        String::from_utf8_lossy(&k).to_string(),
+                        String::from_utf8_lossy(&v).to_string(),
+                    )
+                })
                 .collect()
         })
         .unwrap_or_default()
@@ -232,19 +314,31 @@ fn get_map(row: &Row, t: &TableMetadata, name: &str, now: i32) -> BTreeMap<Strin
 fn get_list(row: &Row, t: &TableMetadata, name: &str, now: i32) -> Vec<String> {
     get_bytes(row, t, name, now)
         .and_then(|b| value::deserialize_collection(&b).ok())
-        .map(|l| l.into_iter().map(|e| String::from_utf8_lossy(&e).to_string()).collect())
+        .map(|l| {
+            l.into_iter()
+                .map(|e| String::from_utf8_lossy(&e).to_string())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
 /// Reads the user keyspaces from the `system_schema` tables.
 pub fn read_user_keyspaces(storage: &StorageEngine, now: i32) -> Vec<KeyspaceMetadata> {
     let ks_t = schema_table("keyspaces");
-    let Some(cfs) = storage.table(ks_t.id) else { return Vec::new() };
-    let keys = cfs.keys(None, i64::MIN, i64::MAX, usize::MAX).unwrap_or_default();
+    let Some(cfs) = storage.table(ks_t.id) else {
+        return Vec::new();
+    };
+    let keys = cfs
+        .keys(None, i64::MIN, i64::MAX, usize::MAX)
+        .unwrap_or_default();
     let mut out = Vec::new();
     for key in keys {
-        let Some(p) = read_partition(storage, &ks_t, &key.key, now) else { continue };
-        let Some(row) = p.rows.values().next() else { continue };
+        let Some(p) = read_partition(storage, &ks_t, &key.key, now) else {
+            continue;
+        };
+        let Some(row) = p.rows.values().next() else {
+            continue;
+        };
         let name = String::from_utf8_lossy(&key.key).to_string();
         if is_system_keyspace(&name) {
             continue;
@@ -266,8 +360,16 @@ pub fn read_user_keyspaces(storage: &StorageEngine, now: i32) -> Vec<KeyspaceMet
                 .rows
                 .iter()
                 .map(|(ck, row)| {
-                    let tname = ck.values.first().map(|v| String::from_utf8_lossy(v).to_string()).unwrap_or_default();
-                    (tname, get_list(row, &types_t, "field_names", now), get_list(row, &types_t, "field_types", now))
+                    let tname = ck
+                        .values
+                        .first()
+                        .map(|v| String::from_utf8_lossy(v).to_string())
+                        .unwrap_or_default();
+                    (
+                        tname,
+                        get_list(row, &types_t, "field_names", now),
+                        get_list(row, &types_t, "field_types", now),
+                    )
                 })
                 .collect();
             for _ in 0..pending.len() + 1 {
@@ -281,7 +383,14 @@ pub fn read_user_keyspaces(storage: &StorageEngine, now: i32) -> Vec<KeyspaceMet
                         .collect();
                     match fields {
                         Some(fields) => {
-                            ks.types.insert(tname.clone(), Arc::new(UserType { keyspace: name.clone(), name: tname, fields }));
+                            ks.types.insert(
+                                tname.clone(),
+                                Arc::new(UserType {
+                                    keyspace: name.clone(),
+                                    name: tname,
+                                    fields,
+                                }),
+                            );
                         }
                         None => rest.push((tname, names, types)),
                     }
@@ -301,31 +410,62 @@ pub fn read_user_keyspaces(storage: &StorageEngine, now: i32) -> Vec<KeyspaceMet
         let indexes_p = read_partition(storage, &indexes_t, &key.key, now);
         if let Some(tp) = read_partition(storage, &tables_t, &key.key, now) {
             for (ck, row) in &tp.rows {
-                let tname = ck.values.first().map(|v| String::from_utf8_lossy(v).to_string()).unwrap_or_default();
+                let tname = ck
+                    .values
+                    .first()
+                    .map(|v| String::from_utf8_lossy(v).to_string())
+                    .unwrap_or_default();
                 let id = get_bytes(row, &tables_t, "id", now)
                     .and_then(|b| uuid::Uuid::from_slice(&b).ok())
                     .unwrap_or_else(uuid::Uuid::new_v4);
                 let d = TableParams::default();
                 let params = TableParams {
-                    additional_write_policy: get_text(row, &tables_t, "additional_write_policy", now).unwrap_or(d.additional_write_policy),
-                    allow_auto_snapshot: get_bool(row, &tables_t, "allow_auto_snapshot", now).unwrap_or(d.allow_auto_snapshot),
-                    bloom_filter_fp_chance: get_double(row, &tables_t, "bloom_filter_fp_chance", now).unwrap_or(d.bloom_filter_fp_chance),
+                    additional_write_policy: get_text(
+                        row,
+                        &tables_t,
+                        "additional_write_policy",
+                        now,
+                    )
+                    .unwrap_or(d.additional_write_policy),
+                    allow_auto_snapshot: get_bool(row, &tables_t, "allow_auto_snapshot", now)
+                        .unwrap_or(d.allow_auto_snapshot),
+                    bloom_filter_fp_chance: get_double(
+                        row,
+                        &tables_t,
+                        "bloom_filter_fp_chance",
+                        now,
+                    )
+                    .unwrap_or(d.bloom_filter_fp_chance),
                     caching: get_map(row, &tables_t, "caching", now),
                     cdc: get_bool(row, &tables_t, "cdc", now).unwrap_or(false),
                     comment: get_text(row, &tables_t, "comment", now).unwrap_or_default(),
                     compaction: get_map(row, &tables_t, "compaction", now),
                     compression: get_map(row, &tables_t, "compression", now),
-                    crc_check_chance: get_double(row, &tables_t, "crc_check_chance", now).unwrap_or(1.0),
-                    default_time_to_live: get_int(row, &tables_t, "default_time_to_live", now).unwrap_or(0),
+                    crc_check_chance: get_double(row, &tables_t, "crc_check_chance", now)
+                        .unwrap_or(1.0),
+                    default_time_to_live: get_int(row, &tables_t, "default_time_to_live", now)
+                        .unwrap_or(0),
                     extensions: BTreeMap::new(),
-                    gc_grace_seconds: get_int(row, &tables_t, "gc_grace_seconds", now).unwrap_or(d.gc_grace_seconds),
-                    incremental_backups: get_bool(row, &tables_t, "incremental_backups", now).unwrap_or(true),
-                    max_index_interval: get_int(row, &tables_t, "max_index_interval", now).unwrap_or(d.max_index_interval),
+                    gc_grace_seconds: get_int(row, &tables_t, "gc_grace_seconds", now)
+                        .unwrap_or(d.gc_grace_seconds),
+                    incremental_backups: get_bool(row, &tables_t, "incremental_backups", now)
+                        .unwrap_or(true),
+                    max_index_interval: get_int(row, &tables_t, "max_index_interval", now)
+                        .unwrap_or(d.max_index_interval),
                     memtable: get_text(row, &tables_t, "memtable", now).unwrap_or(d.memtable),
-                    memtable_flush_period_in_ms: get_int(row, &tables_t, "memtable_flush_period_in_ms", now).unwrap_or(0),
-                    min_index_interval: get_int(row, &tables_t, "min_index_interval", now).unwrap_or(d.min_index_interval),
-                    read_repair: get_text(row, &tables_t, "read_repair", now).unwrap_or(d.read_repair),
-                    speculative_retry: get_text(row, &tables_t, "speculative_retry", now).unwrap_or(d.speculative_retry),
+                    memtable_flush_period_in_ms: get_int(
+                        row,
+                        &tables_t,
+                        "memtable_flush_period_in_ms",
+                        now,
+                    )
+                    .unwrap_or(0),
+                    min_index_interval: get_int(row, &tables_t, "min_index_interval", now)
+                        .unwrap_or(d.min_index_interval),
+                    read_repair: get_text(row, &tables_t, "read_repair", now)
+                        .unwrap_or(d.read_repair),
+                    speculative_retry: get_text(row, &tables_t, "speculative_retry", now)
+                        .unwrap_or(d.speculative_retry),
                 };
                 let mut columns = Vec::new();
                 if let Some(cp) = &cols_p {
@@ -333,12 +473,20 @@ pub fn read_user_keyspaces(storage: &StorageEngine, now: i32) -> Vec<KeyspaceMet
                         if cck.values.first().map(|v| v.as_ref()) != Some(tname.as_bytes()) {
                             continue;
                         }
-                        let cname = cck.values.get(1).map(|v| String::from_utf8_lossy(v).to_string()).unwrap_or_default();
-                        let kind = get_text(crow, &columns_t, "kind", now).and_then(|k| ColumnKind::parse(&k)).unwrap_or(ColumnKind::Regular);
-                        let tstr = get_text(crow, &columns_t, "type", now).unwrap_or_else(|| "blob".into());
+                        let cname = cck
+                            .values
+                            .get(1)
+                            .map(|v| String::from_utf8_lossy(v).to_string())
+                            .unwrap_or_default();
+                        let kind = get_text(crow, &columns_t, "kind", now)
+                            .and_then(|k| ColumnKind::parse(&k))
+                            .unwrap_or(ColumnKind::Regular);
+                        let tstr = get_text(crow, &columns_t, "type", now)
+                            .unwrap_or_else(|| "blob".into());
                         let resolve = |n: &str| ks.types.get(n).cloned();
                         let typ = CqlType::parse(&tstr, &resolve).unwrap_or(CqlType::Blob);
-                        let order = get_text(crow, &columns_t, "clustering_order", now).unwrap_or_default();
+                        let order =
+                            get_text(crow, &columns_t, "clustering_order", now).unwrap_or_default();
                         columns.push(ColumnMetadata {
                             name: cname,
                             typ,
@@ -354,9 +502,15 @@ pub fn read_user_keyspaces(storage: &StorageEngine, now: i32) -> Vec<KeyspaceMet
                         if dck.values.first().map(|v| v.as_ref()) != Some(tname.as_bytes()) {
                             continue;
                         }
-                        let cname = dck.values.get(1).map(|v| String::from_utf8_lossy(v).to_string()).unwrap_or_default();
-                        let tstr = get_text(drow, &dropped_t, "type", now).unwrap_or_else(|| "blob".into());
-                        let typ = CqlType::parse(&tstr, &|n: &str| ks.types.get(n).cloned()).unwrap_or(CqlType::Blob);
+                        let cname = dck
+                            .values
+                            .get(1)
+                            .map(|v| String::from_utf8_lossy(v).to_string())
+                            .unwrap_or_default();
+                        let tstr = get_text(drow, &dropped_t, "type", now)
+                            .unwrap_or_else(|| "blob".into());
+                        let typ = CqlType::parse(&tstr, &|n: &str| ks.types.get(n).cloned())
+                            .unwrap_or(CqlType::Blob);
                         let at = get_bytes(drow, &dropped_t, "dropped_time", now)
                             .and_then(|b| <[u8; 8]>::try_from(b.as_ref()).ok())
                             .map(|a| i64::from_be_bytes(a) * 1000)
@@ -369,12 +523,27 @@ pub fn read_user_keyspaces(storage: &StorageEngine, now: i32) -> Vec<KeyspaceMet
                         if ick.values.first().map(|v| v.as_ref()) != Some(tname.as_bytes()) {
                             continue;
                         }
-                        let iname = ick.values.get(1).map(|v| String::from_utf8_lossy(v).to_string()).unwrap_or_default();
+                        let iname = ick
+                            .values
+                            .get(1)
+                            .map(|v| String::from_utf8_lossy(v).to_string())
+                            .unwrap_or_default();
                         let options = get_map(irow, &indexes_t, "options", now);
-                        let (target, column) = crate::index::IndexMetadata::parse_target(options.get("target").map(|s| s.as_str()).unwrap_or(""));
+                        let (target, column) = crate::index::IndexMetadata::parse_target(
+                            options.get("target").map(|s| s.as_str()).unwrap_or(""),
+                        );
                         let custom_class = options.get("class_name").cloned();
-                        let extra = options.into_iter().filter(|(k, _)| k != "class_name" && k != "target").collect();
-                        tm.indexes.push(crate::index::IndexMetadata { name: iname, column, target, custom_class, options: extra });
+                        let extra = options
+                            .into_iter()
+                            .filter(|(k, _)| k != "class_name" && k != "target")
+                            .collect();
+                        tm.indexes.push(crate::index::IndexMetadata {
+                            name: iname,
+                            column,
+                            target,
+                            custom_class,
+                            options: extra,
+                        });
                     }
                 }
                 ks.tables.insert(tname, Arc::new(tm));

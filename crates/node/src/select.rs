@@ -4,14 +4,16 @@
 
 use crate::cells::{column_value, simple_cell, split_partition_key};
 use crate::error::{Error, Result};
+use crate::index::IndexMetadata;
 use crate::restrictions::{analyse, filter_matches, Purpose, Restrictions, ALLOW_FILTERING_MSG};
 use crate::schema::{ColumnKind, TableMetadata};
 use crate::terms::{Eval, Val};
 use bytes::Bytes;
-use crate::index::IndexMetadata;
 use sibyl_cql::{Operator, Select, Selector, Term};
 use sibyl_protocol::ColumnSpec;
-use sibyl_storage::{BoundKind, ClusteringKey, ColumnFamilyStore, DecoratedKey, Mutation, Partition, Row};
+use sibyl_storage::{
+    BoundKind, ClusteringKey, ColumnFamilyStore, DecoratedKey, Mutation, Partition, Row,
+};
 use sibyl_types::CqlType;
 use std::cmp::Ordering;
 use std::sync::Arc;
@@ -72,7 +74,10 @@ pub enum Expr {
 
 impl Out {
     fn is_aggregate(&self) -> bool {
-        matches!(self, Out::CountRows | Out::Count(_) | Out::Min(_) | Out::Max(_) | Out::Sum(_) | Out::Avg(_))
+        matches!(
+            self,
+            Out::CountRows | Out::Count(_) | Out::Min(_) | Out::Max(_) | Out::Sum(_) | Out::Avg(_)
+        )
     }
 }
 
@@ -89,14 +94,22 @@ pub struct Selection {
 }
 
 fn undefined(table: &TableMetadata, c: &str) -> Error {
-    Error::Invalid(format!("Undefined column name {c} in table {}.{}", table.keyspace, table.name))
+    Error::Invalid(format!(
+        "Undefined column name {c} in table {}.{}",
+        table.keyspace, table.name
+    ))
 }
 
 /// Builds the selection (also used for PREPARE's result metadata).
 pub fn selection(table: &TableMetadata, sel: &Select) -> Result<Selection> {
     let mut s = selection_of(table, sel)?;
     if sel.json {
-        let json = ColumnSpec { keyspace: table.keyspace.clone(), table: table.name.clone(), name: "[json]".into(), typ: CqlType::Text };
+        let json = ColumnSpec {
+            keyspace: table.keyspace.clone(),
+            table: table.name.clone(),
+            name: "[json]".into(),
+            typ: CqlType::Text,
+        };
         s.json = Some(std::mem::replace(&mut s.columns, vec![json]));
     }
     Ok(s)
@@ -106,7 +119,10 @@ impl Selection {
     /// The rows as the client sees them: for SELECT JSON, one JSON object each.
     pub fn finish(&self, rows: Vec<Vec<Option<Bytes>>>) -> Vec<Vec<Option<Bytes>>> {
         match &self.json {
-            Some(columns) => rows.iter().map(|row| vec![Some(row_to_json(columns, row))]).collect(),
+            Some(columns) => rows
+                .iter()
+                .map(|row| vec![Some(row_to_json(columns, row))])
+                .collect(),
             None => rows,
         }
     }
@@ -115,7 +131,10 @@ impl Selection {
 /// A selected column's name as a JSON key: column names that need quoting in
 /// CQL are quoted (`"\"Caps\""`), function names are not.
 fn json_key(name: &str) -> String {
-    let plain = name.chars().next().is_some_and(|c| c.is_ascii_lowercase()) && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    let plain = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
     let special = name.contains('(') || name.contains(' ');
     if plain || special {
         name.to_string()
@@ -143,7 +162,12 @@ fn row_to_json(columns: &[ColumnSpec], row: &[Option<Bytes>]) -> Bytes {
 }
 
 fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
-    let spec = |name: String, typ: CqlType| ColumnSpec { keyspace: table.keyspace.clone(), table: table.name.clone(), name, typ };
+    let spec = |name: String, typ: CqlType| ColumnSpec {
+        keyspace: table.keyspace.clone(),
+        table: table.name.clone(),
+        name,
+        typ,
+    };
     let mut columns = Vec::new();
     let mut outs = Vec::new();
     if sel.selectors.is_empty() {
@@ -154,7 +178,13 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
             columns.push(spec(c.name.clone(), c.typ.clone()));
             outs.push(Out::Column(i));
         }
-        return Ok(Selection { columns, outs, aggregate: false, grouped: !sel.group_by.is_empty(), json: None });
+        return Ok(Selection {
+            columns,
+            outs,
+            aggregate: false,
+            grouped: !sel.group_by.is_empty(),
+            json: None,
+        });
     }
     for item in &sel.selectors {
         let (default_name, typ, out) = match &item.selector {
@@ -168,13 +198,21 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
                 let is_wt = matches!(item.selector, Selector::WriteTime(_));
                 let fname = if is_wt { "writetime" } else { "ttl" };
                 if col.kind.is_primary_key() {
-                    return Err(Error::Invalid(format!("Cannot use selection function {fname} on PRIMARY KEY part {c}")));
+                    return Err(Error::Invalid(format!(
+                        "Cannot use selection function {fname} on PRIMARY KEY part {c}"
+                    )));
                 }
                 if col.typ.is_multi_cell() && !is_wt {
-                    return Err(Error::Invalid(format!("Cannot use selection function {fname} on non-frozen collection {c}")));
+                    return Err(Error::Invalid(format!(
+                        "Cannot use selection function {fname} on non-frozen collection {c}"
+                    )));
                 }
                 if is_wt {
-                    let t = if col.typ.is_multi_cell() { CqlType::List(Box::new(CqlType::Bigint)) } else { CqlType::Bigint };
+                    let t = if col.typ.is_multi_cell() {
+                        CqlType::List(Box::new(CqlType::Bigint))
+                    } else {
+                        CqlType::Bigint
+                    };
                     (format!("writetime({c})"), t, Out::WriteTime(i))
                 } else {
                     (format!("ttl({c})"), CqlType::Int, Out::Ttl(i))
@@ -184,8 +222,12 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
             Selector::Function { name, args } => {
                 let lname = name.strip_prefix("system.").unwrap_or(name);
                 if lname == "floor" {
-                    let (Some(Selector::Column(c)), Some(Selector::Term(Term::Constant(d)))) = (args.first(), args.get(1)) else {
-                        return Err(Error::Invalid("floor() takes a timestamp column and a duration".into()));
+                    let (Some(Selector::Column(c)), Some(Selector::Term(Term::Constant(d)))) =
+                        (args.first(), args.get(1))
+                    else {
+                        return Err(Error::Invalid(
+                            "floor() takes a timestamp column and a duration".into(),
+                        ));
                     };
                     let i = table.column_index(c).ok_or_else(|| undefined(table, c))?;
                     if table.columns[i].typ.unfrozen() != &CqlType::Timestamp {
@@ -193,7 +235,12 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
                     }
                     let text = sibyl_cql::constant_text(d);
                     let millis = bucket_millis(&text)?;
-                    columns.push(spec(item.alias.clone().unwrap_or(format!("system.floor({c}, {text})")), CqlType::Timestamp));
+                    columns.push(spec(
+                        item.alias
+                            .clone()
+                            .unwrap_or(format!("system.floor({c}, {text})")),
+                        CqlType::Timestamp,
+                    ));
                     outs.push(Out::Floor(i, millis));
                     continue;
                 }
@@ -208,12 +255,18 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
                     .iter()
                     .map(|a| match a {
                         Selector::Column(c) => Ok(c.clone()),
-                        _ => Err(Error::Invalid(format!("Unsupported argument to function {lname}"))),
+                        _ => Err(Error::Invalid(format!(
+                            "Unsupported argument to function {lname}"
+                        ))),
                     })
                     .collect::<Result<_>>()?;
                 match lname {
                     "token" => {
-                        let pk: Vec<&str> = table.partition_key().iter().map(|c| c.name.as_str()).collect();
+                        let pk: Vec<&str> = table
+                            .partition_key()
+                            .iter()
+                            .map(|c| c.name.as_str())
+                            .collect();
                         if arg_cols.iter().map(|s| s.as_str()).collect::<Vec<_>>() != pk {
                             return Err(Error::Invalid(format!(
                                 "Type error: {} cannot be passed as argument 0 of function system.token of type {}",
@@ -221,7 +274,11 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
                                 table.partition_key().first().map(|c| c.typ.to_string()).unwrap_or_default()
                             )));
                         }
-                        (format!("system.token({})", arg_cols.join(", ")), CqlType::Bigint, Out::Token)
+                        (
+                            format!("system.token({})", arg_cols.join(", ")),
+                            CqlType::Bigint,
+                            Out::Token,
+                        )
                     }
                     "count" | "min" | "max" | "sum" | "avg" => {
                         if arg_cols.len() != 1 {
@@ -236,10 +293,27 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
                             "min" => (name, t, Out::Min(i)),
                             "max" => (name, t, Out::Max(i)),
                             "sum" | "avg" => {
-                                if !matches!(t, CqlType::Int | CqlType::Bigint | CqlType::Smallint | CqlType::Tinyint | CqlType::Float | CqlType::Double | CqlType::Counter) {
+                                if !matches!(
+                                    t,
+                                    CqlType::Int
+                                        | CqlType::Bigint
+                                        | CqlType::Smallint
+                                        | CqlType::Tinyint
+                                        | CqlType::Float
+                                        | CqlType::Double
+                                        | CqlType::Counter
+                                ) {
                                     return Err(Error::Invalid(format!("Invalid call to function {lname}: type {t} not supported yet")));
                                 }
-                                (name, t, if lname == "sum" { Out::Sum(i) } else { Out::Avg(i) })
+                                (
+                                    name,
+                                    t,
+                                    if lname == "sum" {
+                                        Out::Sum(i)
+                                    } else {
+                                        Out::Avg(i)
+                                    },
+                                )
                             }
                             _ => unreachable_out(),
                         }
@@ -250,7 +324,11 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
                     }
                 }
             }
-            Selector::Cast { .. } | Selector::Arith { .. } | Selector::Field { .. } | Selector::Element { .. } | Selector::Slice { .. } => {
+            Selector::Cast { .. }
+            | Selector::Arith { .. }
+            | Selector::Field { .. }
+            | Selector::Element { .. }
+            | Selector::Slice { .. } => {
                 let (n, t, e) = expr(table, &item.selector)?;
                 (n, t, Out::Expr(e))
             }
@@ -259,16 +337,32 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
                 let v = crate::terms::constant_value(c, &t, "selection")?;
                 (sibyl_cql::constant_text(c), t, Out::Const(Some(v)))
             }
-            other => return Err(Error::Invalid(format!("Selector {other:?} is not supported yet"))),
+            other => {
+                return Err(Error::Invalid(format!(
+                    "Selector {other:?} is not supported yet"
+                )))
+            }
         };
         columns.push(spec(item.alias.clone().unwrap_or(default_name), typ));
         outs.push(out);
     }
     let aggregate = outs.iter().any(|o| o.is_aggregate());
-    if aggregate && outs.iter().any(|o| matches!(o, Out::WriteTime(_) | Out::Ttl(_))) {
-        return Err(Error::Invalid("Cannot mix aggregate and writetime/ttl selectors".into()));
+    if aggregate
+        && outs
+            .iter()
+            .any(|o| matches!(o, Out::WriteTime(_) | Out::Ttl(_)))
+    {
+        return Err(Error::Invalid(
+            "Cannot mix aggregate and writetime/ttl selectors".into(),
+        ));
     }
-    Ok(Selection { columns, outs, aggregate, grouped: !sel.group_by.is_empty(), json: None })
+    Ok(Selection {
+        columns,
+        outs,
+        aggregate,
+        grouped: !sel.group_by.is_empty(),
+        json: None,
+    })
 }
 
 /// The type a constant selector takes on its own.
@@ -294,7 +388,11 @@ fn expr(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, Expr)> 
         Selector::WriteTime(c) | Selector::Ttl(c) => {
             let i = table.column_index(c).ok_or_else(|| undefined(table, c))?;
             Ok(if matches!(s, Selector::WriteTime(_)) {
-                (format!("writetime({c})"), CqlType::Bigint, Expr::WriteTime(i))
+                (
+                    format!("writetime({c})"),
+                    CqlType::Bigint,
+                    Expr::WriteTime(i),
+                )
             } else {
                 (format!("ttl({c})"), CqlType::Int, Expr::Ttl(i))
             })
@@ -311,29 +409,51 @@ fn expr(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, Expr)> 
             if !crate::functions::cast_supported(&from, &to) {
                 return Err(crate::functions::cast_error(&to));
             }
-            Ok((format!("cast({n} as {})", typ.to_lowercase()), to.clone(), Expr::Cast(Box::new(e), from, to)))
+            Ok((
+                format!("cast({n} as {})", typ.to_lowercase()),
+                to.clone(),
+                Expr::Cast(Box::new(e), from, to),
+            ))
         }
         Selector::Arith { op, lhs, rhs } => {
             let (ln, lt, le) = expr(table, lhs)?;
             let (rn, rt, re) = expr(table, rhs)?;
-            let t = crate::functions::arithmetic_type(&lt, &rt)
-                .ok_or_else(|| Error::Invalid(format!("the '{op}' operation is not supported between {ln} and {rn}")))?;
-            Ok((format!("{ln} {op} {rn}"), t, Expr::Arith(*op, Box::new(le), lt, Box::new(re), rt)))
+            let t = crate::functions::arithmetic_type(&lt, &rt).ok_or_else(|| {
+                Error::Invalid(format!(
+                    "the '{op}' operation is not supported between {ln} and {rn}"
+                ))
+            })?;
+            Ok((
+                format!("{ln} {op} {rn}"),
+                t,
+                Expr::Arith(*op, Box::new(le), lt, Box::new(re), rt),
+            ))
         }
         Selector::Field { selector, field } => {
             let (n, t, e) = expr(table, selector)?;
             let CqlType::Udt(u) = t.unfrozen() else {
-                return Err(Error::Invalid(format!("Invalid field selection: {n} of type {t} is not a user type")));
+                return Err(Error::Invalid(format!(
+                    "Invalid field selection: {n} of type {t} is not a user type"
+                )));
             };
-            let i = u.fields.iter().position(|(f, _)| f == field).ok_or_else(|| Error::Invalid(format!("{n} of type {t} has no field {field}")))?;
-            Ok((format!("{n}.{field}"), u.fields[i].1.clone(), Expr::Field(Box::new(e), i)))
+            let i = u
+                .fields
+                .iter()
+                .position(|(f, _)| f == field)
+                .ok_or_else(|| Error::Invalid(format!("{n} of type {t} has no field {field}")))?;
+            Ok((
+                format!("{n}.{field}"),
+                u.fields[i].1.clone(),
+                Expr::Field(Box::new(e), i),
+            ))
         }
         Selector::Function { name, args } => {
             let lname = name.strip_prefix("system.").unwrap_or(name).to_string();
             if let Some(native) = native_function(table, &lname, args)? {
                 return Ok(native);
             }
-            let resolved: Vec<(String, CqlType, Expr)> = args.iter().map(|a| expr(table, a)).collect::<Result<_>>()?;
+            let resolved: Vec<(String, CqlType, Expr)> =
+                args.iter().map(|a| expr(table, a)).collect::<Result<_>>()?;
             let names: Vec<&str> = resolved.iter().map(|(n, _, _)| n.as_str()).collect();
             let fname = format!("system.{lname}({})", names.join(", "));
             let arity = |n: usize| -> Result<()> {
@@ -349,30 +469,44 @@ fn expr(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, Expr)> 
             match lname.as_str() {
                 "tojson" => {
                     if resolved.len() != 1 {
-                        return Err(Error::Invalid("Invalid number of arguments for function system.tojson(any)".into()));
+                        return Err(Error::Invalid(
+                            "Invalid number of arguments for function system.tojson(any)".into(),
+                        ));
                     }
-                    let (_, t, e) = it.next().ok_or_else(|| Error::Invalid("toJson needs an argument".into()))?;
+                    let (_, t, e) = it
+                        .next()
+                        .ok_or_else(|| Error::Invalid("toJson needs an argument".into()))?;
                     Ok((fname, CqlType::Text, Expr::ToJson(Box::new(e), t)))
                 }
                 "abs" => {
                     arity(1)?;
-                    let (_, t, e) = it.next().ok_or_else(|| Error::Invalid("abs needs an argument".into()))?;
+                    let (_, t, e) = it
+                        .next()
+                        .ok_or_else(|| Error::Invalid("abs needs an argument".into()))?;
                     if !crate::functions::is_numeric(&t) {
                         return Err(Error::Invalid(format!("Invalid call to function abs, none of its type signatures match (argument of type {t})")));
                     }
                     Ok((fname, t.clone(), Expr::Abs(Box::new(e), t)))
                 }
-                "fromjson" => Err(Error::Invalid("fromjson() cannot be used in the selection clause of a SELECT statement".into())),
+                "fromjson" => Err(Error::Invalid(
+                    "fromjson() cannot be used in the selection clause of a SELECT statement"
+                        .into(),
+                )),
                 "todate" | "totimestamp" | "tounixtimestamp" => {
                     arity(1)?;
-                    let (_, t, e) = it.next().ok_or_else(|| Error::Invalid(format!("{lname} needs an argument")))?;
+                    let (_, t, e) = it
+                        .next()
+                        .ok_or_else(|| Error::Invalid(format!("{lname} needs an argument")))?;
                     if !crate::functions::time_conversion_accepts(&lname, &t) {
                         let (accepted, to): (&[&str], &str) = match lname.as_str() {
                             "todate" => (&["timeuuid", "timestamp"], "date"),
                             "totimestamp" => (&["timeuuid", "date"], "timestamp"),
                             _ => (&["timeuuid", "timestamp", "date"], "bigint"),
                         };
-                        let sigs: Vec<String> = accepted.iter().map(|a| format!("system.{lname} : ({a}) -> {to}")).collect();
+                        let sigs: Vec<String> = accepted
+                            .iter()
+                            .map(|a| format!("system.{lname} : ({a}) -> {to}"))
+                            .collect();
                         return Err(Error::Invalid(format!(
                             "Invalid call to function {lname}, none of its type signatures match (known type signatures: {})",
                             sigs.join(", ")
@@ -385,23 +519,36 @@ fn expr(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, Expr)> 
                     };
                     Ok((fname, rt, Expr::TimeConversion(key, Box::new(e), t)))
                 }
-                "now" | "currenttimeuuid" | "uuid" | "currenttimestamp" | "currentdate" | "currenttime" => {
+                "now" | "currenttimeuuid" | "uuid" | "currenttimestamp" | "currentdate"
+                | "currenttime" => {
                     arity(0)?;
-                    let ev = crate::terms::Eval { bindings: &crate::terms::Bindings { values: &[] } };
+                    let ev = crate::terms::Eval {
+                        bindings: &crate::terms::Bindings { values: &[] },
+                    };
                     let (t, _) = ev.call(&lname, &[])?;
                     Ok((fname, t, Expr::Nullary(lname)))
                 }
                 _ => {
                     if let Some(tname) = lname.strip_suffix("asblob") {
                         arity(1)?;
-                        let (_, _, e) = it.next().ok_or_else(|| Error::Invalid(format!("{lname} needs an argument")))?;
-                        CqlType::parse(tname, &|_| None).map_err(|_| Error::Invalid(format!("Unknown function '{lname}'")))?;
-                        return Ok((fname, CqlType::Blob, Expr::BlobAs(Box::new(e), CqlType::Blob)));
+                        let (_, _, e) = it
+                            .next()
+                            .ok_or_else(|| Error::Invalid(format!("{lname} needs an argument")))?;
+                        CqlType::parse(tname, &|_| None)
+                            .map_err(|_| Error::Invalid(format!("Unknown function '{lname}'")))?;
+                        return Ok((
+                            fname,
+                            CqlType::Blob,
+                            Expr::BlobAs(Box::new(e), CqlType::Blob),
+                        ));
                     }
                     if let Some(tname) = lname.strip_prefix("blobas") {
                         arity(1)?;
-                        let (_, _, e) = it.next().ok_or_else(|| Error::Invalid(format!("{lname} needs an argument")))?;
-                        let t = CqlType::parse(tname, &|_| None).map_err(|_| Error::Invalid(format!("Unknown function '{lname}'")))?;
+                        let (_, _, e) = it
+                            .next()
+                            .ok_or_else(|| Error::Invalid(format!("{lname} needs an argument")))?;
+                        let t = CqlType::parse(tname, &|_| None)
+                            .map_err(|_| Error::Invalid(format!("Unknown function '{lname}'")))?;
                         return Ok((fname, t.clone(), Expr::BlobAs(Box::new(e), t)));
                     }
                     Err(Error::Invalid(format!("Unknown function '{lname}'")))
@@ -413,19 +560,39 @@ fn expr(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, Expr)> 
             let (key_t, value_t) = match t.unfrozen() {
                 CqlType::Map(k, v) => (k.as_ref().clone(), v.as_ref().clone()),
                 CqlType::Set(e) => (e.as_ref().clone(), e.as_ref().clone()),
-                CqlType::List(_) => return Err(Error::Invalid(format!("Element selection is only allowed on sets and maps, but {n} is a list"))),
-                _ => return Err(Error::Invalid(format!("Element selection is only allowed on sets and maps, but {n} is a {t}"))),
+                CqlType::List(_) => {
+                    return Err(Error::Invalid(format!(
+                        "Element selection is only allowed on sets and maps, but {n} is a list"
+                    )))
+                }
+                _ => {
+                    return Err(Error::Invalid(format!(
+                        "Element selection is only allowed on sets and maps, but {n} is a {t}"
+                    )))
+                }
             };
             let text = term_name(key);
             let k = const_term(key, &key_t, &text)?;
-            Ok((format!("{n}[{text}]"), value_t, Expr::Element(Box::new(e), t.unfrozen().clone(), k)))
+            Ok((
+                format!("{n}[{text}]"),
+                value_t,
+                Expr::Element(Box::new(e), t.unfrozen().clone(), k),
+            ))
         }
         Selector::Slice { selector, from, to } => {
             let (n, t, e) = expr(table, selector)?;
             let key_t = match t.unfrozen() {
                 CqlType::Map(k, _) | CqlType::Set(k) => k.as_ref().clone(),
-                CqlType::List(_) => return Err(Error::Invalid(format!("Slice selection is only allowed on sets and maps, but {n} is a list"))),
-                _ => return Err(Error::Invalid(format!("Slice selection is only allowed on sets and maps, but {n} is a {t}"))),
+                CqlType::List(_) => {
+                    return Err(Error::Invalid(format!(
+                        "Slice selection is only allowed on sets and maps, but {n} is a list"
+                    )))
+                }
+                _ => {
+                    return Err(Error::Invalid(format!(
+                        "Slice selection is only allowed on sets and maps, but {n} is a {t}"
+                    )))
+                }
             };
             let bound = |b: &Option<Term>| -> Result<(String, Option<Bytes>)> {
                 match b {
@@ -438,15 +605,23 @@ fn expr(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, Expr)> 
                 }
             };
             let ((ft, fv), (tt, tv)) = (bound(from)?, bound(to)?);
-            Ok((format!("{n}[{ft}..{tt}]"), t.clone(), Expr::Slice(Box::new(e), t.unfrozen().clone(), fv, tv)))
+            Ok((
+                format!("{n}[{ft}..{tt}]"),
+                t.clone(),
+                Expr::Slice(Box::new(e), t.unfrozen().clone(), fv, tv),
+            ))
         }
-        other => Err(Error::Invalid(format!("Selector {other:?} is not supported here"))),
+        other => Err(Error::Invalid(format!(
+            "Selector {other:?} is not supported here"
+        ))),
     }
 }
 
 /// A literal in a selection, typed by its receiver.
 fn const_term(term: &Term, t: &CqlType, text: &str) -> Result<Bytes> {
-    let ev = crate::terms::Eval { bindings: &crate::terms::Bindings { values: &[] } };
+    let ev = crate::terms::Eval {
+        bindings: &crate::terms::Bindings { values: &[] },
+    };
     match ev.value(term, t, text)? {
         Val::Set(b) => Ok(b),
         _ => Err(Error::Invalid(format!("Invalid null value for {text}"))),
@@ -454,9 +629,27 @@ fn const_term(term: &Term, t: &CqlType, text: &str) -> Result<Bytes> {
 }
 
 const NATIVE_FUNCTIONS: &[&str] = &[
-    "exp", "log", "log10", "round", "map_keys", "map_values", "collection_count", "collection_min", "collection_max", "collection_sum",
-    "collection_avg", "mask_null", "mask_default", "mask_replace", "mask_inner", "mask_outer", "mask_hash", "similarity_cosine",
-    "similarity_euclidean", "similarity_dot_product", "maxwritetime",
+    "exp",
+    "log",
+    "log10",
+    "round",
+    "map_keys",
+    "map_values",
+    "collection_count",
+    "collection_min",
+    "collection_max",
+    "collection_sum",
+    "collection_avg",
+    "mask_null",
+    "mask_default",
+    "mask_replace",
+    "mask_inner",
+    "mask_outer",
+    "mask_hash",
+    "similarity_cosine",
+    "similarity_euclidean",
+    "similarity_dot_product",
+    "maxwritetime",
 ];
 
 /// How a literal argument is written in a result column's name.
@@ -465,8 +658,14 @@ fn term_name(t: &Term) -> String {
         Term::Constant(sibyl_types::Constant::String(s)) => format!("'{}'", s.replace('\'', "''")),
         Term::Constant(c) => sibyl_cql::constant_text(c),
         Term::Null => "NULL".into(),
-        Term::List(items) => format!("[{}]", items.iter().map(term_name).collect::<Vec<_>>().join(", ")),
-        Term::Set(items) => format!("{{{}}}", items.iter().map(term_name).collect::<Vec<_>>().join(", ")),
+        Term::List(items) => format!(
+            "[{}]",
+            items.iter().map(term_name).collect::<Vec<_>>().join(", ")
+        ),
+        Term::Set(items) => format!(
+            "{{{}}}",
+            items.iter().map(term_name).collect::<Vec<_>>().join(", ")
+        ),
         Term::Negate(x) => format!("-{}", term_name(x)),
         _ => "?".into(),
     }
@@ -474,7 +673,11 @@ fn term_name(t: &Term) -> String {
 
 /// The math, collection, masking, similarity and write-time functions of
 /// Cassandra 5.0, with literal arguments typed by the function's signature.
-fn native_function(table: &TableMetadata, name: &str, args: &[Selector]) -> Result<Option<(String, CqlType, Expr)>> {
+fn native_function(
+    table: &TableMetadata,
+    name: &str,
+    args: &[Selector],
+) -> Result<Option<(String, CqlType, Expr)>> {
     if !NATIVE_FUNCTIONS.contains(&name) {
         return Ok(None);
     }
@@ -484,20 +687,38 @@ fn native_function(table: &TableMetadata, name: &str, args: &[Selector]) -> Resu
         };
         let i = table.column_index(c).ok_or_else(|| undefined(table, c))?;
         if table.columns[i].kind.is_primary_key() {
-            return Err(Error::Invalid(format!("Cannot use selection function maxwritetime on PRIMARY KEY part {c}")));
+            return Err(Error::Invalid(format!(
+                "Cannot use selection function maxwritetime on PRIMARY KEY part {c}"
+            )));
         }
-        return Ok(Some((format!("maxwritetime({c})"), CqlType::Bigint, Expr::MaxWriteTime(i))));
+        return Ok(Some((
+            format!("maxwritetime({c})"),
+            CqlType::Bigint,
+            Expr::MaxWriteTime(i),
+        )));
     }
     // columns and expressions first: their types give literals theirs
     let mut resolved: Vec<Option<(String, CqlType, Expr)>> = Vec::new();
     for a in args {
         resolved.push(match a {
-            Selector::Term(t) if !matches!(t, Term::Constant(_)) || name.starts_with("mask_") || name.starts_with("similarity_") => None,
+            Selector::Term(t)
+                if !matches!(t, Term::Constant(_))
+                    || name.starts_with("mask_")
+                    || name.starts_with("similarity_") =>
+            {
+                None
+            }
             other => Some(expr(table, other)?),
         });
     }
-    let first_type = resolved.first().and_then(|r| r.as_ref().map(|(_, t, _)| t.clone()));
-    let other_vector = resolved.iter().flatten().map(|(_, t, _)| t.clone()).find(|t| matches!(t.unfrozen(), CqlType::Vector(..)));
+    let first_type = resolved
+        .first()
+        .and_then(|r| r.as_ref().map(|(_, t, _)| t.clone()));
+    let other_vector = resolved
+        .iter()
+        .flatten()
+        .map(|(_, t, _)| t.clone())
+        .find(|t| matches!(t.unfrozen(), CqlType::Vector(..)));
     for (i, a) in args.iter().enumerate() {
         if resolved[i].is_some() {
             continue;
@@ -515,10 +736,14 @@ fn native_function(table: &TableMetadata, name: &str, args: &[Selector]) -> Resu
             Some(t) => {
                 if let (CqlType::Vector(_, dim), Term::List(items)) = (t.unfrozen(), term) {
                     if items.len() != *dim as usize {
-                        return Err(Error::Invalid("All arguments must have the same vector dimensions".into()));
+                        return Err(Error::Invalid(
+                            "All arguments must have the same vector dimensions".into(),
+                        ));
                     }
                 }
-                let ev = crate::terms::Eval { bindings: &crate::terms::Bindings { values: &[] } };
+                let ev = crate::terms::Eval {
+                    bindings: &crate::terms::Bindings { values: &[] },
+                };
                 let v = ev.value(term, &t, &text).map_err(|_| {
                     Error::Invalid(format!("Type error: {text} cannot be passed as argument {i} of function system.{name} of type {}", t))
                 })?;
@@ -531,19 +756,27 @@ fn native_function(table: &TableMetadata, name: &str, args: &[Selector]) -> Resu
     let resolved: Vec<(String, CqlType, Expr)> = resolved.into_iter().flatten().collect();
     let names: Vec<&str> = resolved.iter().map(|(n, _, _)| n.as_str()).collect();
     let fname = format!("system.{name}({})", names.join(", "));
-    let types: Vec<CqlType> = resolved.iter().map(|(_, t, _)| t.unfrozen().clone()).collect();
+    let types: Vec<CqlType> = resolved
+        .iter()
+        .map(|(_, t, _)| t.unfrozen().clone())
+        .collect();
     let requires = |what: &str| -> Error {
         let (n, t, _) = &resolved[0];
-        Error::Invalid(format!("Function system.{name} requires {what}, but found argument {n} of type {t}"))
+        Error::Invalid(format!(
+            "Function system.{name} requires {what}, but found argument {n} of type {t}"
+        ))
     };
     let one = resolved.len() == 1;
     let ret = match name {
         "exp" | "log" | "log10" | "round" => {
             if !one || !crate::functions::is_numeric(&types[0]) {
-                let sigs: Vec<String> = ["counter", "int", "tinyint", "float", "decimal", "varint", "bigint", "smallint", "double"]
-                    .iter()
-                    .map(|t| format!("system.{name} : ({t}) -> {t}"))
-                    .collect();
+                let sigs: Vec<String> = [
+                    "counter", "int", "tinyint", "float", "decimal", "varint", "bigint",
+                    "smallint", "double",
+                ]
+                .iter()
+                .map(|t| format!("system.{name} : ({t}) -> {t}"))
+                .collect();
                 return Err(Error::Invalid(format!(
                     "Invalid call to function {name}, none of its type signatures match (known type signatures: {})",
                     sigs.join(", ")
@@ -570,7 +803,9 @@ fn native_function(table: &TableMetadata, name: &str, args: &[Selector]) -> Resu
             _ => return Err(requires("a set/list argument")),
         },
         "collection_sum" | "collection_avg" => match types.first() {
-            Some(CqlType::List(e) | CqlType::Set(e)) if one && crate::functions::is_numeric(e) => e.as_ref().clone(),
+            Some(CqlType::List(e) | CqlType::Set(e)) if one && crate::functions::is_numeric(e) => {
+                e.as_ref().clone()
+            }
             _ => return Err(requires("a numeric set/list argument")),
         },
         "mask_null" | "mask_default" | "mask_replace" => resolved[0].1.clone(),
@@ -583,34 +818,56 @@ fn native_function(table: &TableMetadata, name: &str, args: &[Selector]) -> Resu
         "mask_hash" => CqlType::Blob,
         _ => {
             if resolved.len() != 2 || !types.iter().all(|t| matches!(t, CqlType::Vector(..))) {
-                return Err(Error::Invalid(format!("Function system.{name} requires two vector arguments")));
+                return Err(Error::Invalid(format!(
+                    "Function system.{name} requires two vector arguments"
+                )));
             }
             CqlType::Float
         }
     };
     let exprs = resolved.into_iter().map(|(_, _, e)| e).collect();
-    Ok(Some((fname, ret, Expr::Native(name.to_string(), exprs, types))))
+    Ok(Some((
+        fname,
+        ret,
+        Expr::Native(name.to_string(), exprs, types),
+    )))
 }
 
 /// Evaluates a native function on its argument values.
 fn native_eval(name: &str, types: &[CqlType], vals: &[Option<Bytes>]) -> Result<Option<Bytes>> {
     use crate::functions as f;
     let int_arg = |i: usize, default: i32| -> i32 {
-        vals.get(i).cloned().flatten().and_then(|b| <[u8; 4]>::try_from(b.as_ref()).ok()).map(i32::from_be_bytes).unwrap_or(default)
+        vals.get(i)
+            .cloned()
+            .flatten()
+            .and_then(|b| <[u8; 4]>::try_from(b.as_ref()).ok())
+            .map(i32::from_be_bytes)
+            .unwrap_or(default)
     };
-    let text_arg = |i: usize| -> Option<String> { vals.get(i).cloned().flatten().map(|b| String::from_utf8_lossy(&b).to_string()) };
+    let text_arg = |i: usize| -> Option<String> {
+        vals.get(i)
+            .cloned()
+            .flatten()
+            .map(|b| String::from_utf8_lossy(&b).to_string())
+    };
     match name {
         "mask_null" => return Ok(None),
         "mask_default" => return Ok(Some(f::mask_default(&types[0]))),
         "mask_replace" => return Ok(vals.get(1).cloned().flatten()),
         _ => {}
     }
-    let Some(v) = vals.first().cloned().flatten() else { return Ok(None) };
+    let Some(v) = vals.first().cloned().flatten() else {
+        return Ok(None);
+    };
     Ok(match name {
         "exp" | "log" | "log10" | "round" => f::math(name, &types[0], &v)?,
         "map_keys" | "map_values" => {
-            let pairs = sibyl_types::value::deserialize_map(&v).map_err(|e| Error::Server(e.to_string()))?;
-            let items: Vec<Bytes> = pairs.into_iter().map(|(k, x)| if name == "map_keys" { k } else { x }).collect();
+            let pairs = sibyl_types::value::deserialize_map(&v)
+                .map_err(|e| Error::Server(e.to_string()))?;
+            let items: Vec<Bytes> = pairs
+                .into_iter()
+                .map(|(k, x)| if name == "map_keys" { k } else { x })
+                .collect();
             Some(sibyl_types::value::serialize_collection(&items))
         }
         "collection_count" => {
@@ -622,15 +879,26 @@ fn native_eval(name: &str, types: &[CqlType], vals: &[Option<Bytes>]) -> Result<
             (n > 0).then(|| Bytes::copy_from_slice(&(n as i32).to_be_bytes()))
         }
         "collection_min" | "collection_max" | "collection_sum" | "collection_avg" => {
-            let (CqlType::List(e) | CqlType::Set(e)) = &types[0] else { return Ok(None) };
+            let (CqlType::List(e) | CqlType::Set(e)) = &types[0] else {
+                return Ok(None);
+            };
             f::collection_aggregate(name, e, &v)
         }
         "mask_inner" | "mask_outer" => {
             let pad = text_arg(3).and_then(|p| p.chars().next()).unwrap_or('*');
             let text = String::from_utf8_lossy(&v).to_string();
-            Some(Bytes::from(f::mask_text(name == "mask_outer", &text, int_arg(1, 0), int_arg(2, 0), pad)))
+            Some(Bytes::from(f::mask_text(
+                name == "mask_outer",
+                &text,
+                int_arg(1, 0),
+                int_arg(2, 0),
+                pad,
+            )))
         }
-        "mask_hash" => Some(f::mask_hash(&v, &text_arg(1).unwrap_or_else(|| "SHA-256".into()))?),
+        "mask_hash" => Some(f::mask_hash(
+            &v,
+            &text_arg(1).unwrap_or_else(|| "SHA-256".into()),
+        )?),
         _ => match vals.get(1).cloned().flatten() {
             Some(w) => f::similarity(name, &v, &w)?,
             None => None,
@@ -639,18 +907,28 @@ fn native_eval(name: &str, types: &[CqlType], vals: &[Option<Bytes>]) -> Result<
 }
 
 /// Evaluates an expression against one row.
-fn eval(e: &Expr, cell: &dyn Fn(usize) -> Option<Bytes>, meta: &dyn Fn(&Expr) -> Option<Bytes>) -> Result<Option<Bytes>> {
+fn eval(
+    e: &Expr,
+    cell: &dyn Fn(usize) -> Option<Bytes>,
+    meta: &dyn Fn(&Expr) -> Option<Bytes>,
+) -> Result<Option<Bytes>> {
     Ok(match e {
         Expr::Column(i) => cell(*i),
         Expr::WriteTime(_) | Expr::Ttl(_) | Expr::Token | Expr::MaxWriteTime(_) => meta(e),
         Expr::Element(x, t, key) => match eval(x, cell, meta)? {
             Some(v) => match t {
-                CqlType::Map(kt, _) => sibyl_types::value::deserialize_map(&v)
-                    .ok()
-                    .and_then(|p| p.into_iter().find(|(k, _)| kt.compare(k, key) == Ordering::Equal).map(|(_, x)| x)),
+                CqlType::Map(kt, _) => sibyl_types::value::deserialize_map(&v).ok().and_then(|p| {
+                    p.into_iter()
+                        .find(|(k, _)| kt.compare(k, key) == Ordering::Equal)
+                        .map(|(_, x)| x)
+                }),
                 CqlType::Set(et) => sibyl_types::value::deserialize_collection(&v)
                     .ok()
-                    .and_then(|items| items.into_iter().find(|e| et.compare(e, key) == Ordering::Equal)),
+                    .and_then(|items| {
+                        items
+                            .into_iter()
+                            .find(|e| et.compare(e, key) == Ordering::Equal)
+                    }),
                 _ => None,
             },
             None => None,
@@ -658,17 +936,27 @@ fn eval(e: &Expr, cell: &dyn Fn(usize) -> Option<Bytes>, meta: &dyn Fn(&Expr) ->
         Expr::Slice(x, t, from, to) => match eval(x, cell, meta)? {
             Some(v) => {
                 let inside = |kt: &CqlType, k: &Bytes| {
-                    from.as_ref().is_none_or(|f| kt.compare(k, f) != Ordering::Less) && to.as_ref().is_none_or(|e| kt.compare(k, e) != Ordering::Greater)
+                    from.as_ref()
+                        .is_none_or(|f| kt.compare(k, f) != Ordering::Less)
+                        && to
+                            .as_ref()
+                            .is_none_or(|e| kt.compare(k, e) != Ordering::Greater)
                 };
                 match t {
                     CqlType::Map(kt, _) => {
-                        let kept: Vec<(Bytes, Bytes)> =
-                            sibyl_types::value::deserialize_map(&v).unwrap_or_default().into_iter().filter(|(k, _)| inside(kt, k)).collect();
+                        let kept: Vec<(Bytes, Bytes)> = sibyl_types::value::deserialize_map(&v)
+                            .unwrap_or_default()
+                            .into_iter()
+                            .filter(|(k, _)| inside(kt, k))
+                            .collect();
                         (!kept.is_empty()).then(|| sibyl_types::value::serialize_map(&kept))
                     }
                     CqlType::Set(et) => {
-                        let kept: Vec<Bytes> =
-                            sibyl_types::value::deserialize_collection(&v).unwrap_or_default().into_iter().filter(|k| inside(et, k)).collect();
+                        let kept: Vec<Bytes> = sibyl_types::value::deserialize_collection(&v)
+                            .unwrap_or_default()
+                            .into_iter()
+                            .filter(|k| inside(et, k))
+                            .collect();
                         (!kept.is_empty()).then(|| sibyl_types::value::serialize_collection(&kept))
                     }
                     _ => None,
@@ -677,13 +965,18 @@ fn eval(e: &Expr, cell: &dyn Fn(usize) -> Option<Bytes>, meta: &dyn Fn(&Expr) ->
             None => None,
         },
         Expr::Native(name, args, types) => {
-            let vals: Vec<Option<Bytes>> = args.iter().map(|a| eval(a, cell, meta)).collect::<Result<_>>()?;
+            let vals: Vec<Option<Bytes>> = args
+                .iter()
+                .map(|a| eval(a, cell, meta))
+                .collect::<Result<_>>()?;
             native_eval(name, types, &vals)?
         }
         Expr::Const(v) => v.clone(),
         Expr::ToJson(x, t) => {
             let v = eval(x, cell, meta)?;
-            Some(Bytes::from(v.map_or_else(|| "null".to_string(), |v| t.to_json(&v))))
+            Some(Bytes::from(
+                v.map_or_else(|| "null".to_string(), |v| t.to_json(&v)),
+            ))
         }
         Expr::TimeConversion(name, x, t) => match eval(x, cell, meta)? {
             Some(v) => Some(crate::functions::time_conversion(name, t, &v)?.1),
@@ -709,11 +1002,15 @@ fn eval(e: &Expr, cell: &dyn Fn(usize) -> Option<Bytes>, meta: &dyn Fn(&Expr) ->
         }
         Expr::Abs(x, t) => eval(x, cell, meta)?.and_then(|v| crate::functions::abs(t, &v)),
         Expr::Field(x, i) => match eval(x, cell, meta)? {
-            Some(v) => sibyl_types::value::deserialize_tuple(&v).ok().and_then(|f| f.get(*i).cloned().flatten()),
+            Some(v) => sibyl_types::value::deserialize_tuple(&v)
+                .ok()
+                .and_then(|f| f.get(*i).cloned().flatten()),
             None => None,
         },
         Expr::Nullary(name) => {
-            let ev = crate::terms::Eval { bindings: &crate::terms::Bindings { values: &[] } };
+            let ev = crate::terms::Eval {
+                bindings: &crate::terms::Bindings { values: &[] },
+            };
             ev.call(name, &[])?.1.bytes().cloned()
         }
     })
@@ -724,16 +1021,25 @@ const FLOOR_SIGNATURES: &str = "Invalid call to function floor, none of its type
 
 /// The length of a time bucket in milliseconds (`1h`, `15m`, `1d`; no months).
 fn bucket_millis(d: &str) -> Result<i64> {
-    let v = CqlType::Duration.from_constant(&sibyl_types::Constant::Duration(d.to_string())).map_err(|e| Error::Invalid(e.to_string()))?;
-    let (months, a) = sibyl_types::value::read_signed_vint(&v).map_err(|e| Error::Invalid(e.to_string()))?;
-    let (days, b) = sibyl_types::value::read_signed_vint(&v[a..]).map_err(|e| Error::Invalid(e.to_string()))?;
-    let (nanos, _) = sibyl_types::value::read_signed_vint(&v[a + b..]).map_err(|e| Error::Invalid(e.to_string()))?;
+    let v = CqlType::Duration
+        .from_constant(&sibyl_types::Constant::Duration(d.to_string()))
+        .map_err(|e| Error::Invalid(e.to_string()))?;
+    let (months, a) =
+        sibyl_types::value::read_signed_vint(&v).map_err(|e| Error::Invalid(e.to_string()))?;
+    let (days, b) =
+        sibyl_types::value::read_signed_vint(&v[a..]).map_err(|e| Error::Invalid(e.to_string()))?;
+    let (nanos, _) = sibyl_types::value::read_signed_vint(&v[a + b..])
+        .map_err(|e| Error::Invalid(e.to_string()))?;
     if months != 0 {
-        return Err(Error::Invalid(format!("floor() with a duration in months ({d}) is not supported yet")));
+        return Err(Error::Invalid(format!(
+            "floor() with a duration in months ({d}) is not supported yet"
+        )));
     }
     let millis = days * 86_400_000 + nanos / 1_000_000;
     if millis <= 0 {
-        return Err(Error::Invalid(format!("Negative durations are not supported by the floor function: {d}")));
+        return Err(Error::Invalid(format!(
+            "Negative durations are not supported by the floor function: {d}"
+        )));
     }
     Ok(millis)
 }
@@ -742,7 +1048,9 @@ fn bucket_millis(d: &str) -> Result<i64> {
 fn floor_timestamp(v: &[u8], millis: i64) -> Option<Bytes> {
     let a: [u8; 8] = v.try_into().ok()?;
     let t = i64::from_be_bytes(a);
-    Some(Bytes::copy_from_slice(&(t - t.rem_euclid(millis)).to_be_bytes()))
+    Some(Bytes::copy_from_slice(
+        &(t - t.rem_euclid(millis)).to_be_bytes(),
+    ))
 }
 
 fn unreachable_out() -> (String, CqlType, Out) {
@@ -804,7 +1112,12 @@ impl PagingState {
         };
         let remaining = r.i64().map_err(|_| bad())?;
         let returned_in_partition = r.i64().map_err(|_| bad())?;
-        Ok(PagingState { key, clustering, remaining, returned_in_partition })
+        Ok(PagingState {
+            key,
+            clustering,
+            remaining,
+            returned_in_partition,
+        })
     }
 }
 
@@ -821,33 +1134,73 @@ pub struct SelectResult {
 /// `ORDER BY v ANN OF q LIMIT n`: the vector column, the query vector and the
 /// similarity function of its storage-attached index. Candidates are scored
 /// exactly (the answer an approximate graph converges to).
-fn ann_plan(table: &TableMetadata, stmt: &Select, ev: &Eval, page_size: Option<i32>) -> Result<Option<(usize, Bytes, String)>> {
+fn ann_plan(
+    table: &TableMetadata,
+    stmt: &Select,
+    ev: &Eval,
+    page_size: Option<i32>,
+) -> Result<Option<(usize, Bytes, String)>> {
     use sibyl_cql::RelationLhs;
-    let Some((col, term)) = &stmt.ann else { return Ok(None) };
-    let i = table.column_index(col).ok_or_else(|| undefined(table, col))?;
+    let Some((col, term)) = &stmt.ann else {
+        return Ok(None);
+    };
+    let i = table
+        .column_index(col)
+        .ok_or_else(|| undefined(table, col))?;
     let c = &table.columns[i];
     if !matches!(c.typ.unfrozen(), CqlType::Vector(..)) {
-        return Err(Error::Invalid(format!("Unexpected receiver type '{}'; only list and vector are expected", c.typ)));
+        return Err(Error::Invalid(format!(
+            "Unexpected receiver type '{}'; only list and vector are expected",
+            c.typ
+        )));
     }
     let query = match ev.value(term, &c.typ, col)? {
         Val::Set(b) => b,
-        _ => return Err(Error::Invalid(format!("Invalid null value for ANN ordering of {col}"))),
+        _ => {
+            return Err(Error::Invalid(format!(
+                "Invalid null value for ANN ordering of {col}"
+            )))
+        }
     };
-    let Some(ix) = table.indexes.iter().find(|ix| &ix.column == col && ix.is_sai()) else {
-        return Err(Error::Invalid("ANN ordering by vector requires the column to be indexed".into()));
+    let Some(ix) = table
+        .indexes
+        .iter()
+        .find(|ix| &ix.column == col && ix.is_sai())
+    else {
+        return Err(Error::Invalid(
+            "ANN ordering by vector requires the column to be indexed".into(),
+        ));
     };
     for rel in &stmt.where_clause {
-        let (RelationLhs::Column(r) | RelationLhs::Element(r, _)) = &rel.lhs else { continue };
-        let key = table.column(r).map(|c| c.kind.is_primary_key()).unwrap_or(false);
-        if !key && !table.indexes.iter().any(|ix| &ix.column == r && ix.is_sai()) {
-            return Err(Error::Invalid("ANN ordering by vector requires all restricted column(s) to be indexed".into()));
+        let (RelationLhs::Column(r) | RelationLhs::Element(r, _)) = &rel.lhs else {
+            continue;
+        };
+        let key = table
+            .column(r)
+            .map(|c| c.kind.is_primary_key())
+            .unwrap_or(false);
+        if !key
+            && !table
+                .indexes
+                .iter()
+                .any(|ix| &ix.column == r && ix.is_sai())
+        {
+            return Err(Error::Invalid(
+                "ANN ordering by vector requires all restricted column(s) to be indexed".into(),
+            ));
         }
     }
     let limit = int_value(ev, &stmt.limit, "[limit]")?;
     if limit.is_none() || page_size.is_some_and(|p| p > 0 && limit.unwrap_or(0) > p as i64) {
         return Err(Error::Invalid("Top-K queries must have a limit specified and the limit must be less than the query page size".into()));
     }
-    let function = format!("similarity_{}", ix.options.get("similarity_function").map(|f| f.to_ascii_lowercase()).unwrap_or_else(|| "cosine".into()));
+    let function = format!(
+        "similarity_{}",
+        ix.options
+            .get("similarity_function")
+            .map(|f| f.to_ascii_lowercase())
+            .unwrap_or_else(|| "cosine".into())
+    );
     Ok(Some((i, query, function)))
 }
 
@@ -866,7 +1219,12 @@ struct IndexPlan {
 /// Cassandra's rules: a restriction an index answers needs no filtering. A
 /// legacy index answers one restriction; storage-attached indexes answer
 /// every restriction on their columns, ranges on non-literal types included.
-fn index_plan(table: &TableMetadata, stmt: &Select, r: &Restrictions, ev: &Eval) -> Result<Option<IndexPlan>> {
+fn index_plan(
+    table: &TableMetadata,
+    stmt: &Select,
+    r: &Restrictions,
+    ev: &Eval,
+) -> Result<Option<IndexPlan>> {
     use sibyl_cql::{RelationLhs, RelationRhs};
     if table.indexes.is_empty() {
         return Ok(None);
@@ -875,7 +1233,10 @@ fn index_plan(table: &TableMetadata, stmt: &Select, r: &Restrictions, ev: &Eval)
     let needing = if pk_full {
         r.filters.len()
     } else {
-        stmt.where_clause.iter().filter(|rel| !matches!(rel.lhs, RelationLhs::Token(_))).count()
+        stmt.where_clause
+            .iter()
+            .filter(|rel| !matches!(rel.lhs, RelationLhs::Token(_)))
+            .count()
     };
     let mut legacy = false;
     let mut sai = 0usize;
@@ -890,8 +1251,13 @@ fn index_plan(table: &TableMetadata, stmt: &Select, r: &Restrictions, ev: &Eval)
         if pk_full && col.kind.is_primary_key() {
             continue;
         }
-        let usable: Vec<&IndexMetadata> =
-            table.indexes.iter().filter(|ix| &ix.column == c && ix.supports(rel.op, element.is_some(), col.typ.unfrozen())).collect();
+        let usable: Vec<&IndexMetadata> = table
+            .indexes
+            .iter()
+            .filter(|ix| {
+                &ix.column == c && ix.supports(rel.op, element.is_some(), col.typ.unfrozen())
+            })
+            .collect();
         if usable.is_empty() {
             continue;
         }
@@ -903,7 +1269,9 @@ fn index_plan(table: &TableMetadata, stmt: &Select, r: &Restrictions, ev: &Eval)
         if pk_full || driver.is_some() || !IndexMetadata::is_lookup(rel.op) {
             continue;
         }
-        let RelationRhs::Term(term) = &rel.rhs else { continue };
+        let RelationRhs::Term(term) = &rel.rhs else {
+            continue;
+        };
         let set = |v: Val| match v {
             Val::Set(b) => Some(b),
             _ => None,
@@ -915,7 +1283,9 @@ fn index_plan(table: &TableMetadata, stmt: &Select, r: &Restrictions, ev: &Eval)
                     _ => None,
                 }
             }
-            (CqlType::List(e) | CqlType::Set(e), Operator::Contains, None) => set(ev.value(term, e, c)?),
+            (CqlType::List(e) | CqlType::Set(e), Operator::Contains, None) => {
+                set(ev.value(term, e, c)?)
+            }
             (CqlType::Map(_, vt), Operator::Contains, None) => set(ev.value(term, vt, c)?),
             (CqlType::Map(kt, _), Operator::ContainsKey, None) => set(ev.value(term, kt, c)?),
             (_, Operator::Eq, None) => set(ev.value(term, &col.typ, c)?),
@@ -931,7 +1301,10 @@ fn index_plan(table: &TableMetadata, stmt: &Select, r: &Restrictions, ev: &Eval)
         return Ok(None);
     }
     let covered = sai.max(legacy as usize);
-    Ok(Some(IndexPlan { needs_filtering: needing > covered, driver }))
+    Ok(Some(IndexPlan {
+        needs_filtering: needing > covered,
+        driver,
+    }))
 }
 
 fn int_value(ev: &Eval, t: &Option<Term>, what: &str) -> Result<Option<i64>> {
@@ -940,13 +1313,24 @@ fn int_value(ev: &Eval, t: &Option<Term>, what: &str) -> Result<Option<i64>> {
         Val::Set(b) if b.len() == 4 => {
             let v = i32::from_be_bytes([b[0], b[1], b[2], b[3]]) as i64;
             if v <= 0 {
-                let w = if what == "[limit]" { "LIMIT" } else { "PER PARTITION LIMIT" };
+                let w = if what == "[limit]" {
+                    "LIMIT"
+                } else {
+                    "PER PARTITION LIMIT"
+                };
                 return Err(Error::Invalid(format!("{w} must be strictly positive")));
             }
             Ok(Some(v))
         }
         Val::Unset => Ok(None),
-        _ => Err(Error::Invalid(format!("Invalid null value of {}", if what == "[limit]" { "limit" } else { "per partition limit" }))),
+        _ => Err(Error::Invalid(format!(
+            "Invalid null value of {}",
+            if what == "[limit]" {
+                "limit"
+            } else {
+                "per partition limit"
+            }
+        ))),
     }
 }
 
@@ -988,7 +1372,9 @@ pub fn execute(
             return Err(Error::Invalid("Select on indexed columns and with IN clause for the PRIMARY KEY are not supported".into()));
         }
         if !stmt.order_by.is_empty() {
-            return Err(Error::Invalid("ORDER BY with 2ndary indexes is not supported, except for ANN queries.".into()));
+            return Err(Error::Invalid(
+                "ORDER BY with 2ndary indexes is not supported, except for ANN queries.".into(),
+            ));
         }
         if stmt.distinct {
             return Err(Error::Invalid(
@@ -997,10 +1383,11 @@ pub fn execute(
         }
     }
     // the index whose entries drive the read, with the value looked up
-    let driver: Option<(IndexMetadata, Bytes, Arc<ColumnFamilyStore>)> = match plan.and_then(|p| p.driver) {
-        Some((ix, v)) => index_store(&ix).map(|st| (ix, v, st)),
-        None => None,
-    };
+    let driver: Option<(IndexMetadata, Bytes, Arc<ColumnFamilyStore>)> =
+        match plan.and_then(|p| p.driver) {
+            Some((ix, v)) => index_store(&ix).map(|st| (ix, v, st)),
+            None => None,
+        };
     if let (Some((col, prev)), false) = (&r.clustering_gap, stmt.allow_filtering) {
         if !table.indexes.iter().any(|ix| &ix.column == col) {
             return Err(Error::Invalid(format!("PRIMARY KEY column \"{col}\" cannot be restricted as preceding column \"{prev}\" is not restricted")));
@@ -1011,7 +1398,9 @@ pub fn execute(
     if sel.outs.iter().any(|o| o.is_aggregate()) {
         match &r.partition_keys {
             None => warnings.push("Aggregation query used without partition key".to_string()),
-            Some(k) if k.len() > 1 => warnings.push("Aggregation query used on multiple partition keys (IN restriction)".to_string()),
+            Some(k) if k.len() > 1 => warnings.push(
+                "Aggregation query used on multiple partition keys (IN restriction)".to_string(),
+            ),
             _ => {}
         }
     }
@@ -1021,7 +1410,10 @@ pub fn execute(
     if stmt.distinct {
         for item in &sel.outs {
             if let Out::Column(i) = item {
-                if !matches!(table.columns[*i].kind, ColumnKind::PartitionKey | ColumnKind::Static) {
+                if !matches!(
+                    table.columns[*i].kind,
+                    ColumnKind::PartitionKey | ColumnKind::Static
+                ) {
                     return Err(Error::Invalid(format!(
                         "SELECT DISTINCT queries must only request partition key columns and/or static columns (not {})",
                         table.columns[*i].name
@@ -1032,13 +1424,18 @@ pub fn execute(
     }
     let floor_millis = match &stmt.group_by_floor {
         Some((col, d)) => {
-            let Some(c) = table.column(col) else { return Err(undefined(table, col)) };
+            let Some(c) = table.column(col) else {
+                return Err(undefined(table, col));
+            };
             if c.typ.unfrozen() != &CqlType::Timestamp {
                 return Err(Error::Invalid(FLOOR_SIGNATURES.into()));
             }
             let last = stmt.group_by.last().map(|s| s.as_str());
             if last != Some(col.as_str()) || c.kind != ColumnKind::Clustering {
-                return Err(Error::Invalid("Functions are only supported on the last element of the GROUP BY clause".into()));
+                return Err(Error::Invalid(
+                    "Functions are only supported on the last element of the GROUP BY clause"
+                        .into(),
+                ));
             }
             Some(bucket_millis(d)?)
         }
@@ -1047,13 +1444,20 @@ pub fn execute(
     // GROUP BY: primary key columns in their declared order; a column
     // restricted to a single value may be left out
     let eq_restricted = |name: &str| {
-        stmt.where_clause.iter().any(|rel| rel.op == sibyl_cql::Operator::Eq && rel.lhs == sibyl_cql::RelationLhs::Column(name.to_string()))
+        stmt.where_clause.iter().any(|rel| {
+            rel.op == sibyl_cql::Operator::Eq
+                && rel.lhs == sibyl_cql::RelationLhs::Column(name.to_string())
+        })
     };
     let mut group_len = 0;
     for g in &stmt.group_by {
-        let Some(idx) = table.column_index(g) else { return Err(undefined(table, g)) };
+        let Some(idx) = table.column_index(g) else {
+            return Err(undefined(table, g));
+        };
         if !table.columns[idx].kind.is_primary_key() {
-            return Err(Error::Invalid(format!("Group by is currently only supported on the columns of the PRIMARY KEY, got {g}")));
+            return Err(Error::Invalid(format!(
+                "Group by is currently only supported on the columns of the PRIMARY KEY, got {g}"
+            )));
         }
         let skipped_ok = (group_len..idx).all(|j| eq_restricted(&table.columns[j].name));
         if idx < group_len || !skipped_ok {
@@ -1074,7 +1478,9 @@ pub fn execute(
         }
         let ck = table.clustering();
         for (i, o) in stmt.order_by.iter().enumerate() {
-            let Some(col) = table.column(&o.column) else { return Err(undefined(table, &o.column)) };
+            let Some(col) = table.column(&o.column) else {
+                return Err(undefined(table, &o.column));
+            };
             if col.kind != ColumnKind::Clustering {
                 return Err(Error::Invalid(format!(
                     "Order by is currently only supported on the clustered columns of the PRIMARY KEY, got {}",
@@ -1094,7 +1500,11 @@ pub fn execute(
             }
         }
     }
-    if reversed_or_ordered(stmt) && r.partition_keys.as_ref().is_some_and(|k| k.len() > 1) && page_size.is_some_and(|p| p > 0) && !sel.aggregate {
+    if reversed_or_ordered(stmt)
+        && r.partition_keys.as_ref().is_some_and(|k| k.len() > 1)
+        && page_size.is_some_and(|p| p > 0)
+        && !sel.aggregate
+    {
         return Err(Error::Invalid("Cannot page queries with both ORDER BY and a IN restriction on the partition key; you must either remove the ORDER BY or the IN and sort client side, or disable paging for this query".into()));
     }
     let paging = match paging_state {
@@ -1102,8 +1512,15 @@ pub fn execute(
         _ => None,
     };
     // groups and aggregates are computed over all rows in one page
-    let page_size = if sel.aggregate || grouped || ann.is_some() { None } else { page_size.filter(|p| *p > 0).map(|p| p as i64) };
-    let mut remaining = paging.as_ref().map(|p| p.remaining).unwrap_or(limit.unwrap_or(i64::MAX));
+    let page_size = if sel.aggregate || grouped || ann.is_some() {
+        None
+    } else {
+        page_size.filter(|p| *p > 0).map(|p| p as i64)
+    };
+    let mut remaining = paging
+        .as_ref()
+        .map(|p| p.remaining)
+        .unwrap_or(limit.unwrap_or(i64::MAX));
     let mut ann_rows: Vec<(f32, Vec<Option<Bytes>>)> = Vec::new();
     if sel.aggregate || grouped || ann.is_some() {
         remaining = i64::MAX;
@@ -1117,7 +1534,11 @@ pub fn execute(
         let mut ks: Vec<DecoratedKey> = keys.iter().map(|k| DecoratedKey::new(k.clone())).collect();
         if keys.len() > 1 {
             // IN: in the order of the key values
-            let pk_t = table.partition_key().iter().map(|c| c.typ.clone()).collect::<Vec<_>>();
+            let pk_t = table
+                .partition_key()
+                .iter()
+                .map(|c| c.typ.clone())
+                .collect::<Vec<_>>();
             ks.sort_by(|a, b| {
                 if pk_t.len() == 1 {
                     pk_t[0].compare(&a.key, &b.key)
@@ -1136,17 +1557,26 @@ pub fn execute(
         }
         ks
     });
-    let (start_tok, end_tok) = r.token_range.map(|t| (t.start, t.end)).unwrap_or((i64::MIN, i64::MAX));
+    let (start_tok, end_tok) = r
+        .token_range
+        .map(|t| (t.start, t.end))
+        .unwrap_or((i64::MIN, i64::MAX));
     let mut fixed_pos = 0usize;
     let mut scan_after: Option<DecoratedKey> = None;
     let mut resume: Option<PagingState> = paging.clone();
     if let (Some(p), Some(keys)) = (&paging, &fixed_keys) {
-        fixed_pos = keys.iter().position(|k| k.key == p.key).unwrap_or(keys.len());
+        fixed_pos = keys
+            .iter()
+            .position(|k| k.key == p.key)
+            .unwrap_or(keys.len());
     }
     if let (Some(p), None) = (&paging, &fixed_keys) {
         // resume the scan at the paging key (its partition is finished below)
         let dk = DecoratedKey::new(p.key.clone());
-        scan_after = Some(DecoratedKey { token: dk.token, key: dk.key.clone() });
+        scan_after = Some(DecoratedKey {
+            token: dk.token,
+            key: dk.key.clone(),
+        });
     }
     let mut batch: Vec<DecoratedKey> = Vec::new();
     let mut first_scan = true;
@@ -1183,7 +1613,9 @@ pub fn execute(
                     }
                     first_scan = false;
                 } else {
-                    let Some(last) = scan_after.clone() else { break };
+                    let Some(last) = scan_after.clone() else {
+                        break;
+                    };
                     batch = cfs.keys(Some(&last), start_tok, end_tok, 256)?;
                 }
                 if batch.is_empty() {
@@ -1209,8 +1641,16 @@ pub fn execute(
             rows.iter()
                 .map(|(ck, _)| {
                     (
-                        ClusteringKey::bound(ck.values.clone(), BoundKind::StartInclusive, ck.comparator.clone()),
-                        ClusteringKey::bound(ck.values.clone(), BoundKind::EndInclusive, ck.comparator.clone()),
+                        ClusteringKey::bound(
+                            ck.values.clone(),
+                            BoundKind::StartInclusive,
+                            ck.comparator.clone(),
+                        ),
+                        ClusteringKey::bound(
+                            ck.values.clone(),
+                            BoundKind::EndInclusive,
+                            ck.comparator.clone(),
+                        ),
                     )
                 })
                 .collect()
@@ -1227,19 +1667,35 @@ pub fn execute(
                 Some(rows) => {
                     for (ck, ts) in rows {
                         let row = resolved.as_ref().and_then(|p| p.rows.get(ck));
-                        if !row.is_some_and(|row| crate::index::row_has_value(ix, table, &key, Some(ck), row, value, now)) {
-                            stale.push(crate::index::stale_entry_deletion(table, ix, value, &key, Some(ck), *ts, now));
+                        if !row.is_some_and(|row| {
+                            crate::index::row_has_value(ix, table, &key, Some(ck), row, value, now)
+                        }) {
+                            stale.push(crate::index::stale_entry_deletion(
+                                table,
+                                ix,
+                                value,
+                                &key,
+                                Some(ck),
+                                *ts,
+                                now,
+                            ));
                         }
                     }
                 }
                 None => {
                     let sr = resolved.as_ref().and_then(|p| p.static_row.as_ref());
                     let live = match table.column(&ix.column).map(|c| c.kind) {
-                        Some(ColumnKind::Static) => sr.is_some_and(|row| crate::index::row_has_value(ix, table, &key, None, row, value, now)),
-                        _ => resolved.as_ref().is_some_and(|p| !p.rows.is_empty() || p.static_row.is_some()),
+                        Some(ColumnKind::Static) => sr.is_some_and(|row| {
+                            crate::index::row_has_value(ix, table, &key, None, row, value, now)
+                        }),
+                        _ => resolved
+                            .as_ref()
+                            .is_some_and(|p| !p.rows.is_empty() || p.static_row.is_some()),
                     };
                     if !live {
-                        stale.push(crate::index::stale_entry_deletion(table, ix, value, &key, None, hit_ts, now));
+                        stale.push(crate::index::stale_entry_deletion(
+                            table, ix, value, &key, None, hit_ts, now,
+                        ));
                     }
                 }
             }
@@ -1247,13 +1703,17 @@ pub fn execute(
         let Some(mut part) = read else { continue };
         part.resolve(now);
         if let (Some(_), Some(sl)) = (&hit_rows, &r.slices) {
-            part.rows.retain(|ck, _| sl.iter().any(|(a, b)| a <= ck && ck <= b));
+            part.rows
+                .retain(|ck, _| sl.iter().any(|(a, b)| a <= ck && ck <= b));
         }
         if part.rows.is_empty() && part.static_row.is_none() {
             continue;
         }
         let pk_values = split_partition_key(&key.key, table.partition_key_count);
-        let mut in_partition = resuming.as_ref().map(|p| p.returned_in_partition).unwrap_or(0);
+        let mut in_partition = resuming
+            .as_ref()
+            .map(|p| p.returned_in_partition)
+            .unwrap_or(0);
         let ppl = per_partition_limit.unwrap_or(i64::MAX);
         // one row for the whole partition: DISTINCT, or a partition holding only static data
         let static_only = part.rows.is_empty() && table.clustering_count > 0;
@@ -1262,15 +1722,37 @@ pub fn execute(
                 continue;
             }
             if !stmt.distinct {
-                let filters_rows = r.filters.iter().any(|f| matches!(table.columns[f.column].kind, ColumnKind::Regular | ColumnKind::Clustering));
+                let filters_rows = r.filters.iter().any(|f| {
+                    matches!(
+                        table.columns[f.column].kind,
+                        ColumnKind::Regular | ColumnKind::Clustering
+                    )
+                });
                 if r.has_clustering_restriction || filters_rows {
                     continue;
                 }
             }
-            if !row_passes(table, &r, &pk_values, None, part.static_row.as_ref(), None, now) {
+            if !row_passes(
+                table,
+                &r,
+                &pk_values,
+                None,
+                part.static_row.as_ref(),
+                None,
+                now,
+            ) {
                 continue;
             }
-            let row = build_row(table, sel, &pk_values, None, part.static_row.as_ref(), None, &key, now)?;
+            let row = build_row(
+                table,
+                sel,
+                &pk_values,
+                None,
+                part.static_row.as_ref(),
+                None,
+                &key,
+                now,
+            )?;
             if grouped {
                 let gk: Vec<Bytes> = pk_values.iter().take(group_len).cloned().collect();
                 next_group(sel, table, &mut group, gk, &mut out, &mut agg);
@@ -1281,14 +1763,24 @@ pub fn execute(
                 break 'partitions;
             }
             if page_size.map(|ps| out.len() as i64 >= ps).unwrap_or(false) {
-                next_state = Some(PagingState { key: key.key.clone(), clustering: None, remaining, returned_in_partition: 0 });
+                next_state = Some(PagingState {
+                    key: key.key.clone(),
+                    clustering: None,
+                    remaining,
+                    returned_in_partition: 0,
+                });
                 break 'partitions;
             }
             continue;
         }
-        let Partition { rows, static_row, .. } = part;
-        let iter: Box<dyn Iterator<Item = (ClusteringKey, Row)>> =
-            if reversed { Box::new(rows.into_iter().rev()) } else { Box::new(rows.into_iter()) };
+        let Partition {
+            rows, static_row, ..
+        } = part;
+        let iter: Box<dyn Iterator<Item = (ClusteringKey, Row)>> = if reversed {
+            Box::new(rows.into_iter().rev())
+        } else {
+            Box::new(rows.into_iter())
+        };
         let after: Option<ClusteringKey> = resuming
             .as_ref()
             .and_then(|p| p.clustering.clone())
@@ -1305,21 +1797,55 @@ pub fn execute(
             if in_partition >= ppl {
                 break;
             }
-            if !row_passes(table, &r, &pk_values, Some(&ck.values), static_row.as_ref(), Some(&row), now) {
+            if !row_passes(
+                table,
+                &r,
+                &pk_values,
+                Some(&ck.values),
+                static_row.as_ref(),
+                Some(&row),
+                now,
+            ) {
                 continue;
             }
-            let built = build_row(table, sel, &pk_values, Some(&ck.values), static_row.as_ref(), Some(&row), &key, now)?;
+            let built = build_row(
+                table,
+                sel,
+                &pk_values,
+                Some(&ck.values),
+                static_row.as_ref(),
+                Some(&row),
+                &key,
+                now,
+            )?;
             if let Some((vi, query, function)) = &ann {
                 // nearest first: every candidate scored, the best kept at the end
-                let v = cell_of(table, *vi, &pk_values, Some(&ck.values), static_row.as_ref(), Some(&row), now);
-                let score = v.and_then(|v| crate::functions::similarity(function, &v, query).ok().flatten());
+                let v = cell_of(
+                    table,
+                    *vi,
+                    &pk_values,
+                    Some(&ck.values),
+                    static_row.as_ref(),
+                    Some(&row),
+                    now,
+                );
+                let score = v.and_then(|v| {
+                    crate::functions::similarity(function, &v, query)
+                        .ok()
+                        .flatten()
+                });
                 if let Some(b) = score.and_then(|b| <[u8; 4]>::try_from(b.as_ref()).ok()) {
                     ann_rows.push((f32::from_be_bytes(b), built));
                 }
                 continue;
             }
             if grouped {
-                let mut gk: Vec<Bytes> = pk_values.iter().chain(ck.values.iter()).take(group_len).cloned().collect();
+                let mut gk: Vec<Bytes> = pk_values
+                    .iter()
+                    .chain(ck.values.iter())
+                    .take(group_len)
+                    .cloned()
+                    .collect();
                 if let (Some(millis), Some(last)) = (floor_millis, gk.last_mut()) {
                     if let Some(f) = floor_timestamp(last, millis) {
                         *last = f;
@@ -1342,14 +1868,24 @@ pub fn execute(
             }
         }
         if !partition_done {
-            next_state = Some(PagingState { key: key.key.clone(), clustering: last_ck, remaining, returned_in_partition: in_partition });
+            next_state = Some(PagingState {
+                key: key.key.clone(),
+                clustering: last_ck,
+                remaining,
+                returned_in_partition: in_partition,
+            });
             break 'partitions;
         }
     }
     if ann.is_some() {
         ann_rows.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap_or(Ordering::Equal));
         ann_rows.truncate(limit.unwrap_or(i64::MAX) as usize);
-        return Ok(SelectResult { rows: ann_rows.into_iter().map(|(_, r)| r).collect(), paging_state: None, stale, warnings });
+        return Ok(SelectResult {
+            rows: ann_rows.into_iter().map(|(_, r)| r).collect(),
+            paging_state: None,
+            stale,
+            warnings,
+        });
     }
     if grouped {
         if group.is_some() {
@@ -1358,15 +1894,38 @@ pub fn execute(
         if let Some(l) = limit {
             out.truncate(l as usize);
         }
-        return Ok(SelectResult { rows: out, paging_state: None, stale, warnings });
+        return Ok(SelectResult {
+            rows: out,
+            paging_state: None,
+            stale,
+            warnings,
+        });
     }
     if sel.aggregate {
-        return Ok(SelectResult { rows: vec![finish_aggregate(sel, table, &agg)], paging_state: None, stale, warnings });
+        return Ok(SelectResult {
+            rows: vec![finish_aggregate(sel, table, &agg)],
+            paging_state: None,
+            stale,
+            warnings,
+        });
     }
-    Ok(SelectResult { rows: out, paging_state: next_state.map(|s| s.encode()), stale, warnings })
+    Ok(SelectResult {
+        rows: out,
+        paging_state: next_state.map(|s| s.encode()),
+        stale,
+        warnings,
+    })
 }
 
-fn cell_of(table: &TableMetadata, i: usize, pk: &[Bytes], ck: Option<&Vec<Bytes>>, srow: Option<&Row>, row: Option<&Row>, now: i32) -> Option<Bytes> {
+fn cell_of(
+    table: &TableMetadata,
+    i: usize,
+    pk: &[Bytes],
+    ck: Option<&Vec<Bytes>>,
+    srow: Option<&Row>,
+    row: Option<&Row>,
+    now: i32,
+) -> Option<Bytes> {
     let col = &table.columns[i];
     match col.kind {
         ColumnKind::PartitionKey => pk.get(i).cloned(),
@@ -1376,7 +1935,15 @@ fn cell_of(table: &TableMetadata, i: usize, pk: &[Bytes], ck: Option<&Vec<Bytes>
     }
 }
 
-fn row_passes(table: &TableMetadata, r: &Restrictions, pk: &[Bytes], ck: Option<&Vec<Bytes>>, srow: Option<&Row>, row: Option<&Row>, now: i32) -> bool {
+fn row_passes(
+    table: &TableMetadata,
+    r: &Restrictions,
+    pk: &[Bytes],
+    ck: Option<&Vec<Bytes>>,
+    srow: Option<&Row>,
+    row: Option<&Row>,
+    now: i32,
+) -> bool {
     r.filters.iter().all(|f| {
         let v = cell_of(table, f.column, pk, ck, srow, row, now);
         filter_matches(f, &table.columns[f.column].typ, v.as_ref())
@@ -1403,29 +1970,54 @@ fn build_row(
             _ => return None,
         };
         let col = &table.columns[i];
-        let r = if col.kind == ColumnKind::Static { srow } else { row };
-        if let Some(sibyl_storage::ColumnData::Complex { cells, .. }) = r.and_then(|r| r.cells.get(&col.name)) {
-            let stamps: Vec<i64> = cells.values().filter(|c| c.is_live(now)).map(|c| c.timestamp).collect();
+        let r = if col.kind == ColumnKind::Static {
+            srow
+        } else {
+            row
+        };
+        if let Some(sibyl_storage::ColumnData::Complex { cells, .. }) =
+            r.and_then(|r| r.cells.get(&col.name))
+        {
+            let stamps: Vec<i64> = cells
+                .values()
+                .filter(|c| c.is_live(now))
+                .map(|c| c.timestamp)
+                .collect();
             if stamps.is_empty() {
                 return None;
             }
             return Some(match e {
-                Expr::MaxWriteTime(_) => Bytes::copy_from_slice(&stamps.iter().max().copied().unwrap_or(0).to_be_bytes()),
-                _ => sibyl_types::value::serialize_collection(&stamps.iter().map(|t| Bytes::copy_from_slice(&t.to_be_bytes())).collect::<Vec<_>>()),
+                Expr::MaxWriteTime(_) => {
+                    Bytes::copy_from_slice(&stamps.iter().max().copied().unwrap_or(0).to_be_bytes())
+                }
+                _ => sibyl_types::value::serialize_collection(
+                    &stamps
+                        .iter()
+                        .map(|t| Bytes::copy_from_slice(&t.to_be_bytes()))
+                        .collect::<Vec<_>>(),
+                ),
             });
         }
-        let c = r.and_then(|r| simple_cell(r, &col.name)).filter(|c| c.is_live(now))?;
+        let c = r
+            .and_then(|r| simple_cell(r, &col.name))
+            .filter(|c| c.is_live(now))?;
         if wt {
             Some(Bytes::copy_from_slice(&c.timestamp.to_be_bytes()))
         } else {
-            c.remaining_ttl(now).map(|t| Bytes::copy_from_slice(&t.to_be_bytes()))
+            c.remaining_ttl(now)
+                .map(|t| Bytes::copy_from_slice(&t.to_be_bytes()))
         }
     };
     sel.outs
         .iter()
         .map(|o| {
             Ok(match o {
-                Out::Column(i) | Out::Count(i) | Out::Min(i) | Out::Max(i) | Out::Sum(i) | Out::Avg(i) => cell(*i),
+                Out::Column(i)
+                | Out::Count(i)
+                | Out::Min(i)
+                | Out::Max(i)
+                | Out::Sum(i)
+                | Out::Avg(i) => cell(*i),
                 Out::WriteTime(i) => meta(&Expr::WriteTime(*i)),
                 Out::Ttl(i) => meta(&Expr::Ttl(*i)),
                 Out::Token => meta(&Expr::Token),
@@ -1439,7 +2031,12 @@ fn build_row(
 }
 
 /// Closes the current group (its aggregate, or its first row) into `out`.
-fn flush_group(sel: &Selection, table: &TableMetadata, out: &mut Vec<Vec<Option<Bytes>>>, agg: &mut Agg) {
+fn flush_group(
+    sel: &Selection,
+    table: &TableMetadata,
+    out: &mut Vec<Vec<Option<Bytes>>>,
+    agg: &mut Agg,
+) {
     if sel.aggregate {
         out.push(finish_aggregate(sel, table, agg));
     } else if let Some(r) = agg.first_row.take() {
@@ -1449,7 +2046,14 @@ fn flush_group(sel: &Selection, table: &TableMetadata, out: &mut Vec<Vec<Option<
 }
 
 /// Starts a new group when the row's group key differs from the current one.
-fn next_group(sel: &Selection, table: &TableMetadata, group: &mut Option<Vec<Bytes>>, key: Vec<Bytes>, out: &mut Vec<Vec<Option<Bytes>>>, agg: &mut Agg) {
+fn next_group(
+    sel: &Selection,
+    table: &TableMetadata,
+    group: &mut Option<Vec<Bytes>>,
+    key: Vec<Bytes>,
+    out: &mut Vec<Vec<Option<Bytes>>>,
+    agg: &mut Agg,
+) {
     if group.as_ref() != Some(&key) {
         if group.is_some() {
             flush_group(sel, table, out, agg);
@@ -1458,7 +2062,14 @@ fn next_group(sel: &Selection, table: &TableMetadata, group: &mut Option<Vec<Byt
     }
 }
 
-fn emit(sel: &Selection, out: &mut Vec<Vec<Option<Bytes>>>, agg: &mut Agg, row: Vec<Option<Bytes>>, _now: i32, table: &TableMetadata) {
+fn emit(
+    sel: &Selection,
+    out: &mut Vec<Vec<Option<Bytes>>>,
+    agg: &mut Agg,
+    row: Vec<Option<Bytes>>,
+    _now: i32,
+    table: &TableMetadata,
+) {
     if !sel.aggregate {
         if sel.grouped {
             // GROUP BY without aggregates: the first row of each group
@@ -1505,7 +2116,9 @@ fn emit(sel: &Selection, out: &mut Vec<Vec<Option<Bytes>>>, agg: &mut Agg, row: 
                 if let Some(v) = v {
                     agg.counts[j] += 1;
                     match &table.columns[*i].typ {
-                        CqlType::Float if v.len() == 4 => agg.sums[j] += f32::from_be_bytes([v[0], v[1], v[2], v[3]]) as f64,
+                        CqlType::Float if v.len() == 4 => {
+                            agg.sums[j] += f32::from_be_bytes([v[0], v[1], v[2], v[3]]) as f64
+                        }
                         CqlType::Double if v.len() == 8 => {
                             let mut a = [0u8; 8];
                             a.copy_from_slice(v);
@@ -1522,12 +2135,23 @@ fn emit(sel: &Selection, out: &mut Vec<Vec<Option<Bytes>>>, agg: &mut Agg, row: 
 
 impl Agg {
     fn new(n: usize) -> Agg {
-        Agg { count: 0, values: vec![None; n], sums: vec![0.0; n], isums: vec![0; n], counts: vec![0; n], first_row: None }
+        Agg {
+            count: 0,
+            values: vec![None; n],
+            sums: vec![0.0; n],
+            isums: vec![0; n],
+            counts: vec![0; n],
+            first_row: None,
+        }
     }
 }
 
 fn int_of(v: &[u8]) -> i128 {
-    let mut x: i128 = if v.first().map(|b| b & 0x80 != 0).unwrap_or(false) { -1 } else { 0 };
+    let mut x: i128 = if v.first().map(|b| b & 0x80 != 0).unwrap_or(false) {
+        -1
+    } else {
+        0
+    };
     for b in v {
         x = (x << 8) | *b as i128;
     }
@@ -1557,15 +2181,27 @@ fn finish_aggregate(sel: &Selection, table: &TableMetadata, agg: &Agg) -> Vec<Op
                 let n = agg.counts[j].max(1);
                 match t {
                     CqlType::Float => {
-                        let s = if is_avg { agg.sums[j] / n as f64 } else { agg.sums[j] };
+                        let s = if is_avg {
+                            agg.sums[j] / n as f64
+                        } else {
+                            agg.sums[j]
+                        };
                         Some(Bytes::copy_from_slice(&(s as f32).to_be_bytes()))
                     }
                     CqlType::Double => {
-                        let s = if is_avg { agg.sums[j] / n as f64 } else { agg.sums[j] };
+                        let s = if is_avg {
+                            agg.sums[j] / n as f64
+                        } else {
+                            agg.sums[j]
+                        };
                         Some(Bytes::copy_from_slice(&s.to_be_bytes()))
                     }
                     _ => {
-                        let s = if is_avg { agg.isums[j] / n as i128 } else { agg.isums[j] };
+                        let s = if is_avg {
+                            agg.isums[j] / n as i128
+                        } else {
+                            agg.isums[j]
+                        };
                         Some(encode_int(t, s))
                     }
                 }

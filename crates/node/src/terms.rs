@@ -35,7 +35,11 @@ impl<'a> Bindings<'a> {
             Some(Value::Set(b)) => Ok(Val::Set(b.clone())),
             Some(Value::Null) => Ok(Val::Null),
             Some(Value::Unset) => Ok(Val::Unset),
-            None => Err(Error::Invalid(format!("There were {} markers(?) in CQL but {} bound variables", m.index + 1, self.values.len()))),
+            None => Err(Error::Invalid(format!(
+                "There were {} markers(?) in CQL but {} bound variables",
+                m.index + 1,
+                self.values.len()
+            ))),
         }
     }
 }
@@ -58,9 +62,61 @@ fn kind_fits(c: &Constant, t: &CqlType) -> bool {
     use CqlType::*;
     let t = t.unfrozen();
     match c {
-        Constant::String(_) => matches!(t, Ascii | Text | Timestamp | Date | Time | Inet | Duration | Custom(_) | Blob | Uuid | Timeuuid | Varint | Decimal | Bigint | Int | Smallint | Tinyint | Double | Float | Boolean | Counter)
-            && !matches!(t, Blob | Uuid | Timeuuid | Varint | Decimal | Bigint | Int | Smallint | Tinyint | Double | Float | Boolean | Counter),
-        Constant::Integer(_) => matches!(t, Bigint | Int | Smallint | Tinyint | Varint | Decimal | Double | Float | Counter | Timestamp | Date | Time),
+        Constant::String(_) => {
+            matches!(
+                t,
+                Ascii
+                    | Text
+                    | Timestamp
+                    | Date
+                    | Time
+                    | Inet
+                    | Duration
+                    | Custom(_)
+                    | Blob
+                    | Uuid
+                    | Timeuuid
+                    | Varint
+                    | Decimal
+                    | Bigint
+                    | Int
+                    | Smallint
+                    | Tinyint
+                    | Double
+                    | Float
+                    | Boolean
+                    | Counter
+            ) && !matches!(
+                t,
+                Blob | Uuid
+                    | Timeuuid
+                    | Varint
+                    | Decimal
+                    | Bigint
+                    | Int
+                    | Smallint
+                    | Tinyint
+                    | Double
+                    | Float
+                    | Boolean
+                    | Counter
+            )
+        }
+        Constant::Integer(_) => matches!(
+            t,
+            Bigint
+                | Int
+                | Smallint
+                | Tinyint
+                | Varint
+                | Decimal
+                | Double
+                | Float
+                | Counter
+                | Timestamp
+                | Date
+                | Time
+        ),
         Constant::Float(_) => matches!(t, Decimal | Double | Float),
         Constant::Boolean(_) => matches!(t, Boolean),
         Constant::Hex(_) => matches!(t, Blob | Custom(_)),
@@ -73,11 +129,16 @@ fn kind_fits(c: &Constant, t: &CqlType) -> bool {
 pub fn constant_value(c: &Constant, t: &CqlType, receiver: &str) -> Result<Bytes> {
     let (kind, text) = constant_kind(c);
     if !kind_fits(c, t) {
-        return Err(Error::Invalid(format!("Invalid {kind} constant ({text}) for \"{receiver}\" of type {t}")));
+        return Err(Error::Invalid(format!(
+            "Invalid {kind} constant ({text}) for \"{receiver}\" of type {t}"
+        )));
     }
     t.unfrozen().from_constant(c).map_err(|e| {
         let m = e.to_string();
-        Error::Invalid(m.replace("for  of type", &format!("for \"{receiver}\" of type")).replace("for of type", &format!("for \"{receiver}\" of type")))
+        Error::Invalid(
+            m.replace("for  of type", &format!("for \"{receiver}\" of type"))
+                .replace("for of type", &format!("for \"{receiver}\" of type")),
+        )
     })
 }
 
@@ -94,7 +155,9 @@ impl<'a> Eval<'a> {
             Term::Bind(m) => {
                 let v = self.bindings.get(m)?;
                 if let Val::Set(b) = &v {
-                    t.validate(b).map_err(|e| Error::Invalid(format!("Exception while binding column {receiver}: {e}")))?;
+                    t.validate(b).map_err(|e| {
+                        Error::Invalid(format!("Exception while binding column {receiver}: {e}"))
+                    })?;
                 }
                 Ok(v)
             }
@@ -131,24 +194,51 @@ impl<'a> Eval<'a> {
                             })?;
                             match v {
                                 Val::Set(b) => out.push(b),
-                                _ => return Err(Error::Invalid("null is not supported inside vectors".into())),
+                                _ => {
+                                    return Err(Error::Invalid(
+                                        "null is not supported inside vectors".into(),
+                                    ))
+                                }
                             }
                         }
                         return Ok(Val::Set(sibyl_types::serialize_vector(e, &out)));
                     }
-                    CqlType::Map(_, _) if items.is_empty() => return Ok(Val::Set(value::serialize_map(&[]))),
+                    CqlType::Map(_, _) if items.is_empty() => {
+                        return Ok(Val::Set(value::serialize_map(&[])))
+                    }
                     _ => {
-                        let what = if matches!(term, Term::List(_)) { "list" } else { "set" };
-                        return Err(Error::Invalid(format!("Invalid {what} literal for {receiver} of type {t}")));
+                        let what = if matches!(term, Term::List(_)) {
+                            "list"
+                        } else {
+                            "set"
+                        };
+                        return Err(Error::Invalid(format!(
+                            "Invalid {what} literal for {receiver} of type {t}"
+                        )));
                     }
                 };
                 let mut out: Vec<Bytes> = Vec::with_capacity(items.len());
                 let what = if is_set { "set" } else { "list" };
                 for it in items {
-                    match literal_element(self.value(it, &elem_t, receiver), it, what, "value", receiver, &elem_t)? {
+                    match literal_element(
+                        self.value(it, &elem_t, receiver),
+                        it,
+                        what,
+                        "value",
+                        receiver,
+                        &elem_t,
+                    )? {
                         Val::Set(b) => out.push(b),
-                        Val::Null => return Err(Error::Invalid("null is not supported inside collections".into())),
-                        Val::Unset => return Err(Error::Invalid("unset value is not supported inside collections".into())),
+                        Val::Null => {
+                            return Err(Error::Invalid(
+                                "null is not supported inside collections".into(),
+                            ))
+                        }
+                        Val::Unset => {
+                            return Err(Error::Invalid(
+                                "unset value is not supported inside collections".into(),
+                            ))
+                        }
                     }
                 }
                 if is_set {
@@ -160,19 +250,45 @@ impl<'a> Eval<'a> {
             Term::Map(pairs) => {
                 let (kt, vt) = match t.unfrozen() {
                     CqlType::Map(k, v) => (k.as_ref().clone(), v.as_ref().clone()),
-                    CqlType::Set(_) if pairs.is_empty() => return Ok(Val::Set(value::serialize_collection(&[]))),
-                    CqlType::Udt(_) if pairs.is_empty() => return Ok(Val::Set(value::serialize_tuple(&[]))),
-                    _ => return Err(Error::Invalid(format!("Invalid map literal for {receiver} of type {t}"))),
+                    CqlType::Set(_) if pairs.is_empty() => {
+                        return Ok(Val::Set(value::serialize_collection(&[])))
+                    }
+                    CqlType::Udt(_) if pairs.is_empty() => {
+                        return Ok(Val::Set(value::serialize_tuple(&[])))
+                    }
+                    _ => {
+                        return Err(Error::Invalid(format!(
+                            "Invalid map literal for {receiver} of type {t}"
+                        )))
+                    }
                 };
                 let mut out: Vec<(Bytes, Bytes)> = Vec::with_capacity(pairs.len());
                 for (k, v) in pairs {
-                    let kb = match literal_element(self.value(k, &kt, receiver), k, "map", "key", receiver, &kt)? {
+                    let kb = match literal_element(
+                        self.value(k, &kt, receiver),
+                        k,
+                        "map",
+                        "key",
+                        receiver,
+                        &kt,
+                    )? {
                         Val::Set(b) => b,
-                        _ => return Err(Error::Invalid("null is not supported inside maps".into())),
+                        _ => {
+                            return Err(Error::Invalid("null is not supported inside maps".into()))
+                        }
                     };
-                    let vb = match literal_element(self.value(v, &vt, receiver), v, "map", "value", receiver, &vt)? {
+                    let vb = match literal_element(
+                        self.value(v, &vt, receiver),
+                        v,
+                        "map",
+                        "value",
+                        receiver,
+                        &vt,
+                    )? {
                         Val::Set(b) => b,
-                        _ => return Err(Error::Invalid("null is not supported inside maps".into())),
+                        _ => {
+                            return Err(Error::Invalid("null is not supported inside maps".into()))
+                        }
                     };
                     out.retain(|(ek, _)| kt.compare(ek, &kb) != std::cmp::Ordering::Equal);
                     out.push((kb, vb));
@@ -183,7 +299,11 @@ impl<'a> Eval<'a> {
             Term::Tuple(items) => {
                 let types = match t.unfrozen() {
                     CqlType::Tuple(ts) => ts.clone(),
-                    _ => return Err(Error::Invalid(format!("Invalid tuple literal for {receiver} of type {t}"))),
+                    _ => {
+                        return Err(Error::Invalid(format!(
+                            "Invalid tuple literal for {receiver} of type {t}"
+                        )))
+                    }
                 };
                 if items.len() > types.len() {
                     return Err(Error::Invalid(format!(
@@ -205,11 +325,18 @@ impl<'a> Eval<'a> {
             Term::UserType(fields) => {
                 let u = match t.unfrozen() {
                     CqlType::Udt(u) => u.clone(),
-                    _ => return Err(Error::Invalid(format!("Invalid user type literal for {receiver} of type {t}"))),
+                    _ => {
+                        return Err(Error::Invalid(format!(
+                            "Invalid user type literal for {receiver} of type {t}"
+                        )))
+                    }
                 };
                 for (f, _) in fields {
                     if !u.fields.iter().any(|(n, _)| n == f) {
-                        return Err(Error::Invalid(format!("Unknown field '{f}' in value of user defined type {}", u.name)));
+                        return Err(Error::Invalid(format!(
+                            "Unknown field '{f}' in value of user defined type {}",
+                            u.name
+                        )));
                     }
                 }
                 let mut out = Vec::new();
@@ -227,9 +354,13 @@ impl<'a> Eval<'a> {
                 }
                 Ok(Val::Set(value::serialize_tuple(&out)))
             }
-            Term::Function { name, args } if name.to_lowercase().trim_start_matches("system.") == "fromjson" => {
+            Term::Function { name, args }
+                if name.to_lowercase().trim_start_matches("system.") == "fromjson" =>
+            {
                 if args.len() != 1 {
-                    return Err(Error::Invalid("Invalid number of arguments for function system.fromjson(text)".into()));
+                    return Err(Error::Invalid(
+                        "Invalid number of arguments for function system.fromjson(text)".into(),
+                    ));
                 }
                 let failure = |message: String| Error::FunctionFailure {
                     keyspace: "system".into(),
@@ -245,9 +376,17 @@ impl<'a> Eval<'a> {
                         if j == sibyl_types::json::Json::Null {
                             return Ok(Val::Null);
                         }
-                        t.from_json(&j).map(Val::Set).map_err(|e| failure(format!("org.apache.cassandra.serializers.MarshalException: {e}")))
+                        t.from_json(&j).map(Val::Set).map_err(|e| {
+                            failure(format!(
+                                "org.apache.cassandra.serializers.MarshalException: {e}"
+                            ))
+                        })
                     }
-                    other => Ok(if other == Val::Unset { Val::Unset } else { Val::Null }),
+                    other => Ok(if other == Val::Unset {
+                        Val::Unset
+                    } else {
+                        Val::Null
+                    }),
                 }
             }
             Term::Function { name, args } => {
@@ -261,7 +400,8 @@ impl<'a> Eval<'a> {
                 Ok(v)
             }
             Term::Cast { typ, term } => {
-                let ct = CqlType::parse(typ, &|_| None).map_err(|e| Error::Invalid(e.to_string()))?;
+                let ct =
+                    CqlType::parse(typ, &|_| None).map_err(|e| Error::Invalid(e.to_string()))?;
                 self.value(term, &ct, receiver)
             }
         }
@@ -282,38 +422,71 @@ impl<'a> Eval<'a> {
         match lname.as_str() {
             "now" | "currenttimeuuid" => {
                 arity(0)?;
-                Ok((CqlType::Timeuuid, Val::Set(Bytes::copy_from_slice(sibyl_types::timeuuid::now_timeuuid().as_bytes()))))
+                Ok((
+                    CqlType::Timeuuid,
+                    Val::Set(Bytes::copy_from_slice(
+                        sibyl_types::timeuuid::now_timeuuid().as_bytes(),
+                    )),
+                ))
             }
             "uuid" => {
                 arity(0)?;
-                Ok((CqlType::Uuid, Val::Set(Bytes::copy_from_slice(uuid::Uuid::new_v4().as_bytes()))))
+                Ok((
+                    CqlType::Uuid,
+                    Val::Set(Bytes::copy_from_slice(uuid::Uuid::new_v4().as_bytes())),
+                ))
             }
             "currenttimestamp" => {
                 arity(0)?;
-                Ok((CqlType::Timestamp, Val::Set(Bytes::copy_from_slice(&now_millis().to_be_bytes()))))
+                Ok((
+                    CqlType::Timestamp,
+                    Val::Set(Bytes::copy_from_slice(&now_millis().to_be_bytes())),
+                ))
             }
             "currentdate" => {
                 arity(0)?;
                 let days = now_millis().div_euclid(86_400_000) + (1i64 << 31);
-                Ok((CqlType::Date, Val::Set(Bytes::copy_from_slice(&(days as u32).to_be_bytes()))))
+                Ok((
+                    CqlType::Date,
+                    Val::Set(Bytes::copy_from_slice(&(days as u32).to_be_bytes())),
+                ))
             }
             "currenttime" => {
                 arity(0)?;
                 let nanos = now_millis().rem_euclid(86_400_000) * 1_000_000;
-                Ok((CqlType::Time, Val::Set(Bytes::copy_from_slice(&nanos.to_be_bytes()))))
+                Ok((
+                    CqlType::Time,
+                    Val::Set(Bytes::copy_from_slice(&nanos.to_be_bytes())),
+                ))
             }
             "totimestamp" | "tounixtimestamp" | "todate" => {
                 arity(1)?;
-                let (at, av) = self.untyped(&args[0], &[CqlType::Timeuuid, CqlType::Timestamp, CqlType::Date])?;
-                let Val::Set(b) = av else { return Ok((result_type(&lname), Val::Null)) };
+                let (at, av) = self.untyped(
+                    &args[0],
+                    &[CqlType::Timeuuid, CqlType::Timestamp, CqlType::Date],
+                )?;
+                let Val::Set(b) = av else {
+                    return Ok((result_type(&lname), Val::Null));
+                };
                 let millis = match at {
                     CqlType::Timeuuid => {
-                        let a: [u8; 16] = b.as_ref().try_into().map_err(|_| Error::Invalid("invalid timeuuid".into()))?;
+                        let a: [u8; 16] = b
+                            .as_ref()
+                            .try_into()
+                            .map_err(|_| Error::Invalid("invalid timeuuid".into()))?;
                         sibyl_types::timeuuid::timeuuid_timestamp_millis(&a)
                     }
-                    CqlType::Timestamp => i64::from_be_bytes(b.as_ref().try_into().map_err(|_| Error::Invalid("invalid timestamp".into()))?),
+                    CqlType::Timestamp => i64::from_be_bytes(
+                        b.as_ref()
+                            .try_into()
+                            .map_err(|_| Error::Invalid("invalid timestamp".into()))?,
+                    ),
                     CqlType::Date => {
-                        let d = u32::from_be_bytes(b.as_ref().try_into().map_err(|_| Error::Invalid("invalid date".into()))?);
+                        let d = u32::from_be_bytes(
+                            b.as_ref()
+                                .try_into()
+                                .map_err(|_| Error::Invalid("invalid date".into()))?,
+                        );
                         (d as i64 - (1i64 << 31)) * 86_400_000
                     }
                     _ => return Err(Error::Invalid(format!("Invalid argument to {lname}"))),
@@ -322,33 +495,46 @@ impl<'a> Eval<'a> {
                 let out = match lname.as_str() {
                     "totimestamp" => Bytes::copy_from_slice(&millis.to_be_bytes()),
                     "tounixtimestamp" => Bytes::copy_from_slice(&millis.to_be_bytes()),
-                    _ => Bytes::copy_from_slice(&((millis.div_euclid(86_400_000) + (1i64 << 31)) as u32).to_be_bytes()),
+                    _ => Bytes::copy_from_slice(
+                        &((millis.div_euclid(86_400_000) + (1i64 << 31)) as u32).to_be_bytes(),
+                    ),
                 };
                 Ok((rt, Val::Set(out)))
             }
             "mintimeuuid" | "maxtimeuuid" => {
                 arity(1)?;
                 let v = self.value(&args[0], &CqlType::Timestamp, "arg0")?;
-                let Val::Set(b) = v else { return Ok((CqlType::Timeuuid, Val::Null)) };
-                let millis = i64::from_be_bytes(b.as_ref().try_into().map_err(|_| Error::Invalid("invalid timestamp".into()))?);
+                let Val::Set(b) = v else {
+                    return Ok((CqlType::Timeuuid, Val::Null));
+                };
+                let millis = i64::from_be_bytes(
+                    b.as_ref()
+                        .try_into()
+                        .map_err(|_| Error::Invalid("invalid timestamp".into()))?,
+                );
                 let u = if lname == "mintimeuuid" {
                     sibyl_types::timeuuid::min_timeuuid(millis)
                 } else {
                     sibyl_types::timeuuid::max_timeuuid(millis)
                 };
-                Ok((CqlType::Timeuuid, Val::Set(Bytes::copy_from_slice(u.as_bytes()))))
+                Ok((
+                    CqlType::Timeuuid,
+                    Val::Set(Bytes::copy_from_slice(u.as_bytes())),
+                ))
             }
             _ => {
                 // typeAsBlob / blobAsType
                 if let Some(tname) = lname.strip_suffix("asblob") {
                     arity(1)?;
-                    let t = CqlType::parse(tname, &|_| None).map_err(|_| unknown_function(&lname))?;
+                    let t =
+                        CqlType::parse(tname, &|_| None).map_err(|_| unknown_function(&lname))?;
                     let v = self.value(&args[0], &t, "arg0")?;
                     return Ok((CqlType::Blob, v));
                 }
                 if let Some(tname) = lname.strip_prefix("blobas") {
                     arity(1)?;
-                    let t = CqlType::parse(tname, &|_| None).map_err(|_| unknown_function(&lname))?;
+                    let t =
+                        CqlType::parse(tname, &|_| None).map_err(|_| unknown_function(&lname))?;
                     let v = self.value(&args[0], &CqlType::Blob, "arg0")?;
                     if let Val::Set(b) = &v {
                         t.validate(b).map_err(|e| Error::Invalid(e.to_string()))?;
@@ -365,9 +551,10 @@ impl<'a> Eval<'a> {
     fn untyped(&self, term: &Term, candidates: &[CqlType]) -> Result<(CqlType, Val)> {
         match term {
             Term::Function { name, args } => self.call(name, args),
-            Term::Constant(Constant::Uuid(_)) if candidates.contains(&CqlType::Timeuuid) => {
-                Ok((CqlType::Timeuuid, self.value(term, &CqlType::Timeuuid, "arg0")?))
-            }
+            Term::Constant(Constant::Uuid(_)) if candidates.contains(&CqlType::Timeuuid) => Ok((
+                CqlType::Timeuuid,
+                self.value(term, &CqlType::Timeuuid, "arg0")?,
+            )),
             _ => {
                 let t = candidates.first().cloned().unwrap_or(CqlType::Blob);
                 Ok((t.clone(), self.value(term, &t, "arg0")?))
@@ -378,14 +565,23 @@ impl<'a> Eval<'a> {
 
 /// Cassandra's error for a constant inside a collection literal that does not fit
 /// the element type: "Invalid map literal for m: value 'b' is not of type int".
-fn literal_element(r: Result<Val>, term: &Term, what: &str, part: &str, receiver: &str, t: &CqlType) -> Result<Val> {
+fn literal_element(
+    r: Result<Val>,
+    term: &Term,
+    what: &str,
+    part: &str,
+    receiver: &str,
+    t: &CqlType,
+) -> Result<Val> {
     match (r, term) {
         (Err(_), Term::Constant(c)) => {
             let lit = match c {
                 Constant::String(s) => format!("'{s}'"),
                 other => sibyl_cql::constant_text(other),
             };
-            Err(Error::Invalid(format!("Invalid {what} literal for {receiver}: {part} {lit} is not of type {t}")))
+            Err(Error::Invalid(format!(
+                "Invalid {what} literal for {receiver}: {part} {lit} is not of type {t}"
+            )))
         }
         (r, _) => r,
     }
@@ -406,12 +602,18 @@ fn result_type(f: &str) -> CqlType {
 /// Whether a value of type `from` can be stored in a receiver of type `to`.
 fn compatible(from: &CqlType, to: &CqlType) -> bool {
     let (f, t) = (from.unfrozen(), to.unfrozen());
-    f == t || matches!((f, t), (CqlType::Timeuuid, CqlType::Uuid) | (CqlType::Ascii, CqlType::Text))
+    f == t
+        || matches!(
+            (f, t),
+            (CqlType::Timeuuid, CqlType::Uuid) | (CqlType::Ascii, CqlType::Text)
+        )
 }
 
 fn negate(t: &CqlType, b: &[u8]) -> Result<Bytes> {
     let out = match (t.unfrozen(), b.len()) {
-        (CqlType::Int, 4) => (-(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))).to_be_bytes().to_vec(),
+        (CqlType::Int, 4) => (-(i32::from_be_bytes([b[0], b[1], b[2], b[3]])))
+            .to_be_bytes()
+            .to_vec(),
         (CqlType::Bigint | CqlType::Counter, 8) => {
             let mut a = [0u8; 8];
             a.copy_from_slice(b);
@@ -426,4 +628,3 @@ fn negate(t: &CqlType, b: &[u8]) -> Result<Bytes> {
     };
     Ok(Bytes::from(out))
 }
-

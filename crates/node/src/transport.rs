@@ -8,8 +8,9 @@ use bytes::{Buf, Bytes, BytesMut};
 use sibyl_cql::{BatchType, ParsedStatement, Statement};
 use sibyl_protocol::segment::{encode_segments, FrameReassembler, SegmentDecoder};
 use sibyl_protocol::{
-    decode_request_frame, encode_response_frame, flags, BatchQueryKind, Compression, ErrorKind, ErrorResponse, Event, FrameHeader,
-    ProtocolError, Request, Response, ResultBody, Value, Values, HEADER_LEN,
+    decode_request_frame, encode_response_frame, flags, BatchQueryKind, Compression, ErrorKind,
+    ErrorResponse, Event, FrameHeader, ProtocolError, Request, Response, ResultBody, Value, Values,
+    HEADER_LEN,
 };
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -28,24 +29,55 @@ pub fn error_response(e: &Error) -> ErrorResponse {
         Error::Syntax(_) => ErrorKind::SyntaxError,
         Error::Invalid(_) => ErrorKind::Invalid,
         Error::Config(_) => ErrorKind::ConfigError,
-        Error::FunctionFailure { keyspace, function, arg_types, .. } => {
-            ErrorKind::FunctionFailure { keyspace: keyspace.clone(), function: function.clone(), arg_types: arg_types.clone() }
-        }
-        Error::AlreadyExists { keyspace, table, .. } => ErrorKind::AlreadyExists { keyspace: keyspace.clone(), table: table.clone() },
+        Error::FunctionFailure {
+            keyspace,
+            function,
+            arg_types,
+            ..
+        } => ErrorKind::FunctionFailure {
+            keyspace: keyspace.clone(),
+            function: function.clone(),
+            arg_types: arg_types.clone(),
+        },
+        Error::AlreadyExists {
+            keyspace, table, ..
+        } => ErrorKind::AlreadyExists {
+            keyspace: keyspace.clone(),
+            table: table.clone(),
+        },
         Error::Unprepared(id) => ErrorKind::Unprepared { id: id.clone() },
-        Error::Unavailable { consistency, required, alive } => {
-            ErrorKind::Unavailable { consistency: *consistency, required: *required, alive: *alive }
-        }
-        Error::WriteTimeout { consistency, received, block_for, write_type } => ErrorKind::WriteTimeout {
+        Error::Unavailable {
+            consistency,
+            required,
+            alive,
+        } => ErrorKind::Unavailable {
+            consistency: *consistency,
+            required: *required,
+            alive: *alive,
+        },
+        Error::WriteTimeout {
+            consistency,
+            received,
+            block_for,
+            write_type,
+        } => ErrorKind::WriteTimeout {
             consistency: *consistency,
             received: *received,
             block_for: *block_for,
             write_type: write_type.clone(),
             contentions: None,
         },
-        Error::ReadTimeout { consistency, received, block_for, data_present } => {
-            ErrorKind::ReadTimeout { consistency: *consistency, received: *received, block_for: *block_for, data_present: *data_present }
-        }
+        Error::ReadTimeout {
+            consistency,
+            received,
+            block_for,
+            data_present,
+        } => ErrorKind::ReadTimeout {
+            consistency: *consistency,
+            received: *received,
+            block_for: *block_for,
+            data_present: *data_present,
+        },
         Error::Overloaded(_) => ErrorKind::Overloaded,
         Error::Truncate(_) => ErrorKind::TruncateError,
         Error::Protocol(_) => ErrorKind::ProtocolError,
@@ -65,7 +97,11 @@ pub struct Server {
 
 impl Server {
     /// Accepts connections until `shutdown` fires.
-    pub async fn serve(self: Arc<Self>, listener: TcpListener, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    pub async fn serve(
+        self: Arc<Self>,
+        listener: TcpListener,
+        mut shutdown: tokio::sync::watch::Receiver<bool>,
+    ) {
         loop {
             tokio::select! {
                 r = listener.accept() => match r {
@@ -89,7 +125,12 @@ impl Server {
         }
     }
 
-    async fn connection(self: Arc<Self>, sock: TcpStream, peer: SocketAddr, mut shutdown: tokio::sync::watch::Receiver<bool>) -> std::io::Result<()> {
+    async fn connection(
+        self: Arc<Self>,
+        sock: TcpStream,
+        peer: SocketAddr,
+        mut shutdown: tokio::sync::watch::Receiver<bool>,
+    ) -> std::io::Result<()> {
         let (mut rd, mut wr) = sock.into_split();
         // writer task: frames (already encoded) are batched into one write
         let (tx, mut rx) = mpsc::channel::<Outgoing>(MAX_IN_FLIGHT_PER_CONNECTION);
@@ -99,6 +140,10 @@ impl Server {
             let mut buf = Vec::with_capacity(64 * 1024);
             let mut frames = Vec::with_capacity(64 * 1024);
             while let Some(first) = rx.recv().await {
+                // let the requests already running finish first, so their
+                // responses go out in the same write (one send per batch
+                // instead of one per response)
+                tokio::task::yield_now().await;
                 let mut item = Some(first);
                 while let Some(o) = item.take() {
                     match o {
@@ -188,12 +233,17 @@ impl Server {
                             let was_v5 = conn.v5_framing;
                             conn.handle_frame(h, body).await;
                             if conn.v5_framing && !was_v5 {
-                                seg_decoder = SegmentDecoder::new(conn.compression == Some(Compression::Lz4));
+                                seg_decoder =
+                                    SegmentDecoder::new(conn.compression == Some(Compression::Lz4));
                             }
                         }
                         Ok(None) => break,
                         Err(e) => {
-                            let stream = if buf.len() >= 4 { i16::from_be_bytes([buf[2], buf[3]]) } else { 0 };
+                            let stream = if buf.len() >= 4 {
+                                i16::from_be_bytes([buf[2], buf[3]])
+                            } else {
+                                0
+                            };
                             if let ProtocolError::UnsupportedVersion(v) = &e {
                                 // answer in a version the client can read, so drivers negotiate down
                                 conn.version = if (3..=5).contains(v) { *v } else { 4 };
@@ -259,7 +309,13 @@ struct Conn {
     peer: SocketAddr,
 }
 
-fn encode(version: u8, stream: i16, resp: &Response, compression: Option<Compression>, warnings: &[String]) -> Vec<u8> {
+fn encode(
+    version: u8,
+    stream: i16,
+    resp: &Response,
+    compression: Option<Compression>,
+    warnings: &[String],
+) -> Vec<u8> {
     let mut out = Vec::with_capacity(128);
     encode_response_frame(version, stream, resp, compression, warnings, None, &mut out);
     out
@@ -275,13 +331,25 @@ impl Conn {
     }
 
     async fn send(&self, stream: i16, resp: &Response, warnings: &[String]) {
-        let f = encode(self.version.max(3), stream, resp, self.body_compression(), warnings);
+        let f = encode(
+            self.version.max(3),
+            stream,
+            resp,
+            self.body_compression(),
+            warnings,
+        );
         let _ = self.tx.send(Outgoing::Frame(f)).await;
     }
 
     async fn fatal(&self, stream: i16, e: &ProtocolError) {
         let err = ErrorResponse::from(e);
-        let f = encode(if self.version == 0 { 4 } else { self.version }, stream, &Response::Error(err), None, &[]);
+        let f = encode(
+            if self.version == 0 { 4 } else { self.version },
+            stream,
+            &Response::Error(err),
+            None,
+            &[],
+        );
         let _ = self.tx.send(Outgoing::Frame(f)).await;
     }
 
@@ -311,8 +379,14 @@ impl Conn {
             Request::Options => {
                 let mut m = HashMap::new();
                 m.insert("CQL_VERSION".to_string(), vec!["3.4.7".to_string()]);
-                m.insert("COMPRESSION".to_string(), vec!["lz4".to_string(), "snappy".to_string()]);
-                m.insert("PROTOCOL_VERSIONS".to_string(), vec!["3/v3".to_string(), "4/v4".to_string(), "5/v5".to_string()]);
+                m.insert(
+                    "COMPRESSION".to_string(),
+                    vec!["lz4".to_string(), "snappy".to_string()],
+                );
+                m.insert(
+                    "PROTOCOL_VERSIONS".to_string(),
+                    vec!["3/v3".to_string(), "4/v4".to_string(), "5/v5".to_string()],
+                );
                 self.send(h.stream, &Response::Supported(m), &[]).await;
             }
             Request::Startup(opts) => {
@@ -320,7 +394,9 @@ impl Conn {
                     match Compression::from_name(c) {
                         Some(c) => self.compression = Some(c),
                         None => {
-                            let e = ErrorResponse::protocol_error(format!("Unknown compression algorithm: {c}"));
+                            let e = ErrorResponse::protocol_error(format!(
+                                "Unknown compression algorithm: {c}"
+                            ));
                             self.send(h.stream, &Response::Error(e), &[]).await;
                             return;
                         }
@@ -330,7 +406,13 @@ impl Conn {
                 let f = encode(self.version, h.stream, &Response::Ready, None, &[]);
                 if self.version >= 5 {
                     self.v5_framing = true;
-                    let _ = self.tx.send(Outgoing::SwitchToV5(f, self.compression == Some(Compression::Lz4))).await;
+                    let _ = self
+                        .tx
+                        .send(Outgoing::SwitchToV5(
+                            f,
+                            self.compression == Some(Compression::Lz4),
+                        ))
+                        .await;
                 } else {
                     let _ = self.tx.send(Outgoing::Frame(f)).await;
                 }
@@ -340,8 +422,12 @@ impl Conn {
             }
             Request::Register(types) => {
                 for t in &types {
-                    if !matches!(t.as_str(), "TOPOLOGY_CHANGE" | "STATUS_CHANGE" | "SCHEMA_CHANGE") {
-                        let e = ErrorResponse::protocol_error(format!("Invalid value '{t}' for Type"));
+                    if !matches!(
+                        t.as_str(),
+                        "TOPOLOGY_CHANGE" | "STATUS_CHANGE" | "SCHEMA_CHANGE"
+                    ) {
+                        let e =
+                            ErrorResponse::protocol_error(format!("Invalid value '{t}' for Type"));
                         self.send(h.stream, &Response::Error(e), &[]).await;
                         return;
                     }
@@ -411,7 +497,12 @@ fn options_of(p: sibyl_protocol::QueryParameters) -> QueryOptions {
 }
 
 impl Server {
-    async fn process(&self, req: Request, client: &tokio::sync::Mutex<ClientState>, version: u8) -> Result<Outcome, Error> {
+    async fn process(
+        &self,
+        req: Request,
+        client: &tokio::sync::Mutex<ClientState>,
+        version: u8,
+    ) -> Result<Outcome, Error> {
         let qp = &self.qp;
         match req {
             Request::Query { query, params } => {
@@ -429,10 +520,20 @@ impl Server {
             Request::Prepare { query, keyspace } => {
                 let c = client.lock().await.clone();
                 let p = qp.prepare(&query, &c, keyspace.as_deref())?;
-                Ok(Outcome { body: qp.prepared_result(&p), warnings: Vec::new(), event: None })
+                Ok(Outcome {
+                    body: qp.prepared_result(&p),
+                    warnings: Vec::new(),
+                    event: None,
+                })
             }
-            Request::Execute { id, result_metadata_id, params } => {
-                let Some(p) = qp.get_prepared(&id) else { return Err(Error::Unprepared(id)) };
+            Request::Execute {
+                id,
+                result_metadata_id,
+                params,
+            } => {
+                let Some(p) = qp.get_prepared(&id) else {
+                    return Err(Error::Unprepared(id));
+                };
                 let mut opts = options_of(params);
                 if opts.keyspace.is_none() {
                     opts.keyspace = p.keyspace.clone();
@@ -459,19 +560,28 @@ impl Server {
                     2 => BatchType::Counter,
                     x => return Err(Error::Protocol(format!("Unknown batch type {x}"))),
                 };
-                let now = b.now_in_seconds.unwrap_or_else(sibyl_storage::now_in_seconds);
-                let ts = b.timestamp.unwrap_or_else(sibyl_types::timeuuid::timestamp_micros_now);
+                let now = b
+                    .now_in_seconds
+                    .unwrap_or_else(sibyl_storage::now_in_seconds);
+                let ts = b
+                    .timestamp
+                    .unwrap_or_else(sibyl_types::timeuuid::timestamp_micros_now);
                 let mut all = Vec::new();
                 let mut ks = String::new();
                 for s in b.statements {
                     let (parsed, pks): (ParsedStatement, Option<String>) = match s.kind {
                         BatchQueryKind::Query(q) => (sibyl_cql::parse_statement(&q)?, None),
                         BatchQueryKind::Prepared(id) => {
-                            let Some(p) = qp.get_prepared(&id) else { return Err(Error::Unprepared(id)) };
+                            let Some(p) = qp.get_prepared(&id) else {
+                                return Err(Error::Unprepared(id));
+                            };
                             (p.statement.clone(), p.keyspace.clone())
                         }
                     };
-                    if !matches!(parsed.statement, Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_)) {
+                    if !matches!(
+                        parsed.statement,
+                        Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_)
+                    ) {
                         return Err(Error::Invalid("Invalid statement in batch: only UPDATE, INSERT and DELETE statements are allowed.".into()));
                     }
                     let values: Vec<Value> = s.values;
@@ -483,9 +593,12 @@ impl Server {
                         )));
                     }
                     let bindings = crate::terms::Bindings { values: &values };
-                    let ev = crate::terms::Eval { bindings: &bindings };
+                    let ev = crate::terms::Eval {
+                        bindings: &bindings,
+                    };
                     let ks_opt = b.keyspace.clone().or(pks);
-                    let (k, muts) = qp.mutations_of(&parsed.statement, &c, ks_opt.as_deref(), &ev, ts, now)?;
+                    let (k, muts) =
+                        qp.mutations_of(&parsed.statement, &c, ks_opt.as_deref(), &ev, ts, now)?;
                     ks = k;
                     all.extend(muts);
                 }

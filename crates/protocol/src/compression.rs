@@ -42,7 +42,11 @@ pub fn decompress_body(c: Compression, body: &[u8]) -> Result<Vec<u8>, ProtocolE
         Compression::Lz4 => {
             let (len, data) = match body {
                 [a, b, c, d, rest @ ..] => (u32::from_be_bytes([*a, *b, *c, *d]) as usize, rest),
-                _ => return Err(ProtocolError::Compression("LZ4 body shorter than its length prefix".into())),
+                _ => {
+                    return Err(ProtocolError::Compression(
+                        "LZ4 body shorter than its length prefix".into(),
+                    ))
+                }
             };
             if len == 0 {
                 return Ok(Vec::new());
@@ -53,8 +57,9 @@ pub fn decompress_body(c: Compression, body: &[u8]) -> Result<Vec<u8>, ProtocolE
                     data.len()
                 )));
             }
-            let out = lz4_flex::block::decompress(data, len)
-                .map_err(|e| ProtocolError::Compression(format!("LZ4 decompression failed: {e}")))?;
+            let out = lz4_flex::block::decompress(data, len).map_err(|e| {
+                ProtocolError::Compression(format!("LZ4 decompression failed: {e}"))
+            })?;
             if out.len() != len {
                 return Err(ProtocolError::Compression(format!(
                     "LZ4 decompressed {} bytes, expected {len}",
@@ -64,17 +69,18 @@ pub fn decompress_body(c: Compression, body: &[u8]) -> Result<Vec<u8>, ProtocolE
             Ok(out)
         }
         Compression::Snappy => {
-            let len = snap::raw::decompress_len(body)
-                .map_err(|e| ProtocolError::Compression(format!("Snappy decompression failed: {e}")))?;
+            let len = snap::raw::decompress_len(body).map_err(|e| {
+                ProtocolError::Compression(format!("Snappy decompression failed: {e}"))
+            })?;
             if len > body.len().saturating_mul(MAX_RATIO).saturating_add(64) {
                 return Err(ProtocolError::Compression(format!(
                     "Snappy uncompressed length {len} is impossible for {} compressed bytes",
                     body.len()
                 )));
             }
-            snap::raw::Decoder::new()
-                .decompress_vec(body)
-                .map_err(|e| ProtocolError::Compression(format!("Snappy decompression failed: {e}")))
+            snap::raw::Decoder::new().decompress_vec(body).map_err(|e| {
+                ProtocolError::Compression(format!("Snappy decompression failed: {e}"))
+            })
         }
     }
 }
@@ -84,13 +90,16 @@ pub fn decompress_body(c: Compression, body: &[u8]) -> Result<Vec<u8>, ProtocolE
 pub fn compress_body(c: Compression, body: &[u8]) -> Vec<u8> {
     match c {
         Compression::Lz4 => {
-            let mut out = Vec::with_capacity(4 + lz4_flex::block::get_maximum_output_size(body.len()));
+            let mut out =
+                Vec::with_capacity(4 + lz4_flex::block::get_maximum_output_size(body.len()));
             out.extend_from_slice(&(body.len() as u32).to_be_bytes());
             out.extend_from_slice(&lz4_flex::block::compress(body));
             out
         }
         // Snappy fails only on inputs over 4 GiB, which a frame (u32 length)
         // can never hold.
-        Compression::Snappy => snap::raw::Encoder::new().compress_vec(body).unwrap_or_default(),
+        Compression::Snappy => snap::raw::Encoder::new()
+            .compress_vec(body)
+            .unwrap_or_default(),
     }
 }

@@ -49,7 +49,9 @@ pub enum ProtocolError {
     Malformed(String),
     /// Unsupported version: reply PROTOCOL_ERROR with this message, with the
     /// client's stream id, in version `min(requested, 4)` (or 4 if < 3).
-    #[error("Invalid or unsupported protocol version ({0}); supported versions are (3/v3, 4/v4, 5/v5)")]
+    #[error(
+        "Invalid or unsupported protocol version ({0}); supported versions are (3/v3, 4/v4, 5/v5)"
+    )]
     UnsupportedVersion(u8),
     /// Frame bigger than allowed. Cassandra answers this with an INVALID
     /// (0x2200) error carrying this message, then discards the frame.
@@ -204,7 +206,14 @@ impl FrameHeader {
         let stream = r.i16()?;
         let opcode = r.u8()?;
         let length = r.i32()? as u32;
-        Ok(Some(FrameHeader { version, is_response: first & 0x80 != 0, flags, stream, opcode, length }))
+        Ok(Some(FrameHeader {
+            version,
+            is_response: first & 0x80 != 0,
+            flags,
+            stream,
+            opcode,
+            length,
+        }))
     }
 
     /// Appends the 9 header bytes.
@@ -224,7 +233,10 @@ impl FrameHeader {
     /// [`ProtocolError::FrameTooLarge`] if the whole frame exceeds `max` bytes.
     pub fn check_length(&self, max: usize) -> Result<(), ProtocolError> {
         if self.frame_len() > max {
-            return Err(ProtocolError::FrameTooLarge { length: self.frame_len(), max });
+            return Err(ProtocolError::FrameTooLarge {
+                length: self.frame_len(),
+                max,
+            });
         }
         Ok(())
     }
@@ -299,10 +311,9 @@ impl fmt::Display for Consistency {
 impl TryFrom<u16> for Consistency {
     type Error = ProtocolError;
     fn try_from(v: u16) -> Result<Self, ProtocolError> {
-        Consistency::ALL
-            .get(v as usize)
-            .copied()
-            .ok_or_else(|| ProtocolError::Malformed(format!("Unknown code {v} for a consistency level")))
+        Consistency::ALL.get(v as usize).copied().ok_or_else(|| {
+            ProtocolError::Malformed(format!("Unknown code {v} for a consistency level"))
+        })
     }
 }
 
@@ -395,7 +406,11 @@ pub fn decode_request_frame(
         None
     };
     let request = Request::decode(header.version, header.opcode, r.rest())?;
-    Ok(RequestEnvelope { request, tracing: header.has_flag(flags::TRACING), custom_payload })
+    Ok(RequestEnvelope {
+        request,
+        tracing: header.has_flag(flags::TRACING),
+        custom_payload,
+    })
 }
 
 /// Encodes a whole request frame (for clients, tests and tools). The body is
@@ -412,14 +427,22 @@ pub fn encode_request_frame(
     req.encode(version, &mut body);
     let mut fl = 0u8;
     let opcode = req.opcode();
-    let compression =
-        compression.filter(|_| version < 5 && opcode != Opcode::Startup as u8 && opcode != Opcode::Options as u8);
+    let compression = compression.filter(|_| {
+        version < 5 && opcode != Opcode::Startup as u8 && opcode != Opcode::Options as u8
+    });
     if let Some(c) = compression {
         body = compress_body(c, &body);
         fl |= flags::COMPRESSION;
     }
-    FrameHeader { version, is_response: false, flags: fl, stream, opcode, length: body.len() as u32 }
-        .encode(out);
+    FrameHeader {
+        version,
+        is_response: false,
+        flags: fl,
+        stream,
+        opcode,
+        length: body.len() as u32,
+    }
+    .encode(out);
     out.extend_from_slice(&body);
 }
 
@@ -452,8 +475,15 @@ pub fn encode_response_frame(
         body = compress_body(c, &body);
         fl |= flags::COMPRESSION;
     }
-    FrameHeader { version, is_response: true, flags: fl, stream, opcode: resp.opcode(), length: body.len() as u32 }
-        .encode(out);
+    FrameHeader {
+        version,
+        is_response: true,
+        flags: fl,
+        stream,
+        opcode: resp.opcode(),
+        length: body.len() as u32,
+    }
+    .encode(out);
     out.extend_from_slice(&body);
 }
 
@@ -476,15 +506,34 @@ pub fn decode_response_frame(
     let mut body = body;
     if header.has_flag(flags::COMPRESSION) {
         let c = compression.ok_or_else(|| {
-            ProtocolError::Malformed("Received frame with COMPRESSION flag but compression is not enabled".into())
+            ProtocolError::Malformed(
+                "Received frame with COMPRESSION flag but compression is not enabled".into(),
+            )
         })?;
         decompressed = decompress_body(c, body)?;
         body = &decompressed;
     }
     let mut r = wire::Reader::new(body);
-    let tracing_id = if header.has_flag(flags::TRACING) { Some(r.uuid()?) } else { None };
-    let warnings = if header.has_flag(flags::WARNING) { r.string_list()? } else { Vec::new() };
-    let custom_payload = if header.has_flag(flags::CUSTOM_PAYLOAD) { Some(r.bytes_map()?) } else { None };
+    let tracing_id = if header.has_flag(flags::TRACING) {
+        Some(r.uuid()?)
+    } else {
+        None
+    };
+    let warnings = if header.has_flag(flags::WARNING) {
+        r.string_list()?
+    } else {
+        Vec::new()
+    };
+    let custom_payload = if header.has_flag(flags::CUSTOM_PAYLOAD) {
+        Some(r.bytes_map()?)
+    } else {
+        None
+    };
     let response = Response::decode(header.version, header.opcode, r.rest())?;
-    Ok(ResponseEnvelope { response, tracing_id, warnings, custom_payload })
+    Ok(ResponseEnvelope {
+        response,
+        tracing_id,
+        warnings,
+        custom_payload,
+    })
 }

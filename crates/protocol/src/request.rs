@@ -92,14 +92,36 @@ impl QueryParameters {
         } else {
             Values::Positional(Vec::new())
         };
-        let page_size = if f & qflags::PAGE_SIZE != 0 { Some(r.i32()?) } else { None };
-        let paging_state = if f & qflags::PAGING_STATE != 0 { r.bytes()? } else { None };
-        let serial_consistency =
-            if f & qflags::SERIAL_CONSISTENCY != 0 { Some(r.consistency()?) } else { None };
-        let timestamp = if f & qflags::TIMESTAMP != 0 { Some(r.i64()?) } else { None };
-        let keyspace = if version >= 5 && f & qflags::KEYSPACE != 0 { Some(r.string()?) } else { None };
-        let now_in_seconds =
-            if version >= 5 && f & qflags::NOW_IN_SECONDS != 0 { Some(r.i32()?) } else { None };
+        let page_size = if f & qflags::PAGE_SIZE != 0 {
+            Some(r.i32()?)
+        } else {
+            None
+        };
+        let paging_state = if f & qflags::PAGING_STATE != 0 {
+            r.bytes()?
+        } else {
+            None
+        };
+        let serial_consistency = if f & qflags::SERIAL_CONSISTENCY != 0 {
+            Some(r.consistency()?)
+        } else {
+            None
+        };
+        let timestamp = if f & qflags::TIMESTAMP != 0 {
+            Some(r.i64()?)
+        } else {
+            None
+        };
+        let keyspace = if version >= 5 && f & qflags::KEYSPACE != 0 {
+            Some(r.string()?)
+        } else {
+            None
+        };
+        let now_in_seconds = if version >= 5 && f & qflags::NOW_IN_SECONDS != 0 {
+            Some(r.i32()?)
+        } else {
+            None
+        };
         Ok(QueryParameters {
             consistency,
             values,
@@ -221,11 +243,21 @@ pub struct Batch {
 pub enum Request {
     Startup(HashMap<String, String>),
     Options,
-    Query { query: String, params: QueryParameters },
+    Query {
+        query: String,
+        params: QueryParameters,
+    },
     /// `keyspace` is v5 only.
-    Prepare { query: String, keyspace: Option<String> },
+    Prepare {
+        query: String,
+        keyspace: Option<String>,
+    },
     /// `result_metadata_id` is present in v5 only.
-    Execute { id: Bytes, result_metadata_id: Option<Bytes>, params: QueryParameters },
+    Execute {
+        id: Bytes,
+        result_metadata_id: Option<Bytes>,
+        params: QueryParameters,
+    },
     Batch(Batch),
     Register(Vec<String>),
     AuthResponse(Option<Bytes>),
@@ -253,7 +285,10 @@ impl Request {
             Opcode::Options => Request::Options,
             Opcode::Query => {
                 let query = r.long_string()?;
-                Request::Query { query, params: QueryParameters::read(r, version)? }
+                Request::Query {
+                    query,
+                    params: QueryParameters::read(r, version)?,
+                }
             }
             Opcode::Prepare => {
                 let query = r.long_string()?;
@@ -271,8 +306,16 @@ impl Request {
             }
             Opcode::Execute => {
                 let id = r.short_bytes()?;
-                let result_metadata_id = if version >= 5 { Some(r.short_bytes()?) } else { None };
-                Request::Execute { id, result_metadata_id, params: QueryParameters::read(r, version)? }
+                let result_metadata_id = if version >= 5 {
+                    Some(r.short_bytes()?)
+                } else {
+                    None
+                };
+                Request::Execute {
+                    id,
+                    result_metadata_id,
+                    params: QueryParameters::read(r, version)?,
+                }
             }
             Opcode::Batch => Request::Batch(read_batch(r, version)?),
             Opcode::Register => Request::Register(r.string_list()?),
@@ -323,7 +366,11 @@ impl Request {
                     }
                 }
             }
-            Request::Execute { id, result_metadata_id, params } => {
+            Request::Execute {
+                id,
+                result_metadata_id,
+                params,
+            } => {
                 wire::put_short_bytes(out, id);
                 if version >= 5 {
                     wire::put_short_bytes(out, result_metadata_id.as_deref().unwrap_or(&[]));
@@ -340,7 +387,9 @@ impl Request {
 fn read_batch(r: &mut Reader<'_>, version: u8) -> Result<Batch, ProtocolError> {
     let batch_type = r.u8()?;
     if batch_type > 2 {
-        return Err(ProtocolError::Malformed(format!("Unknown BATCH type {batch_type}")));
+        return Err(ProtocolError::Malformed(format!(
+            "Unknown BATCH type {batch_type}"
+        )));
     }
     let n = r.u16()?;
     let mut statements = Vec::new();
@@ -369,11 +418,35 @@ fn read_batch(r: &mut Reader<'_>, version: u8) -> Result<Batch, ProtocolError> {
             "Named values in batch messages are not supported (see CASSANDRA-10246)".into(),
         ));
     }
-    let serial_consistency = if f & qflags::SERIAL_CONSISTENCY != 0 { Some(r.consistency()?) } else { None };
-    let timestamp = if f & qflags::TIMESTAMP != 0 { Some(r.i64()?) } else { None };
-    let keyspace = if version >= 5 && f & qflags::KEYSPACE != 0 { Some(r.string()?) } else { None };
-    let now_in_seconds = if version >= 5 && f & qflags::NOW_IN_SECONDS != 0 { Some(r.i32()?) } else { None };
-    Ok(Batch { batch_type, statements, consistency, serial_consistency, timestamp, keyspace, now_in_seconds })
+    let serial_consistency = if f & qflags::SERIAL_CONSISTENCY != 0 {
+        Some(r.consistency()?)
+    } else {
+        None
+    };
+    let timestamp = if f & qflags::TIMESTAMP != 0 {
+        Some(r.i64()?)
+    } else {
+        None
+    };
+    let keyspace = if version >= 5 && f & qflags::KEYSPACE != 0 {
+        Some(r.string()?)
+    } else {
+        None
+    };
+    let now_in_seconds = if version >= 5 && f & qflags::NOW_IN_SECONDS != 0 {
+        Some(r.i32()?)
+    } else {
+        None
+    };
+    Ok(Batch {
+        batch_type,
+        statements,
+        consistency,
+        serial_consistency,
+        timestamp,
+        keyspace,
+        now_in_seconds,
+    })
 }
 
 fn write_batch(b: &Batch, version: u8, out: &mut Vec<u8>) {

@@ -40,7 +40,11 @@ pub enum ErrorKind {
     /// 0x0100
     AuthenticationError,
     /// 0x1000
-    Unavailable { consistency: Consistency, required: i32, alive: i32 },
+    Unavailable {
+        consistency: Consistency,
+        required: i32,
+        alive: i32,
+    },
     /// 0x1001
     Overloaded,
     /// 0x1002
@@ -49,9 +53,20 @@ pub enum ErrorKind {
     TruncateError,
     /// 0x1100. `contentions` is written only in v5 and only when
     /// `write_type == "CAS"` (0 if `None`).
-    WriteTimeout { consistency: Consistency, received: i32, block_for: i32, write_type: String, contentions: Option<u16> },
+    WriteTimeout {
+        consistency: Consistency,
+        received: i32,
+        block_for: i32,
+        write_type: String,
+        contentions: Option<u16>,
+    },
     /// 0x1200
-    ReadTimeout { consistency: Consistency, received: i32, block_for: i32, data_present: bool },
+    ReadTimeout {
+        consistency: Consistency,
+        received: i32,
+        block_for: i32,
+        data_present: bool,
+    },
     /// 0x1300. v5 writes the reason map; v3/v4 only its size
     /// (`<numfailures>`), and decoding v4 gives that many
     /// `(0.0.0.0, 0)` placeholders. Sent as READ_TIMEOUT in v3.
@@ -63,7 +78,11 @@ pub enum ErrorKind {
         data_present: bool,
     },
     /// 0x1400. Sent as INVALID in v3.
-    FunctionFailure { keyspace: String, function: String, arg_types: Vec<String> },
+    FunctionFailure {
+        keyspace: String,
+        function: String,
+        arg_types: Vec<String>,
+    },
     /// 0x1500. Like ReadFailure for `reasons`. Sent as WRITE_TIMEOUT in v3.
     WriteFailure {
         consistency: Consistency,
@@ -75,7 +94,11 @@ pub enum ErrorKind {
     /// 0x1600
     CdcWriteFailure,
     /// 0x1700 (v5). Sent as WRITE_TIMEOUT with write type CAS before v5.
-    CasWriteUnknown { consistency: Consistency, received: i32, block_for: i32 },
+    CasWriteUnknown {
+        consistency: Consistency,
+        received: i32,
+        block_for: i32,
+    },
     /// 0x2000
     SyntaxError,
     /// 0x2100
@@ -120,7 +143,10 @@ impl ErrorKind {
 
 impl ErrorResponse {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        ErrorResponse { message: message.into(), kind }
+        ErrorResponse {
+            message: message.into(),
+            kind,
+        }
     }
     pub fn server_error(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::ServerError, message)
@@ -153,36 +179,49 @@ impl ErrorResponse {
     fn for_version(&self, version: u8) -> std::borrow::Cow<'_, ErrorResponse> {
         use std::borrow::Cow;
         let kind = match &self.kind {
-            ErrorKind::ReadFailure { consistency, received, block_for, data_present, .. } if version < 4 => {
-                ErrorKind::ReadTimeout {
-                    consistency: *consistency,
-                    received: *received,
-                    block_for: *block_for,
-                    data_present: *data_present,
-                }
-            }
-            ErrorKind::WriteFailure { consistency, received, block_for, write_type, .. } if version < 4 => {
-                ErrorKind::WriteTimeout {
-                    consistency: *consistency,
-                    received: *received,
-                    block_for: *block_for,
-                    write_type: write_type.clone(),
-                    contentions: None,
-                }
-            }
+            ErrorKind::ReadFailure {
+                consistency,
+                received,
+                block_for,
+                data_present,
+                ..
+            } if version < 4 => ErrorKind::ReadTimeout {
+                consistency: *consistency,
+                received: *received,
+                block_for: *block_for,
+                data_present: *data_present,
+            },
+            ErrorKind::WriteFailure {
+                consistency,
+                received,
+                block_for,
+                write_type,
+                ..
+            } if version < 4 => ErrorKind::WriteTimeout {
+                consistency: *consistency,
+                received: *received,
+                block_for: *block_for,
+                write_type: write_type.clone(),
+                contentions: None,
+            },
             ErrorKind::FunctionFailure { .. } if version < 4 => ErrorKind::Invalid,
-            ErrorKind::CasWriteUnknown { consistency, received, block_for } if version < 5 => {
-                ErrorKind::WriteTimeout {
-                    consistency: *consistency,
-                    received: *received,
-                    block_for: *block_for,
-                    write_type: "CAS".into(),
-                    contentions: None,
-                }
-            }
+            ErrorKind::CasWriteUnknown {
+                consistency,
+                received,
+                block_for,
+            } if version < 5 => ErrorKind::WriteTimeout {
+                consistency: *consistency,
+                received: *received,
+                block_for: *block_for,
+                write_type: "CAS".into(),
+                contentions: None,
+            },
             _ => return Cow::Borrowed(self),
         };
-        Cow::Owned(ErrorResponse { message: self.message.clone(), kind })
+        Cow::Owned(ErrorResponse {
+            message: self.message.clone(),
+            kind,
+        })
     }
 
     fn encode(&self, version: u8, out: &mut Vec<u8>) {
@@ -201,12 +240,22 @@ impl ErrorResponse {
             }
         };
         match &e.kind {
-            ErrorKind::Unavailable { consistency, required, alive } => {
+            ErrorKind::Unavailable {
+                consistency,
+                required,
+                alive,
+            } => {
                 wire::put_consistency(out, *consistency);
                 wire::put_i32(out, *required);
                 wire::put_i32(out, *alive);
             }
-            ErrorKind::WriteTimeout { consistency, received, block_for, write_type, contentions } => {
+            ErrorKind::WriteTimeout {
+                consistency,
+                received,
+                block_for,
+                write_type,
+                contentions,
+            } => {
                 wire::put_consistency(out, *consistency);
                 wire::put_i32(out, *received);
                 wire::put_i32(out, *block_for);
@@ -215,32 +264,57 @@ impl ErrorResponse {
                     wire::put_u16(out, contentions.unwrap_or(0));
                 }
             }
-            ErrorKind::ReadTimeout { consistency, received, block_for, data_present } => {
+            ErrorKind::ReadTimeout {
+                consistency,
+                received,
+                block_for,
+                data_present,
+            } => {
                 wire::put_consistency(out, *consistency);
                 wire::put_i32(out, *received);
                 wire::put_i32(out, *block_for);
                 wire::put_u8(out, u8::from(*data_present));
             }
-            ErrorKind::ReadFailure { consistency, received, block_for, reasons, data_present } => {
+            ErrorKind::ReadFailure {
+                consistency,
+                received,
+                block_for,
+                reasons,
+                data_present,
+            } => {
                 wire::put_consistency(out, *consistency);
                 wire::put_i32(out, *received);
                 wire::put_i32(out, *block_for);
                 put_reasons(out, reasons);
                 wire::put_u8(out, u8::from(*data_present));
             }
-            ErrorKind::FunctionFailure { keyspace, function, arg_types } => {
+            ErrorKind::FunctionFailure {
+                keyspace,
+                function,
+                arg_types,
+            } => {
                 wire::put_string(out, keyspace);
                 wire::put_string(out, function);
                 wire::put_string_list(out, arg_types);
             }
-            ErrorKind::WriteFailure { consistency, received, block_for, reasons, write_type } => {
+            ErrorKind::WriteFailure {
+                consistency,
+                received,
+                block_for,
+                reasons,
+                write_type,
+            } => {
                 wire::put_consistency(out, *consistency);
                 wire::put_i32(out, *received);
                 wire::put_i32(out, *block_for);
                 put_reasons(out, reasons);
                 wire::put_string(out, write_type);
             }
-            ErrorKind::CasWriteUnknown { consistency, received, block_for } => {
+            ErrorKind::CasWriteUnknown {
+                consistency,
+                received,
+                block_for,
+            } => {
                 wire::put_consistency(out, *consistency);
                 wire::put_i32(out, *received);
                 wire::put_i32(out, *block_for);
@@ -280,7 +354,11 @@ impl ErrorResponse {
             0x0000 => ErrorKind::ServerError,
             0x000A => ErrorKind::ProtocolError,
             0x0100 => ErrorKind::AuthenticationError,
-            0x1000 => ErrorKind::Unavailable { consistency: r.consistency()?, required: r.i32()?, alive: r.i32()? },
+            0x1000 => ErrorKind::Unavailable {
+                consistency: r.consistency()?,
+                required: r.i32()?,
+                alive: r.i32()?,
+            },
             0x1001 => ErrorKind::Overloaded,
             0x1002 => ErrorKind::IsBootstrapping,
             0x1003 => ErrorKind::TruncateError,
@@ -289,8 +367,18 @@ impl ErrorResponse {
                 let received = r.i32()?;
                 let block_for = r.i32()?;
                 let write_type = r.string()?;
-                let contentions = if version >= 5 && write_type == "CAS" { Some(r.u16()?) } else { None };
-                ErrorKind::WriteTimeout { consistency, received, block_for, write_type, contentions }
+                let contentions = if version >= 5 && write_type == "CAS" {
+                    Some(r.u16()?)
+                } else {
+                    None
+                };
+                ErrorKind::WriteTimeout {
+                    consistency,
+                    received,
+                    block_for,
+                    write_type,
+                    contentions,
+                }
             }
             0x1200 => ErrorKind::ReadTimeout {
                 consistency: r.consistency()?,
@@ -318,15 +406,22 @@ impl ErrorResponse {
                 write_type: r.string()?,
             },
             0x1600 => ErrorKind::CdcWriteFailure,
-            0x1700 => {
-                ErrorKind::CasWriteUnknown { consistency: r.consistency()?, received: r.i32()?, block_for: r.i32()? }
-            }
+            0x1700 => ErrorKind::CasWriteUnknown {
+                consistency: r.consistency()?,
+                received: r.i32()?,
+                block_for: r.i32()?,
+            },
             0x2000 => ErrorKind::SyntaxError,
             0x2100 => ErrorKind::Unauthorized,
             0x2200 => ErrorKind::Invalid,
             0x2300 => ErrorKind::ConfigError,
-            0x2400 => ErrorKind::AlreadyExists { keyspace: r.string()?, table: r.string()? },
-            0x2500 => ErrorKind::Unprepared { id: r.short_bytes()? },
+            0x2400 => ErrorKind::AlreadyExists {
+                keyspace: r.string()?,
+                table: r.string()?,
+            },
+            0x2500 => ErrorKind::Unprepared {
+                id: r.short_bytes()?,
+            },
             other => return Err(malformed(format!("Unknown error code {other}"))),
         };
         Ok(ErrorResponse { message, kind })
@@ -392,7 +487,12 @@ fn global_spec(columns: &[ColumnSpec]) -> Option<(&str, &str)> {
         .then_some((first.keyspace.as_str(), first.table.as_str()))
 }
 
-fn write_specs(columns: &[ColumnSpec], global: Option<(&str, &str)>, version: u8, out: &mut Vec<u8>) {
+fn write_specs(
+    columns: &[ColumnSpec],
+    global: Option<(&str, &str)>,
+    version: u8,
+    out: &mut Vec<u8>,
+) {
     if let Some((ks, t)) = global {
         wire::put_string(out, ks);
         wire::put_string(out, t);
@@ -407,8 +507,16 @@ fn write_specs(columns: &[ColumnSpec], global: Option<(&str, &str)>, version: u8
     }
 }
 
-fn read_specs(r: &mut Reader<'_>, count: i32, global: bool) -> Result<Vec<ColumnSpec>, ProtocolError> {
-    let g = if global { Some((r.string()?, r.string()?)) } else { None };
+fn read_specs(
+    r: &mut Reader<'_>,
+    count: i32,
+    global: bool,
+) -> Result<Vec<ColumnSpec>, ProtocolError> {
+    let g = if global {
+        Some((r.string()?, r.string()?))
+    } else {
+        None
+    };
     let mut cols = Vec::new();
     for _ in 0..count {
         let (keyspace, table) = match &g {
@@ -417,7 +525,12 @@ fn read_specs(r: &mut Reader<'_>, count: i32, global: bool) -> Result<Vec<Column
         };
         let name = r.string()?;
         let typ = read_type_option(r, 0)?;
-        cols.push(ColumnSpec { keyspace, table, name, typ });
+        cols.push(ColumnSpec {
+            keyspace,
+            table,
+            name,
+            typ,
+        });
     }
     Ok(cols)
 }
@@ -464,22 +577,39 @@ impl RowsMetadata {
     pub(crate) fn read(r: &mut Reader<'_>, version: u8) -> Result<Self, ProtocolError> {
         let f = r.i32()?;
         let count = read_count(r, "column count")?;
-        let paging_state = if f & rflags::HAS_MORE_PAGES != 0 { r.bytes()? } else { None };
-        let new_metadata_id =
-            if version >= 5 && f & rflags::METADATA_CHANGED != 0 { Some(r.short_bytes()?) } else { None };
+        let paging_state = if f & rflags::HAS_MORE_PAGES != 0 {
+            r.bytes()?
+        } else {
+            None
+        };
+        let new_metadata_id = if version >= 5 && f & rflags::METADATA_CHANGED != 0 {
+            Some(r.short_bytes()?)
+        } else {
+            None
+        };
         let no_metadata = f & rflags::NO_METADATA != 0;
         let columns = if no_metadata {
             if count > MAX_PLACEHOLDERS {
                 return Err(malformed(format!("Too many columns {count}")));
             }
             vec![
-                ColumnSpec { keyspace: String::new(), table: String::new(), name: String::new(), typ: CqlType::Blob };
+                ColumnSpec {
+                    keyspace: String::new(),
+                    table: String::new(),
+                    name: String::new(),
+                    typ: CqlType::Blob
+                };
                 count as usize
             ]
         } else {
             read_specs(r, count, f & rflags::GLOBAL_TABLES_SPEC != 0)?
         };
-        Ok(RowsMetadata { columns, paging_state, no_metadata, new_metadata_id })
+        Ok(RowsMetadata {
+            columns,
+            paging_state,
+            no_metadata,
+            new_metadata_id,
+        })
     }
 }
 
@@ -495,7 +625,14 @@ impl PreparedMetadata {
     /// Appends the `<metadata>` of a Prepared result.
     pub fn encode(&self, version: u8, out: &mut Vec<u8>) {
         let global = global_spec(&self.columns);
-        wire::put_i32(out, if global.is_some() { rflags::GLOBAL_TABLES_SPEC } else { 0 });
+        wire::put_i32(
+            out,
+            if global.is_some() {
+                rflags::GLOBAL_TABLES_SPEC
+            } else {
+                0
+            },
+        );
         wire::put_i32(out, self.columns.len().min(i32::MAX as usize) as i32);
         if version >= 4 {
             wire::put_i32(out, self.pk_indexes.len().min(i32::MAX as usize) as i32);
@@ -517,7 +654,10 @@ impl PreparedMetadata {
             }
         }
         let columns = read_specs(r, count, f & rflags::GLOBAL_TABLES_SPEC != 0)?;
-        Ok(PreparedMetadata { columns, pk_indexes })
+        Ok(PreparedMetadata {
+            columns,
+            pk_indexes,
+        })
     }
 }
 
@@ -578,7 +718,10 @@ impl SchemaChange {
         if self.target != SchemaChangeTarget::Keyspace {
             wire::put_string(out, self.name.as_deref().unwrap_or(""));
         }
-        if matches!(self.target, SchemaChangeTarget::Function | SchemaChangeTarget::Aggregate) {
+        if matches!(
+            self.target,
+            SchemaChangeTarget::Function | SchemaChangeTarget::Aggregate
+        ) {
             wire::put_string_list(out, &self.arg_types);
         }
     }
@@ -587,13 +730,26 @@ impl SchemaChange {
         let change_type = r.string()?;
         let target = SchemaChangeTarget::from_name(&r.string()?)?;
         let keyspace = r.string()?;
-        let name = if target != SchemaChangeTarget::Keyspace { Some(r.string()?) } else { None };
-        let arg_types = if matches!(target, SchemaChangeTarget::Function | SchemaChangeTarget::Aggregate) {
+        let name = if target != SchemaChangeTarget::Keyspace {
+            Some(r.string()?)
+        } else {
+            None
+        };
+        let arg_types = if matches!(
+            target,
+            SchemaChangeTarget::Function | SchemaChangeTarget::Aggregate
+        ) {
             r.string_list()?
         } else {
             Vec::new()
         };
-        Ok(SchemaChange { change_type, target, keyspace, name, arg_types })
+        Ok(SchemaChange {
+            change_type,
+            target,
+            keyspace,
+            name,
+            arg_types,
+        })
     }
 }
 
@@ -602,9 +758,15 @@ impl SchemaChange {
 pub enum Event {
     SchemaChange(SchemaChange),
     /// `NEW_NODE` / `REMOVED_NODE`; `addr` is the node's native transport address.
-    TopologyChange { change: String, addr: SocketAddr },
+    TopologyChange {
+        change: String,
+        addr: SocketAddr,
+    },
     /// `UP` / `DOWN`.
-    StatusChange { change: String, addr: SocketAddr },
+    StatusChange {
+        change: String,
+        addr: SocketAddr,
+    },
 }
 
 impl Event {
@@ -625,10 +787,18 @@ impl Event {
 pub enum ResultBody {
     Void,
     /// Each row has one cell per metadata column; `None` is null.
-    Rows { metadata: RowsMetadata, rows: Vec<Vec<Option<Bytes>>> },
+    Rows {
+        metadata: RowsMetadata,
+        rows: Vec<Vec<Option<Bytes>>>,
+    },
     SetKeyspace(String),
     /// `result_metadata_id` is on the wire in v5 only (decoded as empty before).
-    Prepared { id: Bytes, result_metadata_id: Bytes, metadata: PreparedMetadata, result_metadata: RowsMetadata },
+    Prepared {
+        id: Bytes,
+        result_metadata_id: Bytes,
+        metadata: PreparedMetadata,
+        result_metadata: RowsMetadata,
+    },
     SchemaChange(SchemaChange),
 }
 
@@ -650,7 +820,12 @@ impl ResultBody {
                 wire::put_i32(out, 3);
                 wire::put_string(out, k);
             }
-            ResultBody::Prepared { id, result_metadata_id, metadata, result_metadata } => {
+            ResultBody::Prepared {
+                id,
+                result_metadata_id,
+                metadata,
+                result_metadata,
+            } => {
                 wire::put_i32(out, 4);
                 wire::put_short_bytes(out, id);
                 if version >= 5 {
@@ -674,7 +849,9 @@ impl ResultBody {
                 let n = read_count(r, "row count")?;
                 let ncols = metadata.columns.len();
                 // Each cell takes at least 4 bytes; rows of no cell take none.
-                if (ncols == 0 && n > 0) || (n as usize).saturating_mul(ncols).saturating_mul(4) > r.remaining() {
+                if (ncols == 0 && n > 0)
+                    || (n as usize).saturating_mul(ncols).saturating_mul(4) > r.remaining()
+                {
                     return Err(malformed(format!("Row count {n} does not fit the body")));
                 }
                 let mut rows = Vec::with_capacity(n as usize);
@@ -690,10 +867,19 @@ impl ResultBody {
             3 => ResultBody::SetKeyspace(r.string()?),
             4 => {
                 let id = r.short_bytes()?;
-                let result_metadata_id = if version >= 5 { r.short_bytes()? } else { Bytes::new() };
+                let result_metadata_id = if version >= 5 {
+                    r.short_bytes()?
+                } else {
+                    Bytes::new()
+                };
                 let metadata = PreparedMetadata::read(r, version)?;
                 let result_metadata = RowsMetadata::read(r, version)?;
-                ResultBody::Prepared { id, result_metadata_id, metadata, result_metadata }
+                ResultBody::Prepared {
+                    id,
+                    result_metadata_id,
+                    metadata,
+                    result_metadata,
+                }
             }
             5 => ResultBody::SchemaChange(SchemaChange::read(r)?),
             k => return Err(malformed(format!("Unknown result kind {k}"))),
@@ -746,13 +932,16 @@ impl Response {
                 wire::put_string(out, e.type_name());
                 match e {
                     Event::SchemaChange(s) => s.encode(out),
-                    Event::TopologyChange { change, addr } | Event::StatusChange { change, addr } => {
+                    Event::TopologyChange { change, addr }
+                    | Event::StatusChange { change, addr } => {
                         wire::put_string(out, change);
                         wire::put_inet(out, addr);
                     }
                 }
             }
-            Response::AuthChallenge(t) | Response::AuthSuccess(t) => wire::put_bytes(out, t.as_deref()),
+            Response::AuthChallenge(t) | Response::AuthSuccess(t) => {
+                wire::put_bytes(out, t.as_deref())
+            }
         }
     }
 
@@ -770,8 +959,14 @@ impl Response {
                 let t = r.string()?;
                 Response::Event(match t.as_str() {
                     "SCHEMA_CHANGE" => Event::SchemaChange(SchemaChange::read(r)?),
-                    "TOPOLOGY_CHANGE" => Event::TopologyChange { change: r.string()?, addr: r.inet()? },
-                    "STATUS_CHANGE" => Event::StatusChange { change: r.string()?, addr: r.inet()? },
+                    "TOPOLOGY_CHANGE" => Event::TopologyChange {
+                        change: r.string()?,
+                        addr: r.inet()?,
+                    },
+                    "STATUS_CHANGE" => Event::StatusChange {
+                        change: r.string()?,
+                        addr: r.inet()?,
+                    },
                     other => return Err(malformed(format!("Unknown event type {other}"))),
                 })
             }

@@ -69,7 +69,10 @@ pub struct SegmentDecoder {
 }
 
 fn le(bytes: &[u8]) -> u64 {
-    bytes.iter().rev().fold(0u64, |acc, b| (acc << 8) | u64::from(*b))
+    bytes
+        .iter()
+        .rev()
+        .fold(0u64, |acc, b| (acc << 8) | u64::from(*b))
 }
 
 impl SegmentDecoder {
@@ -83,7 +86,11 @@ impl SegmentDecoder {
     /// a whole segment yet. On error nothing is consumed: the connection
     /// should be closed.
     pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Segment>, ProtocolError> {
-        let header_len = if self.compressed { COMPRESSED_HEADER_LEN } else { UNCOMPRESSED_HEADER_LEN };
+        let header_len = if self.compressed {
+            COMPRESSED_HEADER_LEN
+        } else {
+            UNCOMPRESSED_HEADER_LEN
+        };
         let Some(h) = buf.get(..header_len) else {
             return Ok(None);
         };
@@ -111,12 +118,17 @@ impl SegmentDecoder {
                     "segment header CRC24 mismatch: read {read:#08x}, computed {computed:#08x}"
                 )));
             }
-            ((header3 & LEN_MASK) as usize, 0, header3 as u32 & SELF_CONTAINED_BIT_UNCOMPRESSED != 0)
+            (
+                (header3 & LEN_MASK) as usize,
+                0,
+                header3 as u32 & SELF_CONTAINED_BIT_UNCOMPRESSED != 0,
+            )
         };
         let total = header_len + data_len + TRAILER_LEN;
-        let (Some(data), Some(trailer)) =
-            (buf.get(header_len..header_len + data_len), buf.get(header_len + data_len..total))
-        else {
+        let (Some(data), Some(trailer)) = (
+            buf.get(header_len..header_len + data_len),
+            buf.get(header_len + data_len..total),
+        ) else {
             return Ok(None);
         };
         let read = le(trailer) as u32;
@@ -127,8 +139,9 @@ impl SegmentDecoder {
             )));
         }
         let payload = if uncompressed_len > 0 {
-            let out = lz4_flex::block::decompress(data, uncompressed_len)
-                .map_err(|e| ProtocolError::Compression(format!("LZ4 segment decompression failed: {e}")))?;
+            let out = lz4_flex::block::decompress(data, uncompressed_len).map_err(|e| {
+                ProtocolError::Compression(format!("LZ4 segment decompression failed: {e}"))
+            })?;
             if out.len() != uncompressed_len {
                 return Err(ProtocolError::Compression(format!(
                     "LZ4 segment decompressed to {} bytes, header says {uncompressed_len}",
@@ -143,19 +156,27 @@ impl SegmentDecoder {
             seg.truncate(data_len);
             seg.freeze()
         };
-        Ok(Some(Segment { payload, self_contained }))
+        Ok(Some(Segment {
+            payload,
+            self_contained,
+        }))
     }
 }
 
 /// Appends one segment holding `payload` (at most [`MAX_PAYLOAD`] bytes; a
 /// longer one is cut to that, so callers split first).
 pub fn encode_segment(payload: &[u8], self_contained: bool, lz4: bool, out: &mut Vec<u8>) {
-    let payload = payload.get(..payload.len().min(MAX_PAYLOAD)).unwrap_or_default();
+    let payload = payload
+        .get(..payload.len().min(MAX_PAYLOAD))
+        .unwrap_or_default();
     if lz4 {
         let compressed = lz4_flex::block::compress(payload);
         // Like Cassandra, store uncompressed (length 0) when it does not shrink.
-        let (data, uncompressed_len): (&[u8], u64) =
-            if compressed.len() >= payload.len() { (payload, 0) } else { (&compressed, payload.len() as u64) };
+        let (data, uncompressed_len): (&[u8], u64) = if compressed.len() >= payload.len() {
+            (payload, 0)
+        } else {
+            (&compressed, payload.len() as u64)
+        };
         let mut header5 = data.len() as u64 | (uncompressed_len << 17);
         if self_contained {
             header5 |= SELF_CONTAINED_BIT_COMPRESSED;
@@ -215,7 +236,11 @@ pub fn encode_segments(payload: &[u8], lz4: bool, out: &mut Vec<u8>) {
             if pos > start {
                 encode_segment(payload.get(start..pos).unwrap_or_default(), true, lz4, out);
             }
-            for chunk in payload.get(pos..pos + len).unwrap_or_default().chunks(MAX_PAYLOAD) {
+            for chunk in payload
+                .get(pos..pos + len)
+                .unwrap_or_default()
+                .chunks(MAX_PAYLOAD)
+            {
                 encode_segment(chunk, false, lz4, out);
             }
             pos += len;
@@ -245,7 +270,10 @@ pub struct FrameReassembler {
 impl FrameReassembler {
     /// `max_frame_len`: largest whole frame (header + body) accepted.
     pub fn new(max_frame_len: usize) -> Self {
-        FrameReassembler { partial: BytesMut::new(), max_frame_len }
+        FrameReassembler {
+            partial: BytesMut::new(),
+            max_frame_len,
+        }
     }
 
     /// True while a large frame is partly received.
@@ -264,12 +292,17 @@ impl FrameReassembler {
             }
             let mut rest = seg.payload;
             while !rest.is_empty() {
-                let h = FrameHeader::parse(&rest)?
-                    .ok_or_else(|| ProtocolError::Malformed("Incomplete frame header in self-contained segment".into()))?;
+                let h = FrameHeader::parse(&rest)?.ok_or_else(|| {
+                    ProtocolError::Malformed(
+                        "Incomplete frame header in self-contained segment".into(),
+                    )
+                })?;
                 h.check_length(self.max_frame_len)?;
                 let len = h.frame_len();
                 if rest.len() < len {
-                    return Err(ProtocolError::Malformed("Incomplete frame in self-contained segment".into()));
+                    return Err(ProtocolError::Malformed(
+                        "Incomplete frame in self-contained segment".into(),
+                    ));
                 }
                 let mut frame = rest.split_to(len);
                 frame.advance(HEADER_LEN);
@@ -282,7 +315,9 @@ impl FrameReassembler {
             h.check_length(self.max_frame_len)?;
             let len = h.frame_len();
             if self.partial.len() > len {
-                return Err(ProtocolError::Malformed("Segment of a large frame holds more than that frame".into()));
+                return Err(ProtocolError::Malformed(
+                    "Segment of a large frame holds more than that frame".into(),
+                ));
             }
             if self.partial.len() == len {
                 let mut frame = std::mem::take(&mut self.partial).freeze();
@@ -290,7 +325,10 @@ impl FrameReassembler {
                 frames.push((h, frame));
             }
         } else if self.partial.len() > self.max_frame_len {
-            return Err(ProtocolError::FrameTooLarge { length: self.partial.len(), max: self.max_frame_len });
+            return Err(ProtocolError::FrameTooLarge {
+                length: self.partial.len(),
+                max: self.max_frame_len,
+            });
         }
         Ok(frames)
     }

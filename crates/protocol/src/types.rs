@@ -52,8 +52,13 @@ fn unhex(s: &str) -> Option<String> {
         return None;
     }
     let digit = |c: u8| (c as char).to_digit(16);
-    let bytes: Option<Vec<u8>> =
-        s.chunks(2).map(|p| match p { [a, b] => Some((digit(*a)? * 16 + digit(*b)?) as u8), _ => None }).collect();
+    let bytes: Option<Vec<u8>> = s
+        .chunks(2)
+        .map(|p| match p {
+            [a, b] => Some((digit(*a)? * 16 + digit(*b)?) as u8),
+            _ => None,
+        })
+        .collect();
     String::from_utf8(bytes?).ok()
 }
 
@@ -66,7 +71,11 @@ pub fn marshal_class_name(t: &CqlType) -> String {
     match t {
         CqlType::List(e) => format!("{MARSHAL}ListType({})", marshal_class_name(e)),
         CqlType::Set(e) => format!("{MARSHAL}SetType({})", marshal_class_name(e)),
-        CqlType::Map(k, v) => format!("{MARSHAL}MapType({},{})", marshal_class_name(k), marshal_class_name(v)),
+        CqlType::Map(k, v) => format!(
+            "{MARSHAL}MapType({},{})",
+            marshal_class_name(k),
+            marshal_class_name(v)
+        ),
         CqlType::Tuple(ts) => {
             let parts: Vec<String> = ts.iter().map(marshal_class_name).collect();
             format!("{MARSHAL}TupleType({})", parts.join(","))
@@ -141,7 +150,11 @@ fn parse_class(s: &str, depth: usize) -> Option<CqlType> {
         ("MapType", [k, v]) => Some(CqlType::Map(Box::new(sub(k)?), Box::new(sub(v)?))),
         ("FrozenType", [e]) => Some(CqlType::Frozen(Box::new(sub(e)?))),
         ("ReversedType", [e]) => sub(e),
-        ("TupleType", ts) => ts.iter().map(|t| sub(t)).collect::<Option<Vec<_>>>().map(CqlType::Tuple),
+        ("TupleType", ts) => ts
+            .iter()
+            .map(|t| sub(t))
+            .collect::<Option<Vec<_>>>()
+            .map(CqlType::Tuple),
         ("VectorType", [e, n]) => Some(CqlType::Vector(Box::new(sub(e)?), n.parse().ok()?)),
         ("UserType", [ks, name, fields @ ..]) => {
             let mut fs = Vec::new();
@@ -234,7 +247,9 @@ pub fn encode_type_option(t: &CqlType, version: u8, out: &mut Vec<u8>) {
 
 pub(crate) fn read_type_option(r: &mut Reader<'_>, depth: usize) -> Result<CqlType, ProtocolError> {
     if depth > MAX_DEPTH {
-        return Err(ProtocolError::Malformed("Type option nested too deeply".into()));
+        return Err(ProtocolError::Malformed(
+            "Type option nested too deeply".into(),
+        ));
     }
     let id = r.u16()?;
     let sub = |r: &mut Reader<'_>| read_type_option(r, depth + 1).map(Box::new);
@@ -276,7 +291,11 @@ pub(crate) fn read_type_option(r: &mut Reader<'_>, depth: usize) -> Result<CqlTy
                 let f = r.string()?;
                 fields.push((f, read_type_option(r, depth + 1)?));
             }
-            CqlType::Udt(Arc::new(UserType { keyspace, name, fields }))
+            CqlType::Udt(Arc::new(UserType {
+                keyspace,
+                name,
+                fields,
+            }))
         }
         0x31 => {
             let n = r.u16()?;
@@ -286,7 +305,11 @@ pub(crate) fn read_type_option(r: &mut Reader<'_>, depth: usize) -> Result<CqlTy
             }
             CqlType::Tuple(ts)
         }
-        other => return Err(ProtocolError::Malformed(format!("Unknown type option id 0x{other:04x}"))),
+        other => {
+            return Err(ProtocolError::Malformed(format!(
+                "Unknown type option id 0x{other:04x}"
+            )))
+        }
     })
 }
 

@@ -30,7 +30,10 @@ impl<'a> Reader<'a> {
 
     /// A reader whose `[bytes]` are slices of `src` (no copy).
     pub fn from_bytes(src: &'a Bytes) -> Self {
-        Reader { buf: src.as_ref(), src: Some(src) }
+        Reader {
+            buf: src.as_ref(),
+            src: Some(src),
+        }
     }
 
     /// Bytes not yet read.

@@ -18,7 +18,12 @@ fn b(s: &[u8]) -> Bytes {
 }
 
 fn col(name: &str, typ: CqlType) -> ColumnSpec {
-    ColumnSpec { keyspace: "ks".into(), table: "t".into(), name: name.into(), typ }
+    ColumnSpec {
+        keyspace: "ks".into(),
+        table: "t".into(),
+        name: name.into(),
+        typ,
+    }
 }
 
 // ------------------------------------------------------------ headers
@@ -31,7 +36,14 @@ fn options_request_frame_exact_bytes() {
     let h = FrameHeader::parse(&out).unwrap().unwrap();
     assert_eq!(
         h,
-        FrameHeader { version: 4, is_response: false, flags: 0, stream: 1, opcode: 5, length: 0 }
+        FrameHeader {
+            version: 4,
+            is_response: false,
+            flags: 0,
+            stream: 1,
+            opcode: 5,
+            length: 0
+        }
     );
     let env = decode_request_frame(&h, &out[HEADER_LEN..], None).unwrap();
     assert_eq!(env.request, Request::Options);
@@ -53,7 +65,8 @@ fn protocol_error_frame_exact_bytes() {
     let resp = Response::Error(ErrorResponse::from(&err));
     let mut out = Vec::new();
     encode_response_frame(4, 0x0102, &resp, None, &[], None, &mut out);
-    let msg = b"Invalid or unsupported protocol version (6); supported versions are (3/v3, 4/v4, 5/v5)";
+    let msg =
+        b"Invalid or unsupported protocol version (6); supported versions are (3/v3, 4/v4, 5/v5)";
     let mut expected = vec![0x84, 0x00, 0x01, 0x02, 0x00];
     expected.extend_from_slice(&((4 + 2 + msg.len()) as u32).to_be_bytes());
     expected.extend_from_slice(&[0, 0, 0, 0x0A]);
@@ -67,21 +80,34 @@ fn startup_request_exact_bytes() {
     let mut m = HashMap::new();
     m.insert("CQL_VERSION".to_string(), "3.0.0".to_string());
     let mut out = Vec::new();
-    encode_request_frame(4, 0, &Request::Startup(m.clone()), Some(Compression::Lz4), &mut out);
+    encode_request_frame(
+        4,
+        0,
+        &Request::Startup(m.clone()),
+        Some(Compression::Lz4),
+        &mut out,
+    );
     let mut expected = vec![0x04, 0, 0, 0, 0x01, 0, 0, 0, 22, 0, 1, 0, 11];
     expected.extend_from_slice(b"CQL_VERSION");
     expected.extend_from_slice(&[0, 5]);
     expected.extend_from_slice(b"3.0.0");
     // STARTUP is never compressed.
     assert_eq!(out, expected);
-    assert_eq!(Request::decode(4, 1, &out[9..]).unwrap(), Request::Startup(m));
+    assert_eq!(
+        Request::decode(4, 1, &out[9..]).unwrap(),
+        Request::Startup(m)
+    );
 }
 
 #[test]
 fn query_request_exact_bytes_v4_and_v5() {
-    let body4: &[u8] = &[0, 0, 0, 8, b'S', b'E', b'L', b'E', b'C', b'T', b' ', b'1', 0, 1, 0];
+    let body4: &[u8] = &[
+        0, 0, 0, 8, b'S', b'E', b'L', b'E', b'C', b'T', b' ', b'1', 0, 1, 0,
+    ];
     let r = Request::decode(4, 7, body4).unwrap();
-    let Request::Query { query, params } = &r else { panic!("not a query") };
+    let Request::Query { query, params } = &r else {
+        panic!("not a query")
+    };
     assert_eq!(query, "SELECT 1");
     assert_eq!(params, &QueryParameters::default());
     let mut enc = Vec::new();
@@ -90,7 +116,9 @@ fn query_request_exact_bytes_v4_and_v5() {
     // v5: flags are an int
     let mut enc5 = Vec::new();
     r.encode(5, &mut enc5);
-    let body5: &[u8] = &[0, 0, 0, 8, b'S', b'E', b'L', b'E', b'C', b'T', b' ', b'1', 0, 1, 0, 0, 0, 0];
+    let body5: &[u8] = &[
+        0, 0, 0, 8, b'S', b'E', b'L', b'E', b'C', b'T', b' ', b'1', 0, 1, 0, 0, 0, 0,
+    ];
     assert_eq!(enc5, body5);
 }
 
@@ -99,9 +127,15 @@ fn unsupported_versions_are_rejected() {
     for v in [0u8, 1, 2, 6, 7, 0x7F] {
         for first in [v, v | 0x80] {
             let buf = [first, 0, 0, 1, 5, 0, 0, 0, 0];
-            assert_eq!(FrameHeader::parse(&buf), Err(ProtocolError::UnsupportedVersion(v)));
+            assert_eq!(
+                FrameHeader::parse(&buf),
+                Err(ProtocolError::UnsupportedVersion(v))
+            );
             // checked on the first byte, before a whole header arrived (v1/v2 headers are 8 bytes)
-            assert_eq!(FrameHeader::parse(&buf[..3]), Err(ProtocolError::UnsupportedVersion(v)));
+            assert_eq!(
+                FrameHeader::parse(&buf[..3]),
+                Err(ProtocolError::UnsupportedVersion(v))
+            );
         }
     }
     assert_eq!(
@@ -109,7 +143,9 @@ fn unsupported_versions_are_rejected() {
         "Invalid or unsupported protocol version (2); supported versions are (3/v3, 4/v4, 5/v5)"
     );
     for v in VERSIONS {
-        assert!(FrameHeader::parse(&[v, 0, 0, 1, 5, 0, 0, 0, 0]).unwrap().is_some());
+        assert!(FrameHeader::parse(&[v, 0, 0, 1, 5, 0, 0, 0, 0])
+            .unwrap()
+            .is_some());
         assert_eq!(FrameHeader::parse(&[v, 0, 0, 1]).unwrap(), None);
     }
     assert_eq!(FrameHeader::parse(&[]).unwrap(), None);
@@ -117,7 +153,14 @@ fn unsupported_versions_are_rejected() {
 
 #[test]
 fn header_round_trip_and_length_check() {
-    let h = FrameHeader { version: 5, is_response: true, flags: 0x0F, stream: -2, opcode: 8, length: 0xDEAD_BEEF };
+    let h = FrameHeader {
+        version: 5,
+        is_response: true,
+        flags: 0x0F,
+        stream: -2,
+        opcode: 8,
+        length: 0xDEAD_BEEF,
+    };
     let mut out = Vec::new();
     h.encode(&mut out);
     assert_eq!(out.len(), HEADER_LEN);
@@ -130,10 +173,22 @@ fn header_round_trip_and_length_check() {
 
 #[test]
 fn unknown_and_response_opcodes_are_errors() {
-    assert_eq!(Request::decode(4, 0x04, &[]), Err(ProtocolError::UnknownOpcode(4)));
-    assert_eq!(Request::decode(4, 0x42, &[]), Err(ProtocolError::UnknownOpcode(0x42)));
-    assert!(matches!(Request::decode(4, 0x02, &[]), Err(ProtocolError::Malformed(_))));
-    assert!(matches!(Response::decode(4, 0x07, &[]), Err(ProtocolError::Malformed(_))));
+    assert_eq!(
+        Request::decode(4, 0x04, &[]),
+        Err(ProtocolError::UnknownOpcode(4))
+    );
+    assert_eq!(
+        Request::decode(4, 0x42, &[]),
+        Err(ProtocolError::UnknownOpcode(0x42))
+    );
+    assert!(matches!(
+        Request::decode(4, 0x02, &[]),
+        Err(ProtocolError::Malformed(_))
+    ));
+    assert!(matches!(
+        Response::decode(4, 0x07, &[]),
+        Err(ProtocolError::Malformed(_))
+    ));
 }
 
 // ------------------------------------------------------------ consistency
@@ -144,7 +199,10 @@ fn consistency_names_and_codes() {
     assert_eq!(Consistency::One.to_string(), "ONE");
     assert_eq!(Consistency::try_from(10).unwrap(), Consistency::LocalOne);
     assert!(Consistency::try_from(11).is_err());
-    assert_eq!("local_serial".parse::<Consistency>().unwrap(), Consistency::LocalSerial);
+    assert_eq!(
+        "local_serial".parse::<Consistency>().unwrap(),
+        Consistency::LocalSerial
+    );
     for c in Consistency::ALL {
         assert_eq!(Consistency::try_from(c as u16).unwrap(), c);
     }
@@ -158,7 +216,11 @@ fn sample_params(version: u8) -> QueryParameters {
         values: Values::Positional(vec![
             Value::Set(b(b"\x00\x00\x00\x01")),
             Value::Null,
-            if version >= 4 { Value::Unset } else { Value::Null },
+            if version >= 4 {
+                Value::Unset
+            } else {
+                Value::Null
+            },
             Value::Set(Bytes::new()),
         ]),
         skip_metadata: true,
@@ -176,17 +238,35 @@ fn sample_requests(version: u8) -> Vec<Request> {
     startup.insert("CQL_VERSION".into(), "3.0.0".into());
     startup.insert("COMPRESSION".into(), "lz4".into());
     let named = QueryParameters {
-        values: Values::Named(vec![("a".into(), Value::Set(b(b"x"))), ("b".into(), Value::Null)]),
+        values: Values::Named(vec![
+            ("a".into(), Value::Set(b(b"x"))),
+            ("b".into(), Value::Null),
+        ]),
         ..QueryParameters::default()
     };
     vec![
         Request::Startup(startup),
         Request::Options,
-        Request::Query { query: "SELECT * FROM ks.t WHERE k = ?".into(), params: sample_params(version) },
-        Request::Query { query: "SELECT * FROM t WHERE a = :a".into(), params: named.clone() },
-        Request::Query { query: "ünïcode".into(), params: QueryParameters::default() },
-        Request::Prepare { query: "SELECT * FROM t".into(), keyspace: (version >= 5).then(|| "ks".into()) },
-        Request::Prepare { query: "SELECT * FROM t".into(), keyspace: None },
+        Request::Query {
+            query: "SELECT * FROM ks.t WHERE k = ?".into(),
+            params: sample_params(version),
+        },
+        Request::Query {
+            query: "SELECT * FROM t WHERE a = :a".into(),
+            params: named.clone(),
+        },
+        Request::Query {
+            query: "ünïcode".into(),
+            params: QueryParameters::default(),
+        },
+        Request::Prepare {
+            query: "SELECT * FROM t".into(),
+            keyspace: (version >= 5).then(|| "ks".into()),
+        },
+        Request::Prepare {
+            query: "SELECT * FROM t".into(),
+            keyspace: None,
+        },
         Request::Execute {
             id: b(&[1, 2, 3, 4]),
             result_metadata_id: (version >= 5).then(|| b(&[9, 9])),
@@ -204,7 +284,10 @@ fn sample_requests(version: u8) -> Vec<Request> {
                     kind: BatchQueryKind::Query("INSERT INTO t (k) VALUES (?)".into()),
                     values: vec![Value::Set(b(b"k1"))],
                 },
-                BatchStatement { kind: BatchQueryKind::Prepared(b(&[7; 16])), values: vec![Value::Null] },
+                BatchStatement {
+                    kind: BatchQueryKind::Prepared(b(&[7; 16])),
+                    values: vec![Value::Null],
+                },
             ],
             consistency: Consistency::Quorum,
             serial_consistency: Some(Consistency::Serial),
@@ -221,7 +304,11 @@ fn sample_requests(version: u8) -> Vec<Request> {
             keyspace: None,
             now_in_seconds: None,
         }),
-        Request::Register(vec!["TOPOLOGY_CHANGE".into(), "STATUS_CHANGE".into(), "SCHEMA_CHANGE".into()]),
+        Request::Register(vec![
+            "TOPOLOGY_CHANGE".into(),
+            "STATUS_CHANGE".into(),
+            "SCHEMA_CHANGE".into(),
+        ]),
         Request::AuthResponse(Some(b(b"\0cassandra\0cassandra"))),
         Request::AuthResponse(None),
     ]
@@ -233,8 +320,15 @@ fn every_request_round_trips_in_every_version() {
         for req in sample_requests(v) {
             let mut body = Vec::new();
             req.encode(v, &mut body);
-            assert_eq!(Request::decode(v, req.opcode(), &body).unwrap(), req, "v{v} {req:?}");
-            assert_eq!(Request::decode_bytes(v, req.opcode(), &Bytes::from(body)).unwrap(), req);
+            assert_eq!(
+                Request::decode(v, req.opcode(), &body).unwrap(),
+                req,
+                "v{v} {req:?}"
+            );
+            assert_eq!(
+                Request::decode_bytes(v, req.opcode(), &Bytes::from(body)).unwrap(),
+                req
+            );
         }
     }
 }
@@ -271,15 +365,27 @@ fn request_frames_round_trip_with_compression_and_custom_payload() {
     };
     let env = decode_request_frame(&h, &body, None).unwrap();
     assert!(env.tracing);
-    assert_eq!(env.custom_payload.unwrap().get("key").unwrap().as_deref(), Some(&b"val"[..]));
+    assert_eq!(
+        env.custom_payload.unwrap().get("key").unwrap().as_deref(),
+        Some(&b"val"[..])
+    );
     // COMPRESSION flag without negotiated compression
-    let h = FrameHeader { flags: flags::COMPRESSION, ..h };
-    assert!(matches!(decode_request_frame(&h, &body, None), Err(ProtocolError::Malformed(_))));
+    let h = FrameHeader {
+        flags: flags::COMPRESSION,
+        ..h
+    };
+    assert!(matches!(
+        decode_request_frame(&h, &body, None),
+        Err(ProtocolError::Malformed(_))
+    ));
 }
 
 #[test]
 fn v4_query_flags_are_a_byte_and_v5_an_int() {
-    let params = QueryParameters { page_size: Some(100), ..QueryParameters::default() };
+    let params = QueryParameters {
+        page_size: Some(100),
+        ..QueryParameters::default()
+    };
     let mut b4 = Vec::new();
     params.encode(4, &mut b4);
     assert_eq!(b4, [0, 1, 0x04, 0, 0, 0, 100]);
@@ -304,20 +410,32 @@ fn v3_negative_value_lengths_are_null_and_v4_rejects_unknown() {
     assert_eq!(vals(&v4), Values::Positional(vec![Value::Unset]));
     let last = body.len() - 1;
     body[last] = 0xF0;
-    assert!(matches!(Request::decode(4, 7, &body), Err(ProtocolError::Malformed(_))));
+    assert!(matches!(
+        Request::decode(4, 7, &body),
+        Err(ProtocolError::Malformed(_))
+    ));
 }
 
 #[test]
 fn invalid_utf8_query_is_malformed() {
     let body = [0, 0, 0, 2, 0xC3, 0x28, 0, 1, 0];
-    assert!(matches!(Request::decode(4, 7, &body), Err(ProtocolError::Malformed(_))));
-    assert!(matches!(Request::decode(4, 9, &body[..6]), Err(ProtocolError::Malformed(_))));
+    assert!(matches!(
+        Request::decode(4, 7, &body),
+        Err(ProtocolError::Malformed(_))
+    ));
+    assert!(matches!(
+        Request::decode(4, 9, &body[..6]),
+        Err(ProtocolError::Malformed(_))
+    ));
 }
 
 #[test]
 fn bad_batch_kind_and_consistency_are_malformed() {
     let mut body = vec![0, 0, 1, 5];
-    assert!(matches!(Request::decode(4, 0x0D, &body), Err(ProtocolError::Malformed(_))));
+    assert!(matches!(
+        Request::decode(4, 0x0D, &body),
+        Err(ProtocolError::Malformed(_))
+    ));
     body = vec![0, 0, 0, 0, 99, 0];
     let e = Request::decode(4, 0x0D, &body).unwrap_err();
     assert_eq!(e.to_string(), "Unknown code 99 for a consistency level");
@@ -331,7 +449,10 @@ fn truncated_requests_are_malformed_not_panics() {
             req.encode(v, &mut body);
             for cut in 0..body.len() {
                 let r = Request::decode(v, req.opcode(), &body[..cut]);
-                assert!(matches!(r, Err(ProtocolError::Malformed(_))), "v{v} cut {cut} of {req:?}: {r:?}");
+                assert!(
+                    matches!(r, Err(ProtocolError::Malformed(_))),
+                    "v{v} cut {cut} of {req:?}: {r:?}"
+                );
             }
         }
     }
@@ -344,11 +465,33 @@ fn all_types() -> Vec<CqlType> {
     let udt = Udt(Arc::new(UserType {
         keyspace: "ks".into(),
         name: "address".into(),
-        fields: vec![("street".into(), Text), ("zip".into(), Int), ("tags".into(), Set(Box::new(Text)))],
+        fields: vec![
+            ("street".into(), Text),
+            ("zip".into(), Int),
+            ("tags".into(), Set(Box::new(Text))),
+        ],
     }));
     vec![
-        Ascii, Bigint, Blob, Boolean, Counter, Date, Decimal, Double, Duration, Float, Inet, Int, Smallint, Text,
-        Time, Timestamp, Timeuuid, Tinyint, Uuid, Varint,
+        Ascii,
+        Bigint,
+        Blob,
+        Boolean,
+        Counter,
+        Date,
+        Decimal,
+        Double,
+        Duration,
+        Float,
+        Inet,
+        Int,
+        Smallint,
+        Text,
+        Time,
+        Timestamp,
+        Timeuuid,
+        Tinyint,
+        Uuid,
+        Varint,
         List(Box::new(Int)),
         Set(Box::new(Timeuuid)),
         Map(Box::new(Text), Box::new(List(Box::new(Double)))),
@@ -377,14 +520,23 @@ fn type_options_round_trip() {
 #[test]
 fn type_option_exact_bytes() {
     let mut out = Vec::new();
-    encode_type_option(&CqlType::Map(Box::new(CqlType::Text), Box::new(CqlType::Int)), 4, &mut out);
+    encode_type_option(
+        &CqlType::Map(Box::new(CqlType::Text), Box::new(CqlType::Int)),
+        4,
+        &mut out,
+    );
     assert_eq!(out, [0, 0x21, 0, 0x0D, 0, 0x09]);
     out.clear();
-    encode_type_option(&CqlType::Frozen(Box::new(CqlType::List(Box::new(CqlType::Bigint)))), 4, &mut out);
+    encode_type_option(
+        &CqlType::Frozen(Box::new(CqlType::List(Box::new(CqlType::Bigint)))),
+        4,
+        &mut out,
+    );
     assert_eq!(out, [0, 0x20, 0, 0x02]);
     out.clear();
     encode_type_option(&CqlType::Vector(Box::new(CqlType::Float), 3), 5, &mut out);
-    let name = "org.apache.cassandra.db.marshal.VectorType(org.apache.cassandra.db.marshal.FloatType,3)";
+    let name =
+        "org.apache.cassandra.db.marshal.VectorType(org.apache.cassandra.db.marshal.FloatType,3)";
     let mut expected = vec![0, 0, 0, name.len() as u8];
     expected.extend_from_slice(name.as_bytes());
     assert_eq!(out, expected);
@@ -398,9 +550,16 @@ fn type_option_exact_bytes() {
     assert!(out.ends_with(b"org.apache.cassandra.db.marshal.DurationType"));
     // udt
     out.clear();
-    let udt = CqlType::Udt(Arc::new(UserType { keyspace: "k".into(), name: "u".into(), fields: vec![("f".into(), CqlType::Int)] }));
+    let udt = CqlType::Udt(Arc::new(UserType {
+        keyspace: "k".into(),
+        name: "u".into(),
+        fields: vec![("f".into(), CqlType::Int)],
+    }));
     encode_type_option(&udt, 4, &mut out);
-    assert_eq!(out, [0, 0x30, 0, 1, b'k', 0, 1, b'u', 0, 1, 0, 1, b'f', 0, 9]);
+    assert_eq!(
+        out,
+        [0, 0x30, 0, 1, b'k', 0, 1, b'u', 0, 1, 0, 1, b'f', 0, 9]
+    );
 }
 
 #[test]
@@ -414,9 +573,15 @@ fn marshal_class_names() {
     assert_eq!(parse_marshal_class(&n), t);
     let frozen = CqlType::Frozen(Box::new(CqlType::Set(Box::new(CqlType::Text))));
     assert_eq!(parse_marshal_class(&marshal_class_name(&frozen)), frozen);
-    let udt = all_types().into_iter().find(|t| matches!(t, CqlType::Udt(_))).unwrap();
+    let udt = all_types()
+        .into_iter()
+        .find(|t| matches!(t, CqlType::Udt(_)))
+        .unwrap();
     assert_eq!(parse_marshal_class(&marshal_class_name(&udt)), udt);
-    assert_eq!(parse_marshal_class("garbage((("), CqlType::Custom("garbage(((".into()));
+    assert_eq!(
+        parse_marshal_class("garbage((("),
+        CqlType::Custom("garbage(((".into())
+    );
 }
 
 #[test]
@@ -426,15 +591,25 @@ fn deeply_nested_type_option_is_refused() {
         buf.extend_from_slice(&[0, 0x20]);
     }
     buf.extend_from_slice(&[0, 9]);
-    assert!(matches!(decode_type_option(&buf), Err(ProtocolError::Malformed(_))));
-    let deep = format!("{}Int32Type{}", "ListType(".repeat(10_000), ")".repeat(10_000));
+    assert!(matches!(
+        decode_type_option(&buf),
+        Err(ProtocolError::Malformed(_))
+    ));
+    let deep = format!(
+        "{}Int32Type{}",
+        "ListType(".repeat(10_000),
+        ")".repeat(10_000)
+    );
     assert!(matches!(parse_marshal_class(&deep), CqlType::Custom(_)));
 }
 
 // ------------------------------------------------------------ responses
 
 fn reasons() -> Vec<(IpAddr, u16)> {
-    vec![(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 1), (IpAddr::V6(Ipv6Addr::LOCALHOST), 0)]
+    vec![
+        (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 1),
+        (IpAddr::V6(Ipv6Addr::LOCALHOST), 0),
+    ]
 }
 
 fn sample_errors(version: u8) -> Vec<ErrorResponse> {
@@ -443,7 +618,9 @@ fn sample_errors(version: u8) -> Vec<ErrorResponse> {
         if version >= 5 {
             r
         } else {
-            r.iter().map(|_| (IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0)).collect()
+            r.iter()
+                .map(|_| (IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0))
+                .collect()
         }
     };
     let mut v = vec![
@@ -480,31 +657,69 @@ fn sample_errors(version: u8) -> Vec<ErrorResponse> {
     ];
     if version >= 4 {
         v.push(ErrorResponse::new(
-            ReadFailure { consistency: Consistency::All, received: 1, block_for: 3, reasons: placeholder(reasons()), data_present: false },
+            ReadFailure {
+                consistency: Consistency::All,
+                received: 1,
+                block_for: 3,
+                reasons: placeholder(reasons()),
+                data_present: false,
+            },
             "rf",
         ));
         v.push(ErrorResponse::new(
-            WriteFailure { consistency: Consistency::All, received: 1, block_for: 3, reasons: placeholder(reasons()), write_type: "BATCH".into() },
+            WriteFailure {
+                consistency: Consistency::All,
+                received: 1,
+                block_for: 3,
+                reasons: placeholder(reasons()),
+                write_type: "BATCH".into(),
+            },
             "wf",
         ));
         v.push(ErrorResponse::new(
-            FunctionFailure { keyspace: "ks".into(), function: "f".into(), arg_types: vec!["int".into(), "text".into()] },
+            FunctionFailure {
+                keyspace: "ks".into(),
+                function: "f".into(),
+                arg_types: vec!["int".into(), "text".into()],
+            },
             "ff",
         ));
     }
     if version >= 5 {
-        v.push(ErrorResponse::new(CasWriteUnknown { consistency: Consistency::Serial, received: 1, block_for: 2 }, "cwu"));
+        v.push(ErrorResponse::new(
+            CasWriteUnknown {
+                consistency: Consistency::Serial,
+                received: 1,
+                block_for: 2,
+            },
+            "cwu",
+        ));
     }
     v
 }
 
 fn sample_responses(version: u8) -> Vec<Response> {
-    let cols = vec![col("k", CqlType::Int), col("v", CqlType::Map(Box::new(CqlType::Text), Box::new(CqlType::Blob)))];
-    let mixed = vec![col("k", CqlType::Int), ColumnSpec { table: "other".into(), ..col("x", CqlType::Text) }];
+    let cols = vec![
+        col("k", CqlType::Int),
+        col(
+            "v",
+            CqlType::Map(Box::new(CqlType::Text), Box::new(CqlType::Blob)),
+        ),
+    ];
+    let mixed = vec![
+        col("k", CqlType::Int),
+        ColumnSpec {
+            table: "other".into(),
+            ..col("x", CqlType::Text)
+        },
+    ];
     let mut supported = HashMap::new();
     supported.insert("CQL_VERSION".into(), vec!["3.4.7".into()]);
     supported.insert("COMPRESSION".into(), vec!["lz4".into(), "snappy".into()]);
-    supported.insert("PROTOCOL_VERSIONS".into(), vec!["3/v3".into(), "4/v4".into(), "5/v5".into()]);
+    supported.insert(
+        "PROTOCOL_VERSIONS".into(),
+        vec!["3/v3".into(), "4/v4".into(), "5/v5".into()],
+    );
     let schema = |target, name: Option<&str>, args: Vec<String>| SchemaChange {
         change_type: "CREATED".into(),
         target,
@@ -512,7 +727,10 @@ fn sample_responses(version: u8) -> Vec<Response> {
         name: name.map(Into::into),
         arg_types: args,
     };
-    let mut v: Vec<Response> = sample_errors(version).into_iter().map(Response::Error).collect();
+    let mut v: Vec<Response> = sample_errors(version)
+        .into_iter()
+        .map(Response::Error)
+        .collect();
     v.extend([
         Response::Ready,
         Response::Authenticate("org.apache.cassandra.auth.PasswordAuthenticator".into()),
@@ -520,16 +738,37 @@ fn sample_responses(version: u8) -> Vec<Response> {
         Response::Result(ResultBody::Void),
         Response::Result(ResultBody::SetKeyspace("ks".into())),
         Response::Result(ResultBody::Rows {
-            metadata: RowsMetadata { columns: cols.clone(), paging_state: Some(b(b"ps")), no_metadata: false, new_metadata_id: None },
-            rows: vec![vec![Some(b(&[0, 0, 0, 1])), None], vec![Some(b(&[0, 0, 0, 2])), Some(Bytes::new())]],
+            metadata: RowsMetadata {
+                columns: cols.clone(),
+                paging_state: Some(b(b"ps")),
+                no_metadata: false,
+                new_metadata_id: None,
+            },
+            rows: vec![
+                vec![Some(b(&[0, 0, 0, 1])), None],
+                vec![Some(b(&[0, 0, 0, 2])), Some(Bytes::new())],
+            ],
         }),
         Response::Result(ResultBody::Rows {
-            metadata: RowsMetadata { columns: mixed.clone(), paging_state: None, no_metadata: false, new_metadata_id: None },
+            metadata: RowsMetadata {
+                columns: mixed.clone(),
+                paging_state: None,
+                no_metadata: false,
+                new_metadata_id: None,
+            },
             rows: vec![],
         }),
         Response::Result(ResultBody::Rows {
             metadata: RowsMetadata {
-                columns: vec![ColumnSpec { keyspace: String::new(), table: String::new(), name: String::new(), typ: CqlType::Blob }; 2],
+                columns: vec![
+                    ColumnSpec {
+                        keyspace: String::new(),
+                        table: String::new(),
+                        name: String::new(),
+                        typ: CqlType::Blob
+                    };
+                    2
+                ],
                 paging_state: None,
                 no_metadata: true,
                 new_metadata_id: None,
@@ -538,24 +777,68 @@ fn sample_responses(version: u8) -> Vec<Response> {
         }),
         Response::Result(ResultBody::Prepared {
             id: b(&[1; 16]),
-            result_metadata_id: if version >= 5 { b(&[2; 16]) } else { Bytes::new() },
-            metadata: PreparedMetadata { columns: cols.clone(), pk_indexes: if version >= 4 { vec![0] } else { vec![] } },
-            result_metadata: RowsMetadata { columns: mixed, ..RowsMetadata::default() },
+            result_metadata_id: if version >= 5 {
+                b(&[2; 16])
+            } else {
+                Bytes::new()
+            },
+            metadata: PreparedMetadata {
+                columns: cols.clone(),
+                pk_indexes: if version >= 4 { vec![0] } else { vec![] },
+            },
+            result_metadata: RowsMetadata {
+                columns: mixed,
+                ..RowsMetadata::default()
+            },
         }),
         Response::Result(ResultBody::Prepared {
             id: b(&[1; 16]),
-            result_metadata_id: if version >= 5 { b(&[3; 16]) } else { Bytes::new() },
+            result_metadata_id: if version >= 5 {
+                b(&[3; 16])
+            } else {
+                Bytes::new()
+            },
             metadata: PreparedMetadata::default(),
             result_metadata: RowsMetadata::default(),
         }),
-        Response::Result(ResultBody::SchemaChange(schema(SchemaChangeTarget::Keyspace, None, vec![]))),
-        Response::Result(ResultBody::SchemaChange(schema(SchemaChangeTarget::Table, Some("t"), vec![]))),
-        Response::Result(ResultBody::SchemaChange(schema(SchemaChangeTarget::Type, Some("ty"), vec![]))),
-        Response::Result(ResultBody::SchemaChange(schema(SchemaChangeTarget::Function, Some("f"), vec!["int".into()]))),
-        Response::Result(ResultBody::SchemaChange(schema(SchemaChangeTarget::Aggregate, Some("a"), vec![]))),
-        Response::Event(Event::SchemaChange(schema(SchemaChangeTarget::Table, Some("t"), vec![]))),
-        Response::Event(Event::TopologyChange { change: "NEW_NODE".into(), addr: SocketAddr::from(([127, 0, 0, 2], 9042)) }),
-        Response::Event(Event::StatusChange { change: "DOWN".into(), addr: "[::1]:9042".parse().unwrap() }),
+        Response::Result(ResultBody::SchemaChange(schema(
+            SchemaChangeTarget::Keyspace,
+            None,
+            vec![],
+        ))),
+        Response::Result(ResultBody::SchemaChange(schema(
+            SchemaChangeTarget::Table,
+            Some("t"),
+            vec![],
+        ))),
+        Response::Result(ResultBody::SchemaChange(schema(
+            SchemaChangeTarget::Type,
+            Some("ty"),
+            vec![],
+        ))),
+        Response::Result(ResultBody::SchemaChange(schema(
+            SchemaChangeTarget::Function,
+            Some("f"),
+            vec!["int".into()],
+        ))),
+        Response::Result(ResultBody::SchemaChange(schema(
+            SchemaChangeTarget::Aggregate,
+            Some("a"),
+            vec![],
+        ))),
+        Response::Event(Event::SchemaChange(schema(
+            SchemaChangeTarget::Table,
+            Some("t"),
+            vec![],
+        ))),
+        Response::Event(Event::TopologyChange {
+            change: "NEW_NODE".into(),
+            addr: SocketAddr::from(([127, 0, 0, 2], 9042)),
+        }),
+        Response::Event(Event::StatusChange {
+            change: "DOWN".into(),
+            addr: "[::1]:9042".parse().unwrap(),
+        }),
         Response::AuthChallenge(Some(b(b"challenge"))),
         Response::AuthChallenge(None),
         Response::AuthSuccess(None),
@@ -563,7 +846,12 @@ fn sample_responses(version: u8) -> Vec<Response> {
     ]);
     if version >= 5 {
         v.push(Response::Result(ResultBody::Rows {
-            metadata: RowsMetadata { columns: cols, paging_state: None, no_metadata: false, new_metadata_id: Some(b(&[5; 16])) },
+            metadata: RowsMetadata {
+                columns: cols,
+                paging_state: None,
+                no_metadata: false,
+                new_metadata_id: Some(b(&[5; 16])),
+            },
             rows: vec![],
         }));
     }
@@ -576,7 +864,11 @@ fn every_response_round_trips_in_every_version() {
         for resp in sample_responses(v) {
             let mut body = Vec::new();
             resp.encode_body(v, &mut body);
-            assert_eq!(Response::decode(v, resp.opcode(), &body).unwrap(), resp, "v{v}");
+            assert_eq!(
+                Response::decode(v, resp.opcode(), &body).unwrap(),
+                resp,
+                "v{v}"
+            );
         }
     }
 }
@@ -589,7 +881,10 @@ fn truncated_responses_are_malformed_not_panics() {
             resp.encode_body(v, &mut body);
             for cut in 0..body.len() {
                 let r = Response::decode(v, resp.opcode(), &body[..cut]);
-                assert!(matches!(r, Err(ProtocolError::Malformed(_))), "v{v} cut {cut} of {resp:?}: {r:?}");
+                assert!(
+                    matches!(r, Err(ProtocolError::Malformed(_))),
+                    "v{v} cut {cut} of {resp:?}: {r:?}"
+                );
             }
         }
     }
@@ -598,45 +893,83 @@ fn truncated_responses_are_malformed_not_panics() {
 #[test]
 fn errors_are_downgraded_for_old_versions() {
     let rf = ErrorResponse::new(
-        ErrorKind::ReadFailure { consistency: Consistency::One, received: 0, block_for: 1, reasons: reasons(), data_present: true },
+        ErrorKind::ReadFailure {
+            consistency: Consistency::One,
+            received: 0,
+            block_for: 1,
+            reasons: reasons(),
+            data_present: true,
+        },
         "rf",
     );
     let mut body = Vec::new();
     Response::Error(rf.clone()).encode_body(3, &mut body);
-    let Response::Error(d) = Response::decode(3, 0, &body).unwrap() else { panic!() };
-    assert_eq!(d.kind, ErrorKind::ReadTimeout { consistency: Consistency::One, received: 0, block_for: 1, data_present: true });
+    let Response::Error(d) = Response::decode(3, 0, &body).unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        d.kind,
+        ErrorKind::ReadTimeout {
+            consistency: Consistency::One,
+            received: 0,
+            block_for: 1,
+            data_present: true
+        }
+    );
     // v4: number of failures only
     body.clear();
     Response::Error(rf).encode_body(4, &mut body);
     assert_eq!(&body[body.len() - 5..], [0, 0, 0, 2, 1]);
     // CAS_WRITE_UNKNOWN is v5 only: WRITE_TIMEOUT(CAS) before
-    let cwu = ErrorResponse::new(ErrorKind::CasWriteUnknown { consistency: Consistency::Serial, received: 0, block_for: 1 }, "x");
+    let cwu = ErrorResponse::new(
+        ErrorKind::CasWriteUnknown {
+            consistency: Consistency::Serial,
+            received: 0,
+            block_for: 1,
+        },
+        "x",
+    );
     body.clear();
     Response::Error(cwu).encode_body(4, &mut body);
-    let Response::Error(d) = Response::decode(4, 0, &body).unwrap() else { panic!() };
+    let Response::Error(d) = Response::decode(4, 0, &body).unwrap() else {
+        panic!()
+    };
     assert_eq!(d.code(), 0x1100);
     // FUNCTION_FAILURE is INVALID in v3
-    let ff = ErrorResponse::new(ErrorKind::FunctionFailure { keyspace: "k".into(), function: "f".into(), arg_types: vec![] }, "ff");
+    let ff = ErrorResponse::new(
+        ErrorKind::FunctionFailure {
+            keyspace: "k".into(),
+            function: "f".into(),
+            arg_types: vec![],
+        },
+        "ff",
+    );
     body.clear();
     Response::Error(ff).encode_body(3, &mut body);
-    assert_eq!(Response::decode(3, 0, &body).unwrap(), Response::Error(ErrorResponse::invalid("ff")));
+    assert_eq!(
+        Response::decode(3, 0, &body).unwrap(),
+        Response::Error(ErrorResponse::invalid("ff"))
+    );
 }
 
 #[test]
 fn rows_exact_bytes_use_global_table_spec() {
     let resp = Response::Result(ResultBody::Rows {
-        metadata: RowsMetadata { columns: vec![col("k", CqlType::Int)], ..RowsMetadata::default() },
+        metadata: RowsMetadata {
+            columns: vec![col("k", CqlType::Int)],
+            ..RowsMetadata::default()
+        },
         rows: vec![vec![Some(b(&[0, 0, 0, 7]))]],
     });
     let mut body = Vec::new();
     resp.encode_body(4, &mut body);
     let expected: Vec<u8> = [
-        &[0, 0, 0, 2][..],          // kind Rows
-        &[0, 0, 0, 1],              // flags: global tables spec
-        &[0, 0, 0, 1],              // 1 column
+        &[0, 0, 0, 2][..], // kind Rows
+        &[0, 0, 0, 1],     // flags: global tables spec
+        &[0, 0, 0, 1],     // 1 column
         &[0, 2, b'k', b's', 0, 1, b't'],
-        &[0, 1, b'k', 0, 9],        // name k, int
-        &[0, 0, 0, 1],              // 1 row
+        &[0, 1, b'k', 0, 9], // name k, int
+        &[0, 0, 0, 1],       // 1 row
         &[0, 0, 0, 4, 0, 0, 0, 7],
     ]
     .concat();
@@ -648,8 +981,14 @@ fn prepared_metadata_exact_bytes_v4_has_pk_indexes() {
     let resp = Response::Result(ResultBody::Prepared {
         id: b(&[0xAA]),
         result_metadata_id: b(&[0xBB]),
-        metadata: PreparedMetadata { columns: vec![col("k", CqlType::Int)], pk_indexes: vec![0] },
-        result_metadata: RowsMetadata { no_metadata: true, ..RowsMetadata::default() },
+        metadata: PreparedMetadata {
+            columns: vec![col("k", CqlType::Int)],
+            pk_indexes: vec![0],
+        },
+        result_metadata: RowsMetadata {
+            no_metadata: true,
+            ..RowsMetadata::default()
+        },
     });
     let mut v4 = Vec::new();
     resp.encode_body(4, &mut v4);
@@ -671,9 +1010,15 @@ fn prepared_metadata_exact_bytes_v4_has_pk_indexes() {
 fn huge_row_count_is_malformed_without_allocating() {
     let mut body = vec![0, 0, 0, 2, 0, 0, 0, 4, 0, 0, 0, 1]; // rows, no_metadata, 1 column
     body.extend_from_slice(&[0x7F, 0xFF, 0xFF, 0xFF]);
-    assert!(matches!(Response::decode(4, 8, &body), Err(ProtocolError::Malformed(_))));
+    assert!(matches!(
+        Response::decode(4, 8, &body),
+        Err(ProtocolError::Malformed(_))
+    ));
     let body = [0, 0, 0, 2, 0, 0, 0, 4, 0x7F, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0];
-    assert!(matches!(Response::decode(4, 8, &body), Err(ProtocolError::Malformed(_))));
+    assert!(matches!(
+        Response::decode(4, 8, &body),
+        Err(ProtocolError::Malformed(_))
+    ));
 }
 
 #[test]
@@ -703,15 +1048,28 @@ fn response_frames_with_warnings_tracing_and_compression_round_trip() {
 #[test]
 fn warning_prefix_exact_bytes() {
     let mut frame = Vec::new();
-    encode_response_frame(4, 0, &Response::Ready, None, &["w".to_string()], None, &mut frame);
-    assert_eq!(frame, [0x84, flags::WARNING, 0, 0, 2, 0, 0, 0, 5, 0, 1, 0, 1, b'w']);
+    encode_response_frame(
+        4,
+        0,
+        &Response::Ready,
+        None,
+        &["w".to_string()],
+        None,
+        &mut frame,
+    );
+    assert_eq!(
+        frame,
+        [0x84, flags::WARNING, 0, 0, 2, 0, 0, 0, 5, 0, 1, 0, 1, b'w']
+    );
 }
 
 // ------------------------------------------------------------ compression
 
 #[test]
 fn body_compression_round_trips() {
-    let body: Vec<u8> = (0..20_000u32).flat_map(|i| (i % 251).to_be_bytes()).collect();
+    let body: Vec<u8> = (0..20_000u32)
+        .flat_map(|i| (i % 251).to_be_bytes())
+        .collect();
     for c in [Compression::Lz4, Compression::Snappy] {
         for input in [&body[..], b"", b"x"] {
             let z = compress_body(c, input);
@@ -738,9 +1096,18 @@ fn corrupt_compressed_bodies_are_errors() {
         let _ = decompress_body(c, &bad);
     }
     // a lying LZ4 length prefix must not allocate 4 GiB
-    assert!(matches!(decompress_body(Compression::Lz4, &[0xFF, 0xFF, 0xFF, 0xFF, 0]), Err(ProtocolError::Compression(_))));
-    assert!(matches!(decompress_body(Compression::Lz4, &[0, 0]), Err(ProtocolError::Compression(_))));
-    assert!(matches!(decompress_body(Compression::Snappy, &[0xFF, 0xFF, 0xFF, 0xFF, 0x0F]), Err(ProtocolError::Compression(_))));
+    assert!(matches!(
+        decompress_body(Compression::Lz4, &[0xFF, 0xFF, 0xFF, 0xFF, 0]),
+        Err(ProtocolError::Compression(_))
+    ));
+    assert!(matches!(
+        decompress_body(Compression::Lz4, &[0, 0]),
+        Err(ProtocolError::Compression(_))
+    ));
+    assert!(matches!(
+        decompress_body(Compression::Snappy, &[0xFF, 0xFF, 0xFF, 0xFF, 0x0F]),
+        Err(ProtocolError::Compression(_))
+    ));
 }
 
 // ------------------------------------------------------------ v5 segments
@@ -749,8 +1116,14 @@ fn corrupt_compressed_bodies_are_errors() {
 fn crc_functions_match_cassandra() {
     // values computed with a transcription of Cassandra's Crc.java
     assert_eq!(segment::crc24(50 | (1 << 17), 3), 0xEE_FFA5);
-    assert_eq!(segment::crc32(b""), u32::from_le_bytes([0xd3, 0x7e, 0x77, 0x44]));
-    assert_eq!(segment::crc32(&[b'b'; 50]), u32::from_le_bytes([0x7a, 0xae, 0xeb, 0x7c]));
+    assert_eq!(
+        segment::crc32(b""),
+        u32::from_le_bytes([0xd3, 0x7e, 0x77, 0x44])
+    );
+    assert_eq!(
+        segment::crc32(&[b'b'; 50]),
+        u32::from_le_bytes([0x7a, 0xae, 0xeb, 0x7c])
+    );
 }
 
 #[test]
@@ -763,7 +1136,10 @@ fn uncompressed_segment_exact_bytes() {
     expected.extend_from_slice(&[0x7a, 0xae, 0xeb, 0x7c]);
     assert_eq!(out, expected);
     let mut buf = BytesMut::from(&out[..]);
-    let seg = SegmentDecoder::new(false).decode(&mut buf).unwrap().unwrap();
+    let seg = SegmentDecoder::new(false)
+        .decode(&mut buf)
+        .unwrap()
+        .unwrap();
     assert!(seg.self_contained);
     assert_eq!(&seg.payload[..], &payload);
     assert!(buf.is_empty());
@@ -787,15 +1163,24 @@ fn compressed_segment_header_layout() {
     let header = u64::from_le_bytes(tiny[..8].try_into().unwrap());
     assert_eq!(header & 0x1FFFF, 1);
     assert_eq!((header >> 17) & 0x1FFFF, 0);
-    let seg = SegmentDecoder::new(true).decode(&mut BytesMut::from(&tiny[..])).unwrap().unwrap();
+    let seg = SegmentDecoder::new(true)
+        .decode(&mut BytesMut::from(&tiny[..]))
+        .unwrap()
+        .unwrap();
     assert_eq!(&seg.payload[..], b"b");
 }
 
 fn big_frame(body_len: usize) -> Vec<u8> {
-    let rows: Vec<Vec<Option<Bytes>>> =
-        vec![vec![Some(Bytes::from((0..body_len).map(|i| (i * 7 % 256) as u8).collect::<Vec<u8>>()))]];
+    let rows: Vec<Vec<Option<Bytes>>> = vec![vec![Some(Bytes::from(
+        (0..body_len)
+            .map(|i| (i * 7 % 256) as u8)
+            .collect::<Vec<u8>>(),
+    ))]];
     let resp = Response::Result(ResultBody::Rows {
-        metadata: RowsMetadata { columns: vec![col("v", CqlType::Blob)], ..RowsMetadata::default() },
+        metadata: RowsMetadata {
+            columns: vec![col("v", CqlType::Blob)],
+            ..RowsMetadata::default()
+        },
         rows,
     });
     let mut frame = Vec::new();
@@ -843,10 +1228,16 @@ fn several_small_frames_share_one_self_contained_segment() {
     let mut out = Vec::new();
     segment::encode_segments(&payload, false, &mut out);
     let mut buf = BytesMut::from(&out[..]);
-    let seg = SegmentDecoder::new(false).decode(&mut buf).unwrap().unwrap();
+    let seg = SegmentDecoder::new(false)
+        .decode(&mut buf)
+        .unwrap()
+        .unwrap();
     assert!(seg.self_contained);
     let frames = FrameReassembler::new(1 << 20).push(seg).unwrap();
-    assert_eq!(frames.iter().map(|(h, _)| h.stream).collect::<Vec<_>>(), [0, 1, 2]);
+    assert_eq!(
+        frames.iter().map(|(h, _)| h.stream).collect::<Vec<_>>(),
+        [0, 1, 2]
+    );
     // a mix of small and big frames: big ones go alone, small ones packed
     let mut mixed = payload.clone();
     mixed.extend_from_slice(&big_frame(200_000));
@@ -874,19 +1265,28 @@ fn segment_crc_mismatches_are_detected() {
         // header corruption
         let mut bad = out.clone();
         bad[0] ^= 1;
-        assert!(matches!(SegmentDecoder::new(lz4).decode(&mut BytesMut::from(&bad[..])), Err(ProtocolError::BadCrc(_))));
+        assert!(matches!(
+            SegmentDecoder::new(lz4).decode(&mut BytesMut::from(&bad[..])),
+            Err(ProtocolError::BadCrc(_))
+        ));
         // payload corruption
         let mut bad = out.clone();
         let mid = bad.len() - 6;
         bad[mid] ^= 0x80;
         let mut buf = BytesMut::from(&bad[..]);
-        assert!(matches!(SegmentDecoder::new(lz4).decode(&mut buf), Err(ProtocolError::BadCrc(_))));
+        assert!(matches!(
+            SegmentDecoder::new(lz4).decode(&mut buf),
+            Err(ProtocolError::BadCrc(_))
+        ));
         assert_eq!(buf.len(), bad.len(), "nothing consumed on error");
         // trailer corruption
         let mut bad = out.clone();
         let last = bad.len() - 1;
         bad[last] ^= 0xFF;
-        assert!(matches!(SegmentDecoder::new(lz4).decode(&mut BytesMut::from(&bad[..])), Err(ProtocolError::BadCrc(_))));
+        assert!(matches!(
+            SegmentDecoder::new(lz4).decode(&mut BytesMut::from(&bad[..])),
+            Err(ProtocolError::BadCrc(_))
+        ));
     }
 }
 
@@ -907,14 +1307,31 @@ fn reassembler_rejects_bad_sequences() {
     let mut re = FrameReassembler::new(1 << 20);
     // self-contained segment with a partial frame
     let mut frame = Vec::new();
-    encode_response_frame(5, 0, &Response::AuthSuccess(Some(b(b"xyz"))), None, &[], None, &mut frame);
-    let seg = segment::Segment { payload: b(&frame[..frame.len() - 1]), self_contained: true };
+    encode_response_frame(
+        5,
+        0,
+        &Response::AuthSuccess(Some(b(b"xyz"))),
+        None,
+        &[],
+        None,
+        &mut frame,
+    );
+    let seg = segment::Segment {
+        payload: b(&frame[..frame.len() - 1]),
+        self_contained: true,
+    };
     assert!(matches!(re.push(seg), Err(ProtocolError::Malformed(_))));
     // frame over the limit
     let mut small = FrameReassembler::new(100);
     let big = big_frame(1000);
-    let seg = segment::Segment { payload: b(&big[..50]), self_contained: false };
-    assert!(matches!(small.push(seg), Err(ProtocolError::FrameTooLarge { .. })));
+    let seg = segment::Segment {
+        payload: b(&big[..50]),
+        self_contained: false,
+    };
+    assert!(matches!(
+        small.push(seg),
+        Err(ProtocolError::FrameTooLarge { .. })
+    ));
 }
 
 // ------------------------------------------------------------ robustness

@@ -37,7 +37,9 @@ fn main() -> anyhow::Result<()> {
     let mut config_path: Option<PathBuf> = None;
     while let Some(a) = args.next() {
         match a.as_str() {
-            "--config" | "-c" => config_path = Some(args.next().context("--config needs a file")?.into()),
+            "--config" | "-c" => {
+                config_path = Some(args.next().context("--config needs a file")?.into())
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return Ok(());
@@ -50,14 +52,18 @@ fn main() -> anyhow::Result<()> {
         }
     }
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
         .with_target(false)
         .init();
     let config = match &config_path {
         Some(p) => Config::load(p)?,
         None => Config::default(),
     };
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(async move {
         let node = sibyl_node::start(config).await?;
         let mut drained = node.drained.clone();

@@ -28,13 +28,15 @@ commands:
   setcompactionthroughput MB     set it (MiB/s, 0 = unthrottled)";
 
 fn request(host: &str, port: u16, method: &str, path: &str) -> anyhow::Result<Value> {
-    let mut s = std::net::TcpStream::connect((host, port)).with_context(|| format!("cannot reach the node's admin interface at {host}:{port}"))?;
+    let mut s = std::net::TcpStream::connect((host, port))
+        .with_context(|| format!("cannot reach the node's admin interface at {host}:{port}"))?;
     s.set_read_timeout(Some(std::time::Duration::from_secs(3600)))?;
     write!(s, "{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")?;
     let mut resp = String::new();
     s.read_to_string(&mut resp)?;
     let (head, body) = resp.split_once("\r\n\r\n").unwrap_or((&resp, ""));
-    let v: Value = serde_json::from_str(body).with_context(|| format!("bad answer from the node: {head}"))?;
+    let v: Value =
+        serde_json::from_str(body).with_context(|| format!("bad answer from the node: {head}"))?;
     if let Some(e) = v.get("error") {
         bail!("{}", e.as_str().unwrap_or("error"));
     }
@@ -80,7 +82,13 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
     while let Some(a) = it.next() {
         match a.as_str() {
             "-h" | "--host" => host = it.next().context("-h needs a host")?,
-            "-p" | "--port" => port = it.next().context("-p needs a port")?.parse().context("-p needs a number")?,
+            "-p" | "--port" => {
+                port = it
+                    .next()
+                    .context("-p needs a port")?
+                    .parse()
+                    .context("-p needs a number")?
+            }
             "help" | "--help" => {
                 println!("{USAGE}");
                 return Ok(());
@@ -95,16 +103,38 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
     // `compact -s` / `--split-output`: size-tiered major compaction into files of
     // half, a quarter, ... of the data instead of one
     let split = cmd == "compact" && rest[1..].iter().any(|a| a == "-s" || a == "--split-output");
-    let args: Vec<String> = rest[1..].iter().filter(|a| !(cmd == "compact" && (*a == "-s" || *a == "--split-output"))).cloned().collect();
+    let args: Vec<String> = rest[1..]
+        .iter()
+        .filter(|a| !(cmd == "compact" && (*a == "-s" || *a == "--split-output")))
+        .cloned()
+        .collect();
     let args = &args[..];
     let extra = if split { "split=true" } else { "" };
     let per_table = |verb: &str| -> anyhow::Result<()> {
-        let with = |path: String| if extra.is_empty() { path } else if path.contains('?') { format!("{path}&{extra}") } else { format!("{path}?{extra}") };
+        let with = |path: String| {
+            if extra.is_empty() {
+                path
+            } else if path.contains('?') {
+                format!("{path}&{extra}")
+            } else {
+                format!("{path}?{extra}")
+            }
+        };
         if args.len() <= 1 {
-            request(&host, port, "POST", &with(format!("/{verb}{}", scope(args))))?;
+            request(
+                &host,
+                port,
+                "POST",
+                &with(format!("/{verb}{}", scope(args))),
+            )?;
         } else {
             for t in &args[1..] {
-                request(&host, port, "POST", &with(format!("/{verb}?keyspace={}&table={t}", args[0])))?;
+                request(
+                    &host,
+                    port,
+                    "POST",
+                    &with(format!("/{verb}?keyspace={}&table={t}", args[0])),
+                )?;
             }
         }
         Ok(())
@@ -123,7 +153,10 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
             println!("{}", "=".repeat(12 + dc.len()));
             println!("Status=Up/Down");
             println!("|/ State=Normal/Leaving/Joining/Moving");
-            println!("--  {:<10} {:<11} {:<7} {:<17} {:<37} Rack", "Address", "Load", "Tokens", "Owns (effective)", "Host ID");
+            println!(
+                "--  {:<10} {:<11} {:<7} {:<17} {:<37} Rack",
+                "Address", "Load", "Tokens", "Owns (effective)", "Host ID"
+            );
             println!(
                 "UN  {:<10} {:<11} {:<7} {:<17} {:<37} {}",
                 v["address"].as_str().unwrap_or(""),
@@ -140,13 +173,31 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
             println!("{:<26}: {}", "ID", v["host_id"].as_str().unwrap_or(""));
             println!("{:<26}: true", "Gossip active");
             println!("{:<26}: true", "Native Transport active");
-            println!("{:<26}: {}", "Load", human(v["load_bytes"].as_u64().unwrap_or(0)));
+            println!(
+                "{:<26}: {}",
+                "Load",
+                human(v["load_bytes"].as_u64().unwrap_or(0))
+            );
             println!("{:<26}: {}", "Uptime (seconds)", v["uptime_seconds"]);
-            println!("{:<26}: {}", "Data Center", v["datacenter"].as_str().unwrap_or(""));
+            println!(
+                "{:<26}: {}",
+                "Data Center",
+                v["datacenter"].as_str().unwrap_or("")
+            );
             println!("{:<26}: {}", "Rack", v["rack"].as_str().unwrap_or(""));
-            for (label, c) in [("Key Cache", &v["key_cache"]), ("Row Cache", &v["row_cache"])] {
-                let (hits, requests) = (c["hits"].as_u64().unwrap_or(0), c["requests"].as_u64().unwrap_or(0));
-                let rate = if requests == 0 { "NaN".to_string() } else { format!("{:.3}", hits as f64 / requests as f64) };
+            for (label, c) in [
+                ("Key Cache", &v["key_cache"]),
+                ("Row Cache", &v["row_cache"]),
+            ] {
+                let (hits, requests) = (
+                    c["hits"].as_u64().unwrap_or(0),
+                    c["requests"].as_u64().unwrap_or(0),
+                );
+                let rate = if requests == 0 {
+                    "NaN".to_string()
+                } else {
+                    format!("{:.3}", hits as f64 / requests as f64)
+                };
                 println!(
                     "{:<26}: entries {}, size {}, capacity {}, {hits} hits, {requests} requests, {rate} recent hit rate, 0 save period in seconds",
                     label,
@@ -157,10 +208,7 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
             }
             println!(
                 "{:<26}: entries {}, hits {}, misses {}",
-                "Chunk Cache",
-                "-",
-                v["chunk_cache_hits"],
-                v["chunk_cache_misses"]
+                "Chunk Cache", "-", v["chunk_cache_hits"], v["chunk_cache_misses"]
             );
             println!("{:<26}: {}", "Percent Repaired", "100.0%");
             println!("{:<26}: ({} tokens)", "Token", v["tokens"]);
@@ -175,7 +223,10 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
             println!("pending tasks: {}", v["pending"]);
             let running = v["running"].as_array().cloned().unwrap_or_default();
             if !running.is_empty() {
-                println!("{:<38} {:<16} {:<16} {:<16} {:>12} {:>12} {:<10} progress", "id", "compaction type", "keyspace", "table", "completed", "total", "unit");
+                println!(
+                    "{:<38} {:<16} {:<16} {:<16} {:>12} {:>12} {:<10} progress",
+                    "id", "compaction type", "keyspace", "table", "completed", "total", "unit"
+                );
                 for r in running {
                     let done = r["completed"].as_u64().unwrap_or(0);
                     let total = r["total"].as_u64().unwrap_or(1).max(1);
@@ -197,7 +248,16 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
         "compactionhistory" => {
             let v = request(&host, port, "GET", "/compactionhistory")?;
             println!("Compaction History:");
-            println!("{:<16} {:<16} {:<15} {:>12} {:>12} {:>14} {:>15}", "keyspace_name", "columnfamily_name", "compacted_at", "bytes_in", "bytes_out", "partitions_in", "partitions_out");
+            println!(
+                "{:<16} {:<16} {:<15} {:>12} {:>12} {:>14} {:>15}",
+                "keyspace_name",
+                "columnfamily_name",
+                "compacted_at",
+                "bytes_in",
+                "bytes_out",
+                "partitions_in",
+                "partitions_out"
+            );
             for r in v["history"].as_array().cloned().unwrap_or_default() {
                 println!(
                     "{:<16} {:<16} {:<15} {:>12} {:>12} {:>14} {:>15}",
@@ -229,17 +289,42 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
                 println!("\t\tSpace used (live): {}", t["space_used_live"]);
                 println!("\t\tMemtable data size: {}", t["memtable_data_size"]);
                 println!("\t\tMemtable switch count: {}", t["flushes"]);
-                let latency = |v: &serde_json::Value| v.as_f64().map(|x| format!("{x:.3} ms")).unwrap_or_else(|| "NaN ms".into());
+                let latency = |v: &serde_json::Value| {
+                    v.as_f64()
+                        .map(|x| format!("{x:.3} ms"))
+                        .unwrap_or_else(|| "NaN ms".into())
+                };
                 println!("\t\tLocal read count: {}", t["local_read_count"]);
-                println!("\t\tLocal read latency: {}", latency(&t["local_read_latency_ms"]));
+                println!(
+                    "\t\tLocal read latency: {}",
+                    latency(&t["local_read_latency_ms"])
+                );
                 println!("\t\tLocal write count: {}", t["local_write_count"]);
-                println!("\t\tLocal write latency: {}", latency(&t["local_write_latency_ms"]));
+                println!(
+                    "\t\tLocal write latency: {}",
+                    latency(&t["local_write_latency_ms"])
+                );
                 println!("\t\tPending flushes: {}", t["pending_flushes"]);
-                println!("\t\tBloom filter false positives: {}", t["bloom_filter_false_positives"]);
-                println!("\t\tNumber of partitions (estimate): {}", t["sstable_partitions"]);
-                println!("\t\tCompacted partition minimum bytes: {}", t["partition_min_bytes"]);
-                println!("\t\tCompacted partition maximum bytes: {}", t["partition_max_bytes"]);
-                println!("\t\tCompacted partition mean bytes: {}", t["partition_mean_bytes"]);
+                println!(
+                    "\t\tBloom filter false positives: {}",
+                    t["bloom_filter_false_positives"]
+                );
+                println!(
+                    "\t\tNumber of partitions (estimate): {}",
+                    t["sstable_partitions"]
+                );
+                println!(
+                    "\t\tCompacted partition minimum bytes: {}",
+                    t["partition_min_bytes"]
+                );
+                println!(
+                    "\t\tCompacted partition maximum bytes: {}",
+                    t["partition_max_bytes"]
+                );
+                println!(
+                    "\t\tCompacted partition mean bytes: {}",
+                    t["partition_mean_bytes"]
+                );
                 println!();
             }
             Ok(())
@@ -251,13 +336,36 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
                 [one] => vec![one.replacen('/', ".", 1)],
                 [] => vec![],
             };
-            let v = request(&host, port, "GET", &format!("/tablehistograms{}", scope(&scope_args)))?;
+            let v = request(
+                &host,
+                port,
+                "GET",
+                &format!("/tablehistograms{}", scope(&scope_args)),
+            )?;
             for t in v["tables"].as_array().cloned().unwrap_or_default() {
-                println!("{}/{} histograms", t["keyspace"].as_str().unwrap_or(""), t["table"].as_str().unwrap_or(""));
-                println!("{:<10}{:>18}{:>18}{:>18}{:>18}{:>18}", "Percentile", "Read Latency", "Write Latency", "SSTables", "Partition Size", "Cell Count");
-                println!("{:<10}{:>18}{:>18}{:>18}{:>18}{:>18}", "", "(micros)", "(micros)", "", "(bytes)", "");
+                println!(
+                    "{}/{} histograms",
+                    t["keyspace"].as_str().unwrap_or(""),
+                    t["table"].as_str().unwrap_or("")
+                );
+                println!(
+                    "{:<10}{:>18}{:>18}{:>18}{:>18}{:>18}",
+                    "Percentile",
+                    "Read Latency",
+                    "Write Latency",
+                    "SSTables",
+                    "Partition Size",
+                    "Cell Count"
+                );
+                println!(
+                    "{:<10}{:>18}{:>18}{:>18}{:>18}{:>18}",
+                    "", "(micros)", "(micros)", "", "(bytes)", ""
+                );
                 let col = |k: &str, i: usize| t[k].get(i).and_then(|x| x.as_u64()).unwrap_or(0);
-                for (i, label) in ["50%", "75%", "95%", "98%", "99%", "Min", "Max"].iter().enumerate() {
+                for (i, label) in ["50%", "75%", "95%", "98%", "99%", "Min", "Max"]
+                    .iter()
+                    .enumerate()
+                {
                     println!(
                         "{:<10}{:>18.2}{:>18.2}{:>18.2}{:>18}{:>18}",
                         label,
@@ -289,14 +397,33 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
             }
             let mut q = scope(&ks);
             if let Some(t) = &tag {
-                q = if q.is_empty() { format!("?tag={t}") } else { format!("{q}&tag={t}") };
+                q = if q.is_empty() {
+                    format!("?tag={t}")
+                } else {
+                    format!("{q}&tag={t}")
+                };
             }
             let v = request(&host, port, "POST", &format!("/{cmd}{q}"))?;
             if cmd == "snapshot" {
-                println!("Requested creating snapshot(s) for [{}] with snapshot name [{}]", if ks.is_empty() { "all keyspaces".to_string() } else { ks.join(", ") }, v["tag"].as_str().unwrap_or(""));
+                println!(
+                    "Requested creating snapshot(s) for [{}] with snapshot name [{}]",
+                    if ks.is_empty() {
+                        "all keyspaces".to_string()
+                    } else {
+                        ks.join(", ")
+                    },
+                    v["tag"].as_str().unwrap_or("")
+                );
                 println!("Snapshot directory: {}", v["tag"].as_str().unwrap_or(""));
             } else {
-                println!("Requested clearing snapshot(s) for [{}]", if ks.is_empty() { "all keyspaces".to_string() } else { ks.join(", ") });
+                println!(
+                    "Requested clearing snapshot(s) for [{}]",
+                    if ks.is_empty() {
+                        "all keyspaces".to_string()
+                    } else {
+                        ks.join(", ")
+                    }
+                );
             }
             Ok(())
         }
@@ -308,7 +435,10 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
                 println!("There are no snapshots");
                 return Ok(());
             }
-            println!("{:<28} {:<16} {:<20} {:>14} {:>14}", "Snapshot name", "Keyspace name", "Column family name", "True size", "Size on disk");
+            println!(
+                "{:<28} {:<16} {:<20} {:>14} {:>14}",
+                "Snapshot name", "Keyspace name", "Column family name", "True size", "Size on disk"
+            );
             let mut total = 0;
             for s in snaps {
                 total += s["true_size"].as_u64().unwrap_or(0);
@@ -331,8 +461,15 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
             Ok(())
         }
         "setcompactionthroughput" => {
-            let mb = args.first().context("setcompactionthroughput needs a value in MiB/s")?;
-            request(&host, port, "POST", &format!("/compactionthroughput?mb_per_sec={mb}"))?;
+            let mb = args
+                .first()
+                .context("setcompactionthroughput needs a value in MiB/s")?;
+            request(
+                &host,
+                port,
+                "POST",
+                &format!("/compactionthroughput?mb_per_sec={mb}"),
+            )?;
             Ok(())
         }
         other => bail!("unknown command '{other}'\n{USAGE}"),

@@ -9,7 +9,8 @@ use sibyl_storage::{ClusteringComparator, ColumnData, Partition, Row};
 use sibyl_types::CqlType;
 use std::path::{Path, PathBuf};
 
-pub const USAGE: &str = "usage: sibyl sstable dump PATH     print an SSTable as JSON (like sstabledump)
+pub const USAGE: &str =
+    "usage: sibyl sstable dump PATH     print an SSTable as JSON (like sstabledump)
        sibyl sstable verify PATH   check every checksum and the key order (like sstableverify)
 PATH: a table's data directory or an sb-N-Data.db file";
 
@@ -18,13 +19,19 @@ fn targets(path: &Path) -> anyhow::Result<Vec<(PathBuf, u64)>> {
         let gens = list_generations(path).map_err(|e| anyhow::anyhow!(e.to_string()))?;
         return Ok(gens.into_iter().map(|g| (path.to_path_buf(), g)).collect());
     }
-    let name = path.file_name().and_then(|n| n.to_str()).context("bad path")?;
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .context("bad path")?;
     let g: u64 = name
         .strip_prefix("sb-")
         .and_then(|r| r.split('-').next())
         .and_then(|g| g.parse().ok())
         .with_context(|| format!("{name} is not an SSTable component (sb-N-Data.db)"))?;
-    Ok(vec![(path.parent().unwrap_or(Path::new(".")).to_path_buf(), g)])
+    Ok(vec![(
+        path.parent().unwrap_or(Path::new(".")).to_path_buf(),
+        g,
+    )])
 }
 
 fn parse_type(s: &str) -> CqlType {
@@ -34,11 +41,25 @@ fn parse_type(s: &str) -> CqlType {
 fn open(dir: &Path, g: u64) -> anyhow::Result<SSTableReader> {
     // the comparator comes from the SSTable's own header
     let stats_path = sibyl_storage::sstable::component_path(dir, g, "Statistics.db");
-    let raw = std::fs::read(&stats_path).with_context(|| format!("cannot read {}", stats_path.display()))?;
-    let v: Value = serde_json::from_slice(&raw).with_context(|| format!("bad statistics in {}", stats_path.display()))?;
-    let header: SerializationHeader = serde_json::from_value(v.get("header").cloned().unwrap_or(Value::Null)).unwrap_or_default();
-    let types = header.clustering_types.iter().zip(header.clustering_reversed.iter()).map(|(t, r)| (parse_type(t), *r)).collect();
-    SSTableReader::open(dir, g, ClusteringComparator::new(types), ChunkCache::new(16 << 20)).map_err(|e| anyhow::anyhow!(e.to_string()))
+    let raw = std::fs::read(&stats_path)
+        .with_context(|| format!("cannot read {}", stats_path.display()))?;
+    let v: Value = serde_json::from_slice(&raw)
+        .with_context(|| format!("bad statistics in {}", stats_path.display()))?;
+    let header: SerializationHeader =
+        serde_json::from_value(v.get("header").cloned().unwrap_or(Value::Null)).unwrap_or_default();
+    let types = header
+        .clustering_types
+        .iter()
+        .zip(header.clustering_reversed.iter())
+        .map(|(t, r)| (parse_type(t), *r))
+        .collect();
+    SSTableReader::open(
+        dir,
+        g,
+        ClusteringComparator::new(types),
+        ChunkCache::new(16 << 20),
+    )
+    .map_err(|e| anyhow::anyhow!(e.to_string()))
 }
 
 fn show(t: &CqlType, v: &[u8]) -> String {
@@ -99,7 +120,11 @@ fn row_json(r: &Row, header: &SerializationHeader) -> Vec<Value> {
 }
 
 fn partition_json(key: &[u8], p: &Partition, header: &SerializationHeader) -> Value {
-    let pk_types: Vec<CqlType> = header.partition_key_types.iter().map(|t| parse_type(t)).collect();
+    let pk_types: Vec<CqlType> = header
+        .partition_key_types
+        .iter()
+        .map(|t| parse_type(t))
+        .collect();
     let comps: Vec<bytes::Bytes> = if pk_types.len() > 1 {
         let mut out = Vec::new();
         let mut pos = 0;
@@ -113,12 +138,20 @@ fn partition_json(key: &[u8], p: &Partition, header: &SerializationHeader) -> Va
     } else {
         vec![bytes::Bytes::copy_from_slice(key)]
     };
-    let key_vals: Vec<String> = comps.iter().enumerate().map(|(i, c)| show(pk_types.get(i).unwrap_or(&CqlType::Blob), c)).collect();
+    let key_vals: Vec<String> = comps
+        .iter()
+        .enumerate()
+        .map(|(i, c)| show(pk_types.get(i).unwrap_or(&CqlType::Blob), c))
+        .collect();
     let mut part = json!({ "key": key_vals });
     if !p.deletion.is_live() {
         part["deletion_info"] = json!({ "marked_deleted": iso(p.deletion.marked_for_delete_at), "local_delete_time": p.deletion.local_deletion_time });
     }
-    let ck_types: Vec<CqlType> = header.clustering_types.iter().map(|t| parse_type(t)).collect();
+    let ck_types: Vec<CqlType> = header
+        .clustering_types
+        .iter()
+        .map(|t| parse_type(t))
+        .collect();
     let mut rows = Vec::new();
     if let Some(sr) = &p.static_row {
         rows.push(json!({ "type": "static_block", "cells": row_json(sr, header) }));
@@ -130,7 +163,11 @@ fn partition_json(key: &[u8], p: &Partition, header: &SerializationHeader) -> Va
             "cells": row_json(r, header),
         });
         if let Some(l) = &r.liveness {
-            o["liveness_info"] = if l.ttl > 0 { json!({ "tstamp": iso(l.timestamp), "ttl": l.ttl, "expires_at": l.local_expiration_time }) } else { json!({ "tstamp": iso(l.timestamp) }) };
+            o["liveness_info"] = if l.ttl > 0 {
+                json!({ "tstamp": iso(l.timestamp), "ttl": l.ttl, "expires_at": l.local_expiration_time })
+            } else {
+                json!({ "tstamp": iso(l.timestamp) })
+            };
         }
         if let Some(d) = &r.deletion {
             o["deletion_info"] = json!({ "marked_deleted": iso(d.marked_for_delete_at), "local_delete_time": d.local_deletion_time });
@@ -186,7 +223,11 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
                         n += 1;
                     }
                     if n != r.stats.partitions {
-                        bail!("{} partitions found, statistics say {}", n, r.stats.partitions);
+                        bail!(
+                            "{} partitions found, statistics say {}",
+                            n,
+                            r.stats.partitions
+                        );
                     }
                     Ok(n)
                 })();

@@ -21,8 +21,16 @@ impl Drop for Node {
 }
 
 fn start_node() -> Node {
-    let port = TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
-    let admin_port = TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let admin_port = TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = dir.path().join("sibyl.yaml");
     std::fs::write(
@@ -45,11 +53,19 @@ fn start_node() -> Node {
         assert!(Instant::now() < deadline, "sibyl did not start");
         std::thread::sleep(Duration::from_millis(50));
     }
-    Node { child, port, _dir: dir }
+    Node {
+        child,
+        port,
+        _dir: dir,
+    }
 }
 
 async fn session(port: u16) -> Session {
-    SessionBuilder::new().known_node(format!("127.0.0.1:{port}")).build().await.expect("connect")
+    SessionBuilder::new()
+        .known_node(format!("127.0.0.1:{port}"))
+        .build()
+        .await
+        .expect("connect")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -59,12 +75,25 @@ async fn scylla_driver_prepares_inserts_selects_and_pages() {
     s.query_unpaged("CREATE KEYSPACE rs WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}", &[])
         .await
         .expect("create keyspace");
-    s.query_unpaged("CREATE TABLE rs.t (k int, c int, v text, PRIMARY KEY (k, c))", &[]).await.expect("create table");
-    let ins = s.prepare("INSERT INTO rs.t (k, c, v) VALUES (?, ?, ?)").await.expect("prepare");
+    s.query_unpaged(
+        "CREATE TABLE rs.t (k int, c int, v text, PRIMARY KEY (k, c))",
+        &[],
+    )
+    .await
+    .expect("create table");
+    let ins = s
+        .prepare("INSERT INTO rs.t (k, c, v) VALUES (?, ?, ?)")
+        .await
+        .expect("prepare");
     for c in 0..2500i32 {
-        s.execute_unpaged(&ins, (c % 3, c, format!("v{c}"))).await.expect("insert");
+        s.execute_unpaged(&ins, (c % 3, c, format!("v{c}")))
+            .await
+            .expect("insert");
     }
-    let mut sel = s.prepare("SELECT c, v FROM rs.t WHERE k = ?").await.expect("prepare select");
+    let mut sel = s
+        .prepare("SELECT c, v FROM rs.t WHERE k = ?")
+        .await
+        .expect("prepare select");
     sel.set_page_size(100);
     let rows: Vec<(i32, String)> = s
         .execute_iter(sel, (1i32,))
@@ -79,9 +108,17 @@ async fn scylla_driver_prepares_inserts_selects_and_pages() {
     assert_eq!(rows.iter().map(|r| r.0).collect::<Vec<_>>(), expected);
     assert!(rows.iter().all(|(c, v)| v == &format!("v{c}")));
     // token-aware routing needs the driver to see the ring in system.local
-    let r = s.query_unpaged("SELECT count(*) FROM rs.t", &[]).await.expect("count").into_rows_result().expect("rows");
+    let r = s
+        .query_unpaged("SELECT count(*) FROM rs.t", &[])
+        .await
+        .expect("count")
+        .into_rows_result()
+        .expect("rows");
     let (n,): (i64,) = r.single_row().expect("one row");
     assert_eq!(n, 2500);
-    let err = s.query_unpaged("SELECT * FROM rs.t WHERE v = 'x'", &[]).await.expect_err("needs filtering");
+    let err = s
+        .query_unpaged("SELECT * FROM rs.t WHERE v = 'x'", &[])
+        .await
+        .expect_err("needs filtering");
     assert!(err.to_string().contains("ALLOW FILTERING"), "{err}");
 }

@@ -46,7 +46,10 @@ struct Bounded<K: std::hash::Hash + Eq, V> {
 
 impl<K: std::hash::Hash + Eq, V> Bounded<K, V> {
     fn new() -> Self {
-        Bounded { lru: lru::LruCache::unbounded(), used: 0 }
+        Bounded {
+            lru: lru::LruCache::unbounded(),
+            used: 0,
+        }
     }
 
     fn put(&mut self, k: K, v: V, size: usize, capacity: usize) {
@@ -83,7 +86,11 @@ pub struct KeyCache {
 
 impl KeyCache {
     pub fn new(capacity_bytes: u64) -> Arc<Self> {
-        Arc::new(KeyCache { inner: Mutex::new(Bounded::new()), capacity: AtomicU64::new(capacity_bytes), stats: CacheStats::default() })
+        Arc::new(KeyCache {
+            inner: Mutex::new(Bounded::new()),
+            capacity: AtomicU64::new(capacity_bytes),
+            stats: CacheStats::default(),
+        })
     }
 
     pub fn enabled(&self) -> bool {
@@ -91,7 +98,12 @@ impl KeyCache {
     }
 
     pub fn get(&self, sstable: u64, key: &Bytes) -> Option<KeyEntry> {
-        let hit = self.inner.lock().lru.get(&(sstable, key.clone())).map(|(e, _)| e.clone());
+        let hit = self
+            .inner
+            .lock()
+            .lru
+            .get(&(sstable, key.clone()))
+            .map(|(e, _)| e.clone());
         self.stats.request(hit.is_some());
         hit
     }
@@ -153,7 +165,12 @@ pub struct RowCache {
 
 impl RowCache {
     pub fn new(capacity_bytes: u64) -> Arc<Self> {
-        Arc::new(RowCache { inner: Mutex::new(Bounded::new()), capacity: AtomicU64::new(capacity_bytes), tickets: AtomicU64::new(1), stats: CacheStats::default() })
+        Arc::new(RowCache {
+            inner: Mutex::new(Bounded::new()),
+            capacity: AtomicU64::new(capacity_bytes),
+            tickets: AtomicU64::new(1),
+            stats: CacheStats::default(),
+        })
     }
 
     pub fn enabled(&self) -> bool {
@@ -205,7 +222,12 @@ impl RowCache {
     /// Every partition of a table (truncate, drop, a schema change).
     pub fn invalidate_table(&self, table: uuid::Uuid) {
         let mut g = self.inner.lock();
-        let keys: Vec<(uuid::Uuid, Bytes)> = g.lru.iter().filter(|(k, _)| k.0 == table).map(|(k, _)| k.clone()).collect();
+        let keys: Vec<(uuid::Uuid, Bytes)> = g
+            .lru
+            .iter()
+            .filter(|(k, _)| k.0 == table)
+            .map(|(k, _)| k.clone())
+            .collect();
         for k in keys {
             g.remove(&k);
         }

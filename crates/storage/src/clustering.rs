@@ -70,7 +70,10 @@ impl BoundKind {
     }
 
     pub fn is_inclusive(self) -> bool {
-        matches!(self, BoundKind::StartInclusive | BoundKind::EndInclusive | BoundKind::Row)
+        matches!(
+            self,
+            BoundKind::StartInclusive | BoundKind::EndInclusive | BoundKind::Row
+        )
     }
 }
 
@@ -87,21 +90,41 @@ pub type Bound = ClusteringKey;
 
 impl ClusteringKey {
     pub fn row(values: Vec<Bytes>, comparator: Arc<ClusteringComparator>) -> Self {
-        ClusteringKey { values, kind: BoundKind::Row, comparator }
+        ClusteringKey {
+            values,
+            kind: BoundKind::Row,
+            comparator,
+        }
     }
 
-    pub fn bound(values: Vec<Bytes>, kind: BoundKind, comparator: Arc<ClusteringComparator>) -> Self {
-        ClusteringKey { values, kind, comparator }
+    pub fn bound(
+        values: Vec<Bytes>,
+        kind: BoundKind,
+        comparator: Arc<ClusteringComparator>,
+    ) -> Self {
+        ClusteringKey {
+            values,
+            kind,
+            comparator,
+        }
     }
 
     /// The bound before every row.
     pub fn bottom(comparator: Arc<ClusteringComparator>) -> Self {
-        ClusteringKey { values: Vec::new(), kind: BoundKind::StartInclusive, comparator }
+        ClusteringKey {
+            values: Vec::new(),
+            kind: BoundKind::StartInclusive,
+            comparator,
+        }
     }
 
     /// The bound after every row.
     pub fn top(comparator: Arc<ClusteringComparator>) -> Self {
-        ClusteringKey { values: Vec::new(), kind: BoundKind::EndInclusive, comparator }
+        ClusteringKey {
+            values: Vec::new(),
+            kind: BoundKind::EndInclusive,
+            comparator,
+        }
     }
 }
 

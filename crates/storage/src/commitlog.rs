@@ -45,7 +45,10 @@ pub enum Entry {
     /// An encoded mutation (see `serde::encode_mutation`).
     Mutation(Vec<u8>),
     /// All data of a table written before this point is gone.
-    Truncate { table_id: uuid::Uuid, truncated_at_micros: i64 },
+    Truncate {
+        table_id: uuid::Uuid,
+        truncated_at_micros: i64,
+    },
 }
 
 impl Entry {
@@ -55,7 +58,10 @@ impl Entry {
                 out.push(1);
                 out.extend_from_slice(m);
             }
-            Entry::Truncate { table_id, truncated_at_micros } => {
+            Entry::Truncate {
+                table_id,
+                truncated_at_micros,
+            } => {
                 out.push(2);
                 out.extend_from_slice(table_id.as_bytes());
                 out.extend_from_slice(&truncated_at_micros.to_be_bytes());
@@ -71,7 +77,10 @@ impl Entry {
                 id.copy_from_slice(&payload[1..17]);
                 let mut ts = [0u8; 8];
                 ts.copy_from_slice(&payload[17..25]);
-                Ok(Entry::Truncate { table_id: uuid::Uuid::from_bytes(id), truncated_at_micros: i64::from_be_bytes(ts) })
+                Ok(Entry::Truncate {
+                    table_id: uuid::Uuid::from_bytes(id),
+                    truncated_at_micros: i64::from_be_bytes(ts),
+                })
             }
             Some(k) => Err(format!("unknown entry kind {k}")),
             None => Err("empty entry".into()),
@@ -88,8 +97,52 @@ struct Writer {
     /// Logical position: total bytes appended since start.
     position: u64,
     dir: PathBuf,
-    scratch: Vec<u8>,
+    /// Entries appended and not yet written (group writing).
+    pending: Vec<u8>,
+    /// Bytes of the current segment in the file (`segment_bytes` less `pending`).
+    written_bytes: u64,
+    /// After a failed write: the next append starts a new segment.
+    must_roll: bool,
+    /// The latest failed writes, for the waiters of their entries.
+    failures: Vec<Failure>,
 }
+
+/// A write of buffered entries that failed: positions `(from, to]`.
+struct Failure {
+    from: u64,
+    to: u64,
+    path: PathBuf,
+    os_error: Option<i32>,
+    kind: std::io::ErrorKind,
+    message: String,
+}
+
+impl Writer {
+    /// Whether the entry ending at `pos` was written (`Some(Ok)`), failed to
+    /// be (`Some(Err)`), or is still buffered (`None`).
+    fn outcome(&self, pos: u64) -> Option<Result<(), StorageError>> {
+        if let Some(f) = self
+            .failures
+            .iter()
+            .rev()
+            .find(|f| pos > f.from && pos <= f.to)
+        {
+            let e = match f.os_error {
+                Some(code) => std::io::Error::from_raw_os_error(code),
+                None => std::io::Error::new(f.kind, f.message.clone()),
+            };
+            return Some(Err(io_err(&f.path, e)));
+        }
+        if pos <= position(self.segment_id, self.written_bytes) {
+            return Some(Ok(()));
+        }
+        None
+    }
+}
+
+/// Buffered entries are written once they reach this size even before a
+/// writer waits for them.
+const PENDING_WRITE_BYTES: usize = 256 * 1024;
 
 struct SyncState {
     requested: u64,
@@ -112,7 +165,10 @@ pub struct CommitLog {
 }
 
 fn io_err(path: &Path, e: std::io::Error) -> StorageError {
-    StorageError::Io { path: path.display().to_string(), source: e }
+    StorageError::Io {
+        path: path.display().to_string(),
+        source: e,
+    }
 }
 
 fn segment_path(dir: &Path, id: u64) -> PathBuf {
@@ -130,7 +186,10 @@ pub fn list_segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, StorageError> {
     for ent in rd {
         let ent = ent.map_err(|e| io_err(dir, e))?;
         let name = ent.file_name().to_string_lossy().to_string();
-        if let Some(rest) = name.strip_prefix("CommitLog-").and_then(|r| r.strip_suffix(".log")) {
+        if let Some(rest) = name
+            .strip_prefix("CommitLog-")
+            .and_then(|r| r.strip_suffix(".log"))
+        {
             if let Some((_, id)) = rest.split_once('-') {
                 if let Ok(id) = id.parse::<u64>() {
                     out.push((id, ent.path()));
@@ -144,7 +203,11 @@ pub fn list_segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, StorageError> {
 
 fn open_segment(dir: &Path, id: u64) -> Result<File, StorageError> {
     let path = segment_path(dir, id);
-    let mut f = OpenOptions::new().create_new(true).write(true).open(&path).map_err(|e| io_err(&path, e))?;
+    let mut f = OpenOptions::new()
+        .create_new(true)
+        .write(true)
+        .open(&path)
+        .map_err(|e| io_err(&path, e))?;
     let mut h = Vec::with_capacity(HEADER_LEN);
     h.extend_from_slice(SEGMENT_MAGIC);
     h.extend_from_slice(&SEGMENT_VERSION.to_be_bytes());
@@ -182,13 +245,21 @@ pub fn segment_of(position: u64) -> u64 {
 /// position of its end. A partial entry at the very end of the newest segment
 /// (a write the process died in) is ignored; any other damage is an error
 /// naming the file and position.
-pub fn replay(dir: &Path, mut f: impl FnMut(u64, Entry) -> Result<(), StorageError>) -> Result<ReplayStats, StorageError> {
+pub fn replay(
+    dir: &Path,
+    mut f: impl FnMut(u64, Entry) -> Result<(), StorageError>,
+) -> Result<ReplayStats, StorageError> {
     let segments = list_segments(dir)?;
-    let mut stats = ReplayStats { segments: segments.len(), ..Default::default() };
+    let mut stats = ReplayStats {
+        segments: segments.len(),
+        ..Default::default()
+    };
     let last = segments.len().saturating_sub(1);
     for (i, (seg_id, path)) in segments.iter().enumerate() {
         let mut data = Vec::new();
-        File::open(path).and_then(|mut fl| fl.read_to_end(&mut data)).map_err(|e| io_err(path, e))?;
+        File::open(path)
+            .and_then(|mut fl| fl.read_to_end(&mut data))
+            .map_err(|e| io_err(path, e))?;
         let corrupt = |pos: usize, reason: &str| StorageError::CorruptCommitLog {
             path: path.display().to_string(),
             position: pos as u64,
@@ -209,7 +280,10 @@ pub fn replay(dir: &Path, mut f: impl FnMut(u64, Entry) -> Result<(), StorageErr
         }
         let version = u32::from_be_bytes([data[4], data[5], data[6], data[7]]);
         if version != SEGMENT_VERSION {
-            return Err(corrupt(4, &format!("unsupported segment version {version}")));
+            return Err(corrupt(
+                4,
+                &format!("unsupported segment version {version}"),
+            ));
         }
         let mut pos = HEADER_LEN;
         while pos < data.len() {
@@ -222,7 +296,8 @@ pub fn replay(dir: &Path, mut f: impl FnMut(u64, Entry) -> Result<(), StorageErr
                 return Err(corrupt(pos, "truncated entry header"));
             }
             let len_bytes = &data[pos..pos + 4];
-            let len = u32::from_be_bytes([len_bytes[0], len_bytes[1], len_bytes[2], len_bytes[3]]) as usize;
+            let len = u32::from_be_bytes([len_bytes[0], len_bytes[1], len_bytes[2], len_bytes[3]])
+                as usize;
             let len_crc = &data[pos + 4..pos + 8];
             if crc32fast::hash(len_bytes).to_be_bytes() != len_crc {
                 if is_tail_region && data[pos..].iter().all(|b| *b == 0) {
@@ -261,11 +336,19 @@ pub fn replay(dir: &Path, mut f: impl FnMut(u64, Entry) -> Result<(), StorageErr
 
 impl CommitLog {
     /// Opens a new segment after any existing ones (replay them first).
-    pub fn open(dir: &Path, mode: SyncMode, segment_size_bytes: u64) -> Result<Arc<CommitLog>, StorageError> {
+    pub fn open(
+        dir: &Path,
+        mode: SyncMode,
+        segment_size_bytes: u64,
+    ) -> Result<Arc<CommitLog>, StorageError> {
         std::fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
         let existing = list_segments(dir)?;
         let next_id = existing.last().map(|(id, _)| id + 1).unwrap_or(1);
-        let existing_bytes: u64 = existing.iter().filter_map(|(_, p)| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
+        let existing_bytes: u64 = existing
+            .iter()
+            .filter_map(|(_, p)| std::fs::metadata(p).ok())
+            .map(|m| m.len())
+            .sum();
         let file = open_segment(dir, next_id)?;
         let (synced_tx, _) = tokio::sync::watch::channel(0u64);
         let log = Arc::new(CommitLog {
@@ -276,9 +359,16 @@ impl CommitLog {
                 segment_bytes: HEADER_LEN as u64,
                 position: 0,
                 dir: dir.to_path_buf(),
-                scratch: Vec::new(),
+                pending: Vec::with_capacity(64 * 1024),
+                written_bytes: HEADER_LEN as u64,
+                must_roll: false,
+                failures: Vec::new(),
             }),
-            state: Mutex::new(SyncState { requested: 0, synced: 0, error: None }),
+            state: Mutex::new(SyncState {
+                requested: 0,
+                synced: 0,
+                error: None,
+            }),
             wake_syncer: Condvar::new(),
             synced_tx,
             mode,
@@ -302,27 +392,67 @@ impl CommitLog {
     /// reached the OS when this returns. Call [`CommitLog::wait_durable`]
     /// before acknowledging.
     pub fn append(&self, entry: &Entry, table: Option<uuid::Uuid>) -> Result<u64, StorageError> {
-        if self.stopped.load(Ordering::Relaxed) {
-            return Err(StorageError::CommitLogStopped("the commit log is shut down".into()));
-        }
+        let mut payload = Vec::with_capacity(64);
+        entry.encode(&mut payload);
+        let pos = self.append_deferred(&payload, table)?;
         let mut w = self.writer.lock();
-        let w = &mut *w;
-        w.scratch.clear();
-        w.scratch.extend_from_slice(&[0u8; 8]);
-        entry.encode(&mut w.scratch);
-        let len = w.scratch.len() - 8;
+        self.write_pending(&mut w);
+        w.outcome(pos).unwrap_or_else(|| {
+            Err(StorageError::CommitLogStopped(
+                "commit log entry not written".into(),
+            ))
+        })?;
+        Ok(pos)
+    }
+
+    /// Appends a mutation entry (`payload` from `serde::encode_mutation`)
+    /// to the segment buffer and returns its end position. It reaches the OS
+    /// at the next write of the buffer, one write for everything appended
+    /// meanwhile (group writing): await [`CommitLog::wait_written`] before
+    /// acknowledging.
+    pub fn append_mutation(
+        &self,
+        payload: &[u8],
+        table: Option<uuid::Uuid>,
+    ) -> Result<u64, StorageError> {
+        let mut w = self.writer.lock();
+        self.append_locked(&mut w, 1, payload, table)
+    }
+
+    fn append_deferred(
+        &self,
+        encoded: &[u8],
+        table: Option<uuid::Uuid>,
+    ) -> Result<u64, StorageError> {
+        let mut w = self.writer.lock();
+        self.append_locked(&mut w, encoded[0], &encoded[1..], table)
+    }
+
+    fn append_locked(
+        &self,
+        w: &mut Writer,
+        kind: u8,
+        payload: &[u8],
+        table: Option<uuid::Uuid>,
+    ) -> Result<u64, StorageError> {
+        if self.stopped.load(Ordering::Relaxed) {
+            return Err(StorageError::CommitLogStopped(
+                "the commit log is shut down".into(),
+            ));
+        }
+        let len = payload.len() + 1;
         if len > MAX_ENTRY_BYTES {
             return Err(StorageError::CommitLogStopped(format!(
                 "Mutation of {len} bytes is too large for the maximum size of {MAX_ENTRY_BYTES}"
             )));
         }
-        let lb = (len as u32).to_be_bytes();
-        w.scratch[0..4].copy_from_slice(&lb);
-        w.scratch[4..8].copy_from_slice(&crc32fast::hash(&lb).to_be_bytes());
-        let crc = crc32fast::hash(&w.scratch[8..]);
-        w.scratch.extend_from_slice(&crc.to_be_bytes());
-        if w.segment_bytes + w.scratch.len() as u64 > self.segment_size_bytes && w.segment_bytes > HEADER_LEN as u64 {
+        let entry_bytes = (len + 12) as u64;
+        if w.must_roll
+            || (w.segment_bytes + entry_bytes > self.segment_size_bytes
+                && w.segment_bytes > HEADER_LEN as u64)
+        {
             // roll: make the old segment durable, start a new one
+            self.write_pending(w);
             let path = segment_path(&w.dir, w.segment_id);
             w.file.sync_data().map_err(|e| io_err(&path, e))?;
             // the new segment must exist whole before it is used (a full disk
@@ -338,27 +468,100 @@ impl CommitLog {
             w.segment_id = next;
             w.file = file;
             w.segment_bytes = HEADER_LEN as u64;
-            self.disk_bytes.fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
+            w.written_bytes = HEADER_LEN as u64;
+            w.must_roll = false;
+            self.disk_bytes
+                .fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
         }
-        let path_of = |w: &Writer| segment_path(&w.dir, w.segment_id);
-        if let Err(e) = w.file.write_all(&w.scratch) {
-            // cut a partial entry off, so the segment stays whole entries and
-            // later appends replay; if even that fails, stop the log
-            let end = w.segment_bytes;
-            let undone = w.file.set_len(end).and_then(|_| w.file.seek(std::io::SeekFrom::Start(end)));
-            if undone.is_err() {
-                self.stopped.store(true, Ordering::Relaxed);
-            }
-            return Err(io_err(&path_of(w), e));
-        }
-        w.segment_bytes += w.scratch.len() as u64;
-        self.disk_bytes.fetch_add(w.scratch.len() as u64, Ordering::Relaxed);
+        let lb = (len as u32).to_be_bytes();
+        w.pending.extend_from_slice(&lb);
+        w.pending
+            .extend_from_slice(&crc32fast::hash(&lb).to_be_bytes());
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&[kind]);
+        crc.update(payload);
+        w.pending.push(kind);
+        w.pending.extend_from_slice(payload);
+        w.pending.extend_from_slice(&crc.finalize().to_be_bytes());
+        w.segment_bytes += entry_bytes;
         w.position = position(w.segment_id, w.segment_bytes);
         if let Some(t) = table {
             let seg = w.segment_id;
             w.dirty.entry(seg).or_default().insert(t);
         }
+        if w.pending.len() >= PENDING_WRITE_BYTES {
+            self.write_pending(w);
+        }
         Ok(w.position)
+    }
+
+    /// Writes the buffered entries to the segment in one write. On failure
+    /// (a full disk) the partial write is cut off so the segment holds whole
+    /// entries only, the entries are recorded as failed for their waiters,
+    /// and the next append starts a new segment (positions are never reused).
+    fn write_pending(&self, w: &mut Writer) {
+        if w.pending.is_empty() {
+            return;
+        }
+        let pending = std::mem::take(&mut w.pending);
+        match w.file.write_all(&pending) {
+            Ok(()) => {
+                w.written_bytes += pending.len() as u64;
+                self.disk_bytes
+                    .fetch_add(pending.len() as u64, Ordering::Relaxed);
+            }
+            Err(e) => {
+                let good = w.written_bytes;
+                let undone = w
+                    .file
+                    .set_len(good)
+                    .and_then(|_| w.file.seek(std::io::SeekFrom::Start(good)));
+                if undone.is_err() {
+                    self.stopped.store(true, Ordering::Relaxed);
+                }
+                let path = segment_path(&w.dir, w.segment_id);
+                let failure = Failure {
+                    from: position(w.segment_id, good),
+                    to: position(w.segment_id, w.segment_bytes),
+                    path,
+                    os_error: e.raw_os_error(),
+                    kind: e.kind(),
+                    message: e.to_string(),
+                };
+                if w.failures.len() >= 64 {
+                    w.failures.remove(0);
+                }
+                w.failures.push(failure);
+                w.must_roll = true;
+            }
+        }
+        let mut buf = pending;
+        buf.clear();
+        if buf.capacity() <= 4 * PENDING_WRITE_BYTES {
+            w.pending = buf;
+        }
+    }
+
+    /// Waits until the entry ending at `position` has reached the OS (a
+    /// process crash no longer loses it), writing the buffer itself when no
+    /// other writer has: it first lets the other ready writes append, so one
+    /// write carries many entries. Errors when that write failed.
+    pub async fn wait_written(&self, position: u64) -> Result<(), StorageError> {
+        let mut yielded = false;
+        loop {
+            {
+                let mut w = self.writer.lock();
+                if let Some(r) = w.outcome(position) {
+                    return r;
+                }
+                if yielded {
+                    self.write_pending(&mut w);
+                    continue;
+                }
+            }
+            tokio::task::yield_now().await;
+            yielded = true;
+        }
     }
 
     /// The position after the last appended entry.
@@ -369,7 +572,12 @@ impl CommitLog {
 
     /// Records that `table` has unflushed data in segment `seg` (after replay).
     pub fn mark_dirty(&self, seg: u64, table: uuid::Uuid) {
-        self.writer.lock().dirty.entry(seg).or_default().insert(table);
+        self.writer
+            .lock()
+            .dirty
+            .entry(seg)
+            .or_default()
+            .insert(table);
     }
 
     /// Deletes every closed segment all of whose tables have flushed past it.
@@ -394,7 +602,10 @@ impl CommitLog {
             };
             let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
             if clean && std::fs::remove_file(&path).is_ok() {
-                self.disk_bytes.fetch_sub(len.min(self.disk_bytes.load(Ordering::Relaxed)), Ordering::Relaxed);
+                self.disk_bytes.fetch_sub(
+                    len.min(self.disk_bytes.load(Ordering::Relaxed)),
+                    Ordering::Relaxed,
+                );
                 w.dirty.remove(&id);
                 removed.push(id);
             }
@@ -430,14 +641,20 @@ impl CommitLog {
         }
         match r {
             Ok(_) => Ok(()),
-            Err(_) => Err(StorageError::CommitLogStopped("commit log sync stopped".into())),
+            Err(_) => Err(StorageError::CommitLogStopped(
+                "commit log sync stopped".into(),
+            )),
         }
     }
 
     fn sync_now(&self) -> Result<u64, String> {
         let (file, pos) = {
-            let w = self.writer.lock();
-            (w.file.try_clone().map_err(|e| e.to_string())?, position(w.segment_id, w.segment_bytes))
+            let mut w = self.writer.lock();
+            self.write_pending(&mut w);
+            (
+                w.file.try_clone().map_err(|e| e.to_string())?,
+                position(w.segment_id, w.written_bytes),
+            )
         };
         file.sync_data().map_err(|e| e.to_string())?;
         Ok(pos)
@@ -454,7 +671,9 @@ impl CommitLog {
                 SyncMode::Batch | SyncMode::Group(_) => {
                     let mut st = self.state.lock();
                     while st.requested <= st.synced && !self.stopped.load(Ordering::Relaxed) {
-                        let _ = self.wake_syncer.wait_for(&mut st, Duration::from_millis(100));
+                        let _ = self
+                            .wake_syncer
+                            .wait_for(&mut st, Duration::from_millis(100));
                     }
                     drop(st);
                     if let SyncMode::Group(w) = self.mode {
@@ -493,7 +712,9 @@ impl CommitLog {
 
     /// Forces an fsync now (drain, flush).
     pub fn sync(&self) -> Result<(), StorageError> {
-        self.sync_now().map(|_| ()).map_err(StorageError::CommitLogStopped)
+        self.sync_now()
+            .map(|_| ())
+            .map_err(StorageError::CommitLogStopped)
     }
 }
 
@@ -505,18 +726,34 @@ mod tests {
     fn entries_replay_in_order_and_a_torn_tail_is_ignored() {
         let dir = tempfile::tempdir().expect("tmp");
         {
-            let log = CommitLog::open(dir.path(), SyncMode::Periodic(Duration::from_secs(10)), 1 << 20).expect("open");
+            let log = CommitLog::open(
+                dir.path(),
+                SyncMode::Periodic(Duration::from_secs(10)),
+                1 << 20,
+            )
+            .expect("open");
             for i in 0..100u8 {
-                log.append(&Entry::Mutation(vec![i; 100]), None).expect("append");
+                log.append(&Entry::Mutation(vec![i; 100]), None)
+                    .expect("append");
             }
-            log.append(&Entry::Truncate { table_id: uuid::Uuid::from_u128(1), truncated_at_micros: 5 }, None).expect("append");
+            log.append(
+                &Entry::Truncate {
+                    table_id: uuid::Uuid::from_u128(1),
+                    truncated_at_micros: 5,
+                },
+                None,
+            )
+            .expect("append");
             log.shutdown();
         }
         let segs = list_segments(dir.path()).expect("list");
         assert_eq!(segs.len(), 1);
         // tear the last entry
         let len = std::fs::metadata(&segs[0].1).expect("meta").len();
-        let f = OpenOptions::new().write(true).open(&segs[0].1).expect("open");
+        let f = OpenOptions::new()
+            .write(true)
+            .open(&segs[0].1)
+            .expect("open");
         f.set_len(len - 3).expect("truncate");
         let mut seen = Vec::new();
         let stats = replay(dir.path(), |_, e| {
@@ -533,9 +770,15 @@ mod tests {
     fn corruption_in_an_older_segment_is_reported_with_path_and_position() {
         let dir = tempfile::tempdir().expect("tmp");
         {
-            let log = CommitLog::open(dir.path(), SyncMode::Periodic(Duration::from_secs(10)), 4096).expect("open");
+            let log = CommitLog::open(
+                dir.path(),
+                SyncMode::Periodic(Duration::from_secs(10)),
+                4096,
+            )
+            .expect("open");
             for i in 0..100u8 {
-                log.append(&Entry::Mutation(vec![i; 100]), None).expect("append");
+                log.append(&Entry::Mutation(vec![i; 100]), None)
+                    .expect("append");
             }
             log.shutdown();
         }
@@ -546,15 +789,66 @@ mod tests {
         std::fs::write(&segs[0].1, data).expect("write");
         let err = replay(dir.path(), |_, _| Ok(())).expect_err("must fail");
         let msg = err.to_string();
-        assert!(msg.contains("CommitLog-1-1.log") && msg.contains("position 20"), "{msg}");
+        assert!(
+            msg.contains("CommitLog-1-1.log") && msg.contains("position 20"),
+            "{msg}"
+        );
     }
 
     #[tokio::test]
     async fn batch_mode_waits_for_fsync() {
         let dir = tempfile::tempdir().expect("tmp");
         let log = CommitLog::open(dir.path(), SyncMode::Batch, 1 << 20).expect("open");
-        let pos = log.append(&Entry::Mutation(vec![1; 10]), None).expect("append");
+        let pos = log
+            .append(&Entry::Mutation(vec![1; 10]), None)
+            .expect("append");
         log.wait_durable(pos).await.expect("durable");
         log.shutdown();
+    }
+
+    #[tokio::test]
+    async fn buffered_entries_reach_the_os_in_one_write_before_acknowledgement() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let log = CommitLog::open(
+            dir.path(),
+            SyncMode::Periodic(Duration::from_secs(3600)),
+            4096,
+        )
+        .expect("open");
+        let seg = list_segments(dir.path()).expect("list")[0].1.clone();
+        let mut ends = Vec::new();
+        for i in 0..10u8 {
+            ends.push(log.append_mutation(&[i; 50], None).expect("append"));
+        }
+        // appended, not yet written: a crash now would lose only unacknowledged entries
+        assert_eq!(
+            std::fs::metadata(&seg).expect("meta").len(),
+            HEADER_LEN as u64
+        );
+        log.wait_written(ends[3]).await.expect("written");
+        assert_eq!(
+            std::fs::metadata(&seg).expect("meta").len(),
+            HEADER_LEN as u64 + 10 * 63,
+            "one write carries all ten"
+        );
+        for e in &ends {
+            log.wait_written(*e).await.expect("written");
+        }
+        // a segment rolls past its size with the buffered entries written first
+        for i in 0..100u8 {
+            let end = log.append_mutation(&[i; 50], None).expect("append");
+            log.wait_written(end).await.expect("written");
+        }
+        log.shutdown();
+        let mut seen = Vec::new();
+        replay(dir.path(), |_, e| {
+            seen.push(e);
+            Ok(())
+        })
+        .expect("replay");
+        assert_eq!(seen.len(), 110);
+        assert_eq!(seen[9], Entry::Mutation(vec![9; 50]));
+        assert_eq!(seen[109], Entry::Mutation(vec![99; 50]));
+        assert!(list_segments(dir.path()).expect("list").len() > 1);
     }
 }

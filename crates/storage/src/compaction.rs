@@ -26,7 +26,13 @@ pub struct SizeTieredOptions {
 
 impl Default for SizeTieredOptions {
     fn default() -> Self {
-        SizeTieredOptions { min_threshold: 4, max_threshold: 32, bucket_low: 0.5, bucket_high: 1.5, min_sstable_size_bytes: 50 * 1024 * 1024 }
+        SizeTieredOptions {
+            min_threshold: 4,
+            max_threshold: 32,
+            bucket_low: 0.5,
+            bucket_high: 1.5,
+            min_sstable_size_bytes: 50 * 1024 * 1024,
+        }
     }
 }
 
@@ -35,7 +41,12 @@ impl SizeTieredOptions {
     pub fn from_map(m: &BTreeMap<String, String>) -> Result<Self, String> {
         let mut o = SizeTieredOptions::default();
         let num = |k: &str| -> Result<Option<f64>, String> {
-            m.get(k).map(|v| v.parse::<f64>().map_err(|_| format!("{k} must be a number, not '{v}'"))).transpose()
+            m.get(k)
+                .map(|v| {
+                    v.parse::<f64>()
+                        .map_err(|_| format!("{k} must be a number, not '{v}'"))
+                })
+                .transpose()
         };
         if let Some(v) = num("min_threshold")? {
             o.min_threshold = v as usize;
@@ -59,7 +70,10 @@ impl SizeTieredOptions {
             return Err("max_threshold cannot be smaller than min_threshold".into());
         }
         if o.bucket_high <= o.bucket_low {
-            return Err(format!("bucket_high must be greater than bucket_low, but was {}", o.bucket_high));
+            return Err(format!(
+                "bucket_high must be greater than bucket_low, but was {}",
+                o.bucket_high
+            ));
         }
         Ok(o)
     }
@@ -93,7 +107,10 @@ pub fn size_tiered_buckets(sizes: &[u64], o: &SizeTieredOptions) -> Vec<Vec<usiz
 
 /// The SSTables size-tiered compaction would compact next (indexes), if any.
 pub fn size_tiered_candidates(sizes: &[u64], o: &SizeTieredOptions) -> Option<Vec<usize>> {
-    let mut eligible: Vec<Vec<usize>> = size_tiered_buckets(sizes, o).into_iter().filter(|b| b.len() >= o.min_threshold).collect();
+    let mut eligible: Vec<Vec<usize>> = size_tiered_buckets(sizes, o)
+        .into_iter()
+        .filter(|b| b.len() >= o.min_threshold)
+        .collect();
     eligible.sort_by_key(|b| b.iter().map(|i| sizes[*i]).sum::<u64>() / b.len() as u64);
     eligible.into_iter().next().map(|mut b| {
         b.sort_by_key(|i| sizes[*i]);
@@ -108,11 +125,18 @@ pub enum Strategy {
     SizeTiered(SizeTieredOptions),
     /// LeveledCompactionStrategy: L0 takes flushes; level L holds up to
     /// `fanout^L` SSTables of `sstable_size_bytes`, non-overlapping.
-    Leveled { sstable_size_bytes: u64, fanout: u64, l0: SizeTieredOptions },
+    Leveled {
+        sstable_size_bytes: u64,
+        fanout: u64,
+        l0: SizeTieredOptions,
+    },
     /// TimeWindowCompactionStrategy: SSTables grouped by the window of their
     /// newest write; size-tiered inside the current window, one SSTable per
     /// older window.
-    TimeWindow { window_micros: i64, stcs: SizeTieredOptions },
+    TimeWindow {
+        window_micros: i64,
+        stcs: SizeTieredOptions,
+    },
 }
 
 impl Default for Strategy {
@@ -124,45 +148,73 @@ impl Default for Strategy {
 impl Strategy {
     /// From the table's `compaction` map (class already normalised).
     pub fn from_map(m: &BTreeMap<String, String>) -> Result<Self, String> {
-        let class = m.get("class").map(|s| s.as_str()).unwrap_or("SizeTieredCompactionStrategy");
+        let class = m
+            .get("class")
+            .map(|s| s.as_str())
+            .unwrap_or("SizeTieredCompactionStrategy");
         let stcs = SizeTieredOptions::from_map(m)?;
         if class.ends_with("LeveledCompactionStrategy") {
             let size_mb: u64 = match m.get("sstable_size_in_mb") {
-                Some(v) => v.parse().map_err(|_| format!("sstable_size_in_mb must be a positive integer, not '{v}'"))?,
+                Some(v) => v.parse().map_err(|_| {
+                    format!("sstable_size_in_mb must be a positive integer, not '{v}'")
+                })?,
                 None => 160,
             };
             let fanout: u64 = match m.get("fanout_size") {
-                Some(v) => v.parse().map_err(|_| format!("fanout_size must be a positive integer, not '{v}'"))?,
+                Some(v) => v
+                    .parse()
+                    .map_err(|_| format!("fanout_size must be a positive integer, not '{v}'"))?,
                 None => 10,
             };
             if size_mb == 0 || fanout < 2 {
-                return Err("sstable_size_in_mb must be positive and fanout_size at least 2".into());
+                return Err(
+                    "sstable_size_in_mb must be positive and fanout_size at least 2".into(),
+                );
             }
-            return Ok(Strategy::Leveled { sstable_size_bytes: size_mb * 1024 * 1024, fanout, l0: stcs });
+            return Ok(Strategy::Leveled {
+                sstable_size_bytes: size_mb * 1024 * 1024,
+                fanout,
+                l0: stcs,
+            });
         }
         if class.ends_with("TimeWindowCompactionStrategy") {
-            let unit = m.get("compaction_window_unit").map(|s| s.to_uppercase()).unwrap_or_else(|| "DAYS".into());
-            let unit_micros: i64 = match unit.as_str() {
-                "MINUTES" => 60_000_000,
-                "HOURS" => 3_600_000_000,
-                "DAYS" => 86_400_000_000,
-                other => return Err(format!("{other} is not valid for compaction_window_unit (MINUTES, HOURS or DAYS)")),
-            };
+            let unit = m
+                .get("compaction_window_unit")
+                .map(|s| s.to_uppercase())
+                .unwrap_or_else(|| "DAYS".into());
+            let unit_micros: i64 =
+                match unit.as_str() {
+                    "MINUTES" => 60_000_000,
+                    "HOURS" => 3_600_000_000,
+                    "DAYS" => 86_400_000_000,
+                    other => return Err(format!(
+                        "{other} is not valid for compaction_window_unit (MINUTES, HOURS or DAYS)"
+                    )),
+                };
             let size: i64 = match m.get("compaction_window_size") {
-                Some(v) => v.parse().map_err(|_| format!("{v} is not a parsable int (base10) for compaction_window_size"))?,
+                Some(v) => v.parse().map_err(|_| {
+                    format!("{v} is not a parsable int (base10) for compaction_window_size")
+                })?,
                 None => 1,
             };
             if size < 1 {
-                return Err(format!("compaction_window_size value ({size}) must be greater than 1"));
+                return Err(format!(
+                    "compaction_window_size value ({size}) must be greater than 1"
+                ));
             }
-            return Ok(Strategy::TimeWindow { window_micros: unit_micros * size, stcs });
+            return Ok(Strategy::TimeWindow {
+                window_micros: unit_micros * size,
+                stcs,
+            });
         }
         Ok(Strategy::SizeTiered(stcs))
     }
 
     pub fn min_threshold(&self) -> usize {
         match self {
-            Strategy::SizeTiered(o) | Strategy::Leveled { l0: o, .. } | Strategy::TimeWindow { stcs: o, .. } => o.min_threshold,
+            Strategy::SizeTiered(o)
+            | Strategy::Leveled { l0: o, .. }
+            | Strategy::TimeWindow { stcs: o, .. } => o.min_threshold,
         }
     }
 }
@@ -199,10 +251,18 @@ fn overlaps(a: &SSTableReader, b: &SSTableReader) -> bool {
     a.stats.min_token <= b.stats.max_token && b.stats.min_token <= a.stats.max_token
 }
 
-fn stcs_task(ss: &[Arc<SSTableReader>], o: &SizeTieredOptions, level: u32) -> Option<CompactionTask> {
+fn stcs_task(
+    ss: &[Arc<SSTableReader>],
+    o: &SizeTieredOptions,
+    level: u32,
+) -> Option<CompactionTask> {
     let sizes: Vec<u64> = ss.iter().map(|s| s.stats.data_bytes).collect();
-    size_tiered_candidates(&sizes, o)
-        .map(|idx| CompactionTask { inputs: idx.into_iter().map(|i| ss[i].clone()).collect(), output_level: level, max_output_bytes: u64::MAX, split_output: false })
+    size_tiered_candidates(&sizes, o).map(|idx| CompactionTask {
+        inputs: idx.into_iter().map(|i| ss[i].clone()).collect(),
+        output_level: level,
+        max_output_bytes: u64::MAX,
+        split_output: false,
+    })
 }
 
 /// The strategy's next compaction of `sstables`, if any.
@@ -214,11 +274,25 @@ pub fn next_task(strategy: &Strategy, sstables: &[Arc<SSTableReader>]) -> Option
 /// does: `last_compacted(level)` is the last token of what it last pushed
 /// down from that level, and the next pick is the SSTable starting after it
 /// (wrapping around), so every part of the ring gets its turn.
-pub fn next_task_after(strategy: &Strategy, sstables: &[Arc<SSTableReader>], last_compacted: &dyn Fn(u32) -> Option<i64>) -> Option<CompactionTask> {
+pub fn next_task_after(
+    strategy: &Strategy,
+    sstables: &[Arc<SSTableReader>],
+    last_compacted: &dyn Fn(u32) -> Option<i64>,
+) -> Option<CompactionTask> {
     match strategy {
         Strategy::SizeTiered(o) => stcs_task(sstables, o, 0),
-        Strategy::Leveled { sstable_size_bytes, fanout, l0 } => {
-            let level = |n: u32| sstables.iter().filter(|s| s.stats.level == n).cloned().collect::<Vec<_>>();
+        Strategy::Leveled {
+            sstable_size_bytes,
+            fanout,
+            l0,
+        } => {
+            let level = |n: u32| {
+                sstables
+                    .iter()
+                    .filter(|s| s.stats.level == n)
+                    .cloned()
+                    .collect::<Vec<_>>()
+            };
             let l0s = level(0);
             if l0s.len() > 32 {
                 // too far behind: size-tiered inside L0 first, as Cassandra does
@@ -234,7 +308,12 @@ pub fn next_task_after(strategy: &Strategy, sstables: &[Arc<SSTableReader>], las
                         inputs.push(s);
                     }
                 }
-                return Some(CompactionTask { inputs, output_level: 1, max_output_bytes: *sstable_size_bytes, split_output: false });
+                return Some(CompactionTask {
+                    inputs,
+                    output_level: 1,
+                    max_output_bytes: *sstable_size_bytes,
+                    split_output: false,
+                });
             }
             let max_level = sstables.iter().map(|s| s.stats.level).max().unwrap_or(0);
             for n in 1..=max_level {
@@ -245,23 +324,38 @@ pub fn next_task_after(strategy: &Strategy, sstables: &[Arc<SSTableReader>], las
                     let mut by_token = in_level.clone();
                     by_token.sort_by_key(|s| s.stats.min_token);
                     let after = last_compacted(n);
-                    let next = by_token.iter().find(|s| after.map(|a| s.stats.min_token > a).unwrap_or(true));
-                    let Some(pick) = next.or(by_token.first()).cloned() else { continue };
+                    let next = by_token
+                        .iter()
+                        .find(|s| after.map(|a| s.stats.min_token > a).unwrap_or(true));
+                    let Some(pick) = next.or(by_token.first()).cloned() else {
+                        continue;
+                    };
                     let mut inputs = vec![pick.clone()];
                     for s in level(n + 1) {
                         if overlaps(&pick, &s) {
                             inputs.push(s);
                         }
                     }
-                    return Some(CompactionTask { inputs, output_level: n + 1, max_output_bytes: *sstable_size_bytes, split_output: false });
+                    return Some(CompactionTask {
+                        inputs,
+                        output_level: n + 1,
+                        max_output_bytes: *sstable_size_bytes,
+                        split_output: false,
+                    });
                 }
             }
             None
         }
-        Strategy::TimeWindow { window_micros, stcs } => {
+        Strategy::TimeWindow {
+            window_micros,
+            stcs,
+        } => {
             let mut windows: BTreeMap<i64, Vec<Arc<SSTableReader>>> = BTreeMap::new();
             for s in sstables {
-                windows.entry(s.stats.max_timestamp.div_euclid(*window_micros)).or_default().push(s.clone());
+                windows
+                    .entry(s.stats.max_timestamp.div_euclid(*window_micros))
+                    .or_default()
+                    .push(s.clone());
             }
             let newest = *windows.keys().next_back()?;
             for (w, ss) in windows.iter().rev() {
@@ -270,7 +364,12 @@ pub fn next_task_after(strategy: &Strategy, sstables: &[Arc<SSTableReader>], las
                         return Some(t);
                     }
                 } else if ss.len() >= 2 {
-                    return Some(CompactionTask { inputs: ss.clone(), output_level: 0, max_output_bytes: u64::MAX, split_output: false });
+                    return Some(CompactionTask {
+                        inputs: ss.clone(),
+                        output_level: 0,
+                        max_output_bytes: u64::MAX,
+                        split_output: false,
+                    });
                 }
             }
             None
@@ -321,7 +420,10 @@ pub fn compact(
     outside: &dyn Fn(&DecoratedKey) -> bool,
     progress: &dyn Fn(u64),
 ) -> Result<(CompactionResult, Vec<u64>), StorageError> {
-    let mut result = CompactionResult { input_bytes: inputs.iter().map(|s| s.stats.data_bytes).sum(), ..Default::default() };
+    let mut result = CompactionResult {
+        input_bytes: inputs.iter().map(|s| s.stats.data_bytes).sum(),
+        ..Default::default()
+    };
     let mut writer = new_writer()?;
     let mut written = Vec::new();
     let mut writer_empty = true;
@@ -333,9 +435,15 @@ pub fn compact(
     for sc in scanners.iter_mut() {
         heads.push(sc.next().transpose()?);
     }
-    let position = inputs.iter().map(|s| s.stats.commitlog_position).max().unwrap_or(0);
+    let position = inputs
+        .iter()
+        .map(|s| s.stats.commitlog_position)
+        .max()
+        .unwrap_or(0);
     loop {
-        let Some(min) = heads.iter().flatten().map(|(k, _)| k).min().cloned() else { break };
+        let Some(min) = heads.iter().flatten().map(|(k, _)| k).min().cloned() else {
+            break;
+        };
         let mut merged: Option<Partition> = None;
         for (i, h) in heads.iter_mut().enumerate() {
             if h.as_ref().map(|(k, _)| *k == min).unwrap_or(false) {
@@ -386,15 +494,34 @@ mod tests {
 
     #[test]
     fn size_tiered_buckets_similar_sizes_and_waits_for_min_threshold() {
-        let o = SizeTieredOptions { min_sstable_size_bytes: 10, ..Default::default() };
+        let o = SizeTieredOptions {
+            min_sstable_size_bytes: 10,
+            ..Default::default()
+        };
         let sizes = [100, 110, 95, 105, 1000, 990, 5];
         let b = size_tiered_buckets(&sizes, &o);
-        assert!(b.iter().any(|x| { let mut x = x.clone(); x.sort(); x == vec![0, 1, 2, 3] }), "{b:?}");
-        assert_eq!(size_tiered_candidates(&sizes, &o).map(|mut c| { c.sort(); c }), Some(vec![0, 1, 2, 3]));
+        assert!(
+            b.iter().any(|x| {
+                let mut x = x.clone();
+                x.sort();
+                x == vec![0, 1, 2, 3]
+            }),
+            "{b:?}"
+        );
+        assert_eq!(
+            size_tiered_candidates(&sizes, &o).map(|mut c| {
+                c.sort();
+                c
+            }),
+            Some(vec![0, 1, 2, 3])
+        );
         assert_eq!(size_tiered_candidates(&[100, 100, 100], &o), None);
         // tiny SSTables all go to one bucket
         let o2 = SizeTieredOptions::default();
-        assert_eq!(size_tiered_candidates(&[1, 50, 3000, 7], &o2).map(|c| c.len()), Some(4));
+        assert_eq!(
+            size_tiered_candidates(&[1, 50, 3000, 7], &o2).map(|c| c.len()),
+            Some(4)
+        );
     }
 
     use crate::clustering::ClusteringComparator;
@@ -403,18 +530,38 @@ mod tests {
     use bytes::Bytes;
 
     /// An SSTable of `keys` written at `ts` (with `ttl`), at `level`.
-    fn table(dir: &std::path::Path, g: u64, keys: std::ops::Range<u32>, ts: i64, ttl: i32, level: u32) -> Arc<SSTableReader> {
+    fn table(
+        dir: &std::path::Path,
+        g: u64,
+        keys: std::ops::Range<u32>,
+        ts: i64,
+        ttl: i32,
+        level: u32,
+    ) -> Arc<SSTableReader> {
         let cmp = ClusteringComparator::new(vec![]);
         let mut w = SSTableWriter::create(dir, g, 4096, true, 0.01).expect("writer");
         w.set_level(level);
-        let mut ks: Vec<DecoratedKey> = keys.map(|k| DecoratedKey::new(Bytes::copy_from_slice(&k.to_be_bytes()))).collect();
+        let mut ks: Vec<DecoratedKey> = keys
+            .map(|k| DecoratedKey::new(Bytes::copy_from_slice(&k.to_be_bytes())))
+            .collect();
         ks.sort();
         for k in &ks {
             let mut p = Partition::new();
             let mut cells = RowCells::new();
-            let c = if ttl > 0 { Cell::expiring(ts, ttl, 1000, Bytes::from_static(b"v")) } else { Cell::live(ts, Bytes::from_static(b"v")) };
+            let c = if ttl > 0 {
+                Cell::expiring(ts, ttl, 1000, Bytes::from_static(b"v"))
+            } else {
+                Cell::live(ts, Bytes::from_static(b"v"))
+            };
             cells.insert("v".into(), ColumnData::Simple(c));
-            p.rows.insert(crate::clustering::ClusteringKey::row(vec![], cmp.clone()), Row { liveness: None, deletion: None, cells });
+            p.rows.insert(
+                crate::clustering::ClusteringKey::row(vec![], cmp.clone()),
+                Row {
+                    liveness: None,
+                    deletion: None,
+                    cells,
+                },
+            );
             w.append(k, &p).expect("append");
         }
         w.finish(0).expect("finish");
@@ -431,36 +578,78 @@ mod tests {
     fn leveled_compacts_l0_into_l1_with_overlapping_l1_and_promotes_full_levels() {
         let dir = tempfile::tempdir().expect("tmp");
         let mut m = BTreeMap::new();
-        m.insert("class".to_string(), "org.apache.cassandra.db.compaction.LeveledCompactionStrategy".to_string());
+        m.insert(
+            "class".to_string(),
+            "org.apache.cassandra.db.compaction.LeveledCompactionStrategy".to_string(),
+        );
         m.insert("sstable_size_in_mb".to_string(), "1".to_string());
         let lcs = Strategy::from_map(&m).expect("lcs");
-        let l0: Vec<_> = (1..=3).map(|g| table(dir.path(), g, 0..50, 10, 0, 0)).collect();
-        assert!(next_task(&lcs, &l0).is_none(), "three L0 SSTables are below min_threshold");
+        let l0: Vec<_> = (1..=3)
+            .map(|g| table(dir.path(), g, 0..50, 10, 0, 0))
+            .collect();
+        assert!(
+            next_task(&lcs, &l0).is_none(),
+            "three L0 SSTables are below min_threshold"
+        );
         let mut all = l0.clone();
         all.push(table(dir.path(), 4, 0..50, 10, 0, 0));
         all.push(table(dir.path(), 5, 0..50, 10, 0, 1));
         let t = next_task(&lcs, &all).expect("task");
-        assert_eq!(gens(&t), vec![1, 2, 3, 4, 5], "L0 plus the overlapping L1 SSTable");
+        assert_eq!(
+            gens(&t),
+            vec![1, 2, 3, 4, 5],
+            "L0 plus the overlapping L1 SSTable"
+        );
         assert_eq!(t.output_level, 1);
         assert_eq!(t.max_output_bytes, 1024 * 1024);
         // a level over its size limit (fanout^L * size) pushes one SSTable down
         let mut m2 = m.clone();
         m2.insert("fanout_size".to_string(), "2".to_string());
-        let tiny = Strategy::Leveled { sstable_size_bytes: 10, fanout: 2, l0: SizeTieredOptions::default() };
-        let l1: Vec<_> = (6..=8).map(|g| table(dir.path(), g, (g as u32 * 100)..(g as u32 * 100 + 10), 10, 0, 1)).collect();
+        let tiny = Strategy::Leveled {
+            sstable_size_bytes: 10,
+            fanout: 2,
+            l0: SizeTieredOptions::default(),
+        };
+        let l1: Vec<_> = (6..=8)
+            .map(|g| {
+                table(
+                    dir.path(),
+                    g,
+                    (g as u32 * 100)..(g as u32 * 100 + 10),
+                    10,
+                    0,
+                    1,
+                )
+            })
+            .collect();
         let t = next_task(&tiny, &l1).expect("promotion");
         assert_eq!(t.output_level, 2);
-        let mut order: Vec<_> = l1.iter().map(|s| (s.stats.min_token, s.generation)).collect();
+        let mut order: Vec<_> = l1
+            .iter()
+            .map(|s| (s.stats.min_token, s.generation))
+            .collect();
         order.sort();
         assert_eq!(gens(&t), vec![order[0].1], "the first pick starts the ring");
         // the next promotion from L1 starts after the last one, wrapping round
-        let last = l1.iter().find(|s| s.generation == order[0].1).map(|s| s.stats.max_token).unwrap_or(0);
+        let last = l1
+            .iter()
+            .find(|s| s.generation == order[0].1)
+            .map(|s| s.stats.max_token)
+            .unwrap_or(0);
         let t = next_task_after(&tiny, &l1, &|l| (l == 1).then_some(last)).expect("promotion");
-        let after: Vec<u64> = order.iter().filter(|(t, _)| *t > last).map(|(_, g)| *g).collect();
+        let after: Vec<u64> = order
+            .iter()
+            .filter(|(t, _)| *t > last)
+            .map(|(_, g)| *g)
+            .collect();
         assert_eq!(gens(&t), vec![*after.first().unwrap_or(&order[0].1)]);
         let last_of_all = order.iter().map(|(t, _)| *t).max().unwrap_or(0);
         let t = next_task_after(&tiny, &l1, &|_| Some(last_of_all)).expect("promotion");
-        assert_eq!(gens(&t), vec![order[0].1], "wraps round to the first SSTable");
+        assert_eq!(
+            gens(&t),
+            vec![order[0].1],
+            "wraps round to the first SSTable"
+        );
         assert!(Strategy::from_map(&m2).is_ok());
     }
 
@@ -468,7 +657,10 @@ mod tests {
     fn time_window_keeps_one_sstable_per_old_window_and_tiers_the_current_one() {
         let dir = tempfile::tempdir().expect("tmp");
         let mut m = BTreeMap::new();
-        m.insert("class".to_string(), "org.apache.cassandra.db.compaction.TimeWindowCompactionStrategy".to_string());
+        m.insert(
+            "class".to_string(),
+            "org.apache.cassandra.db.compaction.TimeWindowCompactionStrategy".to_string(),
+        );
         m.insert("compaction_window_unit".to_string(), "HOURS".to_string());
         m.insert("compaction_window_size".to_string(), "1".to_string());
         let twcs = Strategy::from_map(&m).expect("twcs");
@@ -480,8 +672,15 @@ mod tests {
             table(dir.path(), 4, 0..10, 12 * hour + 1, 0, 0),
         ];
         let t = next_task(&twcs, &ss).expect("old window");
-        assert_eq!(gens(&t), vec![1, 2], "the two SSTables of an older window become one");
-        assert!(next_task(&twcs, &ss[2..]).is_none(), "the current window waits for min_threshold");
+        assert_eq!(
+            gens(&t),
+            vec![1, 2],
+            "the two SSTables of an older window become one"
+        );
+        assert!(
+            next_task(&twcs, &ss[2..]).is_none(),
+            "the current window waits for min_threshold"
+        );
         m.insert("compaction_window_unit".to_string(), "WEEKS".to_string());
         assert!(Strategy::from_map(&m).is_err());
     }
@@ -492,8 +691,14 @@ mod tests {
         let old_live = table(dir.path(), 1, 0..10, 5, 0, 0);
         let expired = table(dir.path(), 2, 0..10, 10, 5, 0); // expires at 1005
         assert!(fully_expired(&[expired.clone()], 2000).len() == 1);
-        assert!(fully_expired(&[old_live.clone(), expired.clone()], 2000).is_empty(), "older data it may shadow overlaps");
-        assert!(fully_expired(&[expired.clone()], 1000).is_empty(), "not expired before gc_before");
+        assert!(
+            fully_expired(&[old_live.clone(), expired.clone()], 2000).is_empty(),
+            "older data it may shadow overlaps"
+        );
+        assert!(
+            fully_expired(&[expired.clone()], 1000).is_empty(),
+            "not expired before gc_before"
+        );
     }
 
     #[test]
@@ -502,6 +707,9 @@ mod tests {
         m.insert("min_threshold".to_string(), "1".to_string());
         assert!(SizeTieredOptions::from_map(&m).is_err());
         m.insert("min_threshold".to_string(), "6".to_string());
-        assert_eq!(SizeTieredOptions::from_map(&m).expect("ok").min_threshold, 6);
+        assert_eq!(
+            SizeTieredOptions::from_map(&m).expect("ok").min_threshold,
+            6
+        );
     }
 }

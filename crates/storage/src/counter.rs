@@ -86,7 +86,11 @@ pub fn merge(a: &[u8], b: &[u8]) -> Bytes {
     while i < xa.len() || j < xb.len() {
         match (xa.get(i), xb.get(j)) {
             (Some(x), Some(y)) if x.id == y.id => {
-                out.push(if (y.clock, y.count) > (x.clock, x.count) { *y } else { *x });
+                out.push(if (y.clock, y.count) > (x.clock, x.count) {
+                    *y
+                } else {
+                    *x
+                });
                 i += 1;
                 j += 1;
             }
@@ -120,10 +124,22 @@ mod tests {
     fn merge_is_commutative_idempotent_and_sums_ids() {
         let a = [1u8; 16];
         let b = [2u8; 16];
-        let c1 = encode(&[Shard { id: a, clock: 1, count: 5 }]);
-        let c2 = encode(&[Shard { id: a, clock: 2, count: 8 }]);
+        let c1 = encode(&[Shard {
+            id: a,
+            clock: 1,
+            count: 5,
+        }]);
+        let c2 = encode(&[Shard {
+            id: a,
+            clock: 2,
+            count: 8,
+        }]);
         assert_eq!(total(&c2), 8);
-        let d1 = encode(&[Shard { id: b, clock: 1, count: -2 }]);
+        let d1 = encode(&[Shard {
+            id: b,
+            clock: 1,
+            count: -2,
+        }]);
         let m1 = merge(&c1, &d1);
         let m2 = merge(&d1, &merge(&c2, &c1));
         assert_eq!(total(&m1), 3);

@@ -20,7 +20,10 @@ pub struct DeletionTime {
 }
 
 impl DeletionTime {
-    pub const LIVE: DeletionTime = DeletionTime { marked_for_delete_at: i64::MIN, local_deletion_time: NO_DELETION_TIME };
+    pub const LIVE: DeletionTime = DeletionTime {
+        marked_for_delete_at: i64::MIN,
+        local_deletion_time: NO_DELETION_TIME,
+    };
 
     pub fn is_live(&self) -> bool {
         self.marked_for_delete_at == i64::MIN
@@ -33,7 +36,8 @@ impl DeletionTime {
     /// The deletion that wins of two.
     pub fn supersedes(&self, other: &DeletionTime) -> bool {
         self.marked_for_delete_at > other.marked_for_delete_at
-            || (self.marked_for_delete_at == other.marked_for_delete_at && self.local_deletion_time > other.local_deletion_time)
+            || (self.marked_for_delete_at == other.marked_for_delete_at
+                && self.local_deletion_time > other.local_deletion_time)
     }
 
     pub fn merge(&mut self, other: &DeletionTime) {
@@ -55,15 +59,30 @@ pub struct Cell {
 
 impl Cell {
     pub fn live(timestamp: i64, value: Bytes) -> Cell {
-        Cell { timestamp, ttl: 0, local_deletion_time: NO_DELETION_TIME, value: Some(value) }
+        Cell {
+            timestamp,
+            ttl: 0,
+            local_deletion_time: NO_DELETION_TIME,
+            value: Some(value),
+        }
     }
 
     pub fn expiring(timestamp: i64, ttl: i32, now: i32, value: Bytes) -> Cell {
-        Cell { timestamp, ttl, local_deletion_time: now.saturating_add(ttl), value: Some(value) }
+        Cell {
+            timestamp,
+            ttl,
+            local_deletion_time: now.saturating_add(ttl),
+            value: Some(value),
+        }
     }
 
     pub fn tombstone(timestamp: i64, now: i32) -> Cell {
-        Cell { timestamp, ttl: 0, local_deletion_time: now, value: None }
+        Cell {
+            timestamp,
+            ttl: 0,
+            local_deletion_time: now,
+            value: None,
+        }
     }
 
     pub fn is_tombstone(&self) -> bool {
@@ -102,10 +121,20 @@ impl Cell {
             if a.is_tombstone() != b.is_tombstone() {
                 return if a.is_tombstone() { a } else { b };
             }
-            return if a.local_deletion_time >= b.local_deletion_time { a } else { b };
+            return if a.local_deletion_time >= b.local_deletion_time {
+                a
+            } else {
+                b
+            };
         }
-        if a.is_expiring() != b.is_expiring() || (a.is_expiring() && a.local_deletion_time != b.local_deletion_time) {
-            return if a.local_deletion_time >= b.local_deletion_time { a } else { b };
+        if a.is_expiring() != b.is_expiring()
+            || (a.is_expiring() && a.local_deletion_time != b.local_deletion_time)
+        {
+            return if a.local_deletion_time >= b.local_deletion_time {
+                a
+            } else {
+                b
+            };
         }
         match (&a.value, &b.value) {
             (Some(x), Some(y)) if y > x => b,
@@ -159,7 +188,10 @@ pub enum ColumnData {
     /// A non-frozen collection or UDT: a deletion of the whole collection and
     /// one cell per element, keyed by the cell path (list: timeuuid, set:
     /// element, map: key, UDT: field index).
-    Complex { deletion: DeletionTime, cells: BTreeMap<Bytes, Cell> },
+    Complex {
+        deletion: DeletionTime,
+        cells: BTreeMap<Bytes, Cell>,
+    },
     /// A counter column: the cell's value is a counter context
     /// ([`crate::counter`]); versions merge shard by shard instead of the
     /// last write winning, and a tombstone always wins.
@@ -261,10 +293,16 @@ impl Row {
     pub fn merge(&mut self, mut other: Row, now: i32) {
         // counter shards on either side that a row deletion covers must not
         // be summed into the other side's shards (merging is order-free)
-        if let Some(d) = self.deletion.iter().chain(other.deletion.iter()).copied().reduce(|mut a, b| {
-            a.merge(&b);
-            a
-        }) {
+        if let Some(d) = self
+            .deletion
+            .iter()
+            .chain(other.deletion.iter())
+            .copied()
+            .reduce(|mut a, b| {
+                a.merge(&b);
+                a
+            })
+        {
             self.drop_counters(d);
             other.drop_counters(d);
         }
@@ -293,7 +331,9 @@ impl Row {
     /// Removes counter cells written at or before `d`.
     pub fn drop_counters(&mut self, d: DeletionTime) {
         if !d.is_live() {
-            self.cells.retain(|_, data| !matches!(data, ColumnData::Counter(c) if d.deletes(c.timestamp)));
+            self.cells.retain(
+                |_, data| !matches!(data, ColumnData::Counter(c) if d.deletes(c.timestamp)),
+            );
         }
     }
 
@@ -311,11 +351,14 @@ impl Row {
             }
         }
         self.cells.retain(|_, data| match data {
-            ColumnData::Simple(c) | ColumnData::Counter(c) => !(del.deletes(c.timestamp) || (purge_dead && !c.is_live(now))),
+            ColumnData::Simple(c) | ColumnData::Counter(c) => {
+                !(del.deletes(c.timestamp) || (purge_dead && !c.is_live(now)))
+            }
             ColumnData::Complex { deletion, cells } => {
                 let mut cdel = del;
                 cdel.merge(deletion);
-                cells.retain(|_, c| !(cdel.deletes(c.timestamp) || (purge_dead && !c.is_live(now))));
+                cells
+                    .retain(|_, c| !(cdel.deletes(c.timestamp) || (purge_dead && !c.is_live(now))));
                 if purge_dead {
                     *deletion = DeletionTime::LIVE;
                 }
@@ -352,7 +395,13 @@ fn merge_column(existing: &mut ColumnData, other: ColumnData, now: i32) {
                 *a = merged;
             }
         }
-        (ColumnData::Complex { deletion, cells }, ColumnData::Complex { deletion: od, cells: oc }) => {
+        (
+            ColumnData::Complex { deletion, cells },
+            ColumnData::Complex {
+                deletion: od,
+                cells: oc,
+            },
+        ) => {
             deletion.merge(&od);
             for (path, c) in oc {
                 match cells.get_mut(&path) {
@@ -397,11 +446,19 @@ pub struct Partition {
 
 impl Partition {
     pub fn new() -> Self {
-        Partition { deletion: DeletionTime::LIVE, static_row: None, rows: crate::rows::Rows::new(), range_tombstones: Vec::new() }
+        Partition {
+            deletion: DeletionTime::LIVE,
+            static_row: None,
+            rows: crate::rows::Rows::new(),
+            range_tombstones: Vec::new(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.deletion.is_live() && self.static_row.is_none() && self.rows.is_empty() && self.range_tombstones.is_empty()
+        self.deletion.is_live()
+            && self.static_row.is_none()
+            && self.rows.is_empty()
+            && self.range_tombstones.is_empty()
     }
 
     /// Merges `other` into `self` (per-cell reconciliation).
@@ -412,7 +469,8 @@ impl Partition {
             // see `Row::merge`: deleted counter shards are never summed in
             // (only the side whose deletion was older can hold any)
             let d = self.deletion;
-            let sides: [(&mut Partition, bool); 2] = [(&mut *self, mine != d), (&mut other, theirs != d)];
+            let sides: [(&mut Partition, bool); 2] =
+                [(&mut *self, mine != d), (&mut other, theirs != d)];
             for (p, older) in sides {
                 if !older {
                     continue;
@@ -523,10 +581,15 @@ impl Partition {
                     n.len()
                         + 80
                         + match d {
-                            ColumnData::Simple(c) | ColumnData::Counter(c) => c.value.as_ref().map_or(0, |v| v.len()),
-                            ColumnData::Complex { cells, .. } => {
-                                cells.iter().map(|(p, c)| p.len() + 48 + c.value.as_ref().map_or(0, |v| v.len())).sum()
+                            ColumnData::Simple(c) | ColumnData::Counter(c) => {
+                                c.value.as_ref().map_or(0, |v| v.len())
                             }
+                            ColumnData::Complex { cells, .. } => cells
+                                .iter()
+                                .map(|(p, c)| {
+                                    p.len() + 48 + c.value.as_ref().map_or(0, |v| v.len())
+                                })
+                                .sum(),
                         }
                 })
                 .sum::<usize>()
@@ -557,7 +620,10 @@ pub struct DecoratedKey {
 
 impl DecoratedKey {
     pub fn new(key: Bytes) -> Self {
-        DecoratedKey { token: sibyl_types::murmur3::token(&key), key }
+        DecoratedKey {
+            token: sibyl_types::murmur3::token(&key),
+            key,
+        }
     }
 }
 
@@ -588,13 +654,29 @@ mod tests {
         let cmp = crate::clustering::ClusteringComparator::new(vec![]);
         let mut p = Partition::new();
         let mut row = Row::default();
-        row.cells.insert("v".into(), ColumnData::Simple(Cell::live(10, Bytes::from_static(b"old"))));
-        row.cells.insert("w".into(), ColumnData::Simple(Cell::live(30, Bytes::from_static(b"new"))));
+        row.cells.insert(
+            "v".into(),
+            ColumnData::Simple(Cell::live(10, Bytes::from_static(b"old"))),
+        );
+        row.cells.insert(
+            "w".into(),
+            ColumnData::Simple(Cell::live(30, Bytes::from_static(b"new"))),
+        );
         let mut cells = BTreeMap::new();
         cells.insert(Bytes::from_static(b"a"), Cell::live(10, Bytes::new()));
         cells.insert(Bytes::from_static(b"b"), Cell::live(30, Bytes::new()));
-        row.cells.insert("s".into(), ColumnData::Complex { deletion: DeletionTime { marked_for_delete_at: 5, local_deletion_time: 0 }, cells });
-        p.rows.insert(crate::clustering::ClusteringKey::row(vec![], cmp), row);
+        row.cells.insert(
+            "s".into(),
+            ColumnData::Complex {
+                deletion: DeletionTime {
+                    marked_for_delete_at: 5,
+                    local_deletion_time: 0,
+                },
+                cells,
+            },
+        );
+        p.rows
+            .insert(crate::clustering::ClusteringKey::row(vec![], cmp), row);
         p.purge_dropped(&[("v".into(), 20), ("w".into(), 20), ("s".into(), 20)]);
         let row = p.rows.values().next().unwrap();
         assert!(row.cells.get("v").is_none(), "written before the drop");
@@ -602,12 +684,14 @@ mod tests {
         match row.cells.get("s") {
             Some(ColumnData::Complex { deletion, cells }) => {
                 assert!(deletion.is_live());
-                assert_eq!(cells.keys().collect::<Vec<_>>(), vec![&Bytes::from_static(b"b")]);
+                assert_eq!(
+                    cells.keys().collect::<Vec<_>>(),
+                    vec![&Bytes::from_static(b"b")]
+                );
             }
             other => panic!("{other:?}"),
         }
     }
-
 
     fn b(s: &str) -> Bytes {
         Bytes::copy_from_slice(s.as_bytes())
@@ -630,9 +714,14 @@ mod tests {
     fn row_deletion_shadows_older_cells_only() {
         let now = 1000;
         let mut r = Row::default();
-        r.cells.insert("x".into(), ColumnData::Simple(Cell::live(5, b("old"))));
-        r.cells.insert("y".into(), ColumnData::Simple(Cell::live(7, b("new"))));
-        r.deletion = Some(DeletionTime { marked_for_delete_at: 6, local_deletion_time: now });
+        r.cells
+            .insert("x".into(), ColumnData::Simple(Cell::live(5, b("old"))));
+        r.cells
+            .insert("y".into(), ColumnData::Simple(Cell::live(7, b("new"))));
+        r.deletion = Some(DeletionTime {
+            marked_for_delete_at: 6,
+            local_deletion_time: now,
+        });
         assert!(r.resolve(DeletionTime::LIVE, now, true));
         assert!(!r.cells.contains_key("x"));
         assert!(r.cells.contains_key("y"));
@@ -765,11 +854,13 @@ impl Partition {
             }
             compact_row(row, del)
         });
-        self.range_tombstones = rts.into_iter().filter(|rt| !gc(&rt.deletion) && !pdel.supersedes(&rt.deletion) && pdel != rt.deletion).collect();
+        self.range_tombstones = rts
+            .into_iter()
+            .filter(|rt| !gc(&rt.deletion) && !pdel.supersedes(&rt.deletion) && pdel != rt.deletion)
+            .collect();
         if gc(&self.deletion) {
             self.deletion = DeletionTime::LIVE;
         }
         !self.is_empty()
     }
-
 }

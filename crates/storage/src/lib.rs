@@ -26,11 +26,22 @@ pub use store::{ColumnFamilyStore, StorageEngine};
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
     #[error("I/O error on {path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("corrupt commit log segment {path} at position {position}: {reason}")]
-    CorruptCommitLog { path: String, position: u64, reason: String },
+    CorruptCommitLog {
+        path: String,
+        position: u64,
+        reason: String,
+    },
     #[error("corrupt SSTable {path} at position {position}: {reason}")]
-    CorruptSSTable { path: String, position: u64, reason: String },
+    CorruptSSTable {
+        path: String,
+        position: u64,
+        reason: String,
+    },
     #[error("cannot decode: {0}")]
     Decode(String),
     #[error("unknown table {0}")]
@@ -51,6 +62,8 @@ impl StorageError {
 
 /// Seconds since the epoch, as Cassandra's `nowInSec`.
 pub fn now_in_seconds() -> i32 {
-    let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
     d.as_secs().min(i32::MAX as u64) as i32
 }

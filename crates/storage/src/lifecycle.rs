@@ -21,10 +21,19 @@ const VERSION_LINE: &str = "version:1";
 const PREFIX: &str = "txn-compaction-";
 /// Every component an SSTable may have, TOC first so a half-deleted SSTable
 /// is never listed again.
-const COMPONENTS: [&str; 5] = ["TOC.txt", "Data.db", "Index.db", "Filter.db", "Statistics.db"];
+const COMPONENTS: [&str; 5] = [
+    "TOC.txt",
+    "Data.db",
+    "Index.db",
+    "Filter.db",
+    "Statistics.db",
+];
 
 fn io(path: &Path, e: std::io::Error) -> StorageError {
-    StorageError::Io { path: path.display().to_string(), source: e }
+    StorageError::Io {
+        path: path.display().to_string(),
+        source: e,
+    }
 }
 
 /// An open compaction transaction.
@@ -37,7 +46,11 @@ impl CompactionLog {
     /// Starts a transaction that will remove `inputs`.
     pub fn begin(dir: &Path, inputs: &[u64]) -> Result<Self, StorageError> {
         let path = dir.join(format!("{PREFIX}{}.log", uuid::Uuid::new_v4().simple()));
-        let file = OpenOptions::new().create_new(true).append(true).open(&path).map_err(|e| io(&path, e))?;
+        let file = OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| io(&path, e))?;
         let mut log = CompactionLog { path, file };
         let mut text = format!("{VERSION_LINE}\n");
         for g in inputs {
@@ -51,7 +64,9 @@ impl CompactionLog {
     }
 
     fn append(&mut self, text: &str) -> Result<(), StorageError> {
-        self.file.write_all(text.as_bytes()).map_err(|e| io(&self.path, e))?;
+        self.file
+            .write_all(text.as_bytes())
+            .map_err(|e| io(&self.path, e))?;
         self.file.sync_data().map_err(|e| io(&self.path, e))
     }
 
@@ -75,7 +90,11 @@ impl CompactionLog {
     /// Undoes an uncommitted transaction: deletes what it wrote.
     pub fn abort(self) {
         if let Ok(text) = std::fs::read_to_string(&self.path) {
-            let dir = self.path.parent().map(Path::to_path_buf).unwrap_or_default();
+            let dir = self
+                .path
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_default();
             for g in generations(&text, "add:") {
                 delete_sstable(&dir, g);
                 crate::sstable::remove_unfinished(&dir, g);
@@ -86,7 +105,10 @@ impl CompactionLog {
 }
 
 fn generations(text: &str, prefix: &str) -> Vec<u64> {
-    text.lines().filter_map(|l| l.strip_prefix(prefix)).filter_map(|g| g.trim().parse().ok()).collect()
+    text.lines()
+        .filter_map(|l| l.strip_prefix(prefix))
+        .filter_map(|g| g.trim().parse().ok())
+        .collect()
 }
 
 fn delete_sstable(dir: &Path, generation: u64) {
@@ -112,7 +134,11 @@ pub fn recover(dir: &Path) -> Result<usize, StorageError> {
         let path = ent.path();
         let text = std::fs::read_to_string(&path).map_err(|e| io(&path, e))?;
         let committed = text.lines().any(|l| l == "commit");
-        let doomed = if committed { generations(&text, "remove:") } else { generations(&text, "add:") };
+        let doomed = if committed {
+            generations(&text, "remove:")
+        } else {
+            generations(&text, "add:")
+        };
         tracing::info!(
             "{} interrupted compaction {}: deleting SSTables {doomed:?}",
             if committed { "completing" } else { "undoing" },
@@ -173,6 +199,15 @@ mod tests {
         std::mem::forget(log);
         recover(d).expect("recover");
         assert!(present(d, 4) && !present(d, 5));
-        assert_eq!(std::fs::read_dir(d).expect("dir").filter(|e| e.as_ref().map(|e| e.file_name().to_string_lossy().ends_with(".log")).unwrap_or(false)).count(), 0);
+        assert_eq!(
+            std::fs::read_dir(d)
+                .expect("dir")
+                .filter(|e| e
+                    .as_ref()
+                    .map(|e| e.file_name().to_string_lossy().ends_with(".log"))
+                    .unwrap_or(false))
+                .count(),
+            0
+        );
     }
 }

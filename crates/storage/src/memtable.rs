@@ -6,7 +6,8 @@ use crate::data::{DecoratedKey, Mutation, Partition};
 use crossbeam_skiplist::SkipMap;
 use parking_lot::Mutex;
 use std::ops::Bound as RangeBound;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// An in-memory, sorted write buffer of one table.
 #[derive(Default)]
@@ -14,6 +15,41 @@ pub struct Memtable {
     partitions: SkipMap<DecoratedKey, Mutex<Partition>>,
     live_bytes: AtomicUsize,
     operations: AtomicUsize,
+    /// The memory accounting shared by the memtables of all tables.
+    pool: Arc<MemtablePool>,
+    /// Switched out, being written to an SSTable.
+    flushing: AtomicBool,
+}
+
+/// The memory of all memtables of a node (Cassandra's `MemtablePool`): what
+/// the live memtables hold and what those being flushed still hold, kept as
+/// writes come and memtables go, so the write path never adds them up.
+#[derive(Default, Debug)]
+pub struct MemtablePool {
+    live: AtomicUsize,
+    flushing: AtomicUsize,
+}
+
+impl MemtablePool {
+    /// Bytes of the live memtables and of those being flushed.
+    pub fn usage(&self) -> (usize, usize) {
+        (
+            self.live.load(Ordering::Relaxed),
+            self.flushing.load(Ordering::Relaxed),
+        )
+    }
+}
+
+impl Drop for Memtable {
+    fn drop(&mut self) {
+        let b = self.live_bytes.load(Ordering::Relaxed);
+        let counter = if self.flushing.load(Ordering::Relaxed) {
+            &self.pool.flushing
+        } else {
+            &self.pool.live
+        };
+        counter.fetch_sub(b, Ordering::Relaxed);
+    }
 }
 
 /// Memory a new partition costs in a memtable beyond its data.
@@ -25,6 +61,27 @@ pub type Slice = (Bound, Bound);
 impl Memtable {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A memtable whose memory counts in `pool`.
+    pub fn in_pool(pool: Arc<MemtablePool>) -> Self {
+        Memtable {
+            partitions: SkipMap::new(),
+            live_bytes: AtomicUsize::new(0),
+            operations: AtomicUsize::new(0),
+            pool,
+            flushing: AtomicBool::new(false),
+        }
+    }
+
+    /// Marks the memtable switched out for flushing: its bytes move from the
+    /// pool's live to its flushing share. No write may be applied after.
+    pub fn mark_flushing(&self) {
+        if !self.flushing.swap(true, Ordering::AcqRel) {
+            let b = self.live_bytes.load(Ordering::Relaxed);
+            self.pool.live.fetch_sub(b, Ordering::Relaxed);
+            self.pool.flushing.fetch_add(b, Ordering::Relaxed);
+        }
     }
 
     /// Merges a mutation in.
@@ -41,6 +98,12 @@ impl Memtable {
         }
         entry.value().lock().merge(m.update, now);
         self.live_bytes.fetch_add(size, Ordering::Relaxed);
+        let counter = if self.flushing.load(Ordering::Relaxed) {
+            &self.pool.flushing
+        } else {
+            &self.pool.live
+        };
+        counter.fetch_add(size, Ordering::Relaxed);
         self.operations.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -67,10 +130,19 @@ impl Memtable {
 
     /// Keys in token order after `after` (exclusive) or from `start_token`
     /// (inclusive) up to `end_token` (inclusive), at most `limit`.
-    pub fn keys(&self, after: Option<&DecoratedKey>, start_token: i64, end_token: i64, limit: usize) -> Vec<DecoratedKey> {
+    pub fn keys(
+        &self,
+        after: Option<&DecoratedKey>,
+        start_token: i64,
+        end_token: i64,
+        limit: usize,
+    ) -> Vec<DecoratedKey> {
         let lower = match after {
             Some(k) => RangeBound::Excluded(k.clone()),
-            None => RangeBound::Included(DecoratedKey { token: start_token, key: bytes::Bytes::new() }),
+            None => RangeBound::Included(DecoratedKey {
+                token: start_token,
+                key: bytes::Bytes::new(),
+            }),
         };
         let mut out = Vec::new();
         for e in self.partitions.range((lower, RangeBound::Unbounded)) {
@@ -85,8 +157,15 @@ impl Memtable {
 
 /// Copies the parts of `p` that fall in `slices`.
 pub fn slice_partition(p: &Partition, slices: Option<&[Slice]>) -> Partition {
-    let Some(slices) = slices else { return p.clone() };
-    let mut out = Partition { deletion: p.deletion, static_row: p.static_row.clone(), rows: Default::default(), range_tombstones: Vec::new() };
+    let Some(slices) = slices else {
+        return p.clone();
+    };
+    let mut out = Partition {
+        deletion: p.deletion,
+        static_row: p.static_row.clone(),
+        rows: Default::default(),
+        range_tombstones: Vec::new(),
+    };
     for (start, end) in slices {
         if start > end {
             continue;
@@ -105,7 +184,10 @@ pub fn slice_partition(p: &Partition, slices: Option<&[Slice]>) -> Partition {
 
 impl Memtable {
     /// Visits every partition in token order (the flush).
-    pub fn for_each(&self, mut f: impl FnMut(&DecoratedKey, &Partition) -> Result<(), crate::StorageError>) -> Result<(), crate::StorageError> {
+    pub fn for_each(
+        &self,
+        mut f: impl FnMut(&DecoratedKey, &Partition) -> Result<(), crate::StorageError>,
+    ) -> Result<(), crate::StorageError> {
         for e in self.partitions.iter() {
             let p = e.value().lock();
             f(e.key(), &p)?;

@@ -39,7 +39,11 @@ pub struct Histogram {
 
 impl Default for Histogram {
     fn default() -> Self {
-        Histogram { counts: (0..=BUCKETS).map(|_| AtomicU64::new(0)).collect(), sum: AtomicU64::new(0), max: AtomicU64::new(0) }
+        Histogram {
+            counts: (0..=BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            sum: AtomicU64::new(0),
+            max: AtomicU64::new(0),
+        }
     }
 }
 
@@ -52,7 +56,10 @@ impl Histogram {
 
     /// The bucket counts (for storing in SSTable statistics).
     pub fn counts(&self) -> Vec<u64> {
-        self.counts.iter().map(|c| c.load(Ordering::Relaxed)).collect()
+        self.counts
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .collect()
     }
 
     /// Adds stored bucket counts in.
@@ -88,7 +95,11 @@ impl Histogram {
     /// The smallest recorded bucket's bound (0 when empty).
     pub fn min(&self) -> u64 {
         let offsets = bucket_offsets();
-        self.counts.iter().position(|c| c.load(Ordering::Relaxed) > 0).map(|i| if i == 0 { 0 } else { offsets[i - 1] + 1 }).unwrap_or(0)
+        self.counts
+            .iter()
+            .position(|c| c.load(Ordering::Relaxed) > 0)
+            .map(|i| if i == 0 { 0 } else { offsets[i - 1] + 1 })
+            .unwrap_or(0)
     }
 
     /// The bucket bound at or under which `p` percent of the values fall
@@ -104,7 +115,11 @@ impl Histogram {
         for (i, c) in counts.iter().enumerate() {
             seen += c;
             if seen >= target {
-                return bucket_offsets().get(i).copied().unwrap_or_else(|| self.max()).min(self.max().max(1));
+                return bucket_offsets()
+                    .get(i)
+                    .copied()
+                    .unwrap_or_else(|| self.max())
+                    .min(self.max().max(1));
             }
         }
         self.max()

@@ -150,7 +150,11 @@ impl Rows {
     }
 
     /// Rows with `start <= clustering <= end`.
-    pub fn range<'a>(&'a self, start: &ClusteringKey, end: &ClusteringKey) -> Box<dyn Iterator<Item = (&'a ClusteringKey, &'a Row)> + 'a> {
+    pub fn range<'a>(
+        &'a self,
+        start: &ClusteringKey,
+        end: &ClusteringKey,
+    ) -> Box<dyn Iterator<Item = (&'a ClusteringKey, &'a Row)> + 'a> {
         if start > end {
             return Box::new(std::iter::empty());
         }
@@ -204,13 +208,18 @@ mod tests {
     #[test]
     fn small_and_large_forms_behave_the_same() {
         let cmp = ClusteringComparator::new(vec![(CqlType::Int, false)]);
-        let ck = |i: i32| ClusteringKey::row(vec![Bytes::copy_from_slice(&i.to_be_bytes())], cmp.clone());
+        let ck = |i: i32| {
+            ClusteringKey::row(vec![Bytes::copy_from_slice(&i.to_be_bytes())], cmp.clone())
+        };
         let mut r = Rows::new();
         for i in [5, 1, 3, 9, 7] {
             r.insert(ck(i), Row::default());
         }
         assert!(matches!(r, Rows::Small(_)));
-        let order: Vec<i32> = r.keys().map(|k| i32::from_be_bytes(k.values[0].as_ref().try_into().expect("4"))).collect();
+        let order: Vec<i32> = r
+            .keys()
+            .map(|k| i32::from_be_bytes(k.values[0].as_ref().try_into().expect("4")))
+            .collect();
         assert_eq!(order, vec![1, 3, 5, 7, 9]);
         assert_eq!(r.range(&ck(3), &ck(7)).count(), 3);
         for i in 100..200 {

@@ -96,7 +96,10 @@ pub fn encode_clustering(ck: &ClusteringKey, out: &mut Vec<u8>) {
 
 /// Decodes a clustering prefix written by [`encode_clustering`]; returns it
 /// with the bytes it took.
-pub fn decode_clustering(buf: &[u8], cmp: &Arc<ClusteringComparator>) -> Result<(ClusteringKey, usize), StorageError> {
+pub fn decode_clustering(
+    buf: &[u8],
+    cmp: &Arc<ClusteringComparator>,
+) -> Result<(ClusteringKey, usize), StorageError> {
     let mut r = Reader::new(buf);
     let ck = get_clustering(&mut r, cmp)?;
     Ok((ck, r.pos))
@@ -165,9 +168,17 @@ impl<'a> Reader<'a> {
     }
 
     pub fn take(&mut self, n: usize) -> Result<&'a [u8], StorageError> {
-        let end = self.pos.checked_add(n).filter(|e| *e <= self.buf.len()).ok_or_else(|| {
-            StorageError::Decode(format!("truncated: need {n} bytes at {}, have {}", self.pos, self.buf.len() - self.pos))
-        })?;
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|e| *e <= self.buf.len())
+            .ok_or_else(|| {
+                StorageError::Decode(format!(
+                    "truncated: need {n} bytes at {}, have {}",
+                    self.pos,
+                    self.buf.len() - self.pos
+                ))
+            })?;
         let s = &self.buf[self.pos..end];
         self.pos = end;
         Ok(s)
@@ -202,7 +213,9 @@ impl<'a> Reader<'a> {
     fn count(&mut self) -> Result<usize, StorageError> {
         let n = self.u32()? as usize;
         if n > self.buf.len() - self.pos {
-            return Err(StorageError::Decode(format!("count {n} exceeds remaining bytes")));
+            return Err(StorageError::Decode(format!(
+                "count {n} exceeds remaining bytes"
+            )));
         }
         Ok(n)
     }
@@ -213,7 +226,10 @@ impl<'a> Reader<'a> {
 }
 
 fn get_deletion(r: &mut Reader) -> Result<DeletionTime, StorageError> {
-    Ok(DeletionTime { marked_for_delete_at: r.i64()?, local_deletion_time: r.i32()? })
+    Ok(DeletionTime {
+        marked_for_delete_at: r.i64()?,
+        local_deletion_time: r.i32()?,
+    })
 }
 
 fn get_cell(r: &mut Reader) -> Result<Cell, StorageError> {
@@ -221,22 +237,37 @@ fn get_cell(r: &mut Reader) -> Result<Cell, StorageError> {
     let ttl = r.i32()?;
     let local_deletion_time = r.i32()?;
     let value = if r.u8()? == 1 { Some(r.bytes()?) } else { None };
-    Ok(Cell { timestamp, ttl, local_deletion_time, value })
+    Ok(Cell {
+        timestamp,
+        ttl,
+        local_deletion_time,
+        value,
+    })
 }
 
 fn get_row(r: &mut Reader) -> Result<Row, StorageError> {
     let flags = r.u8()?;
     let liveness = if flags & 1 != 0 {
-        Some(LivenessInfo { timestamp: r.i64()?, ttl: r.i32()?, local_expiration_time: r.i32()? })
+        Some(LivenessInfo {
+            timestamp: r.i64()?,
+            ttl: r.i32()?,
+            local_expiration_time: r.i32()?,
+        })
     } else {
         None
     };
-    let deletion = if flags & 2 != 0 { Some(get_deletion(r)?) } else { None };
+    let deletion = if flags & 2 != 0 {
+        Some(get_deletion(r)?)
+    } else {
+        None
+    };
     let n = r.count()?;
     let mut cells = RowCells::new();
     for _ in 0..n {
         let name = r.bytes()?;
-        let name: Arc<str> = std::str::from_utf8(&name).map_err(|e| StorageError::Decode(e.to_string()))?.into();
+        let name: Arc<str> = std::str::from_utf8(&name)
+            .map_err(|e| StorageError::Decode(e.to_string()))?
+            .into();
         let data = match r.u8()? {
             0 => ColumnData::Simple(get_cell(r)?),
             2 => ColumnData::Counter(get_cell(r)?),
@@ -248,16 +279,26 @@ fn get_row(r: &mut Reader) -> Result<Row, StorageError> {
                     let p = r.bytes()?;
                     cs.insert(p, get_cell(r)?);
                 }
-                ColumnData::Complex { deletion, cells: cs }
+                ColumnData::Complex {
+                    deletion,
+                    cells: cs,
+                }
             }
             t => return Err(StorageError::Decode(format!("unknown column data tag {t}"))),
         };
         cells.insert(name, data);
     }
-    Ok(Row { liveness, deletion, cells })
+    Ok(Row {
+        liveness,
+        deletion,
+        cells,
+    })
 }
 
-fn get_clustering(r: &mut Reader, cmp: &Arc<ClusteringComparator>) -> Result<ClusteringKey, StorageError> {
+fn get_clustering(
+    r: &mut Reader,
+    cmp: &Arc<ClusteringComparator>,
+) -> Result<ClusteringKey, StorageError> {
     let kind = match r.u8()? {
         0 => BoundKind::Row,
         1 => BoundKind::StartInclusive,
@@ -271,7 +312,11 @@ fn get_clustering(r: &mut Reader, cmp: &Arc<ClusteringComparator>) -> Result<Clu
     for _ in 0..n {
         values.push(r.bytes()?);
     }
-    Ok(ClusteringKey { values, kind, comparator: cmp.clone() })
+    Ok(ClusteringKey {
+        values,
+        kind,
+        comparator: cmp.clone(),
+    })
 }
 
 /// Decodes a mutation; `comparator_of` gives the clustering comparator of a
@@ -286,21 +331,37 @@ pub fn decode_mutation(
     let mut idb = [0u8; 16];
     idb.copy_from_slice(id);
     let table_id = uuid::Uuid::from_bytes(idb);
-    let Some(cmp) = comparator_of(table_id) else { return Ok(None) };
+    let Some(cmp) = comparator_of(table_id) else {
+        return Ok(None);
+    };
     let key = r.bytes()?;
     let update = decode_partition_from(&mut r, &cmp)?;
-    Ok(Some(Mutation { table_id, key: DecoratedKey::new(key), update }))
+    Ok(Some(Mutation {
+        table_id,
+        key: DecoratedKey::new(key),
+        update,
+    }))
 }
 
 /// Decodes a partition encoded by [`encode_partition`].
-pub fn decode_partition(buf: &[u8], cmp: &Arc<ClusteringComparator>) -> Result<Partition, StorageError> {
+pub fn decode_partition(
+    buf: &[u8],
+    cmp: &Arc<ClusteringComparator>,
+) -> Result<Partition, StorageError> {
     decode_partition_from(&mut Reader::new(buf), cmp)
 }
 
-fn decode_partition_from(r: &mut Reader, cmp: &Arc<ClusteringComparator>) -> Result<Partition, StorageError> {
+fn decode_partition_from(
+    r: &mut Reader,
+    cmp: &Arc<ClusteringComparator>,
+) -> Result<Partition, StorageError> {
     let r = &mut *r;
     let deletion = get_deletion(r)?;
-    let static_row = if r.u8()? == 1 { Some(get_row(r)?) } else { None };
+    let static_row = if r.u8()? == 1 {
+        Some(get_row(r)?)
+    } else {
+        None
+    };
     let n = r.count()?;
     let mut rows = crate::rows::Rows::new();
     for _ in 0..n {
@@ -314,9 +375,18 @@ fn decode_partition_from(r: &mut Reader, cmp: &Arc<ClusteringComparator>) -> Res
         let start = get_clustering(r, cmp)?;
         let end = get_clustering(r, cmp)?;
         let deletion = get_deletion(r)?;
-        range_tombstones.push(RangeTombstone { start, end, deletion });
+        range_tombstones.push(RangeTombstone {
+            start,
+            end,
+            deletion,
+        });
     }
-    Ok(Partition { deletion, static_row, rows, range_tombstones })
+    Ok(Partition {
+        deletion,
+        static_row,
+        rows,
+        range_tombstones,
+    })
 }
 
 #[cfg(test)]
@@ -329,29 +399,64 @@ mod tests {
         let cmp = ClusteringComparator::new(vec![(CqlType::Int, false)]);
         let mut p = Partition::new();
         let mut row = Row::default();
-        row.liveness = Some(LivenessInfo { timestamp: 5, ttl: 0, local_expiration_time: NO_DELETION_TIME });
-        row.cells.insert("v".into(), ColumnData::Simple(Cell::live(5, Bytes::from_static(b"hello"))));
+        row.liveness = Some(LivenessInfo {
+            timestamp: 5,
+            ttl: 0,
+            local_expiration_time: NO_DELETION_TIME,
+        });
+        row.cells.insert(
+            "v".into(),
+            ColumnData::Simple(Cell::live(5, Bytes::from_static(b"hello"))),
+        );
         let mut cs = BTreeMap::new();
         cs.insert(Bytes::from_static(b"k"), Cell::tombstone(3, 100));
-        row.cells.insert("m".into(), ColumnData::Complex { deletion: DeletionTime::LIVE, cells: cs });
-        p.rows.insert(ClusteringKey::row(vec![Bytes::from_static(&[0, 0, 0, 1])], cmp.clone()), row);
+        row.cells.insert(
+            "m".into(),
+            ColumnData::Complex {
+                deletion: DeletionTime::LIVE,
+                cells: cs,
+            },
+        );
+        p.rows.insert(
+            ClusteringKey::row(vec![Bytes::from_static(&[0, 0, 0, 1])], cmp.clone()),
+            row,
+        );
         p.range_tombstones.push(RangeTombstone {
-            start: ClusteringKey::bound(vec![Bytes::from_static(&[0, 0, 0, 2])], BoundKind::StartInclusive, cmp.clone()),
+            start: ClusteringKey::bound(
+                vec![Bytes::from_static(&[0, 0, 0, 2])],
+                BoundKind::StartInclusive,
+                cmp.clone(),
+            ),
             end: ClusteringKey::bound(vec![], BoundKind::EndInclusive, cmp.clone()),
-            deletion: DeletionTime { marked_for_delete_at: 9, local_deletion_time: 100 },
+            deletion: DeletionTime {
+                marked_for_delete_at: 9,
+                local_deletion_time: 100,
+            },
         });
-        let m = Mutation { table_id: uuid::Uuid::from_u128(7), key: DecoratedKey::new(Bytes::from_static(b"pk")), update: p };
+        let m = Mutation {
+            table_id: uuid::Uuid::from_u128(7),
+            key: DecoratedKey::new(Bytes::from_static(b"pk")),
+            update: p,
+        };
         let mut buf = Vec::new();
         encode_mutation(&m, &mut buf);
         let c2 = cmp.clone();
-        let back = decode_mutation(&buf, &move |_| Some(c2.clone())).expect("decode").expect("table");
+        let back = decode_mutation(&buf, &move |_| Some(c2.clone()))
+            .expect("decode")
+            .expect("table");
         assert_eq!(back.key, m.key);
         assert_eq!(back.update.rows.len(), 1);
         assert_eq!(back.update.range_tombstones, m.update.range_tombstones);
-        assert_eq!(back.update.rows.values().next(), m.update.rows.values().next());
+        assert_eq!(
+            back.update.rows.values().next(),
+            m.update.rows.values().next()
+        );
         for cut in 0..buf.len() {
             let c3 = cmp.clone();
-            assert!(decode_mutation(&buf[..cut], &move |_| Some(c3.clone())).is_err(), "cut at {cut}");
+            assert!(
+                decode_mutation(&buf[..cut], &move |_| Some(c3.clone())).is_err(),
+                "cut at {cut}"
+            );
         }
     }
 }

@@ -25,12 +25,15 @@
 //!   names, fsynced and renamed; the TOC is renamed last, so an SSTable without
 //!   a TOC never became visible and is removed at start-up.
 
-use crate::clustering::ClusteringComparator;
-use crate::data::{DecoratedKey, Partition, ColumnData, Row};
 use crate::cache::{KeyCache, KeyEntry};
+use crate::clustering::ClusteringComparator;
 use crate::clustering::{BoundKind, ClusteringKey};
+use crate::data::{ColumnData, DecoratedKey, Partition, Row};
 use crate::memtable::{slice_partition, Slice};
-use crate::serde::{decode_clustering, decode_partition, encode_clustering, encode_partition, encode_rows, encoded_row_len};
+use crate::serde::{
+    decode_clustering, decode_partition, encode_clustering, encode_partition, encode_rows,
+    encoded_row_len,
+};
 use crate::StorageError;
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -52,11 +55,18 @@ const MAX_CHUNK_BYTES: u32 = 256 * 1024 * 1024;
 const COMPONENTS: [&str; 4] = ["Data.db", "Index.db", "Filter.db", "Statistics.db"];
 
 fn io(path: &Path, e: std::io::Error) -> StorageError {
-    StorageError::Io { path: path.display().to_string(), source: e }
+    StorageError::Io {
+        path: path.display().to_string(),
+        source: e,
+    }
 }
 
 fn corrupt(path: &Path, position: u64, reason: impl Into<String>) -> StorageError {
-    StorageError::CorruptSSTable { path: path.display().to_string(), position, reason: reason.into() }
+    StorageError::CorruptSSTable {
+        path: path.display().to_string(),
+        position,
+        reason: reason.into(),
+    }
 }
 
 /// File name of a component.
@@ -108,10 +118,17 @@ impl Compression {
             Compression::None => plain.to_vec(),
             Compression::Lz4 => lz4_flex::block::compress(plain),
             // compressing into memory cannot fail but for allocation; fall back to none
-            Compression::Zstd(level) => zstd::bulk::compress(plain, *level).unwrap_or_else(|_| plain.to_vec()),
-            Compression::Snappy => snap::raw::Encoder::new().compress_vec(plain).unwrap_or_else(|_| plain.to_vec()),
+            Compression::Zstd(level) => {
+                zstd::bulk::compress(plain, *level).unwrap_or_else(|_| plain.to_vec())
+            }
+            Compression::Snappy => snap::raw::Encoder::new()
+                .compress_vec(plain)
+                .unwrap_or_else(|_| plain.to_vec()),
             Compression::Deflate => {
-                let mut e = flate2::write::ZlibEncoder::new(Vec::with_capacity(plain.len() / 2), flate2::Compression::default());
+                let mut e = flate2::write::ZlibEncoder::new(
+                    Vec::with_capacity(plain.len() / 2),
+                    flate2::Compression::default(),
+                );
                 match e.write_all(plain).and_then(|_| e.finish()) {
                     Ok(v) => v,
                     Err(_) => plain.to_vec(),
@@ -127,16 +144,24 @@ fn decompress(kind: u8, stored: Vec<u8>, ulen: usize) -> Result<Vec<u8>, String>
         0 => stored,
         1 => lz4_flex::block::decompress(&stored, ulen).map_err(|e| format!("LZ4: {e}"))?,
         2 => zstd::bulk::decompress(&stored, ulen).map_err(|e| format!("Zstd: {e}"))?,
-        3 => snap::raw::Decoder::new().decompress_vec(&stored).map_err(|e| format!("Snappy: {e}"))?,
+        3 => snap::raw::Decoder::new()
+            .decompress_vec(&stored)
+            .map_err(|e| format!("Snappy: {e}"))?,
         4 => {
             let mut out = Vec::with_capacity(ulen);
-            flate2::read::ZlibDecoder::new(&stored[..]).take(ulen as u64 + 1).read_to_end(&mut out).map_err(|e| format!("Deflate: {e}"))?;
+            flate2::read::ZlibDecoder::new(&stored[..])
+                .take(ulen as u64 + 1)
+                .read_to_end(&mut out)
+                .map_err(|e| format!("Deflate: {e}"))?;
             out
         }
         k => return Err(format!("unknown chunk kind {k}")),
     };
     if out.len() != ulen {
-        return Err(format!("chunk decompressed to {} bytes, expected {ulen}", out.len()));
+        return Err(format!(
+            "chunk decompressed to {} bytes, expected {ulen}",
+            out.len()
+        ));
     }
     Ok(out)
 }
@@ -149,7 +174,11 @@ fn unhex(s: &str) -> Option<Bytes> {
     if s.len() % 2 != 0 {
         return None;
     }
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect::<Option<Vec<u8>>>().map(Bytes::from)
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect::<Option<Vec<u8>>>()
+        .map(Bytes::from)
 }
 
 // ---------- bloom filter ----------
@@ -167,9 +196,25 @@ impl BloomFilter {
     pub fn new(keys: usize, fp: f64) -> Self {
         let n = keys.max(1) as f64;
         let fp = fp.clamp(1e-6, 1.0);
-        let bits = if fp >= 1.0 { 64 } else { ((-n * fp.ln()) / (std::f64::consts::LN_2.powi(2))).ceil().max(64.0) as u64 };
-        let hashes = if fp >= 1.0 { 1 } else { ((bits as f64 / n) * std::f64::consts::LN_2).round().clamp(1.0, 20.0) as u32 };
-        BloomFilter { hashes, bits, words: vec![0; bits.div_ceil(64) as usize] }
+        let bits = if fp >= 1.0 {
+            64
+        } else {
+            ((-n * fp.ln()) / (std::f64::consts::LN_2.powi(2)))
+                .ceil()
+                .max(64.0) as u64
+        };
+        let hashes = if fp >= 1.0 {
+            1
+        } else {
+            ((bits as f64 / n) * std::f64::consts::LN_2)
+                .round()
+                .clamp(1.0, 20.0) as u32
+        };
+        BloomFilter {
+            hashes,
+            bits,
+            words: vec![0; bits.div_ceil(64) as usize],
+        }
     }
 
     fn positions(&self, key: &[u8]) -> impl Iterator<Item = u64> + '_ {
@@ -185,7 +230,12 @@ impl BloomFilter {
     }
 
     pub fn may_contain(&self, key: &[u8]) -> bool {
-        self.positions(key).all(|p| self.words.get((p / 64) as usize).map(|w| w & (1 << (p % 64)) != 0).unwrap_or(false))
+        self.positions(key).all(|p| {
+            self.words
+                .get((p / 64) as usize)
+                .map(|w| w & (1 << (p % 64)) != 0)
+                .unwrap_or(false)
+        })
     }
 
     fn encode(&self) -> Vec<u8> {
@@ -204,11 +254,18 @@ impl BloomFilter {
         }
         let hashes = u32::from_be_bytes(b[0..4].try_into().ok()?);
         let bits = u64::from_be_bytes(b[4..12].try_into().ok()?);
-        let words: Vec<u64> = b[12..].chunks_exact(8).map(|c| u64::from_be_bytes(c.try_into().unwrap_or([0; 8]))).collect();
+        let words: Vec<u64> = b[12..]
+            .chunks_exact(8)
+            .map(|c| u64::from_be_bytes(c.try_into().unwrap_or([0; 8])))
+            .collect();
         if bits == 0 || words.len() as u64 != bits.div_ceil(64) || hashes == 0 || hashes > 64 {
             return None;
         }
-        Some(BloomFilter { hashes, bits, words })
+        Some(BloomFilter {
+            hashes,
+            bits,
+            words,
+        })
     }
 }
 
@@ -281,10 +338,18 @@ fn never() -> i32 {
 }
 
 fn local_deletion_times(p: &Partition) -> i32 {
-    let mut max = if p.deletion.is_live() { i32::MIN } else { p.deletion.local_deletion_time };
+    let mut max = if p.deletion.is_live() {
+        i32::MIN
+    } else {
+        p.deletion.local_deletion_time
+    };
     let row = |r: &Row, max: &mut i32| {
         if let Some(l) = &r.liveness {
-            *max = (*max).max(if l.ttl > 0 { l.local_expiration_time } else { i32::MAX });
+            *max = (*max).max(if l.ttl > 0 {
+                l.local_expiration_time
+            } else {
+                i32::MAX
+            });
         }
         if let Some(d) = &r.deletion {
             *max = (*max).max(d.local_deletion_time);
@@ -300,7 +365,11 @@ fn local_deletion_times(p: &Partition) -> i32 {
                 }
             };
             for c in cells {
-                *max = (*max).max(if c.value.is_some() && c.ttl == 0 { i32::MAX } else { c.local_deletion_time });
+                *max = (*max).max(if c.value.is_some() && c.ttl == 0 {
+                    i32::MAX
+                } else {
+                    c.local_deletion_time
+                });
             }
         }
     };
@@ -428,9 +497,26 @@ fn timestamps(p: &Partition, min: &mut i64, max: &mut i64) {
 }
 
 impl SSTableWriter {
-    pub fn create(dir: &Path, generation: u64, chunk_target: usize, compress: bool, fp_chance: f64) -> Result<Self, StorageError> {
-        let c = if compress { Compression::Lz4 } else { Compression::None };
-        Self::create_with_header(dir, generation, chunk_target, c, fp_chance, SerializationHeader::default())
+    pub fn create(
+        dir: &Path,
+        generation: u64,
+        chunk_target: usize,
+        compress: bool,
+        fp_chance: f64,
+    ) -> Result<Self, StorageError> {
+        let c = if compress {
+            Compression::Lz4
+        } else {
+            Compression::None
+        };
+        Self::create_with_header(
+            dir,
+            generation,
+            chunk_target,
+            c,
+            fp_chance,
+            SerializationHeader::default(),
+        )
     }
 
     pub fn create_with_header(
@@ -444,7 +530,12 @@ impl SSTableWriter {
         std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
         let open = |c: &str| -> Result<BufWriter<File>, StorageError> {
             let p = tmp_path(dir, generation, c);
-            let f = OpenOptions::new().create(true).truncate(true).write(true).open(&p).map_err(|e| io(&p, e))?;
+            let f = OpenOptions::new()
+                .create(true)
+                .truncate(true)
+                .write(true)
+                .open(&p)
+                .map_err(|e| io(&p, e))?;
             Ok(BufWriter::with_capacity(256 * 1024, f))
         };
         let data = open("Data.db")?;
@@ -452,7 +543,9 @@ impl SSTableWriter {
         let mut index_crc = crc32fast::Hasher::new();
         let mut head = INDEX_MAGIC.to_vec();
         head.extend_from_slice(&FORMAT_VERSION.to_be_bytes());
-        index.write_all(&head).map_err(|e| io(&tmp_path(dir, generation, "Index.db"), e))?;
+        index
+            .write_all(&head)
+            .map_err(|e| io(&tmp_path(dir, generation, "Index.db"), e))?;
         index_crc.update(&head);
         Ok(SSTableWriter {
             dir: dir.to_path_buf(),
@@ -536,15 +629,22 @@ impl SSTableWriter {
             self.flush_chunk()?;
         }
         let intra = self.chunk.len() as u32;
-        self.chunk.extend_from_slice(&(key.len() as u32).to_be_bytes());
+        self.chunk
+            .extend_from_slice(&(key.len() as u32).to_be_bytes());
         self.chunk.extend_from_slice(key);
-        self.chunk.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        self.chunk
+            .extend_from_slice(&(body.len() as u32).to_be_bytes());
         self.chunk.extend_from_slice(body);
         Ok((self.data_offset, intra))
     }
 
     /// Writes a block of rows in a chunk of its own and adds it to the row index.
-    fn put_block(&mut self, key: &[u8], rows: &[(&ClusteringKey, &Row)], row_index: &mut Vec<u8>) -> Result<(), StorageError> {
+    fn put_block(
+        &mut self,
+        key: &[u8],
+        rows: &[(&ClusteringKey, &Row)],
+        row_index: &mut Vec<u8>,
+    ) -> Result<(), StorageError> {
         self.flush_chunk()?;
         let mut body = std::mem::take(&mut self.body);
         body.clear();
@@ -578,7 +678,12 @@ impl SSTableWriter {
         self.cell_counts.record(p.cell_count() as u64);
         let mut row_index = Vec::new();
         let (offset, intra) = if body.len() > self.chunk_target && p.rows.len() > 1 {
-            let head = Partition { deletion: p.deletion, static_row: p.static_row.clone(), rows: Default::default(), range_tombstones: p.range_tombstones.clone() };
+            let head = Partition {
+                deletion: p.deletion,
+                static_row: p.static_row.clone(),
+                rows: Default::default(),
+                range_tombstones: p.range_tombstones.clone(),
+            };
             body.clear();
             encode_partition(&head, &mut body);
             let at = self.put_entry(&key.key, &body)?;
@@ -696,24 +801,41 @@ impl SSTableWriter {
         };
         stats.partition_sizes = trim(self.partition_sizes.counts());
         stats.cell_counts = trim(self.cell_counts.counts());
-        stats.min_clustering = self.min_clustering.map(|c| c.values.iter().map(|v| hex(v)).collect());
-        stats.max_clustering = self.max_clustering.map(|c| c.values.iter().map(|v| hex(v)).collect());
+        stats.min_clustering = self
+            .min_clustering
+            .map(|c| c.values.iter().map(|v| hex(v)).collect());
+        stats.max_clustering = self
+            .max_clustering
+            .map(|c| c.values.iter().map(|v| hex(v)).collect());
         let write_all = |c: &str, bytes: &[u8]| -> Result<(), StorageError> {
             let p = tmp_path(&dir, g, c);
-            let mut f = OpenOptions::new().create(true).truncate(true).write(true).open(&p).map_err(|e| io(&p, e))?;
+            let mut f = OpenOptions::new()
+                .create(true)
+                .truncate(true)
+                .write(true)
+                .open(&p)
+                .map_err(|e| io(&p, e))?;
             f.write_all(bytes).map_err(|e| io(&p, e))?;
             f.sync_all().map_err(|e| io(&p, e))
         };
         write_all("Filter.db", &fb)?;
-        let sj = serde_json::to_vec_pretty(&stats).map_err(|e| StorageError::Decode(e.to_string()))?;
+        let sj =
+            serde_json::to_vec_pretty(&stats).map_err(|e| StorageError::Decode(e.to_string()))?;
         write_all("Statistics.db", &sj)?;
-        let toc = COMPONENTS.iter().chain(["TOC.txt"].iter()).map(|c| format!("{c}\n")).collect::<String>();
+        let toc = COMPONENTS
+            .iter()
+            .chain(["TOC.txt"].iter())
+            .map(|c| format!("{c}\n"))
+            .collect::<String>();
         write_all("TOC.txt", toc.as_bytes())?;
         for c in COMPONENTS {
             let (from, to) = (tmp_path(&dir, g, c), component_path(&dir, g, c));
             std::fs::rename(&from, &to).map_err(|e| io(&from, e))?;
         }
-        let (from, to) = (tmp_path(&dir, g, "TOC.txt"), component_path(&dir, g, "TOC.txt"));
+        let (from, to) = (
+            tmp_path(&dir, g, "TOC.txt"),
+            component_path(&dir, g, "TOC.txt"),
+        );
         std::fs::rename(&from, &to).map_err(|e| io(&from, e))?;
         if let Ok(d) = File::open(&dir) {
             let _ = d.sync_all();
@@ -740,10 +862,18 @@ impl Iterator for Scanner<'_> {
         let Some(e) = read_index_entry(&self.index, self.pos, self.reader.stats.version) else {
             let at = self.pos as u64;
             self.pos = self.index.len();
-            return Some(Err(corrupt(&component_path(&self.reader.dir, self.reader.generation, "Index.db"), at, "truncated index entry")));
+            return Some(Err(corrupt(
+                &component_path(&self.reader.dir, self.reader.generation, "Index.db"),
+                at,
+                "truncated index entry",
+            )));
         };
         self.pos = e.next;
-        Some(self.reader.partition_for(&e, None).map(|p| (DecoratedKey::new(e.key), p)))
+        Some(
+            self.reader
+                .partition_for(&e, None)
+                .map(|p| (DecoratedKey::new(e.key), p)),
+        )
     }
 }
 
@@ -789,7 +919,13 @@ fn read_index_entry(buf: &[u8], pos: usize, version: u32) -> Option<IndexEntry<'
         row_index = buf.get(next + 4..(next + 4).checked_add(rl)?)?;
         next += 4 + rl;
     }
-    Some(IndexEntry { key, offset, intra, row_index, next })
+    Some(IndexEntry {
+        key,
+        offset,
+        intra,
+        row_index,
+        next,
+    })
 }
 
 /// A row index block: the last clustering in it and where it is.
@@ -832,22 +968,35 @@ fn blocks_for(blocks: &[Block], slices: &[Slice]) -> std::collections::BTreeSet<
 
 impl SSTableReader {
     /// Opens a published SSTable, verifying its index and filter checksums.
-    pub fn open(dir: &Path, generation: u64, comparator: Arc<ClusteringComparator>, cache: Arc<ChunkCache>) -> Result<Self, StorageError> {
+    pub fn open(
+        dir: &Path,
+        generation: u64,
+        comparator: Arc<ClusteringComparator>,
+        cache: Arc<ChunkCache>,
+    ) -> Result<Self, StorageError> {
         let sp = component_path(dir, generation, "Statistics.db");
         let sbytes = std::fs::read(&sp).map_err(|e| io(&sp, e))?;
-        let stats: Statistics = serde_json::from_slice(&sbytes).map_err(|e| corrupt(&sp, 0, e.to_string()))?;
+        let stats: Statistics =
+            serde_json::from_slice(&sbytes).map_err(|e| corrupt(&sp, 0, e.to_string()))?;
         if !READABLE_VERSIONS.contains(&stats.version) {
-            return Err(corrupt(&sp, 0, format!("unsupported SSTable format version {}", stats.version)));
+            return Err(corrupt(
+                &sp,
+                0,
+                format!("unsupported SSTable format version {}", stats.version),
+            ));
         }
         let fp = component_path(dir, generation, "Filter.db");
         let fbytes = std::fs::read(&fp).map_err(|e| io(&fp, e))?;
         if crc32fast::hash(&fbytes) != stats.filter_crc {
             return Err(corrupt(&fp, 0, "bloom filter checksum mismatch"));
         }
-        let bloom = BloomFilter::decode(&fbytes).ok_or_else(|| corrupt(&fp, 0, "bad bloom filter"))?;
+        let bloom =
+            BloomFilter::decode(&fbytes).ok_or_else(|| corrupt(&fp, 0, "bad bloom filter"))?;
         let ip = component_path(dir, generation, "Index.db");
         let mut ibytes = Vec::new();
-        File::open(&ip).and_then(|mut f| f.read_to_end(&mut ibytes)).map_err(|e| io(&ip, e))?;
+        File::open(&ip)
+            .and_then(|mut f| f.read_to_end(&mut ibytes))
+            .map_err(|e| io(&ip, e))?;
         if crc32fast::hash(&ibytes) != stats.index_crc {
             return Err(corrupt(&ip, 0, "index checksum mismatch"));
         }
@@ -871,13 +1020,18 @@ impl SSTableReader {
         let data = File::open(&dp).map_err(|e| io(&dp, e))?;
         let index = File::open(&ip).map_err(|e| io(&ip, e))?;
         let bound = |v: &Option<Vec<String>>, kind| -> Option<ClusteringKey> {
-            let values = v.as_ref()?.iter().map(|h| unhex(h)).collect::<Option<Vec<Bytes>>>()?;
+            let values = v
+                .as_ref()?
+                .iter()
+                .map(|h| unhex(h))
+                .collect::<Option<Vec<Bytes>>>()?;
             Some(ClusteringKey::bound(values, kind, comparator.clone()))
         };
         let clustering_bounds = if stats.partition_deletions || stats.static_rows {
             None
         } else {
-            bound(&stats.min_clustering, BoundKind::StartInclusive).zip(bound(&stats.max_clustering, BoundKind::EndInclusive))
+            bound(&stats.min_clustering, BoundKind::StartInclusive)
+                .zip(bound(&stats.max_clustering, BoundKind::EndInclusive))
         };
         Ok(SSTableReader {
             clustering_bounds,
@@ -903,9 +1057,15 @@ impl SSTableReader {
     /// Index entries from the summary sample at or before `key` (or from the start).
     fn index_block(&self, from_sample: usize) -> Result<(Vec<u8>, u64), StorageError> {
         let start = self.summary.get(from_sample).map(|s| s.1).unwrap_or(8);
-        let end = self.summary.get(from_sample + 1).map(|s| s.1).unwrap_or(self.index_len);
+        let end = self
+            .summary
+            .get(from_sample + 1)
+            .map(|s| s.1)
+            .unwrap_or(self.index_len);
         let mut buf = vec![0u8; (end - start) as usize];
-        self.index.read_exact_at(&mut buf, start).map_err(|e| io(&component_path(&self.dir, self.generation, "Index.db"), e))?;
+        self.index
+            .read_exact_at(&mut buf, start)
+            .map_err(|e| io(&component_path(&self.dir, self.generation, "Index.db"), e))?;
         Ok((buf, start))
     }
 
@@ -924,7 +1084,9 @@ impl SSTableReader {
         }
         let dp = self.data_path();
         let mut head = [0u8; CHUNK_HEADER];
-        self.data.read_exact_at(&mut head, offset).map_err(|e| corrupt(&dp, offset, format!("cannot read chunk header: {e}")))?;
+        self.data
+            .read_exact_at(&mut head, offset)
+            .map_err(|e| corrupt(&dp, offset, format!("cannot read chunk header: {e}")))?;
         let kind = head[0];
         let ulen = u32::from_be_bytes([head[1], head[2], head[3], head[4]]);
         let clen = u32::from_be_bytes([head[5], head[6], head[7], head[8]]);
@@ -950,16 +1112,31 @@ impl SSTableReader {
         let dp = self.data_path();
         let bad = || corrupt(&dp, chunk_offset, format!("bad partition entry at {intra}"));
         let p = intra as usize;
-        let kl = u32::from_be_bytes(c.get(p..p + 4).ok_or_else(bad)?.try_into().map_err(|_| bad())?) as usize;
+        let kl = u32::from_be_bytes(
+            c.get(p..p + 4)
+                .ok_or_else(bad)?
+                .try_into()
+                .map_err(|_| bad())?,
+        ) as usize;
         let bpos = p + 4 + kl;
-        let bl = u32::from_be_bytes(c.get(bpos..bpos + 4).ok_or_else(bad)?.try_into().map_err(|_| bad())?) as usize;
+        let bl = u32::from_be_bytes(
+            c.get(bpos..bpos + 4)
+                .ok_or_else(bad)?
+                .try_into()
+                .map_err(|_| bad())?,
+        ) as usize;
         let body = c.get(bpos + 4..bpos + 4 + bl).ok_or_else(bad)?;
-        decode_partition(body, &self.comparator).map_err(|e| corrupt(&dp, chunk_offset, e.to_string()))
+        decode_partition(body, &self.comparator)
+            .map_err(|e| corrupt(&dp, chunk_offset, e.to_string()))
     }
 
     /// The partition of an index entry, restricted to `slices`: a partition
     /// with a row index reads its header and the blocks the slices overlap.
-    fn partition_for(&self, e: &IndexEntry, slices: Option<&[Slice]>) -> Result<Partition, StorageError> {
+    fn partition_for(
+        &self,
+        e: &IndexEntry,
+        slices: Option<&[Slice]>,
+    ) -> Result<Partition, StorageError> {
         let mut p = self.partition_at(e.offset, e.intra)?;
         if e.row_index.is_empty() {
             return Ok(match slices {
@@ -968,7 +1145,8 @@ impl SSTableReader {
             });
         }
         let ip = component_path(&self.dir, self.generation, "Index.db");
-        let blocks = decode_row_index(e.row_index, &self.comparator).ok_or_else(|| corrupt(&ip, 0, "bad row index"))?;
+        let blocks = decode_row_index(e.row_index, &self.comparator)
+            .ok_or_else(|| corrupt(&ip, 0, "bad row index"))?;
         let chosen: Vec<usize> = match slices {
             Some(s) => blocks_for(&blocks, s).into_iter().collect(),
             None => (0..blocks.len()).collect(),
@@ -990,12 +1168,18 @@ impl SSTableReader {
     pub fn intersects(&self, slices: &[Slice]) -> bool {
         match &self.clustering_bounds {
             None => true,
-            Some((min, max)) => slices.iter().any(|(start, end)| start <= end && end >= min && start <= max),
+            Some((min, max)) => slices
+                .iter()
+                .any(|(start, end)| start <= end && end >= min && start <= max),
         }
     }
 
     /// The partition (restricted to `slices`), if this SSTable has it.
-    pub fn read(&self, key: &DecoratedKey, slices: Option<&[Slice]>) -> Result<Option<Partition>, StorageError> {
+    pub fn read(
+        &self,
+        key: &DecoratedKey,
+        slices: Option<&[Slice]>,
+    ) -> Result<Option<Partition>, StorageError> {
         if !self.may_contain(key) {
             return Ok(None);
         }
@@ -1004,19 +1188,42 @@ impl SSTableReader {
 
     /// [`Self::read`] for a key [`Self::may_contain`] already let through;
     /// with a key cache, the index entry comes from it when it can.
-    pub fn read_filtered(&self, key: &DecoratedKey, slices: Option<&[Slice]>, key_cache: Option<&KeyCache>) -> Result<Option<Partition>, StorageError> {
+    pub fn read_filtered(
+        &self,
+        key: &DecoratedKey,
+        slices: Option<&[Slice]>,
+        key_cache: Option<&KeyCache>,
+    ) -> Result<Option<Partition>, StorageError> {
         if let Some(e) = key_cache.and_then(|kc| kc.get(self.id, &key.key)) {
-            let entry = IndexEntry { key: key.key.clone(), offset: e.offset, intra: e.intra, row_index: &e.row_index, next: 0 };
+            let entry = IndexEntry {
+                key: key.key.clone(),
+                offset: e.offset,
+                intra: e.intra,
+                row_index: &e.row_index,
+                next: 0,
+            };
             return self.partition_for(&entry, slices).map(Some);
         }
-        let Some(sample) = self.sample_for(key) else { return Ok(None) };
+        let Some(sample) = self.sample_for(key) else {
+            return Ok(None);
+        };
         let (buf, _) = self.index_block(sample)?;
         let mut pos = 0;
         while pos < buf.len() {
-            let Some(e) = read_index_entry(&buf, pos, self.stats.version) else { break };
+            let Some(e) = read_index_entry(&buf, pos, self.stats.version) else {
+                break;
+            };
             if e.key == key.key {
                 if let Some(kc) = key_cache {
-                    kc.put(self.id, key.key.clone(), KeyEntry { offset: e.offset, intra: e.intra, row_index: Bytes::copy_from_slice(e.row_index) });
+                    kc.put(
+                        self.id,
+                        key.key.clone(),
+                        KeyEntry {
+                            offset: e.offset,
+                            intra: e.intra,
+                            row_index: Bytes::copy_from_slice(e.row_index),
+                        },
+                    );
                 }
                 return self.partition_for(&e, slices).map(Some);
             }
@@ -1027,18 +1234,29 @@ impl SSTableReader {
     }
 
     /// Keys after `after` (or from `start_token`) up to `end_token`, at most `limit`.
-    pub fn keys(&self, after: Option<&DecoratedKey>, start_token: i64, end_token: i64, limit: usize) -> Result<Vec<DecoratedKey>, StorageError> {
+    pub fn keys(
+        &self,
+        after: Option<&DecoratedKey>,
+        start_token: i64,
+        end_token: i64,
+        limit: usize,
+    ) -> Result<Vec<DecoratedKey>, StorageError> {
         let mut out = Vec::new();
         if start_token > self.stats.max_token || end_token < self.stats.min_token {
             return Ok(out);
         }
-        let lower = after.cloned().unwrap_or(DecoratedKey { token: start_token, key: Bytes::new() });
+        let lower = after.cloned().unwrap_or(DecoratedKey {
+            token: start_token,
+            key: Bytes::new(),
+        });
         let mut sample = self.sample_for(&lower).unwrap_or(0);
         while sample < self.summary.len().max(1) && out.len() < limit {
             let (buf, _) = self.index_block(sample)?;
             let mut pos = 0;
             while pos < buf.len() {
-                let Some(e) = read_index_entry(&buf, pos, self.stats.version) else { break };
+                let Some(e) = read_index_entry(&buf, pos, self.stats.version) else {
+                    break;
+                };
                 pos = e.next;
                 let dk = DecoratedKey::new(e.key);
                 let beyond = match after {
@@ -1066,13 +1284,21 @@ impl SSTableReader {
     /// A lazy scan of every partition in token order.
     pub fn scanner(&self) -> Result<Scanner<'_>, StorageError> {
         let mut buf = vec![0u8; self.index_len as usize];
-        self.index.read_exact_at(&mut buf, 0).map_err(|e| io(&component_path(&self.dir, self.generation, "Index.db"), e))?;
-        Ok(Scanner { reader: self, index: buf, pos: 8 })
+        self.index
+            .read_exact_at(&mut buf, 0)
+            .map_err(|e| io(&component_path(&self.dir, self.generation, "Index.db"), e))?;
+        Ok(Scanner {
+            reader: self,
+            index: buf,
+            pos: 8,
+        })
     }
 
     /// Whether this SSTable may hold `key` (bloom filter and token bounds).
     pub fn may_contain(&self, key: &DecoratedKey) -> bool {
-        key.token >= self.stats.min_token && key.token <= self.stats.max_token && self.bloom.may_contain(&key.key)
+        key.token >= self.stats.min_token
+            && key.token <= self.stats.max_token
+            && self.bloom.may_contain(&key.key)
     }
 
     /// Hard-links every component into `target` (a snapshot).
@@ -1094,9 +1320,15 @@ impl SSTableReader {
     pub fn quarantine(&self) -> Result<PathBuf, StorageError> {
         let q = self.dir.join("quarantine");
         std::fs::create_dir_all(&q).map_err(|e| io(&q, e))?;
-        let _ = std::fs::rename(component_path(&self.dir, self.generation, "TOC.txt"), component_path(&q, self.generation, "TOC.txt"));
+        let _ = std::fs::rename(
+            component_path(&self.dir, self.generation, "TOC.txt"),
+            component_path(&q, self.generation, "TOC.txt"),
+        );
         for c in COMPONENTS {
-            let _ = std::fs::rename(component_path(&self.dir, self.generation, c), component_path(&q, self.generation, c));
+            let _ = std::fs::rename(
+                component_path(&self.dir, self.generation, c),
+                component_path(&q, self.generation, c),
+            );
         }
         Ok(q)
     }
@@ -1110,7 +1342,11 @@ impl SSTableReader {
     }
 
     pub fn size_bytes(&self) -> u64 {
-        COMPONENTS.iter().filter_map(|c| std::fs::metadata(component_path(&self.dir, self.generation, c)).ok()).map(|m| m.len()).sum()
+        COMPONENTS
+            .iter()
+            .filter_map(|c| std::fs::metadata(component_path(&self.dir, self.generation, c)).ok())
+            .map(|m| m.len())
+            .sum()
     }
 }
 
@@ -1171,10 +1407,17 @@ mod tests {
         let mut p = Partition::new();
         for c in 0..n {
             let mut cells = RowCells::new();
-            cells.insert("v".into(), ColumnData::Simple(Cell::live(c as i64 + 1, Bytes::from(vec![c as u8; 50]))));
+            cells.insert(
+                "v".into(),
+                ColumnData::Simple(Cell::live(c as i64 + 1, Bytes::from(vec![c as u8; 50]))),
+            );
             p.rows.insert(
                 ClusteringKey::row(vec![Bytes::copy_from_slice(&c.to_be_bytes())], cmp.clone()),
-                Row { liveness: None, deletion: None, cells },
+                Row {
+                    liveness: None,
+                    deletion: None,
+                    cells,
+                },
             );
         }
         p
@@ -1185,7 +1428,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let cmp = ClusteringComparator::new(vec![(CqlType::Int, false)]);
         let cache = ChunkCache::new(1 << 20);
-        let mut keys: Vec<DecoratedKey> = (0..2000u32).map(|i| DecoratedKey::new(Bytes::copy_from_slice(&i.to_be_bytes()))).collect();
+        let mut keys: Vec<DecoratedKey> = (0..2000u32)
+            .map(|i| DecoratedKey::new(Bytes::copy_from_slice(&i.to_be_bytes())))
+            .collect();
         keys.sort();
         let mut w = SSTableWriter::create(dir.path(), 1, 16 * 1024, true, 0.01).expect("writer");
         for k in &keys {
@@ -1214,11 +1459,18 @@ mod tests {
         std::fs::write(&dp, bytes).expect("write");
         let r2 = SSTableReader::open(dir.path(), 1, cmp, ChunkCache::new(1 << 20)).expect("open");
         let err = r2.read(&keys[0], None).expect_err("corrupt");
-        assert!(err.to_string().contains("Data.db") && err.to_string().contains("checksum"), "{err}");
+        assert!(
+            err.to_string().contains("Data.db") && err.to_string().contains("checksum"),
+            "{err}"
+        );
     }
 
     fn bound(cmp: &Arc<ClusteringComparator>, v: i32, kind: BoundKind) -> ClusteringKey {
-        ClusteringKey::bound(vec![Bytes::copy_from_slice(&v.to_be_bytes())], kind, cmp.clone())
+        ClusteringKey::bound(
+            vec![Bytes::copy_from_slice(&v.to_be_bytes())],
+            kind,
+            cmp.clone(),
+        )
     }
 
     #[test]
@@ -1233,30 +1485,77 @@ mod tests {
         let mut w = SSTableWriter::create(dir.path(), 1, 4096, true, 0.01).expect("writer");
         let (full, two) = (part(&cmp, 5000), part(&cmp, 2));
         for k in &keys {
-            w.append(k, if *k == big { &full } else { &two }).expect("append");
+            w.append(k, if *k == big { &full } else { &two })
+                .expect("append");
         }
         w.finish(1).expect("finish");
         let r = SSTableReader::open(dir.path(), 1, cmp.clone(), cache.clone()).expect("open");
         assert_eq!(r.stats.indexed_partitions, 1);
-        assert_eq!(r.stats.min_clustering.as_deref(), Some(&["00000000".to_string()][..]));
-        assert_eq!(r.stats.max_clustering.as_deref(), Some(&[hex(&4999i32.to_be_bytes())][..]));
+        assert_eq!(
+            r.stats.min_clustering.as_deref(),
+            Some(&["00000000".to_string()][..])
+        );
+        assert_eq!(
+            r.stats.max_clustering.as_deref(),
+            Some(&[hex(&4999i32.to_be_bytes())][..])
+        );
         // the whole partition, and slices of it, equal slicing the original
-        assert_eq!(r.read(&big, None).expect("read").expect("present").rows.len(), 5000);
-        for (a, b) in [(0, 0), (10, 20), (2500, 2600), (4990, 6000), (-5, 3), (1234, 1234)] {
-            let sl = vec![(bound(&cmp, a, BoundKind::StartInclusive), bound(&cmp, b, BoundKind::EndInclusive))];
+        assert_eq!(
+            r.read(&big, None)
+                .expect("read")
+                .expect("present")
+                .rows
+                .len(),
+            5000
+        );
+        for (a, b) in [
+            (0, 0),
+            (10, 20),
+            (2500, 2600),
+            (4990, 6000),
+            (-5, 3),
+            (1234, 1234),
+        ] {
+            let sl = vec![(
+                bound(&cmp, a, BoundKind::StartInclusive),
+                bound(&cmp, b, BoundKind::EndInclusive),
+            )];
             let got = r.read(&big, Some(&sl)).expect("read").expect("present");
             let want = slice_partition(&full, Some(&sl));
-            assert_eq!(got.rows.keys().collect::<Vec<_>>(), want.rows.keys().collect::<Vec<_>>(), "slice {a}..{b}");
+            assert_eq!(
+                got.rows.keys().collect::<Vec<_>>(),
+                want.rows.keys().collect::<Vec<_>>(),
+                "slice {a}..{b}"
+            );
         }
         // a narrow slice decompresses a few chunks, not the partition's ~70
         let misses = cache.misses.load(Ordering::Relaxed);
-        let fresh = SSTableReader::open(dir.path(), 1, cmp.clone(), ChunkCache::new(64 << 20)).expect("open");
-        let sl = vec![(bound(&cmp, 3000, BoundKind::StartInclusive), bound(&cmp, 3001, BoundKind::EndInclusive))];
-        assert_eq!(fresh.read(&big, Some(&sl)).expect("read").expect("present").rows.len(), 2);
-        assert!(fresh.cache.misses.load(Ordering::Relaxed) <= 3, "chunks read: {}", fresh.cache.misses.load(Ordering::Relaxed));
+        let fresh = SSTableReader::open(dir.path(), 1, cmp.clone(), ChunkCache::new(64 << 20))
+            .expect("open");
+        let sl = vec![(
+            bound(&cmp, 3000, BoundKind::StartInclusive),
+            bound(&cmp, 3001, BoundKind::EndInclusive),
+        )];
+        assert_eq!(
+            fresh
+                .read(&big, Some(&sl))
+                .expect("read")
+                .expect("present")
+                .rows
+                .len(),
+            2
+        );
+        assert!(
+            fresh.cache.misses.load(Ordering::Relaxed) <= 3,
+            "chunks read: {}",
+            fresh.cache.misses.load(Ordering::Relaxed)
+        );
         assert!(misses > 0);
         // clustering bounds let a read skip the SSTable
-        let outside = vec![(bound(&cmp, 6000, BoundKind::StartInclusive), bound(&cmp, 7000, BoundKind::EndInclusive))];
+        let outside = vec![(
+            bound(&cmp, 6000, BoundKind::StartInclusive),
+            bound(&cmp, 7000, BoundKind::EndInclusive),
+        )];
         assert!(!r.intersects(&outside));
         assert!(r.intersects(&sl));
         // compaction's scan sees every row
@@ -1267,20 +1566,39 @@ mod tests {
     #[test]
     fn every_compression_round_trips() {
         let cmp = ClusteringComparator::new(vec![(CqlType::Int, false)]);
-        for c in [Compression::None, Compression::Lz4, Compression::Zstd(3), Compression::Snappy, Compression::Deflate] {
+        for c in [
+            Compression::None,
+            Compression::Lz4,
+            Compression::Zstd(3),
+            Compression::Snappy,
+            Compression::Deflate,
+        ] {
             let dir = tempfile::tempdir().expect("tmp");
-            let mut w = SSTableWriter::create_with_header(dir.path(), 1, 4096, c, 0.01, SerializationHeader::default()).expect("writer");
-            let mut keys: Vec<DecoratedKey> = (0..300u32).map(|i| DecoratedKey::new(Bytes::copy_from_slice(&i.to_be_bytes()))).collect();
+            let mut w = SSTableWriter::create_with_header(
+                dir.path(),
+                1,
+                4096,
+                c,
+                0.01,
+                SerializationHeader::default(),
+            )
+            .expect("writer");
+            let mut keys: Vec<DecoratedKey> = (0..300u32)
+                .map(|i| DecoratedKey::new(Bytes::copy_from_slice(&i.to_be_bytes())))
+                .collect();
             keys.sort();
             for k in &keys {
                 w.append(k, &part(&cmp, 4)).expect("append");
             }
             w.finish(1).expect("finish");
-            let r = SSTableReader::open(dir.path(), 1, cmp.clone(), ChunkCache::new(1 << 20)).expect("open");
+            let r = SSTableReader::open(dir.path(), 1, cmp.clone(), ChunkCache::new(1 << 20))
+                .expect("open");
             assert_eq!(r.stats.compression, c.name());
             assert_eq!(r.scan().expect("scan").len(), 300, "{c:?}");
             if c != Compression::None {
-                let size = std::fs::metadata(component_path(dir.path(), 1, "Data.db")).expect("meta").len();
+                let size = std::fs::metadata(component_path(dir.path(), 1, "Data.db"))
+                    .expect("meta")
+                    .len();
                 assert!(size < 300 * 4 * 60, "{c:?} compressed to {size}");
             }
         }
@@ -1290,18 +1608,26 @@ mod tests {
     /// wide one with a row index, a partition deletion and a range tombstone.
     fn write_fixture(dir: &Path, cmp: &Arc<ClusteringComparator>) {
         let mut w = SSTableWriter::create(dir, 1, 4096, true, 0.01).expect("writer");
-        let mut keys: Vec<DecoratedKey> = (0..40u32).map(|i| DecoratedKey::new(Bytes::copy_from_slice(&i.to_be_bytes()))).collect();
+        let mut keys: Vec<DecoratedKey> = (0..40u32)
+            .map(|i| DecoratedKey::new(Bytes::copy_from_slice(&i.to_be_bytes())))
+            .collect();
         keys.sort();
         for (i, k) in keys.iter().enumerate() {
             let mut p = part(cmp, if i == 7 { 400 } else { 3 });
             if i == 11 {
-                p.deletion = crate::data::DeletionTime { marked_for_delete_at: 5, local_deletion_time: 1_700_000_000 };
+                p.deletion = crate::data::DeletionTime {
+                    marked_for_delete_at: 5,
+                    local_deletion_time: 1_700_000_000,
+                };
             }
             if i == 12 {
                 p.range_tombstones.push(crate::data::RangeTombstone {
                     start: bound(cmp, 1, BoundKind::StartInclusive),
                     end: bound(cmp, 2, BoundKind::EndExclusive),
-                    deletion: crate::data::DeletionTime { marked_for_delete_at: 9, local_deletion_time: 1_700_000_000 },
+                    deletion: crate::data::DeletionTime {
+                        marked_for_delete_at: 9,
+                        local_deletion_time: 1_700_000_000,
+                    },
                 });
             }
             w.append(k, &p).expect("append");
@@ -1321,19 +1647,32 @@ mod tests {
         if std::env::var_os("SIBYL_RECORD_FIXTURES").is_some() {
             std::fs::create_dir_all(&fixtures).expect("mkdir");
             for c in COMPONENTS.iter().chain(["TOC.txt"].iter()) {
-                std::fs::copy(component_path(dir.path(), 1, c), component_path(&fixtures, 1, c)).expect("copy");
+                std::fs::copy(
+                    component_path(dir.path(), 1, c),
+                    component_path(&fixtures, 1, c),
+                )
+                .expect("copy");
             }
         }
         for c in COMPONENTS.iter().chain(["TOC.txt"].iter()) {
-            let want = std::fs::read(component_path(&fixtures, 1, c)).expect("fixture (record it, see the doc comment)");
+            let want = std::fs::read(component_path(&fixtures, 1, c))
+                .expect("fixture (record it, see the doc comment)");
             let got = std::fs::read(component_path(dir.path(), 1, c)).expect("written");
             assert!(got == want, "{c} differs from the format-2 fixture");
         }
         // and the fixture itself reads back
-        let r = SSTableReader::open(&fixtures, 1, cmp, ChunkCache::new(1 << 20)).expect("open fixture");
+        let r =
+            SSTableReader::open(&fixtures, 1, cmp, ChunkCache::new(1 << 20)).expect("open fixture");
         assert_eq!(r.stats.version, 2);
         assert_eq!(r.stats.indexed_partitions, 1);
-        assert_eq!(r.scan().expect("scan").iter().map(|(_, p)| p.rows.len()).sum::<usize>(), 39 * 3 + 400);
+        assert_eq!(
+            r.scan()
+                .expect("scan")
+                .iter()
+                .map(|(_, p)| p.rows.len())
+                .sum::<usize>(),
+            39 * 3 + 400
+        );
     }
 
     /// Version 1 files (no row index field in the Index component) are still
@@ -1344,7 +1683,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let cmp = ClusteringComparator::new(vec![(CqlType::Int, false)]);
         let mut w = SSTableWriter::create(dir.path(), 1, 4096, true, 0.01).expect("writer");
-        let mut keys: Vec<DecoratedKey> = (0..300u32).map(|i| DecoratedKey::new(Bytes::copy_from_slice(&i.to_be_bytes()))).collect();
+        let mut keys: Vec<DecoratedKey> = (0..300u32)
+            .map(|i| DecoratedKey::new(Bytes::copy_from_slice(&i.to_be_bytes())))
+            .collect();
         keys.sort();
         for k in &keys {
             w.append(k, &part(&cmp, 3)).expect("append");
@@ -1365,21 +1706,40 @@ mod tests {
         std::fs::write(&ip, &v1).expect("write");
         // Statistics.db: version 1, without the fields version 1 did not have
         let sp = component_path(dir.path(), 1, "Statistics.db");
-        let mut stats: serde_json::Value = serde_json::from_slice(&std::fs::read(&sp).expect("stats")).expect("json");
+        let mut stats: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&sp).expect("stats")).expect("json");
         let o = stats.as_object_mut().expect("object");
-        for f in ["min_clustering", "max_clustering", "partition_deletions", "static_rows", "indexed_partitions", "partition_sizes", "cell_counts"] {
+        for f in [
+            "min_clustering",
+            "max_clustering",
+            "partition_deletions",
+            "static_rows",
+            "indexed_partitions",
+            "partition_sizes",
+            "cell_counts",
+        ] {
             o.remove(f);
         }
         o.insert("version".into(), 1.into());
         o.insert("index_crc".into(), crc32fast::hash(&v1).into());
         std::fs::write(&sp, serde_json::to_vec(&stats).expect("json")).expect("write");
-        let r = SSTableReader::open(dir.path(), 1, cmp.clone(), ChunkCache::new(1 << 20)).expect("open v1");
+        let r = SSTableReader::open(dir.path(), 1, cmp.clone(), ChunkCache::new(1 << 20))
+            .expect("open v1");
         assert_eq!(r.stats.version, 1);
-        assert!(r.clustering_bounds.is_none(), "version 1 has no clustering bounds to skip by");
+        assert!(
+            r.clustering_bounds.is_none(),
+            "version 1 has no clustering bounds to skip by"
+        );
         for k in keys.iter().step_by(13) {
-            assert_eq!(r.read(k, None).expect("read").expect("present").rows.len(), 3);
+            assert_eq!(
+                r.read(k, None).expect("read").expect("present").rows.len(),
+                3
+            );
         }
-        assert_eq!(r.keys(None, i64::MIN, i64::MAX, 1000).expect("keys").len(), 300);
+        assert_eq!(
+            r.keys(None, i64::MIN, i64::MAX, 1000).expect("keys").len(),
+            300
+        );
         assert_eq!(r.scan().expect("scan").len(), 300);
     }
 
@@ -1400,7 +1760,9 @@ mod tests {
             b.add(&i.to_be_bytes());
         }
         assert!((0..1000u32).all(|i| b.may_contain(&i.to_be_bytes())));
-        let fp = (1000..11000u32).filter(|i| b.may_contain(&i.to_be_bytes())).count();
+        let fp = (1000..11000u32)
+            .filter(|i| b.may_contain(&i.to_be_bytes()))
+            .count();
         assert!(fp < 300, "false positives {fp}");
         let back = BloomFilter::decode(&b.encode()).expect("decode");
         assert!(back.may_contain(&5u32.to_be_bytes()));

@@ -6,7 +6,7 @@ use crate::cache::{KeyCache, RowCache, RowLookup};
 use crate::clustering::ClusteringComparator;
 use crate::commitlog::{self, CommitLog, Entry, ReplayStats, SyncMode};
 use crate::data::{DecoratedKey, Mutation, Partition};
-use crate::memtable::{slice_partition, Memtable, Slice};
+use crate::memtable::{slice_partition, Memtable, MemtablePool, Slice};
 use crate::serde::{decode_mutation, encode_mutation};
 use crate::sstable::{list_generations, ChunkCache, SSTableReader, SSTableWriter};
 use crate::{now_in_seconds, StorageError};
@@ -111,7 +111,12 @@ pub struct FailureHandler {
 
 impl FailureHandler {
     /// A corrupt SSTable was read. Ok(true): skip it and go on.
-    fn corrupt_sstable(&self, cfs: &ColumnFamilyStore, s: &SSTableReader, e: StorageError) -> Result<bool, StorageError> {
+    fn corrupt_sstable(
+        &self,
+        cfs: &ColumnFamilyStore,
+        s: &SSTableReader,
+        e: StorageError,
+    ) -> Result<bool, StorageError> {
         tracing::error!("{e} (disk_failure_policy: {:?})", self.disk);
         match self.disk {
             DiskFailurePolicy::BestEffort => {
@@ -143,7 +148,10 @@ impl FailureHandler {
             tracing::error!("commit log: {e}; writes fail until space is freed");
             return e;
         }
-        tracing::error!("commit log failure: {e} (commit_failure_policy: {:?})", self.commit);
+        tracing::error!(
+            "commit log failure: {e} (commit_failure_policy: {:?})",
+            self.commit
+        );
         match self.commit {
             CommitFailurePolicy::Stop => {
                 let _ = self.stop.send(true);
@@ -192,6 +200,7 @@ pub struct ColumnFamilyStore {
     /// cover), written again before any newer one.
     failed_flushes: Mutex<Vec<(Arc<Memtable>, u64)>>,
     failures: Arc<FailureHandler>,
+    pool: Arc<MemtablePool>,
 }
 
 impl ColumnFamilyStore {
@@ -202,8 +211,12 @@ impl ColumnFamilyStore {
         cache: Arc<ChunkCache>,
         caches: (Arc<KeyCache>, Arc<RowCache>),
         failures: Arc<FailureHandler>,
+        pool: Arc<MemtablePool>,
     ) -> Result<Self, StorageError> {
-        std::fs::create_dir_all(&dir).map_err(|e| StorageError::Io { path: dir.display().to_string(), source: e })?;
+        std::fs::create_dir_all(&dir).map_err(|e| StorageError::Io {
+            path: dir.display().to_string(),
+            source: e,
+        })?;
         let mut sstables = Vec::new();
         let mut replay_after = read_truncation(&dir);
         crate::lifecycle::recover(&dir)?;
@@ -214,13 +227,28 @@ impl ColumnFamilyStore {
                     replay_after = replay_after.max(r.stats.commitlog_position);
                     sstables.push(Arc::new(r));
                 }
-                Err(e @ StorageError::CorruptSSTable { .. }) if failures.disk == DiskFailurePolicy::BestEffort || failures.disk == DiskFailurePolicy::Ignore => {
+                Err(e @ StorageError::CorruptSSTable { .. })
+                    if failures.disk == DiskFailurePolicy::BestEffort
+                        || failures.disk == DiskFailurePolicy::Ignore =>
+                {
                     // never silently: the error names the file; the SSTable is set aside
-                    tracing::error!("{e}; not loading it (disk_failure_policy: {:?})", failures.disk);
+                    tracing::error!(
+                        "{e}; not loading it (disk_failure_policy: {:?})",
+                        failures.disk
+                    );
                     let q = dir.join("quarantine");
                     let _ = std::fs::create_dir_all(&q);
-                    for c in ["TOC.txt", "Data.db", "Index.db", "Filter.db", "Statistics.db"] {
-                        let _ = std::fs::rename(crate::sstable::component_path(&dir, *g, c), crate::sstable::component_path(&q, *g, c));
+                    for c in [
+                        "TOC.txt",
+                        "Data.db",
+                        "Index.db",
+                        "Filter.db",
+                        "Statistics.db",
+                    ] {
+                        let _ = std::fs::rename(
+                            crate::sstable::component_path(&dir, *g, c),
+                            crate::sstable::component_path(&q, *g, c),
+                        );
                     }
                 }
                 Err(e) => return Err(e),
@@ -231,7 +259,7 @@ impl ColumnFamilyStore {
             comparator,
             dir,
             options: RwLock::new(TableOptions::default()),
-            memtable: RwLock::new(Arc::new(Memtable::new())),
+            memtable: RwLock::new(Arc::new(Memtable::in_pool(pool.clone()))),
             flushing: RwLock::new(Vec::new()),
             sstables: RwLock::new(sstables),
             next_generation: AtomicU64::new(gens.last().copied().unwrap_or(0) + 1),
@@ -250,6 +278,7 @@ impl ColumnFamilyStore {
             last_compacted: Mutex::new(HashMap::new()),
             failed_flushes: Mutex::new(Vec::new()),
             failures,
+            pool,
         })
     }
 
@@ -262,7 +291,8 @@ impl ColumnFamilyStore {
             // after the memtable has the write, so a reader never caches older data
             self.row_cache.invalidate(self.table_id, &k);
         }
-        self.write_latency.record(started.elapsed().as_micros() as u64);
+        self.write_latency
+            .record(started.elapsed().as_micros() as u64);
     }
 
     /// The partition fragment merged from every source, unresolved (call
@@ -272,21 +302,33 @@ impl ColumnFamilyStore {
     /// An SSTable is skipped when its clustering bounds miss every slice, or
     /// when everything in it is older than a partition deletion already seen
     /// (Cassandra's early stop).
-    pub fn read(&self, key: &DecoratedKey, slices: Option<&[Slice]>) -> Result<Option<Partition>, StorageError> {
+    pub fn read(
+        &self,
+        key: &DecoratedKey,
+        slices: Option<&[Slice]>,
+    ) -> Result<Option<Partition>, StorageError> {
         let started = std::time::Instant::now();
         let rows_per_partition = self.options.read().rows_per_partition;
         let r = match rows_per_partition {
-            Some(limit) if self.row_cache.enabled() => self.read_through_row_cache(key, slices, limit),
+            Some(limit) if self.row_cache.enabled() => {
+                self.read_through_row_cache(key, slices, limit)
+            }
             _ => self.read_sources(key, slices),
         };
         self.reads.fetch_add(1, Ordering::Relaxed);
-        self.read_latency.record(started.elapsed().as_micros() as u64);
+        self.read_latency
+            .record(started.elapsed().as_micros() as u64);
         r
     }
 
     /// A read served by the row cache, or one that fills it with the whole
     /// partition (when it has at most `limit` rows).
-    fn read_through_row_cache(&self, key: &DecoratedKey, slices: Option<&[Slice]>, limit: u64) -> Result<Option<Partition>, StorageError> {
+    fn read_through_row_cache(
+        &self,
+        key: &DecoratedKey,
+        slices: Option<&[Slice]>,
+        limit: u64,
+    ) -> Result<Option<Partition>, StorageError> {
         let sliced = |p: &Partition| {
             let mut out = slice_partition(p, slices);
             let dropped = &self.options.read().dropped_columns;
@@ -310,7 +352,11 @@ impl ColumnFamilyStore {
         }
     }
 
-    fn read_sources(&self, key: &DecoratedKey, slices: Option<&[Slice]>) -> Result<Option<Partition>, StorageError> {
+    fn read_sources(
+        &self,
+        key: &DecoratedKey,
+        slices: Option<&[Slice]>,
+    ) -> Result<Option<Partition>, StorageError> {
         let now = now_in_seconds();
         let mut out: Option<Partition> = None;
         let merge = |p: Partition, out: &mut Option<Partition>| match out {
@@ -329,9 +375,17 @@ impl ColumnFamilyStore {
         let mut sstables = self.sstables.read().clone();
         sstables.sort_by(|a, b| b.stats.max_timestamp.cmp(&a.stats.max_timestamp));
         let mut touched = 0u64;
-        let kc = self.options.read().cache_keys.then_some(self.key_cache.as_ref()).filter(|k| k.enabled());
+        let kc = self
+            .options
+            .read()
+            .cache_keys
+            .then_some(self.key_cache.as_ref())
+            .filter(|k| k.enabled());
         for s in sstables.iter() {
-            let deleted_at = out.as_ref().map(|p| p.deletion.marked_for_delete_at).unwrap_or(i64::MIN);
+            let deleted_at = out
+                .as_ref()
+                .map(|p| p.deletion.marked_for_delete_at)
+                .unwrap_or(i64::MIN);
             if s.stats.max_timestamp < deleted_at {
                 // this and every later SSTable hold only data the deletion shadows
                 break;
@@ -367,8 +421,17 @@ impl ColumnFamilyStore {
 
     /// Partition keys in token order after `after` (or from `start_token`), up
     /// to `end_token`, at most `limit`, merged over every source.
-    pub fn keys(&self, after: Option<&DecoratedKey>, start_token: i64, end_token: i64, limit: usize) -> Result<Vec<DecoratedKey>, StorageError> {
-        let mut all = self.memtable.read().keys(after, start_token, end_token, limit);
+    pub fn keys(
+        &self,
+        after: Option<&DecoratedKey>,
+        start_token: i64,
+        end_token: i64,
+        limit: usize,
+    ) -> Result<Vec<DecoratedKey>, StorageError> {
+        let mut all = self
+            .memtable
+            .read()
+            .keys(after, start_token, end_token, limit);
         for m in self.flushing.read().iter() {
             all.extend(m.keys(after, start_token, end_token, limit));
         }
@@ -411,15 +474,21 @@ impl ColumnFamilyStore {
         for s in &ss {
             s.link_into(&target)?;
         }
-        std::fs::create_dir_all(&target).map_err(|e| StorageError::Io { path: target.display().to_string(), source: e })?;
+        std::fs::create_dir_all(&target).map_err(|e| StorageError::Io {
+            path: target.display().to_string(),
+            source: e,
+        })?;
         Ok(ss.len())
     }
 
     /// Snapshot tags with their sizes (bytes of all files, bytes no longer in the live set).
     pub fn snapshots(&self) -> Vec<(String, u64, u64)> {
         let mut out = Vec::new();
-        let live: std::collections::HashSet<u64> = self.sstables().iter().map(|s| s.generation).collect();
-        let Ok(rd) = std::fs::read_dir(self.dir.join("snapshots")) else { return out };
+        let live: std::collections::HashSet<u64> =
+            self.sstables().iter().map(|s| s.generation).collect();
+        let Ok(rd) = std::fs::read_dir(self.dir.join("snapshots")) else {
+            return out;
+        };
         for e in rd.flatten() {
             let tag = e.file_name().to_string_lossy().to_string();
             let (mut total, mut true_size) = (0, 0);
@@ -428,7 +497,10 @@ impl ColumnFamilyStore {
                     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
                     total += len;
                     let name = f.file_name().to_string_lossy().to_string();
-                    let gen: Option<u64> = name.strip_prefix("sb-").and_then(|r| r.split('-').next()).and_then(|g| g.parse().ok());
+                    let gen: Option<u64> = name
+                        .strip_prefix("sb-")
+                        .and_then(|r| r.split('-').next())
+                        .and_then(|g| g.parse().ok());
                     if !gen.map(|g| live.contains(&g)).unwrap_or(false) {
                         true_size += len;
                     }
@@ -447,12 +519,17 @@ impl ColumnFamilyStore {
             Some(t) => vec![t.to_string()],
             None => self.snapshots().into_iter().map(|s| s.0).collect(),
         };
-        tags.iter().filter(|t| std::fs::remove_dir_all(base.join(t)).is_ok()).count()
+        tags.iter()
+            .filter(|t| std::fs::remove_dir_all(base.join(t)).is_ok())
+            .count()
     }
 }
 
 fn read_truncation(dir: &Path) -> u64 {
-    std::fs::read_to_string(dir.join("truncated_at")).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
+    std::fs::read_to_string(dir.join("truncated_at"))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// Storage settings from the node configuration.
@@ -494,6 +571,8 @@ pub struct StorageEngine {
     /// a memtable switch holds it for writing, so the position it records
     /// splits the log exactly between the old and the new memtable.
     barrier: RwLock<()>,
+    /// The memory of every table's memtables.
+    pool: Arc<MemtablePool>,
     cache: Arc<ChunkCache>,
     pub key_cache: Arc<KeyCache>,
     pub row_cache: Arc<RowCache>,
@@ -517,12 +596,22 @@ pub struct StorageEngine {
 impl StorageEngine {
     pub fn new(config: StorageConfig) -> Result<Arc<Self>, StorageError> {
         for d in &config.data_directories {
-            std::fs::create_dir_all(d).map_err(|e| StorageError::Io { path: d.display().to_string(), source: e })?;
+            std::fs::create_dir_all(d).map_err(|e| StorageError::Io {
+                path: d.display().to_string(),
+                source: e,
+            })?;
         }
         let cache = ChunkCache::new(config.chunk_cache_bytes);
-        let (key_cache, row_cache) = (KeyCache::new(config.key_cache_bytes), RowCache::new(config.row_cache_bytes));
+        let (key_cache, row_cache) = (
+            KeyCache::new(config.key_cache_bytes),
+            RowCache::new(config.row_cache_bytes),
+        );
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        let failures = Arc::new(FailureHandler { disk: config.disk_failure_policy, commit: config.commit_failure_policy, stop });
+        let failures = Arc::new(FailureHandler {
+            disk: config.disk_failure_policy,
+            commit: config.commit_failure_policy,
+            stop,
+        });
         Ok(Arc::new(StorageEngine {
             compactors: tokio::sync::Semaphore::new(config.concurrent_compactors.max(1)),
             compaction_throughput_bytes: AtomicU64::new(config.compaction_throughput_bytes),
@@ -532,6 +621,7 @@ impl StorageEngine {
             commitlog: RwLock::new(None),
             tables: RwLock::new(HashMap::new()),
             barrier: RwLock::new(()),
+            pool: Arc::new(MemtablePool::default()),
             cache,
             key_cache,
             row_cache,
@@ -545,16 +635,33 @@ impl StorageEngine {
     }
 
     pub fn data_directory(&self) -> &Path {
-        self.config.data_directories.first().map(|p| p.as_path()).unwrap_or(Path::new("data"))
+        self.config
+            .data_directories
+            .first()
+            .map(|p| p.as_path())
+            .unwrap_or(Path::new("data"))
     }
 
     /// Registers a table (at startup or on CREATE TABLE) and opens its SSTables.
-    pub fn add_table(&self, table_id: uuid::Uuid, comparator: Arc<ClusteringComparator>, dir: PathBuf) -> Result<Arc<ColumnFamilyStore>, StorageError> {
+    pub fn add_table(
+        &self,
+        table_id: uuid::Uuid,
+        comparator: Arc<ClusteringComparator>,
+        dir: PathBuf,
+    ) -> Result<Arc<ColumnFamilyStore>, StorageError> {
         if let Some(t) = self.tables.read().get(&table_id) {
             return Ok(t.clone());
         }
         let caches = (self.key_cache.clone(), self.row_cache.clone());
-        let cfs = Arc::new(ColumnFamilyStore::open(table_id, comparator, dir, self.cache.clone(), caches, self.failures.clone())?);
+        let cfs = Arc::new(ColumnFamilyStore::open(
+            table_id,
+            comparator,
+            dir,
+            self.cache.clone(),
+            caches,
+            self.failures.clone(),
+            self.pool.clone(),
+        )?);
         // an id can come back (an index dropped and created again under its name)
         self.dropped.lock().remove(&table_id);
         Ok(self.tables.write().entry(table_id).or_insert(cfs).clone())
@@ -566,7 +673,10 @@ impl StorageEngine {
         self.row_cache.invalidate_table(table_id);
         if let Some(t) = self.tables.write().remove(&table_id) {
             if self.config.auto_snapshot {
-                let tag = format!("dropped-{}", sibyl_types::timeuuid::timestamp_micros_now() / 1000);
+                let tag = format!(
+                    "dropped-{}",
+                    sibyl_types::timeuuid::timestamp_micros_now() / 1000
+                );
                 if let Err(e) = t.snapshot(&tag) {
                     tracing::error!("auto snapshot before DROP failed: {e}");
                 }
@@ -589,7 +699,10 @@ impl StorageEngine {
 
     /// Replays the commit log into the memtables of the registered tables for
     /// which `only` holds, skipping what their SSTables already hold.
-    pub fn replay_commitlog(&self, only: &dyn Fn(uuid::Uuid) -> bool) -> Result<(ReplayStats, Vec<(u64, uuid::Uuid)>), StorageError> {
+    pub fn replay_commitlog(
+        &self,
+        only: &dyn Fn(uuid::Uuid) -> bool,
+    ) -> Result<(ReplayStats, Vec<(u64, uuid::Uuid)>), StorageError> {
         let dir = self.config.commitlog_directory.clone();
         let now = now_in_seconds();
         let mut dirty = Vec::new();
@@ -614,7 +727,7 @@ impl StorageEngine {
                     if only(table_id) {
                         if let Some(t) = self.table(table_id) {
                             if pos > t.replay_after.load(Ordering::Relaxed) {
-                                *t.memtable.write() = Arc::new(Memtable::new());
+                                *t.memtable.write() = Arc::new(Memtable::in_pool(t.pool.clone()));
                             }
                         }
                     }
@@ -630,7 +743,11 @@ impl StorageEngine {
     /// Opens the commit log for new writes (after replay); `dirty` says which
     /// replayed segments hold unflushed data of which tables.
     pub fn start_commitlog(&self, dirty: &[(u64, uuid::Uuid)]) -> Result<(), StorageError> {
-        let log = CommitLog::open(&self.config.commitlog_directory, self.config.sync, self.config.segment_size_bytes)?;
+        let log = CommitLog::open(
+            &self.config.commitlog_directory,
+            self.config.sync,
+            self.config.segment_size_bytes,
+        )?;
         for (seg, t) in dirty {
             log.mark_dirty(*seg, *t);
         }
@@ -639,7 +756,10 @@ impl StorageEngine {
     }
 
     fn log(&self) -> Result<Arc<CommitLog>, StorageError> {
-        self.commitlog.read().clone().ok_or_else(|| StorageError::CommitLogStopped("commit log not started".into()))
+        self.commitlog
+            .read()
+            .clone()
+            .ok_or_else(|| StorageError::CommitLogStopped("commit log not started".into()))
     }
 
     /// Applies mutations durably: commit log, then memtables; waits for the
@@ -654,10 +774,14 @@ impl StorageEngine {
             let _g = self.barrier.read();
             let mut targets = Vec::with_capacity(mutations.len());
             for m in &mutations {
-                let t = self.table(m.table_id).ok_or(StorageError::UnknownTable(m.table_id))?;
+                let t = self
+                    .table(m.table_id)
+                    .ok_or(StorageError::UnknownTable(m.table_id))?;
                 buf.clear();
                 encode_mutation(m, &mut buf);
-                last = log.append(&Entry::Mutation(buf.clone()), Some(m.table_id)).map_err(|e| self.failures.commit_failed(e))?;
+                last = log
+                    .append_mutation(&buf, Some(m.table_id))
+                    .map_err(|e| self.failures.commit_failed(e))?;
                 targets.push(t);
             }
             for (mut m, t) in mutations.into_iter().zip(targets) {
@@ -665,7 +789,14 @@ impl StorageEngine {
                 t.apply(m, now);
             }
         }
-        log.wait_durable(last).await.map_err(|e| self.failures.commit_failed(e))?;
+        // acknowledged only once the entries reached the OS (one write for
+        // every mutation appended meanwhile), and are durable as the sync mode says
+        log.wait_written(last)
+            .await
+            .map_err(|e| self.failures.commit_failed(e))?;
+        log.wait_durable(last)
+            .await
+            .map_err(|e| self.failures.commit_failed(e))?;
         self.maybe_flush();
         Ok(())
     }
@@ -674,6 +805,7 @@ impl StorageEngine {
     /// such as the schema of the system keyspaces).
     pub fn apply_unlogged(&self, mutations: Vec<Mutation>) {
         let now = now_in_seconds();
+        let _g = self.barrier.read();
         for m in mutations {
             if let Some(t) = self.table(m.table_id) {
                 t.apply(m, now);
@@ -683,10 +815,7 @@ impl StorageEngine {
 
     /// Bytes of the live memtables of all tables, and of those being flushed.
     fn memtable_usage(&self) -> (usize, usize) {
-        let tables = self.tables();
-        let live = tables.iter().map(|t| t.memtable_bytes()).sum();
-        let flushing = tables.iter().map(|t| t.flushing.read().iter().map(|m| m.live_bytes()).sum::<usize>()).sum();
-        (live, flushing)
+        self.pool.usage()
     }
 
     /// Cassandra's policy: when the live memtables together reach the cleanup
@@ -695,7 +824,10 @@ impl StorageEngine {
     /// live and flushing memtables hold more than the whole memtable space.
     fn maybe_flush(self: &Arc<Self>) {
         let (live, _) = self.memtable_usage();
-        let log_full = self.log().map(|l| l.total_bytes() > self.config.commitlog_total_space_bytes).unwrap_or(false);
+        let log_full = self
+            .log()
+            .map(|l| l.total_bytes() > self.config.commitlog_total_space_bytes)
+            .unwrap_or(false);
         if live >= self.config.memtable_flush_threshold_bytes || log_full {
             self.start_flush(log_full);
         }
@@ -727,7 +859,12 @@ impl StorageEngine {
     /// Flushes in the background the largest memtable (every non-empty one
     /// when the commit log is full), unless such a flush is already running.
     fn start_flush(self: &Arc<Self>, log_full: bool) {
-        let failed_recently = self.flush_error.lock().as_ref().map(|(_, at)| at.elapsed() < std::time::Duration::from_secs(1)).unwrap_or(false);
+        let failed_recently = self
+            .flush_error
+            .lock()
+            .as_ref()
+            .map(|(_, at)| at.elapsed() < std::time::Duration::from_secs(1))
+            .unwrap_or(false);
         if failed_recently {
             return;
         }
@@ -737,11 +874,22 @@ impl StorageEngine {
         let me = self.clone();
         tokio::spawn(async move {
             let tables: Vec<Arc<ColumnFamilyStore>> = if log_full {
-                me.tables().into_iter().filter(|t| t.memtable_bytes() > 0 || !t.failed_flushes.lock().is_empty()).collect()
+                me.tables()
+                    .into_iter()
+                    .filter(|t| t.memtable_bytes() > 0 || !t.failed_flushes.lock().is_empty())
+                    .collect()
             } else {
-                let failed: Vec<_> = me.tables().into_iter().filter(|t| !t.failed_flushes.lock().is_empty()).collect();
+                let failed: Vec<_> = me
+                    .tables()
+                    .into_iter()
+                    .filter(|t| !t.failed_flushes.lock().is_empty())
+                    .collect();
                 if failed.is_empty() {
-                    me.tables().into_iter().max_by_key(|t| t.memtable_bytes()).into_iter().collect()
+                    me.tables()
+                        .into_iter()
+                        .max_by_key(|t| t.memtable_bytes())
+                        .into_iter()
+                        .collect()
                 } else {
                     failed
                 }
@@ -758,7 +906,10 @@ impl StorageEngine {
 
     /// Flushes a table's memtable to a new SSTable, then recycles the commit
     /// log segments nothing needs any more.
-    pub async fn flush(self: &Arc<Self>, t: &Arc<ColumnFamilyStore>) -> Result<Option<u64>, StorageError> {
+    pub async fn flush(
+        self: &Arc<Self>,
+        t: &Arc<ColumnFamilyStore>,
+    ) -> Result<Option<u64>, StorageError> {
         let _one = t.flush_lock.lock().await;
         // memtables whose flush failed go first, oldest first: the commit log
         // position a table is flushed to only ever covers written memtables
@@ -775,8 +926,9 @@ impl StorageEngine {
                 return Ok(None);
             }
             let position = self.log().map(|l| l.current_position()).unwrap_or(0);
+            old.mark_flushing();
             t.flushing.write().push(old.clone());
-            *t.memtable.write() = Arc::new(Memtable::new());
+            *t.memtable.write() = Arc::new(Memtable::in_pool(t.pool.clone()));
             (old, position)
         };
         match self.write_memtable(t, &old, position).await {
@@ -791,7 +943,12 @@ impl StorageEngine {
     }
 
     /// Writes a switched-out memtable to a new SSTable and publishes it.
-    async fn write_memtable(self: &Arc<Self>, t: &Arc<ColumnFamilyStore>, old: &Arc<Memtable>, position: u64) -> Result<u64, StorageError> {
+    async fn write_memtable(
+        self: &Arc<Self>,
+        t: &Arc<ColumnFamilyStore>,
+        old: &Arc<Memtable>,
+        position: u64,
+    ) -> Result<u64, StorageError> {
         let generation = t.next_generation.fetch_add(1, Ordering::Relaxed);
         let dir = t.dir.clone();
         let opts = t.options.read().clone();
@@ -799,11 +956,18 @@ impl StorageEngine {
         let cache = self.cache.clone();
         let mt = old.clone();
         let reader = tokio::task::spawn_blocking(move || -> Result<SSTableReader, StorageError> {
-            let written = SSTableWriter::create_with_header(&dir, generation, opts.chunk_length_bytes, opts.compression, opts.bloom_filter_fp_chance, opts.header.clone())
-                .and_then(|mut w| {
-                    mt.for_each(|k, p| w.append(k, p))?;
-                    w.finish(position)
-                });
+            let written = SSTableWriter::create_with_header(
+                &dir,
+                generation,
+                opts.chunk_length_bytes,
+                opts.compression,
+                opts.bloom_filter_fp_chance,
+                opts.header.clone(),
+            )
+            .and_then(|mut w| {
+                mt.for_each(|k, p| w.append(k, p))?;
+                w.finish(position)
+            });
             if let Err(e) = written {
                 crate::sstable::remove_unfinished(&dir, generation);
                 return Err(e);
@@ -832,15 +996,16 @@ impl StorageEngine {
         if t.options.read().auto_compaction {
             let me = self.clone();
             let t2 = t.clone();
-            tokio::spawn(async move {
-                while let Ok(Some(_)) = me.compact(&t2, false).await {}
-            });
+            tokio::spawn(async move { while let Ok(Some(_)) = me.compact(&t2, false).await {} });
         }
         Ok(generation)
     }
 
     /// The strategy's next compaction (or all SSTables, for a major compaction).
-    fn compaction_task(t: &ColumnFamilyStore, major: bool) -> Option<crate::compaction::CompactionTask> {
+    fn compaction_task(
+        t: &ColumnFamilyStore,
+        major: bool,
+    ) -> Option<crate::compaction::CompactionTask> {
         let ss = t.sstables();
         let strategy = t.options.read().strategy.clone();
         if major {
@@ -848,13 +1013,21 @@ impl StorageEngine {
                 return None;
             }
             let (level, max) = match strategy {
-                crate::compaction::Strategy::Leveled { sstable_size_bytes, .. } => (1, sstable_size_bytes),
+                crate::compaction::Strategy::Leveled {
+                    sstable_size_bytes, ..
+                } => (1, sstable_size_bytes),
                 _ => (0, u64::MAX),
             };
-            return Some(crate::compaction::CompactionTask { inputs: ss, output_level: level, max_output_bytes: max, split_output: false });
+            return Some(crate::compaction::CompactionTask {
+                inputs: ss,
+                output_level: level,
+                max_output_bytes: max,
+                split_output: false,
+            });
         }
         let last = t.last_compacted.lock().clone();
-        crate::compaction::next_task_after(&strategy, &ss, &|level| last.get(&level).copied()).filter(|t| t.inputs.len() >= 2 || t.output_level > 0)
+        crate::compaction::next_task_after(&strategy, &ss, &|level| last.get(&level).copied())
+            .filter(|t| t.inputs.len() >= 2 || t.output_level > 0)
     }
 
     /// Pending compactions, estimated as Cassandra does (per table, what the
@@ -864,7 +1037,10 @@ impl StorageEngine {
             .iter()
             .map(|t| match Self::compaction_task(t, false) {
                 None => 0,
-                Some(task) => 1 + t.sstable_count().saturating_sub(task.inputs.len()) / t.options.read().strategy.min_threshold().max(2),
+                Some(task) => {
+                    1 + t.sstable_count().saturating_sub(task.inputs.len())
+                        / t.options.read().strategy.min_threshold().max(2)
+                }
             })
             .sum()
     }
@@ -887,15 +1063,28 @@ impl StorageEngine {
 
     /// Runs one compaction of a table (the strategy's choice, or all its
     /// SSTables for a major compaction). Returns the new generation, if any.
-    pub async fn compact(self: &Arc<Self>, t: &Arc<ColumnFamilyStore>, major: bool) -> Result<Option<u64>, StorageError> {
+    pub async fn compact(
+        self: &Arc<Self>,
+        t: &Arc<ColumnFamilyStore>,
+        major: bool,
+    ) -> Result<Option<u64>, StorageError> {
         self.compact_with(t, major, false).await
     }
 
     /// [`Self::compact`]; a major compaction of a size-tiered table may split
     /// its output (`nodetool compact -s`).
-    pub async fn compact_with(self: &Arc<Self>, t: &Arc<ColumnFamilyStore>, major: bool, split_output: bool) -> Result<Option<u64>, StorageError> {
+    pub async fn compact_with(
+        self: &Arc<Self>,
+        t: &Arc<ColumnFamilyStore>,
+        major: bool,
+        split_output: bool,
+    ) -> Result<Option<u64>, StorageError> {
         let _one = t.compaction_lock.lock().await;
-        let _slot = self.compactors.acquire().await.map_err(|_| StorageError::Decode("compaction stopped".into()))?;
+        let _slot = self
+            .compactors
+            .acquire()
+            .await
+            .map_err(|_| StorageError::Decode("compaction stopped".into()))?;
         let opts = t.options.read().clone();
         let now = now_in_seconds();
         let gc_before = now.saturating_sub(opts.gc_grace_seconds);
@@ -925,30 +1114,52 @@ impl StorageEngine {
         let t3 = t.clone();
         let input_gens: Vec<u64> = inputs.iter().map(|s| s.generation).collect();
         let result = tokio::task::spawn_blocking(move || {
-            let log = std::cell::RefCell::new(crate::lifecycle::CompactionLog::begin(&dir, &input_gens)?);
+            let log =
+                std::cell::RefCell::new(crate::lifecycle::CompactionLog::begin(&dir, &input_gens)?);
             let mut new_writer = || -> Result<SSTableWriter, StorageError> {
                 let g = t3.next_generation.fetch_add(1, Ordering::Relaxed);
                 log.borrow_mut().add(g)?;
-                let mut w = SSTableWriter::create_with_header(&dir, g, opts.chunk_length_bytes, opts.compression, opts.bloom_filter_fp_chance, opts.header.clone())?;
+                let mut w = SSTableWriter::create_with_header(
+                    &dir,
+                    g,
+                    opts.chunk_length_bytes,
+                    opts.compression,
+                    opts.bloom_filter_fp_chance,
+                    opts.header.clone(),
+                )?;
                 w.set_level(task.output_level);
                 Ok(w)
             };
-            let in_gens: std::collections::HashSet<u64> = ins.iter().map(|s| s.generation).collect();
+            let in_gens: std::collections::HashSet<u64> =
+                ins.iter().map(|s| s.generation).collect();
             let outside = |k: &DecoratedKey| {
-                t2.sstables().iter().any(|s| !in_gens.contains(&s.generation) && s.may_contain(k))
+                t2.sstables()
+                    .iter()
+                    .any(|s| !in_gens.contains(&s.generation) && s.may_contain(k))
                     || t2.memtable.read().contains(k)
                     || t2.flushing.read().iter().any(|m| m.contains(k))
             };
             let started = std::time::Instant::now();
-            let avg = if total_partitions > 0 { total_bytes / total_partitions } else { 0 };
+            let avg = if total_partitions > 0 {
+                total_bytes / total_partitions
+            } else {
+                0
+            };
             let progress = |done: u64| {
                 if done % 256 == 0 {
-                    if let Some(p) = me.compactions_running.lock().iter_mut().find(|p| p.id == progress_id) {
+                    if let Some(p) = me
+                        .compactions_running
+                        .lock()
+                        .iter_mut()
+                        .find(|p| p.id == progress_id)
+                    {
                         p.done_partitions = done;
                     }
                     // throttle to compaction_throughput
                     if throughput > 0 {
-                        let expected = std::time::Duration::from_secs_f64((done * avg) as f64 / throughput as f64);
+                        let expected = std::time::Duration::from_secs_f64(
+                            (done * avg) as f64 / throughput as f64,
+                        );
                         if let Some(wait) = expected.checked_sub(started.elapsed()) {
                             std::thread::sleep(wait.min(std::time::Duration::from_millis(100)));
                         }
@@ -968,7 +1179,12 @@ impl StorageEngine {
             .and_then(|(r, gens)| {
                 let mut readers = Vec::new();
                 for g in gens {
-                    readers.push(SSTableReader::open(&dir, g, t2.comparator.clone(), me.cache.clone())?);
+                    readers.push(SSTableReader::open(
+                        &dir,
+                        g,
+                        t2.comparator.clone(),
+                        me.cache.clone(),
+                    )?);
                 }
                 Ok((r, readers))
             });
@@ -983,11 +1199,18 @@ impl StorageEngine {
         })
         .await
         .map_err(|e| StorageError::Decode(format!("compaction task failed: {e}")));
-        self.compactions_running.lock().retain(|p| p.id != progress_id);
+        self.compactions_running
+            .lock()
+            .retain(|p| p.id != progress_id);
         let (result, readers, log) = result??;
         if output_level >= 2 {
             let from = output_level - 1;
-            if let Some(end) = inputs.iter().filter(|s| s.stats.level == from).map(|s| s.stats.max_token).max() {
+            if let Some(end) = inputs
+                .iter()
+                .filter(|s| s.stats.level == from)
+                .map(|s| s.stats.max_token)
+                .max()
+            {
                 t.last_compacted.lock().insert(from, end);
             }
         }
@@ -1042,7 +1265,9 @@ impl StorageEngine {
             if dropped.contains(&id) {
                 return u64::MAX;
             }
-            self.table(id).map(|t| t.replay_after.load(Ordering::Acquire)).unwrap_or(u64::MAX)
+            self.table(id)
+                .map(|t| t.replay_after.load(Ordering::Acquire))
+                .unwrap_or(u64::MAX)
         });
         if !removed.is_empty() {
             tracing::debug!("recycled commit log segments {removed:?}");
@@ -1050,9 +1275,15 @@ impl StorageEngine {
     }
 
     /// Truncates a table durably: nothing written before is seen again.
-    pub async fn truncate(self: &Arc<Self>, table_id: uuid::Uuid, truncated_at_micros: i64) -> Result<(), StorageError> {
+    pub async fn truncate(
+        self: &Arc<Self>,
+        table_id: uuid::Uuid,
+        truncated_at_micros: i64,
+    ) -> Result<(), StorageError> {
         let log = self.log()?;
-        let Some(t) = self.table(table_id) else { return Ok(()) };
+        let Some(t) = self.table(table_id) else {
+            return Ok(());
+        };
         if self.config.auto_snapshot {
             // as Cassandra: flush, then keep what is about to go in a snapshot
             self.flush(&t).await?;
@@ -1061,8 +1292,14 @@ impl StorageEngine {
         let _one = t.flush_lock.lock().await;
         let pos = {
             let _g = self.barrier.write();
-            let pos = log.append(&Entry::Truncate { table_id, truncated_at_micros }, None)?;
-            *t.memtable.write() = Arc::new(Memtable::new());
+            let pos = log.append(
+                &Entry::Truncate {
+                    table_id,
+                    truncated_at_micros,
+                },
+                None,
+            )?;
+            *t.memtable.write() = Arc::new(Memtable::in_pool(t.pool.clone()));
             t.flushing.write().clear();
             t.failed_flushes.lock().clear();
             pos
@@ -1072,11 +1309,17 @@ impl StorageEngine {
         // record the point before which this table's log entries are void, then drop the files
         let p = t.dir.join("truncated_at");
         let tmp = t.dir.join("truncated_at.tmp");
-        std::fs::write(&tmp, pos.to_string()).map_err(|e| StorageError::Io { path: tmp.display().to_string(), source: e })?;
+        std::fs::write(&tmp, pos.to_string()).map_err(|e| StorageError::Io {
+            path: tmp.display().to_string(),
+            source: e,
+        })?;
         if let Ok(f) = std::fs::File::open(&tmp) {
             let _ = f.sync_all();
         }
-        std::fs::rename(&tmp, &p).map_err(|e| StorageError::Io { path: p.display().to_string(), source: e })?;
+        std::fs::rename(&tmp, &p).map_err(|e| StorageError::Io {
+            path: p.display().to_string(),
+            source: e,
+        })?;
         let old: Vec<Arc<SSTableReader>> = std::mem::take(&mut *t.sstables.write());
         self.row_cache.invalidate_table(table_id);
         for s in old {
@@ -1099,6 +1342,9 @@ impl StorageEngine {
 
     /// Chunk cache hit and miss counts.
     pub fn cache_stats(&self) -> (u64, u64) {
-        (self.cache.hits.load(Ordering::Relaxed), self.cache.misses.load(Ordering::Relaxed))
+        (
+            self.cache.hits.load(Ordering::Relaxed),
+            self.cache.misses.load(Ordering::Relaxed),
+        )
     }
 }

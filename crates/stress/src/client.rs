@@ -7,8 +7,9 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 use sibyl_protocol::{
-    decode_response_frame, encode_request_frame, Batch, BatchQueryKind, BatchStatement, Compression, Consistency, ErrorResponse, FrameHeader,
-    PreparedMetadata, QueryParameters, Request, Response, ResultBody, Value, Values, HEADER_LEN,
+    decode_response_frame, encode_request_frame, Batch, BatchQueryKind, BatchStatement,
+    Compression, Consistency, ErrorResponse, FrameHeader, PreparedMetadata, QueryParameters,
+    Request, Response, ResultBody, Value, Values, HEADER_LEN,
 };
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI16, AtomicUsize, Ordering};
@@ -77,8 +78,13 @@ pub struct Prepared {
 }
 
 impl Connection {
-    pub async fn connect(addr: &str, opts: &ConnectOptions) -> Result<Arc<Connection>, ClientError> {
-        let sock = TcpStream::connect(addr).await.map_err(|e| ClientError::Connect(addr.to_string(), e))?;
+    pub async fn connect(
+        addr: &str,
+        opts: &ConnectOptions,
+    ) -> Result<Arc<Connection>, ClientError> {
+        let sock = TcpStream::connect(addr)
+            .await
+            .map_err(|e| ClientError::Connect(addr.to_string(), e))?;
         let _ = sock.set_nodelay(true);
         let (mut rd, mut wr) = sock.into_split();
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(4096);
@@ -87,6 +93,8 @@ impl Connection {
         tokio::spawn(async move {
             let mut buf = Vec::with_capacity(64 * 1024);
             while let Some(f) = rx.recv().await {
+                // let the other workers queue their requests first: one send per batch
+                tokio::task::yield_now().await;
                 buf.extend_from_slice(&f);
                 while buf.len() < 256 * 1024 {
                     match rx.try_recv() {
@@ -113,7 +121,9 @@ impl Connection {
                     buf.advance(HEADER_LEN);
                     let body = buf.split_to(h.length as usize);
                     // the body is decompressed only when its COMPRESSION flag is set
-                    let r = decode_response_frame(&h, &body, compression).map(|e| e.response).map_err(|e| ClientError::Protocol(e.to_string()));
+                    let r = decode_response_frame(&h, &body, compression)
+                        .map(|e| e.response)
+                        .map_err(|e| ClientError::Protocol(e.to_string()));
                     let waiter = w2.lock().ok().and_then(|mut w| w.remove(&h.stream));
                     if let Some(w) = waiter {
                         let _ = w.send(r);
@@ -133,7 +143,13 @@ impl Connection {
                 }
             }
         });
-        let c = Arc::new(Connection { tx, waiters, next_stream: AtomicI16::new(0), compression: opts.compression, addr: addr.to_string() });
+        let c = Arc::new(Connection {
+            tx,
+            waiters,
+            next_stream: AtomicI16::new(0),
+            compression: opts.compression,
+            addr: addr.to_string(),
+        });
         let mut startup = HashMap::new();
         startup.insert("CQL_VERSION".to_string(), "3.0.0".to_string());
         if let Some(comp) = opts.compression {
@@ -153,15 +169,26 @@ impl Connection {
                 token.extend_from_slice(user.as_bytes());
                 token.push(0);
                 token.extend_from_slice(password.as_bytes());
-                match c.send(Request::AuthResponse(Some(Bytes::from(token)))).await {
+                match c
+                    .send(Request::AuthResponse(Some(Bytes::from(token))))
+                    .await
+                {
                     Ok(Response::AuthSuccess(_)) => Ok(c),
-                    Ok(Response::AuthChallenge(_)) => Err(ClientError::Auth(format!("{addr}: {class} asked for more than a user name and password"))),
-                    Ok(other) => Err(ClientError::Protocol(format!("unexpected answer to AUTH_RESPONSE: {other:?}"))),
-                    Err(ClientError::Server { message, .. }) => Err(ClientError::Auth(format!("{addr}: authentication failed: {message}"))),
+                    Ok(Response::AuthChallenge(_)) => Err(ClientError::Auth(format!(
+                        "{addr}: {class} asked for more than a user name and password"
+                    ))),
+                    Ok(other) => Err(ClientError::Protocol(format!(
+                        "unexpected answer to AUTH_RESPONSE: {other:?}"
+                    ))),
+                    Err(ClientError::Server { message, .. }) => Err(ClientError::Auth(format!(
+                        "{addr}: authentication failed: {message}"
+                    ))),
                     Err(e) => Err(e),
                 }
             }
-            other => Err(ClientError::Protocol(format!("unexpected answer to STARTUP: {other:?}"))),
+            other => Err(ClientError::Protocol(format!(
+                "unexpected answer to STARTUP: {other:?}"
+            ))),
         }
     }
 
@@ -197,7 +224,10 @@ impl Connection {
         let resp = rx.await.map_err(|_| ClientError::Closed)??;
         if let Response::Error(e) = &resp {
             let ErrorResponse { message, .. } = e;
-            return Err(ClientError::Server { code: e.code(), message: message.clone() });
+            return Err(ClientError::Server {
+                code: e.code(),
+                message: message.clone(),
+            });
         }
         Ok(resp)
     }
@@ -211,33 +241,88 @@ impl Connection {
 
     /// A simple statement.
     pub async fn query(&self, q: &str, cl: Consistency) -> Result<Reply, ClientError> {
-        let params = QueryParameters { consistency: cl, ..Default::default() };
-        self.send(Request::Query { query: q.to_string(), params }).await.map(Self::reply)
+        let params = QueryParameters {
+            consistency: cl,
+            ..Default::default()
+        };
+        self.send(Request::Query {
+            query: q.to_string(),
+            params,
+        })
+        .await
+        .map(Self::reply)
     }
 
     pub async fn prepare(&self, q: &str) -> Result<Prepared, ClientError> {
-        match self.send(Request::Prepare { query: q.to_string(), keyspace: None }).await? {
-            Response::Result(ResultBody::Prepared { id, metadata, .. }) => Ok(Prepared { id, metadata }),
-            other => Err(ClientError::Protocol(format!("unexpected answer to PREPARE: {other:?}"))),
+        match self
+            .send(Request::Prepare {
+                query: q.to_string(),
+                keyspace: None,
+            })
+            .await?
+        {
+            Response::Result(ResultBody::Prepared { id, metadata, .. }) => {
+                Ok(Prepared { id, metadata })
+            }
+            other => Err(ClientError::Protocol(format!(
+                "unexpected answer to PREPARE: {other:?}"
+            ))),
         }
     }
 
-    pub async fn execute(&self, id: &Bytes, values: Vec<Value>, cl: Consistency) -> Result<Reply, ClientError> {
-        let params = QueryParameters { consistency: cl, values: Values::Positional(values), skip_metadata: true, ..Default::default() };
-        self.send(Request::Execute { id: id.clone(), result_metadata_id: None, params }).await.map(Self::reply)
+    pub async fn execute(
+        &self,
+        id: &Bytes,
+        values: Vec<Value>,
+        cl: Consistency,
+    ) -> Result<Reply, ClientError> {
+        let params = QueryParameters {
+            consistency: cl,
+            values: Values::Positional(values),
+            skip_metadata: true,
+            ..Default::default()
+        };
+        self.send(Request::Execute {
+            id: id.clone(),
+            result_metadata_id: None,
+            params,
+        })
+        .await
+        .map(Self::reply)
     }
 
     /// A batch of executions of prepared statements.
-    pub async fn batch(&self, batch_type: u8, statements: Vec<(Bytes, Vec<Value>)>, cl: Consistency) -> Result<Reply, ClientError> {
-        let statements = statements.into_iter().map(|(id, values)| BatchStatement { kind: BatchQueryKind::Prepared(id), values }).collect();
-        let b = Batch { batch_type, statements, consistency: cl, serial_consistency: None, timestamp: None, keyspace: None, now_in_seconds: None };
+    pub async fn batch(
+        &self,
+        batch_type: u8,
+        statements: Vec<(Bytes, Vec<Value>)>,
+        cl: Consistency,
+    ) -> Result<Reply, ClientError> {
+        let statements = statements
+            .into_iter()
+            .map(|(id, values)| BatchStatement {
+                kind: BatchQueryKind::Prepared(id),
+                values,
+            })
+            .collect();
+        let b = Batch {
+            batch_type,
+            statements,
+            consistency: cl,
+            serial_consistency: None,
+            timestamp: None,
+            keyspace: None,
+            now_in_seconds: None,
+        };
         self.send(Request::Batch(b)).await.map(Self::reply)
     }
 }
 
 /// The text in a cell.
 pub fn text(cell: &Option<Bytes>) -> String {
-    cell.as_ref().map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default()
+    cell.as_ref()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .unwrap_or_default()
 }
 
 /// The connections to every `-node` host and the token ring, to send each
@@ -262,7 +347,12 @@ fn addr_of(cell: &Option<Bytes>) -> Option<std::net::IpAddr> {
 fn tokens_of(cell: &Option<Bytes>) -> Vec<i64> {
     let Some(b) = cell else { return Vec::new() };
     sibyl_types::value::deserialize_collection(b)
-        .map(|items| items.iter().filter_map(|t| std::str::from_utf8(t).ok()?.parse::<i64>().ok()).collect())
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|t| std::str::from_utf8(t).ok()?.parse::<i64>().ok())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -270,17 +360,34 @@ impl Cluster {
     /// Opens `per_node` connections to each host and reads the ring from the
     /// first node's `system.local` and `system.peers`; each node is known by
     /// the `rpc_address` its own `system.local` reports.
-    pub async fn connect(hosts: &[String], port: u16, per_node: usize, opts: &ConnectOptions) -> Result<Cluster, String> {
+    pub async fn connect(
+        hosts: &[String],
+        port: u16,
+        per_node: usize,
+        opts: &ConnectOptions,
+    ) -> Result<Cluster, String> {
         let mut nodes = Vec::new();
         for h in hosts {
-            let addr = if h.contains(':') && !h.starts_with('[') && h.matches(':').count() == 1 { h.clone() } else { format!("{h}:{port}") };
+            let addr = if h.contains(':') && !h.starts_with('[') && h.matches(':').count() == 1 {
+                h.clone()
+            } else {
+                format!("{h}:{port}")
+            };
             let mut conns = Vec::new();
             for _ in 0..per_node.max(1) {
-                conns.push(Connection::connect(&addr, opts).await.map_err(|e| e.to_string())?);
+                conns.push(
+                    Connection::connect(&addr, opts)
+                        .await
+                        .map_err(|e| e.to_string())?,
+                );
             }
             nodes.push(conns);
         }
-        let mut c = Cluster { nodes, ring: Vec::new(), rr: AtomicUsize::new(0) };
+        let mut c = Cluster {
+            nodes,
+            ring: Vec::new(),
+            rr: AtomicUsize::new(0),
+        };
         if c.nodes.len() > 1 {
             // a server without these tables (or tokens) just gets round-robin
             c.ring = c.read_ring().await.unwrap_or_default();
@@ -292,7 +399,10 @@ impl Cluster {
         let one = Consistency::One;
         let mut node_of: HashMap<std::net::IpAddr, usize> = HashMap::new();
         for (i, conns) in self.nodes.iter().enumerate() {
-            if let Reply::Rows(rows) = conns[0].query("SELECT rpc_address FROM system.local", one).await? {
+            if let Reply::Rows(rows) = conns[0]
+                .query("SELECT rpc_address FROM system.local", one)
+                .await?
+            {
                 if let Some(a) = rows.first().and_then(|r| r.first()).and_then(addr_of) {
                     node_of.entry(a).or_insert(i);
                 }
@@ -300,14 +410,20 @@ impl Cluster {
         }
         let first = &self.nodes[0][0];
         let mut owners: Vec<(std::net::IpAddr, Vec<i64>)> = Vec::new();
-        if let Reply::Rows(rows) = first.query("SELECT rpc_address, tokens FROM system.local", one).await? {
+        if let Reply::Rows(rows) = first
+            .query("SELECT rpc_address, tokens FROM system.local", one)
+            .await?
+        {
             for r in rows {
                 if let (Some(a), Some(t)) = (r.first().and_then(addr_of), r.get(1)) {
                     owners.push((a, tokens_of(t)));
                 }
             }
         }
-        if let Reply::Rows(rows) = first.query("SELECT rpc_address, tokens FROM system.peers", one).await? {
+        if let Reply::Rows(rows) = first
+            .query("SELECT rpc_address, tokens FROM system.peers", one)
+            .await?
+        {
             for r in rows {
                 if let (Some(a), Some(t)) = (r.first().and_then(addr_of), r.get(1)) {
                     owners.push((a, tokens_of(t)));
@@ -347,7 +463,9 @@ impl Cluster {
     /// turn.
     pub fn pick(&self, token: Option<i64>) -> &Arc<Connection> {
         let spin = self.rr.fetch_add(1, Ordering::Relaxed);
-        let node = token.and_then(|t| self.owner(t)).unwrap_or(spin % self.nodes.len());
+        let node = token
+            .and_then(|t| self.owner(t))
+            .unwrap_or(spin % self.nodes.len());
         let conns = &self.nodes[node];
         &conns[(spin / self.nodes.len().max(1)) % conns.len()]
     }
@@ -364,7 +482,11 @@ impl Cluster {
     pub async fn prepare(&self, q: &str) -> Result<Prepared, String> {
         let mut p = None;
         for c in self.all() {
-            p = Some(c.prepare(q).await.map_err(|e| format!("cannot prepare '{q}': {e}"))?);
+            p = Some(
+                c.prepare(q)
+                    .await
+                    .map_err(|e| format!("cannot prepare '{q}': {e}"))?,
+            );
         }
         p.ok_or_else(|| "no connection".to_string())
     }
@@ -383,7 +505,11 @@ pub fn routing_token(pk_indexes: &[u16], values: &[Value]) -> Option<i64> {
             _ => None,
         })
         .collect::<Option<Vec<_>>>()?;
-    Some(if parts.len() == 1 { sibyl_types::murmur3::token(parts[0]) } else { sibyl_types::murmur3::token(&sibyl_types::murmur3::composite_key(&parts)) })
+    Some(if parts.len() == 1 {
+        sibyl_types::murmur3::token(parts[0])
+    } else {
+        sibyl_types::murmur3::token(&sibyl_types::murmur3::composite_key(&parts))
+    })
 }
 
 #[cfg(test)]
@@ -392,9 +518,16 @@ mod tests {
 
     /// A server that answers STARTUP with AUTHENTICATE and accepts only
     /// `cassandra`/`secret`; it reports the STARTUP options and the token.
-    async fn fake_server(compressed: Option<Compression>) -> (String, tokio::task::JoinHandle<(HashMap<String, String>, Option<Bytes>)>) {
+    async fn fake_server(
+        compressed: Option<Compression>,
+    ) -> (
+        String,
+        tokio::task::JoinHandle<(HashMap<String, String>, Option<Bytes>)>,
+    ) {
         use sibyl_protocol::{decode_request_frame, encode_response_frame};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         let addr = listener.local_addr().expect("addr").to_string();
         let h = tokio::spawn(async move {
             let (mut sock, _) = listener.accept().await.expect("accept");
@@ -413,25 +546,36 @@ mod tests {
                         break;
                     }
                     let frame: Vec<u8> = buf.drain(..h.frame_len()).collect();
-                    let req = decode_request_frame(&h, &frame[HEADER_LEN..], compressed).expect("request").request;
+                    let req = decode_request_frame(&h, &frame[HEADER_LEN..], compressed)
+                        .expect("request")
+                        .request;
                     let resp = match req {
                         Request::Startup(o) => {
                             startup = o;
-                            Response::Authenticate("org.apache.cassandra.auth.PasswordAuthenticator".into())
+                            Response::Authenticate(
+                                "org.apache.cassandra.auth.PasswordAuthenticator".into(),
+                            )
                         }
                         Request::AuthResponse(t) => {
                             token = t.clone();
                             if t.as_deref() == Some(&b"\0cassandra\0secret"[..]) {
                                 Response::AuthSuccess(None)
                             } else {
-                                Response::Error(ErrorResponse::new(sibyl_protocol::ErrorKind::AuthenticationError, "Provided username cassandra and/or password are incorrect"))
+                                Response::Error(ErrorResponse::new(
+                                    sibyl_protocol::ErrorKind::AuthenticationError,
+                                    "Provided username cassandra and/or password are incorrect",
+                                ))
                             }
                         }
                         _ => Response::Ready,
                     };
                     let mut out = Vec::new();
                     // a server compresses everything after STARTUP once compression is negotiated
-                    let c = if matches!(resp, Response::Authenticate(_)) { None } else { compressed };
+                    let c = if matches!(resp, Response::Authenticate(_)) {
+                        None
+                    } else {
+                        compressed
+                    };
                     encode_response_frame(h.version, h.stream, &resp, c, &[], None, &mut out);
                     sock.write_all(&out).await.expect("write");
                 }
@@ -443,35 +587,65 @@ mod tests {
     #[tokio::test]
     async fn sasl_plain_authentication_and_compression() {
         let (addr, server) = fake_server(Some(Compression::Lz4)).await;
-        let opts = ConnectOptions { user: Some("cassandra".into()), password: Some("secret".into()), compression: Some(Compression::Lz4) };
-        let c = Connection::connect(&addr, &opts).await.expect("authenticated");
+        let opts = ConnectOptions {
+            user: Some("cassandra".into()),
+            password: Some("secret".into()),
+            compression: Some(Compression::Lz4),
+        };
+        let c = Connection::connect(&addr, &opts)
+            .await
+            .expect("authenticated");
         drop(c);
         let (startup, token) = server.await.expect("server");
         assert_eq!(startup.get("COMPRESSION").map(String::as_str), Some("lz4"));
         assert_eq!(token.as_deref(), Some(&b"\0cassandra\0secret"[..]));
 
         let (addr, _server) = fake_server(None).await;
-        let e = Connection::connect(&addr, &ConnectOptions::default()).await.err().expect("refused");
+        let e = Connection::connect(&addr, &ConnectOptions::default())
+            .await
+            .err()
+            .expect("refused");
         assert!(e.to_string().contains("requires authentication (org.apache.cassandra.auth.PasswordAuthenticator): give -mode user="), "{e}");
 
         let (addr, _server) = fake_server(None).await;
-        let wrong = ConnectOptions { user: Some("cassandra".into()), password: Some("nope".into()), compression: None };
-        let e = Connection::connect(&addr, &wrong).await.err().expect("refused");
-        assert!(e.to_string().contains("authentication failed: Provided username cassandra"), "{e}");
+        let wrong = ConnectOptions {
+            user: Some("cassandra".into()),
+            password: Some("nope".into()),
+            compression: None,
+        };
+        let e = Connection::connect(&addr, &wrong)
+            .await
+            .err()
+            .expect("refused");
+        assert!(
+            e.to_string()
+                .contains("authentication failed: Provided username cassandra"),
+            "{e}"
+        );
     }
 
     #[test]
     fn routing_tokens_follow_murmur3() {
         let k = Bytes::from_static(b"key1");
-        assert_eq!(routing_token(&[0], &[Value::Set(k.clone())]), Some(sibyl_types::murmur3::token(b"key1")));
-        assert_eq!(routing_token(&[1], &[Value::Null, Value::Set(k)]), Some(sibyl_types::murmur3::token(b"key1")));
+        assert_eq!(
+            routing_token(&[0], &[Value::Set(k.clone())]),
+            Some(sibyl_types::murmur3::token(b"key1"))
+        );
+        assert_eq!(
+            routing_token(&[1], &[Value::Null, Value::Set(k)]),
+            Some(sibyl_types::murmur3::token(b"key1"))
+        );
         assert_eq!(routing_token(&[], &[]), None);
         assert_eq!(routing_token(&[0], &[Value::Unset]), None);
     }
 
     #[test]
     fn picks_the_owner_of_a_token() {
-        let c = Cluster { nodes: Vec::new(), ring: vec![(-100, 0), (0, 1), (100, 2), (200, usize::MAX)], rr: AtomicUsize::new(0) };
+        let c = Cluster {
+            nodes: Vec::new(),
+            ring: vec![(-100, 0), (0, 1), (100, 2), (200, usize::MAX)],
+            rr: AtomicUsize::new(0),
+        };
         assert_eq!(c.owner(-150), Some(0));
         assert_eq!(c.owner(-100), Some(0));
         assert_eq!(c.owner(-99), Some(1));

@@ -98,16 +98,35 @@ impl Distribution {
             Some(rest) => (true, rest),
             None => (false, s),
         };
-        let open = body.find('(').filter(|&i| i > 0 && body.ends_with(')')).ok_or_else(|| format!("Illegal distribution specification: {spec}"))?;
+        let open = body
+            .find('(')
+            .filter(|&i| i > 0 && body.ends_with(')'))
+            .ok_or_else(|| format!("Illegal distribution specification: {spec}"))?;
         let name = &body[..open];
         if !name.chars().all(|c| c.is_ascii_alphabetic()) {
             return Err(format!("Illegal distribution specification: {spec}"));
         }
-        let params: Vec<&str> = body[open + 1..body.len() - 1].split(',').map(str::trim).filter(|p| !p.is_empty()).collect();
+        let params: Vec<&str> = body[open + 1..body.len() - 1]
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .collect();
         let lname = name.to_ascii_lowercase();
-        let invalid = |what: &str| format!("Invalid parameter list for {what} distribution: {spec}");
-        let range = |what: &str| params.first().and_then(|p| bounds(p)).ok_or_else(|| invalid(what));
-        let number = |i: usize, what: &str| params.get(i).and_then(|p| p.parse::<f64>().ok()).filter(|x| x.is_finite()).ok_or_else(|| invalid(what));
+        let invalid =
+            |what: &str| format!("Invalid parameter list for {what} distribution: {spec}");
+        let range = |what: &str| {
+            params
+                .first()
+                .and_then(|p| bounds(p))
+                .ok_or_else(|| invalid(what))
+        };
+        let number = |i: usize, what: &str| {
+            params
+                .get(i)
+                .and_then(|p| p.parse::<f64>().ok())
+                .filter(|x| x.is_finite())
+                .ok_or_else(|| invalid(what))
+        };
         let (kind, min, max) = match lname.as_str() {
             "fixed" => {
                 if params.len() != 1 {
@@ -174,11 +193,23 @@ impl Distribution {
             }
             _ => return Err(format!("Illegal distribution type: {name} in {spec} (expected FIXED, UNIFORM, GAUSSIAN, EXP, EXTREME or SEQ)")),
         };
-        Ok(Distribution { kind, min, max, inverted, spec: s.to_string() })
+        Ok(Distribution {
+            kind,
+            min,
+            max,
+            inverted,
+            spec: s.to_string(),
+        })
     }
 
     pub fn fixed(v: i64) -> Distribution {
-        Distribution { kind: Kind::Fixed, min: v, max: v, inverted: false, spec: format!("FIXED({v})") }
+        Distribution {
+            kind: Kind::Fixed,
+            min: v,
+            max: v,
+            inverted: false,
+            spec: format!("FIXED({v})"),
+        }
     }
 
     pub fn min(&self) -> i64 {
@@ -200,7 +231,11 @@ impl Distribution {
     fn clamp(&self, offset: f64) -> i64 {
         // cassandra-stress truncates the sample, then clamps it to the range
         let delta = self.max.wrapping_sub(self.min) as f64;
-        let r = if offset.is_nan() { 0.0 } else { offset.trunc().clamp(0.0, delta) };
+        let r = if offset.is_nan() {
+            0.0
+        } else {
+            offset.trunc().clamp(0.0, delta)
+        };
         self.min.saturating_add(r as i64).min(self.max)
     }
 
@@ -225,12 +260,15 @@ impl Distribution {
             }
             Kind::Gaussian { mean, stdev } => {
                 // Box-Muller; out-of-range samples are clamped, as DistributionBoundApache does
-                let z = (-2.0 * rng.f64_open().ln()).sqrt() * (2.0 * std::f64::consts::PI * rng.f64()).cos();
+                let z = (-2.0 * rng.f64_open().ln()).sqrt()
+                    * (2.0 * std::f64::consts::PI * rng.f64()).cos();
                 let x = (mean + stdev * z).trunc();
                 x.clamp(self.min as f64, self.max as f64) as i64
             }
             Kind::Exp { mean } => self.clamp(-mean * rng.f64_open().ln()),
-            Kind::Extreme { shape, scale } => self.clamp(scale * (-rng.f64_open().ln()).powf(1.0 / shape)),
+            Kind::Extreme { shape, scale } => {
+                self.clamp(scale * (-rng.f64_open().ln()).powf(1.0 / shape))
+            }
             Kind::Seq { .. } => {
                 let count = (self.max as i128 - self.min as i128 + 1) as u128;
                 (self.min as i128 + (seq_position() as u128 % count) as i128) as i64
@@ -265,13 +303,28 @@ pub struct RatioDistribution {
 
 impl RatioDistribution {
     pub fn parse(spec: &str) -> Result<RatioDistribution, String> {
-        let (d, div) = spec.rsplit_once('/').ok_or_else(|| format!("Invalid ratio distribution '{spec}': expected DIST(...)/divisor, e.g. fixed(1)/1"))?;
-        let divisor = div.trim().parse::<f64>().ok().filter(|x| *x > 0.0 && x.is_finite()).ok_or_else(|| format!("Invalid divisor '{div}' in ratio distribution '{spec}'"))?;
-        Ok(RatioDistribution { dist: Distribution::parse(d)?, divisor })
+        let (d, div) = spec.rsplit_once('/').ok_or_else(|| {
+            format!(
+                "Invalid ratio distribution '{spec}': expected DIST(...)/divisor, e.g. fixed(1)/1"
+            )
+        })?;
+        let divisor = div
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|x| *x > 0.0 && x.is_finite())
+            .ok_or_else(|| format!("Invalid divisor '{div}' in ratio distribution '{spec}'"))?;
+        Ok(RatioDistribution {
+            dist: Distribution::parse(d)?,
+            divisor,
+        })
     }
 
     pub fn one() -> RatioDistribution {
-        RatioDistribution { dist: Distribution::fixed(1), divisor: 1.0 }
+        RatioDistribution {
+            dist: Distribution::fixed(1),
+            divisor: 1.0,
+        }
     }
 
     /// A ratio in `[0, 1]`.
@@ -312,7 +365,10 @@ mod tests {
             assert!(u.contains(&v), "{v} reachable");
         }
         assert!((mean(&u) - 5.5).abs() < 0.2);
-        assert_eq!(Distribution::parse("uniform(1..1M)").expect("parse").max(), 1_000_000);
+        assert_eq!(
+            Distribution::parse("uniform(1..1M)").expect("parse").max(),
+            1_000_000
+        );
     }
 
     #[test]
@@ -321,10 +377,16 @@ mod tests {
         assert!(g.iter().all(|&x| (1..=100).contains(&x)));
         assert!((mean(&g) - 50.5).abs() < 1.5, "{}", mean(&g));
         let within = g.iter().filter(|&&x| (34..=67).contains(&x)).count() as f64 / g.len() as f64;
-        assert!(within > 0.6, "about 68% within one stdev (stdvrng 3 → stdev 16.5): {within}");
+        assert!(
+            within > 0.6,
+            "about 68% within one stdev (stdvrng 3 → stdev 16.5): {within}"
+        );
         let narrow = samples("normal(1..100,10)", 5_000);
         assert!(narrow.iter().all(|&x| (1..=100).contains(&x)));
-        assert!(narrow.iter().filter(|&&x| (36..=65).contains(&x)).count() > narrow.len() * 99 / 100, "stdev 4.95");
+        assert!(
+            narrow.iter().filter(|&&x| (36..=65).contains(&x)).count() > narrow.len() * 99 / 100,
+            "stdev 4.95"
+        );
         let explicit = samples("gauss(0..1000,100,5)", 5_000);
         assert!((mean(&explicit) - 100.0).abs() < 1.0);
     }
@@ -342,7 +404,10 @@ mod tests {
         assert!(mean(&w) < 450.0, "{}", mean(&w));
         let lowest = w.iter().filter(|&&x| x < 100).count();
         let highest = w.iter().filter(|&&x| x > 900).count();
-        assert!(lowest > highest, "skewed low (the tail past the range is clamped to its end): {lowest} {highest}");
+        assert!(
+            lowest > highest,
+            "skewed low (the tail past the range is clamped to its end): {lowest} {highest}"
+        );
     }
 
     #[test]

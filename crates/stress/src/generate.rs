@@ -33,8 +33,16 @@ pub struct Column {
 
 impl Column {
     pub fn new(name: &str, kind: ColumnKind, type_name: &str, spec: ColumnSpec) -> Column {
-        let salt = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
-        Column { name: name.to_string(), kind, type_name: type_name.to_string(), spec, salt }
+        let salt = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+        });
+        Column {
+            name: name.to_string(),
+            kind,
+            type_name: type_name.to_string(),
+            spec,
+            salt,
+        }
     }
 
     /// `counter`, non-frozen `set<...>` and `list<...>` are written as `c = c + ?`.
@@ -66,7 +74,12 @@ pub struct Partition {
 /// Quotes an identifier unless it is lower-case alphanumeric (as
 /// cassandra-stress does).
 pub fn quote(name: &str) -> String {
-    if !name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') && !name.starts_with(|c: char| c.is_ascii_digit()) {
+    if !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+    {
         name.to_string()
     } else {
         format!("\"{}\"", name.replace('"', "\"\""))
@@ -77,7 +90,12 @@ const MAX_ROWS: u64 = 1 << 40;
 
 impl TableModel {
     /// From `system_schema.columns` rows: (name, kind, position, type).
-    pub fn new(keyspace: &str, table: &str, mut schema: Vec<(String, String, i32, String)>, profile: &Profile) -> Result<TableModel, String> {
+    pub fn new(
+        keyspace: &str,
+        table: &str,
+        mut schema: Vec<(String, String, i32, String)>,
+        profile: &Profile,
+    ) -> Result<TableModel, String> {
         if schema.is_empty() {
             return Err(format!("Unable to find table {keyspace}.{table}"));
         }
@@ -87,8 +105,19 @@ impl TableModel {
             "static" => 2,
             _ => 3,
         };
-        schema.sort_by(|a, b| rank(&a.1).cmp(&rank(&b.1)).then(a.2.cmp(&b.2)).then(a.0.cmp(&b.0)));
-        let mut m = TableModel { keyspace: keyspace.to_string(), table: table.to_string(), columns: Vec::new(), partition_key: Vec::new(), clustering: Vec::new() };
+        schema.sort_by(|a, b| {
+            rank(&a.1)
+                .cmp(&rank(&b.1))
+                .then(a.2.cmp(&b.2))
+                .then(a.0.cmp(&b.0))
+        });
+        let mut m = TableModel {
+            keyspace: keyspace.to_string(),
+            table: table.to_string(),
+            columns: Vec::new(),
+            partition_key: Vec::new(),
+            clustering: Vec::new(),
+        };
         for (name, kind, _, typ) in schema {
             let kind = match kind.as_str() {
                 "partition_key" => ColumnKind::PartitionKey,
@@ -101,11 +130,14 @@ impl TableModel {
                 ColumnKind::Clustering => m.clustering.push(m.columns.len()),
                 _ => {}
             }
-            m.columns.push(Column::new(&name, kind, &typ, profile.column(&name)));
+            m.columns
+                .push(Column::new(&name, kind, &typ, profile.column(&name)));
         }
         for name in profile.columns.keys() {
             if m.index_of(name).is_none() {
-                return Err(format!("columnspec names {name}, which is not a column of {keyspace}.{table}"));
+                return Err(format!(
+                    "columnspec names {name}, which is not a column of {keyspace}.{table}"
+                ));
             }
         }
         Ok(m)
@@ -116,19 +148,33 @@ impl TableModel {
     }
 
     pub fn is_counter_table(&self) -> bool {
-        self.columns.iter().any(|c| c.type_name.eq_ignore_ascii_case("counter"))
+        self.columns
+            .iter()
+            .any(|c| c.type_name.eq_ignore_ascii_case("counter"))
     }
 
     /// cassandra-stress's insert statement: `UPDATE t SET c = ?, n = n + ?
     /// WHERE pk = ? AND ck = ?`, or an INSERT for key-only tables.
     pub fn insert_cql(&self) -> String {
         let t = format!("{}.{}", quote(&self.keyspace), quote(&self.table));
-        let keys: Vec<&Column> = self.columns.iter().filter(|c| matches!(c.kind, ColumnKind::PartitionKey | ColumnKind::Clustering)).collect();
-        let others: Vec<&Column> = self.columns.iter().filter(|c| !matches!(c.kind, ColumnKind::PartitionKey | ColumnKind::Clustering)).collect();
+        let keys: Vec<&Column> = self
+            .columns
+            .iter()
+            .filter(|c| matches!(c.kind, ColumnKind::PartitionKey | ColumnKind::Clustering))
+            .collect();
+        let others: Vec<&Column> = self
+            .columns
+            .iter()
+            .filter(|c| !matches!(c.kind, ColumnKind::PartitionKey | ColumnKind::Clustering))
+            .collect();
         if others.is_empty() {
             let names: Vec<String> = keys.iter().map(|c| quote(&c.name)).collect();
             let marks: Vec<&str> = keys.iter().map(|_| "?").collect();
-            return format!("INSERT INTO {t} ({}) VALUES ({})", names.join(", "), marks.join(", "));
+            return format!(
+                "INSERT INTO {t} ({}) VALUES ({})",
+                names.join(", "),
+                marks.join(", ")
+            );
         }
         let sets: Vec<String> = others
             .iter()
@@ -141,8 +187,15 @@ impl TableModel {
                 }
             })
             .collect();
-        let preds: Vec<String> = keys.iter().map(|c| format!("{} = ?", quote(&c.name))).collect();
-        format!("UPDATE {t} SET {} WHERE {}", sets.join(", "), preds.join(" AND "))
+        let preds: Vec<String> = keys
+            .iter()
+            .map(|c| format!("{} = ?", quote(&c.name)))
+            .collect();
+        format!(
+            "UPDATE {t} SET {} WHERE {}",
+            sets.join(", "),
+            preds.join(" AND ")
+        )
     }
 
     pub fn partition(&self, seed: u64) -> Partition {
@@ -187,7 +240,13 @@ impl TableModel {
     }
 
     /// Column `col`'s value in row `row` of `p`, serialized as `typ`.
-    pub fn value(&self, col: usize, typ: &CqlType, p: &Partition, row: u64) -> Result<Bytes, String> {
+    pub fn value(
+        &self,
+        col: usize,
+        typ: &CqlType,
+        p: &Partition,
+        row: u64,
+    ) -> Result<Bytes, String> {
         let id = self.identity(col, p, row);
         let c = &self.columns[col];
         generate(typ, id, &c.spec.size).map_err(|e| format!("column {}: {e}", c.name))
@@ -218,7 +277,11 @@ pub fn generate(t: &CqlType, id: i64, size: &Distribution) -> Result<Bytes, Stri
         CqlType::Text | CqlType::Ascii => {
             let mut rng = Rng::new(seed);
             let n = len();
-            Bytes::from((0..n).map(|_| ALPHABET[rng.below(ALPHABET.len() as u64) as usize]).collect::<Vec<u8>>())
+            Bytes::from(
+                (0..n)
+                    .map(|_| ALPHABET[rng.below(ALPHABET.len() as u64) as usize])
+                    .collect::<Vec<u8>>(),
+            )
         }
         CqlType::Blob => {
             let mut rng = Rng::new(seed);
@@ -244,7 +307,9 @@ pub fn generate(t: &CqlType, id: i64, size: &Distribution) -> Result<Bytes, Stri
         CqlType::Float => Bytes::copy_from_slice(&(id as f32).to_be_bytes()),
         CqlType::Boolean => Bytes::copy_from_slice(&[(id & 1) as u8]),
         CqlType::Timestamp => Bytes::copy_from_slice(&id.to_be_bytes()),
-        CqlType::Date => Bytes::copy_from_slice(&((1u32 << 31).wrapping_add(id.rem_euclid(365 * 200) as u32)).to_be_bytes()),
+        CqlType::Date => Bytes::copy_from_slice(
+            &((1u32 << 31).wrapping_add(id.rem_euclid(365 * 200) as u32)).to_be_bytes(),
+        ),
         CqlType::Time => Bytes::copy_from_slice(&(id.rem_euclid(86_400_000_000_000)).to_be_bytes()),
         CqlType::Inet => Bytes::copy_from_slice(&(id as u32).to_be_bytes()),
         CqlType::Uuid => {
@@ -278,7 +343,9 @@ pub fn generate(t: &CqlType, id: i64, size: &Distribution) -> Result<Bytes, Stri
         CqlType::List(e) | CqlType::Set(e) => {
             let n = len().min(1024);
             let es = element_size();
-            let mut items = (0..n).map(|i| generate(e, mix(seed, i as u64) as i64 >> 1, &es)).collect::<Result<Vec<_>, _>>()?;
+            let mut items = (0..n)
+                .map(|i| generate(e, mix(seed, i as u64) as i64 >> 1, &es))
+                .collect::<Result<Vec<_>, _>>()?;
             if matches!(t, CqlType::Set(_)) {
                 items.sort();
                 items.dedup();
@@ -291,7 +358,10 @@ pub fn generate(t: &CqlType, id: i64, size: &Distribution) -> Result<Bytes, Stri
             let mut pairs = (0..n)
                 .map(|i| {
                     let s = mix(seed, i as u64);
-                    Ok((generate(k, s as i64 >> 1, &es)?, generate(v, mix(s, 1) as i64 >> 1, &es)?))
+                    Ok((
+                        generate(k, s as i64 >> 1, &es)?,
+                        generate(v, mix(s, 1) as i64 >> 1, &es)?,
+                    ))
                 })
                 .collect::<Result<Vec<_>, String>>()?;
             pairs.sort_by(|a, b| a.0.cmp(&b.0));
@@ -301,17 +371,36 @@ pub fn generate(t: &CqlType, id: i64, size: &Distribution) -> Result<Bytes, Stri
         CqlType::Frozen(inner) => generate(inner, id, size)?,
         CqlType::Tuple(ts) => {
             let es = element_size();
-            let fields = ts.iter().enumerate().map(|(i, ft)| generate(ft, mix(seed, i as u64) as i64 >> 1, &es).map(Some)).collect::<Result<Vec<_>, _>>()?;
+            let fields = ts
+                .iter()
+                .enumerate()
+                .map(|(i, ft)| generate(ft, mix(seed, i as u64) as i64 >> 1, &es).map(Some))
+                .collect::<Result<Vec<_>, _>>()?;
             sibyl_types::value::serialize_tuple(&fields)
         }
         CqlType::Udt(u) => {
             let es = element_size();
-            let fields = u.fields.iter().enumerate().map(|(i, (_, ft))| generate(ft, mix(seed, i as u64) as i64 >> 1, &es).map(Some)).collect::<Result<Vec<_>, _>>()?;
+            let fields = u
+                .fields
+                .iter()
+                .enumerate()
+                .map(|(i, (_, ft))| generate(ft, mix(seed, i as u64) as i64 >> 1, &es).map(Some))
+                .collect::<Result<Vec<_>, _>>()?;
             sibyl_types::value::serialize_tuple(&fields)
         }
         CqlType::Vector(e, n) => {
             let es = element_size();
-            let fixed = matches!(**e, CqlType::Float | CqlType::Double | CqlType::Int | CqlType::Bigint | CqlType::Boolean | CqlType::Uuid | CqlType::Timeuuid | CqlType::Timestamp);
+            let fixed = matches!(
+                **e,
+                CqlType::Float
+                    | CqlType::Double
+                    | CqlType::Int
+                    | CqlType::Bigint
+                    | CqlType::Boolean
+                    | CqlType::Uuid
+                    | CqlType::Timeuuid
+                    | CqlType::Timestamp
+            );
             let mut out = Vec::new();
             for i in 0..*n {
                 let v = generate(e, mix(seed, i as u64) as i64 >> 1, &es)?;
@@ -322,7 +411,9 @@ pub fn generate(t: &CqlType, id: i64, size: &Distribution) -> Result<Bytes, Stri
             }
             Bytes::from(out)
         }
-        CqlType::Custom(name) => return Err(format!("values of custom type {name} cannot be generated")),
+        CqlType::Custom(name) => {
+            return Err(format!("values of custom type {name} cannot be generated"))
+        }
     })
 }
 
@@ -347,11 +438,36 @@ queries: {}
     fn model() -> TableModel {
         let p = Profile::parse(PROFILE).expect("profile");
         let schema = vec![
-            ("v".to_string(), "regular".to_string(), -1, "blob".to_string()),
-            ("c2".to_string(), "clustering".to_string(), 1, "int".to_string()),
-            ("k".to_string(), "partition_key".to_string(), 0, "text".to_string()),
-            ("c1".to_string(), "clustering".to_string(), 0, "timeuuid".to_string()),
-            ("n".to_string(), "regular".to_string(), -1, "set<int>".to_string()),
+            (
+                "v".to_string(),
+                "regular".to_string(),
+                -1,
+                "blob".to_string(),
+            ),
+            (
+                "c2".to_string(),
+                "clustering".to_string(),
+                1,
+                "int".to_string(),
+            ),
+            (
+                "k".to_string(),
+                "partition_key".to_string(),
+                0,
+                "text".to_string(),
+            ),
+            (
+                "c1".to_string(),
+                "clustering".to_string(),
+                0,
+                "timeuuid".to_string(),
+            ),
+            (
+                "n".to_string(),
+                "regular".to_string(),
+                -1,
+                "set<int>".to_string(),
+            ),
         ];
         TableModel::new("ks", "t", schema, &p).expect("model")
     }
@@ -361,7 +477,10 @@ queries: {}
         let m = model();
         let names: Vec<&str> = m.columns.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["k", "c1", "c2", "n", "v"]);
-        assert_eq!(m.insert_cql(), "UPDATE ks.t SET n = n + ?, v = ? WHERE k = ? AND c1 = ? AND c2 = ?");
+        assert_eq!(
+            m.insert_cql(),
+            "UPDATE ks.t SET n = n + ?, v = ? WHERE k = ? AND c1 = ? AND c2 = ?"
+        );
         assert_eq!(quote("Mixed"), "\"Mixed\"");
         assert_eq!(m.row_count_bounds(), (6.0, 12.0));
     }
@@ -373,8 +492,15 @@ queries: {}
         assert!((6..=12).contains(&p.rows) && p.rows.is_multiple_of(3));
         let k = m.value(0, &CqlType::Text, &p, 0).expect("k");
         assert_eq!(k.len(), 10);
-        assert_eq!(k, m.value(0, &CqlType::Text, &m.partition(7), 5).expect("k"), "the key is the partition's");
-        assert_ne!(k, m.value(0, &CqlType::Text, &m.partition(8), 0).expect("k"));
+        assert_eq!(
+            k,
+            m.value(0, &CqlType::Text, &m.partition(7), 5).expect("k"),
+            "the key is the partition's"
+        );
+        assert_ne!(
+            k,
+            m.value(0, &CqlType::Text, &m.partition(8), 0).expect("k")
+        );
         // c1 is shared by the rows under one c1 value, c2 differs between them
         let per_c1 = p.rows / 3;
         let c1 = |r| m.value(1, &CqlType::Timeuuid, &p, r).expect("c1");
@@ -384,17 +510,32 @@ queries: {}
         let v = |r| m.value(4, &CqlType::Blob, &p, r).expect("v");
         assert_eq!(v(2), v(2));
         assert_ne!(v(1), v(2));
-        let set = m.value(3, &CqlType::Set(Box::new(CqlType::Int)), &p, 0).expect("set");
+        let set = m
+            .value(3, &CqlType::Set(Box::new(CqlType::Int)), &p, 0)
+            .expect("set");
         let items = sibyl_types::value::deserialize_collection(&set).expect("collection");
-        assert!((1..=8).contains(&items.len()), "uniform(4..8) elements, fewer if equal: {}", items.len());
+        assert!(
+            (1..=8).contains(&items.len()),
+            "uniform(4..8) elements, fewer if equal: {}",
+            items.len()
+        );
     }
 
     #[test]
     fn encodings() {
         let s = Distribution::fixed(4);
-        assert_eq!(&generate(&CqlType::Int, 258, &s).expect("int")[..], &[0, 0, 1, 2]);
-        assert_eq!(&generate(&CqlType::Varint, 128, &s).expect("varint")[..], &[0, 128]);
-        assert_eq!(&generate(&CqlType::Varint, -1, &s).expect("varint")[..], &[0xff]);
+        assert_eq!(
+            &generate(&CqlType::Int, 258, &s).expect("int")[..],
+            &[0, 0, 1, 2]
+        );
+        assert_eq!(
+            &generate(&CqlType::Varint, 128, &s).expect("varint")[..],
+            &[0, 128]
+        );
+        assert_eq!(
+            &generate(&CqlType::Varint, -1, &s).expect("varint")[..],
+            &[0xff]
+        );
         assert_eq!(generate(&CqlType::Text, 5, &s).expect("text").len(), 4);
         assert!(generate(&CqlType::Custom("x.Y".into()), 1, &s).is_err());
     }
@@ -402,7 +543,22 @@ queries: {}
     #[test]
     fn unknown_columnspec_columns_are_named() {
         let p = Profile::parse(&PROFILE.replace("name: c2", "name: c9")).expect("profile");
-        let schema = vec![("k".to_string(), "partition_key".to_string(), 0, "text".to_string()), ("c1".to_string(), "clustering".to_string(), 0, "int".to_string())];
-        assert!(TableModel::new("ks", "t", schema, &p).expect_err("an error").contains("c9"));
+        let schema = vec![
+            (
+                "k".to_string(),
+                "partition_key".to_string(),
+                0,
+                "text".to_string(),
+            ),
+            (
+                "c1".to_string(),
+                "clustering".to_string(),
+                0,
+                "int".to_string(),
+            ),
+        ];
+        assert!(TableModel::new("ks", "t", schema, &p)
+            .expect_err("an error")
+            .contains("c9"));
     }
 }

@@ -16,17 +16,35 @@ fn existing(path: &str) -> Option<Value> {
 }
 
 /// Adds this run to the graph file (replacing a revision of the same name).
-pub fn write(path: &str, title: Option<&str>, revision: Option<&str>, command: &str, intervals: &[Interval], summary: &[String]) -> std::io::Result<()> {
-    let mut data = existing(path).unwrap_or_else(|| json!({ "title": title.unwrap_or("sibyl stress"), "revisions": [] }));
+pub fn write(
+    path: &str,
+    title: Option<&str>,
+    revision: Option<&str>,
+    command: &str,
+    intervals: &[Interval],
+    summary: &[String],
+) -> std::io::Result<()> {
+    let mut data = existing(path)
+        .unwrap_or_else(|| json!({ "title": title.unwrap_or("sibyl stress"), "revisions": [] }));
     if let Some(t) = title {
         data["title"] = json!(t);
     }
-    let rev = revision.map(|r| r.to_string()).unwrap_or_else(|| format!("run {}", data["revisions"].as_array().map(|a| a.len() + 1).unwrap_or(1)));
+    let rev = revision.map(|r| r.to_string()).unwrap_or_else(|| {
+        format!(
+            "run {}",
+            data["revisions"]
+                .as_array()
+                .map(|a| a.len() + 1)
+                .unwrap_or(1)
+        )
+    });
     if let Some(revs) = data["revisions"].as_array_mut() {
         revs.retain(|r| r["revision"] != json!(rev));
         revs.push(json!({ "revision": rev, "command": command, "intervals": intervals, "summary": summary }));
     }
-    let payload = serde_json::to_string(&data).unwrap_or_default().replace("</", "<\\/");
+    let payload = serde_json::to_string(&data)
+        .unwrap_or_default()
+        .replace("</", "<\\/");
     let html = format!(
         r#"<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>{title}</title>
@@ -88,7 +106,10 @@ document.getElementById('metric').onchange = render;
 render();
 </script></body></html>
 "#,
-        title = data["title"].as_str().unwrap_or("sibyl stress").replace('<', "&lt;"),
+        title = data["title"]
+            .as_str()
+            .unwrap_or("sibyl stress")
+            .replace('<', "&lt;"),
     );
     std::fs::write(path, html)
 }

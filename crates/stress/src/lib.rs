@@ -37,7 +37,12 @@ pub struct KindStats {
 
 impl KindStats {
     fn new() -> KindStats {
-        KindStats { latency: histogram(), partitions: 0, rows: 0, errors: 0 }
+        KindStats {
+            latency: histogram(),
+            partitions: 0,
+            rows: 0,
+            errors: 0,
+        }
     }
 
     fn absorb(&mut self, o: &KindStats) {
@@ -56,7 +61,9 @@ pub struct Stats {
 
 impl Stats {
     fn new(kinds: usize) -> Stats {
-        Stats { kinds: (0..kinds).map(|_| KindStats::new()).collect() }
+        Stats {
+            kinds: (0..kinds).map(|_| KindStats::new()).collect(),
+        }
     }
 
     fn total(&self) -> KindStats {
@@ -95,7 +102,13 @@ fn ms(us: u64) -> f64 {
 
 fn interval_of(h: &Histogram<u64>, elapsed: f64, total: u64, secs: f64, errors: u64) -> Interval {
     let n = h.len();
-    let q = |p: f64| if n == 0 { 0.0 } else { ms(h.value_at_quantile(p)) };
+    let q = |p: f64| {
+        if n == 0 {
+            0.0
+        } else {
+            ms(h.value_at_quantile(p))
+        }
+    };
     Interval {
         time_s: elapsed,
         total_ops: total,
@@ -112,8 +125,12 @@ fn interval_of(h: &Histogram<u64>, elapsed: f64, total: u64, secs: f64, errors: 
 
 /// Process CPU seconds (user + system) from /proc/self/stat.
 pub fn cpu_seconds() -> f64 {
-    let Ok(s) = std::fs::read_to_string("/proc/self/stat") else { return 0.0 };
-    let Some(rest) = s.rsplit(')').next() else { return 0.0 };
+    let Ok(s) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    let Some(rest) = s.rsplit(')').next() else {
+        return 0.0;
+    };
     let f: Vec<&str> = rest.split_whitespace().collect();
     let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
     (ticks(11) + ticks(12)) / 100.0
@@ -135,7 +152,11 @@ pub fn run(args: Vec<String>) -> Result<(), String> {
         }
         _ => None,
     };
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(|e| e.to_string())?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
     rt.block_on(run_async(o, profile, args.join(" ")))
 }
 
@@ -206,7 +227,14 @@ fn describe(names: &[String]) -> String {
 
 const HEADER: &str = "type       total ops,    op/s,    pk/s,   row/s,    mean,     med,     .95,     .99,    .999,     max,   time,   stderr, errors,  gc: #,  max ms,  sum ms,  sdv ms,      mb";
 
-fn row_line(prefix: &str, kind: &str, total_ops: u64, k: &KindStats, secs: f64, time: f64) -> String {
+fn row_line(
+    prefix: &str,
+    kind: &str,
+    total_ops: u64,
+    k: &KindStats,
+    secs: f64,
+    time: f64,
+) -> String {
     let iv = interval_of(&k.latency, time, total_ops, secs, k.errors);
     let s = secs.max(1e-9);
     format!(
@@ -271,7 +299,9 @@ async fn run_round(sh: &Arc<Shared>, o: &Arc<Options>, threads: usize, names: &[
                     break;
                 }
                 let intended = match o.rate {
-                    Rate::Throttle { per_second, .. } => Some(start + Duration::from_secs_f64(i as f64 / per_second as f64)),
+                    Rate::Throttle { per_second, .. } => {
+                        Some(start + Duration::from_secs_f64(i as f64 / per_second as f64))
+                    }
                     _ => None,
                 };
                 if let Some(at) = intended {
@@ -294,7 +324,13 @@ async fn run_round(sh: &Arc<Shared>, o: &Arc<Options>, threads: usize, names: &[
     // reporter
     let mut total = Stats::new(names.len());
     let mut intervals: Vec<Interval> = Vec::new();
-    let mut log = o.log_file.as_ref().and_then(|f| std::fs::OpenOptions::new().create(true).append(true).open(f).ok());
+    let mut log = o.log_file.as_ref().and_then(|f| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(f)
+            .ok()
+    });
     let mut last = Instant::now();
     loop {
         let finished = tasks.iter().all(|t| t.is_finished());
@@ -317,13 +353,32 @@ async fn run_round(sh: &Arc<Shared>, o: &Arc<Options>, threads: usize, names: &[
         let time = start.elapsed().as_secs_f64();
         if names.len() > 1 {
             for (i, name) in names.iter().enumerate() {
-                println!("{}", row_line("", name, total.kinds[i].latency.len(), &snapshot.kinds[i], secs, time));
+                println!(
+                    "{}",
+                    row_line(
+                        "",
+                        name,
+                        total.kinds[i].latency.len(),
+                        &snapshot.kinds[i],
+                        secs,
+                        time
+                    )
+                );
             }
         }
         let snap_total = snapshot.total();
         let run_total = total.total().latency.len();
-        println!("{}", row_line("", "total", run_total, &snap_total, secs, time));
-        let iv = interval_of(&snap_total.latency, time, run_total, secs, snap_total.errors);
+        println!(
+            "{}",
+            row_line("", "total", run_total, &snap_total, secs, time)
+        );
+        let iv = interval_of(
+            &snap_total.latency,
+            time,
+            run_total,
+            secs,
+            snap_total.errors,
+        );
         if let Some(f) = log.as_mut() {
             use std::io::Write;
             let _ = writeln!(f, "{}", serde_json::to_string(&iv).unwrap_or_default());
@@ -342,26 +397,59 @@ async fn run_round(sh: &Arc<Shared>, o: &Arc<Options>, threads: usize, names: &[
             end = end.max(finished);
         }
     }
-    Round { total, elapsed: (end - start).as_secs_f64(), cpu: cpu_seconds() - cpu0, intervals }
+    Round {
+        total,
+        elapsed: (end - start).as_secs_f64(),
+        cpu: cpu_seconds() - cpu0,
+        intervals,
+    }
 }
 
-async fn run_async(o: Options, profile: Option<Profile>, command_line: String) -> Result<(), String> {
-    let copts = ConnectOptions { user: o.user.clone(), password: o.password.clone(), compression: o.compression };
+async fn run_async(
+    o: Options,
+    profile: Option<Profile>,
+    command_line: String,
+) -> Result<(), String> {
+    let copts = ConnectOptions {
+        user: o.user.clone(),
+        password: o.password.clone(),
+        compression: o.compression,
+    };
     let cluster = Cluster::connect(&o.nodes, o.port, 2, &copts).await?;
     if o.nodes.len() > 1 {
-        println!("Token-aware routing: {}", if cluster.token_aware() { "on" } else { "off (ring unknown), round-robin" });
+        println!(
+            "Token-aware routing: {}",
+            if cluster.token_aware() {
+                "on"
+            } else {
+                "off (ring unknown), round-robin"
+            }
+        );
     }
     let workload = Workload::setup(&o, &cluster, profile.as_ref()).await?;
     let names = workload.names();
-    let sh = Arc::new(Shared { cluster, workload, next: AtomicU64::new(0), done: AtomicBool::new(false), interval: Mutex::new(Stats::new(names.len())) });
+    let sh = Arc::new(Shared {
+        cluster,
+        workload,
+        next: AtomicU64::new(0),
+        done: AtomicBool::new(false),
+        interval: Mutex::new(Stats::new(names.len())),
+    });
     let o = Arc::new(o);
     if o.warmup {
         // a few unrecorded operations of each kind, as cassandra-stress warms up
         let warm = o.n.map(|n| (n / 4).min(2_000)).unwrap_or(2_000);
-        println!("Warming up {} with {} iterations...", describe(&names), warm);
+        println!(
+            "Warming up {} with {} iterations...",
+            describe(&names),
+            warm
+        );
         let mut rng = Rng::new(0x5eed);
         for i in 0..warm {
-            let _ = sh.workload.run(sh.workload.pick(i), &mut rng, &sh.cluster).await;
+            let _ = sh
+                .workload
+                .run(sh.workload.pick(i), &mut rng, &sh.cluster)
+                .await;
         }
     }
     let (rounds, thread_counts) = match o.rate {
@@ -369,27 +457,51 @@ async fn run_async(o: Options, profile: Option<Profile>, command_line: String) -
             let r = run_round(&sh, &o, t, &names).await;
             (vec![r], vec![t])
         }
-        Rate::Auto { min, max, stop_when_saturated } => auto_rounds(&sh, &o, &names, min, max, stop_when_saturated).await,
+        Rate::Auto {
+            min,
+            max,
+            stop_when_saturated,
+        } => auto_rounds(&sh, &o, &names, min, max, stop_when_saturated).await,
     };
     if let [only] = rounds.as_slice() {
         print_results(&names, only);
     } else {
         // auto mode printed each round's results as it went; now all of them side by side
         println!();
-        let ids: Vec<String> = thread_counts.iter().map(|t| format!("{t} threadCount")).collect();
+        let ids: Vec<String> = thread_counts
+            .iter()
+            .map(|t| format!("{t} threadCount"))
+            .collect();
         let width = ids.iter().map(|s| s.len()).max().unwrap_or(2);
         println!("{:>width$}, {HEADER}", "id");
         for (id, r) in ids.iter().zip(&rounds) {
             let prefix = format!("{id:>width$}, ");
             for (k, name) in names.iter().enumerate() {
                 if names.len() > 1 {
-                    println!("{}", row_line(&prefix, name, r.total.kinds[k].latency.len(), &r.total.kinds[k], r.elapsed, r.elapsed));
+                    println!(
+                        "{}",
+                        row_line(
+                            &prefix,
+                            name,
+                            r.total.kinds[k].latency.len(),
+                            &r.total.kinds[k],
+                            r.elapsed,
+                            r.elapsed
+                        )
+                    );
                 }
             }
             let t = r.total.total();
-            println!("{}", row_line(&prefix, "total", t.latency.len(), &t, r.elapsed, r.elapsed));
+            println!(
+                "{}",
+                row_line(&prefix, "total", t.latency.len(), &t, r.elapsed, r.elapsed)
+            );
         }
-        if let Some((best, r)) = ids.iter().zip(&rounds).max_by(|a, b| a.1.op_rate().total_cmp(&b.1.op_rate())) {
+        if let Some((best, r)) = ids
+            .iter()
+            .zip(&rounds)
+            .max_by(|a, b| a.1.op_rate().total_cmp(&b.1.op_rate()))
+        {
             println!("Best: {best} at {} op/s", group(r.op_rate()));
         }
     }
@@ -401,8 +513,15 @@ async fn run_async(o: Options, profile: Option<Profile>, command_line: String) -
                 (None, 1) => None,
                 (None, _) => Some(format!("{t} threads")),
             };
-            graph::write(g, o.graph_title.as_deref(), rev.as_deref(), &command_line, &r.intervals, &summarize(&names, r))
-                .map_err(|e| format!("cannot write graph {g}: {e}"))?;
+            graph::write(
+                g,
+                o.graph_title.as_deref(),
+                rev.as_deref(),
+                &command_line,
+                &r.intervals,
+                &summarize(&names, r),
+            )
+            .map_err(|e| format!("cannot write graph {g}: {e}"))?;
         }
     }
     let errors: u64 = rounds.iter().map(|r| r.total.total().errors).sum();
@@ -421,14 +540,26 @@ fn print_results(names: &[String], r: &Round) {
         println!("{l}");
     }
     let ops = r.total.total().latency.len().max(1);
-    println!("Client CPU per op         : {:.1} us ({:.1} CPU-seconds for {} ops)", r.cpu * 1e6 / ops as f64, r.cpu, ops);
+    println!(
+        "Client CPU per op         : {:.1} us ({:.1} CPU-seconds for {} ops)",
+        r.cpu * 1e6 / ops as f64,
+        r.cpu,
+        ops
+    );
     println!();
 }
 
 /// cassandra-stress's auto mode: thread counts from `min`, doubling below 16
 /// and then x1.5, up to `max`; with `auto`, it stops once the average
 /// improvement in throughput over the last three rounds is negative.
-async fn auto_rounds(sh: &Arc<Shared>, o: &Arc<Options>, names: &[String], min: usize, max: usize, stop_when_saturated: bool) -> (Vec<Round>, Vec<usize>) {
+async fn auto_rounds(
+    sh: &Arc<Shared>,
+    o: &Arc<Options>,
+    names: &[String],
+    min: usize,
+    max: usize,
+    stop_when_saturated: bool,
+) -> (Vec<Round>, Vec<usize>) {
     let mut rounds: Vec<Round> = Vec::new();
     let mut counts = Vec::new();
     let mut threads = min;
@@ -441,12 +572,20 @@ async fn auto_rounds(sh: &Arc<Shared>, o: &Arc<Options>, names: &[String], min: 
         rounds.push(r);
         counts.push(threads);
         if rounds.len() > 1 {
-            println!("Improvement over {} threadCount: {:.0}%", counts[counts.len() - 2], 100.0 * average_improvement(&rounds, 1));
+            println!(
+                "Improvement over {} threadCount: {:.0}%",
+                counts[counts.len() - 2],
+                100.0 * average_improvement(&rounds, 1)
+            );
         }
         if failed {
             break;
         }
-        let next = if threads < 16 { threads * 2 } else { threads * 3 / 2 };
+        let next = if threads < 16 {
+            threads * 2
+        } else {
+            threads * 3 / 2
+        };
         if next > max {
             break;
         }
@@ -480,34 +619,112 @@ fn summarize(names: &[String], r: &Round) -> Vec<String> {
     let elapsed = r.elapsed.max(1e-9);
     let all = r.total.total();
     let kinds: Vec<(&String, &KindStats)> = names.iter().zip(&r.total.kinds).collect();
-    let per = |f: &dyn Fn(&KindStats) -> String| kinds.iter().map(|(k, s)| format!("{k}: {}", f(s))).collect::<Vec<_>>().join(", ");
+    let per = |f: &dyn Fn(&KindStats) -> String| {
+        kinds
+            .iter()
+            .map(|(k, s)| format!("{k}: {}", f(s)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let rate = |s: &KindStats| format!("{} op/s", group(s.latency.len() as f64 / elapsed));
     let pk_rate = |s: &KindStats| format!("{} pk/s", group(s.partitions as f64 / elapsed));
     let row_rate = |s: &KindStats| format!("{} row/s", group(s.rows as f64 / elapsed));
-    let lat = |q: f64| move |s: &KindStats| if s.latency.is_empty() { "0.0 ms".to_string() } else { format!("{:.1} ms", ms(s.latency.value_at_quantile(q))) };
-    let mean = |s: &KindStats| if s.latency.is_empty() { "0.0 ms".to_string() } else { format!("{:.1} ms", s.latency.mean() / 1000.0) };
-    let maxf = |s: &KindStats| if s.latency.is_empty() { "0.0 ms".to_string() } else { format!("{:.1} ms", ms(s.latency.max())) };
+    let lat = |q: f64| {
+        move |s: &KindStats| {
+            if s.latency.is_empty() {
+                "0.0 ms".to_string()
+            } else {
+                format!("{:.1} ms", ms(s.latency.value_at_quantile(q)))
+            }
+        }
+    };
+    let mean = |s: &KindStats| {
+        if s.latency.is_empty() {
+            "0.0 ms".to_string()
+        } else {
+            format!("{:.1} ms", s.latency.mean() / 1000.0)
+        }
+    };
+    let maxf = |s: &KindStats| {
+        if s.latency.is_empty() {
+            "0.0 ms".to_string()
+        } else {
+            format!("{:.1} ms", ms(s.latency.max()))
+        }
+    };
     let t = r.elapsed as u64;
     vec![
-        format!("Op rate                   : {:>8} [{}]", rate(&all), per(&rate)),
-        format!("Partition rate            : {:>8} [{}]", pk_rate(&all), per(&pk_rate)),
-        format!("Row rate                  : {:>8} [{}]", row_rate(&all), per(&row_rate)),
-        format!("Latency mean              : {:>8} [{}]", mean(&all), per(&mean)),
-        format!("Latency median            : {:>8} [{}]", lat(0.5)(&all), per(&lat(0.5))),
-        format!("Latency 95th percentile   : {:>8} [{}]", lat(0.95)(&all), per(&lat(0.95))),
-        format!("Latency 99th percentile   : {:>8} [{}]", lat(0.99)(&all), per(&lat(0.99))),
-        format!("Latency 99.9th percentile : {:>8} [{}]", lat(0.999)(&all), per(&lat(0.999))),
-        format!("Latency max               : {:>8} [{}]", maxf(&all), per(&maxf)),
-        format!("Total partitions          : {:>8} [{}]", group(all.partitions as f64), per(&|s: &KindStats| group(s.partitions as f64))),
-        format!("Total errors              : {:>8} [{}]", group(all.errors as f64), per(&|s: &KindStats| group(s.errors as f64))),
-        format!("Total operation time      : {:02}:{:02}:{:02}", t / 3600, (t / 60) % 60, t % 60),
+        format!(
+            "Op rate                   : {:>8} [{}]",
+            rate(&all),
+            per(&rate)
+        ),
+        format!(
+            "Partition rate            : {:>8} [{}]",
+            pk_rate(&all),
+            per(&pk_rate)
+        ),
+        format!(
+            "Row rate                  : {:>8} [{}]",
+            row_rate(&all),
+            per(&row_rate)
+        ),
+        format!(
+            "Latency mean              : {:>8} [{}]",
+            mean(&all),
+            per(&mean)
+        ),
+        format!(
+            "Latency median            : {:>8} [{}]",
+            lat(0.5)(&all),
+            per(&lat(0.5))
+        ),
+        format!(
+            "Latency 95th percentile   : {:>8} [{}]",
+            lat(0.95)(&all),
+            per(&lat(0.95))
+        ),
+        format!(
+            "Latency 99th percentile   : {:>8} [{}]",
+            lat(0.99)(&all),
+            per(&lat(0.99))
+        ),
+        format!(
+            "Latency 99.9th percentile : {:>8} [{}]",
+            lat(0.999)(&all),
+            per(&lat(0.999))
+        ),
+        format!(
+            "Latency max               : {:>8} [{}]",
+            maxf(&all),
+            per(&maxf)
+        ),
+        format!(
+            "Total partitions          : {:>8} [{}]",
+            group(all.partitions as f64),
+            per(&|s: &KindStats| group(s.partitions as f64))
+        ),
+        format!(
+            "Total errors              : {:>8} [{}]",
+            group(all.errors as f64),
+            per(&|s: &KindStats| group(s.errors as f64))
+        ),
+        format!(
+            "Total operation time      : {:02}:{:02}:{:02}",
+            t / 3600,
+            (t / 60) % 60,
+            t % 60
+        ),
     ]
 }
 
 /// 12345.6 → "12,346"
 fn group(x: f64) -> String {
     let s = format!("{:.0}", x);
-    let (neg, digits) = s.strip_prefix('-').map(|d| (true, d)).unwrap_or((false, &s));
+    let (neg, digits) = s
+        .strip_prefix('-')
+        .map(|d| (true, d))
+        .unwrap_or((false, &s));
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
         if i > 0 && (digits.len() - i) % 3 == 0 {
@@ -531,16 +748,30 @@ mod tests {
         for _ in 0..(rate as u64) {
             let _ = total.kinds[0].latency.record(100);
         }
-        Round { total, elapsed: 1.0, cpu: 0.0, intervals: Vec::new() }
+        Round {
+            total,
+            elapsed: 1.0,
+            cpu: 0.0,
+            intervals: Vec::new(),
+        }
     }
 
     #[test]
     fn auto_mode_stops_when_throughput_stops_improving() {
         let rs: Vec<Round> = [100.0, 200.0, 300.0].iter().map(|&r| round(r)).collect();
-        assert!(has_average_improvement(&rs, 3, 0.0), "fewer than four rounds: keep going");
-        let rs: Vec<Round> = [100.0, 200.0, 300.0, 310.0].iter().map(|&r| round(r)).collect();
+        assert!(
+            has_average_improvement(&rs, 3, 0.0),
+            "fewer than four rounds: keep going"
+        );
+        let rs: Vec<Round> = [100.0, 200.0, 300.0, 310.0]
+            .iter()
+            .map(|&r| round(r))
+            .collect();
         assert!(has_average_improvement(&rs, 3, 0.0));
-        let rs: Vec<Round> = [100.0, 200.0, 300.0, 200.0, 150.0, 140.0].iter().map(|&r| round(r)).collect();
+        let rs: Vec<Round> = [100.0, 200.0, 300.0, 200.0, 150.0, 140.0]
+            .iter()
+            .map(|&r| round(r))
+            .collect();
         assert!(!has_average_improvement(&rs, 3, 0.0));
         assert!((average_improvement(&rs[..2], 1) - 1.0).abs() < 1e-9);
     }

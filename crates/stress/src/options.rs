@@ -9,11 +9,17 @@ pub enum Command {
     Write,
     Read,
     /// `mixed ratio(write=1,read=3)`
-    Mixed { write: u32, read: u32 },
+    Mixed {
+        write: u32,
+        read: u32,
+    },
     CounterWrite,
     CounterRead,
     /// `user profile=FILE ops(insert=9,simple1=1)`
-    User { profile: String, ops: String },
+    User {
+        profile: String,
+        ops: String,
+    },
 }
 
 impl Command {
@@ -21,7 +27,9 @@ impl Command {
     pub fn writes_only(&self) -> bool {
         match self {
             Command::Write | Command::CounterWrite => true,
-            Command::User { ops, .. } => ops.split(',').all(|o| o.trim().to_lowercase().starts_with("insert=")),
+            Command::User { ops, .. } => ops
+                .split(',')
+                .all(|o| o.trim().to_lowercase().starts_with("insert=")),
             _ => false,
         }
     }
@@ -33,11 +41,19 @@ pub enum Rate {
     Threads(usize),
     /// `throttle=N/s`: at most N ops/s; `fixed=N/s`: exactly N ops/s with
     /// latency measured from the intended start (coordinated omission).
-    Throttle { threads: usize, per_second: u64, fixed: bool },
+    Throttle {
+        threads: usize,
+        per_second: u64,
+        fixed: bool,
+    },
     /// `threads>=A threads<=B [auto]`: rounds with more and more threads
     /// (doubling below 16, then x1.5); with `auto`, stop once throughput
     /// stops improving.
-    Auto { min: usize, max: usize, stop_when_saturated: bool },
+    Auto {
+        min: usize,
+        max: usize,
+        stop_when_saturated: bool,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -100,7 +116,9 @@ fn parse_count(s: &str) -> Result<u64, String> {
     } else {
         (lower.as_str(), 1)
     };
-    num.parse::<u64>().map(|n| n * mult).map_err(|_| format!("Invalid count '{s}'"))
+    num.parse::<u64>()
+        .map(|n| n * mult)
+        .map_err(|_| format!("Invalid count '{s}'"))
 }
 
 fn distribution(spec: &str, option: &str) -> Result<Distribution, String> {
@@ -129,7 +147,9 @@ fn join_parenthesised(args: &[String]) -> Vec<String> {
 impl Options {
     pub fn parse(args: &[String]) -> Result<Options, String> {
         let args = &join_parenthesised(args);
-        let Some(cmd) = args.first() else { return Err("No command specified (write, read, mixed)".into()) };
+        let Some(cmd) = args.first() else {
+            return Err("No command specified (write, read, mixed)".into());
+        };
         let mut o = Options {
             command: match cmd.as_str() {
                 "write" => Command::Write,
@@ -173,19 +193,31 @@ impl Options {
             } else if let Some(v) = a.strip_prefix("duration=") {
                 o.duration = Some(parse_duration(v)?);
             } else if let Some(v) = a.strip_prefix("cl=") {
-                o.cl = v.parse::<Consistency>().map_err(|_| format!("Invalid consistency level '{v}' in cl="))?;
+                o.cl = v
+                    .parse::<Consistency>()
+                    .map_err(|_| format!("Invalid consistency level '{v}' in cl="))?;
             } else if a == "no-warmup" {
                 o.warmup = false;
-            } else if let (Some(v), Command::User { profile, .. }) = (a.strip_prefix("profile="), &mut o.command) {
+            } else if let (Some(v), Command::User { profile, .. }) =
+                (a.strip_prefix("profile="), &mut o.command)
+            {
                 *profile = v.to_string();
-            } else if let (Some(v), Command::User { ops, .. }) = (a.strip_prefix("ops(").and_then(|x| x.strip_suffix(')')), &mut o.command) {
+            } else if let (Some(v), Command::User { ops, .. }) = (
+                a.strip_prefix("ops(").and_then(|x| x.strip_suffix(')')),
+                &mut o.command,
+            ) {
                 *ops = v.to_string();
             } else if let (Some(v), Command::CounterWrite) = (a.strip_prefix("add="), &o.command) {
                 o.add = distribution(v, "add=")?;
-            } else if let (Some(inner), Command::Mixed { .. }) = (a.strip_prefix("ratio(").and_then(|x| x.strip_suffix(')')), &o.command) {
+            } else if let (Some(inner), Command::Mixed { .. }) = (
+                a.strip_prefix("ratio(").and_then(|x| x.strip_suffix(')')),
+                &o.command,
+            ) {
                 let (mut w, mut r) = (0, 0);
                 for part in inner.split(',') {
-                    let (k, v) = part.split_once('=').ok_or_else(|| err(format!("Invalid ratio '{a}'")))?;
+                    let (k, v) = part
+                        .split_once('=')
+                        .ok_or_else(|| err(format!("Invalid ratio '{a}'")))?;
                     let v: u32 = v.parse().map_err(|_| format!("Invalid ratio '{a}'"))?;
                     match k {
                         "write" | "insert" => w = v,
@@ -216,7 +248,11 @@ impl Options {
                     let mut threads = None;
                     let mut throttle = None;
                     let (mut min, mut max, mut auto, mut ranged) = (4, 1000, false, false);
-                    let count = |v: &str, what: &str| v.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| format!("Invalid {what}{v} in -rate (a positive number)"));
+                    let count = |v: &str, what: &str| {
+                        v.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                            format!("Invalid {what}{v} in -rate (a positive number)")
+                        })
+                    };
                     for a in opts {
                         if let Some(v) = a.strip_prefix("threads>=") {
                             min = count(v, "threads>=")?;
@@ -228,10 +264,21 @@ impl Options {
                             auto = true;
                         } else if let Some(v) = a.strip_prefix("threads=") {
                             threads = Some(count(v, "threads=")?);
-                        } else if let Some(v) = a.strip_prefix("throttle=").or_else(|| a.strip_prefix("fixed=")) {
-                            let n = v.strip_suffix("/s").and_then(|x| parse_count(x).ok()).filter(|n| *n > 0).ok_or_else(|| format!("Invalid -rate option '{a}': expected N/s"))?;
+                        } else if let Some(v) = a
+                            .strip_prefix("throttle=")
+                            .or_else(|| a.strip_prefix("fixed="))
+                        {
+                            let n = v
+                                .strip_suffix("/s")
+                                .and_then(|x| parse_count(x).ok())
+                                .filter(|n| *n > 0)
+                                .ok_or_else(|| {
+                                    format!("Invalid -rate option '{a}': expected N/s")
+                                })?;
                             if throttle.is_some() {
-                                return Err("can't have both fixed and throttle set, choose one.".into());
+                                return Err(
+                                    "can't have both fixed and throttle set, choose one.".into()
+                                );
                             }
                             throttle = Some((n, a.starts_with("fixed=")));
                         } else {
@@ -243,19 +290,35 @@ impl Options {
                             return Err("-rate: threads>=/threads<=/auto cannot be combined with threads=, throttle= or fixed=".into());
                         }
                         if min > max {
-                            return Err(format!("-rate: threads>={min} is more than threads<={max}"));
+                            return Err(format!(
+                                "-rate: threads>={min} is more than threads<={max}"
+                            ));
                         }
-                        Rate::Auto { min, max, stop_when_saturated: auto }
+                        Rate::Auto {
+                            min,
+                            max,
+                            stop_when_saturated: auto,
+                        }
                     } else {
-                        let t = threads.ok_or("-rate needs threads=N, or threads>=A threads<=B [auto]")?;
+                        let t = threads
+                            .ok_or("-rate needs threads=N, or threads>=A threads<=B [auto]")?;
                         match throttle {
-                            Some((n, fixed)) => Rate::Throttle { threads: t, per_second: n, fixed },
+                            Some((n, fixed)) => Rate::Throttle {
+                                threads: t,
+                                per_second: n,
+                                fixed,
+                            },
                             None => Rate::Threads(t),
                         }
                     };
                 }
                 "-node" => {
-                    o.nodes = opts.iter().flat_map(|a| a.split(',')).filter(|s| !s.is_empty()).map(|s| s.to_string()).collect();
+                    o.nodes = opts
+                        .iter()
+                        .flat_map(|a| a.split(','))
+                        .filter(|s| !s.is_empty())
+                        .map(|s| s.to_string())
+                        .collect();
                     if o.nodes.is_empty() {
                         return Err("-node needs at least one host".into());
                     }
@@ -263,7 +326,11 @@ impl Options {
                 "-port" => {
                     for a in opts {
                         match a.strip_prefix("native=") {
-                            Some(v) => o.port = v.parse().map_err(|_| format!("Invalid port '{v}' in -port"))?,
+                            Some(v) => {
+                                o.port = v
+                                    .parse()
+                                    .map_err(|_| format!("Invalid port '{v}' in -port"))?
+                            }
                             None => return Err(format!("Invalid -port option '{a}'")),
                         }
                     }
@@ -274,8 +341,12 @@ impl Options {
                             "native" | "cql3" => {}
                             "prepared" => o.prepared = true,
                             "unprepared" | "simplenative" => o.prepared = false,
-                            other if other.starts_with("user=") => o.user = Some(other["user=".len()..].to_string()),
-                            other if other.starts_with("password=") => o.password = Some(other["password=".len()..].to_string()),
+                            other if other.starts_with("user=") => {
+                                o.user = Some(other["user=".len()..].to_string())
+                            }
+                            other if other.starts_with("password=") => {
+                                o.password = Some(other["password=".len()..].to_string())
+                            }
                             other if other.starts_with("compression=") => {
                                 let v = &other["compression=".len()..];
                                 o.compression = match v.to_lowercase().as_str() {
@@ -294,7 +365,9 @@ impl Options {
                         } else if let Some(spec) = a.strip_prefix("dist=") {
                             o.population = Some(distribution(spec, "-pop dist=")?);
                         } else {
-                            return Err(format!("Invalid -pop option '{a}' (expected seq=A..B or dist=DIST(...))"));
+                            return Err(format!(
+                                "Invalid -pop option '{a}' (expected seq=A..B or dist=DIST(...))"
+                            ));
                         }
                     }
                 }
@@ -303,7 +376,9 @@ impl Options {
                         if let Some(v) = a.strip_prefix("n=") {
                             o.columns = distribution(v, "-col n=")?;
                             if o.columns.min() < 1 || o.columns.max() > 1000 {
-                                return Err(format!("Invalid -col n={v}: between 1 and 1000 columns"));
+                                return Err(format!(
+                                    "Invalid -col n={v}: between 1 and 1000 columns"
+                                ));
                             }
                         } else if let Some(v) = a.strip_prefix("size=") {
                             o.column_size = distribution(v, "-col size=")?;
@@ -317,18 +392,36 @@ impl Options {
                 }
                 "-schema" => {
                     for a in opts {
-                        if let Some(inner) = a.strip_prefix("replication(").and_then(|x| x.strip_suffix(')')) {
+                        if let Some(inner) = a
+                            .strip_prefix("replication(")
+                            .and_then(|x| x.strip_suffix(')'))
+                        {
                             for kv in inner.split(',') {
                                 match kv.split_once('=') {
-                                    Some(("factor", v)) => o.replication_factor = v.parse().map_err(|_| format!("Invalid replication factor '{v}'"))?,
-                                    _ => return Err(format!("Invalid -schema replication option '{kv}'")),
+                                    Some(("factor", v)) => {
+                                        o.replication_factor = v.parse().map_err(|_| {
+                                            format!("Invalid replication factor '{v}'")
+                                        })?
+                                    }
+                                    _ => {
+                                        return Err(format!(
+                                            "Invalid -schema replication option '{kv}'"
+                                        ))
+                                    }
                                 }
                             }
-                        } else if let Some(inner) = a.strip_prefix("compaction(").and_then(|x| x.strip_suffix(')')) {
+                        } else if let Some(inner) = a
+                            .strip_prefix("compaction(")
+                            .and_then(|x| x.strip_suffix(')'))
+                        {
                             for kv in inner.split(',') {
                                 match kv.split_once('=') {
                                     Some(("strategy", v)) => o.compaction = Some(v.to_string()),
-                                    _ => return Err(format!("Invalid -schema compaction option '{kv}'")),
+                                    _ => {
+                                        return Err(format!(
+                                            "Invalid -schema compaction option '{kv}'"
+                                        ))
+                                    }
                                 }
                             }
                         } else {
@@ -385,8 +478,14 @@ impl Options {
         if o.rate == Rate::Threads(0) {
             // cassandra-stress: 200 threads for writes of a known count, else auto mode
             o.rate = match (&o.command, o.n) {
-                (Command::Write | Command::CounterWrite, Some(_)) if o.duration.is_none() => Rate::Threads(200),
-                _ => Rate::Auto { min: 4, max: 1000, stop_when_saturated: true },
+                (Command::Write | Command::CounterWrite, Some(_)) if o.duration.is_none() => {
+                    Rate::Threads(200)
+                }
+                _ => Rate::Auto {
+                    min: 4,
+                    max: 1000,
+                    stop_when_saturated: true,
+                },
             };
         }
         Ok(o)
@@ -399,8 +498,15 @@ impl Options {
         if let Some(p) = &self.population {
             return p.clone();
         }
-        let limit = self.n.filter(|n| *n > 0 && self.duration.is_none()).unwrap_or(1_000_000);
-        let spec = if self.command.writes_only() { format!("seq(1..{limit})") } else { format!("gaussian(1..{limit})") };
+        let limit = self
+            .n
+            .filter(|n| *n > 0 && self.duration.is_none())
+            .unwrap_or(1_000_000);
+        let spec = if self.command.writes_only() {
+            format!("seq(1..{limit})")
+        } else {
+            format!("gaussian(1..{limit})")
+        };
         Distribution::parse(&spec).unwrap_or_else(|_| Distribution::fixed(1))
     }
 }
@@ -410,7 +516,11 @@ mod tests {
     use super::*;
 
     fn p(s: &str) -> Result<Options, String> {
-        Options::parse(&s.split_whitespace().map(|x| x.to_string()).collect::<Vec<_>>())
+        Options::parse(
+            &s.split_whitespace()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>(),
+        )
     }
 
     #[test]
@@ -429,48 +539,132 @@ mod tests {
         assert_eq!(o.compaction.as_deref(), Some("LeveledCompactionStrategy"));
         assert_eq!(o.graph_revision.as_deref(), Some("r1"));
         let t = p("write duration=20s -rate threads=4 throttle=1000/s").expect("parse");
-        assert_eq!(t.rate, Rate::Throttle { threads: 4, per_second: 1000, fixed: false });
+        assert_eq!(
+            t.rate,
+            Rate::Throttle {
+                threads: 4,
+                per_second: 1000,
+                fixed: false
+            }
+        );
         assert_eq!(t.duration, Some(Duration::from_secs(20)));
     }
 
     #[test]
     fn new_commands_and_modes() {
         let o = p("user profile=p.yaml ops(insert=9,simple1=1) n=1k -rate threads>=2 threads<=16 auto -mode native cql3 prepared user=cassandra password=secret compression=lz4").expect("parse");
-        assert_eq!(o.command, Command::User { profile: "p.yaml".into(), ops: "insert=9,simple1=1".into() });
-        assert_eq!(o.rate, Rate::Auto { min: 2, max: 16, stop_when_saturated: true });
+        assert_eq!(
+            o.command,
+            Command::User {
+                profile: "p.yaml".into(),
+                ops: "insert=9,simple1=1".into()
+            }
+        );
+        assert_eq!(
+            o.rate,
+            Rate::Auto {
+                min: 2,
+                max: 16,
+                stop_when_saturated: true
+            }
+        );
         let split = p("user profile=p.yaml ops(insert=9, simple1=1) n=10").expect("parse");
-        assert_eq!(split.command, Command::User { profile: "p.yaml".into(), ops: "insert=9,simple1=1".into() });
-        assert_eq!((o.user.as_deref(), o.password.as_deref()), (Some("cassandra"), Some("secret")));
+        assert_eq!(
+            split.command,
+            Command::User {
+                profile: "p.yaml".into(),
+                ops: "insert=9,simple1=1".into()
+            }
+        );
+        assert_eq!(
+            (o.user.as_deref(), o.password.as_deref()),
+            (Some("cassandra"), Some("secret"))
+        );
         assert_eq!(o.compression, Some(Compression::Lz4));
-        assert_eq!(o.population().spec(), "gaussian(1..1000)", "reads by default sample a gaussian");
+        assert_eq!(
+            o.population().spec(),
+            "gaussian(1..1000)",
+            "reads by default sample a gaussian"
+        );
         let o = p("user profile=p.yaml ops(insert=1) n=500").expect("parse");
-        assert_eq!(o.population().spec(), "seq(1..500)", "insert-only profiles write in sequence");
-        assert_eq!(o.rate, Rate::Auto { min: 4, max: 1000, stop_when_saturated: true });
+        assert_eq!(
+            o.population().spec(),
+            "seq(1..500)",
+            "insert-only profiles write in sequence"
+        );
+        assert_eq!(
+            o.rate,
+            Rate::Auto {
+                min: 4,
+                max: 1000,
+                stop_when_saturated: true
+            }
+        );
         let o = p("counter_write n=10 add=uniform(1..5) -pop dist=EXP(1..100) -col n=UNIFORM(1..5) size=GAUSSIAN(10..20)").expect("parse");
         assert_eq!(o.command, Command::CounterWrite);
         assert_eq!((o.add.min(), o.add.max()), (1, 5));
         assert_eq!(o.population().spec(), "EXP(1..100)");
         assert_eq!(o.rate, Rate::Threads(200));
-        assert_eq!(p("counter_read n=10 -rate threads>=4 threads<=8").expect("parse").rate, Rate::Auto { min: 4, max: 8, stop_when_saturated: false });
-        assert_eq!(p("write -mode compression=none").expect("parse").compression, None);
+        assert_eq!(
+            p("counter_read n=10 -rate threads>=4 threads<=8")
+                .expect("parse")
+                .rate,
+            Rate::Auto {
+                min: 4,
+                max: 8,
+                stop_when_saturated: false
+            }
+        );
+        assert_eq!(
+            p("write -mode compression=none")
+                .expect("parse")
+                .compression,
+            None
+        );
     }
 
     #[test]
     fn bad_options_name_the_option() {
-        assert!(p("write -pop dist=UNIFORM(9..1)").expect_err("an error").contains("-pop dist=UNIFORM(9..1)"));
-        assert!(p("write -pop dist=ZIPF(1..9)").expect_err("an error").contains("ZIPF"));
-        assert!(p("write -pop seq=1-9").expect_err("an error").contains("seq=1-9"));
-        assert!(p("write -col size=FIXED(x)").expect_err("an error").contains("size=FIXED(x)"));
-        assert!(p("write -col n=uniform(0..3)").expect_err("an error").contains("n=uniform(0..3)"));
-        assert!(p("write -mode compression=zstd").expect_err("an error").contains("zstd"));
-        assert!(p("write -rate threads>=8 threads<=4").expect_err("an error").contains("threads>=8"));
-        assert!(p("write -rate throttle=10").expect_err("an error").contains("throttle=10"));
-        assert!(p("user ops(insert=1)").expect_err("an error").contains("profile="));
-        assert!(p("user profile=x.yaml").expect_err("an error").contains("ops("));
-        assert!(p("write ops(insert=1)").expect_err("an error").contains("ops(insert=1)"));
-        assert!(p("write -bogus x").expect_err("an error").contains("-bogus"));
+        assert!(p("write -pop dist=UNIFORM(9..1)")
+            .expect_err("an error")
+            .contains("-pop dist=UNIFORM(9..1)"));
+        assert!(p("write -pop dist=ZIPF(1..9)")
+            .expect_err("an error")
+            .contains("ZIPF"));
+        assert!(p("write -pop seq=1-9")
+            .expect_err("an error")
+            .contains("seq=1-9"));
+        assert!(p("write -col size=FIXED(x)")
+            .expect_err("an error")
+            .contains("size=FIXED(x)"));
+        assert!(p("write -col n=uniform(0..3)")
+            .expect_err("an error")
+            .contains("n=uniform(0..3)"));
+        assert!(p("write -mode compression=zstd")
+            .expect_err("an error")
+            .contains("zstd"));
+        assert!(p("write -rate threads>=8 threads<=4")
+            .expect_err("an error")
+            .contains("threads>=8"));
+        assert!(p("write -rate throttle=10")
+            .expect_err("an error")
+            .contains("throttle=10"));
+        assert!(p("user ops(insert=1)")
+            .expect_err("an error")
+            .contains("profile="));
+        assert!(p("user profile=x.yaml")
+            .expect_err("an error")
+            .contains("ops("));
+        assert!(p("write ops(insert=1)")
+            .expect_err("an error")
+            .contains("ops(insert=1)"));
+        assert!(p("write -bogus x")
+            .expect_err("an error")
+            .contains("-bogus"));
         assert!(p("write n=abc").expect_err("an error").contains("abc"));
-        assert!(p("write -rate speed=9").expect_err("an error").contains("speed=9"));
+        assert!(p("write -rate speed=9")
+            .expect_err("an error")
+            .contains("speed=9"));
         assert!(p("fly").expect_err("an error").contains("fly"));
         assert!(p("write nope=1").expect_err("an error").contains("nope=1"));
     }

@@ -104,7 +104,11 @@ fn rows(r: Reply) -> Vec<Vec<Option<Bytes>>> {
 
 impl Workload {
     /// Creates the schema if absent and prepares the statements.
-    pub async fn setup(o: &Options, cluster: &Cluster, profile: Option<&Profile>) -> Result<Workload, String> {
+    pub async fn setup(
+        o: &Options,
+        cluster: &Cluster,
+        profile: Option<&Profile>,
+    ) -> Result<Workload, String> {
         let mut w = Workload {
             kinds: Vec::new(),
             total_weight: 0,
@@ -121,7 +125,11 @@ impl Workload {
             profile_insert: None,
             queries: Vec::new(),
         };
-        let kind = |name: &str, weight: u32, op: Op| Kind { name: name.to_string(), weight, op };
+        let kind = |name: &str, weight: u32, op: Op| Kind {
+            name: name.to_string(),
+            weight,
+            op,
+        };
         match &o.command {
             Command::Write => w.kinds.push(kind("WRITE", 1, Op::Write)),
             Command::Read => w.kinds.push(kind("READ", 1, Op::Read)),
@@ -157,9 +165,18 @@ impl Workload {
             ),
         )
         .await?;
-        let (table, typ) = if counter { ("counter1", "counter") } else { ("standard1", "blob") };
-        let cols: Vec<String> = (0..self.max_columns).map(|i| format!("\"C{i}\" {typ}")).collect();
-        let mut create = format!("CREATE TABLE IF NOT EXISTS keyspace1.{table} (key blob PRIMARY KEY, {})", cols.join(", "));
+        let (table, typ) = if counter {
+            ("counter1", "counter")
+        } else {
+            ("standard1", "blob")
+        };
+        let cols: Vec<String> = (0..self.max_columns)
+            .map(|i| format!("\"C{i}\" {typ}"))
+            .collect();
+        let mut create = format!(
+            "CREATE TABLE IF NOT EXISTS keyspace1.{table} (key blob PRIMARY KEY, {})",
+            cols.join(", ")
+        );
         if let Some(s) = &o.compaction {
             create.push_str(&format!(" WITH compaction = {{'class': '{s}'}}"));
         }
@@ -168,18 +185,34 @@ impl Workload {
         if self.prepared {
             let insert = if counter {
                 let sets: Vec<String> = names.iter().map(|n| format!("{n} = {n} + ?")).collect();
-                format!("UPDATE keyspace1.counter1 SET {} WHERE key = ?", sets.join(", "))
+                format!(
+                    "UPDATE keyspace1.counter1 SET {} WHERE key = ?",
+                    sets.join(", ")
+                )
             } else {
                 let marks: Vec<&str> = (0..=self.max_columns).map(|_| "?").collect();
-                format!("INSERT INTO keyspace1.standard1 (key, {}) VALUES ({})", names.join(", "), marks.join(", "))
+                format!(
+                    "INSERT INTO keyspace1.standard1 (key, {}) VALUES ({})",
+                    names.join(", "),
+                    marks.join(", ")
+                )
             };
             self.insert_id = cluster.prepare(&insert).await?.id;
-            self.select_id = cluster.prepare(&format!("SELECT * FROM keyspace1.{table} WHERE key = ?")).await?.id;
+            self.select_id = cluster
+                .prepare(&format!("SELECT * FROM keyspace1.{table} WHERE key = ?"))
+                .await?
+                .id;
         }
         Ok(())
     }
 
-    async fn setup_profile(&mut self, o: &Options, cluster: &Cluster, p: &Profile, ops: &str) -> Result<(), String> {
+    async fn setup_profile(
+        &mut self,
+        o: &Options,
+        cluster: &Cluster,
+        p: &Profile,
+        ops: &str,
+    ) -> Result<(), String> {
         if !o.prepared {
             return Err("user profiles run prepared statements: drop -mode unprepared".into());
         }
@@ -189,7 +222,9 @@ impl Workload {
         }
         // the table definition and the queries may name tables without their keyspace
         for c in cluster.all() {
-            c.query(&format!("USE {}", quote(&p.keyspace)), Consistency::One).await.map_err(|e| format!("keyspace {}: {e}", p.keyspace))?;
+            c.query(&format!("USE {}", quote(&p.keyspace)), Consistency::One)
+                .await
+                .map_err(|e| format!("keyspace {}: {e}", p.keyspace))?;
         }
         if let Some(def) = &p.table_definition {
             ddl(cluster, def).await?;
@@ -203,13 +238,29 @@ impl Workload {
             ks.replace('\'', "''"),
             table.replace('\'', "''")
         );
-        let schema: Vec<(String, String, i32, String)> = rows(cluster.any().query(&schema_q, Consistency::One).await.map_err(|e| format!("cannot read the schema of {ks}.{table}: {e}"))?)
-            .iter()
-            .map(|r| {
-                let pos = r.get(2).and_then(|c| c.as_ref()).and_then(|b| <[u8; 4]>::try_from(&b[..]).ok()).map(i32::from_be_bytes).unwrap_or(-1);
-                (text(&r[0]), r.get(1).map(text).unwrap_or_default(), pos, r.get(3).map(text).unwrap_or_default())
-            })
-            .collect();
+        let schema: Vec<(String, String, i32, String)> = rows(
+            cluster
+                .any()
+                .query(&schema_q, Consistency::One)
+                .await
+                .map_err(|e| format!("cannot read the schema of {ks}.{table}: {e}"))?,
+        )
+        .iter()
+        .map(|r| {
+            let pos = r
+                .get(2)
+                .and_then(|c| c.as_ref())
+                .and_then(|b| <[u8; 4]>::try_from(&b[..]).ok())
+                .map(i32::from_be_bytes)
+                .unwrap_or(-1);
+            (
+                text(&r[0]),
+                r.get(1).map(text).unwrap_or_default(),
+                pos,
+                r.get(3).map(text).unwrap_or_default(),
+            )
+        })
+        .collect();
         let model = TableModel::new(&ks, &table, schema, p)?;
         let bind = |prepared: Prepared, what: &str| -> Result<Bound, String> {
             let binds = prepared
@@ -238,7 +289,8 @@ impl Workload {
                     let (lo, hi) = model.row_count_bounds();
                     let (sel_lo, sel_hi) = (p.insert.select.min(), p.insert.select.max());
                     let visits = &p.insert.visits;
-                    let max_batch = sel_hi * p.insert.partitions.max() as f64 * hi / visits.min().max(1) as f64;
+                    let max_batch =
+                        sel_hi * p.insert.partitions.max() as f64 * hi / visits.min().max(1) as f64;
                     println!(
                         "Generating batches with [{}..{}] partitions and [{:.0}..{:.0}] rows (of [{:.0}..{:.0}] total rows in the partitions)",
                         p.insert.partitions.min(),
@@ -255,12 +307,20 @@ impl Workload {
                     }
                     self.profile_insert = Some((b, p.insert.clone(), bt));
                 }
-                self.kinds.push(Kind { name: "insert".into(), weight, op: Op::Insert });
+                self.kinds.push(Kind {
+                    name: "insert".into(),
+                    weight,
+                    op: Op::Insert,
+                });
             } else {
                 let q = &p.queries[&name];
                 let b = bind(cluster.prepare(&q.cql).await?, &format!("query {name}"))?;
                 self.queries.push(b);
-                self.kinds.push(Kind { name: name.clone(), weight, op: Op::Query(self.queries.len() - 1, q.fields) });
+                self.kinds.push(Kind {
+                    name: name.clone(),
+                    weight,
+                    op: Op::Query(self.queries.len() - 1, q.fields),
+                });
             }
         }
         self.model = Some(model);
@@ -289,7 +349,12 @@ impl Workload {
     }
 
     /// Runs operation `kind`.
-    pub async fn run(&self, kind: usize, rng: &mut Rng, cluster: &Cluster) -> Result<Done, ClientError> {
+    pub async fn run(
+        &self,
+        kind: usize,
+        rng: &mut Rng,
+        cluster: &Cluster,
+    ) -> Result<Done, ClientError> {
         match &self.kinds[kind].op {
             Op::Write => self.write(rng, cluster).await,
             Op::Read | Op::CounterRead => self.read(rng, cluster).await,
@@ -299,8 +364,18 @@ impl Workload {
         }
     }
 
-    async fn exec(&self, cluster: &Cluster, id: &Bytes, values: Vec<Value>, pk: &[u16]) -> Result<Reply, ClientError> {
-        let token = if cluster.token_aware() { routing_token(pk, &values) } else { None };
+    async fn exec(
+        &self,
+        cluster: &Cluster,
+        id: &Bytes,
+        values: Vec<Value>,
+        pk: &[u16],
+    ) -> Result<Reply, ClientError> {
+        let token = if cluster.token_aware() {
+            routing_token(pk, &values)
+        } else {
+            None
+        };
         cluster.pick(token).execute(id, values, self.cl).await
     }
 
@@ -308,31 +383,64 @@ impl Workload {
         let seed = self.seed(rng);
         let key = key_bytes(seed);
         let n = self.columns.at(seed).clamp(1, self.max_columns as i64) as usize;
-        let value = |c: usize| column_bytes(mix(seed, c as u64), self.column_size.at(mix(seed, !(c as u64))).max(0) as usize);
+        let value = |c: usize| {
+            column_bytes(
+                mix(seed, c as u64),
+                self.column_size.at(mix(seed, !(c as u64))).max(0) as usize,
+            )
+        };
         if self.prepared {
             let mut vals = Vec::with_capacity(self.max_columns + 1);
             vals.push(Value::Set(key));
-            vals.extend((0..self.max_columns).map(|c| if c < n { Value::Set(value(c)) } else { Value::Unset }));
+            vals.extend((0..self.max_columns).map(|c| {
+                if c < n {
+                    Value::Set(value(c))
+                } else {
+                    Value::Unset
+                }
+            }));
             self.exec(cluster, &self.insert_id, vals, &[0]).await?;
         } else {
             let names: Vec<String> = (0..n).map(|i| format!("\"C{i}\"")).collect();
             let vals: Vec<String> = (0..n).map(|c| hex(&value(c))).collect();
-            let q = format!("INSERT INTO keyspace1.standard1 (key, {}) VALUES ({}, {})", names.join(", "), hex(&key), vals.join(", "));
+            let q = format!(
+                "INSERT INTO keyspace1.standard1 (key, {}) VALUES ({}, {})",
+                names.join(", "),
+                hex(&key),
+                vals.join(", ")
+            );
             cluster.pick(None).query(&q, self.cl).await?;
         }
-        Ok(Done { partitions: 1, rows: 1 })
+        Ok(Done {
+            partitions: 1,
+            rows: 1,
+        })
     }
 
     async fn read(&self, rng: &mut Rng, cluster: &Cluster) -> Result<Done, ClientError> {
         let key = key_bytes(self.seed(rng));
         let r = if self.prepared {
-            self.exec(cluster, &self.select_id, vec![Value::Set(key)], &[0]).await?
+            self.exec(cluster, &self.select_id, vec![Value::Set(key)], &[0])
+                .await?
         } else {
-            let table = if matches!(self.kinds[0].op, Op::CounterRead) { "counter1" } else { "standard1" };
-            cluster.pick(None).query(&format!("SELECT * FROM keyspace1.{table} WHERE key = {}", hex(&key)), self.cl).await?
+            let table = if matches!(self.kinds[0].op, Op::CounterRead) {
+                "counter1"
+            } else {
+                "standard1"
+            };
+            cluster
+                .pick(None)
+                .query(
+                    &format!("SELECT * FROM keyspace1.{table} WHERE key = {}", hex(&key)),
+                    self.cl,
+                )
+                .await?
         };
         let n = r.row_count() as u64;
-        Ok(Done { partitions: n.min(1), rows: n })
+        Ok(Done {
+            partitions: n.min(1),
+            rows: n,
+        })
     }
 
     async fn counter_write(&self, rng: &mut Rng, cluster: &Cluster) -> Result<Done, ClientError> {
@@ -341,30 +449,60 @@ impl Workload {
         let n = self.columns.at(seed).clamp(1, self.max_columns as i64) as usize;
         let delta = |_c: usize, rng: &mut Rng| self.add.next(rng);
         if self.prepared {
-            let mut vals: Vec<Value> = (0..self.max_columns).map(|c| if c < n { Value::Set(Bytes::copy_from_slice(&delta(c, rng).to_be_bytes())) } else { Value::Unset }).collect();
+            let mut vals: Vec<Value> = (0..self.max_columns)
+                .map(|c| {
+                    if c < n {
+                        Value::Set(Bytes::copy_from_slice(&delta(c, rng).to_be_bytes()))
+                    } else {
+                        Value::Unset
+                    }
+                })
+                .collect();
             vals.push(Value::Set(key));
             let pk = [self.max_columns as u16];
             self.exec(cluster, &self.insert_id, vals, &pk).await?;
         } else {
-            let sets: Vec<String> = (0..n).map(|c| format!("\"C{c}\" = \"C{c}\" + {}", delta(c, rng))).collect();
-            let q = format!("UPDATE keyspace1.counter1 SET {} WHERE key = {}", sets.join(", "), hex(&key));
+            let sets: Vec<String> = (0..n)
+                .map(|c| format!("\"C{c}\" = \"C{c}\" + {}", delta(c, rng)))
+                .collect();
+            let q = format!(
+                "UPDATE keyspace1.counter1 SET {} WHERE key = {}",
+                sets.join(", "),
+                hex(&key)
+            );
             cluster.pick(None).query(&q, self.cl).await?;
         }
-        Ok(Done { partitions: 1, rows: 1 })
+        Ok(Done {
+            partitions: 1,
+            rows: 1,
+        })
     }
 
-    fn bind_row(&self, b: &Bound, m: &TableModel, p: &Partition, row: impl Fn(usize) -> u64, row_population: Option<(f64, &mut Rng)>) -> Result<Vec<Value>, ClientError> {
+    fn bind_row(
+        &self,
+        b: &Bound,
+        m: &TableModel,
+        p: &Partition,
+        row: impl Fn(usize) -> u64,
+        row_population: Option<(f64, &mut Rng)>,
+    ) -> Result<Vec<Value>, ClientError> {
         let mut out = Vec::with_capacity(b.binds.len());
         let mut keep = row_population;
         for (i, (col, typ)) in b.binds.iter().enumerate() {
             if let Some((ratio, rng)) = keep.as_mut() {
-                let optional = matches!(m.columns[*col].kind, ColumnKind::Regular | ColumnKind::Static);
+                let optional = matches!(
+                    m.columns[*col].kind,
+                    ColumnKind::Regular | ColumnKind::Static
+                );
                 if optional && *ratio < 1.0 && rng.f64() >= *ratio {
                     out.push(Value::Unset);
                     continue;
                 }
             }
-            out.push(Value::Set(m.value(*col, typ, p, row(i)).map_err(ClientError::Protocol)?));
+            out.push(Value::Set(
+                m.value(*col, typ, p, row(i))
+                    .map_err(ClientError::Protocol)?,
+            ));
         }
         Ok(out)
     }
@@ -411,14 +549,27 @@ impl Workload {
             let vals = statements.pop().unwrap_or_default();
             self.exec(cluster, &b.prepared.id, vals, pk).await?;
         } else {
-            let token = if cluster.token_aware() { statements.first().and_then(|v| routing_token(pk, v)) } else { None };
-            let stmts = statements.into_iter().map(|v| (b.prepared.id.clone(), v)).collect();
+            let token = if cluster.token_aware() {
+                statements.first().and_then(|v| routing_token(pk, v))
+            } else {
+                None
+            };
+            let stmts = statements
+                .into_iter()
+                .map(|v| (b.prepared.id.clone(), v))
+                .collect();
             cluster.pick(token).batch(bt.code(), stmts, self.cl).await?;
         }
         Ok(Done { partitions, rows })
     }
 
-    async fn query(&self, b: &Bound, fields: Fields, rng: &mut Rng, cluster: &Cluster) -> Result<Done, ClientError> {
+    async fn query(
+        &self,
+        b: &Bound,
+        fields: Fields,
+        rng: &mut Rng,
+        cluster: &Cluster,
+    ) -> Result<Done, ClientError> {
         let Some(m) = &self.model else {
             return Err(ClientError::Protocol("query without a profile".into()));
         };
@@ -433,8 +584,18 @@ impl Workload {
                 self.bind_row(b, m, &p, |i| rows[i], None)?
             }
         };
-        let r = self.exec(cluster, &b.prepared.id, vals, &b.prepared.metadata.pk_indexes).await?;
+        let r = self
+            .exec(
+                cluster,
+                &b.prepared.id,
+                vals,
+                &b.prepared.metadata.pk_indexes,
+            )
+            .await?;
         let n = r.row_count() as u64;
-        Ok(Done { partitions: n.min(1), rows: n })
+        Ok(Done {
+            partitions: n.min(1),
+            rows: n,
+        })
     }
 }

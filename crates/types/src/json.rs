@@ -19,7 +19,11 @@ pub enum Json {
 
 impl Json {
     pub fn parse(text: &str) -> Result<Json, String> {
-        let mut p = Parser { s: text.as_bytes(), pos: 0, depth: 0 };
+        let mut p = Parser {
+            s: text.as_bytes(),
+            pos: 0,
+            depth: 0,
+        };
         p.ws();
         let v = p.value()?;
         p.ws();
@@ -57,8 +61,17 @@ impl Json {
             Json::Bool(b) => b.to_string(),
             Json::Number(n) => n.clone(),
             Json::String(s) => s.clone(),
-            Json::Array(xs) => format!("[{}]", xs.iter().map(|x| x.show()).collect::<Vec<_>>().join(", ")),
-            Json::Object(m) => format!("{{{}}}", m.iter().map(|(k, v)| format!("{k}={}", v.show())).collect::<Vec<_>>().join(", ")),
+            Json::Array(xs) => format!(
+                "[{}]",
+                xs.iter().map(|x| x.show()).collect::<Vec<_>>().join(", ")
+            ),
+            Json::Object(m) => format!(
+                "{{{}}}",
+                m.iter()
+                    .map(|(k, v)| format!("{k}={}", v.show()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         }
     }
 }
@@ -167,10 +180,17 @@ impl Parser<'_> {
             Some(c) if *c == b'-' || c.is_ascii_digit() => {
                 let start = self.pos;
                 self.pos += 1;
-                while self.pos < self.s.len() && matches!(self.s[self.pos], b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-') {
+                while self.pos < self.s.len()
+                    && matches!(
+                        self.s[self.pos],
+                        b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-'
+                    )
+                {
                     self.pos += 1;
                 }
-                let n = std::str::from_utf8(&self.s[start..self.pos]).unwrap_or_default().to_string();
+                let n = std::str::from_utf8(&self.s[start..self.pos])
+                    .unwrap_or_default()
+                    .to_string();
                 if n.parse::<f64>().is_err() {
                     return self.err("Invalid number");
                 }
@@ -184,12 +204,16 @@ impl Parser<'_> {
         self.pos += 1; // opening quote
         let mut out: Vec<u8> = Vec::new();
         loop {
-            let Some(&c) = self.s.get(self.pos) else { return self.err("Unexpected end-of-input in a string") };
+            let Some(&c) = self.s.get(self.pos) else {
+                return self.err("Unexpected end-of-input in a string");
+            };
             self.pos += 1;
             match c {
                 b'"' => break,
                 b'\\' => {
-                    let Some(&e) = self.s.get(self.pos) else { return self.err("Unexpected end-of-input in a string") };
+                    let Some(&e) = self.s.get(self.pos) else {
+                        return self.err("Unexpected end-of-input in a string");
+                    };
                     self.pos += 1;
                     match e {
                         b'"' => out.push(b'"'),
@@ -204,7 +228,9 @@ impl Parser<'_> {
                             let mut cp = self.hex4()?;
                             if (0xD800..0xDC00).contains(&cp) && self.eat("\\u") {
                                 let lo = self.hex4()?;
-                                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo.wrapping_sub(0xDC00) & 0x3ff);
+                                cp = 0x10000
+                                    + ((cp - 0xD800) << 10)
+                                    + (lo.wrapping_sub(0xDC00) & 0x3ff);
                             }
                             let ch = char::from_u32(cp).unwrap_or('\u{fffd}');
                             let mut buf = [0u8; 4];
@@ -220,7 +246,11 @@ impl Parser<'_> {
     }
 
     fn hex4(&mut self) -> Result<u32, String> {
-        let h = self.s.get(self.pos..self.pos + 4).and_then(|h| std::str::from_utf8(h).ok()).and_then(|h| u32::from_str_radix(h, 16).ok());
+        let h = self
+            .s
+            .get(self.pos..self.pos + 4)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u32::from_str_radix(h, 16).ok());
         match h {
             Some(v) => {
                 self.pos += 4;
@@ -248,7 +278,10 @@ fn parse_hex(h: &str) -> Option<Vec<u8>> {
     if h.len() % 2 != 0 {
         return None;
     }
-    (0..h.len()).step_by(2).map(|i| h.get(i..i + 2).and_then(|x| u8::from_str_radix(x, 16).ok())).collect()
+    (0..h.len())
+        .step_by(2)
+        .map(|i| h.get(i..i + 2).and_then(|x| u8::from_str_radix(x, 16).ok()))
+        .collect()
 }
 
 impl CqlType {
@@ -256,7 +289,13 @@ impl CqlType {
     /// `Json::Null` is the caller's business (it means null).
     pub fn from_json(&self, j: &Json) -> Result<Bytes, TypeError> {
         let t = self.unfrozen();
-        let expected = |what: &str| bad(format!("Expected {what}, but got a {}: {}", j.kind(), j.show()));
+        let expected = |what: &str| {
+            bad(format!(
+                "Expected {what}, but got a {}: {}",
+                j.kind(),
+                j.show()
+            ))
+        };
         match t {
             CqlType::Ascii | CqlType::Text => match j {
                 Json::String(s) => self.from_constant(&Constant::String(s.clone())),
@@ -440,22 +479,42 @@ mod tests {
     fn parses_documents_and_keeps_numbers_as_written() {
         let j = Json::parse(r#" {"a": [1, -2.5e3, 123456789012345678901234567890], "b\"": {"c": null, "d": true}, "e": "\u00e9\ud83d\ude00"} "#).unwrap();
         let Json::Object(m) = j else { panic!() };
-        assert_eq!(m[0].1, Json::Array(vec![Json::Number("1".into()), Json::Number("-2.5e3".into()), Json::Number("123456789012345678901234567890".into())]));
+        assert_eq!(
+            m[0].1,
+            Json::Array(vec![
+                Json::Number("1".into()),
+                Json::Number("-2.5e3".into()),
+                Json::Number("123456789012345678901234567890".into())
+            ])
+        );
         assert_eq!(m[1].0, "b\"");
         assert_eq!(m[2].1, Json::String("é😀".into()));
-        for bad in ["{", "[1,]", "{\"a\" 1}", "tru", "\"abc", "1 2", "[" ] {
+        for bad in ["{", "[1,]", "{\"a\" 1}", "tru", "\"abc", "1 2", "["] {
             assert!(Json::parse(bad).is_err(), "{bad}");
         }
-        assert!(Json::parse(&"[".repeat(10_000)).is_err(), "deep nesting is refused, not a stack overflow");
+        assert!(
+            Json::parse(&"[".repeat(10_000)).is_err(),
+            "deep nesting is refused, not a stack overflow"
+        );
     }
 
     #[test]
     fn typed_values_round_trip_through_json() {
-        let t = CqlType::Map(Box::new(CqlType::Int), Box::new(CqlType::List(Box::new(CqlType::Text))));
-        let v = t.from_json(&Json::parse(r#"{"2": ["b"], "1": ["a", "c"]}"#).unwrap()).unwrap();
+        let t = CqlType::Map(
+            Box::new(CqlType::Int),
+            Box::new(CqlType::List(Box::new(CqlType::Text))),
+        );
+        let v = t
+            .from_json(&Json::parse(r#"{"2": ["b"], "1": ["a", "c"]}"#).unwrap())
+            .unwrap();
         assert_eq!(t.to_json(&v), r#"{"1": ["a", "c"], "2": ["b"]}"#);
-        let big = CqlType::Varint.from_json(&Json::parse("123456789012345678901234567890").unwrap()).unwrap();
-        assert_eq!(CqlType::Varint.to_json(&big), "123456789012345678901234567890");
+        let big = CqlType::Varint
+            .from_json(&Json::parse("123456789012345678901234567890").unwrap())
+            .unwrap();
+        assert_eq!(
+            CqlType::Varint.to_json(&big),
+            "123456789012345678901234567890"
+        );
         assert!(CqlType::Int.from_json(&Json::Number("1.5".into())).is_err());
         assert!(CqlType::Text.from_json(&Json::Number("1".into())).is_err());
     }

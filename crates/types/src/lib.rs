@@ -6,11 +6,14 @@
 use std::sync::Arc;
 
 pub mod json;
-pub mod murmur3;
-pub mod value;
-pub mod timeuuid;
 mod marshal;
-pub use marshal::{json_string, serialize_vector, civil_from_days, days_from_civil, from_marshal_class, parse_timestamp};
+pub mod murmur3;
+pub mod timeuuid;
+pub mod value;
+pub use marshal::{
+    civil_from_days, days_from_civil, from_marshal_class, json_string, parse_timestamp,
+    serialize_vector,
+};
 
 /// A CQL type as Cassandra knows it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -74,9 +77,16 @@ impl TypeError {
     /// Cassandra words it. Other messages are returned unchanged.
     pub fn for_receiver(self, name: &str) -> TypeError {
         match self {
-            TypeError::InvalidValue(m) if m.starts_with("Invalid ") && m.contains(" constant (") => {
+            TypeError::InvalidValue(m)
+                if m.starts_with("Invalid ") && m.contains(" constant (") =>
+            {
                 match m.rfind(" for of type ") {
-                    Some(i) => TypeError::InvalidValue(format!("{} for \"{}\" of type {}", &m[..i], name, &m[i + " for of type ".len()..])),
+                    Some(i) => TypeError::InvalidValue(format!(
+                        "{} for \"{}\" of type {}",
+                        &m[..i],
+                        name,
+                        &m[i + " for of type ".len()..]
+                    )),
                     None => TypeError::InvalidValue(m),
                 }
             }

@@ -152,7 +152,10 @@ mod tests {
         assert_eq!(token("château".as_bytes()), 9114062196463836094);
         assert_eq!(token(b"abcdefghijklmnopq"), 8459014091212432983);
         assert_eq!(token("a\u{0080}\u{00ff}".as_bytes()), 6071579155376688927);
-        assert_eq!(token(&composite_key(&[&1i32.to_be_bytes(), b"x"])), 746584927563629270);
+        assert_eq!(
+            token(&composite_key(&[&1i32.to_be_bytes(), b"x"])),
+            746584927563629270
+        );
         // the well-known token of key 1 is for an int (4-byte) key
         assert_eq!(token(&1i32.to_be_bytes()), -4069959284402364209);
         assert_ne!(token(&1i64.to_be_bytes()), -4069959284402364209);

@@ -11,7 +11,10 @@ static LAST_TICKS: AtomicI64 = AtomicI64::new(0);
 static LAST_MICROS: AtomicI64 = AtomicI64::new(0);
 
 fn unix_nanos() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
 }
 
 /// Microseconds since the epoch, strictly increasing within the process
@@ -92,7 +95,11 @@ pub fn min_timeuuid(millis: i64) -> Uuid {
 
 /// Cassandra's `maxTimeuuid(millis)`: the largest timeuuid of that millisecond.
 pub fn max_timeuuid(millis: i64) -> Uuid {
-    let ticks = millis.wrapping_add(1).wrapping_mul(10_000).wrapping_add(GREGORIAN_OFFSET).wrapping_sub(1);
+    let ticks = millis
+        .wrapping_add(1)
+        .wrapping_mul(10_000)
+        .wrapping_add(GREGORIAN_OFFSET)
+        .wrapping_sub(1);
     // lsb 0x7f7f7f7f7f7f7f7f: the largest as TimeUUIDType compares it
     let mut u = *from_ticks(ticks, 0, [0; 6]).as_bytes();
     u[8..16].copy_from_slice(&[0x7f; 8]);
@@ -112,11 +119,26 @@ mod tests {
         let ms = timeuuid_timestamp_millis(a.as_bytes());
         let now = unix_nanos() / 1_000_000;
         assert!((now - ms).abs() < 5000);
-        assert_eq!(timeuuid_timestamp_millis(min_timeuuid(1000).as_bytes()), 1000);
-        assert_eq!(timeuuid_timestamp_millis(max_timeuuid(1000).as_bytes()), 1000);
-        assert_eq!(min_timeuuid(0).to_string(), "13814000-1dd2-11b2-8080-808080808080");
-        assert_eq!(max_timeuuid(0).to_string(), "1381670f-1dd2-11b2-7f7f-7f7f7f7f7f7f");
-        assert_eq!(timeuuid_ticks(max_timeuuid(0).as_bytes()) - timeuuid_ticks(min_timeuuid(0).as_bytes()), 9_999);
+        assert_eq!(
+            timeuuid_timestamp_millis(min_timeuuid(1000).as_bytes()),
+            1000
+        );
+        assert_eq!(
+            timeuuid_timestamp_millis(max_timeuuid(1000).as_bytes()),
+            1000
+        );
+        assert_eq!(
+            min_timeuuid(0).to_string(),
+            "13814000-1dd2-11b2-8080-808080808080"
+        );
+        assert_eq!(
+            max_timeuuid(0).to_string(),
+            "1381670f-1dd2-11b2-7f7f-7f7f7f7f7f7f"
+        );
+        assert_eq!(
+            timeuuid_ticks(max_timeuuid(0).as_bytes()) - timeuuid_ticks(min_timeuuid(0).as_bytes()),
+            9_999
+        );
         let _ = min_timeuuid(i64::MAX);
         let _ = max_timeuuid(i64::MIN);
         let t1 = timestamp_micros_now();

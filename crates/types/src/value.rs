@@ -21,7 +21,12 @@ pub fn serialize_collection(elems: &[Bytes]) -> Bytes {
 
 /// `[int n]([int len][key][int len][value])...` for maps.
 pub fn serialize_map(pairs: &[(Bytes, Bytes)]) -> Bytes {
-    let mut out = Vec::with_capacity(4 + pairs.iter().map(|(k, v)| k.len() + v.len() + 8).sum::<usize>());
+    let mut out = Vec::with_capacity(
+        4 + pairs
+            .iter()
+            .map(|(k, v)| k.len() + v.len() + 8)
+            .sum::<usize>(),
+    );
     out.extend_from_slice(&(pairs.len() as i32).to_be_bytes());
     for (k, v) in pairs {
         out.extend_from_slice(&(k.len() as i32).to_be_bytes());
@@ -57,7 +62,12 @@ impl<'a> Cur<'a> {
         if self.b.len() - self.p < 4 {
             return Err(err("Not enough bytes to read an int"));
         }
-        let v = i32::from_be_bytes([self.b[self.p], self.b[self.p + 1], self.b[self.p + 2], self.b[self.p + 3]]);
+        let v = i32::from_be_bytes([
+            self.b[self.p],
+            self.b[self.p + 1],
+            self.b[self.p + 2],
+            self.b[self.p + 3],
+        ]);
         self.p += 4;
         Ok(v)
     }
@@ -116,8 +126,12 @@ pub fn deserialize_map(v: &[u8]) -> Result<Vec<(Bytes, Bytes)>, TypeError> {
     }
     let mut out = Vec::with_capacity(n as usize);
     for _ in 0..n {
-        let k = c.value()?.ok_or_else(|| err("null is not supported inside maps"))?;
-        let val = c.value()?.ok_or_else(|| err("null is not supported inside maps"))?;
+        let k = c
+            .value()?
+            .ok_or_else(|| err("null is not supported inside maps"))?;
+        let val = c
+            .value()?
+            .ok_or_else(|| err("null is not supported inside maps"))?;
         out.push((k, val));
     }
     if !c.done() {
@@ -149,7 +163,11 @@ pub fn write_unsigned_vint(out: &mut Vec<u8>, v: u64) {
     let bytes = v.to_be_bytes();
     // value occupies the last `size` bytes (first byte partly)
     for i in 0..size {
-        buf[i] = if 8 + i >= size { bytes[8 + i - size] } else { 0 };
+        buf[i] = if 8 + i >= size {
+            bytes[8 + i - size]
+        } else {
+            0
+        };
     }
     if size == 9 {
         buf[0] = 0xff;
@@ -171,12 +189,18 @@ pub fn write_signed_vint(out: &mut Vec<u8>, v: i64) {
 
 /// Reads an unsigned vint, returning it and the bytes used.
 pub fn read_unsigned_vint(b: &[u8]) -> Result<(u64, usize), TypeError> {
-    let first = *b.first().ok_or_else(|| err("Not enough bytes to read a vint"))?;
+    let first = *b
+        .first()
+        .ok_or_else(|| err("Not enough bytes to read a vint"))?;
     let extra = first.leading_ones() as usize;
     if b.len() < 1 + extra {
         return Err(err("Not enough bytes to read a vint"));
     }
-    let mut v: u64 = if extra >= 8 { 0 } else { (first & (0xff >> extra)) as u64 };
+    let mut v: u64 = if extra >= 8 {
+        0
+    } else {
+        (first & (0xff >> extra)) as u64
+    };
     for i in 0..extra {
         v = (v << 8) | b[1 + i] as u64;
     }
@@ -194,7 +218,19 @@ mod tests {
 
     #[test]
     fn vints_round_trip() {
-        for v in [0i64, 1, -1, 63, -64, 64, 1000, -1000, i32::MAX as i64, i64::MAX, i64::MIN] {
+        for v in [
+            0i64,
+            1,
+            -1,
+            63,
+            -64,
+            64,
+            1000,
+            -1000,
+            i32::MAX as i64,
+            i64::MAX,
+            i64::MIN,
+        ] {
             let mut out = Vec::new();
             write_signed_vint(&mut out, v);
             assert_eq!(read_signed_vint(&out).expect("read"), (v, out.len()), "{v}");
@@ -213,8 +249,14 @@ mod tests {
         assert_eq!(deserialize_collection(&l).expect("ok").len(), 2);
         assert!(deserialize_collection(&l[..l.len() - 1]).is_err());
         let m = serialize_map(&[(Bytes::from_static(b"k"), Bytes::from_static(b"v"))]);
-        assert_eq!(deserialize_map(&m).expect("ok")[0].1, Bytes::from_static(b"v"));
+        assert_eq!(
+            deserialize_map(&m).expect("ok")[0].1,
+            Bytes::from_static(b"v")
+        );
         let t = serialize_tuple(&[Some(Bytes::from_static(b"x")), None]);
-        assert_eq!(deserialize_tuple(&t).expect("ok"), vec![Some(Bytes::from_static(b"x")), None]);
+        assert_eq!(
+            deserialize_tuple(&t).expect("ok"),
+            vec![Some(Bytes::from_static(b"x")), None]
+        );
     }
 }
