@@ -433,9 +433,11 @@ impl Config {
                 "stop" => C::Stop,
                 "stop_commit" => C::StopCommit,
                 "ignore" => C::Ignore,
-                other => return Err(format!(
+                other => {
+                    return Err(format!(
                     "commit_failure_policy must be die, stop, stop_commit or ignore, not '{other}'"
-                )),
+                ))
+                }
             };
         }
         if let Some(v) = raw.auto_snapshot {

@@ -867,49 +867,50 @@ pub fn delete(
                             }
                         }
                         ColumnTarget::Element(_, idx) => {
-                            let path =
-                                match &col.typ {
-                                    CqlType::Map(kt, _) => match ev.value(idx, kt, &col.name)? {
-                                        Val::Set(k) => k,
-                                        _ => {
-                                            return Err(Error::Invalid(
-                                                "Invalid null value for map key".into(),
-                                            ))
-                                        }
-                                    },
-                                    CqlType::Set(et) => match ev.value(idx, et, &col.name)? {
-                                        Val::Set(k) => k,
-                                        _ => {
-                                            return Err(Error::Invalid(
-                                                "Invalid null value for set element".into(),
-                                            ))
-                                        }
-                                    },
-                                    CqlType::List(_) => {
-                                        let i = match ev.value(idx, &CqlType::Int, &col.name)? {
-                                            Val::Set(b) if b.len() == 4 => {
-                                                i32::from_be_bytes([b[0], b[1], b[2], b[3]])
-                                            }
-                                            _ => {
-                                                return Err(Error::Invalid(
-                                                    "Invalid null value for list index".into(),
-                                                ))
-                                            }
-                                        };
-                                        let current = read_list(key, ck, &col.name);
-                                        if i < 0 || i as usize >= current.len() {
-                                            return Err(Error::Invalid(format!(
-                                                "List index {i} out of bound, list has size {}",
-                                                current.len()
-                                            )));
-                                        }
-                                        current[i as usize].0.clone()
+                            let path = match &col.typ {
+                                CqlType::Map(kt, _) => match ev.value(idx, kt, &col.name)? {
+                                    Val::Set(k) => k,
+                                    _ => {
+                                        return Err(Error::Invalid(
+                                            "Invalid null value for map key".into(),
+                                        ))
                                     }
-                                    _ => return Err(Error::Invalid(format!(
+                                },
+                                CqlType::Set(et) => match ev.value(idx, et, &col.name)? {
+                                    Val::Set(k) => k,
+                                    _ => {
+                                        return Err(Error::Invalid(
+                                            "Invalid null value for set element".into(),
+                                        ))
+                                    }
+                                },
+                                CqlType::List(_) => {
+                                    let i = match ev.value(idx, &CqlType::Int, &col.name)? {
+                                        Val::Set(b) if b.len() == 4 => {
+                                            i32::from_be_bytes([b[0], b[1], b[2], b[3]])
+                                        }
+                                        _ => {
+                                            return Err(Error::Invalid(
+                                                "Invalid null value for list index".into(),
+                                            ))
+                                        }
+                                    };
+                                    let current = read_list(key, ck, &col.name);
+                                    if i < 0 || i as usize >= current.len() {
+                                        return Err(Error::Invalid(format!(
+                                            "List index {i} out of bound, list has size {}",
+                                            current.len()
+                                        )));
+                                    }
+                                    current[i as usize].0.clone()
+                                }
+                                _ => {
+                                    return Err(Error::Invalid(format!(
                                         "Invalid deletion operation for non collection column {}",
                                         col.name
-                                    ))),
-                                };
+                                    )))
+                                }
+                            };
                             let mut cells = BTreeMap::new();
                             cells.insert(path, wp.tombstone());
                             add_cells(row, &col.name, cells);

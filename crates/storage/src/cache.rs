@@ -206,7 +206,7 @@ impl RowCache {
         }
         match p {
             Some(p) => {
-                let size = p.estimated_size() + key.len() + 64;
+                let size = p.memory_size() + key.len() + 64;
                 let cap = self.capacity.load(Ordering::Relaxed) as usize;
                 g.put(k, Slot::Data(p), size, cap);
             }

@@ -182,15 +182,16 @@ impl Strategy {
                 .get("compaction_window_unit")
                 .map(|s| s.to_uppercase())
                 .unwrap_or_else(|| "DAYS".into());
-            let unit_micros: i64 =
-                match unit.as_str() {
-                    "MINUTES" => 60_000_000,
-                    "HOURS" => 3_600_000_000,
-                    "DAYS" => 86_400_000_000,
-                    other => return Err(format!(
+            let unit_micros: i64 = match unit.as_str() {
+                "MINUTES" => 60_000_000,
+                "HOURS" => 3_600_000_000,
+                "DAYS" => 86_400_000_000,
+                other => {
+                    return Err(format!(
                         "{other} is not valid for compaction_window_unit (MINUTES, HOURS or DAYS)"
-                    )),
-                };
+                    ))
+                }
+            };
             let size: i64 = match m.get("compaction_window_size") {
                 Some(v) => v.parse().map_err(|_| {
                     format!("{v} is not a parsable int (base10) for compaction_window_size")

@@ -271,6 +271,11 @@ impl RowCells {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+
+    /// Frees unused capacity (a memtable keeps rows for a long time).
+    pub fn shrink_to_fit(&mut self) {
+        self.0.shrink_to_fit();
+    }
 }
 
 impl IntoIterator for RowCells {
@@ -463,6 +468,11 @@ impl Partition {
 
     /// Merges `other` into `self` (per-cell reconciliation).
     pub fn merge(&mut self, mut other: Partition, now: i32) {
+        if self.is_empty() {
+            // nothing to reconcile with (a new memtable partition): take it whole
+            *self = other;
+            return;
+        }
         let (mine, theirs) = (self.deletion, other.deletion);
         self.deletion.merge(&other.deletion);
         if !self.deletion.is_live() {
@@ -602,6 +612,38 @@ impl Partition {
             s += ck.values.iter().map(|v| v.len() + 16).sum::<usize>() + row_size(r);
         }
         s + self.range_tombstones.len() * 96
+    }
+
+    /// Memory the partition takes in a memtable or the row cache, beyond
+    /// its key: calibrated against the resident size of a node holding a
+    /// million one-row partitions (a row is a 112-byte slot plus its
+    /// clustering values; a cell a 72-byte slot plus its value allocation;
+    /// column names are shared).
+    pub fn memory_size(&self) -> usize {
+        let cell = |c: &Cell| c.value.as_ref().map_or(0, |v| v.len() + 16);
+        let row_size = |r: &Row| {
+            150 + r
+                .cells
+                .values()
+                .map(|d| match d {
+                    ColumnData::Simple(c) | ColumnData::Counter(c) => 72 + cell(c),
+                    ColumnData::Complex { cells, .. } => {
+                        72 + cells
+                            .iter()
+                            .map(|(p, c)| p.len() + 112 + cell(c))
+                            .sum::<usize>()
+                    }
+                })
+                .sum::<usize>()
+        };
+        let mut s = 0;
+        if let Some(r) = &self.static_row {
+            s += row_size(r);
+        }
+        for (ck, r) in &self.rows {
+            s += ck.values.iter().map(|v| v.len() + 48).sum::<usize>() + row_size(r);
+        }
+        s + self.range_tombstones.len() * 160
     }
 }
 
@@ -747,6 +789,7 @@ fn own_cell(c: &mut Cell) {
 }
 
 fn own_row(r: &mut Row) {
+    r.cells.shrink_to_fit();
     for data in r.cells.values_mut() {
         match data {
             ColumnData::Simple(c) | ColumnData::Counter(c) => own_cell(c),
@@ -783,6 +826,7 @@ impl Mutation {
                 (ck, r)
             })
             .collect();
+        p.rows.shrink_to_fit();
         for rt in &mut p.range_tombstones {
             rt.start.values = rt.start.values.iter().map(own).collect();
             rt.end.values = rt.end.values.iter().map(own).collect();

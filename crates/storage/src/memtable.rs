@@ -52,8 +52,9 @@ impl Drop for Memtable {
     }
 }
 
-/// Memory a new partition costs in a memtable beyond its data.
-const PARTITION_OVERHEAD_BYTES: usize = 700;
+/// Memory a new partition costs in a memtable beyond its data: the skip
+/// list node with the partition inline (about 256 bytes) and its locks.
+const PARTITION_OVERHEAD_BYTES: usize = 300;
 
 /// A clustering slice `[start, end]` given by bounds.
 pub type Slice = (Bound, Bound);
@@ -86,14 +87,13 @@ impl Memtable {
 
     /// Merges a mutation in.
     pub fn apply(&self, m: Mutation, now: i32) {
-        let mut size = m.update.estimated_size() + m.key.key.len() + 32;
+        let mut size = m.update.memory_size() + m.key.key.len() + 16;
         let mut created = false;
         let entry = self.partitions.get_or_insert_with(m.key, || {
             created = true;
             Mutex::new(Partition::new())
         });
         if created {
-            // the skip list node, the partition and its locks, as measured with 100k partitions
             size += PARTITION_OVERHEAD_BYTES;
         }
         entry.value().lock().merge(m.update, now);

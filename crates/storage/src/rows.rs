@@ -76,6 +76,13 @@ impl Rows {
         Self::default()
     }
 
+    /// Frees unused capacity of the small representation.
+    pub fn shrink_to_fit(&mut self) {
+        if let Rows::Small(v) = self {
+            v.shrink_to_fit();
+        }
+    }
+
     pub fn len(&self) -> usize {
         match self {
             Rows::Small(v) => v.len(),

@@ -932,7 +932,11 @@ impl StorageEngine {
             (old, position)
         };
         match self.write_memtable(t, &old, position).await {
-            Ok(g) => Ok(Some(g)),
+            Ok(g) => {
+                // freeing a large memtable takes a while: not on a request thread
+                tokio::task::spawn_blocking(move || drop(old));
+                Ok(Some(g))
+            }
             Err(e) => {
                 // the memtable keeps serving reads and is written again by the
                 // next flush; the commit log keeps its data until then

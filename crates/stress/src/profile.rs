@@ -312,20 +312,21 @@ impl Profile {
         }
         let select = ratio(ins.remove("select"), "select")?;
         let row_population = ratio(ins.remove("row-population"), "row-population")?;
-        let batch_type =
-            match ins.remove("batchtype") {
-                None => None,
-                Some(v) => Some(
-                    match scalar(&v).unwrap_or_default().to_uppercase().as_str() {
-                        "LOGGED" => BatchType::Logged,
-                        "UNLOGGED" => BatchType::Unlogged,
-                        "COUNTER" => BatchType::Counter,
-                        other => return Err(format!(
+        let batch_type = match ins.remove("batchtype") {
+            None => None,
+            Some(v) => Some(
+                match scalar(&v).unwrap_or_default().to_uppercase().as_str() {
+                    "LOGGED" => BatchType::Logged,
+                    "UNLOGGED" => BatchType::Unlogged,
+                    "COUNTER" => BatchType::Counter,
+                    other => {
+                        return Err(format!(
                             "insert batchtype: '{other}' is not one of LOGGED, UNLOGGED, COUNTER"
-                        )),
-                    },
-                ),
-            };
+                        ))
+                    }
+                },
+            ),
+        };
         if !ins.is_empty() {
             let keys: Vec<&str> = ins.keys().map(String::as_str).collect();
             return Err(format!("Unrecognised insert option(s): {} (expected partitions, select, row-population, batchtype, visits)", keys.join(", ")));
