@@ -613,9 +613,9 @@ impl SSTableWriter {
         head[1..5].copy_from_slice(&(self.chunk.len() as u32).to_be_bytes());
         head[5..9].copy_from_slice(&(stored.len() as u32).to_be_bytes());
         head[9..13].copy_from_slice(&crc32fast::hash(&stored).to_be_bytes());
-        let p = tmp_path(&self.dir, self.generation, "Data.db");
-        self.data.write_all(&head).map_err(|e| io(&p, e))?;
-        self.data.write_all(&stored).map_err(|e| io(&p, e))?;
+        let path = || tmp_path(&self.dir, self.generation, "Data.db");
+        self.data.write_all(&head).map_err(|e| io(&path(), e))?;
+        self.data.write_all(&stored).map_err(|e| io(&path(), e))?;
         self.data_offset += (CHUNK_HEADER + stored.len()) as u64;
         self.chunk.clear();
         Ok(())
@@ -721,8 +721,10 @@ impl SSTableWriter {
         e.extend_from_slice(&intra.to_be_bytes());
         e.extend_from_slice(&(row_index.len() as u32).to_be_bytes());
         e.extend_from_slice(&row_index);
-        let p_idx = tmp_path(&self.dir, self.generation, "Index.db");
-        self.index.write_all(&e).map_err(|err| io(&p_idx, err))?;
+        let (dir, generation) = (&self.dir, self.generation);
+        self.index
+            .write_all(&e)
+            .map_err(|err| io(&tmp_path(dir, generation, "Index.db"), err))?;
         self.index_crc.update(&e);
         self.key_hashes.push(key.key.clone());
         if let Some(first) = p.rows.keys().next() {
@@ -883,6 +885,8 @@ pub struct SSTableReader {
     pub generation: u64,
     id: u64,
     data: File,
+    /// Data.db's path, for error messages.
+    data_file: PathBuf,
     index: File,
     index_len: u64,
     summary: Vec<(DecoratedKey, u64)>,
@@ -1039,6 +1043,7 @@ impl SSTableReader {
             generation,
             id: SSTABLE_IDS.fetch_add(1, Ordering::Relaxed),
             data,
+            data_file: component_path(dir, generation, "Data.db"),
             index,
             index_len: ibytes.len() as u64,
             summary,
@@ -1048,10 +1053,6 @@ impl SSTableReader {
             cache,
             bloom_false_positives: AtomicU64::new(0),
         })
-    }
-
-    fn data_path(&self) -> PathBuf {
-        component_path(&self.dir, self.generation, "Data.db")
     }
 
     /// Index entries from the summary sample at or before `key` (or from the start).
@@ -1082,7 +1083,7 @@ impl SSTableReader {
         if let Some(c) = self.cache.get((self.id, offset)) {
             return Ok(c);
         }
-        let dp = self.data_path();
+        let dp = &self.data_file;
         let mut head = [0u8; CHUNK_HEADER];
         self.data
             .read_exact_at(&mut head, offset)
@@ -1109,7 +1110,7 @@ impl SSTableReader {
 
     fn partition_at(&self, chunk_offset: u64, intra: u32) -> Result<Partition, StorageError> {
         let c = self.chunk(chunk_offset)?;
-        let dp = self.data_path();
+        let dp = &self.data_file;
         let bad = || corrupt(&dp, chunk_offset, format!("bad partition entry at {intra}"));
         let p = intra as usize;
         let kl = u32::from_be_bytes(
@@ -1144,9 +1145,13 @@ impl SSTableReader {
                 None => p,
             });
         }
-        let ip = component_path(&self.dir, self.generation, "Index.db");
-        let blocks = decode_row_index(e.row_index, &self.comparator)
-            .ok_or_else(|| corrupt(&ip, 0, "bad row index"))?;
+        let blocks = decode_row_index(e.row_index, &self.comparator).ok_or_else(|| {
+            corrupt(
+                &component_path(&self.dir, self.generation, "Index.db"),
+                0,
+                "bad row index",
+            )
+        })?;
         let chosen: Vec<usize> = match slices {
             Some(s) => blocks_for(&blocks, s).into_iter().collect(),
             None => (0..blocks.len()).collect(),
