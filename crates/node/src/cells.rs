@@ -2,10 +2,9 @@
 //! non-frozen collection) into a row, and reading it back as a CQL value.
 
 use bytes::Bytes;
-use sibyl_storage::{Cell, ColumnData, DeletionTime, Row};
+use sibyl_storage::{Cell, ColumnData, ColumnName, DeletionTime, Row};
 use sibyl_types::{value, CqlType};
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 /// How a cell is written: timestamp, TTL and the current time.
 #[derive(Debug, Clone, Copy)]
@@ -84,7 +83,7 @@ pub fn set_column(
     v: Option<&Bytes>,
     wp: &WriteParams,
 ) -> Result<(), String> {
-    let name: Arc<str> = name.into();
+    let name = ColumnName::new(name);
     if typ.is_multi_cell() {
         let deletion = DeletionTime {
             marked_for_delete_at: wp.timestamp - 1,
@@ -108,7 +107,7 @@ pub fn set_column(
 
 /// Adds element cells to a non-frozen collection column without deleting it.
 pub fn add_cells(row: &mut Row, name: &str, cells: BTreeMap<Bytes, Cell>) {
-    let name: Arc<str> = name.into();
+    let name = ColumnName::new(name);
     match row.cells.get_mut(&name) {
         Some(ColumnData::Complex {
             cells: existing, ..

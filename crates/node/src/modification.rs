@@ -545,7 +545,7 @@ fn apply_assignment(
             wp.timestamp,
             sibyl_storage::counter::delta(prior.wrapping_add(delta)),
         );
-        row.cells.insert(name.into(), ColumnData::Counter(cell));
+        row.cells.insert(name, ColumnData::Counter(cell));
         return Ok(());
     }
     match (target, op) {
@@ -846,7 +846,7 @@ pub fn delete(
                 let Some(col) = table.column(target.column()) else {
                     continue;
                 };
-                let name: Arc<str> = col.name.as_str().into();
+                let name = sibyl_storage::data::ColumnName::new(&col.name);
                 let apply = |row: &mut Row, ck: &[Bytes]| -> Result<()> {
                     match target {
                         ColumnTarget::Column(_) => {

@@ -222,7 +222,8 @@ fn lead_counter_update(cfs: &ColumnFamilyStore, m: &mut Mutation, id: &[u8; 16])
         }
     };
     let lead = |row: &mut Row, ck: Option<&sibyl_storage::ClusteringKey>| {
-        let names: Vec<Arc<str>> = row.cells.iter().map(|(n, _)| n.clone()).collect();
+        let names: Vec<sibyl_storage::data::ColumnName> =
+            row.cells.iter().map(|(n, _)| *n).collect();
         for name in names {
             let Some(ColumnData::Counter(c)) = row.cells.get_mut(&name) else {
                 continue;

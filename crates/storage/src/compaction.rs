@@ -554,7 +554,7 @@ mod tests {
             } else {
                 Cell::live(ts, Bytes::from_static(b"v"))
             };
-            cells.insert("v".into(), ColumnData::Simple(c));
+            cells.insert("v", ColumnData::Simple(c));
             p.rows.insert(
                 crate::clustering::ClusteringKey::row(vec![], cmp.clone()),
                 Row {

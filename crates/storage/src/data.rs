@@ -208,10 +208,120 @@ impl ColumnData {
     }
 }
 
+/// A column name, interned: one copy of each distinct name for the life of
+/// the process, so a cell's name costs neither an allocation nor a shared
+/// reference count (names come from schemas: few, and rarely new).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ColumnName(&'static str);
+
+impl ColumnName {
+    pub fn new(name: &str) -> ColumnName {
+        thread_local! {
+            static LOCAL: std::cell::RefCell<NameSet> = Default::default();
+        }
+        static GLOBAL: std::sync::OnceLock<parking_lot::Mutex<NameSet>> =
+            std::sync::OnceLock::new();
+        if let Some(n) = LOCAL.with(|l| l.borrow().get(name).copied()) {
+            return ColumnName(n);
+        }
+        let n = {
+            let mut g = GLOBAL.get_or_init(Default::default).lock();
+            match g.get(name) {
+                Some(n) => *n,
+                None => {
+                    let n: &'static str = Box::leak(name.to_owned().into_boxed_str());
+                    g.insert(n);
+                    n
+                }
+            }
+        };
+        LOCAL.with(|l| l.borrow_mut().insert(n));
+        ColumnName(n)
+    }
+
+    pub fn as_str(&self) -> &'static str {
+        self.0
+    }
+}
+
+impl std::ops::Deref for ColumnName {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.0
+    }
+}
+
+/// Interned names (FNV-1a: names are short, and come from schemas).
+type NameSet = std::collections::HashSet<&'static str, std::hash::BuildHasherDefault<Fnv>>;
+
+#[derive(Default)]
+struct Fnv(u64);
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for b in bytes {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+impl AsRef<str> for ColumnName {
+    fn as_ref(&self) -> &str {
+        self.0
+    }
+}
+
+impl std::fmt::Debug for ColumnName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.0, f)
+    }
+}
+
+impl std::fmt::Display for ColumnName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl From<&str> for ColumnName {
+    fn from(s: &str) -> Self {
+        ColumnName::new(s)
+    }
+}
+
+impl From<&String> for ColumnName {
+    fn from(s: &String) -> Self {
+        ColumnName::new(s)
+    }
+}
+
+impl From<String> for ColumnName {
+    fn from(s: String) -> Self {
+        ColumnName::new(&s)
+    }
+}
+
+impl From<Arc<str>> for ColumnName {
+    fn from(s: Arc<str>) -> Self {
+        ColumnName::new(&s)
+    }
+}
+
 /// The cells of a row by column name: a small sorted vector, since rows have
 /// few columns (a `BTreeMap` node costs about a kilobyte even for one entry).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RowCells(Vec<(Arc<str>, ColumnData)>);
+pub struct RowCells(Vec<(ColumnName, ColumnData)>);
 
 impl RowCells {
     pub fn new() -> Self {
@@ -238,7 +348,8 @@ impl RowCells {
     }
 
     /// Inserts or replaces, returning the previous data.
-    pub fn insert(&mut self, name: Arc<str>, data: ColumnData) -> Option<ColumnData> {
+    pub fn insert(&mut self, name: impl Into<ColumnName>, data: ColumnData) -> Option<ColumnData> {
+        let name = name.into();
         match self.find(&name) {
             Ok(i) => Some(std::mem::replace(&mut self.0[i].1, data)),
             Err(i) => {
@@ -248,11 +359,11 @@ impl RowCells {
         }
     }
 
-    pub fn retain(&mut self, mut f: impl FnMut(&Arc<str>, &mut ColumnData) -> bool) {
+    pub fn retain(&mut self, mut f: impl FnMut(&ColumnName, &mut ColumnData) -> bool) {
         self.0.retain_mut(|(n, d)| f(n, d));
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&Arc<str>, &ColumnData)> {
+    pub fn iter(&self) -> impl Iterator<Item = (&ColumnName, &ColumnData)> {
         self.0.iter().map(|(n, d)| (n, d))
     }
 
@@ -279,8 +390,8 @@ impl RowCells {
 }
 
 impl IntoIterator for RowCells {
-    type Item = (Arc<str>, ColumnData);
-    type IntoIter = std::vec::IntoIter<(Arc<str>, ColumnData)>;
+    type Item = (ColumnName, ColumnData);
+    type IntoIter = std::vec::IntoIter<(ColumnName, ColumnData)>;
     fn into_iter(self) -> Self::IntoIter {
         self.0.into_iter()
     }
@@ -697,18 +808,18 @@ mod tests {
         let mut p = Partition::new();
         let mut row = Row::default();
         row.cells.insert(
-            "v".into(),
+            "v",
             ColumnData::Simple(Cell::live(10, Bytes::from_static(b"old"))),
         );
         row.cells.insert(
-            "w".into(),
+            "w",
             ColumnData::Simple(Cell::live(30, Bytes::from_static(b"new"))),
         );
         let mut cells = BTreeMap::new();
         cells.insert(Bytes::from_static(b"a"), Cell::live(10, Bytes::new()));
         cells.insert(Bytes::from_static(b"b"), Cell::live(30, Bytes::new()));
         row.cells.insert(
-            "s".into(),
+            "s",
             ColumnData::Complex {
                 deletion: DeletionTime {
                     marked_for_delete_at: 5,
@@ -757,9 +868,9 @@ mod tests {
         let now = 1000;
         let mut r = Row::default();
         r.cells
-            .insert("x".into(), ColumnData::Simple(Cell::live(5, b("old"))));
+            .insert("x", ColumnData::Simple(Cell::live(5, b("old"))));
         r.cells
-            .insert("y".into(), ColumnData::Simple(Cell::live(7, b("new"))));
+            .insert("y", ColumnData::Simple(Cell::live(7, b("new"))));
         r.deletion = Some(DeletionTime {
             marked_for_delete_at: 6,
             local_deletion_time: now,

@@ -265,9 +265,9 @@ fn get_row(r: &mut Reader) -> Result<Row, StorageError> {
     let mut cells = RowCells::new();
     for _ in 0..n {
         let name = r.bytes()?;
-        let name: Arc<str> = std::str::from_utf8(&name)
-            .map_err(|e| StorageError::Decode(e.to_string()))?
-            .into();
+        let name = ColumnName::new(
+            std::str::from_utf8(&name).map_err(|e| StorageError::Decode(e.to_string()))?,
+        );
         let data = match r.u8()? {
             0 => ColumnData::Simple(get_cell(r)?),
             2 => ColumnData::Counter(get_cell(r)?),
@@ -405,13 +405,13 @@ mod tests {
             local_expiration_time: NO_DELETION_TIME,
         });
         row.cells.insert(
-            "v".into(),
+            "v",
             ColumnData::Simple(Cell::live(5, Bytes::from_static(b"hello"))),
         );
         let mut cs = BTreeMap::new();
         cs.insert(Bytes::from_static(b"k"), Cell::tombstone(3, 100));
         row.cells.insert(
-            "m".into(),
+            "m",
             ColumnData::Complex {
                 deletion: DeletionTime::LIVE,
                 cells: cs,

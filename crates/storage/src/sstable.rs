@@ -1413,7 +1413,7 @@ mod tests {
         for c in 0..n {
             let mut cells = RowCells::new();
             cells.insert(
-                "v".into(),
+                "v",
                 ColumnData::Simple(Cell::live(c as i64 + 1, Bytes::from(vec![c as u8; 50]))),
             );
             p.rows.insert(
