@@ -449,7 +449,7 @@ impl Conn {
                 let stream = h.stream;
                 let is_use = matches!(&req, Request::Query { query, .. } if query.trim_start().len() >= 3 && query.trim_start()[..3].eq_ignore_ascii_case("use"));
                 let fut = async move {
-                    let (resp, warnings) = match server.process(req, &client, version).await {
+                    let (resp, warnings) = match Box::pin(server.process(req, &client, version)).await {
                         Ok(o) => {
                             if let Some(ev) = o.event {
                                 let _ = server.events.send(Event::SchemaChange(ev));
