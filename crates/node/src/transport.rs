@@ -449,15 +449,16 @@ impl Conn {
                 let stream = h.stream;
                 let is_use = matches!(&req, Request::Query { query, .. } if query.trim_start().len() >= 3 && query.trim_start()[..3].eq_ignore_ascii_case("use"));
                 let fut = async move {
-                    let (resp, warnings) = match Box::pin(server.process(req, &client, version)).await {
-                        Ok(o) => {
-                            if let Some(ev) = o.event {
-                                let _ = server.events.send(Event::SchemaChange(ev));
+                    let (resp, warnings) =
+                        match Box::pin(server.process(req, &client, version)).await {
+                            Ok(o) => {
+                                if let Some(ev) = o.event {
+                                    let _ = server.events.send(Event::SchemaChange(ev));
+                                }
+                                (Response::Result(o.body), o.warnings)
                             }
-                            (Response::Result(o.body), o.warnings)
-                        }
-                        Err(e) => (Response::Error(error_response(&e)), Vec::new()),
-                    };
+                            Err(e) => (Response::Error(error_response(&e)), Vec::new()),
+                        };
                     let f = encode(version, stream, &resp, compression, &warnings);
                     let _ = tx.send(Outgoing::Frame(f)).await;
                     drop(permit);
