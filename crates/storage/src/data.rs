@@ -928,15 +928,27 @@ impl Mutation {
         if let Some(r) = &mut p.static_row {
             own_row(r);
         }
-        let rows = std::mem::take(&mut p.rows);
-        p.rows = rows
-            .into_iter()
-            .map(|(mut ck, mut r)| {
-                ck.values = ck.values.iter().map(own).collect();
-                own_row(&mut r);
-                (ck, r)
-            })
-            .collect();
+        match &mut p.rows {
+            // in place: a mutation's rows are nearly always a short vector
+            crate::rows::Rows::Small(v) => {
+                for (ck, r) in v.iter_mut() {
+                    for value in ck.values.iter_mut() {
+                        *value = own(value);
+                    }
+                    own_row(r);
+                }
+            }
+            rows => {
+                *rows = std::mem::take(rows)
+                    .into_iter()
+                    .map(|(mut ck, mut r)| {
+                        ck.values = ck.values.iter().map(own).collect();
+                        own_row(&mut r);
+                        (ck, r)
+                    })
+                    .collect();
+            }
+        }
         p.rows.shrink_to_fit();
         for rt in &mut p.range_tombstones {
             rt.start.values = rt.start.values.iter().map(own).collect();

@@ -9,7 +9,7 @@
 use crate::clustering::Bound;
 use crate::data::{DecoratedKey, Mutation, Partition};
 use parking_lot::RwLock;
-use std::collections::BTreeMap;
+use std::collections::{btree_map, BTreeMap};
 use std::ops::Bound as RangeBound;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -110,13 +110,14 @@ impl Memtable {
         let mut size = m.update.memory_size() + m.key.key.len() + 16;
         {
             let mut shard = self.shards[shard_of(m.key.token)].write();
-            match shard.get_mut(&m.key) {
-                Some(p) => p.merge(m.update, now),
-                None => {
+            // one search of the tree whether the partition is new or not
+            match shard.entry(m.key) {
+                btree_map::Entry::Occupied(mut e) => e.get_mut().merge(m.update, now),
+                btree_map::Entry::Vacant(e) => {
                     size += PARTITION_OVERHEAD_BYTES;
                     let mut p = Partition::new();
                     p.merge(m.update, now);
-                    shard.insert(m.key, p);
+                    e.insert(p);
                     self.partitions.fetch_add(1, Ordering::Relaxed);
                 }
             }

@@ -851,29 +851,90 @@ impl SSTableWriter {
 /// Iterates the partitions of an SSTable in token order.
 pub struct Scanner<'a> {
     reader: &'a SSTableReader,
-    index: Vec<u8>,
+    /// A window of Index.db: `buf[pos..]` is unread; `buf[0]` is at `buf_at`.
+    buf: Vec<u8>,
+    buf_at: u64,
     pos: usize,
+    /// The chunk the last partition came from: a scan reads each chunk once,
+    /// in file order, past the chunk cache (compaction would only evict what
+    /// reads need from it).
+    current: Option<(u64, Arc<Vec<u8>>)>,
+}
+
+/// How much of Index.db a scan reads at a time.
+const SCAN_INDEX_READ: usize = 256 * 1024;
+
+impl Scanner<'_> {
+    /// Makes `buf[pos..]` hold at least one whole entry, reading more of the
+    /// index as needed; false at the end of the index.
+    fn fill(&mut self) -> Result<bool, StorageError> {
+        loop {
+            let end = self.buf_at + self.buf.len() as u64;
+            if read_index_entry(&self.buf, self.pos, self.reader.stats.version).is_some() {
+                return Ok(true);
+            }
+            let ip = || component_path(&self.reader.dir, self.reader.generation, "Index.db");
+            if end >= self.reader.index_len {
+                if self.pos < self.buf.len() {
+                    return Err(corrupt(
+                        &ip(),
+                        self.buf_at + self.pos as u64,
+                        "truncated index entry",
+                    ));
+                }
+                return Ok(false);
+            }
+            // keep the unread tail, and read at least as much again as it
+            // (an entry with a large row index can exceed one read)
+            self.buf.drain(..self.pos);
+            self.buf_at += self.pos as u64;
+            self.pos = 0;
+            let want = SCAN_INDEX_READ.max(self.buf.len());
+            let n = want.min((self.reader.index_len - end) as usize);
+            let old = self.buf.len();
+            self.buf.resize(old + n, 0);
+            self.reader
+                .index
+                .read_exact_at(&mut self.buf[old..], end)
+                .map_err(|e| io(&ip(), e))?;
+        }
+    }
 }
 
 impl Iterator for Scanner<'_> {
     type Item = Result<(DecoratedKey, Partition), StorageError>;
     fn next(&mut self) -> Option<Self::Item> {
-        if self.pos >= self.index.len() {
-            return None;
+        match self.fill() {
+            Ok(true) => {}
+            Ok(false) => return None,
+            Err(e) => {
+                self.pos = self.buf.len();
+                self.buf_at = self.reader.index_len;
+                return Some(Err(e));
+            }
         }
-        let Some(e) = read_index_entry(&self.index, self.pos, self.reader.stats.version) else {
-            let at = self.pos as u64;
-            self.pos = self.index.len();
-            return Some(Err(corrupt(
-                &component_path(&self.reader.dir, self.reader.generation, "Index.db"),
-                at,
-                "truncated index entry",
-            )));
+        let Scanner {
+            reader,
+            buf,
+            pos,
+            current,
+            ..
+        } = self;
+        let e = read_index_entry(buf, *pos, reader.stats.version)?;
+        *pos = e.next;
+        let mut chunk = |offset: u64| -> Result<Arc<Vec<u8>>, StorageError> {
+            if let Some((at, c)) = current {
+                if *at == offset {
+                    return Ok(c.clone());
+                }
+            }
+            let c = reader.load_chunk(offset)?;
+            *current = Some((offset, c.clone()));
+            Ok(c)
         };
-        self.pos = e.next;
         Some(
-            self.reader
-                .partition_for(&e, None)
+            reader
+                .partition_with(&e, None, &mut chunk)
                 .map(|p| (DecoratedKey::new(e.key), p)),
         )
     }
@@ -1083,6 +1144,13 @@ impl SSTableReader {
         if let Some(c) = self.cache.get((self.id, offset)) {
             return Ok(c);
         }
+        let c = self.load_chunk(offset)?;
+        self.cache.put((self.id, offset), c.clone());
+        Ok(c)
+    }
+
+    /// Reads, verifies and decompresses the chunk at `offset`.
+    fn load_chunk(&self, offset: u64) -> Result<Arc<Vec<u8>>, StorageError> {
         let dp = &self.data_file;
         let mut head = [0u8; CHUNK_HEADER];
         self.data
@@ -1103,13 +1171,16 @@ impl SSTableReader {
             return Err(corrupt(&dp, offset, "chunk checksum mismatch"));
         }
         let plain = decompress(kind, stored, ulen as usize).map_err(|e| corrupt(&dp, offset, e))?;
-        let c = Arc::new(plain);
-        self.cache.put((self.id, offset), c.clone());
-        Ok(c)
+        Ok(Arc::new(plain))
     }
 
-    fn partition_at(&self, chunk_offset: u64, intra: u32) -> Result<Partition, StorageError> {
-        let c = self.chunk(chunk_offset)?;
+    fn partition_at(
+        &self,
+        chunk_offset: u64,
+        intra: u32,
+        chunk: &mut dyn FnMut(u64) -> Result<Arc<Vec<u8>>, StorageError>,
+    ) -> Result<Partition, StorageError> {
+        let c = chunk(chunk_offset)?;
         let dp = &self.data_file;
         let bad = || corrupt(&dp, chunk_offset, format!("bad partition entry at {intra}"));
         let p = intra as usize;
@@ -1138,7 +1209,17 @@ impl SSTableReader {
         e: &IndexEntry,
         slices: Option<&[Slice]>,
     ) -> Result<Partition, StorageError> {
-        let mut p = self.partition_at(e.offset, e.intra)?;
+        self.partition_with(e, slices, &mut |offset| self.chunk(offset))
+    }
+
+    /// [`Self::partition_for`] with chunks from `chunk`.
+    fn partition_with(
+        &self,
+        e: &IndexEntry,
+        slices: Option<&[Slice]>,
+        chunk: &mut dyn FnMut(u64) -> Result<Arc<Vec<u8>>, StorageError>,
+    ) -> Result<Partition, StorageError> {
+        let mut p = self.partition_at(e.offset, e.intra, chunk)?;
         if e.row_index.is_empty() {
             return Ok(match slices {
                 Some(s) => slice_partition(&p, Some(s)),
@@ -1158,7 +1239,7 @@ impl SSTableReader {
         };
         for i in chosen {
             let (_, off, intra) = &blocks[i];
-            let b = self.partition_at(*off, *intra)?;
+            let b = self.partition_at(*off, *intra, chunk)?;
             for (ck, row) in b.rows.iter() {
                 p.rows.insert(ck.clone(), row.clone());
             }
@@ -1288,14 +1369,12 @@ impl SSTableReader {
 
     /// A lazy scan of every partition in token order.
     pub fn scanner(&self) -> Result<Scanner<'_>, StorageError> {
-        let mut buf = vec![0u8; self.index_len as usize];
-        self.index
-            .read_exact_at(&mut buf, 0)
-            .map_err(|e| io(&component_path(&self.dir, self.generation, "Index.db"), e))?;
         Ok(Scanner {
             reader: self,
-            index: buf,
-            pos: 8,
+            buf: Vec::new(),
+            buf_at: 8,
+            pos: 0,
+            current: None,
         })
     }
 
@@ -1468,6 +1547,58 @@ mod tests {
             err.to_string().contains("Data.db") && err.to_string().contains("checksum"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_scan_streams_the_index_and_reads_each_chunk_once_past_the_cache() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let cmp = ClusteringComparator::new(vec![(CqlType::Int, false)]);
+        let cache = ChunkCache::new(64 << 20);
+        // an index of about 1 MB (several scan reads), with partitions large
+        // enough for a row index spread through it
+        let mut keys: Vec<DecoratedKey> = (0..30_000u32)
+            .map(|i| DecoratedKey::new(Bytes::from(format!("partition-key-{i:08}"))))
+            .collect();
+        keys.sort();
+        let mut w = SSTableWriter::create(dir.path(), 1, 4096, true, 0.01).expect("writer");
+        for (i, k) in keys.iter().enumerate() {
+            let rows = if i % 5000 == 17 { 400 } else { 1 };
+            w.append(k, &part(&cmp, rows)).expect("append");
+        }
+        w.finish(1).expect("finish");
+        let r = SSTableReader::open(dir.path(), 1, cmp.clone(), cache.clone()).expect("open");
+        assert!(r.index_len > 3 * SCAN_INDEX_READ as u64, "{}", r.index_len);
+        assert!(r.stats.indexed_partitions >= 6);
+        let scanned: Vec<(DecoratedKey, Partition)> = r.scan().expect("scan");
+        assert_eq!(
+            scanned.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
+            keys
+        );
+        for (i, (_, p)) in scanned.iter().enumerate() {
+            assert_eq!(p.rows.len(), if i % 5000 == 17 { 400 } else { 1 }, "{i}");
+        }
+        // nothing went through the chunk cache
+        assert_eq!(cache.hits.load(Ordering::Relaxed), 0);
+        assert_eq!(cache.misses.load(Ordering::Relaxed), 0);
+        // a read of the same partition through the cache agrees with the scan
+        for i in [0, 17, 5017, 29_999] {
+            let p = r.read(&keys[i], None).expect("read").expect("present");
+            assert_eq!(p.rows.len(), scanned[i].1.rows.len());
+        }
+        // an index cut in the middle of an entry is reported, not skipped
+        let ip = component_path(dir.path(), 1, "Index.db");
+        let bytes = std::fs::read(&ip).expect("read");
+        std::fs::write(&ip, &bytes[..bytes.len() - 3]).expect("write");
+        let cut = SSTableReader {
+            index_len: bytes.len() as u64 - 3,
+            ..r
+        };
+        let err = cut
+            .scanner()
+            .expect("scanner")
+            .find_map(|p| p.err())
+            .expect("error");
+        assert!(err.to_string().contains("truncated index entry"), "{err}");
     }
 
     fn bound(cmp: &Arc<ClusteringComparator>, v: i32, kind: BoundKind) -> ClusteringKey {
