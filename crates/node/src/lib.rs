@@ -136,7 +136,7 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         user_stats.entries,
         stats.segments,
         if user_stats.torn_tail {
-            " (ignored a torn write at the end of the last segment)"
+            " (ignored a torn write at the end of a segment)"
         } else {
             ""
         }

@@ -91,20 +91,42 @@ impl Entry {
 struct Writer {
     /// Tables with data in each segment not yet flushed.
     dirty: std::collections::BTreeMap<u64, std::collections::HashSet<uuid::Uuid>>,
-    file: File,
+    file: Arc<File>,
     segment_id: u64,
+    /// Bytes of the current segment, appended entries included.
     segment_bytes: u64,
     /// Logical position: total bytes appended since start.
     position: u64,
     dir: PathBuf,
     /// Entries appended and not yet written (group writing).
     pending: Vec<u8>,
-    /// Bytes of the current segment in the file (`segment_bytes` less `pending`).
-    written_bytes: u64,
+    /// A spent buffer kept for the next `pending`.
+    spare_buffer: Option<Vec<u8>>,
+    /// Everything up to this position has reached the OS (or failed to).
+    written: u64,
+    /// Buffered entries of segments that rolled before they were written.
+    sealed: Vec<Job>,
+    /// Rolled segments the syncer has not fsynced yet.
+    unsynced: Vec<Arc<File>>,
+    /// The next segment, created ahead of need by the syncer thread so that a
+    /// roll on the write path makes no file system calls.
+    spare: Option<(u64, File)>,
+    /// The next segment id to hand out (ids only grow; a spare made too late
+    /// for its roll is deleted, leaving a gap).
+    next_id: u64,
     /// After a failed write: the next append starts a new segment.
     must_roll: bool,
     /// The latest failed writes, for the waiters of their entries.
     failures: Vec<Failure>,
+}
+
+/// Buffered entries of one segment taken for one write: offsets `start..end`.
+struct Job {
+    segment_id: u64,
+    file: Arc<File>,
+    buf: Vec<u8>,
+    start: u64,
+    end: u64,
 }
 
 /// A write of buffered entries that failed: positions `(from, to]`.
@@ -133,10 +155,29 @@ impl Writer {
             };
             return Some(Err(io_err(&f.path, e)));
         }
-        if pos <= position(self.segment_id, self.written_bytes) {
+        if pos <= self.written {
             return Some(Ok(()));
         }
         None
+    }
+
+    /// The current segment's buffered entries as a write job.
+    fn take_pending(&mut self) -> Option<Job> {
+        if self.pending.is_empty() {
+            return None;
+        }
+        let next = self
+            .spare_buffer
+            .take()
+            .unwrap_or_else(|| Vec::with_capacity(64 * 1024));
+        let buf = std::mem::replace(&mut self.pending, next);
+        Some(Job {
+            segment_id: self.segment_id,
+            file: self.file.clone(),
+            start: self.segment_bytes - buf.len() as u64,
+            end: self.segment_bytes,
+            buf,
+        })
     }
 }
 
@@ -151,14 +192,30 @@ struct SyncState {
 }
 
 /// The commit log of a node.
+///
+/// Appending only copies an entry into the segment buffer under `writer`, a
+/// lock never held across a system call. Writes of the buffer are serialized
+/// by `io`; a request thread that finds it taken awaits `written` instead of
+/// blocking, and segment files are created and fsynced by the syncer thread,
+/// so no request thread waits on the disk.
 pub struct CommitLog {
     writer: Mutex<Writer>,
+    /// Held while buffered entries are written to their files.
+    io: Mutex<()>,
+    /// Signalled after every write of buffered entries.
+    written: tokio::sync::Notify,
+    /// One fsync pass at a time (its position must cover what it synced).
+    sync_pass: Mutex<()>,
     state: Mutex<SyncState>,
     wake_syncer: Condvar,
     synced_tx: tokio::sync::watch::Sender<u64>,
     mode: SyncMode,
     segment_size_bytes: u64,
     stopped: AtomicBool,
+    /// A roll used the spare segment: the syncer makes the next one.
+    need_spare: AtomicBool,
+    /// Held while a spare is made (shutdown waits for it, then removes it).
+    making_spare: Mutex<()>,
     /// Bytes of all segment files, kept as they are written and removed (the
     /// write path checks it on every write: no directory listing there).
     disk_bytes: std::sync::atomic::AtomicU64,
@@ -242,9 +299,11 @@ pub fn segment_of(position: u64) -> u64 {
 }
 
 /// Reads every entry of every segment in `dir`, oldest first, with the
-/// position of its end. A partial entry at the very end of the newest segment
-/// (a write the process died in) is ignored; any other damage is an error
-/// naming the file and position.
+/// position of its end. A partial entry at the very end of a segment (a write
+/// the process died in; a rolled segment is fsynced after the roll, so after a
+/// power loss an older segment can end in one too) is ignored, as is garbage
+/// after the last whole entry of the newest segment; any other damage is an
+/// error naming the file and position.
 pub fn replay(
     dir: &Path,
     mut f: impl FnMut(u64, Entry) -> Result<(), StorageError>,
@@ -266,11 +325,9 @@ pub fn replay(
             reason: reason.to_string(),
         };
         if data.len() < HEADER_LEN {
-            if i == last {
-                stats.torn_tail = true;
-                continue;
-            }
-            return Err(corrupt(0, "segment header truncated"));
+            // a segment being created when the process died
+            stats.torn_tail = true;
+            continue;
         }
         if &data[0..4] != SEGMENT_MAGIC {
             return Err(corrupt(0, "bad magic"));
@@ -289,18 +346,15 @@ pub fn replay(
         while pos < data.len() {
             let is_tail_region = i == last;
             if data.len() - pos < 8 {
-                if is_tail_region {
-                    stats.torn_tail = true;
-                    break;
-                }
-                return Err(corrupt(pos, "truncated entry header"));
+                stats.torn_tail = true;
+                break;
             }
             let len_bytes = &data[pos..pos + 4];
             let len = u32::from_be_bytes([len_bytes[0], len_bytes[1], len_bytes[2], len_bytes[3]])
                 as usize;
             let len_crc = &data[pos + 4..pos + 8];
             if crc32fast::hash(len_bytes).to_be_bytes() != len_crc {
-                if is_tail_region && data[pos..].iter().all(|b| *b == 0) {
+                if data[pos..].iter().all(|b| *b == 0) {
                     break;
                 }
                 if is_tail_region {
@@ -311,15 +365,12 @@ pub fn replay(
             }
             let end = pos + 8 + len + 4;
             if end > data.len() {
-                if is_tail_region {
-                    stats.torn_tail = true;
-                    break;
-                }
-                return Err(corrupt(pos, "truncated entry"));
+                stats.torn_tail = true;
+                break;
             }
             let payload = &data[pos + 8..pos + 8 + len];
             if crc32fast::hash(payload).to_be_bytes() != data[pos + 8 + len..end] {
-                if is_tail_region && end == data.len() {
+                if end == data.len() {
                     stats.torn_tail = true;
                     break;
                 }
@@ -354,16 +405,24 @@ impl CommitLog {
         let log = Arc::new(CommitLog {
             writer: Mutex::new(Writer {
                 dirty: Default::default(),
-                file,
+                file: Arc::new(file),
                 segment_id: next_id,
                 segment_bytes: HEADER_LEN as u64,
                 position: 0,
                 dir: dir.to_path_buf(),
                 pending: Vec::with_capacity(64 * 1024),
-                written_bytes: HEADER_LEN as u64,
+                spare_buffer: None,
+                written: 0,
+                sealed: Vec::new(),
+                unsynced: Vec::new(),
+                spare: None,
+                next_id: next_id + 1,
                 must_roll: false,
                 failures: Vec::new(),
             }),
+            io: Mutex::new(()),
+            written: tokio::sync::Notify::new(),
+            sync_pass: Mutex::new(()),
             state: Mutex::new(SyncState {
                 requested: 0,
                 synced: 0,
@@ -374,6 +433,8 @@ impl CommitLog {
             mode,
             segment_size_bytes,
             stopped: AtomicBool::new(false),
+            need_spare: AtomicBool::new(true),
+            making_spare: Mutex::new(()),
             disk_bytes: std::sync::atomic::AtomicU64::new(existing_bytes + HEADER_LEN as u64),
         });
         let l2 = log.clone();
@@ -395,9 +456,8 @@ impl CommitLog {
         let mut payload = Vec::with_capacity(64);
         entry.encode(&mut payload);
         let pos = self.append_deferred(&payload, table)?;
-        let mut w = self.writer.lock();
-        self.write_pending(&mut w);
-        w.outcome(pos).unwrap_or_else(|| {
+        self.write_pending(self.io.lock());
+        self.writer.lock().outcome(pos).unwrap_or_else(|| {
             Err(StorageError::CommitLogStopped(
                 "commit log entry not written".into(),
             ))
@@ -415,8 +475,18 @@ impl CommitLog {
         payload: &[u8],
         table: Option<uuid::Uuid>,
     ) -> Result<u64, StorageError> {
-        let mut w = self.writer.lock();
-        self.append_locked(&mut w, 1, payload, table)
+        let (pos, full) = {
+            let mut w = self.writer.lock();
+            let pos = self.append_locked(&mut w, 1, payload, table)?;
+            (pos, w.pending.len() >= PENDING_WRITE_BYTES)
+        };
+        if full {
+            // a large buffer goes out now, unless a write is under way already
+            if let Some(io) = self.io.try_lock() {
+                self.write_pending(io);
+            }
+        }
+        Ok(pos)
     }
 
     fn append_deferred(
@@ -451,27 +521,7 @@ impl CommitLog {
             || (w.segment_bytes + entry_bytes > self.segment_size_bytes
                 && w.segment_bytes > HEADER_LEN as u64)
         {
-            // roll: make the old segment durable, start a new one
-            self.write_pending(w);
-            let path = segment_path(&w.dir, w.segment_id);
-            w.file.sync_data().map_err(|e| io_err(&path, e))?;
-            // the new segment must exist whole before it is used (a full disk
-            // leaves the current one in place, and nothing half-made behind)
-            let next = w.segment_id + 1;
-            let file = match open_segment(&w.dir, next) {
-                Ok(f) => f,
-                Err(e) => {
-                    let _ = std::fs::remove_file(segment_path(&w.dir, next));
-                    return Err(e);
-                }
-            };
-            w.segment_id = next;
-            w.file = file;
-            w.segment_bytes = HEADER_LEN as u64;
-            w.written_bytes = HEADER_LEN as u64;
-            w.must_roll = false;
-            self.disk_bytes
-                .fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
+            self.roll(w)?;
         }
         let lb = (len as u32).to_be_bytes();
         w.pending.extend_from_slice(&lb);
@@ -489,78 +539,181 @@ impl CommitLog {
             let seg = w.segment_id;
             w.dirty.entry(seg).or_default().insert(t);
         }
-        if w.pending.len() >= PENDING_WRITE_BYTES {
-            self.write_pending(w);
-        }
         Ok(w.position)
     }
 
-    /// Writes the buffered entries to the segment in one write. On failure
-    /// (a full disk) the partial write is cut off so the segment holds whole
-    /// entries only, the entries are recorded as failed for their waiters,
-    /// and the next append starts a new segment (positions are never reused).
-    fn write_pending(&self, w: &mut Writer) {
-        if w.pending.is_empty() {
-            return;
+    /// Starts the next segment: the spare the syncer made, or a new file when
+    /// it has none ready. The old segment's buffered entries are written and
+    /// its file fsynced later, in order, by the next write and sync.
+    fn roll(&self, w: &mut Writer) -> Result<(), StorageError> {
+        let (id, file) = match w.spare.take() {
+            Some((id, f)) => (id, f),
+            None => {
+                // the new segment must exist whole before it is used (a full
+                // disk leaves the current one in place, and nothing half-made)
+                let id = w.next_id;
+                w.next_id += 1;
+                match open_segment(&w.dir, id) {
+                    Ok(f) => {
+                        self.disk_bytes
+                            .fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
+                        (id, f)
+                    }
+                    Err(e) => {
+                        let _ = std::fs::remove_file(segment_path(&w.dir, id));
+                        return Err(e);
+                    }
+                }
+            }
+        };
+        if let Some(job) = w.take_pending() {
+            w.sealed.push(job);
         }
-        let pending = std::mem::take(&mut w.pending);
-        match w.file.write_all(&pending) {
-            Ok(()) => {
-                w.written_bytes += pending.len() as u64;
+        let old = std::mem::replace(&mut w.file, Arc::new(file));
+        w.unsynced.push(old);
+        w.segment_id = id;
+        w.segment_bytes = HEADER_LEN as u64;
+        w.must_roll = false;
+        // the syncer makes the next spare
+        self.need_spare.store(true, Ordering::Relaxed);
+        self.wake_syncer.notify_one();
+        Ok(())
+    }
+
+    /// Creates the next spare segment if there is none (syncer thread).
+    fn make_spare(&self) {
+        let _making = self.making_spare.lock();
+        self.need_spare.store(false, Ordering::Relaxed);
+        let (id, dir) = {
+            let mut w = self.writer.lock();
+            if w.spare.is_some() || self.stopped.load(Ordering::Relaxed) {
+                return;
+            }
+            let id = w.next_id;
+            w.next_id += 1;
+            (id, w.dir.clone())
+        };
+        match open_segment(&dir, id) {
+            Ok(f) => {
                 self.disk_bytes
-                    .fetch_add(pending.len() as u64, Ordering::Relaxed);
+                    .fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
+                let mut w = self.writer.lock();
+                if w.spare.is_none() && id > w.segment_id && !self.stopped.load(Ordering::Relaxed) {
+                    w.spare = Some((id, f));
+                    return;
+                }
+                drop(w);
+                self.remove_spare_file(&dir, id);
             }
             Err(e) => {
-                let good = w.written_bytes;
-                let undone = w
-                    .file
-                    .set_len(good)
-                    .and_then(|_| w.file.seek(std::io::SeekFrom::Start(good)));
-                if undone.is_err() {
-                    self.stopped.store(true, Ordering::Relaxed);
-                }
-                let path = segment_path(&w.dir, w.segment_id);
-                let failure = Failure {
-                    from: position(w.segment_id, good),
-                    to: position(w.segment_id, w.segment_bytes),
-                    path,
-                    os_error: e.raw_os_error(),
-                    kind: e.kind(),
-                    message: e.to_string(),
-                };
-                if w.failures.len() >= 64 {
-                    w.failures.remove(0);
-                }
-                w.failures.push(failure);
-                w.must_roll = true;
+                // the roll will try again itself, and report the error
+                tracing::warn!("cannot create the next commit log segment: {e}");
+                let _ = std::fs::remove_file(segment_path(&dir, id));
             }
-        }
-        let mut buf = pending;
-        buf.clear();
-        if buf.capacity() <= 4 * PENDING_WRITE_BYTES {
-            w.pending = buf;
         }
     }
 
+    fn remove_spare_file(&self, dir: &Path, id: u64) {
+        if std::fs::remove_file(segment_path(dir, id)).is_ok() {
+            self.disk_bytes
+                .fetch_sub(HEADER_LEN as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Writes the buffered entries, one write per segment (nearly always
+    /// one), then releases `io` and wakes the waiters. On failure (a full
+    /// disk) the partial write is cut off so the segment holds whole entries
+    /// only; those entries, and any appended to that segment after them, are
+    /// recorded as failed for their waiters, and the next append starts a new
+    /// segment (positions are never reused).
+    fn write_pending(&self, io: parking_lot::MutexGuard<'_, ()>) {
+        let jobs = {
+            let mut w = self.writer.lock();
+            let mut jobs = std::mem::take(&mut w.sealed);
+            jobs.extend(w.take_pending());
+            jobs
+        };
+        for job in jobs {
+            let r = (&*job.file).write_all(&job.buf);
+            let mut w = self.writer.lock();
+            match r {
+                Ok(()) => {
+                    w.written = w.written.max(position(job.segment_id, job.end));
+                    self.disk_bytes
+                        .fetch_add(job.buf.len() as u64, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    let undone = job.file.set_len(job.start).and_then(|_| {
+                        (&*job.file)
+                            .seek(std::io::SeekFrom::Start(job.start))
+                            .map(|_| ())
+                    });
+                    if undone.is_err() {
+                        self.stopped.store(true, Ordering::Relaxed);
+                    }
+                    // what was appended to this segment meanwhile can no
+                    // longer follow in the file: it fails with this write
+                    let mut to = job.end;
+                    w.sealed.retain(|j| {
+                        let same = j.segment_id == job.segment_id;
+                        if same {
+                            to = to.max(j.end);
+                        }
+                        !same
+                    });
+                    if w.segment_id == job.segment_id {
+                        to = to.max(w.segment_bytes);
+                        w.pending.clear();
+                        w.must_roll = true;
+                    }
+                    let failure = Failure {
+                        from: position(job.segment_id, job.start),
+                        to: position(job.segment_id, to),
+                        path: segment_path(&w.dir, job.segment_id),
+                        os_error: e.raw_os_error(),
+                        kind: e.kind(),
+                        message: e.to_string(),
+                    };
+                    if w.failures.len() >= 64 {
+                        w.failures.remove(0);
+                    }
+                    w.failures.push(failure);
+                }
+            }
+            let mut buf = job.buf;
+            buf.clear();
+            if buf.capacity() <= 4 * PENDING_WRITE_BYTES && w.spare_buffer.is_none() {
+                w.spare_buffer = Some(buf);
+            }
+        }
+        drop(io);
+        self.written.notify_waiters();
+    }
+
     /// Waits until the entry ending at `position` has reached the OS (a
-    /// process crash no longer loses it), writing the buffer itself when no
-    /// other writer has: it first lets the other ready writes append, so one
-    /// write carries many entries. Errors when that write failed.
+    /// process crash no longer loses it). It first lets the other ready
+    /// writers append, so one write carries many entries; then it writes the
+    /// buffer itself, or, while another thread is writing, waits for that
+    /// write without holding its thread. Errors when the write failed.
     pub async fn wait_written(&self, position: u64) -> Result<(), StorageError> {
         let mut yielded = false;
         loop {
-            {
-                let mut w = self.writer.lock();
-                if let Some(r) = w.outcome(position) {
-                    return r;
-                }
-                if yielded {
-                    self.write_pending(&mut w);
-                    continue;
-                }
+            let written = self.written.notified();
+            tokio::pin!(written);
+            written.as_mut().enable();
+            if let Some(r) = self.writer.lock().outcome(position) {
+                return r;
             }
-            tokio::task::yield_now().await;
-            yielded = true;
+            if !yielded {
+                tokio::task::yield_now().await;
+                yielded = true;
+                continue;
+            }
+            if let Some(io) = self.io.try_lock() {
+                self.write_pending(io);
+                continue;
+            }
+            written.await;
         }
     }
 
@@ -647,16 +800,20 @@ impl CommitLog {
         }
     }
 
+    /// Writes the buffer and fsyncs every segment with unsynced writes;
+    /// returns the position everything before which is durable.
     fn sync_now(&self) -> Result<u64, String> {
-        let (file, pos) = {
+        let _pass = self.sync_pass.lock();
+        self.write_pending(self.io.lock());
+        let (files, pos) = {
             let mut w = self.writer.lock();
-            self.write_pending(&mut w);
-            (
-                w.file.try_clone().map_err(|e| e.to_string())?,
-                position(w.segment_id, w.written_bytes),
-            )
+            let mut files = std::mem::take(&mut w.unsynced);
+            files.push(w.file.clone());
+            (files, w.written)
         };
-        file.sync_data().map_err(|e| e.to_string())?;
+        for f in files {
+            f.sync_data().map_err(|e| e.to_string())?;
+        }
         Ok(pos)
     }
 
@@ -665,12 +822,29 @@ impl CommitLog {
             let stop = self.stopped.load(Ordering::Relaxed);
             match self.mode {
                 SyncMode::Periodic(p) => {
+                    // woken early by a roll (which also makes the rolled
+                    // segment durable) or by shutdown; a wake-up may be
+                    // missed, so the flags are looked at every 100 ms
+                    let start = std::time::Instant::now();
                     let mut st = self.state.lock();
-                    let _ = self.wake_syncer.wait_for(&mut st, p);
+                    while !self.need_spare.load(Ordering::Relaxed)
+                        && !self.stopped.load(Ordering::Relaxed)
+                    {
+                        let left = p.saturating_sub(start.elapsed());
+                        if left.is_zero() {
+                            break;
+                        }
+                        let _ = self
+                            .wake_syncer
+                            .wait_for(&mut st, left.min(Duration::from_millis(100)));
+                    }
                 }
                 SyncMode::Batch | SyncMode::Group(_) => {
                     let mut st = self.state.lock();
-                    while st.requested <= st.synced && !self.stopped.load(Ordering::Relaxed) {
+                    while st.requested <= st.synced
+                        && !self.stopped.load(Ordering::Relaxed)
+                        && !self.need_spare.load(Ordering::Relaxed)
+                    {
                         let _ = self
                             .wake_syncer
                             .wait_for(&mut st, Duration::from_millis(100));
@@ -681,6 +855,7 @@ impl CommitLog {
                     }
                 }
             }
+            self.make_spare();
             match self.sync_now() {
                 Ok(pos) => {
                     let mut st = self.state.lock();
@@ -707,6 +882,14 @@ impl CommitLog {
     pub fn shutdown(&self) {
         let _ = self.sync_now();
         self.stopped.store(true, Ordering::Relaxed);
+        let _making = self.making_spare.lock();
+        let spare = {
+            let mut w = self.writer.lock();
+            w.spare.take().map(|(id, _)| (id, w.dir.clone()))
+        };
+        if let Some((id, dir)) = spare {
+            self.remove_spare_file(&dir, id);
+        }
         self.wake_syncer.notify_all();
     }
 
@@ -793,6 +976,132 @@ mod tests {
             msg.contains("CommitLog-1-1.log") && msg.contains("position 20"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn an_older_segment_cut_short_by_a_crash_replays_up_to_its_last_whole_entry() {
+        let dir = tempfile::tempdir().expect("tmp");
+        {
+            let log = CommitLog::open(
+                dir.path(),
+                SyncMode::Periodic(Duration::from_secs(10)),
+                4096,
+            )
+            .expect("open");
+            for i in 0..100u8 {
+                log.append(&Entry::Mutation(vec![i; 100]), None)
+                    .expect("append");
+            }
+            log.shutdown();
+        }
+        let segs = list_segments(dir.path()).expect("list");
+        assert!(segs.len() > 2);
+        // the spare segment was removed at shutdown: the last one has entries
+        assert!(
+            std::fs::metadata(&segs[segs.len() - 1].1)
+                .expect("meta")
+                .len()
+                > HEADER_LEN as u64
+        );
+        let len = std::fs::metadata(&segs[0].1).expect("meta").len();
+        let f = OpenOptions::new()
+            .write(true)
+            .open(&segs[0].1)
+            .expect("open");
+        f.set_len(len - 3).expect("truncate");
+        let mut seen = Vec::new();
+        let stats = replay(dir.path(), |_, e| {
+            seen.push(e);
+            Ok(())
+        })
+        .expect("replay");
+        assert!(stats.torn_tail);
+        assert_eq!(seen.len(), 99, "only the cut entry is missing");
+        assert_eq!(seen[98], Entry::Mutation(vec![99; 100]));
+    }
+
+    #[test]
+    fn a_writer_waiting_for_another_threads_write_does_not_hold_its_thread() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let log = CommitLog::open(
+            dir.path(),
+            SyncMode::Periodic(Duration::from_secs(3600)),
+            1 << 20,
+        )
+        .expect("open");
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let l = log.clone();
+        std::thread::spawn(move || {
+            // one thread for every task: a blocked wait would stop them all
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let pos = l.append_mutation(&[7; 50], None).expect("append");
+                let io = l.io.lock(); // another thread is writing
+                let l2 = l.clone();
+                let waiter = tokio::spawn(async move { l2.wait_written(pos).await });
+                let ticks = tokio::spawn(async {
+                    for _ in 0..5 {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                });
+                ticks.await.expect("other tasks ran meanwhile");
+                assert!(!waiter.is_finished());
+                // that write covers the waiter's entry and wakes it
+                l.write_pending(io);
+                waiter.await.expect("join").expect("written");
+            });
+            let _ = done_tx.send(());
+        });
+        done_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the waiting task did not block the runtime's thread");
+        log.shutdown();
+    }
+
+    #[tokio::test]
+    async fn a_roll_uses_the_spare_segment_made_ahead_by_the_syncer() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let log = CommitLog::open(
+            dir.path(),
+            SyncMode::Periodic(Duration::from_secs(3600)),
+            4096,
+        )
+        .expect("open");
+        let spare_ready = || log.writer.lock().spare.as_ref().map(|(id, _)| *id);
+        for _ in 0..200 {
+            if spare_ready().is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let spare = spare_ready().expect("a spare segment is made at start");
+        let mut last = 0;
+        for i in 0..60u8 {
+            last = log.append_mutation(&[i; 100], None).expect("append");
+        }
+        log.wait_written(last).await.expect("written");
+        assert_eq!(segment_of(last), spare, "the roll went to the spare");
+        for _ in 0..200 {
+            if spare_ready().is_some_and(|id| id > spare) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(
+            spare_ready().is_some_and(|id| id > spare),
+            "and a new spare follows"
+        );
+        log.shutdown();
+        let mut n = 0;
+        replay(dir.path(), |_, _| {
+            n += 1;
+            Ok(())
+        })
+        .expect("replay");
+        assert_eq!(n, 60);
     }
 
     #[tokio::test]
