@@ -462,7 +462,10 @@ pub fn compact(
             if !dropped_columns.is_empty() {
                 p.purge_dropped(dropped_columns);
             }
-            if p.compact(now, gc_before, !outside(&min)) {
+            // whether other data of the key may exist is only asked when
+            // there is something to purge
+            let purgeable = p.may_purge(gc_before) && !outside(&min);
+            if p.compact(now, gc_before, purgeable) {
                 if writer.data_bytes() >= max_output_bytes(written.len()) {
                     let next = new_writer()?;
                     let done = std::mem::replace(&mut writer, next);
@@ -700,6 +703,82 @@ mod tests {
             fully_expired(&[expired.clone()], 1000).is_empty(),
             "not expired before gc_before"
         );
+    }
+
+    #[test]
+    fn only_partitions_with_something_to_purge_ask_whether_data_exists_outside() {
+        use crate::clustering::{ClusteringComparator, ClusteringKey};
+        use crate::data::{Cell, ColumnData, Row, RowCells};
+        use crate::sstable::ChunkCache;
+        use bytes::Bytes;
+        let dir = tempfile::tempdir().expect("tmp");
+        let cmp = ClusteringComparator::new(vec![]);
+        let cache = ChunkCache::new(1 << 20);
+        let now = 1_000_000;
+        let gc_before = now - 10;
+        let part = |cell: Cell| {
+            let mut p = Partition::new();
+            let mut cells = RowCells::new();
+            cells.insert("v", ColumnData::Simple(cell));
+            p.rows.insert(
+                ClusteringKey::row(vec![], cmp.clone()),
+                Row {
+                    liveness: None,
+                    deletion: None,
+                    cells,
+                },
+            );
+            p
+        };
+        let mut keys: Vec<DecoratedKey> = (0..4u8)
+            .map(|i| DecoratedKey::new(Bytes::from(vec![i; 4])))
+            .collect();
+        keys.sort();
+        let live = part(Cell::live(1, Bytes::from_static(b"x")));
+        let old_tombstone = part(Cell::tombstone(2, now - 100));
+        let new_tombstone = part(Cell::tombstone(3, now - 1));
+        let expired_ttl = part(Cell::expiring(4, 10, now - 100, Bytes::from_static(b"y")));
+        assert!(!live.may_purge(gc_before));
+        assert!(old_tombstone.may_purge(gc_before));
+        assert!(!new_tombstone.may_purge(gc_before));
+        assert!(expired_ttl.may_purge(gc_before));
+        let mut w = SSTableWriter::create(dir.path(), 1, 4096, true, 0.01).expect("writer");
+        for (k, p) in keys
+            .iter()
+            .zip([&live, &old_tombstone, &new_tombstone, &expired_ttl])
+        {
+            w.append(k, p).expect("append");
+        }
+        w.finish(1).expect("finish");
+        let input = Arc::new(SSTableReader::open(dir.path(), 1, cmp.clone(), cache).expect("open"));
+        for data_outside in [true, false] {
+            let asked = std::sync::Mutex::new(Vec::new());
+            let mut gen = 10 + data_outside as u64;
+            let (result, _) = compact(
+                &[input.clone()],
+                &mut || {
+                    gen += 2;
+                    SSTableWriter::create(dir.path(), gen, 4096, true, 0.01)
+                },
+                &|_| u64::MAX,
+                now,
+                gc_before,
+                &[],
+                &|k| {
+                    asked.lock().expect("lock").push(k.clone());
+                    data_outside
+                },
+                &|_| {},
+            )
+            .expect("compact");
+            // asked about the old tombstone and the long-expired cell only
+            assert_eq!(
+                *asked.lock().expect("lock"),
+                vec![keys[1].clone(), keys[3].clone()]
+            );
+            // purged only when nothing outside can hold what they shadow
+            assert_eq!(result.output_partitions, if data_outside { 4 } else { 2 });
+        }
     }
 
     #[test]

@@ -968,6 +968,66 @@ impl Cell {
 }
 
 impl Partition {
+    /// Calls `f` with the local deletion time of every tombstone and the
+    /// expiry of every cell or row with a TTL; with `i32::MAX` for data that
+    /// lives forever.
+    pub fn for_each_deletion_time(&self, mut f: impl FnMut(i32)) {
+        if !self.deletion.is_live() {
+            f(self.deletion.local_deletion_time);
+        }
+        let mut row = |r: &Row| {
+            if let Some(l) = &r.liveness {
+                f(if l.ttl > 0 {
+                    l.local_expiration_time
+                } else {
+                    i32::MAX
+                });
+            }
+            if let Some(d) = &r.deletion {
+                f(d.local_deletion_time);
+            }
+            let cell = |c: &Cell| {
+                if c.value.is_some() && c.ttl == 0 {
+                    i32::MAX
+                } else {
+                    c.local_deletion_time
+                }
+            };
+            for d in r.cells.values() {
+                match d {
+                    ColumnData::Simple(c) | ColumnData::Counter(c) => f(cell(c)),
+                    ColumnData::Complex { cells, deletion } => {
+                        if !deletion.is_live() {
+                            f(deletion.local_deletion_time);
+                        }
+                        for c in cells.values() {
+                            f(cell(c));
+                        }
+                    }
+                }
+            }
+        };
+        if let Some(r) = &self.static_row {
+            row(r);
+        }
+        for r in self.rows.values() {
+            row(r);
+        }
+        for rt in &self.range_tombstones {
+            f(rt.deletion.local_deletion_time);
+        }
+    }
+
+    /// Whether compaction could purge anything here at `gc_before`: a
+    /// tombstone or an expiring cell older than it.
+    pub fn may_purge(&self, gc_before: i32) -> bool {
+        let mut any = false;
+        self.for_each_deletion_time(|t| any |= t < gc_before);
+        any
+    }
+}
+
+impl Partition {
     /// Compaction's view of a partition: drops what deletions shadow, turns
     /// expired cells into tombstones, and — when `purgeable` (no data outside
     /// the compaction can be shadowed by them) — drops tombstones whose

@@ -337,51 +337,11 @@ fn never() -> i32 {
     i32::MAX
 }
 
+/// The latest local deletion time in `p` (`i32::MAX` when anything lives
+/// forever): what a whole-SSTable expiry check needs.
 fn local_deletion_times(p: &Partition) -> i32 {
-    let mut max = if p.deletion.is_live() {
-        i32::MIN
-    } else {
-        p.deletion.local_deletion_time
-    };
-    let row = |r: &Row, max: &mut i32| {
-        if let Some(l) = &r.liveness {
-            *max = (*max).max(if l.ttl > 0 {
-                l.local_expiration_time
-            } else {
-                i32::MAX
-            });
-        }
-        if let Some(d) = &r.deletion {
-            *max = (*max).max(d.local_deletion_time);
-        }
-        for d in r.cells.values() {
-            let cells: Vec<&crate::data::Cell> = match d {
-                ColumnData::Simple(c) | ColumnData::Counter(c) => vec![c],
-                ColumnData::Complex { cells, deletion } => {
-                    if !deletion.is_live() {
-                        *max = (*max).max(deletion.local_deletion_time);
-                    }
-                    cells.values().collect()
-                }
-            };
-            for c in cells {
-                *max = (*max).max(if c.value.is_some() && c.ttl == 0 {
-                    i32::MAX
-                } else {
-                    c.local_deletion_time
-                });
-            }
-        }
-    };
-    if let Some(r) = &p.static_row {
-        row(r, &mut max);
-    }
-    for r in p.rows.values() {
-        row(r, &mut max);
-    }
-    for rt in &p.range_tombstones {
-        max = max.max(rt.deletion.local_deletion_time);
-    }
+    let mut max = i32::MIN;
+    p.for_each_deletion_time(|t| max = max.max(t));
     max
 }
 
