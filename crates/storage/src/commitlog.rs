@@ -949,22 +949,26 @@ mod tests {
         assert_eq!(seen[7], Entry::Mutation(vec![7; 100]));
     }
 
+    /// A log of 100 entries of 100 bytes in 4 KB segments, shut down.
+    fn hundred_entries_in_small_segments() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("tmp");
+        let log = CommitLog::open(
+            dir.path(),
+            SyncMode::Periodic(Duration::from_secs(10)),
+            4096,
+        )
+        .expect("open");
+        for i in 0..100u8 {
+            log.append(&Entry::Mutation(vec![i; 100]), None)
+                .expect("append");
+        }
+        log.shutdown();
+        dir
+    }
+
     #[test]
     fn corruption_in_an_older_segment_is_reported_with_path_and_position() {
-        let dir = tempfile::tempdir().expect("tmp");
-        {
-            let log = CommitLog::open(
-                dir.path(),
-                SyncMode::Periodic(Duration::from_secs(10)),
-                4096,
-            )
-            .expect("open");
-            for i in 0..100u8 {
-                log.append(&Entry::Mutation(vec![i; 100]), None)
-                    .expect("append");
-            }
-            log.shutdown();
-        }
+        let dir = hundred_entries_in_small_segments();
         let segs = list_segments(dir.path()).expect("list");
         assert!(segs.len() > 2, "segments roll at the size bound");
         let mut data = std::fs::read(&segs[0].1).expect("read");
@@ -980,20 +984,7 @@ mod tests {
 
     #[test]
     fn an_older_segment_cut_short_by_a_crash_replays_up_to_its_last_whole_entry() {
-        let dir = tempfile::tempdir().expect("tmp");
-        {
-            let log = CommitLog::open(
-                dir.path(),
-                SyncMode::Periodic(Duration::from_secs(10)),
-                4096,
-            )
-            .expect("open");
-            for i in 0..100u8 {
-                log.append(&Entry::Mutation(vec![i; 100]), None)
-                    .expect("append");
-            }
-            log.shutdown();
-        }
+        let dir = hundred_entries_in_small_segments();
         let segs = list_segments(dir.path()).expect("list");
         assert!(segs.len() > 2);
         // the spare segment was removed at shutdown: the last one has entries
