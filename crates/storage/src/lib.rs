@@ -5,21 +5,18 @@
 //! behind [`ColumnFamilyStore`] as further [`PartitionSource`]s.
 
 pub mod cache;
-pub mod clustering;
 pub mod commitlog;
 pub mod compaction;
-pub mod counter;
-pub mod data;
 pub mod lifecycle;
 pub mod memtable;
 pub mod metrics;
-pub mod rows;
-pub mod serde;
 pub mod sstable;
 pub mod store;
 
-pub use clustering::{Bound, BoundKind, ClusteringComparator, ClusteringKey};
-pub use data::*;
+// The data model lives in `sibyl-db`; the engine keeps its module paths.
+pub use sibyl_db::{clustering, counter, data, rows, serde};
+pub use sibyl_db::{now_in_seconds, Bound, BoundKind, ClusteringComparator, ClusteringKey};
+pub use sibyl_db::data::*;
 pub use store::{ColumnFamilyStore, StorageEngine};
 
 /// Errors from the storage engine.
@@ -60,10 +57,8 @@ impl StorageError {
     }
 }
 
-/// Seconds since the epoch, as Cassandra's `nowInSec`.
-pub fn now_in_seconds() -> i32 {
-    let d = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    d.as_secs().min(i32::MAX as u64) as i32
+impl From<sibyl_db::DecodeError> for StorageError {
+    fn from(e: sibyl_db::DecodeError) -> Self {
+        StorageError::Decode(e.0)
+    }
 }

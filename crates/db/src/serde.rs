@@ -4,7 +4,7 @@
 
 use crate::clustering::{BoundKind, ClusteringComparator, ClusteringKey};
 use crate::data::*;
-use crate::StorageError;
+use crate::DecodeError;
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -99,7 +99,7 @@ pub fn encode_clustering(ck: &ClusteringKey, out: &mut Vec<u8>) {
 pub fn decode_clustering(
     buf: &[u8],
     cmp: &Arc<ClusteringComparator>,
-) -> Result<(ClusteringKey, usize), StorageError> {
+) -> Result<(ClusteringKey, usize), DecodeError> {
     let mut r = Reader::new(buf);
     let ck = get_clustering(&mut r, cmp)?;
     Ok((ck, r.pos))
@@ -167,13 +167,13 @@ impl<'a> Reader<'a> {
         Reader { buf, pos: 0 }
     }
 
-    pub fn take(&mut self, n: usize) -> Result<&'a [u8], StorageError> {
+    pub fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         let end = self
             .pos
             .checked_add(n)
             .filter(|e| *e <= self.buf.len())
             .ok_or_else(|| {
-                StorageError::Decode(format!(
+                DecodeError(format!(
                     "truncated: need {n} bytes at {}, have {}",
                     self.pos,
                     self.buf.len() - self.pos
@@ -184,36 +184,36 @@ impl<'a> Reader<'a> {
         Ok(s)
     }
 
-    pub fn u8(&mut self) -> Result<u8, StorageError> {
+    pub fn u8(&mut self) -> Result<u8, DecodeError> {
         Ok(self.take(1)?[0])
     }
 
-    pub fn u32(&mut self) -> Result<u32, StorageError> {
+    pub fn u32(&mut self) -> Result<u32, DecodeError> {
         let b = self.take(4)?;
         Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
     }
 
-    pub fn i32(&mut self) -> Result<i32, StorageError> {
+    pub fn i32(&mut self) -> Result<i32, DecodeError> {
         Ok(self.u32()? as i32)
     }
 
-    pub fn i64(&mut self) -> Result<i64, StorageError> {
+    pub fn i64(&mut self) -> Result<i64, DecodeError> {
         let b = self.take(8)?;
         let mut a = [0u8; 8];
         a.copy_from_slice(b);
         Ok(i64::from_be_bytes(a))
     }
 
-    pub fn bytes(&mut self) -> Result<Bytes, StorageError> {
+    pub fn bytes(&mut self) -> Result<Bytes, DecodeError> {
         let n = self.u32()? as usize;
         Ok(Bytes::copy_from_slice(self.take(n)?))
     }
 
     /// A count that cannot exceed the bytes left (each item takes >= 1 byte).
-    fn count(&mut self) -> Result<usize, StorageError> {
+    fn count(&mut self) -> Result<usize, DecodeError> {
         let n = self.u32()? as usize;
         if n > self.buf.len() - self.pos {
-            return Err(StorageError::Decode(format!(
+            return Err(DecodeError(format!(
                 "count {n} exceeds remaining bytes"
             )));
         }
@@ -225,14 +225,14 @@ impl<'a> Reader<'a> {
     }
 }
 
-fn get_deletion(r: &mut Reader) -> Result<DeletionTime, StorageError> {
+fn get_deletion(r: &mut Reader) -> Result<DeletionTime, DecodeError> {
     Ok(DeletionTime {
         marked_for_delete_at: r.i64()?,
         local_deletion_time: r.i32()?,
     })
 }
 
-fn get_cell(r: &mut Reader) -> Result<Cell, StorageError> {
+fn get_cell(r: &mut Reader) -> Result<Cell, DecodeError> {
     let timestamp = r.i64()?;
     let ttl = r.i32()?;
     let local_deletion_time = r.i32()?;
@@ -245,7 +245,7 @@ fn get_cell(r: &mut Reader) -> Result<Cell, StorageError> {
     })
 }
 
-fn get_row(r: &mut Reader) -> Result<Row, StorageError> {
+fn get_row(r: &mut Reader) -> Result<Row, DecodeError> {
     let flags = r.u8()?;
     let liveness = if flags & 1 != 0 {
         Some(LivenessInfo {
@@ -266,7 +266,7 @@ fn get_row(r: &mut Reader) -> Result<Row, StorageError> {
     for _ in 0..n {
         let name = r.bytes()?;
         let name = ColumnName::new(
-            std::str::from_utf8(&name).map_err(|e| StorageError::Decode(e.to_string()))?,
+            std::str::from_utf8(&name).map_err(|e| DecodeError(e.to_string()))?,
         );
         let data = match r.u8()? {
             0 => ColumnData::Simple(get_cell(r)?),
@@ -284,7 +284,7 @@ fn get_row(r: &mut Reader) -> Result<Row, StorageError> {
                     cells: cs,
                 }
             }
-            t => return Err(StorageError::Decode(format!("unknown column data tag {t}"))),
+            t => return Err(DecodeError(format!("unknown column data tag {t}"))),
         };
         cells.insert(name, data);
     }
@@ -298,14 +298,14 @@ fn get_row(r: &mut Reader) -> Result<Row, StorageError> {
 fn get_clustering(
     r: &mut Reader,
     cmp: &Arc<ClusteringComparator>,
-) -> Result<ClusteringKey, StorageError> {
+) -> Result<ClusteringKey, DecodeError> {
     let kind = match r.u8()? {
         0 => BoundKind::Row,
         1 => BoundKind::StartInclusive,
         2 => BoundKind::StartExclusive,
         3 => BoundKind::EndInclusive,
         4 => BoundKind::EndExclusive,
-        k => return Err(StorageError::Decode(format!("unknown bound kind {k}"))),
+        k => return Err(DecodeError(format!("unknown bound kind {k}"))),
     };
     let n = r.count()?;
     let mut values = Vec::with_capacity(n);
@@ -325,7 +325,7 @@ fn get_clustering(
 pub fn decode_mutation(
     buf: &[u8],
     comparator_of: &dyn Fn(uuid::Uuid) -> Option<Arc<ClusteringComparator>>,
-) -> Result<Option<Mutation>, StorageError> {
+) -> Result<Option<Mutation>, DecodeError> {
     let mut r = Reader::new(buf);
     let id = r.take(16)?;
     let mut idb = [0u8; 16];
@@ -347,14 +347,14 @@ pub fn decode_mutation(
 pub fn decode_partition(
     buf: &[u8],
     cmp: &Arc<ClusteringComparator>,
-) -> Result<Partition, StorageError> {
+) -> Result<Partition, DecodeError> {
     decode_partition_from(&mut Reader::new(buf), cmp)
 }
 
 fn decode_partition_from(
     r: &mut Reader,
     cmp: &Arc<ClusteringComparator>,
-) -> Result<Partition, StorageError> {
+) -> Result<Partition, DecodeError> {
     let r = &mut *r;
     let deletion = get_deletion(r)?;
     let static_row = if r.u8()? == 1 {

@@ -1,0 +1,32 @@
+//! The data model shared by the storage engine, the coordinator and the
+//! statement layer: partitions with Cassandra's per-cell reconciliation, rows,
+//! cells, mutations, clustering keys, counter contexts, read commands, and the
+//! versioned binary encoding used by the commit log, SSTables and messaging.
+//!
+//! Counterpart of Cassandra's `db`, `db.rows` and `db.partitions` packages;
+//! it holds no engine (no files, no memtables), so crates that plan and
+//! post-process reads and writes can depend on it without reaching storage.
+
+pub mod clustering;
+pub mod counter;
+pub mod data;
+pub mod read;
+pub mod rows;
+pub mod serde;
+
+pub use clustering::{Bound, BoundKind, ClusteringComparator, ClusteringKey};
+pub use data::*;
+pub use read::{ReadCommand, ReadKind, ReadResponse};
+
+/// Bytes that do not decode as the format says (from a disk or a peer).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("cannot decode: {0}")]
+pub struct DecodeError(pub String);
+
+/// Seconds since the epoch, as Cassandra's `nowInSec`.
+pub fn now_in_seconds() -> i32 {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    d.as_secs().min(i32::MAX as u64) as i32
+}
