@@ -65,62 +65,6 @@ fn fold_ident(t: &Token) -> Option<String> {
     }
 }
 
-/// Reserved keywords that cannot be unquoted identifiers (subset of Cassandra's).
-const RESERVED: &[&str] = &[
-    "add",
-    "allow",
-    "alter",
-    "and",
-    "apply",
-    "asc",
-    "authorize",
-    "batch",
-    "begin",
-    "by",
-    "columnfamily",
-    "create",
-    "delete",
-    "desc",
-    "describe",
-    "drop",
-    "entries",
-    "execute",
-    "from",
-    "full",
-    "grant",
-    "if",
-    "in",
-    "index",
-    "infinity",
-    "insert",
-    "into",
-    "keyspace",
-    "limit",
-    "modify",
-    "nan",
-    "norecursive",
-    "not",
-    "null",
-    "of",
-    "on",
-    "order",
-    "primary",
-    "rename",
-    "revoke",
-    "schema",
-    "select",
-    "set",
-    "table",
-    "to",
-    "token",
-    "truncate",
-    "unlogged",
-    "update",
-    "use",
-    "using",
-    "where",
-    "with",
-];
 
 impl Parser {
     fn new(src: &str) -> PResult<Parser> {
@@ -297,7 +241,7 @@ impl Parser {
     fn ident(&mut self) -> PResult<String> {
         let t = self.peek().clone();
         match &t.tok {
-            Tok::Ident(s) if RESERVED.contains(&s.to_lowercase().as_str()) => Err(self.no_viable()),
+            Tok::Ident(s) if sibyl_types::ident::is_reserved(s) => Err(self.no_viable()),
             Tok::Ident(_) | Tok::QuotedIdent(_) => {
                 self.advance();
                 Ok(fold_ident(&t).unwrap_or_default())

@@ -7,7 +7,9 @@
 //! it holds no engine (no files, no memtables), so crates that plan and
 //! post-process reads and writes can depend on it without reaching storage.
 
+pub mod cells;
 pub mod clustering;
+pub mod compaction_params;
 pub mod counter;
 pub mod data;
 pub mod read;
@@ -16,7 +18,7 @@ pub mod serde;
 
 pub use clustering::{Bound, BoundKind, ClusteringComparator, ClusteringKey};
 pub use data::*;
-pub use read::{ReadCommand, ReadKind, ReadResponse};
+pub use read::{KeyBound, ReadCommand, ReadKind, ReadResponse};
 
 /// Bytes that do not decode as the format says (from a disk or a peer).
 #[derive(Debug, Clone, thiserror::Error)]

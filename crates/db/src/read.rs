@@ -23,9 +23,6 @@ pub struct ReadCommand {
     pub kind: ReadKind,
     /// Clustering slices to read (all rows when `None`).
     pub slices: Option<Vec<Slice>>,
-    /// Regular and static columns to return (all when `None`); primary key
-    /// columns and row liveness always come back.
-    pub columns: Option<Vec<crate::data::ColumnName>>,
     /// The time of the read (Cassandra's `nowInSec`): expiry is judged
     /// against it, on every replica alike.
     pub now: i32,
@@ -38,27 +35,33 @@ pub struct ReadCommand {
 pub enum ReadKind {
     /// One partition.
     SinglePartition { key: DecoratedKey },
-    /// Partitions in token order: after `after` (exclusive; from
-    /// `start_token` inclusive when `None`) up to `end_token` inclusive, at
-    /// most `limit` partitions. Paging resumes by setting `after` to the last
-    /// partition key seen.
+    /// Partitions in token order from `start` (from `start_token` when
+    /// `None`) up to `end_token` inclusive, at most `limit` partitions.
+    /// Paging resumes from the last partition key seen.
     PartitionRange {
-        after: Option<DecoratedKey>,
+        start: Option<KeyBound>,
         start_token: i64,
         end_token: i64,
         limit: usize,
     },
     /// Partitions found through a secondary index of the table: those whose
-    /// indexed column holds `value`, in token order after `after`, at most
+    /// indexed column holds `value`, in token order from `start`, at most
     /// `limit` partitions. Each replica searches its own index, checks each
     /// hit against its data (removing entries the data no longer backs), and
     /// answers with the matching rows only.
     Index {
         index: String,
         value: Bytes,
-        after: Option<DecoratedKey>,
+        start: Option<KeyBound>,
         limit: usize,
     },
+}
+
+/// Where a partition scan starts: at a key, with or without it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyBound {
+    pub key: DecoratedKey,
+    pub inclusive: bool,
 }
 
 /// A replica's answer to a [`ReadCommand`].
@@ -77,7 +80,6 @@ impl ReadCommand {
             table_id,
             kind: ReadKind::SinglePartition { key },
             slices: None,
-            columns: None,
             now,
             digest: false,
         }

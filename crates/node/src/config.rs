@@ -54,6 +54,10 @@ struct RawConfig {
     request_timeout_in_ms: Option<u64>,
     truncate_request_timeout: Option<String>,
     truncate_request_timeout_in_ms: Option<u64>,
+    counter_write_request_timeout: Option<String>,
+    counter_write_request_timeout_in_ms: Option<u64>,
+    cas_contention_timeout: Option<String>,
+    cas_contention_timeout_in_ms: Option<u64>,
     authenticator: Option<String>,
     authorizer: Option<String>,
     endpoint_snitch: Option<String>,
@@ -113,6 +117,9 @@ pub struct Config {
     pub write_request_timeout: Duration,
     pub range_request_timeout: Duration,
     pub request_timeout: Duration,
+    pub truncate_request_timeout: Duration,
+    pub counter_write_request_timeout: Duration,
+    pub cas_contention_timeout: Duration,
     pub authenticator: String,
     pub endpoint_snitch: String,
     pub batch_size_warn_threshold_bytes: u64,
@@ -160,6 +167,9 @@ impl Default for Config {
             write_request_timeout: Duration::from_millis(2000),
             range_request_timeout: Duration::from_millis(10000),
             request_timeout: Duration::from_millis(10000),
+            truncate_request_timeout: Duration::from_millis(60000),
+            counter_write_request_timeout: Duration::from_millis(5000),
+            cas_contention_timeout: Duration::from_millis(1000),
             authenticator: "AllowAllAuthenticator".into(),
             endpoint_snitch: "SimpleSnitch".into(),
             batch_size_warn_threshold_bytes: 5 * 1024,
@@ -339,10 +349,20 @@ impl Config {
             raw.request_timeout_in_ms,
             c.request_timeout,
         )?;
-        let _ = dur(
+        c.truncate_request_timeout = dur(
             &raw.truncate_request_timeout,
             raw.truncate_request_timeout_in_ms,
-            Duration::from_secs(60),
+            c.truncate_request_timeout,
+        )?;
+        c.counter_write_request_timeout = dur(
+            &raw.counter_write_request_timeout,
+            raw.counter_write_request_timeout_in_ms,
+            c.counter_write_request_timeout,
+        )?;
+        c.cas_contention_timeout = dur(
+            &raw.cas_contention_timeout,
+            raw.cas_contention_timeout_in_ms,
+            c.cas_contention_timeout,
         )?;
         if let Some(v) = raw.authenticator {
             if !matches!(

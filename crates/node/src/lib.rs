@@ -2,28 +2,20 @@
 //! (StorageProxy) and the CQL server, wired together by [`start`].
 
 pub mod admin;
-pub mod cells;
 pub mod config;
-pub mod describe;
-pub mod error;
-pub mod functions;
-pub mod index;
-pub mod modification;
-pub mod proxy;
-pub mod query;
-pub mod restrictions;
-pub mod ring;
-pub mod schema;
-pub mod schema_tables;
-pub mod select;
-pub mod terms;
-pub mod transport;
 
-use crate::cells::WriteParams;
+use sibyl_db::cells::WriteParams;
 use crate::config::{CommitLogSync, Config};
-use crate::query::QueryProcessor;
-use crate::schema::*;
-use crate::schema_tables::{boolean, int, row_mutation, text};
+use sibyl_cluster::messaging::NoPeers;
+use sibyl_cluster::{Clock, Endpoint, SystemClock};
+use sibyl_cql3::query::QueryProcessor;
+use sibyl_service::proxy::{StorageProxy, Timeouts};
+use sibyl_service::replica::{Replica, SharedSchema};
+use sibyl_service::stores::{open_store, LocalSchema};
+use sibyl_db::cells;
+use sibyl_schema::schema::*;
+use sibyl_schema::schema_tables;
+use sibyl_schema::schema_tables::{boolean, int, row_mutation, text};
 use bytes::Bytes;
 use sibyl_storage::commitlog::SyncMode;
 use sibyl_storage::store::StorageConfig;
@@ -123,7 +115,7 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
     let (stats, mut dirty) = storage.replay_commitlog(&|id| system_ids.contains(&id))?;
     // 2. user schema from system_schema, then user data
     let now = sibyl_storage::now_in_seconds();
-    for ks in schema_tables::read_user_keyspaces(&storage, now) {
+    for ks in schema_tables::read_user_keyspaces(&LocalSchema(&storage), now) {
         for t in ks.tables.values() {
             open_store(&storage, t).map_err(|e| StartError::Schema(e.to_string()))?;
         }
@@ -161,16 +153,37 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         .parse()
         .map_err(|_| StartError::Address(config.rpc_address.clone()))?;
 
-    let mut qp = QueryProcessor::new(
+    let shared_schema: SharedSchema = Arc::new(parking_lot::RwLock::new(Arc::new(schema.clone())));
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let replica = Arc::new(Replica::new(
         storage.clone(),
-        schema.clone(),
+        shared_schema.clone(),
+        clock.clone(),
+        config.write_request_timeout,
+    ));
+    let proxy = Arc::new(StorageProxy::new(
+        replica,
+        Arc::new(NoPeers(listen)),
+        clock,
+        shared_schema,
         DATA_CENTER.to_string(),
+        Timeouts {
+            read: config.read_request_timeout,
+            range: config.range_request_timeout,
+            write: config.write_request_timeout,
+            counter_write: config.counter_write_request_timeout,
+            cas_contention: config.cas_contention_timeout,
+            truncate: config.truncate_request_timeout,
+        },
+    ));
+    let mut qp = QueryProcessor::new(
+        proxy,
         config.batch_size_warn_threshold_bytes,
         config.batch_size_fail_threshold_bytes,
     );
     qp.cluster_name = config.cluster_name.clone();
     qp.proxy.ring.write().add(
-        ring::Endpoint {
+        Endpoint {
             host_id,
             address: listen,
             datacenter: DATA_CENTER.into(),
@@ -207,7 +220,7 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
     let addr = std::net::SocketAddr::new(rpc, config.native_transport_port);
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let (events, _) = tokio::sync::broadcast::channel(1024);
-    let server = Arc::new(transport::Server {
+    let server = Arc::new(sibyl_transport::Server {
         qp: qp.clone(),
         events,
         max_frame_bytes: config.native_transport_max_frame_size_bytes,

@@ -48,6 +48,9 @@ pub enum StorageError {
     /// Back-pressure that cannot be waited out (flushing fails).
     #[error("{0}")]
     WritesBlocked(String),
+    /// A write held back by memtable memory for longer than it may wait.
+    #[error("{0}")]
+    Overloaded(String),
 }
 
 impl StorageError {

@@ -765,8 +765,26 @@ impl StorageEngine {
     /// Applies mutations durably: commit log, then memtables; waits for the
     /// sync the commit log mode requires, and flushes when memory says so.
     pub async fn apply(self: &Arc<Self>, mutations: Vec<Mutation>) -> Result<(), StorageError> {
+        self.apply_admitted(mutations, None).await
+    }
+
+    /// [`apply`](Self::apply), refusing the write as overloaded when memtable
+    /// memory holds it back for longer than `admission_timeout`.
+    pub async fn apply_within(
+        self: &Arc<Self>,
+        mutations: Vec<Mutation>,
+        admission_timeout: std::time::Duration,
+    ) -> Result<(), StorageError> {
+        self.apply_admitted(mutations, Some(admission_timeout)).await
+    }
+
+    async fn apply_admitted(
+        self: &Arc<Self>,
+        mutations: Vec<Mutation>,
+        admission_timeout: Option<std::time::Duration>,
+    ) -> Result<(), StorageError> {
         let log = self.log()?;
-        self.admit().await?;
+        self.admit(admission_timeout).await?;
         let now = now_in_seconds();
         let mut last = 0;
         let mut buf = Vec::with_capacity(256);
@@ -836,12 +854,25 @@ impl StorageEngine {
     /// Back-pressure before a write: waits while the memtables, flushing
     /// ones included, hold more than their space. When flushing fails (a
     /// full disk), the write is refused with the reason instead.
-    async fn admit(self: &Arc<Self>) -> Result<(), StorageError> {
+    async fn admit(
+        self: &Arc<Self>,
+        timeout: Option<std::time::Duration>,
+    ) -> Result<(), StorageError> {
+        let mut started: Option<std::time::Instant> = None;
         loop {
             let flushed = self.flushed.notified();
             let (live, flushing) = self.memtable_usage();
             if live + flushing <= self.config.memtable_space_bytes {
                 return Ok(());
+            }
+            let waited = started.get_or_insert_with(std::time::Instant::now).elapsed();
+            if let Some(t) = timeout.filter(|t| waited >= *t) {
+                return Err(StorageError::Overloaded(format!(
+                    "Write held back for {} ms: memtables hold {} bytes, more than memtable_heap_space ({} bytes), and are still flushing",
+                    t.as_millis(),
+                    live + flushing,
+                    self.config.memtable_space_bytes
+                )));
             }
             let failing = self.flush_error.lock().clone();
             if let Some((e, _)) = failing {

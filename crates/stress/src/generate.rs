@@ -71,20 +71,7 @@ pub struct Partition {
     pub rows: u64,
 }
 
-/// Quotes an identifier unless it is lower-case alphanumeric (as
-/// cassandra-stress does).
-pub fn quote(name: &str) -> String {
-    if !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-        && !name.starts_with(|c: char| c.is_ascii_digit())
-    {
-        name.to_string()
-    } else {
-        format!("\"{}\"", name.replace('"', "\"\""))
-    }
-}
+pub use sibyl_types::ident::maybe_quote as quote;
 
 const MAX_ROWS: u64 = 1 << 40;
 

@@ -1,7 +1,6 @@
 //! The node's error type. Every failure a client can see is one of these, and
 //! `transport::error_response` maps them to CQL error codes in one place.
 
-use sibyl_protocol::Consistency;
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
@@ -24,35 +23,10 @@ pub enum Error {
     /// UNPREPARED (0x2500)
     #[error("Prepared query with ID {} not found (either the query was not prepared on this host (maybe the host has been restarted?) or you have prepared too many queries and it has been evicted from the internal cache)", hex(.0))]
     Unprepared(bytes::Bytes),
-    /// UNAVAILABLE (0x1000)
-    #[error("Cannot achieve consistency level {consistency}")]
-    Unavailable {
-        consistency: Consistency,
-        required: i32,
-        alive: i32,
-    },
-    /// WRITE_TIMEOUT (0x1100)
-    #[error("Operation timed out - received only {received} responses.")]
-    WriteTimeout {
-        consistency: Consistency,
-        received: i32,
-        block_for: i32,
-        write_type: String,
-    },
-    /// READ_TIMEOUT (0x1200)
-    #[error("Operation timed out - received only {received} responses.")]
-    ReadTimeout {
-        consistency: Consistency,
-        received: i32,
-        block_for: i32,
-        data_present: bool,
-    },
-    /// OVERLOADED (0x1001)
-    #[error("{0}")]
-    Overloaded(String),
-    /// TRUNCATE_ERROR (0x1003)
-    #[error("{0}")]
-    Truncate(String),
+    /// The coordinator's errors: UNAVAILABLE, WRITE_TIMEOUT, READ_TIMEOUT,
+    /// OVERLOADED, TRUNCATE_ERROR, INVALID, SERVER_ERROR.
+    #[error(transparent)]
+    Service(#[from] sibyl_service::ServiceError),
     /// PROTOCOL_ERROR (0x000A)
     #[error("{0}")]
     Protocol(String),
@@ -78,9 +52,14 @@ fn hex(b: &[u8]) -> String {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
-impl From<sibyl_storage::StorageError> for Error {
-    fn from(e: sibyl_storage::StorageError) -> Self {
-        Error::Server(e.to_string())
+impl From<sibyl_schema::SchemaError> for Error {
+    fn from(e: sibyl_schema::SchemaError) -> Self {
+        use sibyl_schema::SchemaError as S;
+        match e {
+            S::Syntax(m) => Error::Syntax(m),
+            S::Invalid(m) => Error::Invalid(m),
+            S::Config(m) => Error::Config(m),
+        }
     }
 }
 

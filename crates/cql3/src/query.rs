@@ -2,12 +2,12 @@
 //! of prepared statements), executes them through the StorageProxy, and runs
 //! schema changes.
 
-use crate::cells::{split_partition_key, WriteParams};
+use sibyl_db::cells::{split_partition_key, WriteParams};
 use crate::error::{Error, Result};
 use crate::modification;
-use crate::proxy::StorageProxy;
-use crate::schema::*;
-use crate::schema_tables;
+use sibyl_service::proxy::StorageProxy;
+use sibyl_schema::schema::*;
+use sibyl_schema::schema_tables;
 use crate::select;
 use crate::terms::{Bindings, Eval};
 use bytes::Bytes;
@@ -17,7 +17,8 @@ use sibyl_protocol::{
     ColumnSpec, Consistency, PreparedMetadata, ResultBody, RowsMetadata, SchemaChange,
     SchemaChangeTarget, Value,
 };
-use sibyl_storage::{ColumnFamilyStore, Mutation, StorageEngine};
+use sibyl_db::{DecoratedKey, Mutation, Partition, ReadCommand};
+use sibyl_service::error::WriteType;
 use sibyl_types::{CqlType, UserType};
 use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
@@ -92,14 +93,11 @@ pub struct ClientState {
 }
 
 pub struct QueryProcessor {
-    pub storage: Arc<StorageEngine>,
-    pub schema: RwLock<Arc<Schema>>,
-    pub proxy: StorageProxy,
+    /// The coordinator: every read and write goes through it.
+    pub proxy: Arc<StorageProxy>,
     prepared: Mutex<lru::LruCache<Bytes, Arc<Prepared>>>,
     /// Serialises schema changes.
     schema_lock: tokio::sync::Mutex<()>,
-    /// Serialises lightweight transactions on this node.
-    lwt_lock: tokio::sync::Mutex<()>,
     pub local_dc: String,
     pub batch_size_warn_threshold_bytes: u64,
     pub batch_size_fail_threshold_bytes: u64,
@@ -128,23 +126,14 @@ fn now_micros() -> i64 {
 }
 
 impl QueryProcessor {
-    pub fn new(
-        storage: Arc<StorageEngine>,
-        schema: Schema,
-        local_dc: String,
-        warn: u64,
-        fail: u64,
-    ) -> Self {
+    pub fn new(proxy: Arc<StorageProxy>, warn: u64, fail: u64) -> Self {
         QueryProcessor {
-            proxy: StorageProxy::new(storage.clone(), local_dc.clone()),
-            storage,
-            schema: RwLock::new(Arc::new(schema)),
+            local_dc: proxy.local_dc().to_string(),
+            proxy,
             prepared: Mutex::new(lru::LruCache::new(
                 NonZeroUsize::new(10_000).unwrap_or(NonZeroUsize::MIN),
             )),
             schema_lock: tokio::sync::Mutex::new(()),
-            lwt_lock: tokio::sync::Mutex::new(()),
-            local_dc,
             batch_size_warn_threshold_bytes: warn,
             batch_size_fail_threshold_bytes: fail,
             cluster_name: "Test Cluster".into(),
@@ -153,7 +142,7 @@ impl QueryProcessor {
     }
 
     pub fn schema(&self) -> Arc<Schema> {
-        self.schema.read().clone()
+        self.proxy.schema()
     }
 
     fn keyspace_of<'a>(
@@ -191,11 +180,6 @@ impl QueryProcessor {
             .ok_or_else(|| Error::Invalid(format!("table {} does not exist", name.name)))
     }
 
-    fn store(&self, t: &TableMetadata) -> Result<Arc<ColumnFamilyStore>> {
-        self.storage
-            .table(t.id)
-            .ok_or_else(|| Error::Invalid(format!("table {} does not exist", t.name)))
-    }
 
     // ---------- prepare ----------
 
@@ -544,31 +528,24 @@ impl QueryProcessor {
         let ks_opt = opts.keyspace.as_deref();
         let now = opts
             .now_in_seconds
-            .unwrap_or_else(sibyl_storage::now_in_seconds);
+            .unwrap_or_else(sibyl_db::now_in_seconds);
         let default_ts = opts.timestamp.unwrap_or_else(now_micros);
         match &st.statement {
             Statement::Select(s) => {
                 let t = self.table(&s.table, client, ks_opt)?;
                 let sel = select::selection(&t, s)?;
-                let cfs = self.store(&t)?;
-                self.proxy
-                    .check_read(&self.schema(), &t.keyspace, opts.consistency)?;
-                let storage = &self.storage;
-                let index_store = |ix: &crate::index::IndexMetadata| storage.table(ix.store_id(&t));
                 let mut r = select::execute(
                     &t,
-                    &cfs,
+                    &self.proxy,
+                    opts.consistency,
                     s,
                     &sel,
                     &ev,
                     opts.page_size,
                     opts.paging_state.as_ref(),
                     now,
-                    &index_store,
-                )?;
-                if !r.stale.is_empty() {
-                    self.storage.apply_unlogged(std::mem::take(&mut r.stale));
-                }
+                )
+                .await?;
                 r.rows = sel.finish(r.rows);
                 let metadata = RowsMetadata {
                     columns: sel.columns,
@@ -586,21 +563,48 @@ impl QueryProcessor {
                 })
             }
             Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => {
-                if let Some((_, out)) = self
-                    .maybe_lwt(&st.statement, client, opts, &ev, default_ts, now, false)
+                if let Some(out) = self
+                    .maybe_lwt(&st.statement, client, opts, &ev, default_ts, now)
                     .await?
                 {
                     return Ok(out);
                 }
-                let (ks, muts) =
-                    self.mutations_of(&st.statement, client, ks_opt, &ev, default_ts, now)?;
-                self.proxy
-                    .mutate(&self.schema(), &ks, muts, opts.consistency)
+                let (_, muts) = self
+                    .mutations_of(&st.statement, client, ks_opt, &ev, default_ts, now, opts.consistency)
                     .await?;
+                self.proxy.mutate(muts, opts.consistency).await?;
                 Ok(Outcome::void())
             }
             Statement::Batch(b) => {
-                self.execute_batch_statement(b, client, opts, &ev, default_ts, now)
+                let batch_ts = match &b.using.timestamp {
+                    Some(_) => Some(
+                        modification::write_params(
+                            &TableMetadata::new(
+                                "",
+                                "",
+                                uuid::Uuid::nil(),
+                                Vec::new(),
+                                TableParams::default(),
+                            ),
+                            &b.using,
+                            &ev,
+                            default_ts,
+                            now,
+                        )?
+                        .timestamp,
+                    ),
+                    None => None,
+                };
+                let children: Vec<BatchChild<'_>> = b
+                    .statements
+                    .iter()
+                    .map(|statement| BatchChild {
+                        statement,
+                        ev: &ev,
+                        keyspace: None,
+                    })
+                    .collect();
+                self.execute_batch(b.batch_type, &children, client, opts, batch_ts, default_ts, now)
                     .await
             }
             Statement::Use(ks) => {
@@ -622,7 +626,7 @@ impl QueryProcessor {
                         t.keyspace
                     )));
                 }
-                self.storage.truncate(t.id, now_micros()).await?;
+                self.proxy.truncate(t.id).await?;
                 Ok(Outcome::void())
             }
             Statement::Describe(d) => crate::describe::describe(self, d, client),
@@ -633,15 +637,20 @@ impl QueryProcessor {
         }
     }
 
-    /// Mutations of one modification statement, and its keyspace.
-    pub fn mutations_of(
+    /// Mutations of one modification statement, and its keyspace. List
+    /// operations that need the list's current elements (setting or deleting
+    /// by index, removing elements) read the partition first, through the
+    /// coordinator at `cl` (Cassandra's read-before-write of lists).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn mutations_of(
         &self,
         st: &Statement,
         client: &ClientState,
         ks_opt: Option<&str>,
-        ev: &Eval,
+        ev: &Eval<'_>,
         default_ts: i64,
         now: i32,
+        cl: Consistency,
     ) -> Result<(String, Vec<Mutation>)> {
         let name = match st {
             Statement::Insert(i) => &i.table,
@@ -660,15 +669,49 @@ impl QueryProcessor {
                 t.keyspace
             )));
         }
-        let cfs = self.store(&t)?;
+        let build = |read_list: &dyn Fn(&Bytes, &[Bytes], &str) -> modification::ListState| {
+            match st {
+                Statement::Insert(i) => modification::insert(&t, i, ev, default_ts, now),
+                Statement::Update(u) => {
+                    modification::update(&t, u, ev, default_ts, now, read_list)
+                }
+                Statement::Delete(d) => {
+                    modification::delete(&t, d, ev, default_ts, now, read_list)
+                }
+                _ => Ok(Vec::new()),
+            }
+        };
+        // first pass: which partitions' lists the statement reads
+        let wanted = std::cell::RefCell::new(Vec::<Bytes>::new());
+        let muts = build(&|key, _, _| {
+            wanted.borrow_mut().push(key.clone());
+            Vec::new()
+        })?;
+        let mut wanted = wanted.into_inner();
+        if wanted.is_empty() {
+            return Ok((t.keyspace.clone(), muts));
+        }
+        wanted.sort();
+        wanted.dedup();
+        let read_cl = match cl {
+            Consistency::Any => Consistency::One,
+            c if c.is_serial() => Consistency::Quorum,
+            c => c,
+        };
+        let mut current: BTreeMap<Bytes, Partition> = BTreeMap::new();
+        for key in wanted {
+            let cmd = ReadCommand::single(t.id, DecoratedKey::new(key.clone()), now);
+            if let Some((_, mut p)) = self.proxy.read(cmd, read_cl).await?.pop() {
+                p.resolve(now);
+                current.insert(key, p);
+            }
+        }
         let table = t.clone();
-        let read_list = move |key: &Bytes, ck: &[Bytes], col: &str| -> modification::ListState {
-            let dk = sibyl_storage::DecoratedKey::new(key.clone());
-            let Ok(Some(mut p)) = cfs.read(&dk, None) else {
+        let read_list = |key: &Bytes, ck: &[Bytes], col: &str| -> modification::ListState {
+            let Some(p) = current.get(key) else {
                 return Vec::new();
             };
-            p.resolve(now);
-            let ckey = sibyl_storage::ClusteringKey::row(ck.to_vec(), table.comparator.clone());
+            let ckey = sibyl_db::ClusteringKey::row(ck.to_vec(), table.comparator.clone());
             let row = if table
                 .column(col)
                 .map(|c| c.kind == ColumnKind::Static)
@@ -679,7 +722,7 @@ impl QueryProcessor {
                 p.rows.get(&ckey)
             };
             match row.and_then(|r| r.cells.get(col)) {
-                Some(sibyl_storage::ColumnData::Complex { cells, .. }) => {
+                Some(sibyl_db::ColumnData::Complex { cells, .. }) => {
                     let mut v: Vec<(Bytes, Bytes)> = cells
                         .iter()
                         .filter(|(_, c)| c.is_live(now))
@@ -691,44 +734,34 @@ impl QueryProcessor {
                 _ => Vec::new(),
             }
         };
-        let muts = match st {
-            Statement::Insert(i) => modification::insert(&t, i, ev, default_ts, now)?,
-            Statement::Update(u) => modification::update(&t, u, ev, default_ts, now, &read_list)?,
-            Statement::Delete(d) => modification::delete(&t, d, ev, default_ts, now, &read_list)?,
-            _ => Vec::new(),
-        };
+        let muts = build(&read_list)?;
         Ok((t.keyspace.clone(), muts))
     }
 
-    async fn execute_batch_statement(
+    /// A batch: the protocol BATCH message and `BEGIN BATCH ... APPLY BATCH`
+    /// both come here, each statement with its own values and keyspace.
+    /// `batch_timestamp` is the batch's own `USING TIMESTAMP`; statements
+    /// without one take `default_ts`.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn execute_batch(
         &self,
-        b: &sibyl_cql::Batch,
+        batch_type: BatchType,
+        children: &[BatchChild<'_>],
         client: &ClientState,
         opts: &QueryOptions,
-        ev: &Eval<'_>,
+        batch_timestamp: Option<i64>,
         default_ts: i64,
         now: i32,
     ) -> Result<Outcome> {
-        let ts = match &b.using.timestamp {
-            Some(_) => {
-                modification::write_params(
-                    &TableMetadata::new(
-                        "",
-                        "",
-                        uuid::Uuid::nil(),
-                        Vec::new(),
-                        TableParams::default(),
-                    ),
-                    &b.using,
-                    ev,
-                    default_ts,
-                    now,
-                )?
-                .timestamp
+        for c in children {
+            if !matches!(
+                c.statement,
+                Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_)
+            ) {
+                return Err(Error::Invalid("Invalid statement in batch: only UPDATE, INSERT and DELETE statements are allowed.".into()));
             }
-            None => default_ts,
-        };
-        if b.using.timestamp.is_some() && b.batch_type == BatchType::Counter {
+        }
+        if batch_timestamp.is_some() && batch_type == BatchType::Counter {
             return Err(Error::Invalid(
                 "Cannot provide custom timestamp for counter BATCH".into(),
             ));
@@ -739,95 +772,105 @@ impl QueryProcessor {
             Statement::Delete(d) => d.using.timestamp.is_some(),
             _ => false,
         };
-        if b.using.timestamp.is_some() && b.statements.iter().any(own_timestamp) {
+        if batch_timestamp.is_some() && children.iter().any(|c| own_timestamp(c.statement)) {
             return Err(Error::Invalid(
                 "Timestamp must be set either on BATCH or individual statements".into(),
             ));
         }
-        let conditional = b.statements.iter().any(has_conditions);
-        let _guard = if conditional {
-            Some(self.lwt_lock.lock().await)
-        } else {
-            None
-        };
+        let ts = batch_timestamp.unwrap_or(default_ts);
+        let conditional = children.iter().any(|c| has_conditions(c.statement));
         let mut all: Vec<Mutation> = Vec::new();
         let mut ks = String::new();
-        let mut failed: Option<Outcome> = None;
-        for s in &b.statements {
-            if has_conditions(s) {
-                if let Some((applied, out)) =
-                    self.maybe_lwt(s, client, opts, ev, ts, now, true).await?
-                {
-                    if !applied && failed.is_none() {
-                        failed = Some(out);
-                    }
+        let mut checks: Vec<(Arc<TableMetadata>, Conditions, &BatchChild<'_>, Vec<Mutation>)> =
+            Vec::new();
+        for c in children {
+            let ks_opt = c.keyspace.as_deref().or(opts.keyspace.as_deref());
+            if conditional {
+                let t = self.conditional_table(c.statement, client, ks_opt)?;
+                if let Some((t, cond)) = t {
+                    let (k, muts) = self
+                        .mutations_of(c.statement, client, ks_opt, c.ev, ts, now, opts.consistency)
+                        .await?;
+                    ks = k;
+                    all.extend(muts.iter().cloned());
+                    checks.push((t, cond, c, muts));
+                    continue;
                 }
             }
-            let (k, muts) = self.mutations_of(s, client, opts.keyspace.as_deref(), ev, ts, now)?;
+            let (k, muts) = self
+                .mutations_of(c.statement, client, ks_opt, c.ev, ts, now, opts.consistency)
+                .await?;
             ks = k;
             all.extend(muts);
         }
-        if conditional {
-            let first = all.first().map(|m| (m.table_id, m.key.clone()));
-            if all
-                .iter()
-                .any(|m| Some(m.table_id) != first.as_ref().map(|f| f.0))
-            {
-                return Err(Error::Invalid(
-                    "Batch with conditions cannot span multiple tables".into(),
-                ));
-            }
-            if all
-                .iter()
-                .any(|m| Some(&m.key) != first.as_ref().map(|f| &f.1))
-            {
-                return Err(Error::Invalid(
-                    "Batch with conditions cannot span multiple partitions".into(),
-                ));
-            }
-            if let Some(out) = failed {
-                return Ok(out);
-            }
-            let table = first.and_then(|(id, _)| self.schema().table_by_id(id).cloned());
-            self.apply_batch(b.batch_type, &ks, all, opts.consistency)
-                .await?;
-            let (ksn, tn) = table
-                .map(|t| (t.keyspace.clone(), t.name.clone()))
-                .unwrap_or_default();
-            let columns = vec![ColumnSpec {
-                keyspace: ksn,
-                table: tn,
-                name: "[applied]".into(),
-                typ: CqlType::Boolean,
-            }];
-            return Ok(Outcome {
-                body: ResultBody::Rows {
-                    metadata: RowsMetadata {
-                        columns,
-                        ..Default::default()
-                    },
-                    rows: vec![vec![Some(Bytes::copy_from_slice(&[1]))]],
-                },
-                warnings: Vec::new(),
-                event: None,
-            });
+        if !conditional {
+            return self
+                .apply_batch(batch_type, &ks, all, opts.consistency)
+                .await;
         }
-        self.apply_batch(b.batch_type, &ks, all, opts.consistency)
+        // a conditional batch: one partition of one table, applied as one
+        // lightweight transaction if every condition holds
+        let Some(first) = all.first().map(|m| (m.table_id, m.key.clone())) else {
+            return Ok(Outcome::void());
+        };
+        if all.iter().any(|m| m.table_id != first.0) {
+            return Err(Error::Invalid(
+                "Batch with conditions cannot span multiple tables".into(),
+            ));
+        }
+        if all.iter().any(|m| m.key != first.1) {
+            return Err(Error::Invalid(
+                "Batch with conditions cannot span multiple partitions".into(),
+            ));
+        }
+        let schema = self.schema();
+        let Some(table) = schema.table_by_id(first.0).cloned() else {
+            return Ok(Outcome::void());
+        };
+        self.check_batch(batch_type, &ks, &all)?;
+        let serial = opts.serial_consistency.unwrap_or(Consistency::Serial);
+        self.proxy
+            .cas(&table, first.1.clone(), serial, opts.consistency, |current, now| {
+                let current = current.map(|mut p| {
+                    p.resolve(now);
+                    p
+                });
+                let mut applied = true;
+                let mut wildcard = false;
+                let mut shown: Vec<String> = Vec::new();
+                let mut rows: Vec<Option<sibyl_db::ClusteringKey>> = Vec::new();
+                for (t, cond, c, muts) in &checks {
+                    let Some(m) = muts.first() else { continue };
+                    let ck = condition_row(t, m);
+                    let check = check_conditions(t, cond, current.as_ref(), &m.key, ck.as_ref(), c.ev, now)?;
+                    applied &= check.applied;
+                    wildcard |= matches!(cond, Conditions::Exists | Conditions::NotExists);
+                    for col in check.shown {
+                        if !shown.contains(&col.name) {
+                            shown.push(col.name.clone());
+                        }
+                    }
+                    if !rows.contains(&ck) {
+                        rows.push(ck);
+                    }
+                }
+                if applied {
+                    return Ok::<_, Error>((applied_outcome(&table, true), all));
+                }
+                Ok((
+                    batch_failure(&table, current.as_ref(), &first.1, &rows, wildcard, &shown, now),
+                    Vec::new(),
+                ))
+            })
             .await
     }
 
-    /// Applies a batch's mutations with Cassandra's size checks and warnings.
-    pub async fn apply_batch(
-        &self,
-        batch_type: BatchType,
-        ks: &str,
-        mutations: Vec<Mutation>,
-        cl: Consistency,
-    ) -> Result<Outcome> {
+    /// Cassandra's rules on what a batch may hold, and its size warnings.
+    fn check_batch(&self, batch_type: BatchType, ks: &str, mutations: &[Mutation]) -> Result<Vec<String>> {
         let schema = self.schema();
         let mut warnings = Vec::new();
         let size: usize = mutations.iter().map(|m| m.update.estimated_size()).sum();
-        for m in &mutations {
+        for m in mutations {
             if let Some(t) = schema.table_by_id(m.table_id) {
                 if t.is_counter && batch_type == BatchType::Logged {
                     return Err(Error::Invalid(
@@ -870,18 +913,24 @@ impl QueryProcessor {
                 ks
             ));
         }
-        // group per keyspace for the consistency check
-        let mut by_ks: BTreeMap<String, Vec<Mutation>> = BTreeMap::new();
-        for m in mutations {
-            let k = schema
-                .table_by_id(m.table_id)
-                .map(|t| t.keyspace.clone())
-                .unwrap_or_default();
-            by_ks.entry(k).or_default().push(m);
-        }
-        for (k, muts) in by_ks {
-            self.proxy.mutate(&schema, &k, muts, cl).await?;
-        }
+        Ok(warnings)
+    }
+
+    /// Applies a batch's mutations with Cassandra's checks and warnings.
+    pub async fn apply_batch(
+        &self,
+        batch_type: BatchType,
+        ks: &str,
+        mutations: Vec<Mutation>,
+        cl: Consistency,
+    ) -> Result<Outcome> {
+        let warnings = self.check_batch(batch_type, ks, &mutations)?;
+        let write_type = match batch_type {
+            BatchType::Logged => WriteType::Batch,
+            BatchType::Unlogged => WriteType::UnloggedBatch,
+            BatchType::Counter => WriteType::Counter,
+        };
+        self.proxy.mutate_with(mutations, cl, write_type).await?;
         Ok(Outcome {
             body: ResultBody::Void,
             warnings,
@@ -889,22 +938,16 @@ impl QueryProcessor {
         })
     }
 
-    // ---------- lightweight transactions (single node) ----------
+    // ---------- lightweight transactions ----------
 
-    /// A conditional statement: checks its conditions against the current data
-    /// and (unless `in_batch`, where the batch applies everything) applies it.
-    /// Returns whether the conditions held, and the `[applied]` result.
-    #[allow(clippy::too_many_arguments)]
-    async fn maybe_lwt(
+    /// The table and conditions of a conditional statement, checked as
+    /// Cassandra does; `None` for a statement without conditions.
+    fn conditional_table(
         &self,
         st: &Statement,
         client: &ClientState,
-        opts: &QueryOptions,
-        ev: &Eval<'_>,
-        default_ts: i64,
-        now: i32,
-        in_batch: bool,
-    ) -> Result<Option<(bool, Outcome)>> {
+        ks_opt: Option<&str>,
+    ) -> Result<Option<(Arc<TableMetadata>, Conditions)>> {
         let (name, cond) = match st {
             Statement::Insert(i) if i.if_not_exists => (&i.table, Conditions::NotExists),
             Statement::Update(u) if u.conditions != Conditions::None => {
@@ -915,7 +958,7 @@ impl QueryProcessor {
             }
             _ => return Ok(None),
         };
-        let t = self.table(name, client, opts.keyspace.as_deref())?;
+        let t = self.table(name, client, ks_opt)?;
         let where_clause = match st {
             Statement::Update(u) => u.where_clause.as_slice(),
             Statement::Delete(d) => d.where_clause.as_slice(),
@@ -941,190 +984,70 @@ impl QueryProcessor {
                 "Cannot provide custom timestamp for conditional updates".into(),
             ));
         }
-        let _guard = if in_batch {
-            None
-        } else {
-            Some(self.lwt_lock.lock().await)
+        Ok(Some((t, cond)))
+    }
+
+    /// A conditional statement: its conditions are checked against the
+    /// current data and it is applied if they hold, as one lightweight
+    /// transaction of the coordinator. Returns the `[applied]` result, or
+    /// `None` for a statement without conditions.
+    #[allow(clippy::too_many_arguments)]
+    async fn maybe_lwt(
+        &self,
+        st: &Statement,
+        client: &ClientState,
+        opts: &QueryOptions,
+        ev: &Eval<'_>,
+        default_ts: i64,
+        now: i32,
+    ) -> Result<Option<Outcome>> {
+        let ks_opt = opts.keyspace.as_deref();
+        let Some((t, cond)) = self.conditional_table(st, client, ks_opt)? else {
+            return Ok(None);
         };
-        let (ks, muts) =
-            self.mutations_of(st, client, opts.keyspace.as_deref(), ev, default_ts, now)?;
+        let (_, muts) = self
+            .mutations_of(st, client, ks_opt, ev, default_ts, now, opts.consistency)
+            .await?;
         let Some(m) = muts.first() else {
-            return Ok(Some((true, Outcome::void())));
+            return Ok(Some(Outcome::void()));
         };
-        let cfs = self.store(&t)?;
-        let ck = if t.clustering_count == 0 {
-            Some(sibyl_storage::ClusteringKey::row(
-                Vec::new(),
-                t.comparator.clone(),
-            ))
-        } else {
-            m.update.rows.keys().next().cloned()
-        };
-        let current = cfs.read(&m.key, None)?.map(|mut p| {
-            p.resolve(now);
-            p
-        });
-        let row = match (&current, &ck) {
-            (Some(p), Some(ck)) => p.rows.get(ck).cloned(),
-            (Some(p), None) => p.static_row.clone(),
-            _ => None,
-        };
-        let exists = row.as_ref().map(|r| r.is_live(now)).unwrap_or(false);
-        let pk_vals = split_partition_key(&m.key.key, t.partition_key_count);
-        let value_of = |c: &ColumnMetadata| -> Option<Bytes> {
-            match c.kind {
-                ColumnKind::PartitionKey => pk_vals.get(c.position as usize).cloned(),
-                ColumnKind::Clustering => ck
-                    .as_ref()
-                    .and_then(|k| k.values.get(c.position as usize).cloned()),
-                ColumnKind::Static => current
-                    .as_ref()
-                    .and_then(|p| p.static_row.as_ref())
-                    .and_then(|r| crate::cells::column_value(r, &c.name, &c.typ, now)),
-                ColumnKind::Regular => row
-                    .as_ref()
-                    .and_then(|r| crate::cells::column_value(r, &c.name, &c.typ, now)),
-            }
-        };
-        let (applied, shown): (bool, Vec<&ColumnMetadata>) = match &cond {
-            Conditions::NotExists => (!exists, t.columns.iter().collect()),
-            Conditions::Exists => (exists, t.columns.iter().collect()),
-            Conditions::Columns(conds) => {
-                let mut ok = true;
-                let mut shown = Vec::new();
-                for c in conds {
-                    let col = t.column(c.target.column()).ok_or_else(|| {
-                        Error::Invalid(format!(
-                            "Undefined column name {} in table {}.{}",
-                            c.target.column(),
-                            t.keyspace,
-                            t.name
-                        ))
-                    })?;
-                    if !shown.iter().any(|s: &&ColumnMetadata| s.name == col.name) {
-                        shown.push(col);
-                    }
-                    let mut cur = if exists || col.kind == ColumnKind::Static {
-                        value_of(col)
-                    } else {
-                        None
-                    };
-                    let mut typ = col.typ.clone();
-                    if let sibyl_cql::ColumnTarget::Element(_, key) = &c.target {
-                        // `l[i] op v`, `m[k] op v`: the element is compared
-                        let (key_t, elem_t) = match col.typ.unfrozen() {
-                            CqlType::List(e) => (CqlType::Int, e.as_ref().clone()),
-                            CqlType::Map(k, v) => (k.as_ref().clone(), v.as_ref().clone()),
-                            other => return Err(Error::Invalid(format!("Invalid element access syntax for non-collection column {} of type {other}", col.name))),
-                        };
-                        let k = match ev.value(key, &key_t, &format!("key({})", col.name))? {
-                            crate::terms::Val::Set(b) => b,
-                            _ => {
-                                return Err(Error::Invalid(format!(
-                                    "Invalid null value for {} element access",
-                                    col.name
-                                )))
-                            }
-                        };
-                        cur = cur.and_then(|v| match col.typ.unfrozen() {
-                            CqlType::List(_) => {
-                                let i = <[u8; 4]>::try_from(k.as_ref())
-                                    .map(i32::from_be_bytes)
-                                    .unwrap_or(-1);
-                                sibyl_types::value::deserialize_collection(&v)
-                                    .ok()
-                                    .and_then(|l| {
-                                        usize::try_from(i).ok().and_then(|i| l.get(i).cloned())
-                                    })
-                            }
-                            _ => sibyl_types::value::deserialize_map(&v).ok().and_then(|p| {
-                                p.into_iter()
-                                    .find(|(x, _)| {
-                                        key_t.compare(x, &k) == std::cmp::Ordering::Equal
-                                    })
-                                    .map(|(_, x)| x)
-                            }),
-                        });
-                        typ = elem_t;
-                    }
-                    let rel = Relation {
-                        lhs: RelationLhs::Column(col.name.clone()),
-                        op: c.op,
-                        rhs: c.rhs.clone(),
-                    };
-                    let vals = match &rel.rhs {
-                        RelationRhs::Term(Term::Null) => None,
-                        _ => {
-                            let r = crate::restrictions::analyse_condition_values(
-                                ev, &rel, &col.name, &typ,
-                            )?;
-                            Some(r)
-                        }
-                    };
-                    let pass = match vals {
-                        None => match c.op {
-                            Operator::Eq => cur.is_none(),
-                            Operator::Ne => cur.is_some(),
-                            _ => false,
-                        },
-                        Some(vals) => {
-                            let f = crate::restrictions::Filter {
-                                column: 0,
-                                op: c.op,
-                                values: vals,
-                                key: None,
-                            };
-                            crate::restrictions::filter_matches(&f, &typ, cur.as_ref())
-                        }
-                    };
-                    ok &= pass;
-                }
-                (ok, shown)
-            }
-            Conditions::None => (true, Vec::new()),
-        };
-        let mut columns = vec![ColumnSpec {
-            keyspace: t.keyspace.clone(),
-            table: t.name.clone(),
-            name: "[applied]".into(),
-            typ: CqlType::Boolean,
-        }];
-        let mut row_out = vec![Some(Bytes::copy_from_slice(&[applied as u8]))];
-        if applied {
-            if !in_batch {
-                self.proxy
-                    .mutate(&self.schema(), &ks, muts, opts.consistency)
-                    .await?;
-            }
-        } else if exists || matches!(cond, Conditions::Columns(_)) {
-            for c in shown {
-                if !exists && c.kind != ColumnKind::Static && matches!(cond, Conditions::Columns(_))
-                {
-                    continue;
-                }
-                columns.push(ColumnSpec {
-                    keyspace: t.keyspace.clone(),
-                    table: t.name.clone(),
-                    name: c.name.clone(),
-                    typ: c.typ.clone(),
+        let key = m.key.clone();
+        let ck = condition_row(&t, m);
+        let serial = opts.serial_consistency.unwrap_or(Consistency::Serial);
+        let out = self
+            .proxy
+            .cas(&t, key.clone(), serial, opts.consistency, |current, now| {
+                let current = current.map(|mut p| {
+                    p.resolve(now);
+                    p
                 });
-                row_out.push(value_of(c));
-            }
-        }
-        Ok(Some((
-            applied,
-            Outcome {
-                body: ResultBody::Rows {
-                    metadata: RowsMetadata {
-                        columns,
-                        ..Default::default()
-                    },
-                    rows: vec![row_out],
-                },
-                warnings: Vec::new(),
-                event: None,
-            },
-        )))
+                let check = check_conditions(&t, &cond, current.as_ref(), &key, ck.as_ref(), ev, now)?;
+                let mut columns = vec![applied_spec(&t)];
+                let mut row_out = vec![Some(Bytes::copy_from_slice(&[check.applied as u8]))];
+                if check.applied {
+                    return Ok::<_, Error>((rows_outcome(columns, vec![row_out]), muts));
+                }
+                if check.exists || matches!(cond, Conditions::Columns(_)) {
+                    for (c, v) in check.shown.iter().zip(check.values) {
+                        if !check.exists
+                            && c.kind != ColumnKind::Static
+                            && matches!(cond, Conditions::Columns(_))
+                        {
+                            continue;
+                        }
+                        columns.push(ColumnSpec {
+                            keyspace: t.keyspace.clone(),
+                            table: t.name.clone(),
+                            name: c.name.clone(),
+                            typ: c.typ.clone(),
+                        });
+                        row_out.push(v);
+                    }
+                }
+                Ok((rows_outcome(columns, vec![row_out]), Vec::new()))
+            })
+            .await?;
+        Ok(Some(out))
     }
 
     // ---------- schema changes ----------
@@ -1137,7 +1060,7 @@ impl QueryProcessor {
     ) -> Result<Outcome> {
         let _guard = self.schema_lock.lock().await;
         let schema = self.schema();
-        let now = sibyl_storage::now_in_seconds();
+        let now = sibyl_db::now_in_seconds();
         let change = |change_type: &str,
                       target: SchemaChangeTarget,
                       keyspace: &str,
@@ -1148,7 +1071,7 @@ impl QueryProcessor {
             name: name.map(|s| s.to_string()),
             arg_types: Vec::new(),
         };
-        let mut build_index: Option<(Arc<TableMetadata>, crate::index::IndexMetadata)> = None;
+        let mut build_index: Option<(Arc<TableMetadata>, sibyl_schema::index::IndexMetadata)> = None;
         let mut warnings: Vec<String> = Vec::new();
         let (new_ks, dropped_ks, ev): (
             Option<KeyspaceMetadata>,
@@ -1541,7 +1464,7 @@ impl QueryProcessor {
                         return Err(Error::Invalid(format!("Index '{n}' already exists")));
                     }
                 }
-                let (ix, duplicate) = crate::index::validate_create(
+                let (ix, duplicate) = sibyl_schema::index::validate_create(
                     t,
                     ci.name.as_deref(),
                     &ci.target,
@@ -1626,49 +1549,29 @@ impl QueryProcessor {
             (None, Some(name)) => schema_tables::drop_keyspace_mutations(name, ts, now),
             _ => Vec::new(),
         };
-        self.storage.apply(mutations).await?;
         // new schema
         let mut next = (*schema).clone();
         match (new_ks, dropped_ks) {
             (Some(ks), _) => {
-                if let Some(old) = schema.keyspace(&ks.name) {
-                    for (n, t) in &old.tables {
-                        match ks.tables.get(n).filter(|nt| nt.id == t.id) {
-                            Some(nt) => {
-                                for ix in t
-                                    .indexes
-                                    .iter()
-                                    .filter(|ix| !nt.indexes.iter().any(|x| x.name == ix.name))
-                                {
-                                    self.storage.drop_table(ix.store_id(t));
-                                }
-                            }
-                            None => drop_stores(&self.storage, t),
-                        }
-                    }
-                }
-                for t in ks.tables.values() {
-                    open_store(&self.storage, t)?;
-                }
                 next.keyspaces.insert(ks.name.clone(), Arc::new(ks));
             }
             (None, Some(name)) => {
-                if let Some(old) = next.keyspaces.remove(&name) {
-                    for t in old.tables.values() {
-                        drop_stores(&self.storage, t);
-                    }
-                }
+                next.keyspaces.remove(&name);
             }
             _ => {}
         }
         next.compute_version();
-        *self.schema.write() = Arc::new(next.clone());
+        let next = self
+            .proxy
+            .apply_schema_change(
+                mutations,
+                next,
+                build_index.map(|(t, ix)| ((*t).clone(), ix)),
+            )
+            .await?;
         self.prepared.lock().clear();
         if let Some(cb) = self.on_schema_change.read().as_ref() {
             cb(&next);
-        }
-        if let Some((t, ix)) = build_index {
-            crate::index::build(&self.storage, &t, &ix).await?;
         }
         let event = ev.clone();
         Ok(Outcome {
@@ -1734,7 +1637,7 @@ impl QueryProcessor {
                         ));
                     };
                     let m: BTreeMap<String, String> = m.iter().cloned().collect();
-                    replication = Some(validate_replication(name, &m, &self.local_dc)?);
+                    replication = Some(validate_replication(name, &m, &self.local_dc)?.into());
                 }
                 "durable_writes" => {
                     durable_writes = match p.value.as_text().map(|s| s.to_lowercase()).as_deref() {
@@ -1855,11 +1758,274 @@ They don't yet support SELECT queries with:
  * Filters on columns without a SAI index.";
 
 /// Forgets a dropped table's store and its indexes' stores.
-fn drop_stores(storage: &StorageEngine, t: &TableMetadata) {
-    for ix in &t.indexes {
-        storage.drop_table(ix.store_id(t));
+
+/// One statement of a batch, with its own values and keyspace.
+pub struct BatchChild<'a> {
+    pub statement: &'a Statement,
+    pub ev: &'a Eval<'a>,
+    /// The keyspace a prepared statement was prepared in.
+    pub keyspace: Option<String>,
+}
+
+/// The row a conditional statement's conditions are about (`None`: the
+/// static row).
+fn condition_row(t: &TableMetadata, m: &Mutation) -> Option<sibyl_db::ClusteringKey> {
+    if t.clustering_count == 0 {
+        Some(sibyl_db::ClusteringKey::row(Vec::new(), t.comparator.clone()))
+    } else {
+        m.update.rows.keys().next().cloned()
     }
-    storage.drop_table(t.id);
+}
+
+fn applied_spec(t: &TableMetadata) -> ColumnSpec {
+    ColumnSpec {
+        keyspace: t.keyspace.clone(),
+        table: t.name.clone(),
+        name: "[applied]".into(),
+        typ: CqlType::Boolean,
+    }
+}
+
+fn rows_outcome(columns: Vec<ColumnSpec>, rows: Vec<Vec<Option<Bytes>>>) -> Outcome {
+    Outcome {
+        body: ResultBody::Rows {
+            metadata: RowsMetadata {
+                columns,
+                ..Default::default()
+            },
+            rows,
+        },
+        warnings: Vec::new(),
+        event: None,
+    }
+}
+
+fn applied_outcome(t: &TableMetadata, applied: bool) -> Outcome {
+    rows_outcome(
+        vec![applied_spec(t)],
+        vec![vec![Some(Bytes::copy_from_slice(&[applied as u8]))]],
+    )
+}
+
+/// The value of column `c` in row `ck` (`None`: the static row) of a
+/// resolved partition.
+fn current_value(
+    t: &TableMetadata,
+    c: &ColumnMetadata,
+    current: Option<&Partition>,
+    key: &DecoratedKey,
+    ck: Option<&sibyl_db::ClusteringKey>,
+    now: i32,
+) -> Option<Bytes> {
+    match c.kind {
+        ColumnKind::PartitionKey => split_partition_key(&key.key, t.partition_key_count)
+            .get(c.position as usize)
+            .cloned(),
+        ColumnKind::Clustering => ck.and_then(|k| k.values.get(c.position as usize).cloned()),
+        ColumnKind::Static => current
+            .and_then(|p| p.static_row.as_ref())
+            .and_then(|r| sibyl_db::cells::column_value(r, &c.name, &c.typ, now)),
+        ColumnKind::Regular => current
+            .and_then(|p| ck.and_then(|ck| p.rows.get(ck)))
+            .and_then(|r| sibyl_db::cells::column_value(r, &c.name, &c.typ, now)),
+    }
+}
+
+/// What checking a statement's conditions found.
+struct CasCheck<'t> {
+    applied: bool,
+    /// Whether the conditions' row exists.
+    exists: bool,
+    /// The columns a failed check shows, with their current values.
+    shown: Vec<&'t ColumnMetadata>,
+    values: Vec<Option<Bytes>>,
+}
+
+/// Checks a statement's conditions against the current (resolved)
+/// partition.
+fn check_conditions<'t>(
+    t: &'t TableMetadata,
+    cond: &Conditions,
+    current: Option<&Partition>,
+    key: &DecoratedKey,
+    ck: Option<&sibyl_db::ClusteringKey>,
+    ev: &Eval<'_>,
+    now: i32,
+) -> Result<CasCheck<'t>> {
+    let row = match (current, ck) {
+        (Some(p), Some(ck)) => p.rows.get(ck).cloned(),
+        (Some(p), None) => p.static_row.clone(),
+        _ => None,
+    };
+    let exists = row.as_ref().map(|r| r.is_live(now)).unwrap_or(false);
+    let value_of = |c: &ColumnMetadata| current_value(t, c, current, key, ck, now);
+        let (applied, shown): (bool, Vec<&ColumnMetadata>) = match &cond {
+            Conditions::NotExists => (!exists, t.columns.iter().collect()),
+            Conditions::Exists => (exists, t.columns.iter().collect()),
+            Conditions::Columns(conds) => {
+                let mut ok = true;
+                let mut shown = Vec::new();
+                for c in conds {
+                    let col = t.column(c.target.column()).ok_or_else(|| {
+                        Error::Invalid(format!(
+                            "Undefined column name {} in table {}.{}",
+                            c.target.column(),
+                            t.keyspace,
+                            t.name
+                        ))
+                    })?;
+                    if !shown.iter().any(|s: &&ColumnMetadata| s.name == col.name) {
+                        shown.push(col);
+                    }
+                    let mut cur = if exists || col.kind == ColumnKind::Static {
+                        value_of(col)
+                    } else {
+                        None
+                    };
+                    let mut typ = col.typ.clone();
+                    if let sibyl_cql::ColumnTarget::Element(_, key) = &c.target {
+                        // `l[i] op v`, `m[k] op v`: the element is compared
+                        let (key_t, elem_t) = match col.typ.unfrozen() {
+                            CqlType::List(e) => (CqlType::Int, e.as_ref().clone()),
+                            CqlType::Map(k, v) => (k.as_ref().clone(), v.as_ref().clone()),
+                            other => return Err(Error::Invalid(format!("Invalid element access syntax for non-collection column {} of type {other}", col.name))),
+                        };
+                        let k = match ev.value(key, &key_t, &format!("key({})", col.name))? {
+                            crate::terms::Val::Set(b) => b,
+                            _ => {
+                                return Err(Error::Invalid(format!(
+                                    "Invalid null value for {} element access",
+                                    col.name
+                                )))
+                            }
+                        };
+                        cur = cur.and_then(|v| match col.typ.unfrozen() {
+                            CqlType::List(_) => {
+                                let i = <[u8; 4]>::try_from(k.as_ref())
+                                    .map(i32::from_be_bytes)
+                                    .unwrap_or(-1);
+                                sibyl_types::value::deserialize_collection(&v)
+                                    .ok()
+                                    .and_then(|l| {
+                                        usize::try_from(i).ok().and_then(|i| l.get(i).cloned())
+                                    })
+                            }
+                            _ => sibyl_types::value::deserialize_map(&v).ok().and_then(|p| {
+                                p.into_iter()
+                                    .find(|(x, _)| {
+                                        key_t.compare(x, &k) == std::cmp::Ordering::Equal
+                                    })
+                                    .map(|(_, x)| x)
+                            }),
+                        });
+                        typ = elem_t;
+                    }
+                    let rel = Relation {
+                        lhs: RelationLhs::Column(col.name.clone()),
+                        op: c.op,
+                        rhs: c.rhs.clone(),
+                    };
+                    let vals = match &rel.rhs {
+                        RelationRhs::Term(Term::Null) => None,
+                        _ => {
+                            let r = crate::restrictions::analyse_condition_values(
+                                ev, &rel, &col.name, &typ,
+                            )?;
+                            Some(r)
+                        }
+                    };
+                    let pass = match vals {
+                        None => match c.op {
+                            Operator::Eq => cur.is_none(),
+                            Operator::Ne => cur.is_some(),
+                            _ => false,
+                        },
+                        Some(vals) => {
+                            let f = crate::restrictions::Filter {
+                                column: 0,
+                                op: c.op,
+                                values: vals,
+                                key: None,
+                            };
+                            crate::restrictions::filter_matches(&f, &typ, cur.as_ref())
+                        }
+                    };
+                    ok &= pass;
+                }
+                (ok, shown)
+            }
+            Conditions::None => (true, Vec::new()),
+        };
+    let values = shown.iter().map(|c| value_of(c)).collect();
+    Ok(CasCheck {
+        applied,
+        exists,
+        shown,
+        values,
+    })
+}
+
+/// The answer of a conditional batch whose conditions failed (Cassandra's
+/// `buildCasFailureResultSet` for batches): `[applied]` false, then the
+/// primary key columns and the columns with conditions (every column when a
+/// condition is IF EXISTS or IF NOT EXISTS), one row per existing row the
+/// conditions are about, in clustering order.
+fn batch_failure(
+    t: &TableMetadata,
+    current: Option<&Partition>,
+    key: &DecoratedKey,
+    rows: &[Option<sibyl_db::ClusteringKey>],
+    wildcard: bool,
+    shown: &[String],
+    now: i32,
+) -> Outcome {
+    let mut columns: Vec<&ColumnMetadata> = Vec::new();
+    if wildcard {
+        columns.extend(t.columns.iter());
+    } else {
+        columns.extend(t.columns.iter().filter(|c| c.kind.is_primary_key()));
+        for name in shown {
+            if let Some(c) = t.column(name) {
+                if !columns.iter().any(|x| x.name == c.name) {
+                    columns.push(c);
+                }
+            }
+        }
+    }
+    let mut specs = vec![applied_spec(t)];
+    specs.extend(columns.iter().map(|c| ColumnSpec {
+        keyspace: t.keyspace.clone(),
+        table: t.name.clone(),
+        name: c.name.clone(),
+        typ: c.typ.clone(),
+    }));
+    let mut existing: Vec<&sibyl_db::ClusteringKey> = rows
+        .iter()
+        .flatten()
+        .filter(|ck| {
+            current
+                .and_then(|p| p.rows.get(ck))
+                .is_some_and(|r| r.is_live(now))
+        })
+        .collect();
+    existing.sort();
+    let mut out: Vec<Vec<Option<Bytes>>> = existing
+        .into_iter()
+        .map(|ck| {
+            let mut row = vec![Some(Bytes::copy_from_slice(&[0]))];
+            row.extend(
+                columns
+                    .iter()
+                    .map(|c| current_value(t, c, current, key, Some(ck), now)),
+            );
+            row
+        })
+        .collect();
+    if out.is_empty() {
+        out.push(vec![Some(Bytes::copy_from_slice(&[0]))]);
+        specs.truncate(1);
+    }
+    rows_outcome(specs, out)
 }
 
 fn has_conditions(s: &Statement) -> bool {
@@ -2312,6 +2478,6 @@ pub fn write_params_now(ts: i64) -> WriteParams {
     WriteParams {
         timestamp: ts,
         ttl: 0,
-        now: sibyl_storage::now_in_seconds(),
+        now: sibyl_db::now_in_seconds(),
     }
 }

@@ -1,9 +1,9 @@
 //! Schema: keyspaces, tables, columns, user types; their validation as
 //! Cassandra does it; and the definitions of the system tables.
 
-use crate::error::{Error, Result};
+use crate::error::{Result, SchemaError as Error};
 use sibyl_cql::{Property, PropertyValue};
-use sibyl_storage::ClusteringComparator;
+use sibyl_db::ClusteringComparator;
 use sibyl_types::{CqlType, UserType};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -267,7 +267,7 @@ impl TableParams {
                         .or_insert_with(|| "32".into());
                     m.entry("min_threshold".into())
                         .or_insert_with(|| "4".into());
-                    sibyl_storage::compaction::Strategy::from_map(&m).map_err(Error::Config)?;
+                    sibyl_db::compaction_params::Strategy::from_map(&m).map_err(Error::Config)?;
                     self.compaction = m;
                 }
                 "compression" => {
@@ -455,135 +455,14 @@ impl TableMetadata {
             .join(format!("{}-{}", self.name, self.id.simple()))
     }
 
-    /// The storage engine's options from the table's parameters.
-    pub fn storage_options(&self) -> sibyl_storage::store::TableOptions {
-        let p = &self.params;
-        use sibyl_storage::sstable::Compression;
-        let enabled = p
-            .compression
-            .get("enabled")
-            .map(|v| v != "false")
-            .unwrap_or(true);
-        let class = p
-            .compression
-            .get("class")
-            .map(|c| c.rsplit('.').next().unwrap_or(c))
-            .unwrap_or("LZ4Compressor");
-        let compression = match class {
-            _ if !enabled => Compression::None,
-            "NoopCompressor" => Compression::None,
-            "ZstdCompressor" => Compression::Zstd(
-                p.compression
-                    .get("compression_level")
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(3),
-            ),
-            "SnappyCompressor" => Compression::Snappy,
-            "DeflateCompressor" => Compression::Deflate,
-            _ => Compression::Lz4,
-        };
-        let chunk_kb: usize = p
-            .compression
-            .get("chunk_length_in_kb")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(16);
-        sibyl_storage::store::TableOptions {
-            compression,
-            chunk_length_bytes: chunk_kb.clamp(1, 64 * 1024) * 1024,
-            bloom_filter_fp_chance: p.bloom_filter_fp_chance,
-            gc_grace_seconds: p.gc_grace_seconds,
-            // leveled and time-window selection are not built yet: their tables compact size-tiered
-            strategy: sibyl_storage::compaction::Strategy::from_map(&p.compaction)
-                .unwrap_or_default(),
-            auto_compaction: p
-                .compaction
-                .get("enabled")
-                .map(|v| v != "false")
-                .unwrap_or(true),
-            cache_keys: p
-                .caching
-                .get("keys")
-                .map(|v| v.eq_ignore_ascii_case("ALL"))
-                .unwrap_or(true),
-            rows_per_partition: match p
-                .caching
-                .get("rows_per_partition")
-                .map(|v| v.to_uppercase())
-            {
-                None => None,
-                Some(v) if v == "NONE" => None,
-                Some(v) if v == "ALL" => Some(u64::MAX),
-                Some(v) => v.parse().ok().filter(|n: &u64| *n > 0),
-            },
-            header: sibyl_storage::sstable::SerializationHeader {
-                keyspace: self.keyspace.clone(),
-                table: self.name.clone(),
-                partition_key_types: self
-                    .partition_key()
-                    .iter()
-                    .map(|c| c.typ.to_string())
-                    .collect(),
-                clustering_types: self
-                    .clustering()
-                    .iter()
-                    .map(|c| c.typ.to_string())
-                    .collect(),
-                clustering_reversed: self.clustering().iter().map(|c| c.reversed).collect(),
-                columns: self
-                    .regular_and_static()
-                    .iter()
-                    .map(|c| (c.name.clone(), c.typ.to_string()))
-                    .collect(),
-            },
-            dropped_columns: self
-                .dropped
-                .iter()
-                .map(|(n, (_, at))| (n.clone(), *at))
-                .collect(),
-        }
-    }
 }
 
-/// Registers a table's store with the engine, with its options.
-pub fn open_store(
-    storage: &sibyl_storage::StorageEngine,
-    t: &TableMetadata,
-) -> Result<std::sync::Arc<sibyl_storage::ColumnFamilyStore>> {
-    let cfs = storage.add_table(
-        t.id,
-        t.comparator.clone(),
-        t.directory(storage.data_directory()),
-    )?;
-    *cfs.options.write() = t.storage_options();
-    for ix in &t.indexes {
-        let store = storage.add_table(
-            ix.store_id(t),
-            ix.comparator(t),
-            ix.directory(t, storage.data_directory()),
-        )?;
-        let mut o = t.storage_options();
-        o.header.table = format!("{}.{}", t.name, ix.name);
-        o.header.partition_key_types = vec!["blob".into()];
-        o.header.clustering_types = ix
-            .comparator(t)
-            .types
-            .iter()
-            .map(|(t, _)| t.to_string())
-            .collect();
-        o.header.clustering_reversed = ix.comparator(t).types.iter().map(|(_, r)| *r).collect();
-        o.header.columns = Default::default();
-        // an index partition lists many base rows: it stays out of the row cache
-        o.rows_per_partition = None;
-        *store.options.write() = o;
-    }
-    Ok(cfs)
-}
 
 /// A keyspace's definition.
 #[derive(Debug, Clone)]
 pub struct KeyspaceMetadata {
     pub name: String,
-    pub replication: BTreeMap<String, String>,
+    pub replication: crate::replication::ReplicationParams,
     pub durable_writes: bool,
     pub tables: BTreeMap<String, Arc<TableMetadata>>,
     pub types: BTreeMap<String, Arc<UserType>>,
@@ -595,26 +474,7 @@ pub struct KeyspaceMetadata {
 impl KeyspaceMetadata {
     /// The total replication factor (sum over DCs for NetworkTopologyStrategy).
     pub fn replication_factor(&self) -> usize {
-        let class = self
-            .replication
-            .get("class")
-            .map(|s| s.as_str())
-            .unwrap_or("");
-        if class.ends_with("LocalStrategy") {
-            return 1;
-        }
-        if class.ends_with("SimpleStrategy") {
-            return self
-                .replication
-                .get("replication_factor")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(1);
-        }
-        self.replication
-            .iter()
-            .filter(|(k, _)| *k != "class")
-            .filter_map(|(_, v)| v.parse::<usize>().ok())
-            .sum()
+        self.replication.strategy.replication_factor(1)
     }
 }
 
@@ -727,7 +587,7 @@ impl Schema {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         for (name, ks) in &self.keyspaces {
             name.hash(&mut h);
-            for (k, v) in &ks.replication {
+            for (k, v) in ks.replication.iter() {
                 k.hash(&mut h);
                 v.hash(&mut h);
             }
@@ -824,7 +684,7 @@ const COLUMNS_TABLE: &[(&str, &str, ColumnKind, i32)] = &[
 pub fn system_keyspaces() -> Vec<KeyspaceMetadata> {
     let local = |tables: Vec<Arc<TableMetadata>>, name: &str| KeyspaceMetadata {
         name: name.to_string(),
-        replication: map(&[("class", "org.apache.cassandra.locator.LocalStrategy")]),
+        replication: map(&[("class", "org.apache.cassandra.locator.LocalStrategy")]).into(),
         durable_writes: true,
         tables: tables.into_iter().map(|t| (t.name.clone(), t)).collect(),
         types: BTreeMap::new(),
@@ -1106,7 +966,7 @@ pub fn system_keyspaces() -> Vec<KeyspaceMetadata> {
     traces_ks.replication = map(&[
         ("class", "org.apache.cassandra.locator.SimpleStrategy"),
         ("replication_factor", "2"),
-    ]);
+    ]).into();
     let mut vks = local(virtual_schema, "system_virtual_schema");
     vks.is_virtual = true;
     let mut views = local(Vec::new(), "system_views");
@@ -1115,12 +975,12 @@ pub fn system_keyspaces() -> Vec<KeyspaceMetadata> {
     auth.replication = map(&[
         ("class", "org.apache.cassandra.locator.SimpleStrategy"),
         ("replication_factor", "1"),
-    ]);
+    ]).into();
     let mut dist = local(Vec::new(), "system_distributed");
     dist.replication = map(&[
         ("class", "org.apache.cassandra.locator.SimpleStrategy"),
         ("replication_factor", "3"),
-    ]);
+    ]).into();
     vec![
         local(system, "system"),
         local(schema, "system_schema"),

@@ -2,18 +2,19 @@
 //! iteration (keys, IN, token ranges, full scans), clustering slices, filtering,
 //! ordering, limits and paging.
 
-use crate::cells::{column_value, simple_cell, split_partition_key};
+use sibyl_db::cells::{column_value, simple_cell, split_partition_key};
 use crate::error::{Error, Result};
-use crate::index::IndexMetadata;
+use sibyl_schema::index::IndexMetadata;
 use crate::restrictions::{analyse, filter_matches, Purpose, Restrictions, ALLOW_FILTERING_MSG};
-use crate::schema::{ColumnKind, TableMetadata};
+use sibyl_schema::schema::{ColumnKind, TableMetadata};
 use crate::terms::{Eval, Val};
 use bytes::Bytes;
 use sibyl_cql::{Operator, Select, Selector, Term};
 use sibyl_protocol::ColumnSpec;
-use sibyl_storage::{
-    BoundKind, ClusteringKey, ColumnFamilyStore, DecoratedKey, Mutation, Partition, Row,
-};
+use sibyl_db::read::Slice;
+use sibyl_db::{ClusteringKey, DecoratedKey, KeyBound, Partition, ReadCommand, ReadKind, Row};
+use sibyl_protocol::Consistency;
+use sibyl_service::StorageProxy;
 use sibyl_types::CqlType;
 use std::cmp::Ordering;
 use std::sync::Arc;
@@ -1092,7 +1093,7 @@ impl PagingState {
 
     pub fn decode(b: &[u8]) -> Result<PagingState> {
         let bad = || Error::Protocol("Invalid value for the paging state".into());
-        let mut r = sibyl_storage::serde::Reader::new(b);
+        let mut r = sibyl_db::serde::Reader::new(b);
         if r.u8().map_err(|_| bad())? != PAGING_VERSION {
             return Err(bad());
         }
@@ -1125,8 +1126,6 @@ impl PagingState {
 pub struct SelectResult {
     pub rows: Vec<Vec<Option<Bytes>>>,
     pub paging_state: Option<Bytes>,
-    /// Deletions of index entries found stale while reading.
-    pub stale: Vec<Mutation>,
     /// Client warnings (aggregation over many partitions).
     pub warnings: Vec<String>,
 }
@@ -1279,7 +1278,7 @@ fn index_plan(
         let value = match (col.typ.unfrozen(), rel.op, element) {
             (CqlType::Map(kt, vt), Operator::Eq, Some(k)) => {
                 match (set(ev.value(k, kt, c)?), set(ev.value(term, vt, c)?)) {
-                    (Some(k), Some(v)) => Some(crate::cells::make_partition_key(&[k, v])),
+                    (Some(k), Some(v)) => Some(sibyl_db::cells::make_partition_key(&[k, v])),
                     _ => None,
                 }
             }
@@ -1346,16 +1345,16 @@ struct Agg {
 /// Executes a SELECT against a table's store (rows as selected; see
 /// [`Selection::finish`] for SELECT JSON).
 #[allow(clippy::too_many_arguments)]
-pub fn execute(
+pub async fn execute(
     table: &Arc<TableMetadata>,
-    cfs: &ColumnFamilyStore,
+    proxy: &StorageProxy,
+    cl: Consistency,
     stmt: &Select,
     sel: &Selection,
-    ev: &Eval,
+    ev: &Eval<'_>,
     page_size: Option<i32>,
     paging_state: Option<&Bytes>,
     now: i32,
-    index_store: &dyn Fn(&IndexMetadata) -> Option<Arc<ColumnFamilyStore>>,
 ) -> Result<SelectResult> {
     let r = analyse(table, &stmt.where_clause, ev, Purpose::Select)?;
     let mut needs_filtering = r.needs_filtering;
@@ -1383,11 +1382,7 @@ pub fn execute(
         }
     }
     // the index whose entries drive the read, with the value looked up
-    let driver: Option<(IndexMetadata, Bytes, Arc<ColumnFamilyStore>)> =
-        match plan.and_then(|p| p.driver) {
-            Some((ix, v)) => index_store(&ix).map(|st| (ix, v, st)),
-            None => None,
-        };
+    let driver: Option<(IndexMetadata, Bytes)> = plan.and_then(|p| p.driver);
     if let (Some((col, prev)), false) = (&r.clustering_gap, stmt.allow_filtering) {
         if !table.indexes.iter().any(|ix| &ix.column == col) {
             return Err(Error::Invalid(format!("PRIMARY KEY column \"{col}\" cannot be restricted as preceding column \"{prev}\" is not restricted")));
@@ -1562,7 +1557,6 @@ pub fn execute(
         .map(|t| (t.start, t.end))
         .unwrap_or((i64::MIN, i64::MAX));
     let mut fixed_pos = 0usize;
-    let mut scan_after: Option<DecoratedKey> = None;
     let mut resume: Option<PagingState> = paging.clone();
     if let (Some(p), Some(keys)) = (&paging, &fixed_keys) {
         fixed_pos = keys
@@ -1570,62 +1564,69 @@ pub fn execute(
             .position(|k| k.key == p.key)
             .unwrap_or(keys.len());
     }
-    if let (Some(p), None) = (&paging, &fixed_keys) {
-        // resume the scan at the paging key (its partition is finished below)
-        let dk = DecoratedKey::new(p.key.clone());
-        scan_after = Some(DecoratedKey {
-            token: dk.token,
-            key: dk.key.clone(),
-        });
-    }
-    let mut batch: Vec<DecoratedKey> = Vec::new();
-    let mut first_scan = true;
-    let mut hits: std::collections::VecDeque<crate::index::Hit> = match &driver {
-        Some((ix, v, st)) => crate::index::lookup(table, ix, st, v, scan_after.as_ref(), now)?,
-        None => Default::default(),
+    // partitions come from the coordinator in batches, in token order; a
+    // resumed scan starts with the paging partition itself (finished below)
+    const FETCH: usize = 256;
+    let mut fetched: std::collections::VecDeque<(DecoratedKey, Partition)> = Default::default();
+    let mut next_start: Option<KeyBound> = match (&paging, &fixed_keys) {
+        (Some(p), None) => Some(KeyBound {
+            key: DecoratedKey::new(p.key.clone()),
+            inclusive: true,
+        }),
+        _ => None,
     };
-    let mut stale: Vec<Mutation> = Vec::new();
+    let mut exhausted = false;
+    let command = |kind: ReadKind, slices: Option<Vec<Slice>>| ReadCommand {
+        table_id: table.id,
+        kind,
+        slices,
+        now,
+        digest: false,
+    };
     'partitions: loop {
-        // next key
-        let mut hit_rows: Option<Vec<(ClusteringKey, i64)>> = None;
-        let mut hit_ts = i64::MIN;
-        let key = if let Some(keys) = &fixed_keys {
+        // next partition
+        let (key, read) = if let Some(keys) = &fixed_keys {
             if fixed_pos >= keys.len() {
                 break;
             }
             fixed_pos += 1;
-            keys[fixed_pos - 1].clone()
-        } else if driver.is_some() {
-            let Some(h) = hits.pop_front() else { break };
-            hit_rows = h.rows;
-            hit_ts = h.timestamp;
-            h.key
+            let key = keys[fixed_pos - 1].clone();
+            let cmd = command(
+                ReadKind::SinglePartition { key: key.clone() },
+                r.slices.clone(),
+            );
+            let read = proxy.read(cmd, cl).await?.pop().map(|(_, p)| p);
+            (key, read)
         } else {
-            if batch.is_empty() {
-                if first_scan {
-                    if let Some(after) = &scan_after {
-                        // include the paging partition itself first
-                        batch = vec![after.clone()];
-                        let more = cfs.keys(Some(after), start_tok, end_tok, 256)?;
-                        batch.extend(more);
-                    } else {
-                        batch = cfs.keys(None, start_tok, end_tok, 256)?;
-                    }
-                    first_scan = false;
-                } else {
-                    let Some(last) = scan_after.clone() else {
-                        break;
-                    };
-                    batch = cfs.keys(Some(&last), start_tok, end_tok, 256)?;
+            if fetched.is_empty() && !exhausted {
+                let kind = match &driver {
+                    Some((ix, v)) => ReadKind::Index {
+                        index: ix.name.clone(),
+                        value: v.clone(),
+                        start: next_start.clone(),
+                        limit: FETCH,
+                    },
+                    None => ReadKind::PartitionRange {
+                        start: next_start.clone(),
+                        start_token: start_tok,
+                        end_token: end_tok,
+                        limit: FETCH,
+                    },
+                };
+                let batch = proxy.read(command(kind, r.slices.clone()), cl).await?;
+                exhausted = batch.len() < FETCH;
+                if let Some((k, _)) = batch.last() {
+                    next_start = Some(KeyBound {
+                        key: k.clone(),
+                        inclusive: false,
+                    });
                 }
-                if batch.is_empty() {
-                    break;
-                }
-                batch.reverse();
+                fetched.extend(batch);
             }
-            let Some(k) = batch.pop() else { break };
-            scan_after = Some(k.clone());
-            k
+            let Some((key, p)) = fetched.pop_front() else {
+                break;
+            };
+            (key, Some(p))
         };
         if key.token < start_tok || key.token > end_tok {
             continue;
@@ -1637,75 +1638,8 @@ pub fn execute(
                 continue; // that partition was finished
             }
         }
-        let exact: Option<Vec<(ClusteringKey, ClusteringKey)>> = hit_rows.as_ref().map(|rows| {
-            rows.iter()
-                .map(|(ck, _)| {
-                    (
-                        ClusteringKey::bound(
-                            ck.values.clone(),
-                            BoundKind::StartInclusive,
-                            ck.comparator.clone(),
-                        ),
-                        ClusteringKey::bound(
-                            ck.values.clone(),
-                            BoundKind::EndInclusive,
-                            ck.comparator.clone(),
-                        ),
-                    )
-                })
-                .collect()
-        });
-        let slices = exact.as_deref().or(r.slices.as_deref());
-        let read = cfs.read(&key, slices)?;
-        if let Some((ix, value, _)) = &driver {
-            // entries whose base row no longer gives the value are deleted
-            let resolved = read.clone().map(|mut p| {
-                p.resolve(now);
-                p
-            });
-            match &hit_rows {
-                Some(rows) => {
-                    for (ck, ts) in rows {
-                        let row = resolved.as_ref().and_then(|p| p.rows.get(ck));
-                        if !row.is_some_and(|row| {
-                            crate::index::row_has_value(ix, table, &key, Some(ck), row, value, now)
-                        }) {
-                            stale.push(crate::index::stale_entry_deletion(
-                                table,
-                                ix,
-                                value,
-                                &key,
-                                Some(ck),
-                                *ts,
-                                now,
-                            ));
-                        }
-                    }
-                }
-                None => {
-                    let sr = resolved.as_ref().and_then(|p| p.static_row.as_ref());
-                    let live = match table.column(&ix.column).map(|c| c.kind) {
-                        Some(ColumnKind::Static) => sr.is_some_and(|row| {
-                            crate::index::row_has_value(ix, table, &key, None, row, value, now)
-                        }),
-                        _ => resolved
-                            .as_ref()
-                            .is_some_and(|p| !p.rows.is_empty() || p.static_row.is_some()),
-                    };
-                    if !live {
-                        stale.push(crate::index::stale_entry_deletion(
-                            table, ix, value, &key, None, hit_ts, now,
-                        ));
-                    }
-                }
-            }
-        }
         let Some(mut part) = read else { continue };
         part.resolve(now);
-        if let (Some(_), Some(sl)) = (&hit_rows, &r.slices) {
-            part.rows
-                .retain(|ck, _| sl.iter().any(|(a, b)| a <= ck && ck <= b));
-        }
         if part.rows.is_empty() && part.static_row.is_none() {
             continue;
         }
@@ -1883,7 +1817,6 @@ pub fn execute(
         return Ok(SelectResult {
             rows: ann_rows.into_iter().map(|(_, r)| r).collect(),
             paging_state: None,
-            stale,
             warnings,
         });
     }
@@ -1897,7 +1830,6 @@ pub fn execute(
         return Ok(SelectResult {
             rows: out,
             paging_state: None,
-            stale,
             warnings,
         });
     }
@@ -1905,14 +1837,12 @@ pub fn execute(
         return Ok(SelectResult {
             rows: vec![finish_aggregate(sel, table, &agg)],
             paging_state: None,
-            stale,
             warnings,
         });
     }
     Ok(SelectResult {
         rows: out,
         paging_state: next_state.map(|s| s.encode()),
-        stale,
         warnings,
     })
 }
@@ -1975,7 +1905,7 @@ fn build_row(
         } else {
             row
         };
-        if let Some(sibyl_storage::ColumnData::Complex { cells, .. }) =
+        if let Some(sibyl_db::ColumnData::Complex { cells, .. }) =
             r.and_then(|r| r.cells.get(&col.name))
         {
             let stamps: Vec<i64> = cells

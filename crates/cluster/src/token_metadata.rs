@@ -2,7 +2,7 @@
 //! replication strategies that turn a token into its natural replicas
 //! (Cassandra's `locator`). The single node is a ring of one.
 
-use crate::schema::KeyspaceMetadata;
+use sibyl_schema::ReplicationStrategy;
 use std::net::IpAddr;
 
 /// A node of the ring.
@@ -43,57 +43,81 @@ impl TokenMetadata {
         (0..n).map(move |i| self.ring[(start + i) % n].1)
     }
 
-    /// The natural replicas of `token` for the keyspace's replication strategy.
-    pub fn replicas(&self, token: i64, ks: &KeyspaceMetadata) -> Vec<usize> {
-        let class = ks
-            .replication
-            .get("class")
-            .map(|s| s.as_str())
-            .unwrap_or("");
+    /// The natural replicas of `token` under `strategy`, in the order
+    /// Cassandra lists them. `LocalStrategy` has no ring placement: its only
+    /// replica is whichever node holds the data, so it gives none here and
+    /// the coordinator serves it locally.
+    pub fn replicas(&self, token: i64, strategy: &ReplicationStrategy) -> Vec<usize> {
         let mut out: Vec<usize> = Vec::new();
-        if class.ends_with("LocalStrategy") || class.ends_with("EverywhereStrategy") {
-            return (0..self.endpoints.len()).collect();
-        }
-        if class.ends_with("NetworkTopologyStrategy") {
-            for (dc, rf) in ks.replication.iter().filter(|(k, _)| *k != "class") {
-                let rf: usize = rf.parse().unwrap_or(0);
-                let in_dc: Vec<usize> = self
-                    .walk(token)
-                    .filter(|e| &self.endpoints[*e].datacenter == dc)
-                    .collect();
-                let mut picked: Vec<usize> = Vec::new();
-                let mut racks = std::collections::HashSet::new();
-                // first distinct racks, then any endpoint, as NetworkTopologyStrategy does
-                for e in &in_dc {
-                    if picked.len() >= rf {
+        match strategy {
+            ReplicationStrategy::Local => out,
+            ReplicationStrategy::Everywhere => (0..self.endpoints.len()).collect(),
+            ReplicationStrategy::NetworkTopology { datacenters } => {
+                for (dc, rf) in datacenters {
+                    let rf = *rf;
+                    let mut picked: Vec<usize> = Vec::new();
+                    let mut racks = std::collections::HashSet::new();
+                    let in_dc = || {
+                        self.walk(token)
+                            .filter(|e| &self.endpoints[*e].datacenter == dc)
+                    };
+                    // first distinct racks, then any endpoint, as NetworkTopologyStrategy does
+                    for e in in_dc() {
+                        if picked.len() >= rf {
+                            break;
+                        }
+                        if !picked.contains(&e) && racks.insert(&self.endpoints[e].rack) {
+                            picked.push(e);
+                        }
+                    }
+                    for e in in_dc() {
+                        if picked.len() >= rf {
+                            break;
+                        }
+                        if !picked.contains(&e) {
+                            picked.push(e);
+                        }
+                    }
+                    out.extend(picked);
+                }
+                out
+            }
+            ReplicationStrategy::Simple { replication_factor } => {
+                for e in self.walk(token) {
+                    if out.len() >= *replication_factor {
                         break;
                     }
-                    if !picked.contains(e) && racks.insert(self.endpoints[*e].rack.clone()) {
-                        picked.push(*e);
+                    if !out.contains(&e) {
+                        out.push(e);
                     }
                 }
-                for e in &in_dc {
-                    if picked.len() >= rf {
-                        break;
-                    }
-                    if !picked.contains(e) {
-                        picked.push(*e);
-                    }
-                }
-                out.extend(picked);
+                out
             }
-            return out;
         }
-        let rf = ks.replication_factor();
-        for e in self.walk(token) {
-            if out.len() >= rf {
-                break;
+    }
+
+    /// Cuts the token range `[start, end]` at the ring's tokens: pieces in
+    /// token order, each inside one vnode range `(previous token, token]`,
+    /// so that all of a piece has the same replicas (those of its last token).
+    pub fn split(&self, start: i64, end: i64) -> Vec<(i64, i64)> {
+        let mut out = Vec::new();
+        let mut lo = start;
+        for (t, _) in &self.ring {
+            if *t < lo || *t >= end {
+                continue;
             }
-            if !out.contains(&e) {
-                out.push(e);
-            }
+            out.push((lo, *t));
+            lo = *t + 1;
+        }
+        if lo <= end {
+            out.push((lo, end));
         }
         out
+    }
+
+    /// The endpoint with this address.
+    pub fn endpoint_of(&self, address: IpAddr) -> Option<usize> {
+        self.endpoints.iter().position(|e| e.address == address)
     }
 }
 
@@ -101,21 +125,14 @@ impl TokenMetadata {
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
-    use std::sync::Arc;
 
-    fn ks(pairs: &[(&str, &str)]) -> KeyspaceMetadata {
-        KeyspaceMetadata {
-            name: "k".into(),
-            replication: pairs
+    fn ks(pairs: &[(&str, &str)]) -> ReplicationStrategy {
+        ReplicationStrategy::parse(
+            &pairs
                 .iter()
                 .map(|(a, b)| (a.to_string(), b.to_string()))
                 .collect::<BTreeMap<_, _>>(),
-            durable_writes: true,
-            tables: BTreeMap::new(),
-            types: BTreeMap::new(),
-            is_system: false,
-            is_virtual: false,
-        }
+        )
     }
 
     fn ep(i: u8, dc: &str, rack: &str) -> Endpoint {
@@ -140,7 +157,6 @@ mod tests {
         assert_eq!(tm.replicas(-5, &rf2), vec![1, 2]);
         assert_eq!(tm.replicas(60, &rf2), vec![0, 1]);
         assert_eq!(tm.replicas(101, &rf2), vec![0, 1], "wraps around");
-        let _ = Arc::new(());
     }
 
     #[test]
@@ -164,6 +180,19 @@ mod tests {
             vec![0, 2, 3],
             "dc1 takes racks r1 and r2 before a second r1 node"
         );
+    }
+
+    #[test]
+    fn a_token_range_is_cut_at_the_ring_tokens() {
+        let mut tm = TokenMetadata::new();
+        tm.add(ep(1, "dc1", "r1"), &[-100, 100]);
+        tm.add(ep(2, "dc1", "r1"), &[0]);
+        assert_eq!(
+            tm.split(i64::MIN, i64::MAX),
+            vec![(i64::MIN, -100), (-99, 0), (1, 100), (101, i64::MAX)]
+        );
+        assert_eq!(tm.split(-50, 50), vec![(-50, 0), (1, 50)]);
+        assert_eq!(tm.split(0, 0), vec![(0, 0)]);
     }
 
     #[test]

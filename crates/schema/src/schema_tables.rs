@@ -2,12 +2,12 @@
 //! mutations of those tables (through the commit log like any write), and the
 //! schema is read back from them at start-up (Cassandra's `SchemaKeyspace`).
 
-use crate::cells::{column_value, make_partition_key, set_column, WriteParams};
+use sibyl_db::cells::{column_value, make_partition_key, set_column, WriteParams};
 use crate::schema::*;
 use bytes::Bytes;
-use sibyl_storage::{
+use sibyl_db::{
     ClusteringKey, DecoratedKey, DeletionTime, LivenessInfo, Mutation, Partition, Row,
-    StorageEngine, NO_DELETION_TIME,
+    NO_DELETION_TIME,
 };
 use sibyl_types::{value, CqlType, UserType};
 use std::collections::BTreeMap;
@@ -257,14 +257,22 @@ pub fn keyspace_mutations(ks: &KeyspaceMetadata, ts: i64, now: i32) -> Vec<Mutat
     out
 }
 
+/// Where the stored schema is read from when a node starts: its local
+/// `system_schema` tables.
+pub trait SchemaSource {
+    /// Every partition key of a table, in token order.
+    fn keys(&self, table_id: uuid::Uuid) -> Vec<DecoratedKey>;
+    /// A partition of a table, unresolved.
+    fn read(&self, table_id: uuid::Uuid, key: &DecoratedKey) -> Option<Partition>;
+}
+
 fn read_partition(
-    storage: &StorageEngine,
+    storage: &dyn SchemaSource,
     t: &TableMetadata,
     key: &Bytes,
     now: i32,
 ) -> Option<Partition> {
-    let cfs = storage.table(t.id)?;
-    let mut p = cfs.read(&DecoratedKey::new(key.clone()), None).ok()??;
+    let mut p = storage.read(t.id, &DecoratedKey::new(key.clone()))?;
     p.resolve(now);
     Some(p)
 }
@@ -323,14 +331,9 @@ fn get_list(row: &Row, t: &TableMetadata, name: &str, now: i32) -> Vec<String> {
 }
 
 /// Reads the user keyspaces from the `system_schema` tables.
-pub fn read_user_keyspaces(storage: &StorageEngine, now: i32) -> Vec<KeyspaceMetadata> {
+pub fn read_user_keyspaces(storage: &dyn SchemaSource, now: i32) -> Vec<KeyspaceMetadata> {
     let ks_t = schema_table("keyspaces");
-    let Some(cfs) = storage.table(ks_t.id) else {
-        return Vec::new();
-    };
-    let keys = cfs
-        .keys(None, i64::MIN, i64::MAX, usize::MAX)
-        .unwrap_or_default();
+    let keys = storage.keys(ks_t.id);
     let mut out = Vec::new();
     for key in keys {
         let Some(p) = read_partition(storage, &ks_t, &key.key, now) else {
@@ -345,7 +348,7 @@ pub fn read_user_keyspaces(storage: &StorageEngine, now: i32) -> Vec<KeyspaceMet
         }
         let mut ks = KeyspaceMetadata {
             name: name.clone(),
-            replication: get_map(row, &ks_t, "replication", now),
+            replication: get_map(row, &ks_t, "replication", now).into(),
             durable_writes: get_bool(row, &ks_t, "durable_writes", now).unwrap_or(true),
             tables: BTreeMap::new(),
             types: BTreeMap::new(),

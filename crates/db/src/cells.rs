@@ -2,7 +2,7 @@
 //! non-frozen collection) into a row, and reading it back as a CQL value.
 
 use bytes::Bytes;
-use sibyl_storage::{Cell, ColumnData, ColumnName, DeletionTime, Row};
+use crate::{Cell, ColumnData, ColumnName, DeletionTime, Row};
 use sibyl_types::{value, CqlType};
 use std::collections::BTreeMap;
 
@@ -136,7 +136,7 @@ pub fn column_value(row: &Row, name: &str, typ: &CqlType, now: i32) -> Option<By
         }
         ColumnData::Counter(c) => {
             c.value.as_ref().filter(|_| c.is_live(now)).map(|ctx| {
-                Bytes::copy_from_slice(&sibyl_storage::counter::total(ctx).to_be_bytes())
+                Bytes::copy_from_slice(&crate::counter::total(ctx).to_be_bytes())
             })
         }
         ColumnData::Complex { cells, .. } => {

@@ -1,13 +1,13 @@
 //! INSERT, UPDATE and DELETE: from statement to mutations.
 
-use crate::cells::{add_cells, collection_cells, list_path, set_column, WriteParams};
+use sibyl_db::cells::{add_cells, collection_cells, list_path, set_column, WriteParams};
 use crate::error::{Error, Result};
 use crate::restrictions::{analyse, Purpose};
-use crate::schema::{ColumnKind, ColumnMetadata, TableMetadata};
+use sibyl_schema::schema::{ColumnKind, ColumnMetadata, TableMetadata};
 use crate::terms::{Eval, Val};
 use bytes::Bytes;
 use sibyl_cql::{AssignOp, ColumnTarget, Delete, Insert, Term, Update, UsingClause};
-use sibyl_storage::{
+use sibyl_db::{
     BoundKind, Cell, ClusteringKey, ColumnData, DecoratedKey, DeletionTime, LivenessInfo, Mutation,
     Partition, RangeTombstone, Row, NO_DELETION_TIME,
 };
@@ -296,7 +296,7 @@ fn insert_values(
             "INSERT statements are not allowed on counter tables, use UPDATE instead".into(),
         ));
     }
-    let key = crate::cells::make_partition_key(&pk);
+    let key = sibyl_db::cells::make_partition_key(&pk);
     check_key_size(&key)?;
     let mut row = Row {
         liveness: Some(LivenessInfo {
@@ -537,13 +537,13 @@ fn apply_assignment(
             Some(ColumnData::Counter(c)) => c
                 .value
                 .as_deref()
-                .and_then(sibyl_storage::counter::as_delta)
+                .and_then(sibyl_db::counter::as_delta)
                 .unwrap_or(0),
             _ => 0,
         };
         let cell = Cell::live(
             wp.timestamp,
-            sibyl_storage::counter::delta(prior.wrapping_add(delta)),
+            sibyl_db::counter::delta(prior.wrapping_add(delta)),
         );
         row.cells.insert(name, ColumnData::Counter(cell));
         return Ok(());
@@ -846,7 +846,7 @@ pub fn delete(
                 let Some(col) = table.column(target.column()) else {
                     continue;
                 };
-                let name = sibyl_storage::data::ColumnName::new(&col.name);
+                let name = sibyl_db::data::ColumnName::new(&col.name);
                 let apply = |row: &mut Row, ck: &[Bytes]| -> Result<()> {
                     match target {
                         ColumnTarget::Column(_) => {

@@ -2,8 +2,9 @@
 //! framing, compression, many requests in flight per connection (bounded),
 //! events, and the one place where errors become CQL error codes.
 
-use crate::error::Error;
-use crate::query::{ClientState, Outcome, QueryOptions, QueryProcessor};
+use sibyl_cql3::error::Error;
+use sibyl_cql3::query::{BatchChild, ClientState, Outcome, QueryOptions, QueryProcessor};
+use sibyl_service::ServiceError;
 use bytes::{Buf, Bytes, BytesMut};
 use sibyl_cql::{BatchType, ParsedStatement, Statement};
 use sibyl_protocol::segment::{encode_segments, FrameReassembler, SegmentDecoder};
@@ -46,45 +47,55 @@ pub fn error_response(e: &Error) -> ErrorResponse {
             table: table.clone(),
         },
         Error::Unprepared(id) => ErrorKind::Unprepared { id: id.clone() },
-        Error::Unavailable {
+        Error::Service(e) => service_error_kind(e),
+        Error::Protocol(_) => ErrorKind::ProtocolError,
+        Error::Unauthorized(_) => ErrorKind::Unauthorized,
+        Error::Server(_) => ErrorKind::ServerError,
+    };
+    ErrorResponse::new(kind, msg)
+}
+
+/// The coordinator's errors as the protocol carries them.
+fn service_error_kind(e: &ServiceError) -> ErrorKind {
+    let n = |x: usize| i32::try_from(x).unwrap_or(i32::MAX);
+    match e {
+        ServiceError::Unavailable {
             consistency,
             required,
             alive,
         } => ErrorKind::Unavailable {
             consistency: *consistency,
-            required: *required,
-            alive: *alive,
+            required: n(*required),
+            alive: n(*alive),
         },
-        Error::WriteTimeout {
+        ServiceError::WriteTimeout {
             consistency,
             received,
             block_for,
             write_type,
         } => ErrorKind::WriteTimeout {
             consistency: *consistency,
-            received: *received,
-            block_for: *block_for,
-            write_type: write_type.clone(),
+            received: n(*received),
+            block_for: n(*block_for),
+            write_type: write_type.as_str().to_string(),
             contentions: None,
         },
-        Error::ReadTimeout {
+        ServiceError::ReadTimeout {
             consistency,
             received,
             block_for,
             data_present,
         } => ErrorKind::ReadTimeout {
             consistency: *consistency,
-            received: *received,
-            block_for: *block_for,
+            received: n(*received),
+            block_for: n(*block_for),
             data_present: *data_present,
         },
-        Error::Overloaded(_) => ErrorKind::Overloaded,
-        Error::Truncate(_) => ErrorKind::TruncateError,
-        Error::Protocol(_) => ErrorKind::ProtocolError,
-        Error::Unauthorized(_) => ErrorKind::Unauthorized,
-        Error::Server(_) => ErrorKind::ServerError,
-    };
-    ErrorResponse::new(kind, msg)
+        ServiceError::Overloaded(_) => ErrorKind::Overloaded,
+        ServiceError::Truncate(_) => ErrorKind::TruncateError,
+        ServiceError::Invalid(_) => ErrorKind::Invalid,
+        ServiceError::Replica(_) => ErrorKind::ServerError,
+    }
 }
 
 /// Shared server state.
@@ -563,14 +574,13 @@ impl Server {
                 };
                 let now = b
                     .now_in_seconds
-                    .unwrap_or_else(sibyl_storage::now_in_seconds);
+                    .unwrap_or_else(sibyl_db::now_in_seconds);
                 let ts = b
                     .timestamp
                     .unwrap_or_else(sibyl_types::timeuuid::timestamp_micros_now);
-                let mut all = Vec::new();
-                let mut ks = String::new();
+                let mut parsed: Vec<(ParsedStatement, Option<String>, Vec<Value>)> = Vec::new();
                 for s in b.statements {
-                    let (parsed, pks): (ParsedStatement, Option<String>) = match s.kind {
+                    let (p, pks): (ParsedStatement, Option<String>) = match s.kind {
                         BatchQueryKind::Query(q) => (sibyl_cql::parse_statement(&q)?, None),
                         BatchQueryKind::Prepared(id) => {
                             let Some(p) = qp.get_prepared(&id) else {
@@ -579,31 +589,41 @@ impl Server {
                             (p.statement.clone(), p.keyspace.clone())
                         }
                     };
-                    if !matches!(
-                        parsed.statement,
-                        Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_)
-                    ) {
-                        return Err(Error::Invalid("Invalid statement in batch: only UPDATE, INSERT and DELETE statements are allowed.".into()));
-                    }
-                    let values: Vec<Value> = s.values;
-                    if values.len() != parsed.bind_markers.len() {
+                    if s.values.len() != p.bind_markers.len() {
                         return Err(Error::Invalid(format!(
                             "There were {} markers(?) in CQL but {} bound variables",
-                            parsed.bind_markers.len(),
-                            values.len()
+                            p.bind_markers.len(),
+                            s.values.len()
                         )));
                     }
-                    let bindings = crate::terms::Bindings { values: &values };
-                    let ev = crate::terms::Eval {
-                        bindings: &bindings,
-                    };
-                    let ks_opt = b.keyspace.clone().or(pks);
-                    let (k, muts) =
-                        qp.mutations_of(&parsed.statement, &c, ks_opt.as_deref(), &ev, ts, now)?;
-                    ks = k;
-                    all.extend(muts);
+                    parsed.push((p, pks, s.values));
                 }
-                qp.apply_batch(bt, &ks, all, b.consistency).await
+                let bindings: Vec<sibyl_cql3::terms::Bindings<'_>> = parsed
+                    .iter()
+                    .map(|(_, _, values)| sibyl_cql3::terms::Bindings { values })
+                    .collect();
+                let evs: Vec<sibyl_cql3::terms::Eval<'_>> = bindings
+                    .iter()
+                    .map(|bindings| sibyl_cql3::terms::Eval { bindings })
+                    .collect();
+                let children: Vec<BatchChild<'_>> = parsed
+                    .iter()
+                    .zip(&evs)
+                    .map(|((p, pks, _), ev)| BatchChild {
+                        statement: &p.statement,
+                        ev,
+                        keyspace: b.keyspace.clone().or(pks.clone()),
+                    })
+                    .collect();
+                let opts = QueryOptions {
+                    consistency: b.consistency,
+                    serial_consistency: b.serial_consistency,
+                    keyspace: b.keyspace.clone(),
+                    now_in_seconds: Some(now),
+                    ..Default::default()
+                };
+                qp.execute_batch(bt, &children, &c, &opts, None, ts, now)
+                    .await
             }
             _ => Err(Error::Protocol("Unexpected message".into())),
         }

@@ -2,86 +2,14 @@
 
 use crate::error::{Error, Result};
 use crate::query::{ClientState, Outcome, QueryProcessor};
-use crate::schema::*;
+use sibyl_schema::schema::*;
 use bytes::Bytes;
 use sibyl_cql::{Describe, DescribeStatement};
 use sibyl_protocol::{ColumnSpec, ResultBody, RowsMetadata};
 use sibyl_types::CqlType;
 
 /// Quotes an identifier if CQL needs it.
-pub fn quote(name: &str) -> String {
-    let plain = !name.is_empty()
-        && name
-            .chars()
-            .next()
-            .map(|c| c.is_ascii_lowercase())
-            .unwrap_or(false)
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-        && !RESERVED.contains(&name);
-    if plain {
-        name.to_string()
-    } else {
-        format!("\"{}\"", name.replace('"', "\"\""))
-    }
-}
-
-const RESERVED: &[&str] = &[
-    "add",
-    "allow",
-    "alter",
-    "and",
-    "apply",
-    "asc",
-    "authorize",
-    "batch",
-    "begin",
-    "by",
-    "columnfamily",
-    "create",
-    "delete",
-    "desc",
-    "describe",
-    "drop",
-    "entries",
-    "execute",
-    "from",
-    "full",
-    "grant",
-    "if",
-    "in",
-    "index",
-    "infinity",
-    "insert",
-    "into",
-    "keyspace",
-    "limit",
-    "modify",
-    "nan",
-    "norecursive",
-    "not",
-    "null",
-    "of",
-    "on",
-    "order",
-    "primary",
-    "rename",
-    "revoke",
-    "schema",
-    "select",
-    "set",
-    "table",
-    "to",
-    "token",
-    "truncate",
-    "unlogged",
-    "update",
-    "use",
-    "using",
-    "where",
-    "with",
-];
+pub use sibyl_types::ident::maybe_quote as quote;
 
 fn cql_string(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))
@@ -110,7 +38,7 @@ fn short_class(c: &str) -> String {
 
 /// `CREATE KEYSPACE` text.
 pub fn keyspace_cql(ks: &KeyspaceMetadata) -> String {
-    let mut repl = ks.replication.clone();
+    let mut repl = ks.replication.options().clone();
     if let Some(c) = repl.get_mut("class") {
         *c = short_class(c);
     }
@@ -326,7 +254,7 @@ fn table_elements(
 }
 
 /// `CREATE [CUSTOM] INDEX name ON ks.t (target) [USING 'class'];`
-pub fn index_cql(tm: &TableMetadata, ix: &crate::index::IndexMetadata) -> String {
+pub fn index_cql(tm: &TableMetadata, ix: &sibyl_schema::index::IndexMetadata) -> String {
     let on = format!("{}.{}", quote(&tm.keyspace), quote(&tm.name));
     match &ix.custom_class {
         Some(c) => format!(
@@ -346,7 +274,7 @@ pub fn index_cql(tm: &TableMetadata, ix: &crate::index::IndexMetadata) -> String
 fn find_index<'a>(
     ks: &'a KeyspaceMetadata,
     name: &str,
-) -> Option<(&'a TableMetadata, &'a crate::index::IndexMetadata)> {
+) -> Option<(&'a TableMetadata, &'a sibyl_schema::index::IndexMetadata)> {
     ks.tables.values().find_map(|t| {
         t.indexes
             .iter()

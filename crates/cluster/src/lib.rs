@@ -1,0 +1,12 @@
+//! The cluster (Cassandra's `locator`, `net` and `gms` packages): token
+//! metadata and the replication strategies that place data, the snitch, the
+//! clock, and the messaging interface between nodes, with an in-process
+//! implementation for tests and simulation.
+
+pub mod clock;
+pub mod messaging;
+pub mod snitch;
+pub mod token_metadata;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use token_metadata::{Endpoint, TokenMetadata};

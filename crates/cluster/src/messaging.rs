@@ -1,0 +1,357 @@
+//! Messaging between nodes (Cassandra's `net.MessagingService`): a request
+//! carries a verb to an endpoint, whose handler answers, or the sender gives
+//! up at the verb's timeout.
+//!
+//! The coordinator depends only on [`MessagingService`]. This module has the
+//! in-process implementation, [`LocalNetwork`], with which a test runs
+//! several nodes in one process and drops, delays or partitions the messages
+//! between them; the TCP implementation (versioned framing, connections per
+//! peer) is another implementation of the same trait.
+
+use parking_lot::{Mutex, RwLock};
+use sibyl_db::{Mutation, ReadCommand, ReadResponse};
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A boxed future, as trait methods return them.
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// What a message asks of its receiver (Cassandra's `Verb`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Verb {
+    /// Apply mutations (`MUTATION_REQ`).
+    Mutation,
+    /// Serve a single-partition read (`READ_REQ`).
+    Read,
+    /// Serve a partition-range or index read (`RANGE_REQ`).
+    RangeRead,
+    /// Truncate a table (`TRUNCATE_REQ`).
+    Truncate,
+}
+
+impl Verb {
+    /// Cassandra's name of the verb, as `nodetool tpstats` shows dropped messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Verb::Mutation => "MUTATION_REQ",
+            Verb::Read => "READ_REQ",
+            Verb::RangeRead => "RANGE_REQ",
+            Verb::Truncate => "TRUNCATE_REQ",
+        }
+    }
+}
+
+/// A request to a replica.
+#[derive(Debug, Clone)]
+pub enum Request {
+    Mutation(Vec<Mutation>),
+    Read(ReadCommand),
+    Truncate {
+        table_id: uuid::Uuid,
+        timestamp_micros: i64,
+    },
+}
+
+impl Request {
+    pub fn verb(&self) -> Verb {
+        match self {
+            Request::Mutation(_) => Verb::Mutation,
+            Request::Read(c) if c.token().is_some() => Verb::Read,
+            Request::Read(_) => Verb::RangeRead,
+            Request::Truncate { .. } => Verb::Truncate,
+        }
+    }
+}
+
+/// A replica's answer.
+#[derive(Debug, Clone)]
+pub enum Response {
+    /// Mutations applied, or a table truncated.
+    Done,
+    Read(ReadResponse),
+    /// The replica could not serve the request (Cassandra's `FAILURE_RSP`).
+    Failure(ReplicaFailure),
+}
+
+/// Why a replica failed a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplicaFailure {
+    /// Writes are held back by memtable memory past the timeout.
+    Overloaded(String),
+    /// The table does not exist on the replica.
+    UnknownTable(uuid::Uuid),
+    /// Any other error, with its message.
+    Error(String),
+}
+
+/// Why no response came.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MessagingError {
+    #[error("no response from {0} in time")]
+    Timeout(IpAddr),
+    #[error("{0} is unreachable")]
+    Unreachable(IpAddr),
+}
+
+/// Answers requests that arrive at a node (its verb handlers).
+pub trait VerbHandler: Send + Sync {
+    fn handle(&self, from: IpAddr, request: Request) -> BoxFuture<Response>;
+}
+
+/// Sends requests to other nodes.
+pub trait MessagingService: Send + Sync {
+    /// This node's address (the `from` of what it sends).
+    fn local_address(&self) -> IpAddr;
+
+    /// Sends `request` to `to` and waits for the response, at most `timeout`.
+    fn send_and_receive(
+        &self,
+        to: IpAddr,
+        request: Request,
+        timeout: Duration,
+    ) -> BoxFuture<Result<Response, MessagingError>>;
+}
+
+/// A node that has no peers (a single node before it joins a cluster):
+/// every other endpoint is unreachable.
+pub struct NoPeers(pub IpAddr);
+
+impl MessagingService for NoPeers {
+    fn local_address(&self) -> IpAddr {
+        self.0
+    }
+
+    fn send_and_receive(
+        &self,
+        to: IpAddr,
+        _: Request,
+        _: Duration,
+    ) -> BoxFuture<Result<Response, MessagingError>> {
+        Box::pin(async move { Err(MessagingError::Unreachable(to)) })
+    }
+}
+
+/// What happens to messages between two endpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    /// Lost: the sender waits out its timeout.
+    Drop,
+    /// Delivered late, by this much (the response as well).
+    Delay(Duration),
+}
+
+#[derive(Default)]
+struct Faults {
+    /// Directed (from, to) pairs.
+    links: HashMap<(IpAddr, IpAddr), Fault>,
+}
+
+/// In-process messaging: several nodes in one process, each registered with
+/// its verb handlers; messages are delivered by calling the receiver's
+/// handler on a task of its own, unless a fault says otherwise.
+#[derive(Default)]
+pub struct LocalNetwork {
+    handlers: RwLock<HashMap<IpAddr, Arc<dyn VerbHandler>>>,
+    faults: Mutex<Faults>,
+    /// Messages dropped, per verb (by faults or for want of a handler).
+    dropped: Mutex<HashMap<Verb, u64>>,
+}
+
+impl LocalNetwork {
+    pub fn new() -> Arc<Self> {
+        Arc::new(LocalNetwork::default())
+    }
+
+    /// Registers (or replaces) the handlers of the node at `address`.
+    pub fn register(&self, address: IpAddr, handler: Arc<dyn VerbHandler>) {
+        self.handlers.write().insert(address, handler);
+    }
+
+    /// Removes a node: messages to it are lost, as to a killed process.
+    pub fn unregister(&self, address: IpAddr) {
+        self.handlers.write().remove(&address);
+    }
+
+    /// The messaging service of the node at `address`.
+    pub fn endpoint(self: &Arc<Self>, address: IpAddr) -> Arc<dyn MessagingService> {
+        Arc::new(LocalEndpoint {
+            network: self.clone(),
+            address,
+        })
+    }
+
+    /// Messages from `from` to `to` are lost (one direction).
+    pub fn drop_messages(&self, from: IpAddr, to: IpAddr) {
+        self.faults.lock().links.insert((from, to), Fault::Drop);
+    }
+
+    /// Messages from `from` to `to` arrive `by` late (one direction).
+    pub fn delay_messages(&self, from: IpAddr, to: IpAddr, by: Duration) {
+        self.faults.lock().links.insert((from, to), Fault::Delay(by));
+    }
+
+    /// Cuts `a` and `b` off from each other, both ways.
+    pub fn partition(&self, a: &[IpAddr], b: &[IpAddr]) {
+        let mut f = self.faults.lock();
+        for x in a {
+            for y in b {
+                f.links.insert((*x, *y), Fault::Drop);
+                f.links.insert((*y, *x), Fault::Drop);
+            }
+        }
+    }
+
+    /// Removes every fault.
+    pub fn heal(&self) {
+        self.faults.lock().links.clear();
+    }
+
+    /// Messages dropped so far for `verb`.
+    pub fn dropped(&self, verb: Verb) -> u64 {
+        self.dropped.lock().get(&verb).copied().unwrap_or(0)
+    }
+
+    fn fault(&self, from: IpAddr, to: IpAddr) -> Option<Fault> {
+        self.faults.lock().links.get(&(from, to)).copied()
+    }
+
+    /// Endpoints with handlers.
+    pub fn nodes(&self) -> HashSet<IpAddr> {
+        self.handlers.read().keys().copied().collect()
+    }
+}
+
+struct LocalEndpoint {
+    network: Arc<LocalNetwork>,
+    address: IpAddr,
+}
+
+impl MessagingService for LocalEndpoint {
+    fn local_address(&self) -> IpAddr {
+        self.address
+    }
+
+    fn send_and_receive(
+        &self,
+        to: IpAddr,
+        request: Request,
+        timeout: Duration,
+    ) -> BoxFuture<Result<Response, MessagingError>> {
+        let net = self.network.clone();
+        let from = self.address;
+        Box::pin(async move {
+            let verb = request.verb();
+            let lost = |net: &LocalNetwork| {
+                *net.dropped.lock().entry(verb).or_default() += 1;
+            };
+            let handler = net.handlers.read().get(&to).cloned();
+            let (Some(handler), fault_out) = (handler, net.fault(from, to)) else {
+                lost(&net);
+                tokio::time::sleep(timeout).await;
+                return Err(MessagingError::Timeout(to));
+            };
+            let exchange = async move {
+                match fault_out {
+                    Some(Fault::Drop) => {
+                        lost(&net);
+                        return std::future::pending().await;
+                    }
+                    Some(Fault::Delay(d)) => tokio::time::sleep(d).await,
+                    None => {}
+                }
+                // the receiver runs the request on a task of its own, as a
+                // remote node would, whether or not the sender still waits
+                let task = tokio::spawn(handler.handle(from, request));
+                let response = match task.await {
+                    Ok(r) => r,
+                    Err(e) => Response::Failure(ReplicaFailure::Error(e.to_string())),
+                };
+                match net.fault(to, from) {
+                    Some(Fault::Drop) => std::future::pending().await,
+                    Some(Fault::Delay(d)) => tokio::time::sleep(d).await,
+                    None => {}
+                }
+                response
+            };
+            tokio::time::timeout(timeout, exchange)
+                .await
+                .map_err(|_| MessagingError::Timeout(to))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Echo(IpAddr);
+
+    impl VerbHandler for Echo {
+        fn handle(&self, _: IpAddr, request: Request) -> BoxFuture<Response> {
+            let me = self.0;
+            Box::pin(async move {
+                match request {
+                    Request::Truncate { .. } => Response::Failure(ReplicaFailure::Error(me.to_string())),
+                    _ => Response::Done,
+                }
+            })
+        }
+    }
+
+    fn ip(i: u8) -> IpAddr {
+        IpAddr::from([127, 0, 0, i])
+    }
+
+    fn truncate() -> Request {
+        Request::Truncate {
+            table_id: uuid::Uuid::nil(),
+            timestamp_micros: 0,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn messages_arrive_are_dropped_delayed_and_partitioned() {
+        let net = LocalNetwork::new();
+        for i in 1..=3 {
+            net.register(ip(i), Arc::new(Echo(ip(i))));
+        }
+        let n1 = net.endpoint(ip(1));
+        let t = Duration::from_millis(100);
+        let r = n1.send_and_receive(ip(2), truncate(), t).await;
+        assert_eq!(
+            format!("{r:?}"),
+            format!("{:?}", Ok::<_, MessagingError>(Response::Failure(ReplicaFailure::Error("127.0.0.2".into()))))
+        );
+        net.drop_messages(ip(1), ip(2));
+        assert_eq!(
+            n1.send_and_receive(ip(2), truncate(), t).await.err(),
+            Some(MessagingError::Timeout(ip(2)))
+        );
+        assert_eq!(net.dropped(Verb::Truncate), 1);
+        // 2's requests to 1 arrive, but 1's responses to 2 are lost too
+        let n2 = net.endpoint(ip(2));
+        assert!(n2.send_and_receive(ip(1), truncate(), t).await.is_err());
+        assert!(n2.send_and_receive(ip(3), truncate(), t).await.is_ok());
+        net.heal();
+        net.delay_messages(ip(1), ip(3), Duration::from_millis(60));
+        assert!(n1.send_and_receive(ip(3), truncate(), t).await.is_ok(), "60 ms late is in time");
+        net.delay_messages(ip(1), ip(3), Duration::from_millis(160));
+        assert!(n1.send_and_receive(ip(3), truncate(), t).await.is_err(), "160 ms late is not");
+        net.heal();
+        net.partition(&[ip(1)], &[ip(2), ip(3)]);
+        assert!(n1.send_and_receive(ip(3), truncate(), t).await.is_err());
+        assert!(n2.send_and_receive(ip(1), truncate(), t).await.is_err());
+        assert!(n2.send_and_receive(ip(3), truncate(), t).await.is_ok());
+        net.unregister(ip(3));
+        assert!(n2.send_and_receive(ip(3), truncate(), t).await.is_err(), "a killed node answers nothing");
+        let lone = NoPeers(ip(9));
+        assert_eq!(
+            lone.send_and_receive(ip(1), truncate(), t).await.err(),
+            Some(MessagingError::Unreachable(ip(1)))
+        );
+    }
+}

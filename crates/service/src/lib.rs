@@ -1,0 +1,13 @@
+//! The service layer (Cassandra's `service` package): the coordinator
+//! (`StorageProxy`) that every read and write goes through, and the replica
+//! side that serves the coordinator's verbs from local storage.
+
+pub mod consistency;
+pub mod error;
+pub mod index;
+pub mod proxy;
+pub mod replica;
+pub mod stores;
+
+pub use error::ServiceError;
+pub use proxy::StorageProxy;

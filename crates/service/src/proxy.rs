@@ -1,0 +1,793 @@
+//! StorageProxy: the coordinator. Every read and write of the statement
+//! layer comes here. It picks the replicas of each partition from the ring
+//! and the keyspace's replication strategy, checks that the consistency
+//! level can be met, sends the request to the replicas (this node's own
+//! replica side is called directly, others through the messaging service),
+//! and waits for as many answers as the level needs, until the request's
+//! timeout. A single node is a ring of one: the same path.
+
+use crate::consistency::{self, block_for, is_datacenter_local};
+use crate::error::{Result, ServiceError, WriteType};
+use crate::replica::{Replica, SharedSchema};
+use parking_lot::RwLock;
+use sibyl_cluster::messaging::{MessagingService, ReplicaFailure, Request, Response};
+use sibyl_cluster::{Clock, TokenMetadata};
+use sibyl_db::{
+    counter, ColumnData, DecoratedKey, KeyBound, Mutation, Partition, ReadCommand, ReadKind,
+    ReadResponse, Row,
+};
+use sibyl_protocol::Consistency;
+use sibyl_schema::schema::{KeyspaceMetadata, Schema, TableMetadata};
+use sibyl_schema::ReplicationStrategy;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Stripes of the locks that serialise a partition's read-modify-writes
+/// (counter leadership, lightweight transactions) on this coordinator.
+const LOCK_STRIPES: usize = 1024;
+
+/// The coordinator's timeouts (`cassandra.yaml`'s `*_request_timeout`).
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    pub read: Duration,
+    pub range: Duration,
+    pub write: Duration,
+    pub counter_write: Duration,
+    pub cas_contention: Duration,
+    pub truncate: Duration,
+}
+
+impl Default for Timeouts {
+    /// Cassandra's defaults.
+    fn default() -> Self {
+        Timeouts {
+            read: Duration::from_secs(5),
+            range: Duration::from_secs(10),
+            write: Duration::from_secs(2),
+            counter_write: Duration::from_secs(5),
+            cas_contention: Duration::from_secs(1),
+            truncate: Duration::from_secs(60),
+        }
+    }
+}
+
+pub struct StorageProxy {
+    /// This node's replica side, called directly when this node is a replica.
+    replica: Arc<Replica>,
+    messaging: Arc<dyn MessagingService>,
+    clock: Arc<dyn Clock>,
+    schema: SharedSchema,
+    local_dc: String,
+    pub timeouts: Timeouts,
+    /// The ring.
+    pub ring: RwLock<TokenMetadata>,
+    locks: Vec<tokio::sync::Mutex<()>>,
+}
+
+/// Where one request goes: its replicas and how many must answer.
+struct Plan {
+    replicas: Vec<IpAddr>,
+    block_for: usize,
+}
+
+impl StorageProxy {
+    pub fn new(
+        replica: Arc<Replica>,
+        messaging: Arc<dyn MessagingService>,
+        clock: Arc<dyn Clock>,
+        schema: SharedSchema,
+        local_dc: String,
+        timeouts: Timeouts,
+    ) -> Self {
+        StorageProxy {
+            replica,
+            messaging,
+            clock,
+            schema,
+            local_dc,
+            timeouts,
+            ring: RwLock::new(TokenMetadata::new()),
+            locks: (0..LOCK_STRIPES)
+                .map(|_| tokio::sync::Mutex::new(()))
+                .collect(),
+        }
+    }
+
+    /// The current schema.
+    pub fn schema(&self) -> Arc<Schema> {
+        self.schema.read().clone()
+    }
+
+    /// The schema holder shared with the statement layer.
+    pub fn shared_schema(&self) -> &SharedSchema {
+        &self.schema
+    }
+
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    pub fn local_address(&self) -> IpAddr {
+        self.messaging.local_address()
+    }
+
+    pub fn local_dc(&self) -> &str {
+        &self.local_dc
+    }
+
+    /// This node's host id.
+    pub fn host_id(&self) -> uuid::Uuid {
+        let ring = self.ring.read();
+        ring.endpoint_of(self.local_address())
+            .map(|i| ring.endpoints[i].host_id)
+            .unwrap_or_default()
+    }
+
+    fn keyspace_of(&self, schema: &Schema, table_id: uuid::Uuid) -> Option<Arc<KeyspaceMetadata>> {
+        let t = schema.table_by_id(table_id)?;
+        schema.keyspace(&t.keyspace).cloned()
+    }
+
+    /// The natural replicas of `token`, this node first when it is one (it
+    /// is the closest), and the number of answers `cl` needs from them.
+    fn plan(&self, strategy: &ReplicationStrategy, token: i64, cl: Consistency) -> Plan {
+        let local = self.local_address();
+        if *strategy == ReplicationStrategy::Local {
+            return Plan {
+                replicas: vec![local],
+                block_for: 1,
+            };
+        }
+        let ring = self.ring.read();
+        let mut replicas: Vec<IpAddr> = ring
+            .replicas(token, strategy)
+            .into_iter()
+            .filter(|i| {
+                !is_datacenter_local(cl) || ring.endpoints[*i].datacenter == self.local_dc
+            })
+            .map(|i| ring.endpoints[i].address)
+            .collect();
+        if let Some(p) = replicas.iter().position(|a| *a == local) {
+            replicas[..=p].rotate_right(1);
+        }
+        Plan {
+            replicas,
+            block_for: block_for(strategy, cl, &self.local_dc, ring.endpoints.len()),
+        }
+    }
+
+    /// UNAVAILABLE when fewer replicas than needed are alive. Every replica
+    /// in the ring counts as alive until the failure detector says
+    /// otherwise.
+    fn check_available(plan: &Plan, cl: Consistency) -> Result<()> {
+        let alive = plan.replicas.len();
+        if plan.block_for > alive || alive == 0 {
+            return Err(ServiceError::Unavailable {
+                consistency: cl,
+                required: plan.block_for.max(1),
+                alive,
+            });
+        }
+        Ok(())
+    }
+
+    /// Sends `request` to `to`: this node's replica directly, others through
+    /// messaging.
+    async fn send(
+        replica: Arc<Replica>,
+        messaging: Arc<dyn MessagingService>,
+        to: IpAddr,
+        request: Request,
+        timeout: Duration,
+    ) -> Option<Response> {
+        if to == messaging.local_address() {
+            Some(replica.handle(request).await)
+        } else {
+            messaging.send_and_receive(to, request, timeout).await.ok()
+        }
+    }
+
+    // ---------- writes ----------
+
+    /// Applies mutations at `cl` (Cassandra's `StorageProxy.mutate`):
+    /// each goes to every replica of its partition; the write succeeds once
+    /// `cl`'s number of replicas acknowledged each mutation.
+    pub async fn mutate(&self, mutations: Vec<Mutation>, cl: Consistency) -> Result<()> {
+        self.mutate_with(mutations, cl, WriteType::Simple).await
+    }
+
+    /// [`mutate`](Self::mutate) for a write of the given type.
+    pub async fn mutate_with(
+        &self,
+        mutations: Vec<Mutation>,
+        cl: Consistency,
+        write_type: WriteType,
+    ) -> Result<()> {
+        consistency::validate_for_write(cl)?;
+        if mutations.is_empty() {
+            return Ok(());
+        }
+        let schema = self.schema();
+        if let Some(t) = mutations
+            .iter()
+            .find_map(|m| schema.table_by_id(m.table_id).filter(|t| t.is_counter))
+        {
+            if cl == Consistency::Any {
+                return Err(ServiceError::Invalid(format!(
+                    "Consistency level ANY is not yet supported for counter table {}",
+                    t.name
+                )));
+            }
+            return self.mutate_counters(&schema, mutations, cl).await;
+        }
+        self.write(&schema, mutations, cl, write_type).await
+    }
+
+    async fn write(
+        &self,
+        schema: &Schema,
+        mutations: Vec<Mutation>,
+        cl: Consistency,
+        write_type: WriteType,
+    ) -> Result<()> {
+        let timeout = if write_type == WriteType::Counter {
+            self.timeouts.counter_write
+        } else {
+            self.timeouts.write
+        };
+        let local = self.local_address();
+        // (replicas, block_for) of each mutation
+        let mut plans = Vec::with_capacity(mutations.len());
+        for m in &mutations {
+            let Some(ks) = self.keyspace_of(schema, m.table_id) else {
+                return Err(ServiceError::Invalid(format!(
+                    "unknown table {}",
+                    m.table_id
+                )));
+            };
+            let plan = self.plan(&ks.replication.strategy, m.key.token, cl);
+            // ANY: a hint counts; the coordinator always has one to give
+            if cl != Consistency::Any {
+                Self::check_available(&plan, cl)?;
+            }
+            plans.push(plan);
+        }
+        let all_local = plans.iter().all(|p| p.replicas == [local]);
+        if all_local {
+            // the ring of one, and local keyspaces: one local batch
+            return match tokio::time::timeout(timeout, self.replica.apply(mutations)).await {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(f)) => Err(Self::write_failure(f)),
+                Err(_) => Err(ServiceError::WriteTimeout {
+                    consistency: cl,
+                    received: 0,
+                    block_for: plans.first().map_or(1, |p| p.block_for),
+                    write_type,
+                }),
+            };
+        }
+        // one message per endpoint with the mutations it replicates
+        let mut per_endpoint: Vec<(IpAddr, Vec<usize>)> = Vec::new();
+        for (i, p) in plans.iter().enumerate() {
+            for r in &p.replicas {
+                match per_endpoint.iter_mut().find(|(a, _)| a == r) {
+                    Some((_, v)) => v.push(i),
+                    None => per_endpoint.push((*r, vec![i])),
+                }
+            }
+        }
+        let mut tasks = tokio::task::JoinSet::new();
+        for (to, idx) in &per_endpoint {
+            let batch: Vec<Mutation> = idx.iter().map(|i| mutations[*i].clone()).collect();
+            let (replica, messaging, to) = (self.replica.clone(), self.messaging.clone(), *to);
+            let request = Request::Mutation(batch);
+            tasks.spawn(async move {
+                let r = Self::send(replica, messaging, to, request, timeout).await;
+                (to, r)
+            });
+        }
+        let mut acks = vec![0usize; mutations.len()];
+        let mut failure: Option<ReplicaFailure> = None;
+        let need = |acks: &[usize]| acks.iter().zip(&plans).all(|(a, p)| *a >= p.block_for);
+        let deadline = tokio::time::Instant::now() + timeout;
+        while !need(&acks) {
+            match tokio::time::timeout_at(deadline, tasks.join_next()).await {
+                Ok(Some(Ok((to, Some(Response::Done))))) => {
+                    if let Some((_, idx)) = per_endpoint.iter().find(|(a, _)| *a == to) {
+                        for i in idx {
+                            acks[*i] += 1;
+                        }
+                    }
+                }
+                Ok(Some(Ok((_, Some(Response::Failure(f)))))) => {
+                    failure.get_or_insert(f);
+                }
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => break,
+            }
+        }
+        // the other replicas' writes go on without a waiter
+        tasks.detach_all();
+        if need(&acks) {
+            return Ok(());
+        }
+        if let Some(f) = failure {
+            return Err(Self::write_failure(f));
+        }
+        let (received, block_for) = acks
+            .iter()
+            .zip(&plans)
+            .filter(|(a, p)| **a < p.block_for)
+            .map(|(a, p)| (*a, p.block_for))
+            .next()
+            .unwrap_or((0, 1));
+        Err(ServiceError::WriteTimeout {
+            consistency: cl,
+            received,
+            block_for,
+            write_type,
+        })
+    }
+
+    fn write_failure(f: ReplicaFailure) -> ServiceError {
+        match f {
+            ReplicaFailure::Overloaded(m) => ServiceError::Overloaded(m),
+            ReplicaFailure::UnknownTable(id) => {
+                ServiceError::Invalid(format!("unknown table {id}"))
+            }
+            ReplicaFailure::Error(m) => ServiceError::Replica(m),
+        }
+    }
+
+    fn lock_of(&self, table_id: uuid::Uuid, key: &DecoratedKey) -> &tokio::sync::Mutex<()> {
+        let t = u64::from_le_bytes(table_id.as_bytes()[..8].try_into().unwrap_or([0; 8]));
+        &self.locks[((key.token as u64) ^ t) as usize % LOCK_STRIPES]
+    }
+
+    /// Counter updates, led by this node (Cassandra's `CounterMutation`):
+    /// under the partition's lock, read this node's shard of each updated
+    /// counter and turn the delta into that shard one clock tick later, then
+    /// replicate the result like any write. Deletions of counters go through
+    /// unchanged.
+    async fn mutate_counters(
+        &self,
+        schema: &Schema,
+        mutations: Vec<Mutation>,
+        cl: Consistency,
+    ) -> Result<()> {
+        let id = *self.host_id().as_bytes();
+        for mut m in mutations {
+            let _guard = self.lock_of(m.table_id, &m.key).lock().await;
+            if has_deltas(&m) {
+                let cmd = ReadCommand::single(m.table_id, m.key.clone(), self.clock.now_seconds());
+                let current = match self.replica.read(&cmd) {
+                    Ok(ReadResponse::Data(mut d)) => d.pop().map(|(_, p)| p),
+                    Ok(ReadResponse::Digest(_)) => None,
+                    Err(f) => return Err(Self::write_failure(f)),
+                };
+                lead_counter_update(current, &mut m, &id, cmd.now);
+            }
+            self.write(schema, vec![m], cl, WriteType::Counter).await?;
+        }
+        Ok(())
+    }
+
+    // ---------- reads ----------
+
+    /// Reads at `cl` (Cassandra's `StorageProxy.read` and `getRangeSlice`):
+    /// the partitions the command selects, reconciled over the replicas
+    /// that answered, unresolved (call `Partition::resolve`).
+    pub async fn read(
+        &self,
+        cmd: ReadCommand,
+        cl: Consistency,
+    ) -> Result<Vec<(DecoratedKey, Partition)>> {
+        consistency::validate_for_read(cl)?;
+        let schema = self.schema();
+        let Some(ks) = self.keyspace_of(&schema, cmd.table_id) else {
+            return Err(ServiceError::Invalid(format!(
+                "unknown table {}",
+                cmd.table_id
+            )));
+        };
+        let strategy = &ks.replication.strategy;
+        match &cmd.kind {
+            ReadKind::SinglePartition { key } => {
+                let plan = self.plan(strategy, key.token, cl);
+                self.read_from(plan, cmd, cl, self.timeouts.read).await
+            }
+            ReadKind::PartitionRange { .. } => self.range_read(strategy, cmd, cl).await,
+            ReadKind::Index { limit, .. } => {
+                // every node searches its own index: ask each, keep each
+                // partition once, in token order
+                let limit = *limit;
+                let endpoints: Vec<IpAddr> = if *strategy == ReplicationStrategy::Local {
+                    vec![self.local_address()]
+                } else {
+                    self.ring.read().endpoints.iter().map(|e| e.address).collect()
+                };
+                let mut all: Vec<(DecoratedKey, Partition)> = Vec::new();
+                for to in endpoints {
+                    let plan = Plan {
+                        replicas: vec![to],
+                        block_for: 1,
+                    };
+                    let part = self
+                        .read_from(plan, cmd.clone(), cl, self.timeouts.range)
+                        .await?;
+                    all = merge_sorted(all, part, cmd.now);
+                }
+                all.truncate(limit);
+                Ok(all)
+            }
+        }
+    }
+
+    /// A partition range read: the range is cut at the ring's tokens, and
+    /// each piece is read from its own replicas, in token order, until the
+    /// limit is reached.
+    async fn range_read(
+        &self,
+        strategy: &ReplicationStrategy,
+        cmd: ReadCommand,
+        cl: Consistency,
+    ) -> Result<Vec<(DecoratedKey, Partition)>> {
+        let ReadKind::PartitionRange {
+            start,
+            start_token,
+            end_token,
+            limit,
+        } = cmd.kind.clone()
+        else {
+            return Ok(Vec::new());
+        };
+        let local = self.local_address();
+        let everything_local = *strategy == ReplicationStrategy::Local || {
+            let ring = self.ring.read();
+            ring.endpoints.len() <= 1
+                || strategy.replication_factor(ring.endpoints.len()) >= ring.endpoints.len()
+                    && ring.endpoint_of(local).is_some()
+        };
+        let first = start.as_ref().map_or(start_token, |b| b.key.token);
+        let pieces: Vec<(i64, i64)> = if everything_local {
+            vec![(first, end_token)]
+        } else {
+            self.ring.read().split(first, end_token)
+        };
+        let mut out: Vec<(DecoratedKey, Partition)> = Vec::new();
+        for (lo, hi) in pieces {
+            if out.len() >= limit {
+                break;
+            }
+            let piece_start = match (&start, out.last()) {
+                (_, Some((k, _))) => Some(KeyBound {
+                    key: k.clone(),
+                    inclusive: false,
+                }),
+                (Some(b), None) if b.key.token >= lo => Some(b.clone()),
+                _ => None,
+            };
+            let piece = ReadCommand {
+                kind: ReadKind::PartitionRange {
+                    start: piece_start,
+                    start_token: lo.max(start_token),
+                    end_token: hi,
+                    limit: limit - out.len(),
+                },
+                ..cmd.clone()
+            };
+            let plan = if everything_local && *strategy == ReplicationStrategy::Local {
+                Plan {
+                    replicas: vec![local],
+                    block_for: 1,
+                }
+            } else {
+                self.plan(strategy, hi, cl)
+            };
+            out.extend(self.read_from(plan, piece, cl, self.timeouts.range).await?);
+        }
+        Ok(out)
+    }
+
+    /// Reads a command from `plan`'s replicas: data from the first, digests
+    /// from the others it needs; on a digest mismatch, data from all of
+    /// them, reconciled.
+    async fn read_from(
+        &self,
+        plan: Plan,
+        cmd: ReadCommand,
+        cl: Consistency,
+        timeout: Duration,
+    ) -> Result<Vec<(DecoratedKey, Partition)>> {
+        Self::check_available(&plan, cl)?;
+        let local = self.local_address();
+        let targets: Vec<IpAddr> = plan.replicas.iter().take(plan.block_for).copied().collect();
+        if targets == [local] {
+            // the ring of one, and ONE/LOCAL_ONE on a replica
+            return match self.replica.read(&cmd) {
+                Ok(ReadResponse::Data(d)) => Ok(d),
+                Ok(ReadResponse::Digest(_)) => Ok(Vec::new()),
+                Err(f) => Err(Self::write_failure(f)),
+            };
+        }
+        let timeout_error = |received: usize, data_present: bool| ServiceError::ReadTimeout {
+            consistency: cl,
+            received,
+            block_for: plan.block_for,
+            data_present,
+        };
+        let deadline = tokio::time::Instant::now() + timeout;
+        let responses = self
+            .gather(&targets, |i| if i == 0 { cmd.clone() } else { cmd.as_digest() }, deadline)
+            .await?;
+        let data = responses.iter().find_map(|(i, r)| match r {
+            ReadResponse::Data(d) if *i == 0 => Some(d.clone()),
+            _ => None,
+        });
+        if responses.len() < targets.len() {
+            return Err(timeout_error(responses.len(), data.is_some()));
+        }
+        let Some(data) = data else {
+            return Err(timeout_error(responses.len(), false));
+        };
+        let digest = sibyl_db::read::digest(&data);
+        if responses.iter().all(|(_, r)| r.digest() == digest) {
+            return Ok(data);
+        }
+        // digests disagree: full data from each, reconciled cell by cell
+        let responses = self.gather(&targets, |_| cmd.clone(), deadline).await?;
+        if responses.len() < targets.len() {
+            return Err(timeout_error(responses.len(), true));
+        }
+        let mut merged: Vec<(DecoratedKey, Partition)> = Vec::new();
+        for (_, r) in responses {
+            if let ReadResponse::Data(d) = r {
+                merged = merge_sorted(merged, d, cmd.now);
+            }
+        }
+        if let ReadKind::PartitionRange { limit, .. } | ReadKind::Index { limit, .. } = cmd.kind {
+            merged.truncate(limit);
+        }
+        Ok(merged)
+    }
+
+    /// Sends a command to each target (the `i`th gets `command(i)`) and
+    /// collects the answers that arrive by `deadline`, with the target's
+    /// index. A failed replica makes the read fail with its reason.
+    async fn gather(
+        &self,
+        targets: &[IpAddr],
+        command: impl Fn(usize) -> ReadCommand,
+        deadline: tokio::time::Instant,
+    ) -> Result<Vec<(usize, ReadResponse)>> {
+        let mut tasks = tokio::task::JoinSet::new();
+        let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
+        for (i, to) in targets.iter().enumerate() {
+            let (replica, messaging, to) = (self.replica.clone(), self.messaging.clone(), *to);
+            let request = Request::Read(command(i));
+            tasks.spawn(async move { (i, Self::send(replica, messaging, to, request, timeout).await) });
+        }
+        let mut out = Vec::new();
+        while out.len() < targets.len() {
+            match tokio::time::timeout_at(deadline, tasks.join_next()).await {
+                Ok(Some(Ok((i, Some(Response::Read(r)))))) => out.push((i, r)),
+                Ok(Some(Ok((_, Some(Response::Failure(f)))))) => {
+                    return Err(Self::write_failure(f))
+                }
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => break,
+            }
+        }
+        tasks.detach_all();
+        Ok(out)
+    }
+
+    // ---------- lightweight transactions ----------
+
+    /// A conditional update of one partition (Cassandra's `StorageProxy.cas`):
+    /// under the partition's lock on this coordinator, reads the partition at
+    /// the serial level's read level, lets `decide` check the conditions
+    /// against it, and writes the mutations it returns at `commit_cl`.
+    /// (Paxos across coordinators replaces the lock with the replication
+    /// work.)
+    pub async fn cas<T, E: From<ServiceError>>(
+        &self,
+        table: &TableMetadata,
+        key: DecoratedKey,
+        serial_cl: Consistency,
+        commit_cl: Consistency,
+        decide: impl FnOnce(Option<Partition>, i32) -> std::result::Result<(T, Vec<Mutation>), E>,
+    ) -> std::result::Result<T, E> {
+        if !serial_cl.is_serial() {
+            return Err(ServiceError::Invalid(format!(
+                "Invalid consistency for conditional update: {serial_cl}, must be one of SERIAL or LOCAL_SERIAL"
+            ))
+            .into());
+        }
+        let lock = self.lock_of(table.id, &key);
+        let _guard = match tokio::time::timeout(self.timeouts.cas_contention, lock.lock()).await {
+            Ok(g) => g,
+            Err(_) => {
+                return Err(ServiceError::WriteTimeout {
+                    consistency: serial_cl,
+                    received: 0,
+                    block_for: 1,
+                    write_type: WriteType::Cas,
+                }
+                .into())
+            }
+        };
+        let now = self.clock.now_seconds();
+        let cmd = ReadCommand::single(table.id, key, now);
+        let current = self
+            .read(cmd, consistency::serial_read_level(serial_cl))
+            .await?
+            .pop()
+            .map(|(_, p)| p);
+        let (out, mutations) = decide(current, now)?;
+        if !mutations.is_empty() {
+            let commit = if commit_cl == Consistency::Any {
+                Consistency::One
+            } else {
+                commit_cl
+            };
+            let schema = self.schema();
+            self.write(&schema, mutations, commit, WriteType::Cas).await?;
+        }
+        Ok(out)
+    }
+
+    // ---------- truncate and schema ----------
+
+    /// Truncates a table on every node (Cassandra's `StorageProxy.truncateBlocking`):
+    /// all must be up and answer within `truncate_request_timeout`.
+    pub async fn truncate(&self, table_id: uuid::Uuid) -> Result<()> {
+        let endpoints: Vec<IpAddr> = self.ring.read().endpoints.iter().map(|e| e.address).collect();
+        let endpoints = if endpoints.is_empty() {
+            vec![self.local_address()]
+        } else {
+            endpoints
+        };
+        let ts = self.clock.now_micros();
+        let mut tasks = tokio::task::JoinSet::new();
+        for to in &endpoints {
+            let (replica, messaging, to) = (self.replica.clone(), self.messaging.clone(), *to);
+            let request = Request::Truncate {
+                table_id,
+                timestamp_micros: ts,
+            };
+            let timeout = self.timeouts.truncate;
+            tasks.spawn(async move { Self::send(replica, messaging, to, request, timeout).await });
+        }
+        let mut done = 0;
+        while let Some(r) = tasks.join_next().await {
+            match r {
+                Ok(Some(Response::Done)) => done += 1,
+                Ok(Some(Response::Failure(f))) => {
+                    return Err(ServiceError::Truncate(format!(
+                        "Error during truncate: {}",
+                        Self::write_failure(f)
+                    )))
+                }
+                _ => {}
+            }
+        }
+        if done < endpoints.len() {
+            return Err(ServiceError::Truncate(
+                "Truncate timed out - received only 0 responses".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Makes `next` the schema, storing `mutations` in `system_schema`, and
+    /// builds the index `build`, if any.
+    pub async fn apply_schema_change(
+        &self,
+        mutations: Vec<Mutation>,
+        next: Schema,
+        build: Option<(TableMetadata, sibyl_schema::index::IndexMetadata)>,
+    ) -> Result<Arc<Schema>> {
+        Ok(self
+            .replica
+            .apply_schema_change(mutations, next, build)
+            .await?)
+    }
+}
+
+/// Merges two lists of partitions in token order, reconciling partitions
+/// both hold.
+fn merge_sorted(
+    a: Vec<(DecoratedKey, Partition)>,
+    b: Vec<(DecoratedKey, Partition)>,
+    now: i32,
+) -> Vec<(DecoratedKey, Partition)> {
+    if a.is_empty() {
+        return b;
+    }
+    let mut out: Vec<(DecoratedKey, Partition)> = Vec::with_capacity(a.len() + b.len());
+    let mut a = a.into_iter().peekable();
+    let mut b = b.into_iter().peekable();
+    loop {
+        let next = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) => match x.0.cmp(&y.0) {
+                std::cmp::Ordering::Less => a.next(),
+                std::cmp::Ordering::Greater => b.next(),
+                std::cmp::Ordering::Equal => {
+                    let (Some((k, mut p)), Some((_, q))) = (a.next(), b.next()) else {
+                        break;
+                    };
+                    p.merge(q, now);
+                    Some((k, p))
+                }
+            },
+            (Some(_), None) => a.next(),
+            (None, Some(_)) => b.next(),
+            (None, None) => None,
+        };
+        match next {
+            Some(x) => out.push(x),
+            None => break,
+        }
+    }
+    out
+}
+
+fn has_deltas(m: &Mutation) -> bool {
+    let row_has = |r: &Row| {
+        r.cells.values().any(|d| matches!(d, ColumnData::Counter(c) if c.value.as_deref().is_some_and(|v| !counter::is_context(v))))
+    };
+    m.update.static_row.as_ref().is_some_and(row_has) || m.update.rows.values().any(row_has)
+}
+
+/// Turns each delta in `m` into this node's new shard. The clock continues from
+/// the highest clock ever written for the shard (deleted versions included, so
+/// the new shard supersedes them when merged), the count from the live value.
+fn lead_counter_update(raw: Option<Partition>, m: &mut Mutation, id: &[u8; 16], now: i32) {
+    let live = raw.clone().map(|mut p| {
+        p.resolve(now);
+        p
+    });
+    let shard = |p: &Option<Partition>, ck: Option<&sibyl_db::ClusteringKey>, name: &str| {
+        let p = p.as_ref()?;
+        let row = match ck {
+            None => p.static_row.as_ref(),
+            Some(ck) => p.rows.get(ck),
+        }?;
+        match row.cells.get(name)? {
+            ColumnData::Counter(c) => counter::shard_of(c.value.as_deref()?, id),
+            _ => None,
+        }
+    };
+    let lead = |row: &mut Row, ck: Option<&sibyl_db::ClusteringKey>| {
+        let names: Vec<sibyl_db::data::ColumnName> = row.cells.iter().map(|(n, _)| *n).collect();
+        for name in names {
+            let Some(ColumnData::Counter(c)) = row.cells.get_mut(&name) else {
+                continue;
+            };
+            let Some(delta) = c
+                .value
+                .as_deref()
+                .filter(|v| !counter::is_context(v))
+                .and_then(counter::as_delta)
+            else {
+                continue;
+            };
+            let clock = shard(&raw, ck, &name).map_or(0, |s| s.clock);
+            let count = shard(&live, ck, &name).map_or(0, |s| s.count);
+            c.value = Some(counter::encode(&[counter::Shard {
+                id: *id,
+                clock: clock + 1,
+                count: count.wrapping_add(delta),
+            }]));
+        }
+    };
+    if let Some(sr) = &mut m.update.static_row {
+        lead(sr, None);
+    }
+    m.update.rows.retain(|ck, row| {
+        lead(row, Some(ck));
+        true
+    });
+}

@@ -1,0 +1,341 @@
+//! The replica side (Cassandra's verb handlers and `Keyspace.apply`): what a
+//! node does when a coordinator, local or remote, asks it to apply
+//! mutations, serve a read as data or digest, truncate a table, or take a
+//! schema change. Index maintenance runs here, on each replica, in the same
+//! commit-log batch as the base write.
+
+use crate::index;
+use parking_lot::RwLock;
+use sibyl_cluster::messaging::{BoxFuture, ReplicaFailure, Request, Response, VerbHandler};
+use sibyl_cluster::Clock;
+use sibyl_db::{
+    BoundKind, ClusteringKey, DecoratedKey, KeyBound, Mutation, Partition, ReadCommand, ReadKind,
+    ReadResponse,
+};
+use sibyl_schema::schema::{ColumnKind, Schema, TableMetadata};
+use sibyl_storage::{ColumnFamilyStore, StorageEngine, StorageError};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The node's current schema, shared by the coordinator, the replica side
+/// and the statement layer.
+pub type SharedSchema = Arc<RwLock<Arc<Schema>>>;
+
+/// Serves the coordinator's verbs from local storage.
+pub struct Replica {
+    storage: Arc<StorageEngine>,
+    schema: SharedSchema,
+    clock: Arc<dyn Clock>,
+    /// How long a write may wait for memtable memory before it is refused
+    /// as overloaded (the write timeout).
+    admission_timeout: Duration,
+}
+
+fn failure(e: StorageError) -> ReplicaFailure {
+    match e {
+        StorageError::Overloaded(m) => ReplicaFailure::Overloaded(m),
+        StorageError::UnknownTable(id) => ReplicaFailure::UnknownTable(id),
+        e => ReplicaFailure::Error(e.to_string()),
+    }
+}
+
+impl Replica {
+    pub fn new(
+        storage: Arc<StorageEngine>,
+        schema: SharedSchema,
+        clock: Arc<dyn Clock>,
+        admission_timeout: Duration,
+    ) -> Self {
+        Replica {
+            storage,
+            schema,
+            clock,
+            admission_timeout,
+        }
+    }
+
+    pub fn schema(&self) -> Arc<Schema> {
+        self.schema.read().clone()
+    }
+
+
+    /// Applies mutations durably, with the index entries they make, in one
+    /// commit-log batch (`MUTATION_REQ`).
+    pub async fn apply(&self, mut mutations: Vec<Mutation>) -> Result<(), ReplicaFailure> {
+        let schema = self.schema();
+        let entries = index::index_mutations(&schema, &mutations, self.clock.now_seconds());
+        mutations.extend(entries);
+        self.storage
+            .apply_within(mutations, self.admission_timeout)
+            .await
+            .map_err(failure)
+    }
+
+    /// Serves a read command (`READ_REQ`, `RANGE_REQ`).
+    pub fn read(&self, cmd: &ReadCommand) -> Result<ReadResponse, ReplicaFailure> {
+        let data = self.read_data(cmd).map_err(failure)?;
+        Ok(if cmd.digest {
+            ReadResponse::Digest(sibyl_db::read::digest(&data))
+        } else {
+            ReadResponse::Data(data)
+        })
+    }
+
+    fn read_data(&self, cmd: &ReadCommand) -> Result<Vec<(DecoratedKey, Partition)>, StorageError> {
+        let cfs = self
+            .storage
+            .table(cmd.table_id)
+            .ok_or(StorageError::UnknownTable(cmd.table_id))?;
+        let slices = cmd.slices.as_deref();
+        let one = |key: &DecoratedKey| -> Result<Option<(DecoratedKey, Partition)>, StorageError> {
+            Ok(cfs
+                .read(key, slices)?
+                .filter(|p| !p.is_empty())
+                .map(|p| (key.clone(), p)))
+        };
+        match &cmd.kind {
+            ReadKind::SinglePartition { key } => Ok(one(key)?.into_iter().collect()),
+            ReadKind::PartitionRange {
+                start,
+                start_token,
+                end_token,
+                limit,
+            } => {
+                let mut out = Vec::new();
+                let mut cursor: Option<DecoratedKey> = None;
+                if let Some(KeyBound { key, inclusive }) = start {
+                    if *inclusive && key.token >= *start_token && key.token <= *end_token {
+                        out.extend(one(key)?);
+                    }
+                    cursor = Some(key.clone());
+                }
+                // a key whose data is all shadowed reads as nothing: keep going
+                const BATCH: usize = 256;
+                while out.len() < *limit {
+                    let keys = cfs.keys(cursor.as_ref(), *start_token, *end_token, BATCH)?;
+                    for k in &keys {
+                        if out.len() >= *limit {
+                            break;
+                        }
+                        out.extend(one(k)?);
+                    }
+                    if keys.len() < BATCH {
+                        break;
+                    }
+                    cursor = keys.last().cloned();
+                }
+                Ok(out)
+            }
+            ReadKind::Index {
+                index: name,
+                value,
+                start,
+                limit,
+            } => {
+                let schema = self.schema();
+                let table = schema
+                    .table_by_id(cmd.table_id)
+                    .cloned()
+                    .ok_or(StorageError::UnknownTable(cmd.table_id))?;
+                let ix = table
+                    .indexes
+                    .iter()
+                    .find(|ix| &ix.name == name)
+                    .cloned()
+                    .ok_or_else(|| StorageError::Decode(format!("unknown index {name}")))?;
+                let store = self
+                    .storage
+                    .table(ix.store_id(&table))
+                    .ok_or(StorageError::UnknownTable(ix.store_id(&table)))?;
+                self.index_read(&table, &ix, &cfs, &store, value, start.as_ref(), cmd, *limit)
+            }
+        }
+    }
+
+    /// An index search: the partitions (and, for row-level indexes, the
+    /// rows) the index lists for `value`, each checked against the data;
+    /// entries the data no longer backs are deleted, as Cassandra's
+    /// `CassandraIndexSearcher` does.
+    #[allow(clippy::too_many_arguments)]
+    fn index_read(
+        &self,
+        table: &TableMetadata,
+        ix: &sibyl_schema::index::IndexMetadata,
+        cfs: &ColumnFamilyStore,
+        store: &ColumnFamilyStore,
+        value: &bytes::Bytes,
+        start: Option<&KeyBound>,
+        cmd: &ReadCommand,
+        limit: usize,
+    ) -> Result<Vec<(DecoratedKey, Partition)>, StorageError> {
+        let now = cmd.now;
+        let mut hits = index::lookup(table, ix, store, value, start.map(|b| &b.key), now)?;
+        if let Some(b) = start.filter(|b| !b.inclusive) {
+            hits.retain(|h| h.key != b.key);
+        }
+        let mut out = Vec::new();
+        let mut stale = Vec::new();
+        while let Some(h) = hits.pop_front() {
+            if out.len() >= limit {
+                break;
+            }
+            let key = h.key;
+            let exact: Option<Vec<(ClusteringKey, ClusteringKey)>> = h.rows.as_ref().map(|rows| {
+                rows.iter()
+                    .map(|(ck, _)| {
+                        (
+                            ClusteringKey::bound(
+                                ck.values.clone(),
+                                BoundKind::StartInclusive,
+                                ck.comparator.clone(),
+                            ),
+                            ClusteringKey::bound(
+                                ck.values.clone(),
+                                BoundKind::EndInclusive,
+                                ck.comparator.clone(),
+                            ),
+                        )
+                    })
+                    .collect()
+            });
+            let read = cfs.read(&key, exact.as_deref().or(cmd.slices.as_deref()))?;
+            let resolved = read.clone().map(|mut p| {
+                p.resolve(now);
+                p
+            });
+            match &h.rows {
+                Some(rows) => {
+                    for (ck, ts) in rows {
+                        let row = resolved.as_ref().and_then(|p| p.rows.get(ck));
+                        if !row.is_some_and(|row| {
+                            index::row_has_value(ix, table, &key, Some(ck), row, value, now)
+                        }) {
+                            stale.push(index::stale_entry_deletion(
+                                table,
+                                ix,
+                                value,
+                                &key,
+                                Some(ck),
+                                *ts,
+                                now,
+                            ));
+                        }
+                    }
+                }
+                None => {
+                    let sr = resolved.as_ref().and_then(|p| p.static_row.as_ref());
+                    let live = match table.column(&ix.column).map(|c| c.kind) {
+                        Some(ColumnKind::Static) => sr.is_some_and(|row| {
+                            index::row_has_value(ix, table, &key, None, row, value, now)
+                        }),
+                        _ => resolved
+                            .as_ref()
+                            .is_some_and(|p| !p.rows.is_empty() || p.static_row.is_some()),
+                    };
+                    if !live {
+                        stale.push(index::stale_entry_deletion(
+                            table, ix, value, &key, None, h.timestamp, now,
+                        ));
+                    }
+                }
+            }
+            let Some(mut part) = read else { continue };
+            if let (Some(_), Some(sl)) = (&h.rows, &cmd.slices) {
+                part.rows
+                    .retain(|ck, _| sl.iter().any(|(a, b)| a <= ck && ck <= b));
+            }
+            if !part.is_empty() {
+                out.push((key, part));
+            }
+        }
+        if !stale.is_empty() {
+            // index entries are local to this replica: no commit log (they are
+            // checked again at every read until compaction drops them)
+            self.storage.apply_unlogged(stale);
+        }
+        Ok(out)
+    }
+
+    /// Truncates a table on this node (`TRUNCATE_REQ`).
+    pub async fn truncate(
+        &self,
+        table_id: uuid::Uuid,
+        timestamp_micros: i64,
+    ) -> Result<(), ReplicaFailure> {
+        self.storage
+            .truncate(table_id, timestamp_micros)
+            .await
+            .map_err(failure)
+    }
+
+    /// Takes a schema change: stores the `system_schema` mutations, opens the
+    /// stores of new tables and indexes, drops those of removed ones, makes
+    /// `next` the current schema, and builds the index `build`, if any.
+    pub async fn apply_schema_change(
+        &self,
+        mutations: Vec<Mutation>,
+        next: Schema,
+        build: Option<(TableMetadata, sibyl_schema::index::IndexMetadata)>,
+    ) -> Result<Arc<Schema>, StorageError> {
+        self.storage.apply(mutations).await?;
+        let old = self.schema();
+        for ks in old.keyspaces.values() {
+            for t in ks.tables.values() {
+                let now = next.table_by_id(t.id);
+                match now {
+                    None => crate::stores::drop_stores(&self.storage, t),
+                    Some(nt) => {
+                        for ix in t
+                            .indexes
+                            .iter()
+                            .filter(|ix| !nt.indexes.iter().any(|x| x.name == ix.name))
+                        {
+                            self.storage.drop_table(ix.store_id(t));
+                        }
+                    }
+                }
+            }
+        }
+        for ks in next.keyspaces.values() {
+            if ks.is_virtual {
+                continue;
+            }
+            for t in ks.tables.values() {
+                crate::stores::open_store(&self.storage, t)?;
+            }
+        }
+        let next = Arc::new(next);
+        *self.schema.write() = next.clone();
+        if let Some((t, ix)) = build {
+            index::build(&self.storage, &t, &ix).await?;
+        }
+        Ok(next)
+    }
+
+    /// Serves one request (the verb handlers).
+    pub async fn handle(&self, request: Request) -> Response {
+        let r = match request {
+            Request::Mutation(m) => self.apply(m).await.map(|_| Response::Done),
+            Request::Read(cmd) => self.read(&cmd).map(Response::Read),
+            Request::Truncate {
+                table_id,
+                timestamp_micros,
+            } => self
+                .truncate(table_id, timestamp_micros)
+                .await
+                .map(|_| Response::Done),
+        };
+        r.unwrap_or_else(Response::Failure)
+    }
+}
+
+/// The replica as the messaging service delivers requests to it.
+pub struct ReplicaVerbs(pub Arc<Replica>);
+
+impl VerbHandler for ReplicaVerbs {
+    fn handle(&self, _from: IpAddr, request: Request) -> BoxFuture<Response> {
+        let replica = self.0.clone();
+        Box::pin(async move { replica.handle(request).await })
+    }
+}
