@@ -683,14 +683,15 @@ impl QueryProcessor {
         };
         // first pass: which partitions' lists the statement reads
         let wanted = std::cell::RefCell::new(Vec::<Bytes>::new());
-        let muts = build(&|key, _, _| {
+        let first = build(&|key, _, _| {
             wanted.borrow_mut().push(key.clone());
             Vec::new()
-        })?;
+        });
         let mut wanted = wanted.into_inner();
         if wanted.is_empty() {
-            return Ok((t.keyspace.clone(), muts));
+            return Ok((t.keyspace.clone(), first?));
         }
+        // (the first pass saw empty lists: what it built, or refused, is moot)
         wanted.sort();
         wanted.dedup();
         let read_cl = match cl {
