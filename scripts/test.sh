@@ -21,6 +21,11 @@ if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
+echo "== house rules: formatting and lints"
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
+cargo fmt --all --check
+cargo clippy --workspace --all-targets -- -D warnings
+
 echo "== building"
 cargo build --bin sibyl
 

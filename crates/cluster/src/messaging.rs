@@ -191,7 +191,10 @@ impl LocalNetwork {
 
     /// Messages from `from` to `to` arrive `by` late (one direction).
     pub fn delay_messages(&self, from: IpAddr, to: IpAddr, by: Duration) {
-        self.faults.lock().links.insert((from, to), Fault::Delay(by));
+        self.faults
+            .lock()
+            .links
+            .insert((from, to), Fault::Delay(by));
     }
 
     /// Cuts `a` and `b` off from each other, both ways.
@@ -295,7 +298,9 @@ mod tests {
             let me = self.0;
             Box::pin(async move {
                 match request {
-                    Request::Truncate { .. } => Response::Failure(ReplicaFailure::Error(me.to_string())),
+                    Request::Truncate { .. } => {
+                        Response::Failure(ReplicaFailure::Error(me.to_string()))
+                    }
                     _ => Response::Done,
                 }
             })
@@ -324,7 +329,12 @@ mod tests {
         let r = n1.send_and_receive(ip(2), truncate(), t).await;
         assert_eq!(
             format!("{r:?}"),
-            format!("{:?}", Ok::<_, MessagingError>(Response::Failure(ReplicaFailure::Error("127.0.0.2".into()))))
+            format!(
+                "{:?}",
+                Ok::<_, MessagingError>(Response::Failure(ReplicaFailure::Error(
+                    "127.0.0.2".into()
+                )))
+            )
         );
         net.drop_messages(ip(1), ip(2));
         assert_eq!(
@@ -338,16 +348,25 @@ mod tests {
         assert!(n2.send_and_receive(ip(3), truncate(), t).await.is_ok());
         net.heal();
         net.delay_messages(ip(1), ip(3), Duration::from_millis(60));
-        assert!(n1.send_and_receive(ip(3), truncate(), t).await.is_ok(), "60 ms late is in time");
+        assert!(
+            n1.send_and_receive(ip(3), truncate(), t).await.is_ok(),
+            "60 ms late is in time"
+        );
         net.delay_messages(ip(1), ip(3), Duration::from_millis(160));
-        assert!(n1.send_and_receive(ip(3), truncate(), t).await.is_err(), "160 ms late is not");
+        assert!(
+            n1.send_and_receive(ip(3), truncate(), t).await.is_err(),
+            "160 ms late is not"
+        );
         net.heal();
         net.partition(&[ip(1)], &[ip(2), ip(3)]);
         assert!(n1.send_and_receive(ip(3), truncate(), t).await.is_err());
         assert!(n2.send_and_receive(ip(1), truncate(), t).await.is_err());
         assert!(n2.send_and_receive(ip(3), truncate(), t).await.is_ok());
         net.unregister(ip(3));
-        assert!(n2.send_and_receive(ip(3), truncate(), t).await.is_err(), "a killed node answers nothing");
+        assert!(
+            n2.send_and_receive(ip(3), truncate(), t).await.is_err(),
+            "a killed node answers nothing"
+        );
         let lone = NoPeers(ip(9));
         assert_eq!(
             lone.send_and_receive(ip(1), truncate(), t).await.err(),

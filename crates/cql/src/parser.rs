@@ -65,7 +65,6 @@ fn fold_ident(t: &Token) -> Option<String> {
     }
 }
 
-
 impl Parser {
     fn new(src: &str) -> PResult<Parser> {
         let toks = tokenize(src).map_err(|e| ParseError {
@@ -1037,7 +1036,8 @@ impl Parser {
             let c2 = self.ident()?;
             if c2 != col {
                 return Err(ParseError {
-                    message: format!("Only expressions of the form X = <value> + X are supported."),
+                    message: "Only expressions of the form X = <value> + X are supported."
+                        .to_string(),
                 });
             }
             return Ok(Assignment {

@@ -2,10 +2,10 @@
 
 use crate::error::{Error, Result};
 use crate::query::{ClientState, Outcome, QueryProcessor};
-use sibyl_schema::schema::*;
 use bytes::Bytes;
 use sibyl_cql::{Describe, DescribeStatement};
 use sibyl_protocol::{ColumnSpec, ResultBody, RowsMetadata};
+use sibyl_schema::schema::*;
 use sibyl_types::CqlType;
 
 /// Quotes an identifier if CQL needs it.

@@ -1,7 +1,6 @@
 //! The node's error type. Every failure a client can see is one of these, and
 //! `transport::error_response` maps them to CQL error codes in one place.
 
-
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
     /// SYNTAX_ERROR (0x2000)

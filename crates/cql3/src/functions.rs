@@ -272,7 +272,7 @@ pub fn arithmetic(
         }
         _ => {
             let (p, q) = (to_dec(&x), to_dec(&y));
-            if matches!(op, '/' | '%') && q == BigDecimal::from(0) {
+            if matches!(op, '/' | '%') && q == 0 {
                 return Err(arith_failure(op, ta, tb, "Division by zero".into()));
             }
             let r = apply(op, p, q);
@@ -814,7 +814,7 @@ mod tests {
         let v = |xs: &[f32]| xs.iter().flat_map(|x| x.to_be_bytes()).collect::<Vec<u8>>();
         let r = similarity(
             "similarity_euclidean",
-            &v(&[0.5, 0.5, 0.70710678]),
+            &v(&[0.5, 0.5, std::f32::consts::FRAC_1_SQRT_2]),
             &v(&[1.0, 0.0, 0.0]),
         )
         .unwrap()

@@ -1,16 +1,16 @@
 //! INSERT, UPDATE and DELETE: from statement to mutations.
 
-use sibyl_db::cells::{add_cells, collection_cells, list_path, set_column, WriteParams};
 use crate::error::{Error, Result};
 use crate::restrictions::{analyse, Purpose};
-use sibyl_schema::schema::{ColumnKind, ColumnMetadata, TableMetadata};
 use crate::terms::{Eval, Val};
 use bytes::Bytes;
 use sibyl_cql::{AssignOp, ColumnTarget, Delete, Insert, Term, Update, UsingClause};
+use sibyl_db::cells::{add_cells, collection_cells, list_path, set_column, WriteParams};
 use sibyl_db::{
     BoundKind, Cell, ClusteringKey, ColumnData, DecoratedKey, DeletionTime, LivenessInfo, Mutation,
     Partition, RangeTombstone, Row, NO_DELETION_TIME,
 };
+use sibyl_schema::schema::{ColumnKind, ColumnMetadata, TableMetadata};
 use sibyl_types::{value, CqlType};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -852,18 +852,16 @@ pub fn delete(
                         ColumnTarget::Column(_) => {
                             if col.typ.is_multi_cell() {
                                 row.cells.insert(
-                                    name.clone(),
+                                    name,
                                     ColumnData::Complex {
                                         deletion,
                                         cells: BTreeMap::new(),
                                     },
                                 );
                             } else if col.typ.is_counter() {
-                                row.cells
-                                    .insert(name.clone(), ColumnData::Counter(wp.tombstone()));
+                                row.cells.insert(name, ColumnData::Counter(wp.tombstone()));
                             } else {
-                                row.cells
-                                    .insert(name.clone(), ColumnData::Simple(wp.tombstone()));
+                                row.cells.insert(name, ColumnData::Simple(wp.tombstone()));
                             }
                         }
                         ColumnTarget::Element(_, idx) => {

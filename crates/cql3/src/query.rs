@@ -2,23 +2,23 @@
 //! of prepared statements), executes them through the StorageProxy, and runs
 //! schema changes.
 
-use sibyl_db::cells::{split_partition_key, WriteParams};
 use crate::error::{Error, Result};
 use crate::modification;
-use sibyl_service::proxy::StorageProxy;
-use sibyl_schema::schema::*;
-use sibyl_schema::schema_tables;
 use crate::select;
 use crate::terms::{Bindings, Eval};
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use sibyl_cql::*;
+use sibyl_db::cells::{split_partition_key, WriteParams};
+use sibyl_db::{DecoratedKey, Mutation, Partition, ReadCommand};
 use sibyl_protocol::{
     ColumnSpec, Consistency, PreparedMetadata, ResultBody, RowsMetadata, SchemaChange,
     SchemaChangeTarget, Value,
 };
-use sibyl_db::{DecoratedKey, Mutation, Partition, ReadCommand};
+use sibyl_schema::schema::*;
+use sibyl_schema::schema_tables;
 use sibyl_service::error::WriteType;
+use sibyl_service::proxy::StorageProxy;
 use sibyl_types::{CqlType, UserType};
 use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
@@ -179,7 +179,6 @@ impl QueryProcessor {
             .cloned()
             .ok_or_else(|| Error::Invalid(format!("table {} does not exist", name.name)))
     }
-
 
     // ---------- prepare ----------
 
@@ -526,9 +525,7 @@ impl QueryProcessor {
             bindings: &bindings,
         };
         let ks_opt = opts.keyspace.as_deref();
-        let now = opts
-            .now_in_seconds
-            .unwrap_or_else(sibyl_db::now_in_seconds);
+        let now = opts.now_in_seconds.unwrap_or_else(sibyl_db::now_in_seconds);
         let default_ts = opts.timestamp.unwrap_or_else(now_micros);
         match &st.statement {
             Statement::Select(s) => {
@@ -570,7 +567,15 @@ impl QueryProcessor {
                     return Ok(out);
                 }
                 let (_, muts) = self
-                    .mutations_of(&st.statement, client, ks_opt, &ev, default_ts, now, opts.consistency)
+                    .mutations_of(
+                        &st.statement,
+                        client,
+                        ks_opt,
+                        &ev,
+                        default_ts,
+                        now,
+                        opts.consistency,
+                    )
                     .await?;
                 self.proxy.mutate(muts, opts.consistency).await?;
                 Ok(Outcome::void())
@@ -604,8 +609,16 @@ impl QueryProcessor {
                         keyspace: None,
                     })
                     .collect();
-                self.execute_batch(b.batch_type, &children, client, opts, batch_ts, default_ts, now)
-                    .await
+                self.execute_batch(
+                    b.batch_type,
+                    &children,
+                    client,
+                    opts,
+                    batch_ts,
+                    default_ts,
+                    now,
+                )
+                .await
             }
             Statement::Use(ks) => {
                 if self.schema().keyspace(ks).is_none() {
@@ -669,17 +682,12 @@ impl QueryProcessor {
                 t.keyspace
             )));
         }
-        let build = |read_list: &dyn Fn(&Bytes, &[Bytes], &str) -> modification::ListState| {
-            match st {
-                Statement::Insert(i) => modification::insert(&t, i, ev, default_ts, now),
-                Statement::Update(u) => {
-                    modification::update(&t, u, ev, default_ts, now, read_list)
-                }
-                Statement::Delete(d) => {
-                    modification::delete(&t, d, ev, default_ts, now, read_list)
-                }
-                _ => Ok(Vec::new()),
-            }
+        let build = |read_list: &dyn Fn(&Bytes, &[Bytes], &str) -> modification::ListState| match st
+        {
+            Statement::Insert(i) => modification::insert(&t, i, ev, default_ts, now),
+            Statement::Update(u) => modification::update(&t, u, ev, default_ts, now, read_list),
+            Statement::Delete(d) => modification::delete(&t, d, ev, default_ts, now, read_list),
+            _ => Ok(Vec::new()),
         };
         // first pass: which partitions' lists the statement reads
         let wanted = std::cell::RefCell::new(Vec::<Bytes>::new());
@@ -782,8 +790,12 @@ impl QueryProcessor {
         let conditional = children.iter().any(|c| has_conditions(c.statement));
         let mut all: Vec<Mutation> = Vec::new();
         let mut ks = String::new();
-        let mut checks: Vec<(Arc<TableMetadata>, Conditions, &BatchChild<'_>, Vec<Mutation>)> =
-            Vec::new();
+        let mut checks: Vec<(
+            Arc<TableMetadata>,
+            Conditions,
+            &BatchChild<'_>,
+            Vec<Mutation>,
+        )> = Vec::new();
         for c in children {
             let ks_opt = c.keyspace.as_deref().or(opts.keyspace.as_deref());
             if conditional {
@@ -831,43 +843,70 @@ impl QueryProcessor {
         self.check_batch(batch_type, &ks, &all)?;
         let serial = opts.serial_consistency.unwrap_or(Consistency::Serial);
         self.proxy
-            .cas(&table, first.1.clone(), serial, opts.consistency, |current, now| {
-                let current = current.map(|mut p| {
-                    p.resolve(now);
-                    p
-                });
-                let mut applied = true;
-                let mut wildcard = false;
-                let mut shown: Vec<String> = Vec::new();
-                let mut rows: Vec<Option<sibyl_db::ClusteringKey>> = Vec::new();
-                for (t, cond, c, muts) in &checks {
-                    let Some(m) = muts.first() else { continue };
-                    let ck = condition_row(t, m);
-                    let check = check_conditions(t, cond, current.as_ref(), &m.key, ck.as_ref(), c.ev, now)?;
-                    applied &= check.applied;
-                    wildcard |= matches!(cond, Conditions::Exists | Conditions::NotExists);
-                    for col in check.shown {
-                        if !shown.contains(&col.name) {
-                            shown.push(col.name.clone());
+            .cas(
+                &table,
+                first.1.clone(),
+                serial,
+                opts.consistency,
+                |current, now| {
+                    let current = current.map(|mut p| {
+                        p.resolve(now);
+                        p
+                    });
+                    let mut applied = true;
+                    let mut wildcard = false;
+                    let mut shown: Vec<String> = Vec::new();
+                    let mut rows: Vec<Option<sibyl_db::ClusteringKey>> = Vec::new();
+                    for (t, cond, c, muts) in &checks {
+                        let Some(m) = muts.first() else { continue };
+                        let ck = condition_row(t, m);
+                        let check = check_conditions(
+                            t,
+                            cond,
+                            current.as_ref(),
+                            &m.key,
+                            ck.as_ref(),
+                            c.ev,
+                            now,
+                        )?;
+                        applied &= check.applied;
+                        wildcard |= matches!(cond, Conditions::Exists | Conditions::NotExists);
+                        for col in check.shown {
+                            if !shown.contains(&col.name) {
+                                shown.push(col.name.clone());
+                            }
+                        }
+                        if !rows.contains(&ck) {
+                            rows.push(ck);
                         }
                     }
-                    if !rows.contains(&ck) {
-                        rows.push(ck);
+                    if applied {
+                        return Ok::<_, Error>((applied_outcome(&table, true), all));
                     }
-                }
-                if applied {
-                    return Ok::<_, Error>((applied_outcome(&table, true), all));
-                }
-                Ok((
-                    batch_failure(&table, current.as_ref(), &first.1, &rows, wildcard, &shown, now),
-                    Vec::new(),
-                ))
-            })
+                    Ok((
+                        batch_failure(
+                            &table,
+                            current.as_ref(),
+                            &first.1,
+                            &rows,
+                            wildcard,
+                            &shown,
+                            now,
+                        ),
+                        Vec::new(),
+                    ))
+                },
+            )
             .await
     }
 
     /// Cassandra's rules on what a batch may hold, and its size warnings.
-    fn check_batch(&self, batch_type: BatchType, ks: &str, mutations: &[Mutation]) -> Result<Vec<String>> {
+    fn check_batch(
+        &self,
+        batch_type: BatchType,
+        ks: &str,
+        mutations: &[Mutation],
+    ) -> Result<Vec<String>> {
         let schema = self.schema();
         let mut warnings = Vec::new();
         let size: usize = mutations.iter().map(|m| m.update.estimated_size()).sum();
@@ -1022,7 +1061,8 @@ impl QueryProcessor {
                     p.resolve(now);
                     p
                 });
-                let check = check_conditions(&t, &cond, current.as_ref(), &key, ck.as_ref(), ev, now)?;
+                let check =
+                    check_conditions(&t, &cond, current.as_ref(), &key, ck.as_ref(), ev, now)?;
                 let mut columns = vec![applied_spec(&t)];
                 let mut row_out = vec![Some(Bytes::copy_from_slice(&[check.applied as u8]))];
                 if check.applied {
@@ -1072,7 +1112,8 @@ impl QueryProcessor {
             name: name.map(|s| s.to_string()),
             arg_types: Vec::new(),
         };
-        let mut build_index: Option<(Arc<TableMetadata>, sibyl_schema::index::IndexMetadata)> = None;
+        let mut build_index: Option<(Arc<TableMetadata>, sibyl_schema::index::IndexMetadata)> =
+            None;
         let mut warnings: Vec<String> = Vec::new();
         let (new_ks, dropped_ks, ev): (
             Option<KeyspaceMetadata>,
@@ -1758,8 +1799,6 @@ They don't yet support SELECT queries with:
  * Aggregation functions.
  * Filters on columns without a SAI index.";
 
-/// Forgets a dropped table's store and its indexes' stores.
-
 /// One statement of a batch, with its own values and keyspace.
 pub struct BatchChild<'a> {
     pub statement: &'a Statement,
@@ -1772,7 +1811,10 @@ pub struct BatchChild<'a> {
 /// static row).
 fn condition_row(t: &TableMetadata, m: &Mutation) -> Option<sibyl_db::ClusteringKey> {
     if t.clustering_count == 0 {
-        Some(sibyl_db::ClusteringKey::row(Vec::new(), t.comparator.clone()))
+        Some(sibyl_db::ClusteringKey::row(
+            Vec::new(),
+            t.comparator.clone(),
+        ))
     } else {
         m.update.rows.keys().next().cloned()
     }
@@ -1860,103 +1902,101 @@ fn check_conditions<'t>(
     };
     let exists = row.as_ref().map(|r| r.is_live(now)).unwrap_or(false);
     let value_of = |c: &ColumnMetadata| current_value(t, c, current, key, ck, now);
-        let (applied, shown): (bool, Vec<&ColumnMetadata>) = match &cond {
-            Conditions::NotExists => (!exists, t.columns.iter().collect()),
-            Conditions::Exists => (exists, t.columns.iter().collect()),
-            Conditions::Columns(conds) => {
-                let mut ok = true;
-                let mut shown = Vec::new();
-                for c in conds {
-                    let col = t.column(c.target.column()).ok_or_else(|| {
-                        Error::Invalid(format!(
-                            "Undefined column name {} in table {}.{}",
-                            c.target.column(),
-                            t.keyspace,
-                            t.name
-                        ))
-                    })?;
-                    if !shown.iter().any(|s: &&ColumnMetadata| s.name == col.name) {
-                        shown.push(col);
-                    }
-                    let mut cur = if exists || col.kind == ColumnKind::Static {
-                        value_of(col)
-                    } else {
-                        None
-                    };
-                    let mut typ = col.typ.clone();
-                    if let sibyl_cql::ColumnTarget::Element(_, key) = &c.target {
-                        // `l[i] op v`, `m[k] op v`: the element is compared
-                        let (key_t, elem_t) = match col.typ.unfrozen() {
+    let (applied, shown): (bool, Vec<&ColumnMetadata>) = match &cond {
+        Conditions::NotExists => (!exists, t.columns.iter().collect()),
+        Conditions::Exists => (exists, t.columns.iter().collect()),
+        Conditions::Columns(conds) => {
+            let mut ok = true;
+            let mut shown = Vec::new();
+            for c in conds {
+                let col = t.column(c.target.column()).ok_or_else(|| {
+                    Error::Invalid(format!(
+                        "Undefined column name {} in table {}.{}",
+                        c.target.column(),
+                        t.keyspace,
+                        t.name
+                    ))
+                })?;
+                if !shown.iter().any(|s: &&ColumnMetadata| s.name == col.name) {
+                    shown.push(col);
+                }
+                let mut cur = if exists || col.kind == ColumnKind::Static {
+                    value_of(col)
+                } else {
+                    None
+                };
+                let mut typ = col.typ.clone();
+                if let sibyl_cql::ColumnTarget::Element(_, key) = &c.target {
+                    // `l[i] op v`, `m[k] op v`: the element is compared
+                    let (key_t, elem_t) = match col.typ.unfrozen() {
                             CqlType::List(e) => (CqlType::Int, e.as_ref().clone()),
                             CqlType::Map(k, v) => (k.as_ref().clone(), v.as_ref().clone()),
                             other => return Err(Error::Invalid(format!("Invalid element access syntax for non-collection column {} of type {other}", col.name))),
                         };
-                        let k = match ev.value(key, &key_t, &format!("key({})", col.name))? {
-                            crate::terms::Val::Set(b) => b,
-                            _ => {
-                                return Err(Error::Invalid(format!(
-                                    "Invalid null value for {} element access",
-                                    col.name
-                                )))
-                            }
-                        };
-                        cur = cur.and_then(|v| match col.typ.unfrozen() {
-                            CqlType::List(_) => {
-                                let i = <[u8; 4]>::try_from(k.as_ref())
-                                    .map(i32::from_be_bytes)
-                                    .unwrap_or(-1);
-                                sibyl_types::value::deserialize_collection(&v)
-                                    .ok()
-                                    .and_then(|l| {
-                                        usize::try_from(i).ok().and_then(|i| l.get(i).cloned())
-                                    })
-                            }
-                            _ => sibyl_types::value::deserialize_map(&v).ok().and_then(|p| {
-                                p.into_iter()
-                                    .find(|(x, _)| {
-                                        key_t.compare(x, &k) == std::cmp::Ordering::Equal
-                                    })
-                                    .map(|(_, x)| x)
-                            }),
-                        });
-                        typ = elem_t;
-                    }
-                    let rel = Relation {
-                        lhs: RelationLhs::Column(col.name.clone()),
-                        op: c.op,
-                        rhs: c.rhs.clone(),
-                    };
-                    let vals = match &rel.rhs {
-                        RelationRhs::Term(Term::Null) => None,
+                    let k = match ev.value(key, &key_t, &format!("key({})", col.name))? {
+                        crate::terms::Val::Set(b) => b,
                         _ => {
-                            let r = crate::restrictions::analyse_condition_values(
-                                ev, &rel, &col.name, &typ,
-                            )?;
-                            Some(r)
+                            return Err(Error::Invalid(format!(
+                                "Invalid null value for {} element access",
+                                col.name
+                            )))
                         }
                     };
-                    let pass = match vals {
-                        None => match c.op {
-                            Operator::Eq => cur.is_none(),
-                            Operator::Ne => cur.is_some(),
-                            _ => false,
-                        },
-                        Some(vals) => {
-                            let f = crate::restrictions::Filter {
-                                column: 0,
-                                op: c.op,
-                                values: vals,
-                                key: None,
-                            };
-                            crate::restrictions::filter_matches(&f, &typ, cur.as_ref())
+                    cur = cur.and_then(|v| match col.typ.unfrozen() {
+                        CqlType::List(_) => {
+                            let i = <[u8; 4]>::try_from(k.as_ref())
+                                .map(i32::from_be_bytes)
+                                .unwrap_or(-1);
+                            sibyl_types::value::deserialize_collection(&v)
+                                .ok()
+                                .and_then(|l| {
+                                    usize::try_from(i).ok().and_then(|i| l.get(i).cloned())
+                                })
                         }
-                    };
-                    ok &= pass;
+                        _ => sibyl_types::value::deserialize_map(&v).ok().and_then(|p| {
+                            p.into_iter()
+                                .find(|(x, _)| key_t.compare(x, &k) == std::cmp::Ordering::Equal)
+                                .map(|(_, x)| x)
+                        }),
+                    });
+                    typ = elem_t;
                 }
-                (ok, shown)
+                let rel = Relation {
+                    lhs: RelationLhs::Column(col.name.clone()),
+                    op: c.op,
+                    rhs: c.rhs.clone(),
+                };
+                let vals = match &rel.rhs {
+                    RelationRhs::Term(Term::Null) => None,
+                    _ => {
+                        let r = crate::restrictions::analyse_condition_values(
+                            ev, &rel, &col.name, &typ,
+                        )?;
+                        Some(r)
+                    }
+                };
+                let pass = match vals {
+                    None => match c.op {
+                        Operator::Eq => cur.is_none(),
+                        Operator::Ne => cur.is_some(),
+                        _ => false,
+                    },
+                    Some(vals) => {
+                        let f = crate::restrictions::Filter {
+                            column: 0,
+                            op: c.op,
+                            values: vals,
+                            key: None,
+                        };
+                        crate::restrictions::filter_matches(&f, &typ, cur.as_ref())
+                    }
+                };
+                ok &= pass;
             }
-            Conditions::None => (true, Vec::new()),
-        };
+            (ok, shown)
+        }
+        Conditions::None => (true, Vec::new()),
+    };
     let values = shown.iter().map(|c| value_of(c)).collect();
     Ok(CasCheck {
         applied,

@@ -2,13 +2,13 @@
 //! clustering slices, token ranges and row filters, with Cassandra's rules on
 //! what needs ALLOW FILTERING.
 
-use sibyl_db::cells::make_partition_key;
 use crate::error::{Error, Result};
-use sibyl_schema::schema::{ColumnKind, TableMetadata};
 use crate::terms::{Eval, Val};
 use bytes::Bytes;
 use sibyl_cql::{Operator, Relation, RelationLhs, RelationRhs, Term};
+use sibyl_db::cells::make_partition_key;
 use sibyl_db::{BoundKind, ClusteringKey};
+use sibyl_schema::schema::{ColumnKind, TableMetadata};
 use sibyl_types::{value, CqlType};
 use std::cmp::Ordering;
 

@@ -2,18 +2,18 @@
 //! iteration (keys, IN, token ranges, full scans), clustering slices, filtering,
 //! ordering, limits and paging.
 
-use sibyl_db::cells::{column_value, simple_cell, split_partition_key};
 use crate::error::{Error, Result};
-use sibyl_schema::index::IndexMetadata;
 use crate::restrictions::{analyse, filter_matches, Purpose, Restrictions, ALLOW_FILTERING_MSG};
-use sibyl_schema::schema::{ColumnKind, TableMetadata};
 use crate::terms::{Eval, Val};
 use bytes::Bytes;
 use sibyl_cql::{Operator, Select, Selector, Term};
-use sibyl_protocol::ColumnSpec;
+use sibyl_db::cells::{column_value, simple_cell, split_partition_key};
 use sibyl_db::read::Slice;
 use sibyl_db::{ClusteringKey, DecoratedKey, KeyBound, Partition, ReadCommand, ReadKind, Row};
+use sibyl_protocol::ColumnSpec;
 use sibyl_protocol::Consistency;
+use sibyl_schema::index::IndexMetadata;
+use sibyl_schema::schema::{ColumnKind, TableMetadata};
 use sibyl_service::StorageProxy;
 use sibyl_types::CqlType;
 use std::cmp::Ordering;
@@ -2018,10 +2018,8 @@ fn emit(
     for (j, o) in sel.outs.iter().enumerate() {
         let v = &row[j];
         match o {
-            Out::Count(_) => {
-                if v.is_some() {
-                    agg.counts[j] += 1;
-                }
+            Out::Count(_) if v.is_some() => {
+                agg.counts[j] += 1;
             }
             Out::Min(i) | Out::Max(i) => {
                 if let Some(v) = v {

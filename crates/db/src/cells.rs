@@ -1,8 +1,8 @@
 //! Between CQL values and stored cells: writing a column value (simple or a
 //! non-frozen collection) into a row, and reading it back as a CQL value.
 
-use bytes::Bytes;
 use crate::{Cell, ColumnData, ColumnName, DeletionTime, Row};
+use bytes::Bytes;
 use sibyl_types::{value, CqlType};
 use std::collections::BTreeMap;
 
@@ -134,11 +134,11 @@ pub fn column_value(row: &Row, name: &str, typ: &CqlType, now: i32) -> Option<By
                 None
             }
         }
-        ColumnData::Counter(c) => {
-            c.value.as_ref().filter(|_| c.is_live(now)).map(|ctx| {
-                Bytes::copy_from_slice(&crate::counter::total(ctx).to_be_bytes())
-            })
-        }
+        ColumnData::Counter(c) => c
+            .value
+            .as_ref()
+            .filter(|_| c.is_live(now))
+            .map(|ctx| Bytes::copy_from_slice(&crate::counter::total(ctx).to_be_bytes())),
         ColumnData::Complex { cells, .. } => {
             let mut live: Vec<(&Bytes, &Cell)> =
                 cells.iter().filter(|(_, c)| c.is_live(now)).collect();

@@ -38,7 +38,7 @@ pub fn as_delta(v: &[u8]) -> Option<i64> {
 }
 
 pub fn is_context(v: &[u8]) -> bool {
-    v.len() % SHARD_SIZE == 0
+    v.len().is_multiple_of(SHARD_SIZE)
 }
 
 pub fn shards(ctx: &[u8]) -> impl Iterator<Item = Shard> + '_ {

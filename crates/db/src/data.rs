@@ -151,7 +151,7 @@ impl Cell {
             (Some(_), None) => Some(b),
             (Some(x), Some(y)) => {
                 let merged = crate::counter::merge(x, y);
-                if &merged == x && a.timestamp >= b.timestamp {
+                if merged == x && a.timestamp >= b.timestamp {
                     return None;
                 }
                 Some(Cell::live(a.timestamp.max(b.timestamp), merged))
@@ -798,97 +798,6 @@ pub fn no_clustering() -> Arc<ClusteringComparator> {
     ClusteringComparator::new(Vec::new())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dropped_columns_lose_the_cells_written_before_the_drop() {
-        let cmp = crate::clustering::ClusteringComparator::new(vec![]);
-        let mut p = Partition::new();
-        let mut row = Row::default();
-        row.cells.insert(
-            "v",
-            ColumnData::Simple(Cell::live(10, Bytes::from_static(b"old"))),
-        );
-        row.cells.insert(
-            "w",
-            ColumnData::Simple(Cell::live(30, Bytes::from_static(b"new"))),
-        );
-        let mut cells = BTreeMap::new();
-        cells.insert(Bytes::from_static(b"a"), Cell::live(10, Bytes::new()));
-        cells.insert(Bytes::from_static(b"b"), Cell::live(30, Bytes::new()));
-        row.cells.insert(
-            "s",
-            ColumnData::Complex {
-                deletion: DeletionTime {
-                    marked_for_delete_at: 5,
-                    local_deletion_time: 0,
-                },
-                cells,
-            },
-        );
-        p.rows
-            .insert(crate::clustering::ClusteringKey::row(vec![], cmp), row);
-        p.purge_dropped(&[("v".into(), 20), ("w".into(), 20), ("s".into(), 20)]);
-        let row = p.rows.values().next().unwrap();
-        assert!(row.cells.get("v").is_none(), "written before the drop");
-        assert!(row.cells.get("w").is_some(), "written after the drop");
-        match row.cells.get("s") {
-            Some(ColumnData::Complex { deletion, cells }) => {
-                assert!(deletion.is_live());
-                assert_eq!(
-                    cells.keys().collect::<Vec<_>>(),
-                    vec![&Bytes::from_static(b"b")]
-                );
-            }
-            other => panic!("{other:?}"),
-        }
-    }
-
-    fn b(s: &str) -> Bytes {
-        Bytes::copy_from_slice(s.as_bytes())
-    }
-
-    #[test]
-    fn reconcile_higher_timestamp_wins_then_tombstone_then_greater_value() {
-        let now = 1000;
-        let a = Cell::live(10, b("a"));
-        let z = Cell::live(9, b("z"));
-        assert_eq!(Cell::reconcile(&a, &z, now), &a);
-        let t = Cell::tombstone(10, now);
-        assert_eq!(Cell::reconcile(&a, &t, now), &t);
-        let c = Cell::live(10, b("c"));
-        assert_eq!(Cell::reconcile(&a, &c, now), &c);
-        assert_eq!(Cell::reconcile(&c, &a, now), &c);
-    }
-
-    #[test]
-    fn row_deletion_shadows_older_cells_only() {
-        let now = 1000;
-        let mut r = Row::default();
-        r.cells
-            .insert("x", ColumnData::Simple(Cell::live(5, b("old"))));
-        r.cells
-            .insert("y", ColumnData::Simple(Cell::live(7, b("new"))));
-        r.deletion = Some(DeletionTime {
-            marked_for_delete_at: 6,
-            local_deletion_time: now,
-        });
-        assert!(r.resolve(DeletionTime::LIVE, now, true));
-        assert!(!r.cells.contains_key("x"));
-        assert!(r.cells.contains_key("y"));
-    }
-
-    #[test]
-    fn expired_cells_are_not_live() {
-        let c = Cell::expiring(1, 10, 100, b("v"));
-        assert!(c.is_live(109));
-        assert!(!c.is_live(110));
-        assert_eq!(c.remaining_ttl(105), Some(5));
-    }
-}
-
 fn own(b: &Bytes) -> Bytes {
     Bytes::copy_from_slice(b)
 }
@@ -1089,5 +998,96 @@ impl Partition {
             self.deletion = DeletionTime::LIVE;
         }
         !self.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dropped_columns_lose_the_cells_written_before_the_drop() {
+        let cmp = crate::clustering::ClusteringComparator::new(vec![]);
+        let mut p = Partition::new();
+        let mut row = Row::default();
+        row.cells.insert(
+            "v",
+            ColumnData::Simple(Cell::live(10, Bytes::from_static(b"old"))),
+        );
+        row.cells.insert(
+            "w",
+            ColumnData::Simple(Cell::live(30, Bytes::from_static(b"new"))),
+        );
+        let mut cells = BTreeMap::new();
+        cells.insert(Bytes::from_static(b"a"), Cell::live(10, Bytes::new()));
+        cells.insert(Bytes::from_static(b"b"), Cell::live(30, Bytes::new()));
+        row.cells.insert(
+            "s",
+            ColumnData::Complex {
+                deletion: DeletionTime {
+                    marked_for_delete_at: 5,
+                    local_deletion_time: 0,
+                },
+                cells,
+            },
+        );
+        p.rows
+            .insert(crate::clustering::ClusteringKey::row(vec![], cmp), row);
+        p.purge_dropped(&[("v".into(), 20), ("w".into(), 20), ("s".into(), 20)]);
+        let row = p.rows.values().next().unwrap();
+        assert!(row.cells.get("v").is_none(), "written before the drop");
+        assert!(row.cells.get("w").is_some(), "written after the drop");
+        match row.cells.get("s") {
+            Some(ColumnData::Complex { deletion, cells }) => {
+                assert!(deletion.is_live());
+                assert_eq!(
+                    cells.keys().collect::<Vec<_>>(),
+                    vec![&Bytes::from_static(b"b")]
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn b(s: &str) -> Bytes {
+        Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    #[test]
+    fn reconcile_higher_timestamp_wins_then_tombstone_then_greater_value() {
+        let now = 1000;
+        let a = Cell::live(10, b("a"));
+        let z = Cell::live(9, b("z"));
+        assert_eq!(Cell::reconcile(&a, &z, now), &a);
+        let t = Cell::tombstone(10, now);
+        assert_eq!(Cell::reconcile(&a, &t, now), &t);
+        let c = Cell::live(10, b("c"));
+        assert_eq!(Cell::reconcile(&a, &c, now), &c);
+        assert_eq!(Cell::reconcile(&c, &a, now), &c);
+    }
+
+    #[test]
+    fn row_deletion_shadows_older_cells_only() {
+        let now = 1000;
+        let mut r = Row::default();
+        r.cells
+            .insert("x", ColumnData::Simple(Cell::live(5, b("old"))));
+        r.cells
+            .insert("y", ColumnData::Simple(Cell::live(7, b("new"))));
+        r.deletion = Some(DeletionTime {
+            marked_for_delete_at: 6,
+            local_deletion_time: now,
+        });
+        assert!(r.resolve(DeletionTime::LIVE, now, true));
+        assert!(!r.cells.contains_key("x"));
+        assert!(r.cells.contains_key("y"));
+    }
+
+    #[test]
+    fn expired_cells_are_not_live() {
+        let c = Cell::expiring(1, 10, 100, b("v"));
+        assert!(c.is_live(109));
+        assert!(!c.is_live(110));
+        assert_eq!(c.remaining_ttl(105), Some(5));
     }
 }

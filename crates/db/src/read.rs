@@ -133,8 +133,8 @@ impl ReadResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::{Cell, ColumnData, Row};
     use crate::data::no_clustering;
+    use crate::data::{Cell, ColumnData, Row};
 
     fn partition(ts: i64) -> Partition {
         let mut p = Partition::new();

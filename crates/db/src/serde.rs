@@ -213,9 +213,7 @@ impl<'a> Reader<'a> {
     fn count(&mut self) -> Result<usize, DecodeError> {
         let n = self.u32()? as usize;
         if n > self.buf.len() - self.pos {
-            return Err(DecodeError(format!(
-                "count {n} exceeds remaining bytes"
-            )));
+            return Err(DecodeError(format!("count {n} exceeds remaining bytes")));
         }
         Ok(n)
     }
@@ -265,9 +263,8 @@ fn get_row(r: &mut Reader) -> Result<Row, DecodeError> {
     let mut cells = RowCells::new();
     for _ in 0..n {
         let name = r.bytes()?;
-        let name = ColumnName::new(
-            std::str::from_utf8(&name).map_err(|e| DecodeError(e.to_string()))?,
-        );
+        let name =
+            ColumnName::new(std::str::from_utf8(&name).map_err(|e| DecodeError(e.to_string()))?);
         let data = match r.u8()? {
             0 => ColumnData::Simple(get_cell(r)?),
             2 => ColumnData::Counter(get_cell(r)?),
@@ -398,12 +395,14 @@ mod tests {
     fn mutation_round_trips_and_truncation_is_an_error() {
         let cmp = ClusteringComparator::new(vec![(CqlType::Int, false)]);
         let mut p = Partition::new();
-        let mut row = Row::default();
-        row.liveness = Some(LivenessInfo {
-            timestamp: 5,
-            ttl: 0,
-            local_expiration_time: NO_DELETION_TIME,
-        });
+        let mut row = Row {
+            liveness: Some(LivenessInfo {
+                timestamp: 5,
+                ttl: 0,
+                local_expiration_time: NO_DELETION_TIME,
+            }),
+            ..Row::default()
+        };
         row.cells.insert(
             "v",
             ColumnData::Simple(Cell::live(5, Bytes::from_static(b"hello"))),

@@ -12,9 +12,9 @@
 //! | GET / POST | `/compactionthroughput` (`?mb_per_sec=N` to set) |
 //! | GET | `/status`, `/info` |
 
+use serde_json::{json, Value};
 use sibyl_cql3::query::QueryProcessor;
 use sibyl_schema::schema::TableMetadata;
-use serde_json::{json, Value};
 use sibyl_storage::StorageEngine;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;

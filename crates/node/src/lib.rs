@@ -4,19 +4,19 @@
 pub mod admin;
 pub mod config;
 
-use sibyl_db::cells::WriteParams;
 use crate::config::{CommitLogSync, Config};
+use bytes::Bytes;
 use sibyl_cluster::messaging::NoPeers;
 use sibyl_cluster::{Clock, Endpoint, SystemClock};
 use sibyl_cql3::query::QueryProcessor;
-use sibyl_service::proxy::{StorageProxy, Timeouts};
-use sibyl_service::replica::{Replica, SharedSchema};
-use sibyl_service::stores::{open_store, LocalSchema};
 use sibyl_db::cells;
+use sibyl_db::cells::WriteParams;
 use sibyl_schema::schema::*;
 use sibyl_schema::schema_tables;
 use sibyl_schema::schema_tables::{boolean, int, row_mutation, text};
-use bytes::Bytes;
+use sibyl_service::proxy::{StorageProxy, Timeouts};
+use sibyl_service::replica::{Replica, SharedSchema};
+use sibyl_service::stores::{open_store, LocalSchema};
 use sibyl_storage::commitlog::SyncMode;
 use sibyl_storage::store::StorageConfig;
 use sibyl_storage::{StorageEngine, StorageError};

@@ -13,7 +13,9 @@ pub enum ReplicationStrategy {
     /// `SimpleStrategy`: `rf` distinct nodes walking the ring clockwise.
     Simple { replication_factor: usize },
     /// `NetworkTopologyStrategy`: a factor per data center.
-    NetworkTopology { datacenters: BTreeMap<String, usize> },
+    NetworkTopology {
+        datacenters: BTreeMap<String, usize>,
+    },
     /// `EverywhereStrategy`: every node.
     Everywhere,
 }
@@ -120,7 +122,11 @@ mod tests {
             }
         );
         assert_eq!(s.get("replication_factor").map(String::as_str), Some("3"));
-        let n = params(&[("class", "NetworkTopologyStrategy"), ("dc1", "3"), ("dc2", "2")]);
+        let n = params(&[
+            ("class", "NetworkTopologyStrategy"),
+            ("dc1", "3"),
+            ("dc2", "2"),
+        ]);
         assert_eq!(n.strategy.replication_factor(9), 5);
         assert_eq!(n.strategy.local_replication_factor("dc2", 9), 2);
         assert_eq!(n.strategy.local_replication_factor("dc3", 9), 0);

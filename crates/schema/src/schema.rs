@@ -454,9 +454,7 @@ impl TableMetadata {
             .join(&self.keyspace)
             .join(format!("{}-{}", self.name, self.id.simple()))
     }
-
 }
-
 
 /// A keyspace's definition.
 #[derive(Debug, Clone)]
@@ -654,9 +652,11 @@ fn sys_table(
             reversed: false,
         })
         .collect();
-    let mut params = TableParams::default();
-    params.comment = comment.to_string();
-    params.gc_grace_seconds = if ks == "system_schema" { 604800 } else { 0 };
+    let params = TableParams {
+        comment: comment.to_string(),
+        gc_grace_seconds: if ks == "system_schema" { 604800 } else { 0 },
+        ..TableParams::default()
+    };
     Arc::new(TableMetadata::new(
         ks,
         name,
@@ -966,7 +966,8 @@ pub fn system_keyspaces() -> Vec<KeyspaceMetadata> {
     traces_ks.replication = map(&[
         ("class", "org.apache.cassandra.locator.SimpleStrategy"),
         ("replication_factor", "2"),
-    ]).into();
+    ])
+    .into();
     let mut vks = local(virtual_schema, "system_virtual_schema");
     vks.is_virtual = true;
     let mut views = local(Vec::new(), "system_views");
@@ -975,12 +976,14 @@ pub fn system_keyspaces() -> Vec<KeyspaceMetadata> {
     auth.replication = map(&[
         ("class", "org.apache.cassandra.locator.SimpleStrategy"),
         ("replication_factor", "1"),
-    ]).into();
+    ])
+    .into();
     let mut dist = local(Vec::new(), "system_distributed");
     dist.replication = map(&[
         ("class", "org.apache.cassandra.locator.SimpleStrategy"),
         ("replication_factor", "3"),
-    ]).into();
+    ])
+    .into();
     vec![
         local(system, "system"),
         local(schema, "system_schema"),

@@ -2,9 +2,9 @@
 //! mutations of those tables (through the commit log like any write), and the
 //! schema is read back from them at start-up (Cassandra's `SchemaKeyspace`).
 
-use sibyl_db::cells::{column_value, make_partition_key, set_column, WriteParams};
 use crate::schema::*;
 use bytes::Bytes;
+use sibyl_db::cells::{column_value, make_partition_key, set_column, WriteParams};
 use sibyl_db::{
     ClusteringKey, DecoratedKey, DeletionTime, LivenessInfo, Mutation, Partition, Row,
     NO_DELETION_TIME,
@@ -142,7 +142,7 @@ pub fn keyspace_mutations(ks: &KeyspaceMetadata, ts: i64, now: i32) -> Vec<Mutat
     let ksname = text(&ks.name);
     out.push(row_mutation(
         &schema_table("keyspaces"),
-        &[ksname.clone()],
+        std::slice::from_ref(&ksname),
         &[],
         &[
             ("durable_writes", Some(boolean(ks.durable_writes))),
@@ -163,7 +163,7 @@ pub fn keyspace_mutations(ks: &KeyspaceMetadata, ts: i64, now: i32) -> Vec<Mutat
             .collect();
         out.push(row_mutation(
             &tables_t,
-            &[ksname.clone()],
+            std::slice::from_ref(&ksname),
             &[text(&t.name)],
             &[
                 (
@@ -204,7 +204,7 @@ pub fn keyspace_mutations(ks: &KeyspaceMetadata, ts: i64, now: i32) -> Vec<Mutat
         for c in &t.columns {
             out.push(row_mutation(
                 &columns_t,
-                &[ksname.clone()],
+                std::slice::from_ref(&ksname),
                 &[text(&t.name), text(&c.name)],
                 &column_row(c),
                 &wp,
@@ -213,7 +213,7 @@ pub fn keyspace_mutations(ks: &KeyspaceMetadata, ts: i64, now: i32) -> Vec<Mutat
         for ix in &t.indexes {
             out.push(row_mutation(
                 &schema_table("indexes"),
-                &[ksname.clone()],
+                std::slice::from_ref(&ksname),
                 &[text(&t.name), text(&ix.name)],
                 &[
                     ("kind", Some(text(ix.kind()))),
@@ -225,7 +225,7 @@ pub fn keyspace_mutations(ks: &KeyspaceMetadata, ts: i64, now: i32) -> Vec<Mutat
         for (name, (typ, dropped_at)) in &t.dropped {
             out.push(row_mutation(
                 &dropped_t,
-                &[ksname.clone()],
+                std::slice::from_ref(&ksname),
                 &[text(&t.name), text(name)],
                 &[
                     (
@@ -245,7 +245,7 @@ pub fn keyspace_mutations(ks: &KeyspaceMetadata, ts: i64, now: i32) -> Vec<Mutat
         let types: Vec<String> = u.fields.iter().map(|(_, t)| t.to_string()).collect();
         out.push(row_mutation(
             &types_t,
-            &[ksname.clone()],
+            std::slice::from_ref(&ksname),
             &[text(&u.name)],
             &[
                 ("field_names", Some(text_list(&names))),

@@ -99,7 +99,11 @@ mod tests {
     fn quorum_is_half_the_replication_factor_plus_one() {
         let cases = [(1, 1), (2, 2), (3, 2), (4, 3), (5, 3), (6, 4)];
         for (rf, q) in cases {
-            assert_eq!(block_for(&simple(rf), Consistency::Quorum, "dc1", 9), q, "rf {rf}");
+            assert_eq!(
+                block_for(&simple(rf), Consistency::Quorum, "dc1", 9),
+                q,
+                "rf {rf}"
+            );
         }
         assert_eq!(block_for(&simple(3), Consistency::All, "dc1", 9), 3);
         assert_eq!(block_for(&simple(3), Consistency::One, "dc1", 9), 1);
@@ -121,8 +125,19 @@ mod tests {
         assert_eq!(block_for(&s, Consistency::EachQuorum, "dc1", 9), 4);
         // a data center without replicas needs one (and will find none)
         assert_eq!(block_for(&s, Consistency::LocalQuorum, "dc3", 9), 1);
-        assert_eq!(block_for(&ReplicationStrategy::Everywhere, Consistency::Quorum, "x", 4), 3);
-        assert_eq!(block_for(&ReplicationStrategy::Local, Consistency::All, "x", 4), 1);
+        assert_eq!(
+            block_for(
+                &ReplicationStrategy::Everywhere,
+                Consistency::Quorum,
+                "x",
+                4
+            ),
+            3
+        );
+        assert_eq!(
+            block_for(&ReplicationStrategy::Local, Consistency::All, "x", 4),
+            1
+        );
     }
 
     #[test]
@@ -132,7 +147,10 @@ mod tests {
         assert!(validate_for_write(Consistency::Serial).is_err());
         assert!(validate_for_write(Consistency::LocalSerial).is_err());
         assert!(validate_for_write(Consistency::Any).is_ok());
-        assert_eq!(serial_read_level(Consistency::LocalSerial), Consistency::LocalQuorum);
+        assert_eq!(
+            serial_read_level(Consistency::LocalSerial),
+            Consistency::LocalQuorum
+        );
         assert_eq!(serial_read_level(Consistency::Serial), Consistency::Quorum);
     }
 }

@@ -8,9 +8,9 @@ use bytes::Bytes;
 use sibyl_db::cells::{make_partition_key, split_partition_key};
 use sibyl_schema::index::{IndexMetadata, TargetKind};
 use sibyl_schema::schema::{ColumnKind, TableMetadata};
-use sibyl_storage::{ClusteringComparator, StorageError, 
-    BoundKind, ClusteringKey, ColumnData, ColumnFamilyStore, DecoratedKey, DeletionTime,
-    LivenessInfo, Mutation, Partition, Row, NO_DELETION_TIME,
+use sibyl_storage::{
+    BoundKind, ClusteringComparator, ClusteringKey, ColumnData, ColumnFamilyStore, DecoratedKey,
+    DeletionTime, LivenessInfo, Mutation, Partition, Row, StorageError, NO_DELETION_TIME,
 };
 use sibyl_types::CqlType;
 use std::collections::BTreeMap;
@@ -366,4 +366,3 @@ pub async fn build(
     );
     Ok(written)
 }
-

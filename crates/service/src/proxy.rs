@@ -143,9 +143,7 @@ impl StorageProxy {
         let mut replicas: Vec<IpAddr> = ring
             .replicas(token, strategy)
             .into_iter()
-            .filter(|i| {
-                !is_datacenter_local(cl) || ring.endpoints[*i].datacenter == self.local_dc
-            })
+            .filter(|i| !is_datacenter_local(cl) || ring.endpoints[*i].datacenter == self.local_dc)
             .map(|i| ring.endpoints[i].address)
             .collect();
         if let Some(p) = replicas.iter().position(|a| *a == local) {
@@ -405,7 +403,12 @@ impl StorageProxy {
                 let endpoints: Vec<IpAddr> = if *strategy == ReplicationStrategy::Local {
                     vec![self.local_address()]
                 } else {
-                    self.ring.read().endpoints.iter().map(|e| e.address).collect()
+                    self.ring
+                        .read()
+                        .endpoints
+                        .iter()
+                        .map(|e| e.address)
+                        .collect()
                 };
                 let mut all: Vec<(DecoratedKey, Partition)> = Vec::new();
                 for to in endpoints {
@@ -519,7 +522,11 @@ impl StorageProxy {
         };
         let deadline = tokio::time::Instant::now() + timeout;
         let responses = self
-            .gather(&targets, |i| if i == 0 { cmd.clone() } else { cmd.as_digest() }, deadline)
+            .gather(
+                &targets,
+                |i| if i == 0 { cmd.clone() } else { cmd.as_digest() },
+                deadline,
+            )
             .await?;
         let data = responses.iter().find_map(|(i, r)| match r {
             ReadResponse::Data(d) if *i == 0 => Some(d.clone()),
@@ -566,7 +573,12 @@ impl StorageProxy {
         for (i, to) in targets.iter().enumerate() {
             let (replica, messaging, to) = (self.replica.clone(), self.messaging.clone(), *to);
             let request = Request::Read(command(i));
-            tasks.spawn(async move { (i, Self::send(replica, messaging, to, request, timeout).await) });
+            tasks.spawn(async move {
+                (
+                    i,
+                    Self::send(replica, messaging, to, request, timeout).await,
+                )
+            });
         }
         let mut out = Vec::new();
         while out.len() < targets.len() {
@@ -633,7 +645,8 @@ impl StorageProxy {
                 commit_cl
             };
             let schema = self.schema();
-            self.write(&schema, mutations, commit, WriteType::Cas).await?;
+            self.write(&schema, mutations, commit, WriteType::Cas)
+                .await?;
         }
         Ok(out)
     }
@@ -643,7 +656,13 @@ impl StorageProxy {
     /// Truncates a table on every node (Cassandra's `StorageProxy.truncateBlocking`):
     /// all must be up and answer within `truncate_request_timeout`.
     pub async fn truncate(&self, table_id: uuid::Uuid) -> Result<()> {
-        let endpoints: Vec<IpAddr> = self.ring.read().endpoints.iter().map(|e| e.address).collect();
+        let endpoints: Vec<IpAddr> = self
+            .ring
+            .read()
+            .endpoints
+            .iter()
+            .map(|e| e.address)
+            .collect();
         let endpoints = if endpoints.is_empty() {
             vec![self.local_address()]
         } else {

@@ -59,7 +59,6 @@ impl Replica {
         self.schema.read().clone()
     }
 
-
     /// Applies mutations durably, with the index entries they make, in one
     /// commit-log batch (`MUTATION_REQ`).
     pub async fn apply(&self, mut mutations: Vec<Mutation>) -> Result<(), ReplicaFailure> {
@@ -148,7 +147,16 @@ impl Replica {
                     .storage
                     .table(ix.store_id(&table))
                     .ok_or(StorageError::UnknownTable(ix.store_id(&table)))?;
-                self.index_read(&table, &ix, &cfs, &store, value, start.as_ref(), cmd, *limit)
+                self.index_read(
+                    &table,
+                    &ix,
+                    &cfs,
+                    &store,
+                    value,
+                    start.as_ref(),
+                    cmd,
+                    *limit,
+                )
             }
         }
     }
@@ -235,7 +243,13 @@ impl Replica {
                     };
                     if !live {
                         stale.push(index::stale_entry_deletion(
-                            table, ix, value, &key, None, h.timestamp, now,
+                            table,
+                            ix,
+                            value,
+                            &key,
+                            None,
+                            h.timestamp,
+                            now,
                         ));
                     }
                 }

@@ -46,7 +46,7 @@ pub fn open_store(
 
 /// The storage engine's options from a table's parameters.
 pub fn table_options(t: &TableMetadata) -> TableOptions {
-let this = t;
+    let this = t;
     let p = &this.params;
     use sibyl_storage::sstable::Compression;
     let enabled = p
@@ -83,8 +83,7 @@ let this = t;
         bloom_filter_fp_chance: p.bloom_filter_fp_chance,
         gc_grace_seconds: p.gc_grace_seconds,
         // leveled and time-window selection are not built yet: their tables compact size-tiered
-        strategy: sibyl_storage::compaction::Strategy::from_map(&p.compaction)
-            .unwrap_or_default(),
+        strategy: sibyl_storage::compaction::Strategy::from_map(&p.compaction).unwrap_or_default(),
         auto_compaction: p
             .compaction
             .get("enabled")

@@ -187,7 +187,9 @@ async fn read(
     cl: Consistency,
 ) -> Result<Option<String>, ServiceError> {
     let now = sibyl_db::now_in_seconds();
-    let mut data = proxy.read(ReadCommand::single(t.id, key(k), now), cl).await?;
+    let mut data = proxy
+        .read(ReadCommand::single(t.id, key(k), now), cl)
+        .await?;
     Ok(data.pop().and_then(|(_, mut p)| {
         p.resolve(now);
         let row = p.rows.values().next()?;
@@ -206,7 +208,10 @@ fn local_value(node: &Node, t: &TableMetadata, k: i32) -> Option<String> {
     let p = node.storage.table(t.id)?.read(&key(k), None).ok()??;
     let row = p.rows.values().next()?;
     match row.cells.get("v")? {
-        ColumnData::Simple(c) => c.value.as_ref().map(|b| String::from_utf8_lossy(b).into_owned()),
+        ColumnData::Simple(c) => c
+            .value
+            .as_ref()
+            .map(|b| String::from_utf8_lossy(b).into_owned()),
         _ => None,
     }
 }
@@ -224,7 +229,9 @@ async fn quorum_writes_and_reads_survive_one_lost_replica_and_all_does_not() {
         .await
         .expect("quorum write");
     assert_eq!(
-        read(&nodes[1].proxy, &t, 1, Consistency::Quorum).await.expect("quorum read"),
+        read(&nodes[1].proxy, &t, 1, Consistency::Quorum)
+            .await
+            .expect("quorum read"),
         Some("one".into())
     );
     // the write went to all three replicas (the last acknowledgements
@@ -242,7 +249,9 @@ async fn quorum_writes_and_reads_survive_one_lost_replica_and_all_does_not() {
         .await
         .expect("quorum write with one replica lost");
     assert_eq!(
-        read(&nodes[0].proxy, &t, 2, Consistency::Quorum).await.expect("quorum read"),
+        read(&nodes[0].proxy, &t, 2, Consistency::Quorum)
+            .await
+            .expect("quorum read"),
         Some("two".into())
     );
     assert_eq!(local_value(&nodes[2], &t, 2), None, "node 3 never got it");
@@ -286,7 +295,9 @@ async fn quorum_writes_and_reads_survive_one_lost_replica_and_all_does_not() {
     // disagree and reconciles the replicas' data
     net.heal();
     assert_eq!(
-        read(&nodes[2].proxy, &t, 2, Consistency::All).await.expect("read at ALL"),
+        read(&nodes[2].proxy, &t, 2, Consistency::All)
+            .await
+            .expect("read at ALL"),
         Some("two".into())
     );
     // a newer write wins over an older one, whichever replicas answer
@@ -296,7 +307,9 @@ async fn quorum_writes_and_reads_survive_one_lost_replica_and_all_does_not() {
         .await
         .expect("write at ONE");
     assert_eq!(
-        read(&nodes[2].proxy, &t, 2, Consistency::All).await.expect("read at ALL"),
+        read(&nodes[2].proxy, &t, 2, Consistency::All)
+            .await
+            .expect("read at ALL"),
         Some("two".into())
     );
 }

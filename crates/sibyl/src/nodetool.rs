@@ -207,10 +207,10 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
                 );
             }
             println!(
-                "{:<26}: entries {}, hits {}, misses {}",
-                "Chunk Cache", "-", v["chunk_cache_hits"], v["chunk_cache_misses"]
+                "{:<26}: entries -, hits {}, misses {}",
+                "Chunk Cache", v["chunk_cache_hits"], v["chunk_cache_misses"]
             );
-            println!("{:<26}: {}", "Percent Repaired", "100.0%");
+            println!("{:<26}: 100.0%", "Percent Repaired");
             println!("{:<26}: ({} tokens)", "Token", v["tokens"]);
             Ok(())
         }

@@ -1012,6 +1012,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::await_holding_lock)] // the held lock is the point: another writer
     fn a_writer_waiting_for_another_threads_write_does_not_hold_its_thread() {
         let dir = tempfile::tempdir().expect("tmp");
         let log = CommitLog::open(

@@ -16,7 +16,6 @@ use std::collections::BTreeMap;
 pub use sibyl_db::compaction_params::{SizeTieredOptions, Strategy};
 use std::sync::Arc;
 
-
 /// Groups SSTable sizes into buckets (indexes into `sizes`), as Cassandra's
 /// `SizeTieredCompactionStrategy.getBuckets`.
 pub fn size_tiered_buckets(sizes: &[u64], o: &SizeTieredOptions) -> Vec<Vec<usize>> {
@@ -56,7 +55,6 @@ pub fn size_tiered_candidates(sizes: &[u64], o: &SizeTieredOptions) -> Option<Ve
         b
     })
 }
-
 
 /// What to compact and where the output goes.
 #[derive(Clone)]
@@ -532,13 +530,13 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let old_live = table(dir.path(), 1, 0..10, 5, 0, 0);
         let expired = table(dir.path(), 2, 0..10, 10, 5, 0); // expires at 1005
-        assert!(fully_expired(&[expired.clone()], 2000).len() == 1);
+        assert!(fully_expired(std::slice::from_ref(&expired), 2000).len() == 1);
         assert!(
             fully_expired(&[old_live.clone(), expired.clone()], 2000).is_empty(),
             "older data it may shadow overlaps"
         );
         assert!(
-            fully_expired(&[expired.clone()], 1000).is_empty(),
+            fully_expired(std::slice::from_ref(&expired), 1000).is_empty(),
             "not expired before gc_before"
         );
     }
@@ -593,7 +591,7 @@ mod tests {
             let asked = std::sync::Mutex::new(Vec::new());
             let mut gen = 10 + data_outside as u64;
             let (result, _) = compact(
-                &[input.clone()],
+                std::slice::from_ref(&input),
                 &mut || {
                     gen += 2;
                     SSTableWriter::create(dir.path(), gen, 4096, true, 0.01)

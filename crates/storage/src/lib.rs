@@ -14,9 +14,9 @@ pub mod sstable;
 pub mod store;
 
 // The data model lives in `sibyl-db`; the engine keeps its module paths.
+pub use sibyl_db::data::*;
 pub use sibyl_db::{clustering, counter, data, rows, serde};
 pub use sibyl_db::{now_in_seconds, Bound, BoundKind, ClusteringComparator, ClusteringKey};
-pub use sibyl_db::data::*;
 pub use store::{ColumnFamilyStore, StorageEngine};
 
 /// Errors from the storage engine.

@@ -205,7 +205,7 @@ pub fn slice_partition(p: &Partition, slices: Option<&[Slice]>) -> Partition {
             out.rows.insert(ck.clone(), row.clone());
         }
         for rt in &p.range_tombstones {
-            if !(rt.end < *start || rt.start > *end) && !out.range_tombstones.contains(rt) {
+            if !(rt.end < *start || rt.start > *end || out.range_tombstones.contains(rt)) {
                 out.range_tombstones.push(rt.clone());
             }
         }

@@ -171,7 +171,7 @@ fn hex(b: &[u8]) -> String {
 }
 
 fn unhex(s: &str) -> Option<Bytes> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     (0..s.len())
@@ -1035,7 +1035,7 @@ impl SSTableReader {
             let Some(e) = read_index_entry(&ibytes, pos, stats.version) else {
                 return Err(corrupt(&ip, pos as u64, "truncated index entry"));
             };
-            if n % SUMMARY_INTERVAL == 0 {
+            if n.is_multiple_of(SUMMARY_INTERVAL) {
                 summary.push((DecoratedKey::new(e.key), pos as u64));
             }
             n += 1;
@@ -1115,22 +1115,22 @@ impl SSTableReader {
         let mut head = [0u8; CHUNK_HEADER];
         self.data
             .read_exact_at(&mut head, offset)
-            .map_err(|e| corrupt(&dp, offset, format!("cannot read chunk header: {e}")))?;
+            .map_err(|e| corrupt(dp, offset, format!("cannot read chunk header: {e}")))?;
         let kind = head[0];
         let ulen = u32::from_be_bytes([head[1], head[2], head[3], head[4]]);
         let clen = u32::from_be_bytes([head[5], head[6], head[7], head[8]]);
         let crc = u32::from_be_bytes([head[9], head[10], head[11], head[12]]);
         if ulen > MAX_CHUNK_BYTES || clen > MAX_CHUNK_BYTES {
-            return Err(corrupt(&dp, offset, "chunk length out of bounds"));
+            return Err(corrupt(dp, offset, "chunk length out of bounds"));
         }
         let mut stored = vec![0u8; clen as usize];
         self.data
             .read_exact_at(&mut stored, offset + CHUNK_HEADER as u64)
-            .map_err(|e| corrupt(&dp, offset, format!("cannot read chunk: {e}")))?;
+            .map_err(|e| corrupt(dp, offset, format!("cannot read chunk: {e}")))?;
         if crc32fast::hash(&stored) != crc {
-            return Err(corrupt(&dp, offset, "chunk checksum mismatch"));
+            return Err(corrupt(dp, offset, "chunk checksum mismatch"));
         }
-        let plain = decompress(kind, stored, ulen as usize).map_err(|e| corrupt(&dp, offset, e))?;
+        let plain = decompress(kind, stored, ulen as usize).map_err(|e| corrupt(dp, offset, e))?;
         Ok(Arc::new(plain))
     }
 
@@ -1142,7 +1142,7 @@ impl SSTableReader {
     ) -> Result<Partition, StorageError> {
         let c = chunk(chunk_offset)?;
         let dp = &self.data_file;
-        let bad = || corrupt(&dp, chunk_offset, format!("bad partition entry at {intra}"));
+        let bad = || corrupt(dp, chunk_offset, format!("bad partition entry at {intra}"));
         let p = intra as usize;
         let kl = u32::from_be_bytes(
             c.get(p..p + 4)
@@ -1159,7 +1159,7 @@ impl SSTableReader {
         ) as usize;
         let body = c.get(bpos + 4..bpos + 4 + bl).ok_or_else(bad)?;
         decode_partition(body, &self.comparator)
-            .map_err(|e| corrupt(&dp, chunk_offset, e.to_string()))
+            .map_err(|e| corrupt(dp, chunk_offset, e.to_string()))
     }
 
     /// The partition of an index entry, restricted to `slices`: a partition

@@ -373,7 +373,7 @@ impl ColumnFamilyStore {
             }
         }
         let mut sstables = self.sstables.read().clone();
-        sstables.sort_by(|a, b| b.stats.max_timestamp.cmp(&a.stats.max_timestamp));
+        sstables.sort_by_key(|s| std::cmp::Reverse(s.stats.max_timestamp));
         let mut touched = 0u64;
         let kc = self
             .options
@@ -775,7 +775,8 @@ impl StorageEngine {
         mutations: Vec<Mutation>,
         admission_timeout: std::time::Duration,
     ) -> Result<(), StorageError> {
-        self.apply_admitted(mutations, Some(admission_timeout)).await
+        self.apply_admitted(mutations, Some(admission_timeout))
+            .await
     }
 
     async fn apply_admitted(
@@ -865,7 +866,9 @@ impl StorageEngine {
             if live + flushing <= self.config.memtable_space_bytes {
                 return Ok(());
             }
-            let waited = started.get_or_insert_with(std::time::Instant::now).elapsed();
+            let waited = started
+                .get_or_insert_with(std::time::Instant::now)
+                .elapsed();
             if let Some(t) = timeout.filter(|t| waited >= *t) {
                 return Err(StorageError::Overloaded(format!(
                     "Write held back for {} ms: memtables hold {} bytes, more than memtable_heap_space ({} bytes), and are still flushing",
@@ -1175,13 +1178,9 @@ impl StorageEngine {
                     || t2.flushing.read().iter().any(|m| m.contains(k))
             };
             let started = std::time::Instant::now();
-            let avg = if total_partitions > 0 {
-                total_bytes / total_partitions
-            } else {
-                0
-            };
+            let avg = total_bytes.checked_div(total_partitions).unwrap_or(0);
             let progress = |done: u64| {
-                if done % 256 == 0 {
+                if done.is_multiple_of(256) {
                     if let Some(p) = me
                         .compactions_running
                         .lock()

@@ -2,17 +2,17 @@
 //! framing, compression, many requests in flight per connection (bounded),
 //! events, and the one place where errors become CQL error codes.
 
-use sibyl_cql3::error::Error;
-use sibyl_cql3::query::{BatchChild, ClientState, Outcome, QueryOptions, QueryProcessor};
-use sibyl_service::ServiceError;
 use bytes::{Buf, Bytes, BytesMut};
 use sibyl_cql::{BatchType, ParsedStatement, Statement};
+use sibyl_cql3::error::Error;
+use sibyl_cql3::query::{BatchChild, ClientState, Outcome, QueryOptions, QueryProcessor};
 use sibyl_protocol::segment::{encode_segments, FrameReassembler, SegmentDecoder};
 use sibyl_protocol::{
-    decode_request_frame, encode_response_frame, flags, BatchQueryKind, Compression, ErrorKind,
+    decode_request_frame, encode_response_frame, BatchQueryKind, Compression, ErrorKind,
     ErrorResponse, Event, FrameHeader, ProtocolError, Request, Response, ResultBody, Value, Values,
     HEADER_LEN,
 };
+use sibyl_service::ServiceError;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -375,9 +375,7 @@ impl Conn {
             self.send(h.stream, &Response::Error(e), &[]).await;
             return;
         }
-        if h.version == 5 && !h.has_flag(flags::USE_BETA) && false {
-            // v5 is final in Cassandra 4.0+; the beta flag is not required
-        }
+        // v5 is final in Cassandra 4.0+: the beta flag is not required
         let env = match decode_request_frame(&h, &body, self.body_compression()) {
             Ok(env) => env,
             Err(e) => {
@@ -572,9 +570,7 @@ impl Server {
                     2 => BatchType::Counter,
                     x => return Err(Error::Protocol(format!("Unknown batch type {x}"))),
                 };
-                let now = b
-                    .now_in_seconds
-                    .unwrap_or_else(sibyl_db::now_in_seconds);
+                let now = b.now_in_seconds.unwrap_or_else(sibyl_db::now_in_seconds);
                 let ts = b
                     .timestamp
                     .unwrap_or_else(sibyl_types::timeuuid::timestamp_micros_now);

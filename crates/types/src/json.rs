@@ -275,7 +275,7 @@ pub fn unquote_identifier(name: &str) -> String {
 }
 
 fn parse_hex(h: &str) -> Option<Vec<u8>> {
-    if h.len() % 2 != 0 {
+    if !h.len().is_multiple_of(2) {
         return None;
     }
     (0..h.len())
@@ -310,11 +310,11 @@ impl CqlType {
             },
             CqlType::Int | CqlType::Bigint | CqlType::Smallint | CqlType::Tinyint | CqlType::Varint | CqlType::Counter => match j {
                 Json::Number(n) | Json::String(n) => {
-                    let too_wide = match (j.kind(), t) {
-                        ("Long" | "BigInteger", CqlType::Int) => true,
-                        ("BigInteger", CqlType::Bigint | CqlType::Counter) => true,
-                        _ => false,
-                    };
+                    let too_wide = matches!(
+                        (j.kind(), t),
+                        ("Long" | "BigInteger", CqlType::Int)
+                            | ("BigInteger", CqlType::Bigint | CqlType::Counter)
+                    );
                     if matches!(j, Json::Number(_)) && (too_wide || n.contains(['.', 'e', 'E'])) {
                         return Err(bad(format!("Expected an {} value, but got a {}: {}", int_word(t), j.kind(), j.show())));
                     }
