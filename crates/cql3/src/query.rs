@@ -788,6 +788,11 @@ impl QueryProcessor {
         }
         let ts = batch_timestamp.unwrap_or(default_ts);
         let conditional = children.iter().any(|c| has_conditions(c.statement));
+        if conditional && batch_timestamp.is_some() {
+            return Err(Error::Invalid(
+                "Cannot provide custom timestamp for conditional BATCH".into(),
+            ));
+        }
         let mut all: Vec<Mutation> = Vec::new();
         let mut ks = String::new();
         let mut checks: Vec<(
@@ -883,12 +888,14 @@ impl QueryProcessor {
                     if applied {
                         return Ok::<_, Error>((applied_outcome(&table, true), all));
                     }
+                    let writes_static = all.iter().any(|m| m.update.static_row.is_some());
                     Ok((
                         batch_failure(
                             &table,
                             current.as_ref(),
                             &first.1,
                             &rows,
+                            wildcard && !writes_static,
                             wildcard,
                             &shown,
                             now,
@@ -2007,15 +2014,21 @@ fn check_conditions<'t>(
 }
 
 /// The answer of a conditional batch whose conditions failed (Cassandra's
-/// `buildCasFailureResultSet` for batches): `[applied]` false, then the
-/// primary key columns and the columns with conditions (every column when a
-/// condition is IF EXISTS or IF NOT EXISTS), one row per existing row the
-/// conditions are about, in clustering order.
+/// `buildCasFailureResultSet` for batches, checked against 5.0.4 in
+/// `tests/golden/conditional_batches.json`): `[applied]` false, then the
+/// primary key columns and the columns with conditions in order of first
+/// appearance (every column when a condition is IF EXISTS or IF NOT
+/// EXISTS), one row per existing row the conditions are about, in
+/// clustering order, static values merged in. A condition on static columns
+/// only is about the partition's first row. With every column, static
+/// columns read as null unless the batch writes one (`null_statics`).
+#[allow(clippy::too_many_arguments)]
 fn batch_failure(
     t: &TableMetadata,
     current: Option<&Partition>,
     key: &DecoratedKey,
     rows: &[Option<sibyl_db::ClusteringKey>],
+    null_statics: bool,
     wildcard: bool,
     shown: &[String],
     now: i32,
@@ -2040,25 +2053,42 @@ fn batch_failure(
         name: c.name.clone(),
         typ: c.typ.clone(),
     }));
-    let mut existing: Vec<&sibyl_db::ClusteringKey> = rows
-        .iter()
-        .flatten()
-        .filter(|ck| {
-            current
-                .and_then(|p| p.rows.get(ck))
-                .is_some_and(|r| r.is_live(now))
-        })
-        .collect();
+    // the rows the conditions are about, as they exist now; `None` in the
+    // list: a partition holding only static data
+    let live_row = |ck: &sibyl_db::ClusteringKey| {
+        current
+            .and_then(|p| p.rows.get(ck))
+            .is_some_and(|r| r.is_live(now))
+    };
+    let mut existing: Vec<Option<sibyl_db::ClusteringKey>> = Vec::new();
+    for r in rows {
+        let found = match r {
+            Some(ck) => live_row(ck).then(|| Some(ck.clone())),
+            None => match current {
+                Some(p) => match p.rows.iter().find(|(ck, r)| r.is_live(now) && live_row(ck)) {
+                    Some((ck, _)) => Some(Some(ck.clone())),
+                    None => p.static_row.as_ref().map(|_| None),
+                },
+                None => None,
+            },
+        };
+        if let Some(f) = found {
+            if !existing.contains(&f) {
+                existing.push(f);
+            }
+        }
+    }
     existing.sort();
     let mut out: Vec<Vec<Option<Bytes>>> = existing
-        .into_iter()
+        .iter()
         .map(|ck| {
             let mut row = vec![Some(Bytes::copy_from_slice(&[0]))];
-            row.extend(
-                columns
-                    .iter()
-                    .map(|c| current_value(t, c, current, key, Some(ck), now)),
-            );
+            row.extend(columns.iter().map(|c| {
+                if null_statics && c.kind == ColumnKind::Static {
+                    return None;
+                }
+                current_value(t, c, current, key, ck.as_ref(), now)
+            }));
             row
         })
         .collect();
