@@ -10,7 +10,7 @@
 
 use parking_lot::{Mutex, RwLock};
 use sibyl_db::{Mutation, ReadCommand, ReadResponse};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::future::Future;
 use std::net::IpAddr;
 use std::pin::Pin;
@@ -220,11 +220,6 @@ impl LocalNetwork {
 
     fn fault(&self, from: IpAddr, to: IpAddr) -> Option<Fault> {
         self.faults.lock().links.get(&(from, to)).copied()
-    }
-
-    /// Endpoints with handlers.
-    pub fn nodes(&self) -> HashSet<IpAddr> {
-        self.handlers.read().keys().copied().collect()
     }
 }
 

@@ -98,7 +98,6 @@ pub struct QueryProcessor {
     prepared: Mutex<lru::LruCache<Bytes, Arc<Prepared>>>,
     /// Serialises schema changes.
     schema_lock: tokio::sync::Mutex<()>,
-    pub local_dc: String,
     pub batch_size_warn_threshold_bytes: u64,
     pub batch_size_fail_threshold_bytes: u64,
     pub cluster_name: String,
@@ -128,7 +127,6 @@ fn now_micros() -> i64 {
 impl QueryProcessor {
     pub fn new(proxy: Arc<StorageProxy>, warn: u64, fail: u64) -> Self {
         QueryProcessor {
-            local_dc: proxy.local_dc().to_string(),
             proxy,
             prepared: Mutex::new(lru::LruCache::new(
                 NonZeroUsize::new(10_000).unwrap_or(NonZeroUsize::MIN),
@@ -803,22 +801,18 @@ impl QueryProcessor {
         )> = Vec::new();
         for c in children {
             let ks_opt = c.keyspace.as_deref().or(opts.keyspace.as_deref());
-            if conditional {
-                let t = self.conditional_table(c.statement, client, ks_opt)?;
-                if let Some((t, cond)) = t {
-                    let (k, muts) = self
-                        .mutations_of(c.statement, client, ks_opt, c.ev, ts, now, opts.consistency)
-                        .await?;
-                    ks = k;
-                    all.extend(muts.iter().cloned());
-                    checks.push((t, cond, c, muts));
-                    continue;
-                }
-            }
+            let condition = if conditional {
+                self.conditional_table(c.statement, client, ks_opt)?
+            } else {
+                None
+            };
             let (k, muts) = self
                 .mutations_of(c.statement, client, ks_opt, c.ev, ts, now, opts.consistency)
                 .await?;
             ks = k;
+            if let Some((t, cond)) = condition {
+                checks.push((t, cond, c, muts.clone()));
+            }
             all.extend(muts);
         }
         if !conditional {
@@ -1686,7 +1680,8 @@ impl QueryProcessor {
                         ));
                     };
                     let m: BTreeMap<String, String> = m.iter().cloned().collect();
-                    replication = Some(validate_replication(name, &m, &self.local_dc)?.into());
+                    replication =
+                        Some(validate_replication(name, &m, self.proxy.local_dc())?.into());
                 }
                 "durable_writes" => {
                     durable_writes = match p.value.as_text().map(|s| s.to_lowercase()).as_deref() {

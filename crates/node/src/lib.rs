@@ -28,8 +28,8 @@ use std::time::Instant;
 /// queries from it, so it names the Cassandra release whose behaviour we follow.
 pub const RELEASE_VERSION: &str = "5.0.4";
 pub const CQL_VERSION: &str = "3.4.7";
-pub const DATA_CENTER: &str = "datacenter1";
-pub const RACK: &str = "rack1";
+pub const DATA_CENTER: &str = sibyl_cluster::snitch::DEFAULT_DATACENTER;
+pub const RACK: &str = sibyl_cluster::snitch::DEFAULT_RACK;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {

@@ -104,10 +104,6 @@ impl StorageProxy {
         &self.schema
     }
 
-    pub fn clock(&self) -> &Arc<dyn Clock> {
-        &self.clock
-    }
-
     pub fn local_address(&self) -> IpAddr {
         self.messaging.local_address()
     }
@@ -256,7 +252,7 @@ impl StorageProxy {
             // the ring of one, and local keyspaces: one local batch
             return match tokio::time::timeout(timeout, self.replica.apply(mutations)).await {
                 Ok(Ok(())) => Ok(()),
-                Ok(Err(f)) => Err(Self::write_failure(f)),
+                Ok(Err(f)) => Err(Self::replica_failure(f)),
                 Err(_) => Err(ServiceError::WriteTimeout {
                     consistency: cl,
                     received: 0,
@@ -311,7 +307,7 @@ impl StorageProxy {
             return Ok(());
         }
         if let Some(f) = failure {
-            return Err(Self::write_failure(f));
+            return Err(Self::replica_failure(f));
         }
         let (received, block_for) = acks
             .iter()
@@ -328,7 +324,7 @@ impl StorageProxy {
         })
     }
 
-    fn write_failure(f: ReplicaFailure) -> ServiceError {
+    fn replica_failure(f: ReplicaFailure) -> ServiceError {
         match f {
             ReplicaFailure::Overloaded(m) => ServiceError::Overloaded(m),
             ReplicaFailure::UnknownTable(id) => {
@@ -362,7 +358,7 @@ impl StorageProxy {
                 let current = match self.replica.read(&cmd) {
                     Ok(ReadResponse::Data(mut d)) => d.pop().map(|(_, p)| p),
                     Ok(ReadResponse::Digest(_)) => None,
-                    Err(f) => return Err(Self::write_failure(f)),
+                    Err(f) => return Err(Self::replica_failure(f)),
                 };
                 lead_counter_update(current, &mut m, &id, cmd.now);
             }
@@ -511,7 +507,7 @@ impl StorageProxy {
             return match self.replica.read(&cmd) {
                 Ok(ReadResponse::Data(d)) => Ok(d),
                 Ok(ReadResponse::Digest(_)) => Ok(Vec::new()),
-                Err(f) => Err(Self::write_failure(f)),
+                Err(f) => Err(Self::replica_failure(f)),
             };
         }
         let timeout_error = |received: usize, data_present: bool| ServiceError::ReadTimeout {
@@ -585,7 +581,7 @@ impl StorageProxy {
             match tokio::time::timeout_at(deadline, tasks.join_next()).await {
                 Ok(Some(Ok((i, Some(Response::Read(r)))))) => out.push((i, r)),
                 Ok(Some(Ok((_, Some(Response::Failure(f)))))) => {
-                    return Err(Self::write_failure(f))
+                    return Err(Self::replica_failure(f))
                 }
                 Ok(Some(_)) => {}
                 Ok(None) | Err(_) => break,
@@ -686,7 +682,7 @@ impl StorageProxy {
                 Ok(Some(Response::Failure(f))) => {
                     return Err(ServiceError::Truncate(format!(
                         "Error during truncate: {}",
-                        Self::write_failure(f)
+                        Self::replica_failure(f)
                     )))
                 }
                 _ => {}

@@ -316,7 +316,10 @@ impl Replica {
                 continue;
             }
             for t in ks.tables.values() {
-                crate::stores::open_store(&self.storage, t)?;
+                let unchanged = old.table_by_id(t.id).is_some_and(|o| Arc::ptr_eq(o, t));
+                if !unchanged {
+                    crate::stores::open_store(&self.storage, t)?;
+                }
             }
         }
         let next = Arc::new(next);
