@@ -689,9 +689,9 @@ impl StorageProxy {
             }
         }
         if done < endpoints.len() {
-            return Err(ServiceError::Truncate(
-                "Truncate timed out - received only 0 responses".into(),
-            ));
+            return Err(ServiceError::Truncate(format!(
+                "Truncate timed out - received only {done} responses"
+            )));
         }
         Ok(())
     }
