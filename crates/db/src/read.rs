@@ -8,9 +8,12 @@
 //! timestamps kept), so that the coordinator can reconcile replicas' answers
 //! cell by cell.
 
-use crate::clustering::ClusteringKey;
+use crate::clustering::{ClusteringComparator, ClusteringKey};
 use crate::data::{DecoratedKey, Partition};
+use crate::serde::Reader;
+use crate::DecodeError;
 use bytes::Bytes;
+use std::sync::Arc;
 
 /// A clustering slice `[start, end]`, both bounds inclusive of what they
 /// include (see [`crate::BoundKind`]).
@@ -130,6 +133,209 @@ impl ReadResponse {
     }
 }
 
+// ---- encoding, for internode messages (version carried by the message header)
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&(b.len() as u32).to_be_bytes());
+    out.extend_from_slice(b);
+}
+
+fn put_key_bound(out: &mut Vec<u8>, b: &Option<KeyBound>) {
+    match b {
+        None => out.push(0),
+        Some(b) => {
+            out.push(1 + b.inclusive as u8);
+            put_bytes(out, &b.key.key);
+        }
+    }
+}
+
+fn get_key_bound(r: &mut Reader) -> Result<Option<KeyBound>, DecodeError> {
+    Ok(match r.u8()? {
+        0 => None,
+        f @ (1 | 2) => Some(KeyBound {
+            key: DecoratedKey::new(r.bytes()?),
+            inclusive: f == 2,
+        }),
+        f => return Err(DecodeError(format!("unknown key bound flag {f}"))),
+    })
+}
+
+fn get_limit(r: &mut Reader) -> Result<usize, DecodeError> {
+    Ok(r.u32()? as usize)
+}
+
+impl ReadCommand {
+    /// Appends the command's encoding to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.table_id.as_bytes());
+        out.extend_from_slice(&self.now.to_be_bytes());
+        out.push(self.digest as u8);
+        match &self.kind {
+            ReadKind::SinglePartition { key } => {
+                out.push(0);
+                put_bytes(out, &key.key);
+            }
+            ReadKind::PartitionRange {
+                start,
+                start_token,
+                end_token,
+                limit,
+            } => {
+                out.push(1);
+                put_key_bound(out, start);
+                out.extend_from_slice(&start_token.to_be_bytes());
+                out.extend_from_slice(&end_token.to_be_bytes());
+                out.extend_from_slice(&((*limit).min(u32::MAX as usize) as u32).to_be_bytes());
+            }
+            ReadKind::Index {
+                index,
+                value,
+                start,
+                limit,
+            } => {
+                out.push(2);
+                put_bytes(out, index.as_bytes());
+                put_bytes(out, value);
+                put_key_bound(out, start);
+                out.extend_from_slice(&((*limit).min(u32::MAX as usize) as u32).to_be_bytes());
+            }
+        }
+        match &self.slices {
+            None => out.push(0),
+            Some(slices) => {
+                out.push(1);
+                out.extend_from_slice(&(slices.len() as u32).to_be_bytes());
+                for (a, b) in slices {
+                    crate::serde::encode_clustering(a, out);
+                    crate::serde::encode_clustering(b, out);
+                }
+            }
+        }
+    }
+
+    /// Decodes a command; `Ok(None)` when `comparator_of` does not know its
+    /// table (the receiver answers that the table is unknown).
+    pub fn decode(
+        buf: &[u8],
+        comparator_of: &dyn Fn(uuid::Uuid) -> Option<Arc<ClusteringComparator>>,
+    ) -> Result<Result<ReadCommand, uuid::Uuid>, DecodeError> {
+        let mut r = Reader::new(buf);
+        let mut id = [0u8; 16];
+        id.copy_from_slice(r.take(16)?);
+        let table_id = uuid::Uuid::from_bytes(id);
+        let now = r.i32()?;
+        let digest = match r.u8()? {
+            0 => false,
+            1 => true,
+            f => return Err(DecodeError(format!("unknown digest flag {f}"))),
+        };
+        let kind = match r.u8()? {
+            0 => ReadKind::SinglePartition {
+                key: DecoratedKey::new(r.bytes()?),
+            },
+            1 => {
+                let start = get_key_bound(&mut r)?;
+                let start_token = r.i64()?;
+                let end_token = r.i64()?;
+                ReadKind::PartitionRange {
+                    start,
+                    start_token,
+                    end_token,
+                    limit: get_limit(&mut r)?,
+                }
+            }
+            2 => {
+                let index = String::from_utf8(r.bytes()?.to_vec())
+                    .map_err(|_| DecodeError("index name is not UTF-8".into()))?;
+                let value = r.bytes()?;
+                let start = get_key_bound(&mut r)?;
+                ReadKind::Index {
+                    index,
+                    value,
+                    start,
+                    limit: get_limit(&mut r)?,
+                }
+            }
+            k => return Err(DecodeError(format!("unknown read kind {k}"))),
+        };
+        let Some(cmp) = comparator_of(table_id) else {
+            return Ok(Err(table_id));
+        };
+        let slices = match r.u8()? {
+            0 => None,
+            1 => {
+                let n = r.count()?;
+                let mut v = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let a = crate::serde::read_clustering(&mut r, &cmp)?;
+                    let b = crate::serde::read_clustering(&mut r, &cmp)?;
+                    v.push((a, b));
+                }
+                Some(v)
+            }
+            f => return Err(DecodeError(format!("unknown slices flag {f}"))),
+        };
+        if !r.is_empty() {
+            return Err(DecodeError("trailing bytes after a read command".into()));
+        }
+        Ok(Ok(ReadCommand {
+            table_id,
+            kind,
+            slices,
+            now,
+            digest,
+        }))
+    }
+}
+
+impl ReadResponse {
+    /// Appends the response's encoding to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        match self {
+            ReadResponse::Digest(d) => {
+                out.push(1);
+                out.extend_from_slice(d);
+            }
+            ReadResponse::Data(parts) => {
+                out.push(0);
+                out.extend_from_slice(&(parts.len() as u32).to_be_bytes());
+                for (k, p) in parts {
+                    put_bytes(out, &k.key);
+                    crate::serde::encode_partition(p, out);
+                }
+            }
+        }
+    }
+
+    /// Decodes a response to a command on a table whose clustering
+    /// comparator is `cmp`.
+    pub fn decode(buf: &[u8], cmp: &Arc<ClusteringComparator>) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(buf);
+        let out = match r.u8()? {
+            1 => {
+                let mut d = [0u8; 16];
+                d.copy_from_slice(r.take(16)?);
+                ReadResponse::Digest(d)
+            }
+            0 => {
+                let n = r.count()?;
+                let mut parts = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let key = DecoratedKey::new(r.bytes()?);
+                    parts.push((key, crate::serde::read_partition(&mut r, cmp)?));
+                }
+                ReadResponse::Data(parts)
+            }
+            k => return Err(DecodeError(format!("unknown read response kind {k}"))),
+        };
+        if !r.is_empty() {
+            return Err(DecodeError("trailing bytes after a read response".into()));
+        }
+        Ok(out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,5 +363,80 @@ mod tests {
         assert_eq!(a.digest(), b.digest());
         assert_ne!(a.digest(), c.digest());
         assert_eq!(ReadResponse::Digest(a.digest()).digest(), a.digest());
+    }
+
+    #[test]
+    fn commands_and_responses_round_trip_and_bad_bytes_are_errors() {
+        use crate::clustering::{BoundKind, ClusteringComparator};
+        use sibyl_types::CqlType;
+        let cmp = ClusteringComparator::new(vec![(CqlType::Int, false)]);
+        let id = uuid::Uuid::from_u128(7);
+        let ck = |v: i32, kind| ClusteringKey {
+            values: vec![Bytes::copy_from_slice(&v.to_be_bytes())],
+            kind,
+            comparator: cmp.clone(),
+        };
+        let key = DecoratedKey::new(Bytes::from_static(b"k"));
+        let commands = [
+            ReadCommand {
+                slices: Some(vec![(
+                    ck(1, BoundKind::StartInclusive),
+                    ck(5, BoundKind::EndExclusive),
+                )]),
+                ..ReadCommand::single(id, key.clone(), 99)
+            },
+            ReadCommand {
+                table_id: id,
+                kind: ReadKind::PartitionRange {
+                    start: Some(KeyBound {
+                        key: key.clone(),
+                        inclusive: false,
+                    }),
+                    start_token: -5,
+                    end_token: i64::MAX,
+                    limit: 256,
+                },
+                slices: None,
+                now: 1,
+                digest: true,
+            },
+            ReadCommand {
+                table_id: id,
+                kind: ReadKind::Index {
+                    index: "t_v".into(),
+                    value: Bytes::from_static(b"v"),
+                    start: None,
+                    limit: 10,
+                },
+                slices: None,
+                now: 1,
+                digest: false,
+            },
+        ];
+        let known = |t: uuid::Uuid| (t == id).then(|| cmp.clone());
+        for c in &commands {
+            let mut buf = Vec::new();
+            c.encode(&mut buf);
+            let back = ReadCommand::decode(&buf, &known)
+                .expect("decodes")
+                .expect("known table");
+            assert_eq!(format!("{back:?}"), format!("{c:?}"));
+            assert!(matches!(ReadCommand::decode(&buf, &|_| None), Ok(Err(t)) if t == id));
+            for cut in 0..buf.len() {
+                assert!(ReadCommand::decode(&buf[..cut], &known).is_err());
+            }
+        }
+        for r in [
+            ReadResponse::Data(vec![(key.clone(), partition(3))]),
+            ReadResponse::Digest([7; 16]),
+        ] {
+            let mut buf = Vec::new();
+            r.encode(&mut buf);
+            let back = ReadResponse::decode(&buf, &cmp).expect("decodes");
+            assert_eq!(back.digest(), r.digest());
+            for cut in 0..buf.len() {
+                assert!(ReadResponse::decode(&buf[..cut], &cmp).is_err());
+            }
+        }
     }
 }

@@ -210,7 +210,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A count that cannot exceed the bytes left (each item takes >= 1 byte).
-    fn count(&mut self) -> Result<usize, DecodeError> {
+    pub fn count(&mut self) -> Result<usize, DecodeError> {
         let n = self.u32()? as usize;
         if n > self.buf.len() - self.pos {
             return Err(DecodeError(format!("count {n} exceeds remaining bytes")));
@@ -338,6 +338,22 @@ pub fn decode_mutation(
         key: DecoratedKey::new(key),
         update,
     }))
+}
+
+/// Reads a clustering prefix written by [`encode_clustering`].
+pub fn read_clustering(
+    r: &mut Reader,
+    cmp: &Arc<ClusteringComparator>,
+) -> Result<ClusteringKey, DecodeError> {
+    get_clustering(r, cmp)
+}
+
+/// Reads a partition written by [`encode_partition`].
+pub fn read_partition(
+    r: &mut Reader,
+    cmp: &Arc<ClusteringComparator>,
+) -> Result<Partition, DecodeError> {
+    decode_partition_from(r, cmp)
 }
 
 /// Decodes a partition encoded by [`encode_partition`].
