@@ -5,6 +5,7 @@
 
 pub mod clock;
 pub mod messaging;
+pub mod net;
 pub mod snitch;
 pub mod token_metadata;
 

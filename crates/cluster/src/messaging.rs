@@ -31,6 +31,10 @@ pub enum Verb {
     RangeRead,
     /// Truncate a table (`TRUNCATE_REQ`).
     Truncate,
+    /// A gossip message (`GOSSIP_DIGEST_SYN`, `_ACK`, `_ACK2`), one way.
+    Gossip,
+    /// A cluster metadata (Raft) request and its response (`TCM_*`).
+    Metadata,
 }
 
 impl Verb {
@@ -41,6 +45,8 @@ impl Verb {
             Verb::Read => "READ_REQ",
             Verb::RangeRead => "RANGE_REQ",
             Verb::Truncate => "TRUNCATE_REQ",
+            Verb::Gossip => "GOSSIP_DIGEST",
+            Verb::Metadata => "TCM_REQ",
         }
     }
 }
@@ -54,6 +60,10 @@ pub enum Request {
         table_id: uuid::Uuid,
         timestamp_micros: i64,
     },
+    /// An encoded gossip message; gets no response.
+    Gossip(Vec<u8>),
+    /// An encoded cluster metadata request.
+    Metadata(Vec<u8>),
 }
 
 impl Request {
@@ -63,6 +73,8 @@ impl Request {
             Request::Read(c) if c.token().is_some() => Verb::Read,
             Request::Read(_) => Verb::RangeRead,
             Request::Truncate { .. } => Verb::Truncate,
+            Request::Gossip(_) => Verb::Gossip,
+            Request::Metadata(_) => Verb::Metadata,
         }
     }
 }
@@ -75,6 +87,8 @@ pub enum Response {
     Read(ReadResponse),
     /// The replica could not serve the request (Cassandra's `FAILURE_RSP`).
     Failure(ReplicaFailure),
+    /// An encoded cluster metadata response.
+    Metadata(Vec<u8>),
 }
 
 /// Why a replica failed a request.
@@ -95,6 +109,12 @@ pub enum MessagingError {
     Timeout(IpAddr),
     #[error("{0} is unreachable")]
     Unreachable(IpAddr),
+    /// The queue of messages to the peer is full: the message was dropped.
+    #[error("the queue of messages to {0} is full")]
+    Overloaded(IpAddr),
+    /// The response could not be decoded.
+    #[error("bad response from {0}: {1}")]
+    Malformed(IpAddr, String),
 }
 
 /// Answers requests that arrive at a node (its verb handlers).
@@ -114,6 +134,14 @@ pub trait MessagingService: Send + Sync {
         request: Request,
         timeout: Duration,
     ) -> BoxFuture<Result<Response, MessagingError>>;
+
+    /// Sends a message that gets no response (gossip); it may be lost.
+    fn send_one_way(&self, to: IpAddr, request: Request) {
+        let sent = self.send_and_receive(to, request, Duration::from_secs(1));
+        tokio::spawn(async move {
+            let _ = sent.await;
+        });
+    }
 }
 
 /// A node that has no peers (a single node before it joins a cluster):
