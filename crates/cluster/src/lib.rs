@@ -7,6 +7,7 @@ pub mod clock;
 pub mod messaging;
 pub mod net;
 pub mod snitch;
+pub mod token_allocator;
 pub mod token_metadata;
 
 pub use clock::{Clock, ManualClock, SystemClock};

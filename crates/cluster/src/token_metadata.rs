@@ -115,6 +115,20 @@ impl TokenMetadata {
         out
     }
 
+    /// Every token with the index of its endpoint, in token order.
+    pub fn tokens(&self) -> impl Iterator<Item = (i64, usize)> + '_ {
+        self.ring.iter().copied()
+    }
+
+    /// The tokens of one endpoint, in order.
+    pub fn tokens_of(&self, endpoint: usize) -> Vec<i64> {
+        self.ring
+            .iter()
+            .filter(|(_, e)| *e == endpoint)
+            .map(|(t, _)| *t)
+            .collect()
+    }
+
     /// The endpoint with this address.
     pub fn endpoint_of(&self, address: IpAddr) -> Option<usize> {
         self.endpoints.iter().position(|e| e.address == address)

@@ -17,7 +17,7 @@ use sibyl_protocol::{
 };
 use sibyl_schema::schema::*;
 use sibyl_schema::schema_tables;
-use sibyl_service::error::WriteType;
+use sibyl_service::error::{ServiceError, WriteType};
 use sibyl_service::proxy::StorageProxy;
 use sibyl_types::{CqlType, UserType};
 use std::collections::BTreeMap;
@@ -1094,6 +1094,9 @@ impl QueryProcessor {
 
     // ---------- schema changes ----------
 
+    /// A schema change, planned against the current schema and planned
+    /// again if another change (from another node, through the cluster
+    /// metadata log) replaced that schema first.
     async fn execute_schema_change(
         &self,
         st: &Statement,
@@ -1101,6 +1104,27 @@ impl QueryProcessor {
         ks_opt: Option<&str>,
     ) -> Result<Outcome> {
         let _guard = self.schema_lock.lock().await;
+        let mut attempt = 0u32;
+        loop {
+            match self.try_schema_change(st, client, ks_opt).await {
+                Err(Error::Service(ServiceError::SchemaConflict)) if attempt < 50 => {
+                    attempt += 1;
+                    // others' changes are applied here as they commit; a
+                    // short random pause spreads out proposers that collide
+                    let pause = rand::random::<u64>() % (5 * attempt as u64 + 5);
+                    tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+                }
+                r => return r,
+            }
+        }
+    }
+
+    async fn try_schema_change(
+        &self,
+        st: &Statement,
+        client: &ClientState,
+        ks_opt: Option<&str>,
+    ) -> Result<Outcome> {
         let schema = self.schema();
         let now = sibyl_db::now_in_seconds();
         let change = |change_type: &str,
@@ -1607,9 +1631,11 @@ impl QueryProcessor {
         let next = self
             .proxy
             .apply_schema_change(
+                schema.version,
                 mutations,
                 next,
                 build_index.map(|(t, ix)| ((*t).clone(), ix)),
+                ev.clone(),
             )
             .await?;
         self.prepared.lock().clear();

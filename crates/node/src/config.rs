@@ -87,6 +87,12 @@ struct RawConfig {
     row_cache_size: Option<String>,
     row_cache_size_in_mb: Option<u64>,
     seed_provider: Option<serde_yaml::Value>,
+    phi_convict_threshold: Option<f64>,
+    initial_token: Option<String>,
+    allocate_tokens_for_local_replication_factor: Option<u32>,
+    /// Sibyl: the cluster metadata log's directory (default: beside the
+    /// commit log, `metadata`).
+    metadata_directory: Option<String>,
 }
 
 /// `commitlog_sync`.
@@ -145,6 +151,18 @@ pub struct Config {
     /// cache (off unless set, as in Cassandra).
     pub key_cache_size_bytes: u64,
     pub row_cache_size_bytes: u64,
+    /// The address other nodes reach this one at (default: listen_address).
+    pub broadcast_address: String,
+    /// The address drivers are told to use (default: rpc_address).
+    pub broadcast_rpc_address: String,
+    /// Seeds from `seed_provider` (`SimpleSeedProvider`'s `seeds` list);
+    /// a node that is the only seed, or no seed at all, starts a new cluster.
+    pub seeds: Vec<std::net::IpAddr>,
+    pub phi_convict_threshold: f64,
+    /// Tokens given by the operator (`initial_token`, comma-separated).
+    pub initial_tokens: Vec<i64>,
+    pub allocate_tokens_for_local_replication_factor: Option<u32>,
+    pub metadata_directory: PathBuf,
 }
 
 impl Default for Config {
@@ -187,6 +205,13 @@ impl Default for Config {
             file_cache_size_bytes: 128 * 1024 * 1024,
             key_cache_size_bytes: 100 * 1024 * 1024,
             row_cache_size_bytes: 0,
+            broadcast_address: "127.0.0.1".into(),
+            broadcast_rpc_address: "127.0.0.1".into(),
+            seeds: Vec::new(),
+            phi_convict_threshold: 8.0,
+            initial_tokens: Vec::new(),
+            allocate_tokens_for_local_replication_factor: None,
+            metadata_directory: PathBuf::from("data/metadata"),
         }
     }
 }
@@ -472,20 +497,102 @@ impl Config {
         if let Some(v) = raw.start_native_transport {
             c.start_native_transport = v;
         }
-        let _ = (
-            raw.broadcast_address,
-            raw.broadcast_rpc_address,
-            raw.hints_directory,
-            raw.saved_caches_directory,
-        );
+        c.broadcast_address = raw
+            .broadcast_address
+            .unwrap_or_else(|| c.listen_address.clone());
+        c.broadcast_rpc_address = raw
+            .broadcast_rpc_address
+            .unwrap_or_else(|| c.rpc_address.clone());
+        if let Some(sp) = &raw.seed_provider {
+            c.seeds = parse_seeds(sp)?;
+        }
+        if let Some(v) = raw.phi_convict_threshold {
+            if !(5.0..=16.0).contains(&v) {
+                return Err(format!(
+                    "phi_convict_threshold must be between 5 and 16, not {v}"
+                ));
+            }
+            c.phi_convict_threshold = v;
+        }
+        if let Some(v) = raw.initial_token {
+            c.initial_tokens = v
+                .split(',')
+                .map(|t| {
+                    t.trim().parse::<i64>().map_err(|_| {
+                        format!("initial_token: '{}' is not a Murmur3 token", t.trim())
+                    })
+                })
+                .collect::<Result<_, _>>()?;
+        }
+        c.allocate_tokens_for_local_replication_factor =
+            raw.allocate_tokens_for_local_replication_factor;
+        c.metadata_directory = match raw.metadata_directory {
+            Some(v) => PathBuf::from(v),
+            None => c
+                .commitlog_directory
+                .parent()
+                .map(|p| p.join("metadata"))
+                .unwrap_or_else(|| PathBuf::from("metadata")),
+        };
+        let _ = (raw.hints_directory, raw.saved_caches_directory);
         let _ = (
             raw.commitlog_sync_batch_window_in_ms,
             raw.authorizer,
             raw.native_transport_max_concurrent_requests_in_bytes,
-            raw.seed_provider,
         );
         Ok(c)
     }
+}
+
+/// The seeds of `seed_provider`, as cassandra.yaml writes them:
+///
+/// ```yaml
+/// seed_provider:
+///   - class_name: org.apache.cassandra.locator.SimpleSeedProvider
+///     parameters:
+///       - seeds: "127.0.0.1:7000,127.0.0.2"
+/// ```
+fn parse_seeds(v: &serde_yaml::Value) -> Result<Vec<std::net::IpAddr>, String> {
+    let bad = || {
+        "seed_provider: expected a list with class_name and parameters: [{seeds: \"host,host\"}]"
+            .to_string()
+    };
+    let providers = v.as_sequence().ok_or_else(bad)?;
+    let mut out = Vec::new();
+    for p in providers {
+        let class = p.get("class_name").and_then(|c| c.as_str()).unwrap_or("");
+        if !class.ends_with("SimpleSeedProvider") {
+            return Err(format!(
+                "seed_provider: unknown class_name '{class}' (only SimpleSeedProvider)"
+            ));
+        }
+        let params = p
+            .get("parameters")
+            .and_then(|x| x.as_sequence())
+            .ok_or_else(bad)?;
+        for param in params {
+            let Some(seeds) = param.get("seeds").and_then(|s| s.as_str()) else {
+                continue;
+            };
+            for s in seeds.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                // host, host:port, [v6]:port
+                let host = if let Some(rest) = s.strip_prefix('[') {
+                    rest.split(']').next().unwrap_or(rest)
+                } else if s.matches(':').count() == 1 {
+                    s.split(':').next().unwrap_or(s)
+                } else {
+                    s
+                };
+                let ip = host
+                    .parse::<std::net::IpAddr>()
+                    .map_err(|_| format!("seed_provider: seed '{s}' is not an IP address"))?;
+                if !out.contains(&ip) {
+                    out.push(ip);
+                }
+            }
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -505,6 +612,32 @@ mod tests {
         assert_eq!(c.write_request_timeout, Duration::from_millis(500));
         assert_eq!(c.native_transport_max_frame_size_bytes, 1 << 20);
         assert_eq!(c.commitlog_directory, PathBuf::from("/tmp/commitlog"));
+    }
+
+    #[test]
+    fn reads_the_cluster_settings() {
+        let c = Config::parse(
+            "listen_address: 127.0.0.3\nseed_provider:\n  - class_name: org.apache.cassandra.locator.SimpleSeedProvider\n    parameters:\n      - seeds: \"127.0.0.1:7000, 127.0.0.2\"\ninitial_token: -9223372036854775808,0\nphi_convict_threshold: 12\ncommitlog_directory: /d/commitlog\n",
+        )
+        .expect("parse");
+        assert_eq!(c.broadcast_address, "127.0.0.3");
+        assert_eq!(c.broadcast_rpc_address, "127.0.0.3");
+        assert_eq!(
+            c.seeds,
+            vec![
+                "127.0.0.1".parse::<std::net::IpAddr>().expect("ip"),
+                "127.0.0.2".parse().expect("ip")
+            ]
+        );
+        assert_eq!(c.initial_tokens, vec![i64::MIN, 0]);
+        assert_eq!(c.phi_convict_threshold, 12.0);
+        assert_eq!(c.metadata_directory, PathBuf::from("/d/metadata"));
+        assert!(Config::parse("phi_convict_threshold: 2\n").is_err());
+        assert!(Config::parse("initial_token: abc\n").is_err());
+        assert!(Config::parse(
+            "seed_provider:\n  - class_name: Foo\n    parameters:\n      - seeds: \"1.2.3.4\"\n"
+        )
+        .is_err());
     }
 
     #[test]

@@ -66,6 +66,14 @@ pub enum ServiceError {
     /// A replica failed the request (SERVER_ERROR, with the replica's reason).
     #[error("{0}")]
     Replica(String),
+    /// A schema change planned against a schema that another change
+    /// replaced first; the statement layer plans it again.
+    #[error("the schema changed while this change was planned")]
+    SchemaConflict,
+    /// The cluster metadata log could not commit a change (no majority of
+    /// its voters reachable in time); SERVER_ERROR with the reason.
+    #[error("{0}")]
+    Metadata(String),
 }
 
 pub type Result<T> = std::result::Result<T, ServiceError>;

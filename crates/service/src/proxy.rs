@@ -63,6 +63,24 @@ pub struct StorageProxy {
     /// The ring.
     pub ring: RwLock<TokenMetadata>,
     locks: Vec<tokio::sync::Mutex<()>>,
+    /// Where schema changes go in a cluster (none on a single node).
+    schema_log: RwLock<Option<Arc<dyn SchemaLog>>>,
+}
+
+/// Where a cluster's schema changes go: the cluster metadata log, which
+/// applies each committed change on every node in the same order.
+pub trait SchemaLog: Send + Sync {
+    /// Commits `mutations` (rows of `system_schema`) planned against the
+    /// schema whose version is `base`; resolves once this node has applied
+    /// them, with the schema after them, or with
+    /// [`ServiceError::SchemaConflict`] if another change came first.
+    /// `event` is what every node tells its registered clients.
+    fn commit(
+        &self,
+        base: uuid::Uuid,
+        mutations: Vec<Mutation>,
+        event: Option<sibyl_protocol::SchemaChange>,
+    ) -> sibyl_cluster::messaging::BoxFuture<Result<Arc<Schema>>>;
 }
 
 /// Where one request goes: its replicas and how many must answer.
@@ -91,6 +109,7 @@ impl StorageProxy {
             locks: (0..LOCK_STRIPES)
                 .map(|_| tokio::sync::Mutex::new(()))
                 .collect(),
+            schema_log: RwLock::new(None),
         }
     }
 
@@ -698,16 +717,37 @@ impl StorageProxy {
 
     /// Makes `next` the schema, storing `mutations` in `system_schema`, and
     /// builds the index `build`, if any.
+    ///
+    /// `base` is the version of the schema the change was planned against.
+    /// In a cluster the change goes through the cluster metadata log, which
+    /// applies it on every node in one order (see
+    /// [`Replica::apply_schema_mutations`]); if another change came first,
+    /// the answer is [`ServiceError::SchemaConflict`] and the caller plans
+    /// again. A single node applies it directly.
     pub async fn apply_schema_change(
         &self,
+        base: uuid::Uuid,
         mutations: Vec<Mutation>,
         next: Schema,
         build: Option<(TableMetadata, sibyl_schema::index::IndexMetadata)>,
+        event: Option<sibyl_protocol::SchemaChange>,
     ) -> Result<Arc<Schema>> {
+        let log = self.schema_log.read().clone();
+        if let Some(log) = log {
+            return log.commit(base, mutations, event).await;
+        }
+        if self.schema().version != base {
+            return Err(ServiceError::SchemaConflict);
+        }
         Ok(self
             .replica
             .apply_schema_change(mutations, next, build)
             .await?)
+    }
+
+    /// Sends schema changes through the cluster metadata log from now on.
+    pub fn set_schema_log(&self, log: Arc<dyn SchemaLog>) {
+        *self.schema_log.write() = Some(log);
     }
 }
 

@@ -330,6 +330,71 @@ impl Replica {
         Ok(next)
     }
 
+    /// Takes a schema change committed to the cluster metadata log: the
+    /// `system_schema` mutations planned against the schema `base`. If this
+    /// node's schema is no longer `base` (another change came first in the
+    /// log), nothing is applied and the answer is `None`: every node sees the
+    /// same log, so every node decides alike. Otherwise the mutations are
+    /// stored and the schema is read back from `system_schema`, as at
+    /// start-up, so that every node derives the same schema from the same
+    /// rows; indexes the change added are built from local data.
+    pub async fn apply_schema_mutations(
+        &self,
+        base: uuid::Uuid,
+        mutations: Vec<Mutation>,
+    ) -> Result<Option<Arc<Schema>>, StorageError> {
+        let old = self.schema();
+        if old.version != base {
+            return Ok(None);
+        }
+        self.storage.apply(mutations).await?;
+        let now = self.clock.now_seconds();
+        let mut next = Schema::default();
+        for (name, ks) in &old.keyspaces {
+            if ks.is_system || ks.is_virtual {
+                next.keyspaces.insert(name.clone(), ks.clone());
+            }
+        }
+        for mut ks in sibyl_schema::schema_tables::read_user_keyspaces(
+            &crate::stores::LocalSchema(&self.storage),
+            now,
+        ) {
+            // a table whose definition did not change keeps its metadata
+            // (and so its open store)
+            if let Some(old_ks) = old.keyspaces.get(&ks.name) {
+                for (name, t) in ks.tables.iter_mut() {
+                    if let Some(o) = old_ks.tables.get(name) {
+                        if format!("{o:?}") == format!("{t:?}") {
+                            *t = o.clone();
+                        }
+                    }
+                }
+            }
+            next.keyspaces.insert(ks.name.clone(), Arc::new(ks));
+        }
+        next.compute_version();
+        let mut builds = Vec::new();
+        for ks in next.keyspaces.values() {
+            for t in ks.tables.values() {
+                let before = old.table_by_id(t.id);
+                for ix in &t.indexes {
+                    if !before.is_some_and(|b| b.indexes.iter().any(|x| x.name == ix.name)) {
+                        builds.push(((**t).clone(), ix.clone()));
+                    }
+                }
+            }
+        }
+        let mut builds = builds.into_iter();
+        let mut applied = self
+            .apply_schema_change(Vec::new(), next, builds.next())
+            .await?;
+        for (t, ix) in builds {
+            index::build(&self.storage, &t, &ix).await?;
+            applied = self.schema();
+        }
+        Ok(Some(applied))
+    }
+
     /// Serves one request (the verb handlers).
     pub async fn handle(&self, request: Request) -> Response {
         let r = match request {

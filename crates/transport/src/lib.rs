@@ -94,7 +94,9 @@ fn service_error_kind(e: &ServiceError) -> ErrorKind {
         ServiceError::Overloaded(_) => ErrorKind::Overloaded,
         ServiceError::Truncate(_) => ErrorKind::TruncateError,
         ServiceError::Invalid(_) => ErrorKind::Invalid,
-        ServiceError::Replica(_) => ErrorKind::ServerError,
+        ServiceError::Replica(_) | ServiceError::Metadata(_) | ServiceError::SchemaConflict => {
+            ErrorKind::ServerError
+        }
     }
 }
 
