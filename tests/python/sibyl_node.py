@@ -23,6 +23,7 @@ class SibylNode:
         self.host = "127.0.0.1"
         self.port = port or free_port()
         self.admin_port = free_port()
+        self.storage_port = free_port()
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="sibyl-test-")
         self.extra_config = extra_config
         self.proc = None
@@ -37,6 +38,7 @@ class SibylNode:
                 f"rpc_address: {self.host}\n"
                 f"native_transport_port: {self.port}\n"
                 f"admin_port: {self.admin_port}\n"
+                f"storage_port: {self.storage_port}\n"
                 f"data_file_directories: [{self.data_dir}/data]\n"
                 f"commitlog_directory: {self.data_dir}/commitlog\n"
                 + (self.extra_config if "commitlog_sync:" in self.extra_config

@@ -4,6 +4,8 @@
 //! use tokio's timer, which tests pause and advance.
 
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::OnceLock;
+use std::time::Instant;
 
 /// Wall-clock time.
 pub trait Clock: Send + Sync {
@@ -15,6 +17,11 @@ pub trait Clock: Send + Sync {
     fn now_seconds(&self) -> i32 {
         (self.now_micros() / 1_000_000).clamp(0, i32::MAX as i64) as i32
     }
+
+    /// Nanoseconds from an arbitrary origin on a clock that the wall
+    /// clock's adjustments do not move (Cassandra's `nanoTime`): the
+    /// failure detector measures heartbeat intervals with it.
+    fn monotonic_nanos(&self) -> u64;
 }
 
 /// The system's clock.
@@ -24,6 +31,13 @@ pub struct SystemClock;
 impl Clock for SystemClock {
     fn now_micros(&self) -> i64 {
         sibyl_types::timeuuid::timestamp_micros_now()
+    }
+
+    /// Time since the first reading in this process.
+    fn monotonic_nanos(&self) -> u64 {
+        static START: OnceLock<Instant> = OnceLock::new();
+        let start = *START.get_or_init(Instant::now);
+        u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 }
 
@@ -51,6 +65,16 @@ impl Clock for ManualClock {
     fn now_micros(&self) -> i64 {
         self.micros.fetch_add(1, Ordering::SeqCst)
     }
+
+    /// The clock's microseconds in nanoseconds, without the step that
+    /// [`Clock::now_micros`] takes: it moves only with
+    /// [`ManualClock::advance`] (and goes back if that is given a negative
+    /// step; 0 before the epoch).
+    fn monotonic_nanos(&self) -> u64 {
+        u64::try_from(self.micros.load(Ordering::SeqCst))
+            .unwrap_or(0)
+            .saturating_mul(1000)
+    }
 }
 
 #[cfg(test)]
@@ -68,5 +92,10 @@ mod tests {
         assert_eq!(c.now_seconds(), 7);
         let s = SystemClock;
         assert!(s.now_micros() < s.now_micros());
+        assert!(s.monotonic_nanos() <= s.monotonic_nanos());
+        let m = c.monotonic_nanos();
+        assert_eq!(m, c.monotonic_nanos());
+        c.advance(3);
+        assert_eq!(c.monotonic_nanos(), m + 3000);
     }
 }

@@ -4,6 +4,9 @@
 //! implementation for tests and simulation.
 
 pub mod clock;
+pub mod endpoint_state;
+pub mod failure_detector;
+pub mod gossiper;
 pub mod messaging;
 pub mod net;
 pub mod snitch;

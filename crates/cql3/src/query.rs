@@ -220,6 +220,12 @@ impl QueryProcessor {
         Ok(p)
     }
 
+    /// Forgets every prepared statement (after a schema change: drivers
+    /// prepare again when told the id is unknown).
+    pub fn clear_prepared(&self) {
+        self.prepared.lock().clear();
+    }
+
     pub fn get_prepared(&self, id: &Bytes) -> Option<Arc<Prepared>> {
         self.prepared.lock().get(id).cloned()
     }

@@ -417,9 +417,9 @@ async fn list_operations_by_index_read_before_they_write() {
     let list = rows(&o)[0][0].clone().expect("a list");
     // [10, 21, 30] in the protocol's encoding: count, then (length, value)s
     let mut want = vec![0, 0, 0, 3];
-    for v in [10, 21, 30] {
+    for v in [10i32, 21, 30] {
         want.extend_from_slice(&4i32.to_be_bytes());
-        want.extend_from_slice(&(v as i32).to_be_bytes());
+        want.extend_from_slice(&v.to_be_bytes());
     }
     assert_eq!(list.as_ref(), &want[..]);
 

@@ -11,11 +11,15 @@
 //! | GET | `/tablestats?keyspace=K&table=T` |
 //! | GET / POST | `/compactionthroughput` (`?mb_per_sec=N` to set) |
 //! | GET | `/status`, `/info` |
+//! | GET | `/cluster?keyspace=K`: every node with its state, load, tokens and effective ownership; the metadata log's epoch and voters |
+//! | GET | `/ring`, `/gossipinfo`, `/endpoints?keyspace=K&table=T&key=KEY` |
+//! | POST | `/faults?drop=IP,IP`, `/faults?delay=IP,IP&ms=N&jitter_ms=J`, `/faults/clear` |
 
 use serde_json::{json, Value};
 use sibyl_cql3::query::QueryProcessor;
 use sibyl_schema::schema::TableMetadata;
 use sibyl_storage::StorageEngine;
+use sibyl_types::CqlType;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -31,6 +35,152 @@ pub struct Admin {
     pub address: String,
     pub started: std::time::Instant,
     pub drained: tokio::sync::watch::Sender<bool>,
+    pub cluster: Arc<crate::cluster::ClusterServices>,
+}
+
+impl Admin {
+    /// Every node of the cluster, as `nodetool status` and `ring` show them.
+    fn cluster_json(&self, q: &HashMap<String, String>) -> Result<Value, (&'static str, String)> {
+        let schema = self.qp.schema();
+        let strategy = match q.get("keyspace") {
+            Some(k) => Some(
+                schema
+                    .keyspace(k)
+                    .ok_or(("404 Not Found", format!("The keyspace {k}, does not exist")))?
+                    .replication
+                    .strategy
+                    .clone(),
+            ),
+            None => {
+                // as Cassandra: the user keyspaces' strategy when they all
+                // share one, else primary ownership
+                let mut user = schema
+                    .keyspaces
+                    .values()
+                    .filter(|k| !k.is_system && !k.is_virtual)
+                    .map(|k| k.replication.strategy.clone());
+                match user.next() {
+                    Some(first) if user.all(|s| s == first) => Some(first),
+                    _ => None,
+                }
+            }
+        };
+        let effective = strategy.is_some();
+        let ring = self.qp.proxy.ring.read().clone();
+        let own = ownership(&ring, strategy.as_ref());
+        let gossip = &self.cluster.gossip;
+        let local_load: u64 = self
+            .storage
+            .tables()
+            .iter()
+            .map(|t| t.live_disk_bytes())
+            .sum();
+        let g = gossip.gossiper.lock();
+        let nodes: Vec<Value> = ring
+            .endpoints
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let me = e.host_id == self.host_id;
+                let alive = me || g.is_alive(e.address);
+                let load = if me {
+                    local_load
+                } else {
+                    g.application_state(
+                        e.address,
+                        sibyl_cluster::endpoint_state::ApplicationState::Load,
+                    )
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .map(|v| v as u64)
+                    .unwrap_or(0)
+                };
+                let schema_version = if me {
+                    Some(schema.version.to_string())
+                } else {
+                    g.application_state(
+                        e.address,
+                        sibyl_cluster::endpoint_state::ApplicationState::Schema,
+                    )
+                    .map(str::to_string)
+                };
+                json!({
+                    "address": e.address.to_string(),
+                    "host_id": e.host_id.to_string(),
+                    "datacenter": e.datacenter,
+                    "rack": e.rack,
+                    "status": if alive { "UP" } else { "DOWN" },
+                    "state": "NORMAL",
+                    "load_bytes": load,
+                    "tokens": ring.tokens_of(i),
+                    "owns": own.get(i).copied().unwrap_or(0.0),
+                    "schema_version": schema_version,
+                })
+            })
+            .collect();
+        drop(g);
+        let members = self.cluster.metadata.members();
+        Ok(json!({
+            "cluster_name": self.qp.cluster_name,
+            "effective": effective,
+            "nodes": nodes,
+            "epoch": self.cluster.metadata.epoch().0,
+            "voters": members.voters.values().map(|a| a.0.clone()).collect::<Vec<_>>(),
+            "learners": members.learners.values().map(|a| a.0.clone()).collect::<Vec<_>>(),
+            "leader": self.cluster.metadata.leader().map(|(_, a)| a.0),
+        }))
+    }
+}
+
+/// A key as `nodetool getendpoints` takes it, as a constant of type `t`.
+fn key_constant(t: &CqlType, s: &str) -> sibyl_types::Constant {
+    use sibyl_types::Constant;
+    match t.unfrozen() {
+        CqlType::Bigint
+        | CqlType::Int
+        | CqlType::Smallint
+        | CqlType::Tinyint
+        | CqlType::Varint
+        | CqlType::Counter => Constant::Integer(s.to_string()),
+        CqlType::Float | CqlType::Double | CqlType::Decimal => Constant::Float(s.to_string()),
+        CqlType::Boolean => Constant::Boolean(s.eq_ignore_ascii_case("true")),
+        CqlType::Uuid | CqlType::Timeuuid => Constant::Uuid(s.to_string()),
+        CqlType::Blob => Constant::Hex(
+            (0..s.len() / 2)
+                .filter_map(|i| u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok())
+                .collect(),
+        ),
+        _ => Constant::String(s.to_string()),
+    }
+}
+
+/// Each endpoint's share of the ring under `strategy` (effective
+/// ownership), by endpoint index.
+fn ownership(
+    ring: &sibyl_cluster::TokenMetadata,
+    strategy: Option<&sibyl_schema::ReplicationStrategy>,
+) -> Vec<f64> {
+    let mut own = vec![0f64; ring.endpoints.len()];
+    let toks: Vec<(i64, usize)> = ring.tokens().collect();
+    if toks.is_empty() {
+        return own;
+    }
+    for (i, (t, e)) in toks.iter().enumerate() {
+        let prev = toks[(i + toks.len() - 1) % toks.len()].0;
+        let size = if toks.len() == 1 {
+            u64::MAX as f64 + 1.0
+        } else {
+            t.wrapping_sub(prev) as u64 as f64
+        };
+        match strategy {
+            None => own[*e] += size,
+            Some(s) => {
+                for r in ring.replicas(*t, s) {
+                    own[r] += size;
+                }
+            }
+        }
+    }
+    own.iter().map(|o| o / (u64::MAX as f64 + 1.0)).collect()
 }
 
 fn parse_query(q: &str) -> HashMap<String, String> {
@@ -372,8 +522,8 @@ impl Admin {
                 Ok(json!({
                     "address": self.address,
                     "status": "UN",
-                    "datacenter": crate::DATA_CENTER,
-                    "rack": crate::RACK,
+                    "datacenter": self.cluster.datacenter,
+                    "rack": self.cluster.rack,
                     "host_id": self.host_id.to_string(),
                     "tokens": self.tokens.len(),
                     "load_bytes": load,
@@ -385,6 +535,81 @@ impl Admin {
                     "row_cache": cache_json(self.storage.row_cache.usage(), &self.storage.row_cache.stats),
                     "pending_compactions": self.storage.pending_compactions(),
                 }))
+            }
+            ("GET", "/cluster") => self.cluster_json(q),
+            ("GET", "/gossipinfo") => Ok(json!({
+                "text": self.cluster.gossip.gossiper.lock().gossip_info(),
+                "running": true,
+            })),
+            ("GET", "/endpoints") => {
+                let (Some(k), Some(t), Some(key)) =
+                    (q.get("keyspace"), q.get("table"), q.get("key"))
+                else {
+                    return Err((
+                        "400 Bad Request",
+                        "keyspace, table and key are required".into(),
+                    ));
+                };
+                let schema = self.qp.schema();
+                let Some(table) = schema.table(k, t) else {
+                    return Err(("404 Not Found", format!("Unknown table {k}.{t}")));
+                };
+                let Some(ks) = schema.keyspace(k) else {
+                    return Err(("404 Not Found", format!("Keyspace [{k}] does not exist.")));
+                };
+                let pk = table.partition_key();
+                let parts: Vec<&str> = if pk.len() == 1 {
+                    vec![key.as_str()]
+                } else {
+                    key.split(':').collect()
+                };
+                if parts.len() != pk.len() {
+                    return Err((
+                        "400 Bad Request",
+                        format!("the key of {k}.{t} has {} components", pk.len()),
+                    ));
+                }
+                let mut comps = Vec::new();
+                for (c, p) in pk.iter().zip(parts) {
+                    let v = c
+                        .typ
+                        .from_constant(&key_constant(&c.typ, p))
+                        .map_err(|e| ("400 Bad Request", e.to_string()))?;
+                    comps.push(v);
+                }
+                let token =
+                    sibyl_types::murmur3::token(&sibyl_db::cells::make_partition_key(&comps));
+                let ring = self.qp.proxy.ring.read();
+                let eps: Vec<String> = ring
+                    .replicas(token, &ks.replication.strategy)
+                    .into_iter()
+                    .map(|i| ring.endpoints[i].address.to_string())
+                    .collect();
+                Ok(json!({ "token": token, "endpoints": eps }))
+            }
+            ("POST", "/faults") => {
+                let mut f = self.cluster.messaging.faults();
+                let ips = |v: Option<&String>| -> Vec<std::net::IpAddr> {
+                    v.map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+                        .unwrap_or_default()
+                };
+                for ip in ips(q.get("drop")) {
+                    f.dropped_peers.insert(ip);
+                }
+                let ms = |k: &str| {
+                    std::time::Duration::from_millis(
+                        q.get(k).and_then(|v| v.parse().ok()).unwrap_or(0),
+                    )
+                };
+                for ip in ips(q.get("delay")) {
+                    f.delayed_peers.insert(ip, (ms("ms"), ms("jitter_ms")));
+                }
+                self.cluster.messaging.set_faults(f);
+                Ok(json!({}))
+            }
+            ("POST", "/faults/clear") => {
+                self.cluster.messaging.set_faults(Default::default());
+                Ok(json!({}))
             }
             _ => Err((
                 "404 Not Found",

@@ -163,6 +163,9 @@ pub struct Config {
     pub initial_tokens: Vec<i64>,
     pub allocate_tokens_for_local_replication_factor: Option<u32>,
     pub metadata_directory: PathBuf,
+    /// The directory of the configuration file (where
+    /// `GossipingPropertyFileSnitch` finds `cassandra-rackdc.properties`).
+    pub config_directory: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -210,8 +213,10 @@ impl Default for Config {
             seeds: Vec::new(),
             phi_convict_threshold: 8.0,
             initial_tokens: Vec::new(),
-            allocate_tokens_for_local_replication_factor: None,
+            // cassandra.yaml's default since 4.0
+            allocate_tokens_for_local_replication_factor: Some(3),
             metadata_directory: PathBuf::from("data/metadata"),
+            config_directory: None,
         }
     }
 }
@@ -269,7 +274,10 @@ impl Config {
             path: p.clone(),
             source: e,
         })?;
-        Self::parse(&text).map_err(|message| ConfigError::Invalid { path: p, message })
+        let mut c =
+            Self::parse(&text).map_err(|message| ConfigError::Invalid { path: p, message })?;
+        c.config_directory = path.parent().map(|d| d.to_path_buf());
+        Ok(c)
     }
 
     /// Parses YAML text.
@@ -524,8 +532,9 @@ impl Config {
                 })
                 .collect::<Result<_, _>>()?;
         }
-        c.allocate_tokens_for_local_replication_factor =
-            raw.allocate_tokens_for_local_replication_factor;
+        if let Some(rf) = raw.allocate_tokens_for_local_replication_factor {
+            c.allocate_tokens_for_local_replication_factor = Some(rf);
+        }
         c.metadata_directory = match raw.metadata_directory {
             Some(v) => PathBuf::from(v),
             None => c

@@ -2,12 +2,13 @@
 //! (StorageProxy) and the CQL server, wired together by [`start`].
 
 pub mod admin;
+pub mod cluster;
 pub mod config;
+mod peers;
 
 use crate::config::{CommitLogSync, Config};
 use bytes::Bytes;
-use sibyl_cluster::messaging::NoPeers;
-use sibyl_cluster::{Clock, Endpoint, SystemClock};
+use sibyl_cluster::{Clock, SystemClock};
 use sibyl_cql3::query::QueryProcessor;
 use sibyl_db::cells;
 use sibyl_db::cells::WriteParams;
@@ -44,6 +45,8 @@ pub enum StartError {
     Schema(String),
     #[error("invalid address {0}")]
     Address(String),
+    #[error(transparent)]
+    Cluster(#[from] cluster::ClusterError),
 }
 
 /// A running node.
@@ -136,24 +139,25 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
     storage.start_commitlog(&dirty)?;
     schema.compute_version();
 
-    // 3. local node identity: host id and tokens survive restarts
+    // 3. local node identity: the host id survives restarts; the tokens are
+    // the cluster metadata log's (the stored ones are reused when a node
+    // registers again)
     let local_t = system_table(&schema, "system", "local");
-    let (host_id, tokens) = read_local_identity(&storage, &local_t, now).unwrap_or_else(|| {
-        let tokens: Vec<i64> = (0..config.num_tokens)
-            .map(|_| rand::random::<i64>())
-            .collect();
-        (uuid::Uuid::new_v4(), tokens)
-    });
-    let listen: IpAddr = config
-        .listen_address
-        .parse()
-        .map_err(|_| StartError::Address(config.listen_address.clone()))?;
-    let rpc: IpAddr = config
-        .rpc_address
-        .parse()
-        .map_err(|_| StartError::Address(config.rpc_address.clone()))?;
+    let (host_id, stored_tokens) = match read_local_identity(&storage, &local_t, now) {
+        Some((h, t)) => (h, Some(t)),
+        None => (uuid::Uuid::new_v4(), None),
+    };
+    let addr_of = |s: &str| -> Result<IpAddr, StartError> {
+        s.parse().map_err(|_| StartError::Address(s.to_string()))
+    };
+    let listen = addr_of(&config.listen_address)?;
+    let rpc = addr_of(&config.rpc_address)?;
+    let broadcast = addr_of(&config.broadcast_address)?;
+    let broadcast_rpc = addr_of(&config.broadcast_rpc_address)?;
 
     let shared_schema: SharedSchema = Arc::new(parking_lot::RwLock::new(Arc::new(schema.clone())));
+    let messaging =
+        cluster::bind_messaging(&config, listen, broadcast, shared_schema.clone()).await?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let replica = Arc::new(Replica::new(
         storage.clone(),
@@ -161,12 +165,13 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         clock.clone(),
         config.write_request_timeout,
     ));
+    let (dc, _) = cluster::location(&config);
     let proxy = Arc::new(StorageProxy::new(
-        replica,
-        Arc::new(NoPeers(listen)),
+        replica.clone(),
+        messaging.clone(),
         clock,
         shared_schema,
-        DATA_CENTER.to_string(),
+        dc.clone(),
         Timeouts {
             read: config.read_request_timeout,
             range: config.range_request_timeout,
@@ -177,49 +182,93 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         },
     ));
     let mut qp = QueryProcessor::new(
-        proxy,
+        proxy.clone(),
         config.batch_size_warn_threshold_bytes,
         config.batch_size_fail_threshold_bytes,
     );
     qp.cluster_name = config.cluster_name.clone();
-    qp.proxy.ring.write().add(
-        Endpoint {
-            host_id,
-            address: listen,
-            datacenter: DATA_CENTER.into(),
-            rack: RACK.into(),
-        },
-        &tokens,
-    );
     let qp = Arc::new(qp);
     write_system_schema_rows(&storage, &schema).await?;
+    let native_advertised = std::net::SocketAddr::new(broadcast_rpc, config.native_transport_port);
+    let (events, _) = tokio::sync::broadcast::channel(1024);
+    let cluster = cluster::join(
+        &config,
+        messaging,
+        replica,
+        proxy.clone(),
+        events.clone(),
+        host_id,
+        stored_tokens,
+        native_advertised,
+    )
+    .await?;
+    let cluster = Arc::new(cluster);
+    let tokens = cluster.tokens.clone();
     let local = LocalInfo {
         host_id,
         tokens: tokens.clone(),
-        listen,
-        rpc,
+        listen: broadcast,
+        rpc: broadcast_rpc,
+        datacenter: cluster.datacenter.clone(),
+        rack: cluster.rack.clone(),
         config: config.clone(),
     };
-    write_local_row(&storage, &local_t, &local, schema.version).await?;
+    write_local_row(&storage, &local_t, &local, proxy.schema().version).await?;
+    let directory = cluster.state.directory.read().clone();
+    peers::write_all(&storage, &directory, host_id, &cluster.gossip).await?;
     {
+        // every schema change, from any node: system.local's schema version,
+        // gossip's SCHEMA state, and no prepared statement of the old schema
         let storage2 = storage.clone();
         let local_t2 = local_t.clone();
         let local2 = local.clone();
-        *qp.on_schema_change.write() = Some(Box::new(move |s: &Schema| {
+        let gossip = cluster.gossip.clone();
+        let qp2 = Arc::downgrade(&qp);
+        *cluster.state.on_schema.write() = Some(Box::new(move |s: &Schema| {
             let storage3 = storage2.clone();
             let t = local_t2.clone();
             let l = local2.clone();
             let v = s.version;
+            if let Some(qp) = qp2.upgrade() {
+                qp.clear_prepared();
+            }
+            gossip.set_states(vec![(
+                sibyl_cluster::endpoint_state::ApplicationState::Schema,
+                v.to_string(),
+            )]);
             tokio::spawn(async move {
                 let _ = write_local_row(&storage3, &t, &l, v).await;
             });
         }));
+        let storage2 = storage.clone();
+        let gossip = cluster.gossip.clone();
+        *cluster.state.on_topology.write() = Some(Box::new(move |d: &cluster::Directory| {
+            let storage3 = storage2.clone();
+            let d = d.clone();
+            let gossip = gossip.clone();
+            tokio::spawn(async move {
+                let _ = peers::write_all(&storage3, &d, host_id, &gossip).await;
+            });
+        }));
+        let storage2 = storage.clone();
+        let state = cluster.state.clone();
+        cluster
+            .gossip
+            .set_on_change(Box::new(move |endpoint, gossip| {
+                let rec = state.directory.read().by_address(endpoint).cloned();
+                if let Some(rec) = rec {
+                    let storage3 = storage2.clone();
+                    let schema_version = gossip.schema_version_of(endpoint);
+                    tokio::spawn(async move {
+                        let _ = peers::write_peer(&storage3, &rec, schema_version).await;
+                    });
+                }
+            }));
     }
 
     // 4. CQL server
     let addr = std::net::SocketAddr::new(rpc, config.native_transport_port);
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
-    let (events, _) = tokio::sync::broadcast::channel(1024);
     let server = Arc::new(sibyl_transport::Server {
         qp: qp.clone(),
         events,
@@ -269,6 +318,7 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         address: listen.to_string(),
         started,
         drained: drained_tx,
+        cluster: cluster.clone(),
     });
     tokio::spawn(admin.serve(admin_listener, shutdown_tx.subscribe()));
     tracing::info!(
@@ -310,6 +360,8 @@ struct LocalInfo {
     tokens: Vec<i64>,
     listen: IpAddr,
     rpc: IpAddr,
+    datacenter: String,
+    rack: String,
     config: Config,
 }
 
@@ -373,7 +425,7 @@ async fn write_local_row(
             ("broadcast_port", Some(int(l.config.storage_port as i32))),
             ("cluster_name", Some(text(&l.config.cluster_name))),
             ("cql_version", Some(text(CQL_VERSION))),
-            ("data_center", Some(text(DATA_CENTER))),
+            ("data_center", Some(text(&l.datacenter))),
             (
                 "gossip_generation",
                 Some(int(sibyl_storage::now_in_seconds())),
@@ -389,7 +441,7 @@ async fn write_local_row(
                 "partitioner",
                 Some(text("org.apache.cassandra.dht.Murmur3Partitioner")),
             ),
-            ("rack", Some(text(RACK))),
+            ("rack", Some(text(&l.rack))),
             ("release_version", Some(text(RELEASE_VERSION))),
             ("rpc_address", Some(inet(&l.rpc))),
             ("rpc_port", Some(int(l.config.native_transport_port as i32))),

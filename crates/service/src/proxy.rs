@@ -65,6 +65,8 @@ pub struct StorageProxy {
     locks: Vec<tokio::sync::Mutex<()>>,
     /// Where schema changes go in a cluster (none on a single node).
     schema_log: RwLock<Option<Arc<dyn SchemaLog>>>,
+    /// Whether a node is up (gossip's failure detector, in a cluster).
+    failure_detector: RwLock<Option<Arc<dyn Fn(IpAddr) -> bool + Send + Sync>>>,
 }
 
 /// Where a cluster's schema changes go: the cluster metadata log, which
@@ -110,6 +112,7 @@ impl StorageProxy {
                 .map(|_| tokio::sync::Mutex::new(()))
                 .collect(),
             schema_log: RwLock::new(None),
+            failure_detector: RwLock::new(None),
         }
     }
 
@@ -170,11 +173,14 @@ impl StorageProxy {
         }
     }
 
-    /// UNAVAILABLE when fewer replicas than needed are alive. Every replica
-    /// in the ring counts as alive until the failure detector says
-    /// otherwise.
-    fn check_available(plan: &Plan, cl: Consistency) -> Result<()> {
-        let alive = plan.replicas.len();
+    /// UNAVAILABLE when fewer replicas than needed are alive, as the
+    /// failure detector judges (every replica counts as alive without one).
+    fn check_available(&self, plan: &Plan, cl: Consistency) -> Result<()> {
+        let fd = self.failure_detector.read().clone();
+        let alive = match fd {
+            Some(is_alive) => plan.replicas.iter().filter(|a| is_alive(**a)).count(),
+            None => plan.replicas.len(),
+        };
         if plan.block_for > alive || alive == 0 {
             return Err(ServiceError::Unavailable {
                 consistency: cl,
@@ -262,7 +268,7 @@ impl StorageProxy {
             let plan = self.plan(&ks.replication.strategy, m.key.token, cl);
             // ANY: a hint counts; the coordinator always has one to give
             if cl != Consistency::Any {
-                Self::check_available(&plan, cl)?;
+                self.check_available(&plan, cl)?;
             }
             plans.push(plan);
         }
@@ -518,7 +524,7 @@ impl StorageProxy {
         cl: Consistency,
         timeout: Duration,
     ) -> Result<Vec<(DecoratedKey, Partition)>> {
-        Self::check_available(&plan, cl)?;
+        self.check_available(&plan, cl)?;
         let local = self.local_address();
         let targets: Vec<IpAddr> = plan.replicas.iter().take(plan.block_for).copied().collect();
         if targets == [local] {
@@ -743,6 +749,11 @@ impl StorageProxy {
             .replica
             .apply_schema_change(mutations, next, build)
             .await?)
+    }
+
+    /// Judges replicas alive or down with `is_alive` from now on.
+    pub fn set_failure_detector(&self, is_alive: Arc<dyn Fn(IpAddr) -> bool + Send + Sync>) {
+        *self.failure_detector.write() = Some(is_alive);
     }
 
     /// Sends schema changes through the cluster metadata log from now on.

@@ -7,6 +7,7 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod cluster_tool;
 mod nodetool;
 mod sstable_tool;
 
@@ -18,6 +19,7 @@ const USAGE: &str = "usage: sibyl [--config FILE]
        sibyl nodetool [-h HOST] [-p PORT] <command> [args]
        sibyl sstable dump|verify PATH
        sibyl stress COMMAND [options]   (cassandra-stress's command line)
+       sibyl cluster COMMAND --dir DIR [args]   (a local cluster, like ccm)
 
 Starts a Sibyl node. Without --config it serves CQL on 127.0.0.1:9042 and keeps
 its data under ./data. FILE uses cassandra.yaml key names and units.";
@@ -29,6 +31,9 @@ fn main() -> anyhow::Result<()> {
     }
     if all.first().map(|a| a == "stress").unwrap_or(false) {
         return sibyl_stress::run(all[1..].to_vec()).map_err(|e| anyhow::anyhow!(e));
+    }
+    if all.first().map(|a| a == "cluster").unwrap_or(false) {
+        return cluster_tool::run(all[1..].to_vec());
     }
     if all.first().map(|a| a == "sstable").unwrap_or(false) {
         return sstable_tool::run(all[1..].to_vec());
@@ -53,7 +58,8 @@ fn main() -> anyhow::Result<()> {
     }
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,openraft=warn".into()),
         )
         .with_target(false)
         .init();

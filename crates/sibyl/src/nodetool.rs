@@ -27,7 +27,7 @@ commands:
   getcompactionthroughput        compaction throughput limit
   setcompactionthroughput MB     set it (MiB/s, 0 = unthrottled)";
 
-fn request(host: &str, port: u16, method: &str, path: &str) -> anyhow::Result<Value> {
+pub(crate) fn request(host: &str, port: u16, method: &str, path: &str) -> anyhow::Result<Value> {
     let mut s = std::net::TcpStream::connect((host, port))
         .with_context(|| format!("cannot reach the node's admin interface at {host}:{port}"))?;
     s.set_read_timeout(Some(std::time::Duration::from_secs(3600)))?;

@@ -31,12 +31,17 @@ fn start_node() -> Node {
         .local_addr()
         .expect("addr")
         .port();
+    let storage_port = TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = dir.path().join("sibyl.yaml");
     std::fs::write(
         &cfg,
         format!(
-            "native_transport_port: {port}\nadmin_port: {admin_port}\ndata_file_directories: [{d}/data]\ncommitlog_directory: {d}/commitlog\n",
+            "native_transport_port: {port}\nadmin_port: {admin_port}\nstorage_port: {storage_port}\ndata_file_directories: [{d}/data]\ncommitlog_directory: {d}/commitlog\n",
             d = dir.path().display()
         ),
     )

@@ -1,0 +1,942 @@
+//! The node as a member of a cluster: internode messaging over TCP, gossip
+//! (liveness and the application states operators and drivers read), and
+//! the cluster metadata log, whose entries are the cluster's schema changes
+//! and topology changes, applied on every node in one order.
+//!
+//! The ring is built from the log's directory of nodes, never from gossip:
+//! every node that has applied the same epoch has the same ring. Gossip says
+//! who is up.
+//!
+//! How a node joins:
+//! - a node whose metadata directory is empty and that is the first of its
+//!   seeds (or has no seeds) starts a new cluster: it becomes the only voter
+//!   of the metadata log and registers itself;
+//! - any other new node asks its seeds to add it to the metadata log (as a
+//!   learner, promoted to voter by the log's voter policy), catches up,
+//!   chooses tokens from the ring it now has, and commits its registration;
+//!   two nodes that join at once are serialised by the log (a registration
+//!   whose tokens collide is rejected and the node chooses again);
+//! - a restarted node has its log on disk: it replays it and catches up.
+//!
+//! A registration for an address that another host id holds is rejected: a
+//! node whose data directory was wiped must be replaced explicitly.
+
+use crate::config::Config;
+use parking_lot::{Mutex, RwLock};
+use serde::{Deserialize, Serialize};
+use sibyl_cluster::endpoint_state::ApplicationState;
+use sibyl_cluster::gossiper::{GossipEvent, GossipMessage, GossipOutput, Gossiper};
+use sibyl_cluster::messaging::{
+    BoxFuture, MessagingError, MessagingService, ReplicaFailure, Request, Response, VerbHandler,
+};
+use sibyl_cluster::net::TcpMessaging;
+use sibyl_cluster::token_allocator::allocate_tokens;
+use sibyl_cluster::{Clock, Endpoint, SystemClock, TokenMetadata};
+use sibyl_db::serde::{decode_mutation, encode_mutation};
+use sibyl_db::Mutation;
+use sibyl_protocol::{Event, SchemaChange, SchemaChangeTarget};
+use sibyl_schema::schema::Schema;
+use sibyl_service::error::ServiceError;
+use sibyl_service::proxy::{SchemaLog, StorageProxy};
+use sibyl_service::replica::{Replica, ReplicaVerbs};
+use sibyl_tcm::{
+    ClusterMetadataService, Epoch, MetadataStateMachine, MetadataTransport, NodeAddr, TcmError,
+    Transformation, TransformationKind, TransportError,
+};
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+use tokio::sync::broadcast;
+
+/// How long a node waits for the metadata log when it joins or commits.
+pub const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Format version of this module's log entries.
+const ENTRY_VERSION: u8 = 1;
+
+/// A node of the cluster as the metadata log records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeRecord {
+    pub host_id: uuid::Uuid,
+    pub address: IpAddr,
+    pub datacenter: String,
+    pub rack: String,
+    pub tokens: Vec<i64>,
+    /// Its internode port.
+    pub storage_port: u16,
+    /// Where drivers reach it.
+    pub native_address: SocketAddr,
+    pub release_version: String,
+}
+
+/// Every node of the cluster, by host id.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Directory {
+    pub nodes: BTreeMap<uuid::Uuid, NodeRecord>,
+}
+
+impl Directory {
+    /// The token ring of these nodes.
+    pub fn ring(&self) -> TokenMetadata {
+        let mut ring = TokenMetadata::new();
+        for n in self.nodes.values() {
+            ring.add(
+                Endpoint {
+                    host_id: n.host_id,
+                    address: n.address,
+                    datacenter: n.datacenter.clone(),
+                    rack: n.rack.clone(),
+                },
+                &n.tokens,
+            );
+        }
+        ring
+    }
+
+    pub fn by_address(&self, address: IpAddr) -> Option<&NodeRecord> {
+        self.nodes.values().find(|n| n.address == address)
+    }
+}
+
+/// A topology change, as a log entry.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+enum TopologyChange {
+    /// A node joins with its tokens (or a known node changes address).
+    Register(NodeRecord),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct TopologyEntry {
+    version: u8,
+    change: TopologyChange,
+}
+
+/// A schema change, as a log entry: the `system_schema` mutations planned
+/// against schema version `base`, and the event drivers get.
+fn encode_schema_entry(
+    base: uuid::Uuid,
+    mutations: &[Mutation],
+    event: &Option<SchemaChange>,
+) -> Vec<u8> {
+    let mut out = vec![ENTRY_VERSION];
+    out.extend_from_slice(base.as_bytes());
+    let ev = event.as_ref().map(|e| {
+        serde_json::json!({
+            "change_type": e.change_type,
+            "target": e.target.name(),
+            "keyspace": e.keyspace,
+            "name": e.name,
+            "arg_types": e.arg_types,
+        })
+        .to_string()
+    });
+    let ev = ev.unwrap_or_default();
+    out.extend_from_slice(&(ev.len() as u32).to_be_bytes());
+    out.extend_from_slice(ev.as_bytes());
+    out.extend_from_slice(&(mutations.len() as u32).to_be_bytes());
+    let mut buf = Vec::new();
+    for m in mutations {
+        buf.clear();
+        encode_mutation(m, &mut buf);
+        out.extend_from_slice(&(buf.len() as u32).to_be_bytes());
+        out.extend_from_slice(&buf);
+    }
+    out
+}
+
+struct SchemaEntry {
+    base: uuid::Uuid,
+    event: Option<SchemaChange>,
+    mutations: Vec<Mutation>,
+}
+
+fn target_of(name: &str) -> Option<SchemaChangeTarget> {
+    Some(match name {
+        "KEYSPACE" => SchemaChangeTarget::Keyspace,
+        "TABLE" => SchemaChangeTarget::Table,
+        "TYPE" => SchemaChangeTarget::Type,
+        "FUNCTION" => SchemaChangeTarget::Function,
+        "AGGREGATE" => SchemaChangeTarget::Aggregate,
+        _ => return None,
+    })
+}
+
+fn decode_schema_entry(b: &[u8], schema: &Schema) -> Result<SchemaEntry, String> {
+    let mut r = sibyl_db::serde::Reader::new(b);
+    let err = |e: sibyl_db::DecodeError| format!("bad schema entry: {}", e.0);
+    let v = r.u8().map_err(err)?;
+    if v != ENTRY_VERSION {
+        return Err(format!(
+            "schema entry format version {v} (this build reads {ENTRY_VERSION})"
+        ));
+    }
+    let mut id = [0u8; 16];
+    id.copy_from_slice(r.take(16).map_err(err)?);
+    let ev = r.bytes().map_err(err)?;
+    let event = if ev.is_empty() {
+        None
+    } else {
+        let j: serde_json::Value =
+            serde_json::from_slice(&ev).map_err(|e| format!("bad schema event: {e}"))?;
+        Some(SchemaChange {
+            change_type: j["change_type"].as_str().unwrap_or_default().to_string(),
+            target: target_of(j["target"].as_str().unwrap_or_default())
+                .ok_or("bad schema event target")?,
+            keyspace: j["keyspace"].as_str().unwrap_or_default().to_string(),
+            name: j["name"].as_str().map(str::to_string),
+            arg_types: j["arg_types"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|x| x.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        })
+    };
+    let n = r.count().map_err(err)?;
+    let mut mutations = Vec::with_capacity(n);
+    for _ in 0..n {
+        let m = r.bytes().map_err(err)?;
+        let comparator = |id| schema.table_by_id(id).map(|t| t.comparator.clone());
+        match decode_mutation(&m, &comparator).map_err(err)? {
+            Some(m) => mutations.push(m),
+            None => return Err("a schema entry writes to an unknown table".into()),
+        }
+    }
+    Ok(SchemaEntry {
+        base: uuid::Uuid::from_bytes(id),
+        event,
+        mutations,
+    })
+}
+
+/// What happens on this node when the log applies a change.
+pub struct ClusterState {
+    replica: Arc<Replica>,
+    proxy: Arc<StorageProxy>,
+    pub directory: RwLock<Directory>,
+    /// CQL events for this node's registered clients.
+    events: broadcast::Sender<Event>,
+    local_host_id: uuid::Uuid,
+    /// Called with the schema after each change (system.local, prepared
+    /// statements, gossip's SCHEMA state).
+    pub on_schema: RwLock<Option<Box<dyn Fn(&Schema) + Send + Sync>>>,
+    /// Called after each topology change (system.peers).
+    pub on_topology: RwLock<Option<Box<dyn Fn(&Directory) + Send + Sync>>>,
+}
+
+impl ClusterState {
+    fn set_directory(&self, d: Directory) {
+        *self.proxy.ring.write() = d.ring();
+        *self.directory.write() = d.clone();
+        if let Some(f) = self.on_topology.read().as_ref() {
+            f(&d);
+        }
+    }
+
+    fn apply_topology(&self, payload: &[u8]) -> Result<Vec<u8>, String> {
+        let entry: TopologyEntry =
+            serde_json::from_slice(payload).map_err(|e| format!("bad topology entry: {e}"))?;
+        if entry.version != ENTRY_VERSION {
+            return Err(format!("topology entry format version {}", entry.version));
+        }
+        match entry.change {
+            TopologyChange::Register(rec) => {
+                let mut d = self.directory.read().clone();
+                if let Some(other) = d
+                    .nodes
+                    .values()
+                    .find(|n| n.address == rec.address && n.host_id != rec.host_id)
+                {
+                    return Err(format!(
+                        "address {} belongs to host {} in the cluster; a node with a new host id ({}) cannot take it over: \
+                         replace the old node explicitly (its data directory was wiped?)",
+                        rec.address, other.host_id, rec.host_id
+                    ));
+                }
+                if let Some(clash) = d.nodes.values().find(|n| {
+                    n.host_id != rec.host_id && n.tokens.iter().any(|t| rec.tokens.contains(t))
+                }) {
+                    return Err(format!(
+                        "token collision with {} ({})",
+                        clash.address, clash.host_id
+                    ));
+                }
+                let new = !d.nodes.contains_key(&rec.host_id);
+                let native = rec.native_address;
+                let is_local = rec.host_id == self.local_host_id;
+                d.nodes.insert(rec.host_id, rec);
+                self.set_directory(d);
+                if new && !is_local {
+                    let _ = self.events.send(Event::TopologyChange {
+                        change: "NEW_NODE".into(),
+                        addr: native,
+                    });
+                }
+                Ok(Vec::new())
+            }
+        }
+    }
+
+    fn apply_schema(&self, payload: &[u8]) -> Result<Vec<u8>, String> {
+        let entry = decode_schema_entry(payload, &self.replica.schema())?;
+        let replica = self.replica.clone();
+        // openraft applies entries on a task of the node's multi-threaded
+        // runtime; storing the rows is asynchronous
+        let applied = tokio::task::block_in_place(|| {
+            tokio::runtime::Handle::current()
+                .block_on(replica.apply_schema_mutations(entry.base, entry.mutations))
+        })
+        .map_err(|e| e.to_string())?;
+        let Some(schema) = applied else {
+            return Err(CONFLICT.into());
+        };
+        if let Some(f) = self.on_schema.read().as_ref() {
+            f(&schema);
+        }
+        if let Some(ev) = entry.event {
+            let _ = self.events.send(Event::SchemaChange(ev));
+        }
+        Ok(Vec::new())
+    }
+}
+
+/// The state machine's answer to a schema change planned against a schema
+/// another change had replaced.
+const CONFLICT: &str = "schema conflict: planned against a replaced schema";
+
+#[derive(Serialize, Deserialize)]
+struct Snapshot {
+    version: u8,
+    directory: Directory,
+}
+
+impl MetadataStateMachine for ClusterState {
+    fn apply(&self, _epoch: Epoch, t: &Transformation) -> Result<Vec<u8>, String> {
+        match t.kind {
+            TransformationKind::Topology => self.apply_topology(&t.payload),
+            TransformationKind::Schema => self.apply_schema(&t.payload),
+        }
+    }
+
+    /// The directory. The schema is not in the snapshot: every node keeps it
+    /// in its own `system_schema` tables, written as each change applies.
+    fn snapshot(&self) -> Vec<u8> {
+        serde_json::to_vec(&Snapshot {
+            version: ENTRY_VERSION,
+            directory: self.directory.read().clone(),
+        })
+        .unwrap_or_default()
+    }
+
+    fn restore(&self, _epoch: Epoch, snapshot: &[u8]) -> Result<(), String> {
+        if snapshot.is_empty() {
+            self.set_directory(Directory::default());
+            return Ok(());
+        }
+        let s: Snapshot =
+            serde_json::from_slice(snapshot).map_err(|e| format!("bad metadata snapshot: {e}"))?;
+        self.set_directory(s.directory);
+        Ok(())
+    }
+}
+
+/// Carries the metadata log's messages over internode messaging.
+struct MessagingTransport(Arc<TcpMessaging>);
+
+impl MetadataTransport for MessagingTransport {
+    fn call(
+        &self,
+        to: &NodeAddr,
+        request: Vec<u8>,
+        timeout: Duration,
+    ) -> futures_like::BoxFuture<'static, Result<Vec<u8>, TransportError>> {
+        let messaging = self.0.clone();
+        let to_s = to.0.clone();
+        Box::pin(async move {
+            let ip: IpAddr = to_s
+                .parse::<SocketAddr>()
+                .map(|s| s.ip())
+                .or_else(|_| to_s.parse::<IpAddr>())
+                .map_err(|_| TransportError::Unreachable(format!("bad address {to_s}")))?;
+            match messaging
+                .send_and_receive(ip, Request::Metadata(request), timeout)
+                .await
+            {
+                Ok(Response::Metadata(b)) => Ok(b),
+                Ok(other) => Err(TransportError::Failed(format!(
+                    "unexpected answer {other:?}"
+                ))),
+                Err(MessagingError::Unreachable(a)) | Err(MessagingError::Overloaded(a)) => {
+                    Err(TransportError::Unreachable(a.to_string()))
+                }
+                Err(e) => Err(TransportError::Failed(e.to_string())),
+            }
+        })
+    }
+}
+
+/// The boxed future type the metadata transport returns.
+mod futures_like {
+    pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+}
+
+/// Schema changes through the metadata log.
+struct LogSchema {
+    metadata: ClusterMetadataService,
+    proxy: Arc<StorageProxy>,
+}
+
+impl SchemaLog for LogSchema {
+    fn commit(
+        &self,
+        base: uuid::Uuid,
+        mutations: Vec<Mutation>,
+        event: Option<SchemaChange>,
+    ) -> BoxFuture<Result<Arc<Schema>, ServiceError>> {
+        let metadata = self.metadata.clone();
+        let proxy = self.proxy.clone();
+        Box::pin(async move {
+            let payload = encode_schema_entry(base, &mutations, &event);
+            match metadata
+                .commit(Transformation::schema(payload), METADATA_TIMEOUT)
+                .await
+            {
+                Ok(_) => Ok(proxy.schema()),
+                Err(TcmError::Rejected { message, .. }) if message == CONFLICT => {
+                    Err(ServiceError::SchemaConflict)
+                }
+                Err(TcmError::Rejected { message, .. }) => Err(ServiceError::Invalid(message)),
+                Err(e) => Err(ServiceError::Metadata(format!(
+                    "Cannot commit the schema change to the cluster metadata log: {e}"
+                ))),
+            }
+        })
+    }
+}
+
+/// Gossip on this node: rounds every second, messages in and out.
+pub struct GossipDriver {
+    pub gossiper: Mutex<Gossiper>,
+    messaging: Arc<TcpMessaging>,
+    clock: SystemClock,
+    events: broadcast::Sender<Event>,
+    state: Arc<ClusterState>,
+    /// Called when what gossip knows of another node changes (system.peers).
+    on_change: RwLock<Option<Box<dyn Fn(IpAddr, &GossipDriver) + Send + Sync>>>,
+}
+
+impl GossipDriver {
+    fn now(&self) -> u64 {
+        self.clock.monotonic_nanos()
+    }
+
+    fn dispatch(&self, out: GossipOutput) {
+        for (to, m) in out.messages {
+            let mut b = Vec::new();
+            m.encode(&mut b);
+            self.messaging.send_one_way(to, Request::Gossip(b));
+        }
+        let local = self.messaging.local_address();
+        for e in out.events {
+            let (change, endpoint) = match &e {
+                GossipEvent::Alive { endpoint, .. } => ("UP", *endpoint),
+                GossipEvent::Dead { endpoint, .. } => ("DOWN", *endpoint),
+                GossipEvent::Join { endpoint, .. }
+                | GossipEvent::Change {
+                    endpoint,
+                    state: ApplicationState::Schema,
+                    ..
+                } if *endpoint != local => {
+                    if let Some(f) = self.on_change.read().as_ref() {
+                        f(*endpoint, self);
+                    }
+                    continue;
+                }
+                _ => continue,
+            };
+            tracing::info!("{endpoint} is now {change}");
+            if let Some(n) = self.state.directory.read().by_address(endpoint) {
+                let _ = self.events.send(Event::StatusChange {
+                    change: change.into(),
+                    addr: n.native_address,
+                });
+            }
+        }
+    }
+
+    fn on_message(&self, from: IpAddr, bytes: &[u8]) {
+        match GossipMessage::decode(bytes) {
+            Ok(m) => {
+                let out = self.gossiper.lock().handle(from, m, self.now());
+                self.dispatch(out);
+            }
+            Err(e) => tracing::warn!("bad gossip message from {from}: {e}"),
+        }
+    }
+
+    /// Sets this node's application states.
+    pub fn set_states(&self, states: Vec<(ApplicationState, String)>) {
+        let out = self.gossiper.lock().add_local_application_states(states);
+        self.dispatch(out);
+    }
+
+    /// Sets what to do when gossip learns something new about another node.
+    pub fn set_on_change(&self, f: Box<dyn Fn(IpAddr, &GossipDriver) + Send + Sync>) {
+        *self.on_change.write() = Some(f);
+    }
+
+    /// The schema version `endpoint` announced, if any.
+    pub fn schema_version_of(&self, endpoint: IpAddr) -> Option<uuid::Uuid> {
+        self.gossiper
+            .lock()
+            .application_state(endpoint, ApplicationState::Schema)
+            .and_then(|v| v.parse().ok())
+    }
+
+    /// Whether gossip has `endpoint` up (this node always is).
+    pub fn is_alive(&self, endpoint: IpAddr) -> bool {
+        let g = self.gossiper.lock();
+        endpoint == g.local_address() || g.is_alive(endpoint)
+    }
+
+    async fn run(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let out = self.gossiper.lock().tick(self.now());
+            self.dispatch(out);
+        }
+    }
+
+    /// Tells the others this node is stopping.
+    pub fn announce_shutdown(&self) {
+        let out = self.gossiper.lock().announce_shutdown();
+        self.dispatch(out);
+    }
+}
+
+/// Every verb this node answers.
+struct NodeVerbs {
+    replica: ReplicaVerbs,
+    gossip: OnceLock<Arc<GossipDriver>>,
+    metadata: OnceLock<ClusterMetadataService>,
+}
+
+impl VerbHandler for NodeVerbs {
+    fn handle(&self, from: IpAddr, request: Request) -> BoxFuture<Response> {
+        match request {
+            Request::Gossip(b) => {
+                if let Some(g) = self.gossip.get() {
+                    g.on_message(from, &b);
+                }
+                Box::pin(async { Response::Done })
+            }
+            Request::Metadata(b) => match self.metadata.get() {
+                Some(m) => {
+                    let m = m.clone();
+                    Box::pin(async move { Response::Metadata(m.handle(b).await) })
+                }
+                None => Box::pin(async {
+                    Response::Failure(ReplicaFailure::Error("cluster metadata is starting".into()))
+                }),
+            },
+            other => self.replica.handle(from, other),
+        }
+    }
+}
+
+/// The node's cluster services, running.
+pub struct ClusterServices {
+    pub messaging: Arc<TcpMessaging>,
+    pub gossip: Arc<GossipDriver>,
+    pub metadata: ClusterMetadataService,
+    pub state: Arc<ClusterState>,
+    /// This node's tokens, as registered.
+    pub tokens: Vec<i64>,
+    pub datacenter: String,
+    pub rack: String,
+}
+
+/// Why the node could not join its cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error(transparent)]
+    Bind(#[from] sibyl_cluster::net::BindError),
+    #[error("cluster metadata: {0}")]
+    Metadata(#[from] TcmError),
+    #[error("cannot join the cluster: {0}")]
+    Join(String),
+}
+
+/// The node's data center and rack from its snitch.
+pub fn location(config: &Config) -> (String, String) {
+    let default = (
+        sibyl_cluster::snitch::DEFAULT_DATACENTER.to_string(),
+        sibyl_cluster::snitch::DEFAULT_RACK.to_string(),
+    );
+    if !config
+        .endpoint_snitch
+        .ends_with("GossipingPropertyFileSnitch")
+    {
+        return default;
+    }
+    let Some(dir) = &config.config_directory else {
+        return default;
+    };
+    let path = dir.join("cassandra-rackdc.properties");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        tracing::warn!(
+            "GossipingPropertyFileSnitch: cannot read {}; using {}/{}",
+            path.display(),
+            default.0,
+            default.1
+        );
+        return default;
+    };
+    let mut dc = default.0.clone();
+    let mut rack = default.1.clone();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with('#') {
+            continue;
+        }
+        if let Some((k, v)) = line.split_once('=') {
+            match k.trim() {
+                "dc" => dc = v.trim().to_string(),
+                "rack" => rack = v.trim().to_string(),
+                _ => {}
+            }
+        }
+    }
+    (dc, rack)
+}
+
+/// The internode messaging service of this node (bound before anything
+/// else, so that a node that cannot listen fails at once).
+pub async fn bind_messaging(
+    config: &Config,
+    listen: IpAddr,
+    broadcast: IpAddr,
+    schema: sibyl_service::replica::SharedSchema,
+) -> Result<Arc<TcpMessaging>, ClusterError> {
+    let mut mc =
+        sibyl_cluster::net::MessagingConfig::new(listen, config.storage_port, &config.cluster_name);
+    mc.broadcast_address = broadcast;
+    let lookup: sibyl_cluster::net::ComparatorLookup =
+        Arc::new(move |id| schema.read().table_by_id(id).map(|t| t.comparator.clone()));
+    Ok(Arc::new(TcpMessaging::bind(mc, lookup).await?))
+}
+
+/// The metadata log's id for a host (stable for the life of its data).
+pub fn node_id_of(host_id: uuid::Uuid) -> u64 {
+    let b = host_id.as_bytes();
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[..8]);
+    u64::from_be_bytes(a)
+        ^ u64::from_be_bytes([b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]])
+}
+
+/// Joins (or starts, or rejoins) the cluster.
+#[allow(clippy::too_many_arguments)]
+pub async fn join(
+    config: &Config,
+    messaging: Arc<TcpMessaging>,
+    replica: Arc<Replica>,
+    proxy: Arc<StorageProxy>,
+    events: broadcast::Sender<Event>,
+    host_id: uuid::Uuid,
+    stored_tokens: Option<Vec<i64>>,
+    native_address: SocketAddr,
+) -> Result<ClusterServices, ClusterError> {
+    let (datacenter, rack) = location(config);
+    let me = messaging.local_address();
+    let verbs = Arc::new(NodeVerbs {
+        replica: ReplicaVerbs(replica.clone()),
+        gossip: OnceLock::new(),
+        metadata: OnceLock::new(),
+    });
+    messaging.set_handler(verbs.clone());
+    let state = Arc::new(ClusterState {
+        replica: replica.clone(),
+        proxy: proxy.clone(),
+        directory: RwLock::new(Directory::default()),
+        events: events.clone(),
+        local_host_id: host_id,
+        on_schema: RwLock::new(None),
+        on_topology: RwLock::new(None),
+    });
+    let addr = NodeAddr(SocketAddr::new(me, config.storage_port).to_string());
+    let metadata = ClusterMetadataService::open(
+        &config.metadata_directory,
+        node_id_of(host_id),
+        addr,
+        Arc::new(MessagingTransport(messaging.clone())),
+        state.clone(),
+        sibyl_tcm::TcmConfig::default(),
+    )
+    .await?;
+    let _ = verbs.metadata.set(metadata.clone());
+
+    let seeds: Vec<IpAddr> = config.seeds.clone();
+    let first_seed = seeds.first().is_none_or(|s| *s == me);
+    let member = !metadata.members().voters.is_empty() || !metadata.members().learners.is_empty();
+    if !member {
+        if first_seed {
+            metadata.initialize_single().await?;
+        } else {
+            join_via_seeds(&metadata, &seeds, me, config.storage_port).await?;
+        }
+    } else if first_seed && metadata.members().voters.len() == 1 {
+        // the only voter: it must lead again before anything commits
+        metadata.initialize_single().await?;
+    }
+    // caught up with the log: the directory says whether this host is known
+    let known = state.directory.read().nodes.get(&host_id).cloned();
+    let tokens = match known {
+        Some(rec)
+            if rec.address == me
+                && rec.datacenter == datacenter
+                && rec.rack == rack
+                && rec.native_address == native_address =>
+        {
+            rec.tokens
+        }
+        Some(rec) => {
+            // same host, new address or location: register again
+            register(
+                &metadata,
+                &state,
+                host_id,
+                me,
+                &datacenter,
+                &rack,
+                Some(rec.tokens),
+                native_address,
+                config,
+            )
+            .await?
+        }
+        None => {
+            register(
+                &metadata,
+                &state,
+                host_id,
+                me,
+                &datacenter,
+                &rack,
+                stored_tokens,
+                native_address,
+                config,
+            )
+            .await?
+        }
+    };
+
+    let gossiper = Gossiper::new(
+        me,
+        sibyl_storage::now_in_seconds(),
+        seeds,
+        config.cluster_name.clone(),
+        "org.apache.cassandra.dht.Murmur3Partitioner".into(),
+        config.phi_convict_threshold,
+        rand::random(),
+    );
+    let gossip = Arc::new(GossipDriver {
+        gossiper: Mutex::new(gossiper),
+        messaging: messaging.clone(),
+        clock: SystemClock,
+        events,
+        state: state.clone(),
+        on_change: RwLock::new(None),
+    });
+    let mut sorted = tokens.clone();
+    sorted.sort_unstable();
+    let token_list = sorted
+        .iter()
+        .map(|t| t.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let first = sorted.first().copied().unwrap_or_default();
+    gossip.set_states(vec![
+        (ApplicationState::Dc, datacenter.clone()),
+        (ApplicationState::Rack, rack.clone()),
+        (ApplicationState::HostId, host_id.to_string()),
+        (
+            ApplicationState::ReleaseVersion,
+            crate::RELEASE_VERSION.into(),
+        ),
+        (ApplicationState::NetVersion, "12".into()),
+        (
+            ApplicationState::RpcAddress,
+            native_address.ip().to_string(),
+        ),
+        (
+            ApplicationState::NativeAddressAndPort,
+            native_address.to_string(),
+        ),
+        (
+            ApplicationState::InternalAddressAndPort,
+            SocketAddr::new(me, config.storage_port).to_string(),
+        ),
+        (ApplicationState::Tokens, token_list),
+        (ApplicationState::Schema, proxy.schema().version.to_string()),
+        (ApplicationState::Load, "0.0".into()),
+        (ApplicationState::SstableVersions, "big-nb".into()),
+        (ApplicationState::StatusWithPort, format!("NORMAL,{first}")),
+        (ApplicationState::Status, format!("NORMAL,{first}")),
+        (ApplicationState::RpcReady, "true".into()),
+    ]);
+    let _ = verbs.gossip.set(gossip.clone());
+    tokio::spawn(gossip.clone().run());
+    {
+        let g = gossip.clone();
+        proxy.set_failure_detector(Arc::new(move |a| g.is_alive(a)));
+    }
+    proxy.set_schema_log(Arc::new(LogSchema {
+        metadata: metadata.clone(),
+        proxy: proxy.clone(),
+    }));
+    Ok(ClusterServices {
+        messaging,
+        gossip,
+        metadata,
+        state,
+        tokens,
+        datacenter,
+        rack,
+    })
+}
+
+async fn join_via_seeds(
+    metadata: &ClusterMetadataService,
+    seeds: &[IpAddr],
+    me: IpAddr,
+    storage_port: u16,
+) -> Result<(), ClusterError> {
+    // seeds may still be starting: try each in turn for a while
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    let mut last = String::new();
+    loop {
+        for s in seeds.iter().filter(|s| **s != me) {
+            let via = NodeAddr(SocketAddr::new(*s, storage_port).to_string());
+            match metadata.join(&via, Duration::from_secs(5)).await {
+                Ok(()) => {
+                    tracing::info!("joined the cluster metadata log through {via}");
+                    return Ok(());
+                }
+                Err(e @ TcmError::NodeIdInUse { .. }) => return Err(e.into()),
+                Err(e) => last = format!("{via}: {e}"),
+            }
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(ClusterError::Join(format!(
+                "no seed added this node to the cluster metadata log ({last})"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Commits this node's registration, choosing tokens again if another node
+/// took them first.
+#[allow(clippy::too_many_arguments)]
+async fn register(
+    metadata: &ClusterMetadataService,
+    state: &ClusterState,
+    host_id: uuid::Uuid,
+    me: IpAddr,
+    datacenter: &str,
+    rack: &str,
+    tokens: Option<Vec<i64>>,
+    native_address: SocketAddr,
+    config: &Config,
+) -> Result<Vec<i64>, ClusterError> {
+    let mut tokens = tokens.filter(|t| !t.is_empty());
+    for _ in 0..20 {
+        let chosen = match &tokens {
+            Some(t) => t.clone(),
+            None if !config.initial_tokens.is_empty() => config.initial_tokens.clone(),
+            None => {
+                let ring = state.directory.read().ring();
+                allocate_tokens(
+                    &ring,
+                    datacenter,
+                    config.num_tokens as usize,
+                    config
+                        .allocate_tokens_for_local_replication_factor
+                        .map(|r| r as usize),
+                )
+            }
+        };
+        let rec = NodeRecord {
+            host_id,
+            address: me,
+            datacenter: datacenter.to_string(),
+            rack: rack.to_string(),
+            tokens: chosen.clone(),
+            storage_port: config.storage_port,
+            native_address,
+            release_version: crate::RELEASE_VERSION.into(),
+        };
+        let payload = serde_json::to_vec(&TopologyEntry {
+            version: ENTRY_VERSION,
+            change: TopologyChange::Register(rec),
+        })
+        .map_err(|e| ClusterError::Join(e.to_string()))?;
+        match metadata
+            .commit(Transformation::topology(payload), METADATA_TIMEOUT)
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(
+                    "registered in the cluster as {host_id} at {me} ({datacenter}/{rack}) with {} tokens",
+                    chosen.len()
+                );
+                return Ok(chosen);
+            }
+            Err(TcmError::Rejected { message, .. }) if message.starts_with("token collision") => {
+                tracing::info!("{message}; choosing tokens again");
+                tokens = None;
+            }
+            Err(TcmError::Rejected { message, .. }) => return Err(ClusterError::Join(message)),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ClusterError::Join("could not find free tokens".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_entries_round_trip() {
+        let schema = Schema::default();
+        let ev = Some(SchemaChange {
+            change_type: "CREATED".into(),
+            target: SchemaChangeTarget::Table,
+            keyspace: "ks".into(),
+            name: Some("t".into()),
+            arg_types: vec![],
+        });
+        let base = uuid::Uuid::from_u128(5);
+        let b = encode_schema_entry(base, &[], &ev);
+        let e = decode_schema_entry(&b, &schema).expect("decodes");
+        assert_eq!(e.base, base);
+        assert_eq!(format!("{:?}", e.event), format!("{ev:?}"));
+        assert!(decode_schema_entry(&b[..b.len() - 1], &schema).is_err());
+        assert!(decode_schema_entry(&[9], &schema).is_err());
+    }
+
+    #[test]
+    fn node_ids_differ_for_different_hosts() {
+        assert_ne!(
+            node_id_of(uuid::Uuid::from_u128(1)),
+            node_id_of(uuid::Uuid::from_u128(2))
+        );
+    }
+}

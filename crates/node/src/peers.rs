@@ -1,0 +1,96 @@
+//! `system.peers` and `system.peers_v2`: one row per other node of the
+//! cluster, from the metadata log's directory (address, data center, rack,
+//! host id, tokens) and gossip (the schema version it announced). Drivers
+//! read them right after connecting to find the other nodes and route by
+//! token.
+
+use crate::cluster::{Directory, GossipDriver, NodeRecord};
+use crate::{inet, RELEASE_VERSION};
+use bytes::Bytes;
+use sibyl_db::cells::WriteParams;
+use sibyl_schema::schema::system_table_id;
+use sibyl_schema::schema_tables::{int, row_mutation, text};
+use sibyl_storage::{StorageEngine, StorageError};
+use std::sync::Arc;
+
+fn write_params() -> WriteParams {
+    WriteParams {
+        timestamp: sibyl_types::timeuuid::timestamp_micros_now(),
+        ttl: 0,
+        now: sibyl_storage::now_in_seconds(),
+    }
+}
+
+/// Rewrites the rows of one peer.
+pub async fn write_peer(
+    storage: &Arc<StorageEngine>,
+    rec: &NodeRecord,
+    schema_version: Option<uuid::Uuid>,
+) -> Result<(), StorageError> {
+    let schema = sibyl_schema::schema::system_keyspaces();
+    let table = |name: &str| {
+        schema
+            .iter()
+            .find(|k| k.name == "system")
+            .and_then(|k| k.tables.get(name).cloned())
+    };
+    let (Some(peers), Some(peers_v2)) = (table("peers"), table("peers_v2")) else {
+        return Ok(());
+    };
+    debug_assert_eq!(peers.id, system_table_id("system", "peers"));
+    let mut toks: Vec<Bytes> = rec.tokens.iter().map(|t| text(&t.to_string())).collect();
+    toks.sort();
+    let tokens = sibyl_types::value::serialize_collection(&toks);
+    let host = Bytes::copy_from_slice(rec.host_id.as_bytes());
+    let schema_version = schema_version.map(|v| Bytes::copy_from_slice(v.as_bytes()));
+    let wp = write_params();
+    let v1 = row_mutation(
+        &peers,
+        &[inet(&rec.address)],
+        &[],
+        &[
+            ("data_center", Some(text(&rec.datacenter))),
+            ("host_id", Some(host.clone())),
+            ("preferred_ip", None),
+            ("rack", Some(text(&rec.rack))),
+            ("release_version", Some(text(RELEASE_VERSION))),
+            ("rpc_address", Some(inet(&rec.native_address.ip()))),
+            ("schema_version", schema_version.clone()),
+            ("tokens", Some(tokens.clone())),
+        ],
+        &wp,
+    );
+    let v2 = row_mutation(
+        &peers_v2,
+        &[inet(&rec.address)],
+        &[int(rec.storage_port as i32)],
+        &[
+            ("data_center", Some(text(&rec.datacenter))),
+            ("host_id", Some(host)),
+            ("native_address", Some(inet(&rec.native_address.ip()))),
+            ("native_port", Some(int(rec.native_address.port() as i32))),
+            ("preferred_ip", None),
+            ("preferred_port", None),
+            ("rack", Some(text(&rec.rack))),
+            ("release_version", Some(text(&rec.release_version))),
+            ("schema_version", schema_version),
+            ("tokens", Some(tokens)),
+        ],
+        &wp,
+    );
+    storage.apply(vec![v1, v2]).await
+}
+
+/// Writes the rows of every node of `directory` but this one.
+pub async fn write_all(
+    storage: &Arc<StorageEngine>,
+    directory: &Directory,
+    local: uuid::Uuid,
+    gossip: &GossipDriver,
+) -> Result<(), StorageError> {
+    for rec in directory.nodes.values().filter(|n| n.host_id != local) {
+        let v = gossip.schema_version_of(rec.address);
+        write_peer(storage, rec, v).await?;
+    }
+    Ok(())
+}
