@@ -198,8 +198,10 @@ impl QueryProcessor {
             return Ok(p.clone());
         }
         let statement = parse_statement(query)?;
+        self.check_prepared_conditions(&statement.statement, client, keyspace, false)?;
         let (bind_specs, pk_indexes, result_columns) =
             self.describe_binds(&statement, client, keyspace)?;
+        self.check_prepared_conditions(&statement.statement, client, keyspace, true)?;
         let mut rm = Vec::new();
         for c in &result_columns {
             rm.extend_from_slice(c.name.as_bytes());
@@ -246,10 +248,11 @@ impl QueryProcessor {
                     result: &mut Vec<ColumnSpec>,
                     top: bool|
          -> Result<()> {
-            let (table_name, relations, extra): (
+            let (table_name, relations, extra, conditions): (
                 &QualifiedName,
                 Vec<&Relation>,
                 Vec<(&Term, String, CqlType)>,
+                Option<&Conditions>,
             ) = match stmt {
                 Statement::Select(s) => {
                     let t = self.table(&s.table, client, ks)?;
@@ -263,7 +266,7 @@ impl QueryProcessor {
                     if let Some(l) = &s.per_partition_limit {
                         extra.push((l, "[per_partition_limit]".to_string(), CqlType::Int));
                     }
-                    (&s.table, s.where_clause.iter().collect(), extra)
+                    (&s.table, s.where_clause.iter().collect(), extra, None)
                 }
                 Statement::Insert(i) => {
                     let t = self.table(&i.table, client, ks)?;
@@ -281,7 +284,7 @@ impl QueryProcessor {
                         extra.push((v, c.clone(), col.typ.clone()));
                     }
                     using_specs(&i.using, &mut extra);
-                    (&i.table, Vec::new(), extra)
+                    (&i.table, Vec::new(), extra, None)
                 }
                 Statement::Update(u) => {
                     let t = self.table(&u.table, client, ks)?;
@@ -326,12 +329,22 @@ impl QueryProcessor {
                         };
                         extra.push((term, c.to_string(), vt));
                     }
-                    (&u.table, u.where_clause.iter().collect(), extra)
+                    (
+                        &u.table,
+                        u.where_clause.iter().collect(),
+                        extra,
+                        Some(&u.conditions),
+                    )
                 }
                 Statement::Delete(d) => {
                     let mut extra = Vec::new();
                     using_specs(&d.using, &mut extra);
-                    (&d.table, d.where_clause.iter().collect(), extra)
+                    (
+                        &d.table,
+                        d.where_clause.iter().collect(),
+                        extra,
+                        Some(&d.conditions),
+                    )
                 }
                 _ => return Ok(()),
             };
@@ -359,6 +372,12 @@ impl QueryProcessor {
             };
             for (term, name, typ) in extra {
                 set(term, name, typ, specs, pk_idx);
+            }
+            for (term, name, typ) in conditions
+                .map(|c| condition_terms(&t, c))
+                .unwrap_or_default()
+            {
+                set(&term, name, typ, specs, pk_idx);
             }
             for rel in relations {
                 match (&rel.lhs, &rel.rhs) {
@@ -754,7 +773,10 @@ impl QueryProcessor {
     /// A batch: the protocol BATCH message and `BEGIN BATCH ... APPLY BATCH`
     /// both come here, each statement with its own values and keyspace.
     /// `batch_timestamp` is the batch's own `USING TIMESTAMP`; statements
-    /// without one take `default_ts`.
+    /// without one take `default_ts`. As Cassandra's `BatchStatement`: the
+    /// statements' own checks (those of their preparation), then the
+    /// batch's (`validate`), then a batch with conditions runs as one
+    /// lightweight transaction (`executeWithConditions`).
     #[allow(clippy::too_many_arguments)]
     pub async fn execute_batch(
         &self,
@@ -774,137 +796,104 @@ impl QueryProcessor {
                 return Err(Error::Invalid("Invalid statement in batch: only UPDATE, INSERT and DELETE statements are allowed.".into()));
             }
         }
-        if batch_timestamp.is_some() && batch_type == BatchType::Counter {
-            return Err(Error::Invalid(
-                "Cannot provide custom timestamp for counter BATCH".into(),
-            ));
+        let ks_of = |c: &BatchChild<'_>| c.keyspace.clone().or_else(|| opts.keyspace.clone());
+        for c in children {
+            self.conditional_table(c.statement, client, ks_of(c).as_deref())?;
         }
-        let own_timestamp = |s: &Statement| match s {
-            Statement::Insert(i) => i.using.timestamp.is_some(),
-            Statement::Update(u) => u.using.timestamp.is_some(),
-            Statement::Delete(d) => d.using.timestamp.is_some(),
-            _ => false,
-        };
-        if batch_timestamp.is_some() && children.iter().any(|c| own_timestamp(c.statement)) {
-            return Err(Error::Invalid(
-                "Timestamp must be set either on BATCH or individual statements".into(),
-            ));
-        }
+        let keyspaces: Vec<Option<String>> = children.iter().map(ks_of).collect();
+        let statements: Vec<(&Statement, Option<&str>)> = children
+            .iter()
+            .zip(&keyspaces)
+            .map(|(c, ks)| (c.statement, ks.as_deref()))
+            .collect();
+        self.validate_batch(batch_type, batch_timestamp.is_some(), &statements, client)?;
         let ts = batch_timestamp.unwrap_or(default_ts);
-        let conditional = children.iter().any(|c| has_conditions(c.statement));
-        if conditional && batch_timestamp.is_some() {
-            return Err(Error::Invalid(
-                "Cannot provide custom timestamp for conditional BATCH".into(),
-            ));
+        if children.iter().any(|c| has_conditions(c.statement)) {
+            return self
+                .execute_cas(children, client, opts, ts, now, Some(batch_type))
+                .await;
         }
         let mut all: Vec<Mutation> = Vec::new();
         let mut ks = String::new();
-        let mut checks: Vec<(
-            Arc<TableMetadata>,
-            Conditions,
-            &BatchChild<'_>,
-            Vec<Mutation>,
-        )> = Vec::new();
         for c in children {
             let ks_opt = c.keyspace.as_deref().or(opts.keyspace.as_deref());
-            let condition = if conditional {
-                self.conditional_table(c.statement, client, ks_opt)?
-            } else {
-                None
-            };
             let (k, muts) = self
                 .mutations_of(c.statement, client, ks_opt, c.ev, ts, now, opts.consistency)
                 .await?;
             ks = k;
-            if let Some((t, cond)) = condition {
-                checks.push((t, cond, c, muts.clone()));
-            }
             all.extend(muts);
         }
-        if !conditional {
-            return self
-                .apply_batch(batch_type, &ks, all, opts.consistency)
-                .await;
+        self.apply_batch(batch_type, &ks, all, opts.consistency)
+            .await
+    }
+
+    /// Cassandra's `BatchStatement.validate()`: the rules on what a batch
+    /// may hold, checked in its order once every statement's table is
+    /// known. At PREPARE for `BEGIN BATCH`, at execution for the BATCH
+    /// message.
+    fn validate_batch(
+        &self,
+        batch_type: BatchType,
+        batch_timestamp: bool,
+        statements: &[(&Statement, Option<&str>)],
+        client: &ClientState,
+    ) -> Result<()> {
+        let mut tables = Vec::with_capacity(statements.len());
+        for (s, ks) in statements {
+            if let Some(name) = statement_table(s) {
+                tables.push(self.table(name, client, *ks)?);
+            }
         }
-        // a conditional batch: one partition of one table, applied as one
-        // lightweight transaction if every condition holds
-        let Some(first) = all.first().map(|m| (m.table_id, m.key.clone())) else {
-            return Ok(Outcome::void());
-        };
-        if all.iter().any(|m| m.table_id != first.0) {
+        let conditional = statements.iter().any(|(s, _)| has_conditions(s));
+        if batch_timestamp {
+            if conditional {
+                return Err(Error::Invalid(
+                    "Cannot provide custom timestamp for conditional BATCH".into(),
+                ));
+            }
+            if batch_type == BatchType::Counter {
+                return Err(Error::Invalid(
+                    "Cannot provide custom timestamp for counter BATCH".into(),
+                ));
+            }
+            if statements.iter().any(|(s, _)| own_timestamp(s)) {
+                return Err(Error::Invalid(
+                    "Timestamp must be set either on BATCH or individual statements".into(),
+                ));
+            }
+        }
+        let has_counters = tables.iter().any(|t| t.is_counter);
+        let has_non_counters = tables.iter().any(|t| !t.is_counter);
+        if batch_timestamp && has_counters {
+            return Err(Error::Invalid(
+                "Cannot provide custom timestamp for a BATCH containing counters".into(),
+            ));
+        }
+        if batch_type == BatchType::Counter && has_non_counters {
+            return Err(Error::Invalid(
+                "Cannot include non-counter statement in a counter batch".into(),
+            ));
+        }
+        if has_counters && has_non_counters {
+            return Err(Error::Invalid(
+                "Counter and non-counter mutations cannot exist in the same batch".into(),
+            ));
+        }
+        if batch_type == BatchType::Logged && has_counters {
+            return Err(Error::Invalid(
+                "Cannot include a counter statement in a logged batch".into(),
+            ));
+        }
+        if conditional
+            && tables
+                .windows(2)
+                .any(|w| w[0].keyspace != w[1].keyspace || w[0].name != w[1].name)
+        {
             return Err(Error::Invalid(
                 "Batch with conditions cannot span multiple tables".into(),
             ));
         }
-        if all.iter().any(|m| m.key != first.1) {
-            return Err(Error::Invalid(
-                "Batch with conditions cannot span multiple partitions".into(),
-            ));
-        }
-        let schema = self.schema();
-        let Some(table) = schema.table_by_id(first.0).cloned() else {
-            return Ok(Outcome::void());
-        };
-        self.check_batch(batch_type, &ks, &all)?;
-        let serial = opts.serial_consistency.unwrap_or(Consistency::Serial);
-        self.proxy
-            .cas(
-                &table,
-                first.1.clone(),
-                serial,
-                opts.consistency,
-                |current, now| {
-                    let current = current.map(|mut p| {
-                        p.resolve(now);
-                        p
-                    });
-                    let mut applied = true;
-                    let mut wildcard = false;
-                    let mut shown: Vec<String> = Vec::new();
-                    let mut rows: Vec<Option<sibyl_db::ClusteringKey>> = Vec::new();
-                    for (t, cond, c, muts) in &checks {
-                        let Some(m) = muts.first() else { continue };
-                        let ck = condition_row(t, m);
-                        let check = check_conditions(
-                            t,
-                            cond,
-                            current.as_ref(),
-                            &m.key,
-                            ck.as_ref(),
-                            c.ev,
-                            now,
-                        )?;
-                        applied &= check.applied;
-                        wildcard |= matches!(cond, Conditions::Exists | Conditions::NotExists);
-                        for col in check.shown {
-                            if !shown.contains(&col.name) {
-                                shown.push(col.name.clone());
-                            }
-                        }
-                        if !rows.contains(&ck) {
-                            rows.push(ck);
-                        }
-                    }
-                    if applied {
-                        return Ok::<_, Error>((applied_outcome(&table, true), all));
-                    }
-                    let writes_static = all.iter().any(|m| m.update.static_row.is_some());
-                    Ok((
-                        batch_failure(
-                            &table,
-                            current.as_ref(),
-                            &first.1,
-                            &rows,
-                            wildcard && !writes_static,
-                            wildcard,
-                            &shown,
-                            now,
-                        ),
-                        Vec::new(),
-                    ))
-                },
-            )
-            .await
+        Ok(())
     }
 
     /// Cassandra's rules on what a batch may hold, and its size warnings.
@@ -987,51 +976,108 @@ impl QueryProcessor {
 
     // ---------- lightweight transactions ----------
 
-    /// The table and conditions of a conditional statement, checked as
-    /// Cassandra does; `None` for a statement without conditions.
+    /// The table of a conditional statement after the checks Cassandra
+    /// makes when it prepares one (`ModificationStatement.Parsed.prepare`,
+    /// `ColumnCondition.Raw.prepare` and the statement's constructor), in
+    /// their order; `None` for a statement without conditions. Run at
+    /// PREPARE and again before executing.
     fn conditional_table(
         &self,
         st: &Statement,
         client: &ClientState,
         ks_opt: Option<&str>,
-    ) -> Result<Option<(Arc<TableMetadata>, Conditions)>> {
-        let (name, cond) = match st {
-            Statement::Insert(i) if i.if_not_exists => (&i.table, Conditions::NotExists),
+    ) -> Result<Option<Arc<TableMetadata>>> {
+        let not_exists = Conditions::NotExists;
+        let (name, cond, using) = match st {
+            Statement::Insert(i) if i.if_not_exists => (&i.table, &not_exists, &i.using),
             Statement::Update(u) if u.conditions != Conditions::None => {
-                (&u.table, u.conditions.clone())
+                (&u.table, &u.conditions, &u.using)
             }
             Statement::Delete(d) if d.conditions != Conditions::None => {
-                (&d.table, d.conditions.clone())
+                (&d.table, &d.conditions, &d.using)
             }
             _ => return Ok(None),
         };
         let t = self.table(name, client, ks_opt)?;
-        let where_clause = match st {
-            Statement::Update(u) => u.where_clause.as_slice(),
-            Statement::Delete(d) => d.where_clause.as_slice(),
-            _ => &[],
-        };
-        if where_clause.iter().any(|r| {
-            r.op == Operator::In && matches!(&r.lhs, RelationLhs::Column(c) if t.column(c).is_some_and(|c| c.kind == ColumnKind::PartitionKey))
-        }) {
-            return Err(Error::Invalid("IN on the partition key is not supported with conditional updates".into()));
+        let custom_timestamp =
+            || Error::Invalid("Cannot provide custom timestamp for conditional updates".into());
+        if let Conditions::Columns(conds) = cond {
+            if using.timestamp.is_some() {
+                return Err(custom_timestamp());
+            }
+            for c in conds {
+                let col = condition_column(&t, c)?;
+                if col.typ.is_counter() {
+                    return Err(Error::Invalid(
+                        "Conditions on counters are not supported".into(),
+                    ));
+                }
+                if let ColumnTarget::Element(..) = &c.target {
+                    match col.typ.unfrozen() {
+                        CqlType::List(_) | CqlType::Map(..) => {}
+                        CqlType::Set(_) => {
+                            return Err(Error::Invalid(format!(
+                                "Invalid element access syntax for set column {}",
+                                col.name
+                            )))
+                        }
+                        _ => {
+                            return Err(Error::Invalid(format!(
+                                "Invalid element access syntax for non-collection column {}",
+                                col.name
+                            )))
+                        }
+                    }
+                }
+                if col.kind.is_primary_key() {
+                    return Err(Error::Invalid(format!(
+                        "PRIMARY KEY column '{}' cannot have IF conditions",
+                        col.name
+                    )));
+                }
+            }
         }
         if t.is_counter {
-            return Err(Error::Invalid(if matches!(cond, Conditions::Columns(_)) {
-                "Conditions on counters are not supported".into()
-            } else {
-                "Conditional updates are not supported on counter tables".into()
-            }));
-        }
-        if matches!(st, Statement::Insert(i) if i.using.timestamp.is_some())
-            || matches!(st, Statement::Update(u) if u.using.timestamp.is_some())
-            || matches!(st, Statement::Delete(d) if d.using.timestamp.is_some())
-        {
             return Err(Error::Invalid(
-                "Cannot provide custom timestamp for conditional updates".into(),
+                "Conditional updates are not supported on counter tables".into(),
             ));
         }
-        Ok(Some((t, cond)))
+        if using.timestamp.is_some() {
+            return Err(custom_timestamp());
+        }
+        Ok(Some(t))
+    }
+
+    /// The checks Cassandra makes when it prepares a statement with
+    /// conditions, or a batch: those of each conditional statement, then
+    /// (after `describe_binds`, `batch` set) those of the batch.
+    fn check_prepared_conditions(
+        &self,
+        st: &Statement,
+        client: &ClientState,
+        ks: Option<&str>,
+        batch: bool,
+    ) -> Result<()> {
+        match st {
+            Statement::Batch(b) if batch => {
+                let statements: Vec<(&Statement, Option<&str>)> =
+                    b.statements.iter().map(|s| (s, ks)).collect();
+                self.validate_batch(
+                    b.batch_type,
+                    b.using.timestamp.is_some(),
+                    &statements,
+                    client,
+                )
+            }
+            Statement::Batch(b) => {
+                for s in &b.statements {
+                    self.conditional_table(s, client, ks)?;
+                }
+                Ok(())
+            }
+            _ if batch => Ok(()),
+            _ => self.conditional_table(st, client, ks).map(|_| ()),
+        }
     }
 
     /// A conditional statement: its conditions are checked against the
@@ -1048,54 +1094,126 @@ impl QueryProcessor {
         default_ts: i64,
         now: i32,
     ) -> Result<Option<Outcome>> {
-        let ks_opt = opts.keyspace.as_deref();
-        let Some((t, cond)) = self.conditional_table(st, client, ks_opt)? else {
+        if self
+            .conditional_table(st, client, opts.keyspace.as_deref())?
+            .is_none()
+        {
             return Ok(None);
+        }
+        let child = BatchChild {
+            statement: st,
+            ev,
+            keyspace: None,
         };
-        let (_, muts) = self
-            .mutations_of(st, client, ks_opt, ev, default_ts, now, opts.consistency)
-            .await?;
-        let Some(m) = muts.first() else {
-            return Ok(Some(Outcome::void()));
-        };
-        let key = m.key.clone();
-        let ck = condition_row(&t, m);
-        let serial = opts.serial_consistency.unwrap_or(Consistency::Serial);
-        let out = self
-            .proxy
-            .cas(&t, key.clone(), serial, opts.consistency, |current, now| {
-                let current = current.map(|mut p| {
-                    p.resolve(now);
-                    p
+        self.execute_cas(
+            std::slice::from_ref(&child),
+            client,
+            opts,
+            default_ts,
+            now,
+            None,
+        )
+        .await
+        .map(Some)
+    }
+
+    /// One lightweight transaction: a conditional statement (`batch`
+    /// `None`) or a batch with conditions. Cassandra's `makeCasRequest` of
+    /// `ModificationStatement` and `BatchStatement`: statement by
+    /// statement, the partition key (no IN, one partition), the clustering
+    /// (no IN), then its conditions join those of the same row; then
+    /// `StorageProxy.cas` reads the partition, checks every condition and
+    /// writes all the statements' updates at the transaction's timestamp if
+    /// they hold, or answers with the rows the conditions were checked on.
+    async fn execute_cas(
+        &self,
+        children: &[BatchChild<'_>],
+        client: &ClientState,
+        opts: &QueryOptions,
+        ts: i64,
+        now: i32,
+        batch: Option<BatchType>,
+    ) -> Result<Outcome> {
+        let mut request: Option<CasRequest<'_>> = None;
+        let mut all: Vec<Mutation> = Vec::new();
+        for c in children {
+            let ks_opt = c.keyspace.as_deref().or(opts.keyspace.as_deref());
+            let (_, muts) = self
+                .mutations_of(c.statement, client, ks_opt, c.ev, ts, now, opts.consistency)
+                .await?;
+            let Some(name) = statement_table(c.statement) else {
+                continue;
+            };
+            let t = self.table(name, client, ks_opt)?;
+            let kind = if matches!(c.statement, Statement::Delete(_)) {
+                "deletions"
+            } else {
+                "updates"
+            };
+            if key_is_in(&t, c.statement) {
+                return Err(if batch.is_some() {
+                    // Cassandra throws an IllegalArgumentException here
+                    Error::Server("java.lang.IllegalArgumentException: Batch with conditions cannot span multiple partitions (you cannot use IN on the partition key)".into())
+                } else {
+                    Error::Invalid(format!(
+                        "IN on the partition key is not supported with conditional {kind}"
+                    ))
                 });
-                let check =
-                    check_conditions(&t, &cond, current.as_ref(), &key, ck.as_ref(), ev, now)?;
-                let mut columns = vec![applied_spec(&t)];
-                let mut row_out = vec![Some(Bytes::copy_from_slice(&[check.applied as u8]))];
-                if check.applied {
-                    return Ok::<_, Error>((rows_outcome(columns, vec![row_out]), muts));
-                }
-                if check.exists || matches!(cond, Conditions::Columns(_)) {
-                    for (c, v) in check.shown.iter().zip(check.values) {
-                        if !check.exists
-                            && c.kind != ColumnKind::Static
-                            && matches!(cond, Conditions::Columns(_))
-                        {
-                            continue;
-                        }
-                        columns.push(ColumnSpec {
-                            keyspace: t.keyspace.clone(),
-                            table: t.name.clone(),
-                            name: c.name.clone(),
-                            typ: c.typ.clone(),
-                        });
-                        row_out.push(v);
+            }
+            if let Some(m) = muts.first() {
+                match &request {
+                    None => request = Some(CasRequest::new(t.clone(), m.key.clone())),
+                    Some(r) if r.key.key != m.key.key => {
+                        return Err(Error::Invalid(
+                            "Batch with conditions cannot span multiple partitions".into(),
+                        ))
                     }
+                    Some(_) => {}
                 }
-                Ok((rows_outcome(columns, vec![row_out]), Vec::new()))
-            })
-            .await?;
-        Ok(Some(out))
+            }
+            if clustering_is_in(&t, c.statement) {
+                return Err(Error::Invalid(format!(
+                    "IN on the clustering key columns is not supported with conditional {kind}"
+                )));
+            }
+            if let Some(r) = request.as_mut() {
+                r.add_statement(&t, c, &muts)?;
+            }
+            all.extend(muts);
+        }
+        let Some(request) = request else {
+            return Ok(Outcome::void());
+        };
+        let table = request.table.clone();
+        if let Some(batch_type) = batch {
+            self.check_batch(batch_type, &table.keyspace, &all)?;
+        }
+        let serial = opts.serial_consistency.unwrap_or(Consistency::Serial);
+        self.proxy
+            .cas(
+                &table,
+                request.key.clone(),
+                serial,
+                opts.consistency,
+                |current, now| {
+                    let current = current.map(|mut p| {
+                        p.resolve(now);
+                        p
+                    });
+                    let read = request.read(current.as_ref(), now);
+                    if request.applies(&read, now)? {
+                        // Paxos writes every update at the ballot's
+                        // timestamp, deletions just before it
+                        let ballot = now_micros();
+                        for m in &mut all {
+                            cas_timestamps(m, ballot);
+                        }
+                        return Ok::<_, Error>((applied_outcome(&table, true), all));
+                    }
+                    Ok((request.failure(&read, batch.is_some(), now), Vec::new()))
+                },
+            )
+            .await
     }
 
     // ---------- schema changes ----------
@@ -1841,19 +1959,6 @@ pub struct BatchChild<'a> {
     pub keyspace: Option<String>,
 }
 
-/// The row a conditional statement's conditions are about (`None`: the
-/// static row).
-fn condition_row(t: &TableMetadata, m: &Mutation) -> Option<sibyl_db::ClusteringKey> {
-    if t.clustering_count == 0 {
-        Some(sibyl_db::ClusteringKey::row(
-            Vec::new(),
-            t.comparator.clone(),
-        ))
-    } else {
-        m.update.rows.keys().next().cloned()
-    }
-}
-
 fn applied_spec(t: &TableMetadata) -> ColumnSpec {
     ColumnSpec {
         keyspace: t.keyspace.clone(),
@@ -1884,246 +1989,697 @@ fn applied_outcome(t: &TableMetadata, applied: bool) -> Outcome {
     )
 }
 
-/// The value of column `c` in row `ck` (`None`: the static row) of a
-/// resolved partition.
-fn current_value(
-    t: &TableMetadata,
-    c: &ColumnMetadata,
-    current: Option<&Partition>,
-    key: &DecoratedKey,
-    ck: Option<&sibyl_db::ClusteringKey>,
-    now: i32,
-) -> Option<Bytes> {
-    match c.kind {
-        ColumnKind::PartitionKey => split_partition_key(&key.key, t.partition_key_count)
-            .get(c.position as usize)
-            .cloned(),
-        ColumnKind::Clustering => ck.and_then(|k| k.values.get(c.position as usize).cloned()),
-        ColumnKind::Static => current
-            .and_then(|p| p.static_row.as_ref())
-            .and_then(|r| sibyl_db::cells::column_value(r, &c.name, &c.typ, now)),
-        ColumnKind::Regular => current
-            .and_then(|p| ck.and_then(|ck| p.rows.get(ck)))
-            .and_then(|r| sibyl_db::cells::column_value(r, &c.name, &c.typ, now)),
+/// The table a modification statement writes to.
+fn statement_table(s: &Statement) -> Option<&QualifiedName> {
+    match s {
+        Statement::Insert(i) => Some(&i.table),
+        Statement::Update(u) => Some(&u.table),
+        Statement::Delete(d) => Some(&d.table),
+        _ => None,
     }
 }
 
-/// What checking a statement's conditions found.
-struct CasCheck<'t> {
-    applied: bool,
-    /// Whether the conditions' row exists.
-    exists: bool,
-    /// The columns a failed check shows, with their current values.
-    shown: Vec<&'t ColumnMetadata>,
-    values: Vec<Option<Bytes>>,
+/// The terms of a statement's conditions, each with the name and type
+/// Cassandra gives its bind markers (`ColumnCondition.Raw.prepare`: the
+/// column, `idx(l)`, `key(m)`, `value(m)`, `in(c)`, `c.field`).
+fn condition_terms(t: &TableMetadata, conds: &Conditions) -> Vec<(Term, String, CqlType)> {
+    let Conditions::Columns(conds) = conds else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for c in conds {
+        let Some(col) = t.column(c.target.column()) else {
+            continue;
+        };
+        let name = &col.name;
+        let (spec_name, typ) = match (&c.target, col.typ.unfrozen()) {
+            (ColumnTarget::Element(_, idx), CqlType::List(e)) => {
+                out.push((idx.clone(), format!("idx({name})"), CqlType::Int));
+                (format!("value({name})"), e.as_ref().clone())
+            }
+            (ColumnTarget::Element(_, key), CqlType::Map(k, v)) => {
+                out.push((key.clone(), format!("key({name})"), k.as_ref().clone()));
+                (format!("value({name})"), v.as_ref().clone())
+            }
+            (ColumnTarget::Field(_, f), CqlType::Udt(u)) => (
+                format!("{name}.{f}"),
+                u.fields
+                    .iter()
+                    .find(|(n, _)| n == f)
+                    .map(|(_, t)| t.clone())
+                    .unwrap_or(CqlType::Blob),
+            ),
+            (_, CqlType::List(e) | CqlType::Set(e)) if c.op == Operator::Contains => {
+                (format!("value({name})"), e.as_ref().clone())
+            }
+            (_, CqlType::Map(_, v)) if c.op == Operator::Contains => {
+                (format!("value({name})"), v.as_ref().clone())
+            }
+            (_, CqlType::Map(k, _)) if c.op == Operator::ContainsKey => {
+                (format!("key({name})"), k.as_ref().clone())
+            }
+            _ => (name.clone(), col.typ.clone()),
+        };
+        match &c.rhs {
+            RelationRhs::Term(term) => out.push((term.clone(), spec_name, typ)),
+            RelationRhs::InList(items) => {
+                for it in items {
+                    out.push((it.clone(), spec_name.clone(), typ.clone()));
+                }
+            }
+            RelationRhs::InMarker(m) => out.push((
+                Term::Bind(m.clone()),
+                format!("in({spec_name})"),
+                CqlType::List(Box::new(typ)),
+            )),
+            RelationRhs::NotNull => {}
+        }
+    }
+    out
 }
 
-/// Checks a statement's conditions against the current (resolved)
-/// partition.
-fn check_conditions<'t>(
-    t: &'t TableMetadata,
-    cond: &Conditions,
-    current: Option<&Partition>,
-    key: &DecoratedKey,
-    ck: Option<&sibyl_db::ClusteringKey>,
-    ev: &Eval<'_>,
-    now: i32,
-) -> Result<CasCheck<'t>> {
-    let row = match (current, ck) {
-        (Some(p), Some(ck)) => p.rows.get(ck).cloned(),
-        (Some(p), None) => p.static_row.clone(),
-        _ => None,
-    };
-    let exists = row.as_ref().map(|r| r.is_live(now)).unwrap_or(false);
-    let value_of = |c: &ColumnMetadata| current_value(t, c, current, key, ck, now);
-    let (applied, shown): (bool, Vec<&ColumnMetadata>) = match &cond {
-        Conditions::NotExists => (!exists, t.columns.iter().collect()),
-        Conditions::Exists => (exists, t.columns.iter().collect()),
-        Conditions::Columns(conds) => {
-            let mut ok = true;
-            let mut shown = Vec::new();
-            for c in conds {
-                let col = t.column(c.target.column()).ok_or_else(|| {
-                    Error::Invalid(format!(
-                        "Undefined column name {} in table {}.{}",
-                        c.target.column(),
-                        t.keyspace,
-                        t.name
-                    ))
-                })?;
-                if !shown.iter().any(|s: &&ColumnMetadata| s.name == col.name) {
-                    shown.push(col);
-                }
-                let mut cur = if exists || col.kind == ColumnKind::Static {
-                    value_of(col)
-                } else {
-                    None
-                };
-                let mut typ = col.typ.clone();
-                if let sibyl_cql::ColumnTarget::Element(_, key) = &c.target {
-                    // `l[i] op v`, `m[k] op v`: the element is compared
-                    let (key_t, elem_t) = match col.typ.unfrozen() {
-                            CqlType::List(e) => (CqlType::Int, e.as_ref().clone()),
-                            CqlType::Map(k, v) => (k.as_ref().clone(), v.as_ref().clone()),
-                            other => return Err(Error::Invalid(format!("Invalid element access syntax for non-collection column {} of type {other}", col.name))),
-                        };
-                    let k = match ev.value(key, &key_t, &format!("key({})", col.name))? {
-                        crate::terms::Val::Set(b) => b,
-                        _ => {
-                            return Err(Error::Invalid(format!(
-                                "Invalid null value for {} element access",
-                                col.name
-                            )))
-                        }
-                    };
-                    cur = cur.and_then(|v| match col.typ.unfrozen() {
-                        CqlType::List(_) => {
-                            let i = <[u8; 4]>::try_from(k.as_ref())
-                                .map(i32::from_be_bytes)
-                                .unwrap_or(-1);
-                            sibyl_types::value::deserialize_collection(&v)
-                                .ok()
-                                .and_then(|l| {
-                                    usize::try_from(i).ok().and_then(|i| l.get(i).cloned())
-                                })
-                        }
-                        _ => sibyl_types::value::deserialize_map(&v).ok().and_then(|p| {
-                            p.into_iter()
-                                .find(|(x, _)| key_t.compare(x, &k) == std::cmp::Ordering::Equal)
-                                .map(|(_, x)| x)
-                        }),
-                    });
-                    typ = elem_t;
-                }
-                let rel = Relation {
-                    lhs: RelationLhs::Column(col.name.clone()),
-                    op: c.op,
-                    rhs: c.rhs.clone(),
-                };
-                let vals = match &rel.rhs {
-                    RelationRhs::Term(Term::Null) => None,
-                    _ => {
-                        let r = crate::restrictions::analyse_condition_values(
-                            ev, &rel, &col.name, &typ,
-                        )?;
-                        Some(r)
-                    }
-                };
-                let pass = match vals {
-                    None => match c.op {
-                        Operator::Eq => cur.is_none(),
-                        Operator::Ne => cur.is_some(),
-                        _ => false,
-                    },
-                    Some(vals) => {
-                        let f = crate::restrictions::Filter {
-                            column: 0,
-                            op: c.op,
-                            values: vals,
-                            key: None,
-                        };
-                        crate::restrictions::filter_matches(&f, &typ, cur.as_ref())
-                    }
-                };
-                ok &= pass;
-            }
-            (ok, shown)
-        }
-        Conditions::None => (true, Vec::new()),
-    };
-    let values = shown.iter().map(|c| value_of(c)).collect();
-    Ok(CasCheck {
-        applied,
-        exists,
-        shown,
-        values,
+/// Whether a statement has its own `USING TIMESTAMP`.
+fn own_timestamp(s: &Statement) -> bool {
+    match s {
+        Statement::Insert(i) => i.using.timestamp.is_some(),
+        Statement::Update(u) => u.using.timestamp.is_some(),
+        Statement::Delete(d) => d.using.timestamp.is_some(),
+        _ => false,
+    }
+}
+
+fn where_of(s: &Statement) -> &[Relation] {
+    match s {
+        Statement::Update(u) => &u.where_clause,
+        Statement::Delete(d) => &d.where_clause,
+        _ => &[],
+    }
+}
+
+/// An IN restriction: as in Cassandra, `IN` with a single value is an
+/// equality (`SingleColumnRelation.newINRestriction`), `IN ?` is not.
+fn is_in(r: &Relation) -> bool {
+    r.op == Operator::In && !matches!(&r.rhs, RelationRhs::InList(items) if items.len() == 1)
+}
+
+/// `restrictions.keyIsInRelation()`.
+fn key_is_in(t: &TableMetadata, s: &Statement) -> bool {
+    where_of(s).iter().any(|r| {
+        is_in(r)
+            && matches!(&r.lhs, RelationLhs::Column(c)
+                if t.column(c).is_some_and(|c| c.kind == ColumnKind::PartitionKey))
     })
 }
 
-/// The answer of a conditional batch whose conditions failed (Cassandra's
-/// `buildCasFailureResultSet` for batches, checked against 5.0.4 in
-/// `tests/golden/conditional_batches.json`): `[applied]` false, then the
-/// primary key columns and the columns with conditions in order of first
-/// appearance (every column when a condition is IF EXISTS or IF NOT
-/// EXISTS), one row per existing row the conditions are about, in
-/// clustering order, static values merged in. A condition on static columns
-/// only is about the partition's first row. With every column, static
-/// columns read as null unless the batch writes one (`null_statics`).
-#[allow(clippy::too_many_arguments)]
-fn batch_failure(
-    t: &TableMetadata,
-    current: Option<&Partition>,
-    key: &DecoratedKey,
-    rows: &[Option<sibyl_db::ClusteringKey>],
-    null_statics: bool,
-    wildcard: bool,
-    shown: &[String],
-    now: i32,
-) -> Outcome {
-    let mut columns: Vec<&ColumnMetadata> = Vec::new();
-    if wildcard {
-        columns.extend(t.columns.iter());
-    } else {
-        columns.extend(t.columns.iter().filter(|c| c.kind.is_primary_key()));
-        for name in shown {
-            if let Some(c) = t.column(name) {
-                if !columns.iter().any(|x| x.name == c.name) {
-                    columns.push(c);
-                }
+/// `restrictions.clusteringKeyRestrictionsHasIN()`.
+fn clustering_is_in(t: &TableMetadata, s: &Statement) -> bool {
+    where_of(s).iter().any(|r| {
+        is_in(r)
+            && match &r.lhs {
+                RelationLhs::Column(c) => t
+                    .column(c)
+                    .is_some_and(|c| c.kind == ColumnKind::Clustering),
+                RelationLhs::Columns(_) => true,
+                _ => false,
             }
-        }
-    }
-    let mut specs = vec![applied_spec(t)];
-    specs.extend(columns.iter().map(|c| ColumnSpec {
-        keyspace: t.keyspace.clone(),
-        table: t.name.clone(),
-        name: c.name.clone(),
-        typ: c.typ.clone(),
-    }));
-    // the rows the conditions are about, as they exist now; `None` in the
-    // list: a partition holding only static data
-    let live_row = |ck: &sibyl_db::ClusteringKey| {
-        current
-            .and_then(|p| p.rows.get(ck))
-            .is_some_and(|r| r.is_live(now))
+    })
+}
+
+/// The columns a statement writes (Cassandra's operations), as (any
+/// regular, any static).
+fn written_kinds(t: &TableMetadata, s: &Statement) -> (bool, bool) {
+    let kinds: Vec<ColumnKind> = match s {
+        Statement::Insert(i) if i.json.is_some() => t.columns.iter().map(|c| c.kind).collect(),
+        Statement::Insert(i) => i
+            .columns
+            .iter()
+            .filter_map(|c| t.column(c).map(|c| c.kind))
+            .collect(),
+        Statement::Update(u) => u
+            .assignments
+            .iter()
+            .filter_map(|a| t.column(a.target.column()).map(|c| c.kind))
+            .collect(),
+        Statement::Delete(d) => d
+            .columns
+            .iter()
+            .filter_map(|c| t.column(c.column()).map(|c| c.kind))
+            .collect(),
+        _ => Vec::new(),
     };
-    let mut existing: Vec<Option<sibyl_db::ClusteringKey>> = Vec::new();
-    for r in rows {
-        let found = match r {
-            Some(ck) => live_row(ck).then(|| Some(ck.clone())),
-            None => match current {
-                Some(p) => match p.rows.iter().find(|(ck, r)| r.is_live(now) && live_row(ck)) {
-                    Some((ck, _)) => Some(Some(ck.clone())),
-                    None => p.static_row.as_ref().map(|_| None),
-                },
-                None => None,
-            },
+    (
+        kinds.contains(&ColumnKind::Regular),
+        kinds.contains(&ColumnKind::Static),
+    )
+}
+
+/// Whether a statement restricts the clustering columns (an INSERT: names
+/// one).
+fn restricts_clustering(t: &TableMetadata, s: &Statement) -> bool {
+    match s {
+        Statement::Insert(i) => {
+            i.json.is_some()
+                || i.columns.iter().any(|c| {
+                    t.column(c)
+                        .is_some_and(|c| c.kind == ColumnKind::Clustering)
+                })
+        }
+        _ => where_of(s).iter().any(|r| match &r.lhs {
+            RelationLhs::Column(c) => t
+                .column(c)
+                .is_some_and(|c| c.kind == ColumnKind::Clustering),
+            RelationLhs::Columns(_) => true,
+            _ => false,
+        }),
+    }
+}
+
+/// The columns a statement's update reads first (list operations by index
+/// or removal): Cassandra reads them with the conditions' columns.
+fn read_before_write(t: &TableMetadata, s: &Statement) -> Vec<String> {
+    let is_list = |c: &str| {
+        t.column(c)
+            .is_some_and(|c| matches!(c.typ.unfrozen(), CqlType::List(_)))
+    };
+    match s {
+        Statement::Update(u) => u
+            .assignments
+            .iter()
+            .filter(|a| {
+                is_list(a.target.column())
+                    && (matches!(a.target, ColumnTarget::Element(..))
+                        || matches!(a.op, AssignOp::Remove(_)))
+            })
+            .map(|a| a.target.column().to_string())
+            .collect(),
+        Statement::Delete(d) => d
+            .columns
+            .iter()
+            .filter(|c| is_list(c.column()) && matches!(c, ColumnTarget::Element(..)))
+            .map(|c| c.column().to_string())
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The column of a condition, or Cassandra's error for an unknown one.
+fn condition_column<'t>(t: &'t TableMetadata, c: &Condition) -> Result<&'t ColumnMetadata> {
+    t.column(c.target.column()).ok_or_else(|| {
+        Error::Invalid(format!(
+            "Undefined column name {} in table {}.{}",
+            c.target.column(),
+            t.keyspace,
+            t.name
+        ))
+    })
+}
+
+/// Where conditions apply: a row, or the static row.
+enum CasRow {
+    Static,
+    Row(sibyl_db::ClusteringKey),
+}
+
+/// The conditions on one row of a lightweight transaction (Cassandra's
+/// `CQL3CasRequest.RowCondition`): column conditions keep the values of
+/// their statement.
+enum RowCondition<'a> {
+    NotExists,
+    Exists,
+    Columns(Vec<(&'a Condition, &'a Eval<'a>)>),
+}
+
+/// What a lightweight transaction checks (Cassandra's `CQL3CasRequest`, and
+/// the result columns of `makeCasRequest`).
+struct CasRequest<'a> {
+    table: Arc<TableMetadata>,
+    key: DecoratedKey,
+    static_condition: Option<RowCondition<'a>>,
+    /// by row, in clustering order
+    conditions: BTreeMap<sibyl_db::ClusteringKey, RowCondition<'a>>,
+    /// Whether a statement writes regular rows (any statement) or the
+    /// static row (a conditional statement): then every regular (static)
+    /// column is read, otherwise only those of `condition_columns`.
+    updates_regular_rows: bool,
+    updates_static_row: bool,
+    condition_columns: Vec<String>,
+    /// The columns of the conditions, in statement order, each statement's
+    /// regular columns before its static ones; `None` (every column) once
+    /// a statement says IF EXISTS or IF NOT EXISTS.
+    shown: Option<Vec<String>>,
+}
+
+/// The partition as the transaction's read sees it: the static row if it
+/// has a live column read, and the rows read (those of the conditions that
+/// exist, or, with conditions on the static row only, the first row).
+struct CasRead<'p> {
+    static_row: Option<&'p sibyl_db::Row>,
+    rows: Vec<(sibyl_db::ClusteringKey, &'p sibyl_db::Row)>,
+}
+
+fn data_is_live(d: &sibyl_db::ColumnData, now: i32) -> bool {
+    match d {
+        sibyl_db::ColumnData::Simple(c) | sibyl_db::ColumnData::Counter(c) => c.is_live(now),
+        sibyl_db::ColumnData::Complex { cells, .. } => cells.values().any(|c| c.is_live(now)),
+    }
+}
+
+impl<'a> CasRequest<'a> {
+    fn new(table: Arc<TableMetadata>, key: DecoratedKey) -> Self {
+        CasRequest {
+            table,
+            key,
+            static_condition: None,
+            conditions: BTreeMap::new(),
+            updates_regular_rows: false,
+            updates_static_row: false,
+            condition_columns: Vec::new(),
+            shown: Some(Vec::new()),
+        }
+    }
+
+    /// A statement of the transaction (its mutations built): where its
+    /// conditions apply (`createClustering`: the static row for a
+    /// statement on static columns only that names no clustering), and
+    /// what they add.
+    fn add_statement(
+        &mut self,
+        t: &TableMetadata,
+        c: &BatchChild<'a>,
+        muts: &[Mutation],
+    ) -> Result<()> {
+        let s: &'a Statement = c.statement;
+        let restricted = restricts_clustering(t, s);
+        self.updates_regular_rows |= t.clustering_count == 0 || restricted;
+        let not_exists = Conditions::NotExists;
+        let cond: &Conditions = match s {
+            Statement::Insert(i) if i.if_not_exists => &not_exists,
+            Statement::Update(u) if u.conditions != Conditions::None => &u.conditions,
+            Statement::Delete(d) if d.conditions != Conditions::None => &d.conditions,
+            _ => return Ok(()),
         };
-        if let Some(f) = found {
-            if !existing.contains(&f) {
-                existing.push(f);
+        let columns: &'a [Condition] = match s {
+            Statement::Update(u) => match &u.conditions {
+                Conditions::Columns(conds) => conds,
+                _ => &[],
+            },
+            Statement::Delete(d) => match &d.conditions {
+                Conditions::Columns(conds) => conds,
+                _ => &[],
+            },
+            _ => &[],
+        };
+        let (writes_regular, writes_static) = written_kinds(t, s);
+        self.updates_static_row |= writes_static;
+        let (mut regular, mut statics): (Vec<&'a Condition>, Vec<&'a Condition>) =
+            (Vec::new(), Vec::new());
+        for x in columns {
+            if condition_column(t, x)?.kind == ColumnKind::Static {
+                statics.push(x);
+            } else {
+                regular.push(x);
+            }
+        }
+        let only_static =
+            !writes_regular && regular.is_empty() && (writes_static || !statics.is_empty());
+        let row = if only_static && !restricted {
+            CasRow::Static
+        } else {
+            let empty = || sibyl_db::ClusteringKey::row(Vec::new(), t.comparator.clone());
+            CasRow::Row(match s {
+                Statement::Insert(_) => muts
+                    .first()
+                    .and_then(|m| m.update.rows.keys().next().cloned())
+                    .unwrap_or_else(empty),
+                _ if t.clustering_count == 0 => empty(),
+                _ => crate::restrictions::analyse(
+                    t,
+                    where_of(s),
+                    c.ev,
+                    crate::restrictions::Purpose::Delete,
+                )?
+                .clusterings
+                .and_then(|mut cks| (cks.len() == 1).then(|| cks.remove(0)))
+                .map(|ck| sibyl_db::ClusteringKey::row(ck, t.comparator.clone()))
+                .unwrap_or_else(empty),
+            })
+        };
+        match cond {
+            Conditions::NotExists => self.add(&row, RowCondition::NotExists)?,
+            Conditions::Exists => self.add(&row, RowCondition::Exists)?,
+            _ => {
+                if !regular.is_empty() {
+                    let conds = regular.iter().map(|x| (*x, c.ev)).collect();
+                    self.add(&row, RowCondition::Columns(conds))?;
+                }
+                if !statics.is_empty() {
+                    let conds = statics.iter().map(|x| (*x, c.ev)).collect();
+                    self.add(&CasRow::Static, RowCondition::Columns(conds))?;
+                }
+            }
+        }
+        if matches!(cond, Conditions::Exists | Conditions::NotExists) {
+            self.shown = None;
+        }
+        for x in regular.iter().chain(&statics) {
+            let name = x.target.column().to_string();
+            if let Some(shown) = self.shown.as_mut() {
+                if !shown.contains(&name) {
+                    shown.push(name.clone());
+                }
+            }
+            if !self.condition_columns.contains(&name) {
+                self.condition_columns.push(name);
+            }
+        }
+        for name in read_before_write(t, s) {
+            if !self.condition_columns.contains(&name) {
+                self.condition_columns.push(name);
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds the conditions of a statement on a row to those already there
+    /// (`addExistsCondition`, `addConditions`).
+    fn add(&mut self, row: &CasRow, new: RowCondition<'a>) -> Result<()> {
+        use RowCondition::*;
+        let previous = match row {
+            CasRow::Static => self.static_condition.as_mut(),
+            CasRow::Row(ck) => self.conditions.get_mut(ck),
+        };
+        let mix = |m: &str| Err(Error::Invalid(m.into()));
+        match (previous, new) {
+            (None, new) => {
+                match row {
+                    CasRow::Static => self.static_condition = Some(new),
+                    CasRow::Row(ck) => {
+                        self.conditions.insert(ck.clone(), new);
+                    }
+                }
+                Ok(())
+            }
+            (Some(Columns(have)), Columns(more)) => {
+                have.extend(more);
+                Ok(())
+            }
+            (Some(Exists), Exists) | (Some(NotExists), NotExists) => Ok(()),
+            (Some(Exists | NotExists), Exists | NotExists) => {
+                mix("Cannot mix IF EXISTS and IF NOT EXISTS conditions for the same row")
+            }
+            (Some(Columns(_)), Exists) => {
+                mix("Cannot mix IF conditions and IF EXISTS for the same row")
+            }
+            // Cassandra says NOT EXISTS here even after IF EXISTS
+            (Some(_), _) => mix("Cannot mix IF conditions and IF NOT EXISTS for the same row"),
+        }
+    }
+
+    /// Whether the transaction's read reads column `c`
+    /// (`CQL3CasRequest.columnsToRead`).
+    fn reads(&self, c: &ColumnMetadata) -> bool {
+        match c.kind {
+            ColumnKind::Static => {
+                self.updates_static_row || self.condition_columns.contains(&c.name)
+            }
+            ColumnKind::Regular => {
+                self.updates_regular_rows || self.condition_columns.contains(&c.name)
+            }
+            _ => true,
+        }
+    }
+
+    /// Whether a row has live data among what is read.
+    fn has_live(&self, r: &sibyl_db::Row, kind: ColumnKind, now: i32) -> bool {
+        r.cells.iter().any(|(name, d)| {
+            self.table
+                .column(name.as_str())
+                .is_some_and(|c| c.kind == kind && self.reads(c))
+                && data_is_live(d, now)
+        })
+    }
+
+    /// The read of `CQL3CasRequest.readCommand` over the current
+    /// (resolved) partition.
+    fn read<'p>(&self, current: Option<&'p Partition>, now: i32) -> CasRead<'p> {
+        let Some(p) = current else {
+            return CasRead {
+                static_row: None,
+                rows: Vec::new(),
+            };
+        };
+        let row_exists = |r: &sibyl_db::Row| {
+            matches!(r.liveness, Some(l) if l.is_live(now))
+                || self.has_live(r, ColumnKind::Regular, now)
+        };
+        let static_row = p
+            .static_row
+            .as_ref()
+            .filter(|r| self.has_live(r, ColumnKind::Static, now));
+        let rows = if self.conditions.is_empty() {
+            // conditions on the static row only: the first live row tells
+            // a partition without static data from a missing one
+            p.rows
+                .iter()
+                .find(|(_, r)| row_exists(r))
+                .map(|(ck, r)| (ck.clone(), r))
+                .into_iter()
+                .collect()
+        } else {
+            self.conditions
+                .keys()
+                .filter_map(|ck| {
+                    p.rows
+                        .get(ck)
+                        .filter(|r| row_exists(r))
+                        .map(|r| (ck.clone(), r))
+                })
+                .collect()
+        };
+        CasRead { static_row, rows }
+    }
+
+    /// `CQL3CasRequest.appliesTo`: the static row's conditions, then each
+    /// row's in clustering order.
+    fn applies(&self, read: &CasRead<'_>, now: i32) -> Result<bool> {
+        if let Some(c) = &self.static_condition {
+            if !self.holds(c, read.static_row, now)? {
+                return Ok(false);
+            }
+        }
+        for (ck, c) in &self.conditions {
+            let row = read.rows.iter().find(|(k, _)| k == ck).map(|(_, r)| *r);
+            if !self.holds(c, row, now)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    fn holds(&self, c: &RowCondition<'_>, row: Option<&sibyl_db::Row>, now: i32) -> Result<bool> {
+        match c {
+            RowCondition::NotExists => Ok(row.is_none()),
+            RowCondition::Exists => Ok(row.is_some()),
+            RowCondition::Columns(conds) => {
+                for (cond, ev) in conds {
+                    if !condition_holds(&self.table, cond, row, ev, now)? {
+                        return Ok(false);
+                    }
+                }
+                Ok(true)
             }
         }
     }
-    existing.sort();
-    let mut out: Vec<Vec<Option<Bytes>>> = existing
-        .iter()
-        .map(|ck| {
-            let mut row = vec![Some(Bytes::copy_from_slice(&[0]))];
-            row.extend(columns.iter().map(|c| {
-                if null_statics && c.kind == ColumnKind::Static {
-                    return None;
+
+    /// The answer when a condition fails (`buildCasFailureResultSet`):
+    /// `[applied]` false, then every column after IF (NOT) EXISTS, else
+    /// the columns of the conditions (after the primary key in a batch);
+    /// one row per row read, or the static row's content when no row was
+    /// read; `[applied]` alone when nothing was read. Columns not read are
+    /// null.
+    fn failure(&self, read: &CasRead<'_>, batch: bool, now: i32) -> Outcome {
+        let t = &self.table;
+        let columns: Vec<&ColumnMetadata> = match &self.shown {
+            None => t.columns.iter().collect(),
+            Some(names) => {
+                let mut columns: Vec<&ColumnMetadata> = if batch {
+                    t.columns
+                        .iter()
+                        .filter(|c| c.kind.is_primary_key())
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                for c in names.iter().filter_map(|n| t.column(n)) {
+                    if !columns.iter().any(|x| x.name == c.name) {
+                        columns.push(c);
+                    }
                 }
-                current_value(t, c, current, key, ck.as_ref(), now)
-            }));
-            row
-        })
-        .collect();
-    if out.is_empty() {
-        out.push(vec![Some(Bytes::copy_from_slice(&[0]))]);
-        specs.truncate(1);
+                columns
+            }
+        };
+        let value = |c: &ColumnMetadata,
+                     ck: Option<&sibyl_db::ClusteringKey>,
+                     row: Option<&sibyl_db::Row>|
+         -> Option<Bytes> {
+            let cell = |r: Option<&sibyl_db::Row>| {
+                r.filter(|_| self.reads(c))
+                    .and_then(|r| sibyl_db::cells::column_value(r, &c.name, &c.typ, now))
+            };
+            match c.kind {
+                ColumnKind::PartitionKey => {
+                    split_partition_key(&self.key.key, t.partition_key_count)
+                        .get(c.position as usize)
+                        .cloned()
+                }
+                ColumnKind::Clustering => {
+                    ck.and_then(|k| k.values.get(c.position as usize).cloned())
+                }
+                ColumnKind::Static => cell(read.static_row),
+                ColumnKind::Regular => cell(row),
+            }
+        };
+        let not_applied = || vec![Some(Bytes::copy_from_slice(&[0]))];
+        let mut rows: Vec<Vec<Option<Bytes>>> = read
+            .rows
+            .iter()
+            .map(|(ck, r)| {
+                let mut out = not_applied();
+                out.extend(columns.iter().map(|c| value(c, Some(ck), Some(r))));
+                out
+            })
+            .collect();
+        if rows.is_empty() && read.static_row.is_some() {
+            let mut out = not_applied();
+            out.extend(columns.iter().map(|c| value(c, None, None)));
+            rows.push(out);
+        }
+        if rows.is_empty() {
+            return applied_outcome(t, false);
+        }
+        let mut specs = vec![applied_spec(t)];
+        specs.extend(columns.iter().map(|c| ColumnSpec {
+            keyspace: t.keyspace.clone(),
+            table: t.name.clone(),
+            name: c.name.clone(),
+            typ: c.typ.clone(),
+        }));
+        rows_outcome(specs, rows)
     }
-    rows_outcome(specs, out)
+}
+
+/// Whether a column condition holds on a row (`ColumnCondition.Bound.appliesTo`;
+/// `None`: the row does not exist).
+fn condition_holds(
+    t: &TableMetadata,
+    c: &Condition,
+    row: Option<&sibyl_db::Row>,
+    ev: &Eval<'_>,
+    now: i32,
+) -> Result<bool> {
+    let col = condition_column(t, c)?;
+    let mut cur = row.and_then(|r| sibyl_db::cells::column_value(r, &col.name, &col.typ, now));
+    let mut typ = col.typ.clone();
+    if let ColumnTarget::Element(_, key) = &c.target {
+        // `l[i] op v`, `m[k] op v`: the element is compared
+        let (key_t, elem_t) = match col.typ.unfrozen() {
+            CqlType::List(e) => (CqlType::Int, e.as_ref().clone()),
+            CqlType::Map(k, v) => (k.as_ref().clone(), v.as_ref().clone()),
+            other => {
+                return Err(Error::Invalid(format!(
+                    "Invalid element access syntax for non-collection column {} of type {other}",
+                    col.name
+                )))
+            }
+        };
+        let k = match ev.value(key, &key_t, &format!("key({})", col.name))? {
+            crate::terms::Val::Set(b) => b,
+            _ => {
+                return Err(Error::Invalid(format!(
+                    "Invalid null value for {} element access",
+                    col.name
+                )))
+            }
+        };
+        cur = cur.and_then(|v| match col.typ.unfrozen() {
+            CqlType::List(_) => {
+                let i = <[u8; 4]>::try_from(k.as_ref())
+                    .map(i32::from_be_bytes)
+                    .unwrap_or(-1);
+                sibyl_types::value::deserialize_collection(&v)
+                    .ok()
+                    .and_then(|l| usize::try_from(i).ok().and_then(|i| l.get(i).cloned()))
+            }
+            _ => sibyl_types::value::deserialize_map(&v).ok().and_then(|p| {
+                p.into_iter()
+                    .find(|(x, _)| key_t.compare(x, &k) == std::cmp::Ordering::Equal)
+                    .map(|(_, x)| x)
+            }),
+        });
+        typ = elem_t;
+    }
+    let rel = Relation {
+        lhs: RelationLhs::Column(col.name.clone()),
+        op: c.op,
+        rhs: c.rhs.clone(),
+    };
+    if let RelationRhs::Term(Term::Null) = &rel.rhs {
+        return Ok(match c.op {
+            Operator::Eq => cur.is_none(),
+            Operator::Ne => cur.is_some(),
+            _ => false,
+        });
+    }
+    let values = crate::restrictions::analyse_condition_values(ev, &rel, &col.name, &typ)?;
+    let f = crate::restrictions::Filter {
+        column: 0,
+        op: c.op,
+        values,
+        key: None,
+    };
+    Ok(crate::restrictions::filter_matches(&f, &typ, cur.as_ref()))
+}
+
+/// Paxos's `updateAllTimestamp`: every write of a lightweight transaction
+/// at the ballot's timestamp, every deletion one microsecond before it (so
+/// that a batch's deletions never shadow its own writes).
+fn cas_timestamps(m: &mut Mutation, ts: i64) {
+    fn cell(c: &mut sibyl_db::Cell, ts: i64) {
+        c.timestamp = if c.is_tombstone() { ts - 1 } else { ts };
+    }
+    fn row(r: &mut sibyl_db::Row, ts: i64) {
+        if let Some(l) = r.liveness.as_mut() {
+            l.timestamp = ts;
+        }
+        if let Some(d) = r.deletion.as_mut() {
+            d.marked_for_delete_at = ts - 1;
+        }
+        for d in r.cells.values_mut() {
+            match d {
+                sibyl_db::ColumnData::Simple(c) | sibyl_db::ColumnData::Counter(c) => cell(c, ts),
+                sibyl_db::ColumnData::Complex { deletion, cells } => {
+                    if !deletion.is_live() {
+                        deletion.marked_for_delete_at = ts - 1;
+                    }
+                    cells.values_mut().for_each(|c| cell(c, ts));
+                }
+            }
+        }
+    }
+    let p = &mut m.update;
+    if !p.deletion.is_live() {
+        p.deletion.marked_for_delete_at = ts - 1;
+    }
+    for rt in &mut p.range_tombstones {
+        rt.deletion.marked_for_delete_at = ts - 1;
+    }
+    if let Some(r) = p.static_row.as_mut() {
+        row(r, ts);
+    }
+    p.rows.retain(|_, r| {
+        row(r, ts);
+        true
+    });
 }
 
 fn has_conditions(s: &Statement) -> bool {
@@ -2522,7 +3078,12 @@ fn alter_table(
                 }
                 let typ = col.typ.clone();
                 nt.columns.retain(|x| &x.name != c);
-                nt.dropped.insert(c.clone(), (typ, now_micros()));
+                // system_schema.dropped_columns keeps milliseconds: the
+                // drop time is rounded up to the next one, so that every
+                // node (and this one after a restart) reads back a time no
+                // earlier than the writes that preceded the drop
+                let dropped_at = (now_micros().div_euclid(1000) + 1) * 1000;
+                nt.dropped.insert(c.clone(), (typ, dropped_at));
             }
         }
         AlterTableOp::Rename(pairs) => {
@@ -2577,5 +3138,123 @@ pub fn write_params_now(ts: i64) -> WriteParams {
         timestamp: ts,
         ttl: 0,
         now: sibyl_db::now_in_seconds(),
+    }
+}
+
+#[cfg(test)]
+mod lwt_tests {
+    use super::*;
+
+    fn table(cql: &str) -> TableMetadata {
+        let ks = KeyspaceMetadata {
+            name: "ks".into(),
+            replication: BTreeMap::from([
+                ("class".to_string(), "SimpleStrategy".to_string()),
+                ("replication_factor".to_string(), "1".to_string()),
+            ])
+            .into(),
+            durable_writes: true,
+            tables: BTreeMap::new(),
+            types: BTreeMap::new(),
+            is_system: false,
+            is_virtual: false,
+        };
+        let Statement::CreateTable(ct) = parse_statement(cql).unwrap().statement else {
+            panic!("not a CREATE TABLE")
+        };
+        build_table("ks", &ct, &ks).unwrap()
+    }
+
+    fn statement(cql: &str) -> Statement {
+        parse_statement(cql).unwrap().statement
+    }
+
+    #[test]
+    fn in_with_one_value_is_an_equality() {
+        let t = table("CREATE TABLE t (k int, c int, v int, PRIMARY KEY (k, c))");
+        let s = statement("UPDATE t SET v = 1 WHERE k IN (1) AND c IN (0) IF v = 0");
+        assert!(!key_is_in(&t, &s));
+        assert!(!clustering_is_in(&t, &s));
+        let s = statement("UPDATE t SET v = 1 WHERE k IN (1, 2) AND c IN ? IF v = 0");
+        assert!(key_is_in(&t, &s));
+        assert!(clustering_is_in(&t, &s));
+        let s = statement("DELETE FROM t WHERE k IN ? AND (c) IN ((1), (2))");
+        assert!(key_is_in(&t, &s));
+        assert!(clustering_is_in(&t, &s));
+    }
+
+    #[test]
+    fn what_a_statement_writes_and_restricts() {
+        let t = table("CREATE TABLE t (k int, c int, v int, s int static, PRIMARY KEY (k, c))");
+        let s = statement("INSERT INTO t (k, s) VALUES (1, 1) IF NOT EXISTS");
+        assert_eq!(written_kinds(&t, &s), (false, true));
+        assert!(!restricts_clustering(&t, &s));
+        let s = statement("UPDATE t SET v = 1, s = 2 WHERE k = 1 AND c = 0");
+        assert_eq!(written_kinds(&t, &s), (true, true));
+        assert!(restricts_clustering(&t, &s));
+        let s = statement("DELETE FROM t WHERE k = 1");
+        assert_eq!(written_kinds(&t, &s), (false, false));
+        assert!(!restricts_clustering(&t, &s));
+    }
+
+    #[test]
+    fn a_transaction_writes_at_its_timestamp_and_deletes_just_before() {
+        use sibyl_db::{Cell, ColumnData, DeletionTime, LivenessInfo, RangeTombstone, Row};
+        let t = table("CREATE TABLE t (k int, c int, v int, PRIMARY KEY (k, c))");
+        let ck = |c: i32| {
+            sibyl_db::ClusteringKey::row(
+                vec![Bytes::copy_from_slice(&c.to_be_bytes())],
+                t.comparator.clone(),
+            )
+        };
+        let old = DeletionTime {
+            marked_for_delete_at: 5,
+            local_deletion_time: 1,
+        };
+        let mut p = Partition::new();
+        p.deletion = old;
+        p.range_tombstones.push(RangeTombstone {
+            start: ck(1),
+            end: ck(2),
+            deletion: old,
+        });
+        let mut row = Row {
+            liveness: Some(LivenessInfo {
+                timestamp: 5,
+                ttl: 0,
+                local_expiration_time: i32::MAX,
+            }),
+            deletion: Some(old),
+            ..Default::default()
+        };
+        row.cells.insert(
+            "v",
+            ColumnData::Simple(Cell::live(5, Bytes::from_static(b"x"))),
+        );
+        row.cells
+            .insert("w", ColumnData::Simple(Cell::tombstone(5, 1)));
+        p.rows.insert(ck(0), row);
+        let mut m = Mutation {
+            table_id: t.id,
+            key: DecoratedKey::new(Bytes::from_static(&[0, 0, 0, 1])),
+            update: p,
+        };
+        cas_timestamps(&mut m, 100);
+        assert_eq!(m.update.deletion.marked_for_delete_at, 99);
+        assert_eq!(
+            m.update.range_tombstones[0].deletion.marked_for_delete_at,
+            99
+        );
+        let r = m.update.rows.get(&ck(0)).unwrap();
+        assert_eq!(r.liveness.unwrap().timestamp, 100);
+        assert_eq!(r.deletion.unwrap().marked_for_delete_at, 99);
+        assert_eq!(
+            r.cells.get("v").and_then(|d| d.single()).unwrap().timestamp,
+            100
+        );
+        assert_eq!(
+            r.cells.get("w").and_then(|d| d.single()).unwrap().timestamp,
+            99
+        );
     }
 }
