@@ -35,6 +35,10 @@ pub enum Verb {
     Gossip,
     /// A cluster metadata (Raft) request and its response (`TCM_*`).
     Metadata,
+    /// Wait until the receiver has applied an epoch of the cluster metadata
+    /// log (a schema change's coordinator asks every live node before it
+    /// answers its client).
+    MetadataCatchUp,
 }
 
 impl Verb {
@@ -47,6 +51,7 @@ impl Verb {
             Verb::Truncate => "TRUNCATE_REQ",
             Verb::Gossip => "GOSSIP_DIGEST",
             Verb::Metadata => "TCM_REQ",
+            Verb::MetadataCatchUp => "TCM_CATCHUP_REQ",
         }
     }
 }
@@ -64,6 +69,8 @@ pub enum Request {
     Gossip(Vec<u8>),
     /// An encoded cluster metadata request.
     Metadata(Vec<u8>),
+    /// Answer once this epoch of the cluster metadata log is applied here.
+    MetadataCatchUp(u64),
 }
 
 impl Request {
@@ -75,6 +82,7 @@ impl Request {
             Request::Truncate { .. } => Verb::Truncate,
             Request::Gossip(_) => Verb::Gossip,
             Request::Metadata(_) => Verb::Metadata,
+            Request::MetadataCatchUp(_) => Verb::MetadataCatchUp,
         }
     }
 }
@@ -109,6 +117,10 @@ pub enum MessagingError {
     Timeout(IpAddr),
     #[error("{0} is unreachable")]
     Unreachable(IpAddr),
+    /// The peer refused this node's connection (another cluster, or no
+    /// messaging version in common), with its reason.
+    #[error("{0} refused the connection: {1}")]
+    Refused(IpAddr, String),
     /// The queue of messages to the peer is full: the message was dropped.
     #[error("the queue of messages to {0} is full")]
     Overloaded(IpAddr),

@@ -92,7 +92,7 @@ struct Outgoing {
     frame: Vec<u8>,
     id: u64,
     verb: Verb,
-    reply: Option<oneshot::Sender<Bytes>>,
+    reply: Option<oneshot::Sender<Result<Bytes, MessagingError>>>,
 }
 
 struct Inner {
@@ -101,7 +101,7 @@ struct Inner {
     handler: RwLock<Option<Arc<dyn VerbHandler>>>,
     outbound: Mutex<HashMap<(IpAddr, ConnectionType), mpsc::Sender<Outgoing>>>,
     /// Requests sent and not yet answered, by request id.
-    pending: Mutex<HashMap<u64, oneshot::Sender<Bytes>>>,
+    pending: Mutex<HashMap<u64, oneshot::Sender<Result<Bytes, MessagingError>>>>,
     next_id: AtomicU64,
     dropped: Mutex<HashMap<Verb, u64>>,
     faults: RwLock<NetFaults>,
@@ -195,7 +195,9 @@ impl Inner {
 
     fn connection_type(&self, request: &Request, frame_len: usize) -> ConnectionType {
         match request {
-            Request::Gossip(_) | Request::Metadata(_) => ConnectionType::Urgent,
+            Request::Gossip(_) | Request::Metadata(_) | Request::MetadataCatchUp(_) => {
+                ConnectionType::Urgent
+            }
             _ if frame_len >= self.config.large_message_bytes => ConnectionType::Large,
             _ => ConnectionType::Small,
         }
@@ -268,7 +270,8 @@ impl Inner {
                 return Ok(Response::Done);
             }
             let body = match tokio::time::timeout_at(deadline, rx).await {
-                Ok(Ok(body)) => body,
+                Ok(Ok(Ok(body))) => body,
+                Ok(Ok(Err(e))) => return Err(e),
                 Ok(Err(_)) => return Err(MessagingError::Unreachable(to)),
                 Err(_) => {
                     inner.pending.lock().remove(&id);
@@ -398,9 +401,21 @@ async fn outbound_loop(
             Ok(s) => s,
             Err(e) => {
                 tracing::debug!("cannot connect to {to} ({kind:?}): {e}");
-                node.count_dropped(first.verb);
-                while let Ok(m) = rx.try_recv() {
+                // a refusal is final for the messages waiting (they learn
+                // why); other failures leave them unreachable
+                let refused = e.strip_prefix("refused: ").map(str::to_string);
+                let fail = |m: Outgoing| {
                     node.count_dropped(m.verb);
+                    if let (Some(reply), Some(reason)) = (m.reply, &refused) {
+                        let _ = reply.send(Err(MessagingError::Refused(to, reason.clone())));
+                    }
+                };
+                fail(first);
+                while let Ok(m) = rx.try_recv() {
+                    fail(m);
+                }
+                if let Some(reason) = &refused {
+                    tracing::warn!("{to} refused this node's connection: {reason}");
                 }
                 retry_at = Some(Instant::now() + backoff);
                 backoff = (backoff * 2).min(Duration::from_secs(5));
@@ -423,7 +438,7 @@ async fn outbound_loop(
                         };
                         let waiting = n.pending.lock().remove(&f.id);
                         if let Some(w) = waiting {
-                            let _ = w.send(f.body);
+                            let _ = w.send(Ok(f.body));
                         }
                     }
                     Ok(Some(f)) => {

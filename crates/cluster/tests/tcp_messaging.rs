@@ -224,7 +224,10 @@ async fn a_peer_of_another_cluster_or_messaging_version_is_refused() {
             Duration::from_millis(500),
         )
         .await;
-    assert!(matches!(r, Err(MessagingError::Unreachable(_))), "{r:?}");
+    assert!(
+        matches!(&r, Err(MessagingError::Refused(a, why)) if *a == ip(8) && why.contains("cluster name 'alpha'")),
+        "{r:?}"
+    );
     assert!(hb.seen.lock().is_empty());
     assert!(a.dropped().get(&Verb::Metadata).copied().unwrap_or(0) >= 1);
 

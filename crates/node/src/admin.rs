@@ -36,6 +36,8 @@ pub struct Admin {
     pub started: std::time::Instant,
     pub drained: tokio::sync::watch::Sender<bool>,
     pub cluster: Arc<crate::cluster::ClusterServices>,
+    /// The snitch's class name, as `describecluster` shows it.
+    pub snitch: String,
 }
 
 impl Admin {
@@ -103,8 +105,18 @@ impl Admin {
                     )
                     .map(str::to_string)
                 };
+                let storage_port = self
+                    .cluster
+                    .state
+                    .directory
+                    .read()
+                    .nodes
+                    .get(&e.host_id)
+                    .map(|r| r.storage_port)
+                    .unwrap_or(0);
                 json!({
                     "address": e.address.to_string(),
+                    "storage_port": storage_port,
                     "host_id": e.host_id.to_string(),
                     "datacenter": e.datacenter,
                     "rack": e.rack,
@@ -119,8 +131,30 @@ impl Admin {
             .collect();
         drop(g);
         let members = self.cluster.metadata.members();
+        // as `nodetool describecluster` lists them
+        let keyspaces: Vec<Value> = schema
+            .keyspaces
+            .values()
+            .filter(|k| !k.is_virtual)
+            .map(|k| {
+                let class = k.replication.get("class").cloned().unwrap_or_default();
+                let options: Vec<String> = k
+                    .replication
+                    .iter()
+                    .filter(|(o, _)| o.as_str() != "class")
+                    .map(|(o, v)| format!("{o}={v}"))
+                    .collect();
+                json!({
+                    "name": k.name,
+                    "class": class.rsplit('.').next().unwrap_or_default(),
+                    "options": options.join(", "),
+                })
+            })
+            .collect();
         Ok(json!({
             "cluster_name": self.qp.cluster_name,
+            "snitch": self.snitch,
+            "keyspaces": keyspaces,
             "effective": effective,
             "nodes": nodes,
             "epoch": self.cluster.metadata.epoch().0,

@@ -52,6 +52,10 @@ use tokio::sync::broadcast;
 /// How long a node waits for the metadata log when it joins or commits.
 pub const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a schema change's coordinator waits for the other live nodes
+/// to apply it before it answers (they normally take milliseconds).
+pub const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Format version of this module's log entries.
 const ENTRY_VERSION: u8 = 1;
 
@@ -369,6 +373,9 @@ impl MetadataTransport for MessagingTransport {
                 Ok(other) => Err(TransportError::Failed(format!(
                     "unexpected answer {other:?}"
                 ))),
+                Err(MessagingError::Refused(a, reason)) => {
+                    Err(TransportError::Failed(format!("refused by {a}: {reason}")))
+                }
                 Err(MessagingError::Unreachable(a)) | Err(MessagingError::Overloaded(a)) => {
                     Err(TransportError::Unreachable(a.to_string()))
                 }
@@ -387,6 +394,7 @@ mod futures_like {
 struct LogSchema {
     metadata: ClusterMetadataService,
     proxy: Arc<StorageProxy>,
+    gossip: Arc<GossipDriver>,
 }
 
 impl SchemaLog for LogSchema {
@@ -398,13 +406,38 @@ impl SchemaLog for LogSchema {
     ) -> BoxFuture<Result<Arc<Schema>, ServiceError>> {
         let metadata = self.metadata.clone();
         let proxy = self.proxy.clone();
+        let gossip = self.gossip.clone();
         Box::pin(async move {
             let payload = encode_schema_entry(base, &mutations, &event);
             match metadata
                 .commit(Transformation::schema(payload), METADATA_TIMEOUT)
                 .await
             {
-                Ok(_) => Ok(proxy.schema()),
+                Ok((epoch, _)) => {
+                    // every live node has the change before the client
+                    // hears of it, so any node it asks next knows it
+                    let peers = gossip.live_peers();
+                    let waits = peers.into_iter().map(|p| {
+                        gossip.messaging.send_and_receive(
+                            p,
+                            Request::MetadataCatchUp(epoch.0),
+                            CATCH_UP_TIMEOUT,
+                        )
+                    });
+                    for (p, r) in gossip
+                        .live_peers()
+                        .into_iter()
+                        .zip(futures::future::join_all(waits).await)
+                    {
+                        if !matches!(r, Ok(Response::Done)) {
+                            tracing::warn!(
+                                "{p} has not applied schema epoch {} in {CATCH_UP_TIMEOUT:?}",
+                                epoch.0
+                            );
+                        }
+                    }
+                    Ok(proxy.schema())
+                }
                 Err(TcmError::Rejected { message, .. }) if message == CONFLICT => {
                     Err(ServiceError::SchemaConflict)
                 }
@@ -420,7 +453,7 @@ impl SchemaLog for LogSchema {
 /// Gossip on this node: rounds every second, messages in and out.
 pub struct GossipDriver {
     pub gossiper: Mutex<Gossiper>,
-    messaging: Arc<TcpMessaging>,
+    pub messaging: Arc<TcpMessaging>,
     clock: SystemClock,
     events: broadcast::Sender<Event>,
     state: Arc<ClusterState>,
@@ -458,6 +491,9 @@ impl GossipDriver {
                 _ => continue,
             };
             tracing::info!("{endpoint} is now {change}");
+            if let Some(f) = self.on_change.read().as_ref() {
+                f(endpoint, self);
+            }
             if let Some(n) = self.state.directory.read().by_address(endpoint) {
                 let _ = self.events.send(Event::StatusChange {
                     change: change.into(),
@@ -483,16 +519,52 @@ impl GossipDriver {
         self.dispatch(out);
     }
 
+    /// The other nodes gossip has up.
+    pub fn live_peers(&self) -> Vec<IpAddr> {
+        let g = self.gossiper.lock();
+        let me = g.local_address();
+        g.live_members().into_iter().filter(|a| *a != me).collect()
+    }
+
+    /// Sends this node's whole state to every live peer at once, instead of
+    /// waiting for gossip rounds to spread it (after a schema change, so
+    /// that `system.peers` everywhere shows the new version within
+    /// milliseconds).
+    pub fn push_local_state(&self) {
+        let (me, state, peers) = {
+            let g = self.gossiper.lock();
+            let me = g.local_address();
+            let peers: Vec<IpAddr> = g.live_members().into_iter().filter(|a| *a != me).collect();
+            (me, g.endpoint_state(me).cloned(), peers)
+        };
+        let Some(state) = state else { return };
+        let mut out = GossipOutput::default();
+        for p in peers {
+            out.messages.push((
+                p,
+                GossipMessage::Ack2 {
+                    states: vec![(me, state.clone())],
+                },
+            ));
+        }
+        self.dispatch(out);
+    }
+
     /// Sets what to do when gossip learns something new about another node.
     pub fn set_on_change(&self, f: Box<dyn Fn(IpAddr, &GossipDriver) + Send + Sync>) {
         *self.on_change.write() = Some(f);
     }
 
-    /// The schema version `endpoint` announced, if any.
+    /// The schema version `endpoint` announced, while it is up. A node that
+    /// is down has none in `system.peers`: drivers leave peers without a
+    /// schema version out of their schema agreement wait, and a driver that
+    /// has not yet seen the node go down would otherwise wait for it.
     pub fn schema_version_of(&self, endpoint: IpAddr) -> Option<uuid::Uuid> {
-        self.gossiper
-            .lock()
-            .application_state(endpoint, ApplicationState::Schema)
+        let g = self.gossiper.lock();
+        if !g.is_alive(endpoint) {
+            return None;
+        }
+        g.application_state(endpoint, ApplicationState::Schema)
             .and_then(|v| v.parse().ok())
     }
 
@@ -535,6 +607,20 @@ impl VerbHandler for NodeVerbs {
                 }
                 Box::pin(async { Response::Done })
             }
+            Request::MetadataCatchUp(epoch) => match self.metadata.get() {
+                Some(m) => {
+                    let m = m.clone();
+                    Box::pin(async move {
+                        match m.wait_for_epoch(Epoch(epoch), CATCH_UP_TIMEOUT).await {
+                            Ok(_) => Response::Done,
+                            Err(e) => Response::Failure(ReplicaFailure::Error(e.to_string())),
+                        }
+                    })
+                }
+                None => Box::pin(async {
+                    Response::Failure(ReplicaFailure::Error("cluster metadata is starting".into()))
+                }),
+            },
             Request::Metadata(b) => match self.metadata.get() {
                 Some(m) => {
                     let m = m.clone();
@@ -683,19 +769,22 @@ pub async fn join(
 
     let seeds: Vec<IpAddr> = config.seeds.clone();
     let first_seed = seeds.first().is_none_or(|s| *s == me);
-    let member = !metadata.members().voters.is_empty() || !metadata.members().learners.is_empty();
+    // (membership from the log on disk: the metrics Raft publishes may not
+    // have it yet right after open)
+    let member = metadata.is_member().await?;
     if !member {
         if first_seed {
             metadata.initialize_single().await?;
         } else {
             join_via_seeds(&metadata, &seeds, me, config.storage_port).await?;
         }
-    } else if first_seed && metadata.members().voters.len() == 1 {
-        // the only voter: it must lead again before anything commits
-        metadata.initialize_single().await?;
     }
     // caught up with the log: the directory says whether this host is known
     let known = state.directory.read().nodes.get(&host_id).cloned();
+    tracing::debug!(
+        "cluster metadata member: {member}, first seed: {first_seed}, known: {:?}",
+        known.as_ref().map(|k| (k.address, k.tokens.len()))
+    );
     let tokens = match known {
         Some(rec)
             if rec.address == me
@@ -799,6 +888,7 @@ pub async fn join(
     proxy.set_schema_log(Arc::new(LogSchema {
         metadata: metadata.clone(),
         proxy: proxy.clone(),
+        gossip: gossip.clone(),
     }));
     Ok(ClusterServices {
         messaging,
@@ -829,6 +919,20 @@ async fn join_via_seeds(
                     return Ok(());
                 }
                 Err(e @ TcmError::NodeIdInUse { .. }) => return Err(e.into()),
+                Err(TcmError::Transport {
+                    source: TransportError::Failed(m),
+                    ..
+                }) if m.starts_with("refused by") => {
+                    return Err(ClusterError::Join(format!(
+                        "the seed {via} does not accept this node: {m}"
+                    )))
+                }
+                Err(TcmError::AddressInUse { addr, .. }) => {
+                    return Err(ClusterError::Join(format!(
+                        "address {addr} belongs to another host of the cluster; this node has a new host id \
+                         (was its data directory wiped?): replace the old node explicitly, or give this one another address"
+                    )))
+                }
                 Err(e) => last = format!("{via}: {e}"),
             }
         }

@@ -61,6 +61,7 @@ pub struct Node {
     server_task: Option<tokio::task::JoinHandle<()>>,
     /// Becomes true when `nodetool drain` has flushed everything.
     pub drained: tokio::sync::watch::Receiver<bool>,
+    pub cluster: Arc<cluster::ClusterServices>,
 }
 
 fn sync_mode(c: &Config) -> SyncMode {
@@ -236,6 +237,7 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
                 sibyl_cluster::endpoint_state::ApplicationState::Schema,
                 v.to_string(),
             )]);
+            gossip.push_local_state();
             tokio::spawn(async move {
                 let _ = write_local_row(&storage3, &t, &l, v).await;
             });
@@ -319,6 +321,11 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         started,
         drained: drained_tx,
         cluster: cluster.clone(),
+        snitch: if config.endpoint_snitch.contains('.') {
+            config.endpoint_snitch.clone()
+        } else {
+            format!("org.apache.cassandra.locator.{}", config.endpoint_snitch)
+        },
     });
     tokio::spawn(admin.serve(admin_listener, shutdown_tx.subscribe()));
     tracing::info!(
@@ -339,16 +346,22 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         shutdown_tx,
         server_task,
         drained,
+        cluster,
     })
 }
 
 impl Node {
     /// Stops serving, makes the commit log durable and closes it.
     pub async fn shutdown(mut self) {
+        // the others mark this node down at once instead of waiting for
+        // their failure detectors (Cassandra's announced shutdown)
+        self.cluster.gossip.announce_shutdown();
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         let _ = self.shutdown_tx.send(true);
         if let Some(t) = self.server_task.take() {
             let _ = t.await;
         }
+        let _ = self.cluster.metadata.shutdown().await;
         self.storage.shutdown().await;
         tracing::info!("Sibyl stopped");
     }

@@ -407,10 +407,9 @@ impl Replica {
                 .truncate(table_id, timestamp_micros)
                 .await
                 .map(|_| Response::Done),
-            Request::Gossip(_) | Request::Metadata(_) => Err(ReplicaFailure::Error(format!(
-                "{} is not a replica verb",
-                request.verb().name()
-            ))),
+            Request::Gossip(_) | Request::Metadata(_) | Request::MetadataCatchUp(_) => Err(
+                ReplicaFailure::Error(format!("{} is not a replica verb", request.verb().name())),
+            ),
         };
         r.unwrap_or_else(Response::Failure)
     }

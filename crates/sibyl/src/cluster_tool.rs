@@ -248,7 +248,8 @@ fn start(l: &Layout, names: &[String]) -> anyhow::Result<()> {
         std::fs::write(d.join("sibyl.pid"), child.id().to_string())?;
         eprintln!("started {} ({}), pid {}", n.name, n.address, child.id());
     }
-    // up when each answers CQL and reports every started node UP
+    // up when each running node (started now or before) answers CQL and
+    // reports every running node UP
     let deadline = Instant::now() + Duration::from_secs(120);
     let running: Vec<NodeLayout> = l
         .nodes
@@ -256,14 +257,17 @@ fn start(l: &Layout, names: &[String]) -> anyhow::Result<()> {
         .filter(|n| l.pid(n).is_some())
         .cloned()
         .collect();
-    for n in &nodes {
+    for n in &running {
         loop {
-            if l.pid(n).is_none() {
-                bail!(
-                    "{} exited; see {}",
-                    n.name,
-                    l.node_dir(n).join("sibyl.log").display()
-                );
+            // any node started now that exits has failed to join
+            for started in nodes.iter().chain(std::iter::once(n)) {
+                if l.pid(started).is_none() {
+                    bail!(
+                        "{} exited; see {}",
+                        started.name,
+                        l.node_dir(started).join("sibyl.log").display()
+                    );
+                }
             }
             let sees_all = l.answers_cql(n)
                 && l.admin(n, "GET", "/cluster").is_ok_and(|v| {

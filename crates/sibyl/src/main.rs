@@ -9,6 +9,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod cluster_tool;
 mod nodetool;
+mod nodetool_cluster;
 mod sstable_tool;
 
 use anyhow::Context;
@@ -59,7 +60,7 @@ fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,openraft=warn".into()),
+                .unwrap_or_else(|_| "info,openraft=off".into()),
         )
         .with_target(false)
         .init();

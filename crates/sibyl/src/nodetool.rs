@@ -8,7 +8,14 @@ use std::io::{Read, Write};
 pub const USAGE: &str = "usage: sibyl nodetool [-h HOST] [-p PORT] <command> [args]
 
 commands:
-  status                         the node, as `nodetool status` shows it
+  status [keyspace]              every node: state, load, tokens, effective ownership
+  ring                           every token and its node
+  describecluster                name, snitch, partitioner, schema versions per node
+  gossipinfo                     what gossip knows of every node
+  statusgossip                   whether gossip runs
+  getendpoints keyspace table key
+                                 the replicas of a partition key
+  version                        the Cassandra release Sibyl follows
   info                           node information
   flush [keyspace [tables...]]   flush memtables to SSTables
   invalidatekeycache             empty the key cache
@@ -43,7 +50,7 @@ pub(crate) fn request(host: &str, port: u16, method: &str, path: &str) -> anyhow
     Ok(v)
 }
 
-fn human(bytes: u64) -> String {
+pub(crate) fn human(bytes: u64) -> String {
     let b = bytes as f64;
     if b < 1024.0 {
         format!("{bytes} bytes")
@@ -139,33 +146,14 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
         }
         Ok(())
     };
+    if crate::nodetool_cluster::run(&host, port, &cmd, args)? {
+        return Ok(());
+    }
     match cmd.as_str() {
         "flush" => per_table("flush"),
         "compact" => per_table("compact"),
         "drain" => {
             request(&host, port, "POST", "/drain")?;
-            Ok(())
-        }
-        "status" => {
-            let v = request(&host, port, "GET", "/status")?;
-            let dc = v["datacenter"].as_str().unwrap_or("");
-            println!("Datacenter: {dc}");
-            println!("{}", "=".repeat(12 + dc.len()));
-            println!("Status=Up/Down");
-            println!("|/ State=Normal/Leaving/Joining/Moving");
-            println!(
-                "--  {:<10} {:<11} {:<7} {:<17} {:<37} Rack",
-                "Address", "Load", "Tokens", "Owns (effective)", "Host ID"
-            );
-            println!(
-                "UN  {:<10} {:<11} {:<7} {:<17} {:<37} {}",
-                v["address"].as_str().unwrap_or(""),
-                human(v["load_bytes"].as_u64().unwrap_or(0)),
-                v["tokens"],
-                "100.0%",
-                v["host_id"].as_str().unwrap_or(""),
-                v["rack"].as_str().unwrap_or("")
-            );
             Ok(())
         }
         "info" => {

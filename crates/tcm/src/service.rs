@@ -267,6 +267,16 @@ impl ClusterMetadataService {
         }
     }
 
+    /// Whether this node belongs to a metadata cluster (its log holds a
+    /// membership), as known from its directory right after `open`.
+    pub async fn is_member(&self) -> Result<bool, TcmError> {
+        self.inner
+            .raft
+            .is_initialized()
+            .await
+            .map_err(|e| TcmError::Stopped(e.to_string()))
+    }
+
     /// Starts a new metadata cluster whose only voter is this node, and waits
     /// until this node leads it. Does nothing when this node is already a
     /// member of a metadata cluster (so it is safe to call at every start of

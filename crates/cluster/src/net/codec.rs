@@ -296,6 +296,7 @@ fn verb_byte(v: Verb) -> u8 {
         Verb::Truncate => 3,
         Verb::Gossip => 4,
         Verb::Metadata => 5,
+        Verb::MetadataCatchUp => 6,
     }
 }
 
@@ -307,6 +308,7 @@ fn verb_of(b: u8) -> Result<Verb, CodecError> {
         3 => Verb::Truncate,
         4 => Verb::Gossip,
         5 => Verb::Metadata,
+        6 => Verb::MetadataCatchUp,
         b => return Err(CodecError::Malformed(format!("unknown verb {b}"))),
     })
 }
@@ -410,6 +412,7 @@ pub fn encode_request(request: &Request, out: &mut Vec<u8>) {
             out.extend_from_slice(&timestamp_micros.to_be_bytes());
         }
         Request::Gossip(b) | Request::Metadata(b) => out.extend_from_slice(b),
+        Request::MetadataCatchUp(epoch) => out.extend_from_slice(&epoch.to_be_bytes()),
     }
 }
 
@@ -462,6 +465,16 @@ pub fn decode_request(
         }
         Verb::Gossip => Request::Gossip(body.to_vec()),
         Verb::Metadata => Request::Metadata(body.to_vec()),
+        Verb::MetadataCatchUp => {
+            let mut r = Reader::new(body);
+            let epoch = get_u64(&mut r)?;
+            if !r.is_empty() {
+                return Err(CodecError::Malformed(
+                    "trailing bytes after an epoch".into(),
+                ));
+            }
+            Request::MetadataCatchUp(epoch)
+        }
     }))
 }
 
@@ -664,7 +677,8 @@ mod tests {
                 Verb::Truncate,
                 Verb::Gossip,
                 Verb::Metadata,
-            ][i % 6];
+                Verb::MetadataCatchUp,
+            ][i % 7];
             let mut f = Vec::new();
             encode_frame(FrameKind::Request, i as u64, verb, &body, &mut f);
             let _ = decode_any(&f, &any_table);

@@ -1,0 +1,288 @@
+//! The cluster verbs of `sibyl nodetool`, printed as Cassandra 5.0's
+//! nodetool prints them: status, ring, describecluster, gossipinfo,
+//! getendpoints, statusgossip, version.
+
+use crate::nodetool::{human, request};
+use anyhow::bail;
+use serde_json::Value;
+
+/// Columns padded to their widest cell, joined by `sep` (Cassandra's
+/// `TableBuilder`).
+fn table(rows: &[Vec<String>], sep: &str) -> String {
+    let n = rows.iter().map(|r| r.len()).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..n)
+        .map(|i| {
+            rows.iter()
+                .map(|r| r.get(i).map(|c| c.chars().count()).unwrap_or(0))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let cells: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
+            .collect();
+        out.push_str(&cells.join(sep));
+        out.push('\n');
+    }
+    out
+}
+
+fn nodes(v: &Value) -> Vec<Value> {
+    v["nodes"].as_array().cloned().unwrap_or_default()
+}
+
+fn s(v: &Value, k: &str) -> String {
+    v[k].as_str().unwrap_or_default().to_string()
+}
+
+/// The data centers, in name order, each with its nodes in address order.
+fn by_datacenter(v: &Value) -> Vec<(String, Vec<Value>)> {
+    let mut dcs: std::collections::BTreeMap<String, Vec<Value>> = Default::default();
+    for n in nodes(v) {
+        dcs.entry(s(&n, "datacenter")).or_default().push(n);
+    }
+    dcs.into_iter()
+        .map(|(dc, mut ns)| {
+            ns.sort_by_key(|n| s(n, "address").parse::<std::net::IpAddr>().ok());
+            (dc, ns)
+        })
+        .collect()
+}
+
+fn status_letter(n: &Value) -> &'static str {
+    if n["status"].as_str() == Some("UP") {
+        "U"
+    } else {
+        "D"
+    }
+}
+
+pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<bool> {
+    match cmd {
+        "status" => {
+            let path = match args.first() {
+                Some(ks) => format!("/cluster?keyspace={ks}"),
+                None => "/cluster".into(),
+            };
+            let v = request(host, port, "GET", &path)?;
+            let effective = v["effective"].as_bool().unwrap_or(false);
+            for (dc, ns) in by_datacenter(&v) {
+                println!("Datacenter: {dc}");
+                println!("{}", "=".repeat(12 + dc.len()));
+                println!("Status=Up/Down");
+                println!("|/ State=Normal/Leaving/Joining/Moving");
+                let mut rows = vec![vec![
+                    "--".to_string(),
+                    "Address".into(),
+                    "Load".into(),
+                    "Tokens".into(),
+                    if effective {
+                        "Owns (effective)"
+                    } else {
+                        "Owns"
+                    }
+                    .into(),
+                    "Host ID".into(),
+                    "Rack".into(),
+                ]];
+                for n in &ns {
+                    rows.push(vec![
+                        format!("{}N", status_letter(n)),
+                        s(n, "address"),
+                        human(n["load_bytes"].as_u64().unwrap_or(0)),
+                        n["tokens"]
+                            .as_array()
+                            .map(|t| t.len())
+                            .unwrap_or(0)
+                            .to_string(),
+                        if effective {
+                            format!("{:.1}%", n["owns"].as_f64().unwrap_or(0.0) * 100.0)
+                        } else {
+                            "?".into()
+                        },
+                        s(n, "host_id"),
+                        s(n, "rack"),
+                    ]);
+                }
+                print!("{}", table(&rows, "  "));
+                println!();
+            }
+            if !effective && args.is_empty() {
+                println!("Note: Non-system keyspaces don't have the same replication settings, effective ownership information is meaningless");
+            }
+            Ok(true)
+        }
+        "ring" => {
+            let v = request(host, port, "GET", "/cluster")?;
+            let effective = v["effective"].as_bool().unwrap_or(false);
+            let line = |c: [&str; 7]| {
+                println!(
+                    "{:<16}{:<12}{:<7}{:<8}{:<16}{:<20}{:<44}",
+                    c[0], c[1], c[2], c[3], c[4], c[5], c[6]
+                )
+            };
+            for (dc, ns) in by_datacenter(&v) {
+                println!();
+                println!("Datacenter: {dc}");
+                println!("==========");
+                let mut all: Vec<(i64, &Value)> = Vec::new();
+                for n in &ns {
+                    for t in n["tokens"].as_array().into_iter().flatten() {
+                        if let Some(t) = t.as_i64() {
+                            all.push((t, n));
+                        }
+                    }
+                }
+                all.sort_by_key(|(t, _)| *t);
+                line([
+                    "Address", "Rack", "Status", "State", "Load", "Owns", "Token",
+                ]);
+                if let Some((last, _)) = all.last() {
+                    line(["", "", "", "", "", "", &last.to_string()]);
+                }
+                for (t, n) in &all {
+                    let owns = if effective {
+                        format!("{:.2}%", n["owns"].as_f64().unwrap_or(0.0) * 100.0)
+                    } else {
+                        "?".into()
+                    };
+                    line([
+                        &s(n, "address"),
+                        &s(n, "rack"),
+                        if status_letter(n) == "U" {
+                            "Up"
+                        } else {
+                            "Down"
+                        },
+                        "Normal",
+                        &human(n["load_bytes"].as_u64().unwrap_or(0)),
+                        &owns,
+                        &t.to_string(),
+                    ]);
+                }
+                println!();
+            }
+            if !effective {
+                println!();
+                println!("  Note: Non-system keyspaces don't have the same replication settings, effective ownership information is meaningless");
+            }
+            Ok(true)
+        }
+        "describecluster" => {
+            let v = request(host, port, "GET", "/cluster")?;
+            println!("Cluster Information:");
+            println!("\tName: {}", s(&v, "cluster_name"));
+            println!("\tSnitch: {}", s(&v, "snitch"));
+            println!("\tDynamicEndPointSnitch: enabled");
+            println!("\tPartitioner: org.apache.cassandra.dht.Murmur3Partitioner");
+            println!("\tSchema versions:");
+            let mut versions: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+            let mut unreachable = Vec::new();
+            for n in nodes(&v) {
+                let addr = s(&n, "address");
+                if status_letter(&n) == "D" {
+                    unreachable.push(addr);
+                    continue;
+                }
+                versions
+                    .entry(
+                        n["schema_version"]
+                            .as_str()
+                            .unwrap_or("UNKNOWN")
+                            .to_string(),
+                    )
+                    .or_default()
+                    .push(addr);
+            }
+            if !unreachable.is_empty() {
+                versions.insert("UNREACHABLE".into(), unreachable);
+            }
+            for (ver, mut addrs) in versions {
+                addrs.sort_by_key(|a| a.parse::<std::net::IpAddr>().ok());
+                println!("\t\t{ver}: [{}]", addrs.join(", "));
+            }
+            println!();
+            println!("Stats for all nodes:");
+            let ns = nodes(&v);
+            let live = ns.iter().filter(|n| status_letter(n) == "U").count();
+            println!("\tLive: {live}");
+            println!("\tJoining: 0");
+            println!("\tMoving: 0");
+            println!("\tLeaving: 0");
+            println!("\tUnreachable: {}", ns.len() - live);
+            println!();
+            println!("Data Centers: ");
+            for (dc, ns) in by_datacenter(&v) {
+                let down = ns.iter().filter(|n| status_letter(n) == "D").count();
+                println!("\t{dc} #Nodes: {} #Down: {down}", ns.len());
+            }
+            println!();
+            println!("Database versions:");
+            println!("\t5.0.4: [{}]", {
+                let mut a: Vec<&Value> = ns.iter().collect();
+                a.sort_by_key(|n| s(n, "address").parse::<std::net::IpAddr>().ok());
+                a.iter()
+                    .map(|n| format!("{}:{}", s(n, "address"), n["storage_port"]))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            });
+            println!();
+            println!("Keyspaces:");
+            for k in v["keyspaces"].as_array().into_iter().flatten() {
+                println!(
+                    "\t{} -> Replication class: {} {{{}}}",
+                    s(k, "name"),
+                    s(k, "class"),
+                    s(k, "options")
+                );
+            }
+            if !v["effective"].as_bool().unwrap_or(false) {
+                println!();
+                println!("Note: Non-system keyspaces don't have the same replication settings, effective ownership information is meaningless");
+            }
+            Ok(true)
+        }
+        "gossipinfo" => {
+            let v = request(host, port, "GET", "/gossipinfo")?;
+            print!("{}", s(&v, "text"));
+            Ok(true)
+        }
+        "statusgossip" => {
+            let v = request(host, port, "GET", "/gossipinfo")?;
+            println!(
+                "{}",
+                if v["running"].as_bool().unwrap_or(false) {
+                    "running"
+                } else {
+                    "not running"
+                }
+            );
+            Ok(true)
+        }
+        "version" => {
+            println!("ReleaseVersion: 5.0.4");
+            Ok(true)
+        }
+        "getendpoints" => {
+            let [ks, t, key] = args else {
+                bail!("getendpoints requires keyspace, table and partition key arguments");
+            };
+            let q = format!(
+                "/endpoints?keyspace={ks}&table={t}&key={}",
+                key.replace('%', "%25")
+                    .replace('&', "%26")
+                    .replace(' ', "+")
+            );
+            let v = request(host, port, "GET", &q)?;
+            for e in v["endpoints"].as_array().into_iter().flatten() {
+                println!("{}", e.as_str().unwrap_or_default());
+            }
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
+}

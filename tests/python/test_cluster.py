@@ -1,0 +1,321 @@
+"""Several real `sibyl` processes on 127.0.0.x, started by `sibyl cluster`,
+form one cluster: one ring, gossip and its failure detector, schema changes
+through the cluster metadata log, drivers that discover every node."""
+import json
+import os
+import re
+import subprocess
+import threading
+import time
+
+import pytest
+from cassandra.cluster import Cluster, ControlConnection, ExecutionProfile, EXEC_PROFILE_DEFAULT
+from cassandra.policies import WhiteListRoundRobinPolicy
+
+from sibyl_node import BIN, free_port
+
+
+class LocalCluster:
+    """A cluster laid out by `sibyl cluster create` in its own directory."""
+
+    def __init__(self, tmp_path, nodes, dcs=1, racks=1, extra=()):
+        self.dir = str(tmp_path / "cluster")
+        self.port = free_port()
+        self.admin_port = free_port()
+        self.storage_port = free_port()
+        self.run("create", "--nodes", str(nodes), "--port", str(self.port), "--admin-port", str(self.admin_port),
+                 "--storage-port", str(self.storage_port), "--dcs", str(dcs), "--racks", str(racks),
+                 "--", "commitlog_sync=batch", *extra)
+
+    def run(self, *args, check=True, timeout=180):
+        p = subprocess.run([BIN, "cluster", args[0], "--dir", self.dir, *args[1:]], capture_output=True,
+                           text=True, timeout=timeout)
+        if check and p.returncode != 0:
+            raise RuntimeError(f"sibyl cluster {' '.join(args)}: {p.stderr}{self.logs()}")
+        return p
+
+    def nodetool(self, node, *args, check=True):
+        p = self.run("nodetool", node, *args, check=check)
+        return p.stdout if check else p
+
+    def admin(self, node, path):
+        out = subprocess.run(["curl", "-s", f"http://127.0.0.{node}:{self.admin_port}{path}"], capture_output=True,
+                             text=True, timeout=30).stdout
+        return json.loads(out)
+
+    def logs(self):
+        out = ""
+        for d in sorted(os.listdir(self.dir)):
+            log = os.path.join(self.dir, d, "sibyl.log")
+            if os.path.exists(log):
+                with open(log) as f:
+                    out += f"\n--- {d}\n" + "".join(f.readlines()[-30:])
+        return out
+
+    def connect(self, node=1, whitelist=False):
+        kw = {}
+        if whitelist:
+            kw["execution_profiles"] = {EXEC_PROFILE_DEFAULT: ExecutionProfile(
+                load_balancing_policy=WhiteListRoundRobinPolicy([f"127.0.0.{node}"]), request_timeout=30)}
+        c = Cluster([f"127.0.0.{node}"], port=self.port, **kw)
+        return c, c.connect()
+
+    def stop(self):
+        self.run("stop", check=False)
+
+
+@pytest.fixture
+def cluster_factory(tmp_path):
+    made = []
+
+    def make(*args, **kw):
+        c = LocalCluster(tmp_path, *args, **kw)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.stop()
+
+
+def status_lines(out):
+    return [l for l in out.splitlines() if re.match(r"^[UD][NLJM] ", l)]
+
+
+def wait_for(what, f, timeout=60, every=0.25):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = f()
+        if v:
+            return v
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_three_nodes_form_one_ring_that_drivers_and_nodetool_see(cluster_factory):
+    lc = cluster_factory(3, racks=2)
+    t = time.time()
+    lc.run("start")
+    started = time.time() - t
+    assert started < 30, f"three nodes took {started:.1f}s to start and see each other"
+    for n in (1, 2, 3):
+        lines = status_lines(lc.nodetool(f"node{n}", "status"))
+        assert len(lines) == 3, lines
+        assert all(l.startswith("UN ") for l in lines), lines
+    c, s = lc.connect(1)
+    try:
+        hosts = sorted((h.address, h.datacenter, h.rack) for h in c.metadata.all_hosts())
+        assert hosts == [("127.0.0.1", "dc1", "rack1"), ("127.0.0.2", "dc1", "rack2"), ("127.0.0.3", "dc1", "rack1")]
+        s.execute("CREATE KEYSPACE ks WITH replication = {'class': 'NetworkTopologyStrategy', 'dc1': 2}")
+        s.execute("CREATE TABLE ks.t (k text PRIMARY KEY, v int)")
+        c.refresh_schema_metadata()
+        # the driver's token-aware routing and nodetool getendpoints agree
+        tm = c.metadata.token_map
+        assert tm is not None
+        for i in range(30):
+            key = f"key{i}"
+            driver = [h.address for h in c.metadata.get_replicas("ks", key.encode())]
+            ours = lc.nodetool("node2", "getendpoints", "ks", "t", key).split()
+            assert sorted(driver) == sorted(ours), (key, driver, ours)
+            assert len(ours) == 2 and len({lc_rack(lc, a) for a in ours}) == 2, "NTS uses both racks"
+        # every node answers system.peers about the two others
+        for n in (1, 2, 3):
+            c2, s2 = lc.connect(n, whitelist=True)
+            peers = sorted(r.peer for r in s2.execute("SELECT peer FROM system.peers"))
+            assert peers == sorted(f"127.0.0.{m}" for m in (1, 2, 3) if m != n)
+            local = s2.execute("SELECT data_center, rack, tokens FROM system.local").one()
+            assert local.data_center == "dc1" and len(local.tokens) == 16
+            c2.shutdown()
+    finally:
+        c.shutdown()
+    ring = lc.nodetool("node1", "ring")
+    assert len(re.findall(r"^127\.0\.0\.\d", ring, re.M)) == 48
+    described = lc.nodetool("node3", "describecluster")
+    assert len(re.findall(r"^\t\t[0-9a-f-]{36}: \[", described, re.M)) == 1, described
+
+
+def lc_rack(lc, address):
+    for n in lc.admin(1, "/cluster")["nodes"]:
+        if n["address"] == address:
+            return n["rack"]
+    return None
+
+
+def test_a_killed_node_is_marked_down_and_comes_back_with_its_identity(cluster_factory, monkeypatch):
+    lc = cluster_factory(3)
+    lc.run("start")
+    before = {n["address"]: (n["host_id"], n["tokens"]) for n in lc.admin(1, "/cluster")["nodes"]}
+    # the STATUS_CHANGE events node1 sends the driver's control connection
+    events = []
+    original = ControlConnection._handle_status_change
+
+    def record(self, event):
+        events.append((event["change_type"], event["address"][0]))
+        return original(self, event)
+
+    monkeypatch.setattr(ControlConnection, "_handle_status_change", record)
+    c, s = lc.connect(1, whitelist=True)
+    try:
+        # a pause shorter than the failure detector's patience is a slow node
+        lc.run("pause", "node3")
+        time.sleep(3)
+        lc.run("resume", "node3")
+        assert "DN " not in lc.nodetool("node1", "status")
+        t = time.time()
+        lc.run("kill", "node3")
+        wait_for("node3 DN on node1 and node2",
+                 lambda: all(any(l.startswith("DN ") and "127.0.0.3" in l
+                                 for l in status_lines(lc.nodetool(f"node{n}", "status"))) for n in (1, 2)),
+                 timeout=90, every=1)
+        took = time.time() - t
+        # phi 8: 18.4 times the mean interval between the heartbeats an
+        # observer hears of; with three nodes each hears of another's every
+        # 1.3 to 2 s on average (one random peer per round), so 25 to 40 s
+        assert 8 < took < 60, took
+        wait_for("a DOWN event", lambda: ("DOWN", "127.0.0.3") in events, timeout=30)
+        lc.run("start", "node3")
+        wait_for("node3 UN", lambda: all(l.startswith("UN ") for l in status_lines(lc.nodetool("node1", "status"))),
+                 timeout=30)
+        after = {n["address"]: (n["host_id"], n["tokens"]) for n in lc.admin(1, "/cluster")["nodes"]}
+        assert after == before
+        wait_for("an UP event", lambda: ("UP", "127.0.0.3") in events[events.index(("DOWN", "127.0.0.3")):],
+                 timeout=30)
+    finally:
+        c.shutdown()
+
+
+def test_concurrent_schema_changes_land_in_one_order_on_every_node(cluster_factory):
+    lc = cluster_factory(3)
+    lc.run("start")
+    # sessions of the driver's default policy: it learns that node3 is down
+    # and leaves it out of its schema agreement wait
+    sessions = [lc.connect(n) for n in (1, 2)]
+    try:
+        sessions[0][1].execute("CREATE KEYSPACE ddl WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
+        lc.run("stop", "node3")
+        statements = []
+        for i in range(7):
+            statements.append(f"CREATE TABLE ddl.t{i} (k int PRIMARY KEY, v int)")
+            statements.append(f"ALTER TABLE ddl.t{i} ADD w{i} text")
+        statements += [f"CREATE TABLE ddl.u{i} (k int PRIMARY KEY)" for i in range(6)]
+        errors = []
+
+        def run(i, stmts):
+            s = sessions[i % 2][1]
+            for st in stmts:
+                for attempt in range(50):
+                    try:
+                        s.execute(st)
+                        break
+                    except Exception as e:  # ALTER before its CREATE landed: retry
+                        if "exist" in str(e) or "unconfigured" in str(e).lower():
+                            time.sleep(0.05)
+                            continue
+                        errors.append((st, repr(e)))
+                        break
+
+        threads = [threading.Thread(target=run, args=(i, statements[i::4])) for i in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert not errors, errors
+        # a DROP too, and node3 was down for all of it
+        sessions[1][1].execute("DROP TABLE ddl.u5")
+        lc.run("start", "node3")
+        # each node answers for itself
+        sessions += [lc.connect(n, whitelist=True) for n in (1, 2, 3)]
+
+        def schema(n):
+            rows = sessions[1 + n][1].execute("DESCRIBE KEYSPACE ddl")
+            return "\n".join(r.create_statement for r in rows)
+
+        wait_for("node3 caught up", lambda: schema(3) == schema(1), timeout=30)
+        assert schema(1) == schema(2) == schema(3)
+        text = schema(1)
+        assert all(f"w{i} text" in text for i in range(7)) and "u5" not in text and "u4" in text
+        versions = {sessions[1 + n][1].execute("SELECT schema_version FROM system.local").one()[0] for n in (1, 2, 3)}
+        assert len(versions) == 1
+    finally:
+        for c, _ in sessions:
+            c.shutdown()
+
+
+def test_a_cluster_grows_from_one_to_three_to_four_nodes(cluster_factory):
+    lc = cluster_factory(1)
+    lc.run("start")
+    c, s = lc.connect(1)
+    s.execute("CREATE KEYSPACE grow WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+    c.shutdown()
+    for _ in range(2):
+        name = lc.run("add").stdout.strip()
+        lc.run("start", name)
+    assert len(status_lines(lc.nodetool("node1", "status"))) == 3
+    name = lc.run("add").stdout.strip()
+    t = time.time()
+    lc.run("start", name)
+    joined = time.time() - t
+    assert joined < 15, f"joining took {joined:.1f}s"
+    for n in (1, 2, 3, 4):
+        lines = status_lines(lc.nodetool(f"node{n}", "status"))
+        assert len(lines) == 4 and all(l.startswith("UN ") for l in lines), lines
+    nodes = lc.admin(4, "/cluster")["nodes"]
+    tokens = [t for n in nodes for t in n["tokens"]]
+    assert len(tokens) == 64 and len(set(tokens)) == 64
+    c, s = lc.connect(4, whitelist=True)
+    assert s.execute("SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = 'grow'").one()
+    c.shutdown()
+
+
+def test_a_partitioned_minority_refuses_schema_changes_and_catches_up_after_heal(cluster_factory):
+    lc = cluster_factory(3)
+    lc.run("start")
+    c1, s1 = lc.connect(1, whitelist=True)
+    c3, s3 = lc.connect(3, whitelist=True)
+    try:
+        s1.execute("CREATE KEYSPACE part WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        lc.run("partition", "node3")
+        s1.execute("CREATE TABLE part.majority (k int PRIMARY KEY)")
+        with pytest.raises(Exception) as e:
+            s3.execute("CREATE TABLE part.minority (k int PRIMARY KEY)")
+        assert "majority of the cluster metadata voters" in str(e.value) or "metadata" in str(e.value), str(e.value)
+        lc.run("heal")
+        wait_for("node3 has the majority's table", lambda: s3.execute(
+            "SELECT table_name FROM system_schema.tables WHERE keyspace_name = 'part' AND table_name = 'majority'").one(),
+                 timeout=30)
+        s3.execute("CREATE TABLE part.after (k int PRIMARY KEY)")
+        for s in (s1, s3):
+            names = sorted(r.table_name for r in s.execute(
+                "SELECT table_name FROM system_schema.tables WHERE keyspace_name = 'part'"))
+            assert names == ["after", "majority"], names
+    finally:
+        c1.shutdown()
+        c3.shutdown()
+
+
+def test_a_node_with_a_wiped_data_directory_does_not_take_the_old_nodes_place(cluster_factory):
+    lc = cluster_factory(3)
+    lc.run("start")
+    lc.run("stop", "node3")
+    subprocess.run(["rm", "-rf", os.path.join(lc.dir, "node3", "data")], check=True)
+    p = lc.run("start", "node3", check=False, timeout=200)
+    assert p.returncode != 0, p.stderr
+    with open(os.path.join(lc.dir, "node3", "sibyl.log")) as f:
+        log = f.read()
+    assert "belongs to another host of the cluster" in log and "replace the old node" in log, log[-2000:]
+
+
+def test_a_node_of_another_cluster_is_refused(cluster_factory, tmp_path):
+    lc = cluster_factory(2)
+    lc.run("start", "node1")
+    # node2 claims another cluster name: node1 refuses its connections
+    cfg = os.path.join(lc.dir, "node2", "sibyl.yaml")
+    with open(cfg) as f:
+        text = f.read()
+    with open(cfg, "w") as f:
+        f.write(text.replace("cluster_name: 'Test Cluster'", "cluster_name: 'Other'"))
+    p = lc.run("start", "node2", check=False, timeout=200)
+    assert p.returncode != 0
+    with open(os.path.join(lc.dir, "node1", "sibyl.log")) as f:
+        log = f.read()
+    assert "cluster name 'Other' of 127.0.0.2 differs from this node's 'Test Cluster'" in log
