@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -100,4 +101,59 @@ func TestGocqlConnectDDLPreparedAndPaging(t *testing.T) {
 		t.Fatalf("manual paging: %d pages, %d rows; want 10 and 1000", pages, rows)
 	}
 	t.Logf("gocql against %s (release_version %s): ok", host, release)
+}
+
+// Against a cluster (SIBYL_EXPECT_NODES=N, SIBYL_DC): gocql discovers every
+// node from one contact point, with its data center, and keeps working with
+// the token-aware policy.
+func TestGocqlDiscoversEveryNodeOfACluster(t *testing.T) {
+	want, _ := strconv.Atoi(os.Getenv("SIBYL_EXPECT_NODES"))
+	if want == 0 {
+		t.Skip("SIBYL_EXPECT_NODES not set (not a cluster)")
+	}
+	host := os.Getenv("SIBYL_HOST")
+	port, _ := strconv.Atoi(os.Getenv("SIBYL_PORT"))
+	dc := os.Getenv("SIBYL_DC")
+	var mu sync.Mutex
+	seen := map[string]string{}
+	cl := gocql.NewCluster(host)
+	cl.Port = port
+	cl.Timeout = 20 * time.Second
+	cl.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.DCAwareRoundRobinPolicy(dc))
+	cl.HostFilter = gocql.HostFilterFunc(func(h *gocql.HostInfo) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		seen[h.ConnectAddress().String()] = h.DataCenter()
+		return true
+	})
+	s, err := cl.CreateSession()
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer s.Close()
+	if err := s.Query(fmt.Sprintf("CREATE KEYSPACE IF NOT EXISTS go_ring WITH replication = {'class': 'NetworkTopologyStrategy', '%s': 2}", dc)).Exec(); err != nil {
+		t.Fatalf("keyspace: %v", err)
+	}
+	if err := s.Query("CREATE TABLE IF NOT EXISTS go_ring.t (k text PRIMARY KEY, v int)").Exec(); err != nil {
+		t.Fatalf("table: %v", err)
+	}
+	for i := 0; i < 50; i++ {
+		if err := s.Query("INSERT INTO go_ring.t (k, v) VALUES (?, ?)", fmt.Sprint(i), i).Exec(); err != nil {
+			t.Fatalf("insert: %v", err)
+		}
+	}
+	var n int
+	if err := s.Query("SELECT count(*) FROM go_ring.t").Scan(&n); err != nil || n != 50 {
+		t.Fatalf("count %d, %v", n, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != want {
+		t.Fatalf("gocql saw %d nodes (%v), want %d", len(seen), seen, want)
+	}
+	for a, d := range seen {
+		if d != dc {
+			t.Fatalf("%s in data center %q, want %q", a, d, dc)
+		}
+	}
 }

@@ -10,7 +10,7 @@ test('node driver: connect, DDL, prepared insert and select, paging', async () =
   assert.ok(host && port, 'SIBYL_HOST and SIBYL_PORT must be set (use scripts/smoke_node.sh HOST PORT)');
   const client = new cassandra.Client({
     contactPoints: [`${host}:${port}`],
-    localDataCenter: 'datacenter1',
+    localDataCenter: process.env.SIBYL_DC || 'datacenter1',
     socketOptions: { readTimeout: 30000 },
   });
   await client.connect();
@@ -54,6 +54,41 @@ test('node driver: connect, DDL, prepared insert and select, paging', async () =
     assert.strictEqual(rows, 1000);
   } finally {
     await client.execute(`DROP KEYSPACE IF EXISTS ${ks}`);
+    await client.shutdown();
+  }
+});
+
+// Against a cluster (SIBYL_EXPECT_NODES=N, SIBYL_DC): the driver discovers
+// every node from one contact point, in its data center, all up, and its
+// token map places keys where the nodes say (SIBYL_ENDPOINTS_CMD prints a
+// key's replicas, e.g. `sibyl cluster nodetool --dir D node1 getendpoints`).
+test('node driver: discovers every node of a cluster and routes by token', { skip: !process.env.SIBYL_EXPECT_NODES }, async () => {
+  const host = process.env.SIBYL_HOST, port = Number(process.env.SIBYL_PORT);
+  const dc = process.env.SIBYL_DC || 'datacenter1';
+  const client = new cassandra.Client({
+    contactPoints: [host], protocolOptions: { port }, localDataCenter: dc,
+    socketOptions: { readTimeout: 30000 },
+  });
+  await client.connect();
+  try {
+    const hosts = client.hosts.values();
+    assert.strictEqual(hosts.length, Number(process.env.SIBYL_EXPECT_NODES));
+    for (const h of hosts) {
+      assert.ok(h.isUp(), `${h.address} up`);
+      assert.strictEqual(h.datacenter, dc);
+    }
+    await client.execute(`CREATE KEYSPACE IF NOT EXISTS node_ring WITH replication = {'class': 'NetworkTopologyStrategy', '${dc}': 2}`);
+    await client.execute('CREATE TABLE IF NOT EXISTS node_ring.t (k text PRIMARY KEY, v int)');
+    await client.metadata.refreshKeyspaces();
+    if (process.env.SIBYL_ENDPOINTS_CMD) {
+      const { execSync } = require('node:child_process');
+      for (const k of ['a', 'b', 'c', 'd', 'e']) {
+        const ours = execSync(`${process.env.SIBYL_ENDPOINTS_CMD} node_ring t ${k}`).toString().split(/\s+/).filter(Boolean).sort();
+        const driver = client.getReplicas('node_ring', Buffer.from(k)).map((h) => h.address.split(':')[0]).sort();
+        assert.deepStrictEqual(driver, ours, k);
+      }
+    }
+  } finally {
     await client.shutdown();
   }
 });
