@@ -241,16 +241,27 @@ def test_concurrent_schema_changes_land_in_one_order_on_every_node(cluster_facto
             c.shutdown()
 
 
-def test_a_cluster_grows_from_one_to_three_to_four_nodes(cluster_factory):
+def test_a_cluster_grows_from_one_to_three_to_four_nodes(cluster_factory, monkeypatch):
     lc = cluster_factory(1)
     lc.run("start")
+    # the TOPOLOGY_CHANGE events node1 sends the driver's control connection
+    events = []
+    original = ControlConnection._handle_topology_change
+
+    def record(self, event):
+        events.append((event["change_type"], event["address"][0]))
+        return original(self, event)
+
+    monkeypatch.setattr(ControlConnection, "_handle_topology_change", record)
     c, s = lc.connect(1)
     s.execute("CREATE KEYSPACE grow WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
-    c.shutdown()
     for _ in range(2):
         name = lc.run("add").stdout.strip()
         lc.run("start", name)
     assert len(status_lines(lc.nodetool("node1", "status"))) == 3
+    wait_for("NEW_NODE events", lambda: {("NEW_NODE", "127.0.0.2"), ("NEW_NODE", "127.0.0.3")} <= set(events), timeout=10)
+    wait_for("the driver sees three nodes", lambda: len(c.metadata.all_hosts()) == 3, timeout=10)
+    c.shutdown()
     name = lc.run("add").stdout.strip()
     t = time.time()
     lc.run("start", name)
@@ -319,3 +330,39 @@ def test_a_node_of_another_cluster_is_refused(cluster_factory, tmp_path):
     with open(os.path.join(lc.dir, "node1", "sibyl.log")) as f:
         log = f.read()
     assert "cluster name 'Other' of 127.0.0.2 differs from this node's 'Test Cluster'" in log
+
+
+def test_two_data_centers_with_network_topology_placement_and_a_distant_one(cluster_factory):
+    lc = cluster_factory(4, dcs=2)
+    lc.run("start")
+    out = lc.nodetool("node4", "status")
+    assert out.count("Datacenter: ") == 2 and "Datacenter: dc1" in out and "Datacenter: dc2" in out, out
+    assert len([l for l in status_lines(out) if l.startswith("UN ")]) == 4
+    c, s = lc.connect(1)
+    try:
+        assert sorted((h.address, h.datacenter) for h in c.metadata.all_hosts()) == [
+            ("127.0.0.1", "dc1"), ("127.0.0.2", "dc1"), ("127.0.0.3", "dc2"), ("127.0.0.4", "dc2")]
+        s.execute("CREATE KEYSPACE two WITH replication = {'class': 'NetworkTopologyStrategy', 'dc1': 1, 'dc2': 1}")
+        s.execute("CREATE TABLE two.t (k text PRIMARY KEY, v int)")
+        for k in ("a", "b", "c", "d"):
+            eps = lc.nodetool("node1", "getendpoints", "two", "t", k).split()
+            assert len(eps) == 2 and {lc_dc(lc, e) for e in eps} == {"dc1", "dc2"}, (k, eps)
+        # dc2 120 ms away: EACH_QUORUM waits for it, LOCAL_QUORUM does not
+        lc.run("delay", "node3", "node4", "--ms", "120")
+        from cassandra import ConsistencyLevel
+        from cassandra.query import SimpleStatement
+        for cl in (ConsistencyLevel.LOCAL_QUORUM, ConsistencyLevel.EACH_QUORUM, ConsistencyLevel.ALL):
+            s.execute(SimpleStatement("INSERT INTO two.t (k, v) VALUES ('x', 1)", consistency_level=cl))
+        row = s.execute(SimpleStatement("SELECT v FROM two.t WHERE k = 'x'",
+                                        consistency_level=ConsistencyLevel.ALL)).one()
+        assert row.v == 1
+        lc.run("heal")
+    finally:
+        c.shutdown()
+
+
+def lc_dc(lc, address):
+    for n in lc.admin(1, "/cluster")["nodes"]:
+        if n["address"] == address:
+            return n["datacenter"]
+    return None

@@ -27,6 +27,12 @@ fn evenly_spaced(n: usize, offset_fraction: f64) -> Vec<i64> {
         .collect()
 }
 
+fn fnv1a(b: &[u8]) -> u64 {
+    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, x| {
+        (h ^ u64::from(*x)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
 /// Tokens for a new node of `datacenter` with `num_tokens` tokens, given the
 /// ring as it is and the data center's replication factor.
 pub fn allocate_tokens(
@@ -47,8 +53,11 @@ pub fn allocate_tokens(
         .count();
     let rf = replication_factor.unwrap_or(1).max(1);
     if taken.is_empty() || nodes_in_dc < rf {
-        let mut out = evenly_spaced(num_tokens, nodes_in_dc as f64 / rf as f64);
-        out.retain(|t| !taken.contains(t));
+        // each data center's grid is shifted by a fraction of a step taken
+        // from its name, so that two data centers never pick the same tokens
+        let shift = (fnv1a(datacenter.as_bytes()) % 1_000_003) as f64 / 1_000_003.0 / rf as f64;
+        let mut out = evenly_spaced(num_tokens, nodes_in_dc as f64 / rf as f64 + shift);
+        out.retain(|t| !ring.tokens().any(|(r, _)| r == *t));
         return out;
     }
     taken.sort_unstable();
@@ -142,7 +151,14 @@ mod tests {
         let mut ring = TokenMetadata::new();
         ring.add(node(1, "dc1"), &allocate_tokens(&ring, "dc1", 4, Some(1)));
         let t = allocate_tokens(&ring, "dc2", 4, Some(1));
-        assert_eq!(t, evenly_spaced(4, 0.0));
+        assert_eq!(t.len(), 4);
+        assert!(t.iter().all(|x| !ring.tokens().any(|(r, _)| r == *x)));
+        // evenly spaced: equal steps
+        let steps: Vec<i64> = t.windows(2).map(|w| w[1].wrapping_sub(w[0])).collect();
+        assert!(
+            steps.iter().all(|s| (s - steps[0]).abs() < 1 << 20),
+            "{steps:?}"
+        );
         assert_eq!(evenly_spaced(2, 0.0), vec![i64::MIN, 0]);
     }
 }

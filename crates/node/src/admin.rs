@@ -568,6 +568,8 @@ impl Admin {
                     "key_cache": cache_json(self.storage.key_cache.usage(), &self.storage.key_cache.stats),
                     "row_cache": cache_json(self.storage.row_cache.usage(), &self.storage.row_cache.stats),
                     "pending_compactions": self.storage.pending_compactions(),
+                    "generation": self.cluster.gossip.gossiper.lock().generation(),
+                    "gossip_active": true,
                 }))
             }
             ("GET", "/cluster") => self.cluster_json(q),

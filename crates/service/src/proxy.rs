@@ -11,6 +11,7 @@ use crate::error::{Result, ServiceError, WriteType};
 use crate::replica::{Replica, SharedSchema};
 use parking_lot::RwLock;
 use sibyl_cluster::messaging::{MessagingService, ReplicaFailure, Request, Response};
+use sibyl_cluster::snitch::DynamicSnitch;
 use sibyl_cluster::{Clock, TokenMetadata};
 use sibyl_db::{
     counter, ColumnData, DecoratedKey, KeyBound, Mutation, Partition, ReadCommand, ReadKind,
@@ -65,6 +66,8 @@ pub struct StorageProxy {
     locks: Vec<tokio::sync::Mutex<()>>,
     /// Where schema changes go in a cluster (none on a single node).
     schema_log: RwLock<Option<Arc<dyn SchemaLog>>>,
+    /// Response times of the other nodes, to read from the fastest.
+    snitch: Arc<DynamicSnitch>,
     /// Whether a node is up (gossip's failure detector, in a cluster).
     failure_detector: RwLock<Option<Arc<dyn Fn(IpAddr) -> bool + Send + Sync>>>,
 }
@@ -113,6 +116,7 @@ impl StorageProxy {
                 .collect(),
             schema_log: RwLock::new(None),
             failure_detector: RwLock::new(None),
+            snitch: Arc::new(DynamicSnitch::default()),
         }
     }
 
@@ -173,6 +177,22 @@ impl StorageProxy {
         }
     }
 
+    /// The replicas a read asks first: this node when it is one, then the
+    /// live ones, fastest first (the dynamic snitch), then those believed
+    /// down.
+    fn order_for_read(&self, mut plan: Plan) -> Plan {
+        let local = self.local_address();
+        let fd = self.failure_detector.read().clone();
+        let alive = |a: &IpAddr| *a == local || fd.as_ref().is_none_or(|f| f(*a));
+        let (mut up, down): (Vec<IpAddr>, Vec<IpAddr>) =
+            plan.replicas.iter().partition(|a| alive(a));
+        let start = usize::from(up.first() == Some(&local));
+        self.snitch.sort(&mut up[start..]);
+        up.extend(down);
+        plan.replicas = up;
+        plan
+    }
+
     /// UNAVAILABLE when fewer replicas than needed are alive, as the
     /// failure detector judges (every replica counts as alive without one).
     fn check_available(&self, plan: &Plan, cl: Consistency) -> Result<()> {
@@ -196,6 +216,7 @@ impl StorageProxy {
     async fn send(
         replica: Arc<Replica>,
         messaging: Arc<dyn MessagingService>,
+        snitch: Arc<DynamicSnitch>,
         to: IpAddr,
         request: Request,
         timeout: Duration,
@@ -203,7 +224,11 @@ impl StorageProxy {
         if to == messaging.local_address() {
             Some(replica.handle(request).await)
         } else {
-            messaging.send_and_receive(to, request, timeout).await.ok()
+            let started = tokio::time::Instant::now();
+            let r = messaging.send_and_receive(to, request, timeout).await;
+            // a lost or late answer counts as the whole timeout
+            snitch.record(to, started.elapsed());
+            r.ok()
         }
     }
 
@@ -299,10 +324,15 @@ impl StorageProxy {
         let mut tasks = tokio::task::JoinSet::new();
         for (to, idx) in &per_endpoint {
             let batch: Vec<Mutation> = idx.iter().map(|i| mutations[*i].clone()).collect();
-            let (replica, messaging, to) = (self.replica.clone(), self.messaging.clone(), *to);
+            let (replica, messaging, snitch, to) = (
+                self.replica.clone(),
+                self.messaging.clone(),
+                self.snitch.clone(),
+                *to,
+            );
             let request = Request::Mutation(batch);
             tasks.spawn(async move {
-                let r = Self::send(replica, messaging, to, request, timeout).await;
+                let r = Self::send(replica, messaging, snitch, to, request, timeout).await;
                 (to, r)
             });
         }
@@ -526,6 +556,7 @@ impl StorageProxy {
     ) -> Result<Vec<(DecoratedKey, Partition)>> {
         self.check_available(&plan, cl)?;
         let local = self.local_address();
+        let plan = self.order_for_read(plan);
         let targets: Vec<IpAddr> = plan.replicas.iter().take(plan.block_for).copied().collect();
         if targets == [local] {
             // the ring of one, and ONE/LOCAL_ONE on a replica
@@ -592,12 +623,17 @@ impl StorageProxy {
         let mut tasks = tokio::task::JoinSet::new();
         let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
         for (i, to) in targets.iter().enumerate() {
-            let (replica, messaging, to) = (self.replica.clone(), self.messaging.clone(), *to);
+            let (replica, messaging, snitch, to) = (
+                self.replica.clone(),
+                self.messaging.clone(),
+                self.snitch.clone(),
+                *to,
+            );
             let request = Request::Read(command(i));
             tasks.spawn(async move {
                 (
                     i,
-                    Self::send(replica, messaging, to, request, timeout).await,
+                    Self::send(replica, messaging, snitch, to, request, timeout).await,
                 )
             });
         }
@@ -692,13 +728,20 @@ impl StorageProxy {
         let ts = self.clock.now_micros();
         let mut tasks = tokio::task::JoinSet::new();
         for to in &endpoints {
-            let (replica, messaging, to) = (self.replica.clone(), self.messaging.clone(), *to);
+            let (replica, messaging, snitch, to) = (
+                self.replica.clone(),
+                self.messaging.clone(),
+                self.snitch.clone(),
+                *to,
+            );
             let request = Request::Truncate {
                 table_id,
                 timestamp_micros: ts,
             };
             let timeout = self.timeouts.truncate;
-            tasks.spawn(async move { Self::send(replica, messaging, to, request, timeout).await });
+            tasks.spawn(async move {
+                Self::send(replica, messaging, snitch, to, request, timeout).await
+            });
         }
         let mut done = 0;
         while let Some(r) = tasks.join_next().await {

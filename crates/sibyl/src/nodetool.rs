@@ -157,22 +157,21 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
             Ok(())
         }
         "info" => {
+            // Cassandra 5.0's order and label width (23)
             let v = request(&host, port, "GET", "/info")?;
-            println!("{:<26}: {}", "ID", v["host_id"].as_str().unwrap_or(""));
-            println!("{:<26}: true", "Gossip active");
-            println!("{:<26}: true", "Native Transport active");
-            println!(
-                "{:<26}: {}",
-                "Load",
-                human(v["load_bytes"].as_u64().unwrap_or(0))
+            let line = |label: &str, value: String| println!("{label:<23}: {value}");
+            line("ID", v["host_id"].as_str().unwrap_or("").into());
+            line(
+                "Gossip active",
+                v["gossip_active"].as_bool().unwrap_or(true).to_string(),
             );
-            println!("{:<26}: {}", "Uptime (seconds)", v["uptime_seconds"]);
-            println!(
-                "{:<26}: {}",
-                "Data Center",
-                v["datacenter"].as_str().unwrap_or("")
-            );
-            println!("{:<26}: {}", "Rack", v["rack"].as_str().unwrap_or(""));
+            line("Native Transport active", "true".into());
+            line("Load", human(v["load_bytes"].as_u64().unwrap_or(0)));
+            line("Generation No", v["generation"].to_string());
+            line("Uptime (seconds)", v["uptime_seconds"].to_string());
+            line("Data Center", v["datacenter"].as_str().unwrap_or("").into());
+            line("Rack", v["rack"].as_str().unwrap_or("").into());
+            line("Exceptions", "0".into());
             for (label, c) in [
                 ("Key Cache", &v["key_cache"]),
                 ("Row Cache", &v["row_cache"]),
@@ -186,20 +185,35 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
                 } else {
                     format!("{:.3}", hits as f64 / requests as f64)
                 };
-                println!(
-                    "{:<26}: entries {}, size {}, capacity {}, {hits} hits, {requests} requests, {rate} recent hit rate, 0 save period in seconds",
+                line(
                     label,
-                    c["entries"],
-                    human(c["size"].as_u64().unwrap_or(0)),
-                    human(c["capacity"].as_u64().unwrap_or(0)),
+                    format!(
+                        "entries {}, size {}, capacity {}, {hits} hits, {requests} requests, {rate} recent hit rate, 0 save period in seconds",
+                        c["entries"],
+                        human(c["size"].as_u64().unwrap_or(0)),
+                        human(c["capacity"].as_u64().unwrap_or(0)),
+                    ),
                 );
             }
-            println!(
-                "{:<26}: entries -, hits {}, misses {}",
-                "Chunk Cache", v["chunk_cache_hits"], v["chunk_cache_misses"]
+            line(
+                "Chunk Cache",
+                format!(
+                    "entries -, {} hits, {} misses",
+                    v["chunk_cache_hits"], v["chunk_cache_misses"]
+                ),
             );
-            println!("{:<26}: 100.0%", "Percent Repaired");
-            println!("{:<26}: ({} tokens)", "Token", v["tokens"]);
+            line("Percent Repaired", "100.0%".into());
+            line(
+                "Token",
+                format!(
+                    "(invoke with -T/--tokens to see all {} tokens)",
+                    v["tokens"]
+                ),
+            );
+            line("Bootstrap state", "COMPLETED".into());
+            line("Bootstrap failed", "false".into());
+            line("Decommissioning", "false".into());
+            line("Decommission failed", "false".into());
             Ok(())
         }
         "invalidatekeycache" | "invalidaterowcache" => {
