@@ -188,7 +188,9 @@ impl Layout {
             .rsplit(')')
             .next()
             .is_some_and(|s| s.trim_start().starts_with('Z'));
-        (String::from_utf8_lossy(&cmd).contains("sibyl") && !zombie).then_some(pid)
+        // (a process between fork and exec may show an empty command line)
+        let ours = cmd.is_empty() || String::from_utf8_lossy(&cmd).contains("sibyl");
+        (ours && !zombie).then_some(pid)
     }
 
     fn answers_cql(&self, n: &NodeLayout) -> bool {
@@ -254,7 +256,7 @@ fn start(l: &Layout, names: &[String]) -> anyhow::Result<()> {
     let running: Vec<NodeLayout> = l
         .nodes
         .iter()
-        .filter(|n| l.pid(n).is_some())
+        .filter(|n| nodes.iter().any(|s| s.name == n.name) || l.pid(n).is_some())
         .cloned()
         .collect();
     for n in &running {
@@ -329,7 +331,7 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
         bail!("{USAGE}");
     };
     if cmd == "-h" || cmd == "--help" {
-        println!("{USAGE}");
+        outln!("{USAGE}");
         return Ok(());
     }
     // --dir DIR anywhere; `--` ends the options (create's KEY=VALUE pairs)
@@ -441,7 +443,7 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
             for n in &l.nodes {
                 let pid = l.pid(n);
                 let up = pid.is_some() && l.answers_cql(n);
-                println!(
+                outln!(
                     "{:<8} {:<15} {:<8} {}",
                     n.name,
                     n.address,
@@ -537,7 +539,7 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
             l.nodes.push(n.clone());
             l.write_node(&n)?;
             l.save()?;
-            println!("{}", n.name);
+            outln!("{}", n.name);
             Ok(())
         }
         "remove" => {

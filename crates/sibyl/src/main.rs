@@ -7,6 +7,33 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// `println!` for tools whose output is often piped (`nodetool ... | head`):
+/// a closed pipe ends the tool quietly instead of panicking.
+macro_rules! outln {
+    () => {{
+        use std::io::Write;
+        if writeln!(std::io::stdout()).is_err() {
+            std::process::exit(0)
+        }
+    }};
+    ($($t:tt)*) => {{
+        use std::io::Write;
+        if writeln!(std::io::stdout(), $($t)*).is_err() {
+            std::process::exit(0)
+        }
+    }};
+}
+
+/// `print!`, as [`outln!`].
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write;
+        if write!(std::io::stdout(), $($t)*).is_err() {
+            std::process::exit(0)
+        }
+    }};
+}
+
 mod cluster_tool;
 mod nodetool;
 mod nodetool_cluster;

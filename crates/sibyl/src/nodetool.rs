@@ -97,14 +97,14 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
                     .context("-p needs a number")?
             }
             "help" | "--help" => {
-                println!("{USAGE}");
+                outln!("{USAGE}");
                 return Ok(());
             }
             _ => rest.push(a),
         }
     }
     let Some(cmd) = rest.first().cloned() else {
-        println!("{USAGE}");
+        outln!("{USAGE}");
         bail!("no command given");
     };
     // `compact -s` / `--split-output`: size-tiered major compaction into files of
@@ -159,7 +159,7 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
         "info" => {
             // Cassandra 5.0's order and label width (23)
             let v = request(&host, port, "GET", "/info")?;
-            let line = |label: &str, value: String| println!("{label:<23}: {value}");
+            let line = |label: &str, value: String| outln!("{label:<23}: {value}");
             line("ID", v["host_id"].as_str().unwrap_or("").into());
             line(
                 "Gossip active",
@@ -222,17 +222,23 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
         }
         "compactionstats" => {
             let v = request(&host, port, "GET", "/compactionstats")?;
-            println!("pending tasks: {}", v["pending"]);
+            outln!("pending tasks: {}", v["pending"]);
             let running = v["running"].as_array().cloned().unwrap_or_default();
             if !running.is_empty() {
-                println!(
+                outln!(
                     "{:<38} {:<16} {:<16} {:<16} {:>12} {:>12} {:<10} progress",
-                    "id", "compaction type", "keyspace", "table", "completed", "total", "unit"
+                    "id",
+                    "compaction type",
+                    "keyspace",
+                    "table",
+                    "completed",
+                    "total",
+                    "unit"
                 );
                 for r in running {
                     let done = r["completed"].as_u64().unwrap_or(0);
                     let total = r["total"].as_u64().unwrap_or(1).max(1);
-                    println!(
+                    outln!(
                         "{:<38} {:<16} {:<16} {:<16} {:>12} {:>12} {:<10} {:.2}%",
                         r["id"].as_str().unwrap_or(""),
                         "Compaction",
@@ -249,8 +255,8 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
         }
         "compactionhistory" => {
             let v = request(&host, port, "GET", "/compactionhistory")?;
-            println!("Compaction History:");
-            println!(
+            outln!("Compaction History:");
+            outln!(
                 "{:<16} {:<16} {:<15} {:>12} {:>12} {:>14} {:>15}",
                 "keyspace_name",
                 "columnfamily_name",
@@ -261,7 +267,7 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
                 "partitions_out"
             );
             for r in v["history"].as_array().cloned().unwrap_or_default() {
-                println!(
+                outln!(
                     "{:<16} {:<16} {:<15} {:>12} {:>12} {:>14} {:>15}",
                     r["keyspace"].as_str().unwrap_or(""),
                     r["table"].as_str().unwrap_or(""),
@@ -277,57 +283,57 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
         "tablestats" | "cfstats" => {
             let v = request(&host, port, "GET", &format!("/tablestats{}", scope(args)))?;
             let tables = v["tables"].as_array().cloned().unwrap_or_default();
-            println!("Total number of tables: {}", tables.len());
-            println!("----------------");
+            outln!("Total number of tables: {}", tables.len());
+            outln!("----------------");
             let mut last_ks = String::new();
             for t in tables {
                 let ks = t["keyspace"].as_str().unwrap_or("").to_string();
                 if ks != last_ks {
-                    println!("Keyspace : {ks}");
+                    outln!("Keyspace : {ks}");
                     last_ks = ks;
                 }
-                println!("\t\tTable: {}", t["table"].as_str().unwrap_or(""));
-                println!("\t\tSSTable count: {}", t["sstable_count"]);
-                println!("\t\tSpace used (live): {}", t["space_used_live"]);
-                println!("\t\tMemtable data size: {}", t["memtable_data_size"]);
-                println!("\t\tMemtable switch count: {}", t["flushes"]);
+                outln!("\t\tTable: {}", t["table"].as_str().unwrap_or(""));
+                outln!("\t\tSSTable count: {}", t["sstable_count"]);
+                outln!("\t\tSpace used (live): {}", t["space_used_live"]);
+                outln!("\t\tMemtable data size: {}", t["memtable_data_size"]);
+                outln!("\t\tMemtable switch count: {}", t["flushes"]);
                 let latency = |v: &serde_json::Value| {
                     v.as_f64()
                         .map(|x| format!("{x:.3} ms"))
                         .unwrap_or_else(|| "NaN ms".into())
                 };
-                println!("\t\tLocal read count: {}", t["local_read_count"]);
-                println!(
+                outln!("\t\tLocal read count: {}", t["local_read_count"]);
+                outln!(
                     "\t\tLocal read latency: {}",
                     latency(&t["local_read_latency_ms"])
                 );
-                println!("\t\tLocal write count: {}", t["local_write_count"]);
-                println!(
+                outln!("\t\tLocal write count: {}", t["local_write_count"]);
+                outln!(
                     "\t\tLocal write latency: {}",
                     latency(&t["local_write_latency_ms"])
                 );
-                println!("\t\tPending flushes: {}", t["pending_flushes"]);
-                println!(
+                outln!("\t\tPending flushes: {}", t["pending_flushes"]);
+                outln!(
                     "\t\tBloom filter false positives: {}",
                     t["bloom_filter_false_positives"]
                 );
-                println!(
+                outln!(
                     "\t\tNumber of partitions (estimate): {}",
                     t["sstable_partitions"]
                 );
-                println!(
+                outln!(
                     "\t\tCompacted partition minimum bytes: {}",
                     t["partition_min_bytes"]
                 );
-                println!(
+                outln!(
                     "\t\tCompacted partition maximum bytes: {}",
                     t["partition_max_bytes"]
                 );
-                println!(
+                outln!(
                     "\t\tCompacted partition mean bytes: {}",
                     t["partition_mean_bytes"]
                 );
-                println!();
+                outln!();
             }
             Ok(())
         }
@@ -345,12 +351,12 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
                 &format!("/tablehistograms{}", scope(&scope_args)),
             )?;
             for t in v["tables"].as_array().cloned().unwrap_or_default() {
-                println!(
+                outln!(
                     "{}/{} histograms",
                     t["keyspace"].as_str().unwrap_or(""),
                     t["table"].as_str().unwrap_or("")
                 );
-                println!(
+                outln!(
                     "{:<10}{:>18}{:>18}{:>18}{:>18}{:>18}",
                     "Percentile",
                     "Read Latency",
@@ -359,16 +365,21 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
                     "Partition Size",
                     "Cell Count"
                 );
-                println!(
+                outln!(
                     "{:<10}{:>18}{:>18}{:>18}{:>18}{:>18}",
-                    "", "(micros)", "(micros)", "", "(bytes)", ""
+                    "",
+                    "(micros)",
+                    "(micros)",
+                    "",
+                    "(bytes)",
+                    ""
                 );
                 let col = |k: &str, i: usize| t[k].get(i).and_then(|x| x.as_u64()).unwrap_or(0);
                 for (i, label) in ["50%", "75%", "95%", "98%", "99%", "Min", "Max"]
                     .iter()
                     .enumerate()
                 {
-                    println!(
+                    outln!(
                         "{:<10}{:>18.2}{:>18.2}{:>18.2}{:>18}{:>18}",
                         label,
                         col("read_latency_micros", i) as f64,
@@ -378,7 +389,7 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
                         col("cell_count", i)
                     );
                 }
-                println!();
+                outln!();
             }
             Ok(())
         }
@@ -407,7 +418,7 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
             }
             let v = request(&host, port, "POST", &format!("/{cmd}{q}"))?;
             if cmd == "snapshot" {
-                println!(
+                outln!(
                     "Requested creating snapshot(s) for [{}] with snapshot name [{}]",
                     if ks.is_empty() {
                         "all keyspaces".to_string()
@@ -416,9 +427,9 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
                     },
                     v["tag"].as_str().unwrap_or("")
                 );
-                println!("Snapshot directory: {}", v["tag"].as_str().unwrap_or(""));
+                outln!("Snapshot directory: {}", v["tag"].as_str().unwrap_or(""));
             } else {
-                println!(
+                outln!(
                     "Requested clearing snapshot(s) for [{}]",
                     if ks.is_empty() {
                         "all keyspaces".to_string()
@@ -432,19 +443,23 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
         "listsnapshots" => {
             let v = request(&host, port, "GET", "/snapshots")?;
             let snaps = v["snapshots"].as_array().cloned().unwrap_or_default();
-            println!("Snapshot Details: ");
+            outln!("Snapshot Details: ");
             if snaps.is_empty() {
-                println!("There are no snapshots");
+                outln!("There are no snapshots");
                 return Ok(());
             }
-            println!(
+            outln!(
                 "{:<28} {:<16} {:<20} {:>14} {:>14}",
-                "Snapshot name", "Keyspace name", "Column family name", "True size", "Size on disk"
+                "Snapshot name",
+                "Keyspace name",
+                "Column family name",
+                "True size",
+                "Size on disk"
             );
             let mut total = 0;
             for s in snaps {
                 total += s["true_size"].as_u64().unwrap_or(0);
-                println!(
+                outln!(
                     "{:<28} {:<16} {:<20} {:>14} {:>14}",
                     s["tag"].as_str().unwrap_or(""),
                     s["keyspace"].as_str().unwrap_or(""),
@@ -453,13 +468,13 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
                     human(s["size_on_disk"].as_u64().unwrap_or(0))
                 );
             }
-            println!();
-            println!("Total TrueDiskSpaceUsed: {}", human(total));
+            outln!();
+            outln!("Total TrueDiskSpaceUsed: {}", human(total));
             Ok(())
         }
         "getcompactionthroughput" => {
             let v = request(&host, port, "GET", "/compactionthroughput")?;
-            println!("Current compaction throughput: {} MiB/s", v["mb_per_sec"]);
+            outln!("Current compaction throughput: {} MiB/s", v["mb_per_sec"]);
             Ok(())
         }
         "setcompactionthroughput" => {

@@ -71,10 +71,10 @@ pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
             let v = request(host, port, "GET", &path)?;
             let effective = v["effective"].as_bool().unwrap_or(false);
             for (dc, ns) in by_datacenter(&v) {
-                println!("Datacenter: {dc}");
-                println!("{}", "=".repeat(12 + dc.len()));
-                println!("Status=Up/Down");
-                println!("|/ State=Normal/Leaving/Joining/Moving");
+                outln!("Datacenter: {dc}");
+                outln!("{}", "=".repeat(12 + dc.len()));
+                outln!("Status=Up/Down");
+                outln!("|/ State=Normal/Leaving/Joining/Moving");
                 let mut rows = vec![vec![
                     "--".to_string(),
                     "Address".into(),
@@ -108,11 +108,11 @@ pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
                         s(n, "rack"),
                     ]);
                 }
-                print!("{}", table(&rows, "  "));
-                println!();
+                out!("{}", table(&rows, "  "));
+                outln!();
             }
             if !effective && args.is_empty() {
-                println!("Note: Non-system keyspaces don't have the same replication settings, effective ownership information is meaningless");
+                outln!("Note: Non-system keyspaces don't have the same replication settings, effective ownership information is meaningless");
             }
             Ok(true)
         }
@@ -120,15 +120,21 @@ pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
             let v = request(host, port, "GET", "/cluster")?;
             let effective = v["effective"].as_bool().unwrap_or(false);
             let line = |c: [&str; 7]| {
-                println!(
+                outln!(
                     "{:<16}{:<12}{:<7}{:<8}{:<16}{:<20}{:<44}",
-                    c[0], c[1], c[2], c[3], c[4], c[5], c[6]
+                    c[0],
+                    c[1],
+                    c[2],
+                    c[3],
+                    c[4],
+                    c[5],
+                    c[6]
                 )
             };
             for (dc, ns) in by_datacenter(&v) {
-                println!();
-                println!("Datacenter: {dc}");
-                println!("==========");
+                outln!();
+                outln!("Datacenter: {dc}");
+                outln!("==========");
                 let mut all: Vec<(i64, &Value)> = Vec::new();
                 for n in &ns {
                     for t in n["tokens"].as_array().into_iter().flatten() {
@@ -164,22 +170,22 @@ pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
                         &t.to_string(),
                     ]);
                 }
-                println!();
+                outln!();
             }
             if !effective {
-                println!();
-                println!("  Note: Non-system keyspaces don't have the same replication settings, effective ownership information is meaningless");
+                outln!();
+                outln!("  Note: Non-system keyspaces don't have the same replication settings, effective ownership information is meaningless");
             }
             Ok(true)
         }
         "describecluster" => {
             let v = request(host, port, "GET", "/cluster")?;
-            println!("Cluster Information:");
-            println!("\tName: {}", s(&v, "cluster_name"));
-            println!("\tSnitch: {}", s(&v, "snitch"));
-            println!("\tDynamicEndPointSnitch: enabled");
-            println!("\tPartitioner: org.apache.cassandra.dht.Murmur3Partitioner");
-            println!("\tSchema versions:");
+            outln!("Cluster Information:");
+            outln!("\tName: {}", s(&v, "cluster_name"));
+            outln!("\tSnitch: {}", s(&v, "snitch"));
+            outln!("\tDynamicEndPointSnitch: enabled");
+            outln!("\tPartitioner: org.apache.cassandra.dht.Murmur3Partitioner");
+            outln!("\tSchema versions:");
             let mut versions: std::collections::BTreeMap<String, Vec<String>> = Default::default();
             let mut unreachable = Vec::new();
             for n in nodes(&v) {
@@ -203,26 +209,26 @@ pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
             }
             for (ver, mut addrs) in versions {
                 addrs.sort_by_key(|a| a.parse::<std::net::IpAddr>().ok());
-                println!("\t\t{ver}: [{}]", addrs.join(", "));
+                outln!("\t\t{ver}: [{}]", addrs.join(", "));
             }
-            println!();
-            println!("Stats for all nodes:");
+            outln!();
+            outln!("Stats for all nodes:");
             let ns = nodes(&v);
             let live = ns.iter().filter(|n| status_letter(n) == "U").count();
-            println!("\tLive: {live}");
-            println!("\tJoining: 0");
-            println!("\tMoving: 0");
-            println!("\tLeaving: 0");
-            println!("\tUnreachable: {}", ns.len() - live);
-            println!();
-            println!("Data Centers: ");
+            outln!("\tLive: {live}");
+            outln!("\tJoining: 0");
+            outln!("\tMoving: 0");
+            outln!("\tLeaving: 0");
+            outln!("\tUnreachable: {}", ns.len() - live);
+            outln!();
+            outln!("Data Centers: ");
             for (dc, ns) in by_datacenter(&v) {
                 let down = ns.iter().filter(|n| status_letter(n) == "D").count();
-                println!("\t{dc} #Nodes: {} #Down: {down}", ns.len());
+                outln!("\t{dc} #Nodes: {} #Down: {down}", ns.len());
             }
-            println!();
-            println!("Database versions:");
-            println!("\t5.0.4: [{}]", {
+            outln!();
+            outln!("Database versions:");
+            outln!("\t5.0.4: [{}]", {
                 let mut a: Vec<&Value> = ns.iter().collect();
                 a.sort_by_key(|n| s(n, "address").parse::<std::net::IpAddr>().ok());
                 a.iter()
@@ -230,10 +236,10 @@ pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
                     .collect::<Vec<_>>()
                     .join(", ")
             });
-            println!();
-            println!("Keyspaces:");
+            outln!();
+            outln!("Keyspaces:");
             for k in v["keyspaces"].as_array().into_iter().flatten() {
-                println!(
+                outln!(
                     "\t{} -> Replication class: {} {{{}}}",
                     s(k, "name"),
                     s(k, "class"),
@@ -241,19 +247,19 @@ pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
                 );
             }
             if !v["effective"].as_bool().unwrap_or(false) {
-                println!();
-                println!("Note: Non-system keyspaces don't have the same replication settings, effective ownership information is meaningless");
+                outln!();
+                outln!("Note: Non-system keyspaces don't have the same replication settings, effective ownership information is meaningless");
             }
             Ok(true)
         }
         "gossipinfo" => {
             let v = request(host, port, "GET", "/gossipinfo")?;
-            print!("{}", s(&v, "text"));
+            out!("{}", s(&v, "text"));
             Ok(true)
         }
         "statusgossip" => {
             let v = request(host, port, "GET", "/gossipinfo")?;
-            println!(
+            outln!(
                 "{}",
                 if v["running"].as_bool().unwrap_or(false) {
                     "running"
@@ -264,7 +270,7 @@ pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
             Ok(true)
         }
         "version" => {
-            println!("ReleaseVersion: 5.0.4");
+            outln!("ReleaseVersion: 5.0.4");
             Ok(true)
         }
         "getendpoints" => {
@@ -279,7 +285,7 @@ pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
             );
             let v = request(host, port, "GET", &q)?;
             for e in v["endpoints"].as_array().into_iter().flatten() {
-                println!("{}", e.as_str().unwrap_or_default());
+                outln!("{}", e.as_str().unwrap_or_default());
             }
             Ok(true)
         }

@@ -187,7 +187,7 @@ fn partition_json(key: &[u8], p: &Partition, header: &SerializationHeader) -> Va
 
 pub fn run(args: Vec<String>) -> anyhow::Result<()> {
     let (Some(cmd), Some(path)) = (args.first(), args.get(1)) else {
-        println!("{USAGE}");
+        outln!("{USAGE}");
         bail!("sstable needs a command and a path");
     };
     let path = PathBuf::from(path);
@@ -201,7 +201,7 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
                     out.push(partition_json(&k.key, &p, &r.stats.header));
                 }
             }
-            println!("{}", serde_json::to_string_pretty(&Value::Array(out))?);
+            outln!("{}", serde_json::to_string_pretty(&Value::Array(out))?);
             Ok(())
         }
         "verify" => {
@@ -232,10 +232,10 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
                     Ok(n)
                 })();
                 match result {
-                    Ok(n) => println!("Verified {} ({} partitions): OK", name.display(), n),
+                    Ok(n) => outln!("Verified {} ({} partitions): OK", name.display(), n),
                     Err(e) => {
                         bad += 1;
-                        println!("Verify of {} failed: {e}", name.display());
+                        outln!("Verify of {} failed: {e}", name.display());
                     }
                 }
             }
