@@ -27,7 +27,7 @@ public class Smoke {
     int port = Integer.parseInt(System.getenv("SIBYL_PORT"));
     try (CqlSession s = CqlSession.builder()
         .addContactPoint(new InetSocketAddress(host, port))
-        .withLocalDatacenter("datacenter1")
+        .withLocalDatacenter(System.getenv().getOrDefault("SIBYL_DC", "datacenter1"))
         .withConfigLoader(DriverConfigLoader.programmaticBuilder()
             // DDL on a busy 2-core machine can take longer than the 2 s default
             .withDuration(DefaultDriverOption.REQUEST_TIMEOUT, Duration.ofSeconds(30))
@@ -80,6 +80,19 @@ public class Smoke {
         check(pages == 10 && rows == 1000, "manual paging: " + pages + " pages, " + rows + " rows");
       } finally {
         s.execute("DROP KEYSPACE IF EXISTS " + ks);
+      }
+      // against a cluster (SIBYL_EXPECT_NODES=N): every node discovered from
+      // one contact point, up, in its data center
+      String expect = System.getenv("SIBYL_EXPECT_NODES");
+      if (expect != null) {
+        String dc = System.getenv().getOrDefault("SIBYL_DC", "datacenter1");
+        var nodes = s.getMetadata().getNodes().values();
+        check(nodes.size() == Integer.parseInt(expect), "discovered " + nodes.size() + " nodes, want " + expect);
+        for (var node : nodes) {
+          check(node.getState() == com.datastax.oss.driver.api.core.metadata.NodeState.UP, node + " up");
+          check(dc.equals(node.getDatacenter()), node + " in " + dc);
+        }
+        System.out.println("java driver: discovered " + nodes.size() + " nodes, all up");
       }
       System.out.println("java driver " + local.getString("release_version") + " smoke: 1 passed, 0 failed");
     }
