@@ -161,8 +161,16 @@ def test_a_killed_node_is_marked_down_and_comes_back_with_its_identity(cluster_f
         time.sleep(3)
         lc.run("resume", "node3")
         assert "DN " not in lc.nodetool("node1", "status")
+        s.execute("CREATE KEYSPACE fo WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
+        s.execute("CREATE TABLE fo.t (k int PRIMARY KEY, v int)")
         t = time.time()
         lc.run("kill", "node3")
+        # writes at QUORUM go on at once: two of three replicas answer
+        from cassandra import ConsistencyLevel
+        from cassandra.query import SimpleStatement
+        for k in range(50):
+            s.execute(SimpleStatement("INSERT INTO fo.t (k, v) VALUES (%s, %s)", consistency_level=ConsistencyLevel.QUORUM),
+                      (k, k))
         wait_for("node3 DN on node1 and node2",
                  lambda: all(any(l.startswith("DN ") and "127.0.0.3" in l
                                  for l in status_lines(lc.nodetool(f"node{n}", "status"))) for n in (1, 2)),
@@ -173,6 +181,9 @@ def test_a_killed_node_is_marked_down_and_comes_back_with_its_identity(cluster_f
         # 1.3 to 2 s on average (one random peer per round), so 25 to 40 s
         assert 8 < took < 60, took
         wait_for("a DOWN event", lambda: ("DOWN", "127.0.0.3") in events, timeout=30)
+        # once node3 is down, reads at QUORUM ask the two live replicas
+        rows = s.execute(SimpleStatement("SELECT k, v FROM fo.t", consistency_level=ConsistencyLevel.QUORUM))
+        assert sorted((r.k, r.v) for r in rows) == [(k, k) for k in range(50)]
         lc.run("start", "node3")
         wait_for("node3 UN", lambda: all(l.startswith("UN ") for l in status_lines(lc.nodetool("node1", "status"))),
                  timeout=30)
