@@ -214,7 +214,7 @@ def test_concurrent_schema_changes_land_in_one_order_on_every_node(cluster_facto
         def run(i, stmts):
             s = sessions[i % 2][1]
             for st in stmts:
-                for attempt in range(50):
+                for attempt in range(300):
                     try:
                         s.execute(st)
                         break
