@@ -171,6 +171,12 @@ def test_a_killed_node_is_marked_down_and_comes_back_with_its_identity(cluster_f
         for k in range(50):
             s.execute(SimpleStatement("INSERT INTO fo.t (k, v) VALUES (%s, %s)", consistency_level=ConsistencyLevel.QUORUM),
                       (k, k))
+        # and so do reads: a replica that does not answer is backed up by
+        # the third (speculative retry), before anyone has marked it down
+        for k in range(50):
+            row = s.execute(SimpleStatement("SELECT v FROM fo.t WHERE k = %s", consistency_level=ConsistencyLevel.QUORUM),
+                            (k,)).one()
+            assert row.v == k
         wait_for("node3 DN on node1 and node2",
                  lambda: all(any(l.startswith("DN ") and "127.0.0.3" in l
                                  for l in status_lines(lc.nodetool(f"node{n}", "status"))) for n in (1, 2)),

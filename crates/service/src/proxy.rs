@@ -573,20 +573,28 @@ impl StorageProxy {
             data_present,
         };
         let deadline = tokio::time::Instant::now() + timeout;
+        // speculative retry: a replica that has not answered when the
+        // slowest expected answer should have come is backed up by the next
+        // replica, asked for data (Cassandra's `speculative_retry`)
+        let spare = plan.replicas.get(plan.block_for).copied();
+        let expected = targets
+            .iter()
+            .filter_map(|t| self.snitch.score(*t))
+            .fold(0.0f64, f64::max);
+        let speculate_after = Duration::from_micros((expected * 3.0) as u64)
+            .max(Duration::from_millis(20))
+            .min(timeout / 2);
         let responses = self
-            .gather(
-                &targets,
-                |i| if i == 0 { cmd.clone() } else { cmd.as_digest() },
-                deadline,
-            )
+            .gather_reads(&targets, spare, &cmd, speculate_after, deadline)
             .await?;
-        let data = responses.iter().find_map(|(i, r)| match r {
-            ReadResponse::Data(d) if *i == 0 => Some(d.clone()),
+        let data = responses.iter().find_map(|(_, r)| match r {
+            ReadResponse::Data(d) => Some(d.clone()),
             _ => None,
         });
         if responses.len() < targets.len() {
             return Err(timeout_error(responses.len(), data.is_some()));
         }
+        let targets: Vec<IpAddr> = responses.iter().map(|(to, _)| *to).collect();
         let Some(data) = data else {
             return Err(timeout_error(responses.len(), false));
         };
@@ -609,6 +617,77 @@ impl StorageProxy {
             merged.truncate(limit);
         }
         Ok(merged)
+    }
+
+    /// A read's requests: data from the first target, digests from the
+    /// others, and, if they are not all answered after `speculate_after`,
+    /// data from `spare` as well. Returns the first `targets.len()` answers
+    /// that arrive by `deadline`, with who gave them. A failed replica makes
+    /// the read fail with its reason.
+    async fn gather_reads(
+        &self,
+        targets: &[IpAddr],
+        spare: Option<IpAddr>,
+        cmd: &ReadCommand,
+        speculate_after: Duration,
+        deadline: tokio::time::Instant,
+    ) -> Result<Vec<(IpAddr, ReadResponse)>> {
+        let mut tasks = tokio::task::JoinSet::new();
+        let spawn = |tasks: &mut tokio::task::JoinSet<_>, to: IpAddr, command: ReadCommand| {
+            let (replica, messaging, snitch) = (
+                self.replica.clone(),
+                self.messaging.clone(),
+                self.snitch.clone(),
+            );
+            let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
+            tasks.spawn(async move {
+                (
+                    to,
+                    Self::send(
+                        replica,
+                        messaging,
+                        snitch,
+                        to,
+                        Request::Read(command),
+                        timeout,
+                    )
+                    .await,
+                )
+            });
+        };
+        for (i, to) in targets.iter().enumerate() {
+            let command = if i == 0 { cmd.clone() } else { cmd.as_digest() };
+            spawn(&mut tasks, *to, command);
+        }
+        let speculate_at = tokio::time::Instant::now() + speculate_after;
+        let mut spare = spare;
+        let mut out: Vec<(IpAddr, ReadResponse)> = Vec::new();
+        while out.len() < targets.len() {
+            let next = tokio::select! {
+                r = tokio::time::timeout_at(deadline, tasks.join_next()) => r,
+                _ = tokio::time::sleep_until(speculate_at), if spare.is_some() => {
+                    if let Some(to) = spare.take() {
+                        spawn(&mut tasks, to, cmd.clone());
+                    }
+                    continue;
+                }
+            };
+            match next {
+                Ok(Some(Ok((to, Some(Response::Read(r)))))) => out.push((to, r)),
+                Ok(Some(Ok((_, Some(Response::Failure(f)))))) => {
+                    return Err(Self::replica_failure(f))
+                }
+                Ok(Some(_)) => {
+                    // no answer from one: the spare, if not yet asked, now
+                    if let Some(to) = spare.take() {
+                        spawn(&mut tasks, to, cmd.clone());
+                    }
+                }
+                Ok(None) | Err(_) => break,
+            }
+        }
+        tasks.detach_all();
+        Ok(out)
     }
 
     /// Sends a command to each target (the `i`th gets `command(i)`) and
