@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Two builds of Sibyl, alternately, same commands: to tell a change of build
+# from a change of machine. Prints op/s and the server's CPU per operation
+# (utime+stime from /proc/PID/stat) for ROUNDS rounds of N writes then N
+# uniform reads (memtable only unless N is large).
+#
+#   bench/ab_builds.sh OLD_SIBYL NEW_SIBYL [N] [ROUNDS] [THREADS]
+#   e.g. git worktree add /tmp/old 2ba117b && (cd /tmp/old && cargo build --release -p sibyl)
+#        bench/ab_builds.sh /tmp/old/target/release/sibyl target/release/sibyl 1000000 2 32
+set -u
+old="$1" new="$2" n="${3:-1000000}" rounds="${4:-2}" threads="${5:-32}"
+stress="$(cd "$(dirname "$0")/.." && pwd)/target/release/sibyl"
+[ -x "$stress" ] || stress="$new"
+tick_us=$((1000000 / $(getconf CLK_TCK)))
+cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
+for round in $(seq 1 "$rounds"); do
+  for build in old new; do
+    bin="$old"; [ "$build" = new ] && bin="$new"
+    d="$(mktemp -d)"
+    printf 'native_transport_port: 9042\ndata_file_directories: [%s/data]\ncommitlog_directory: %s/commitlog\n' "$d" "$d" > "$d/s.yaml"
+    "$bin" --config "$d/s.yaml" > "$d/log" 2>&1 & pid=$!
+    until (exec 3<>/dev/tcp/127.0.0.1/9042) 2>/dev/null; do sleep 0.05; done
+    c0=$(cpu $pid)
+    "$stress" stress write n="$n" no-warmup -rate threads="$threads" -pop seq=1.."$n" -col n=FIXED\(1\) size=FIXED\(100\) > "$d/w.txt"
+    c1=$(cpu $pid)
+    "$stress" stress read n="$n" no-warmup -rate threads="$threads" -pop dist=UNIFORM\(1.."$n"\) -col n=FIXED\(1\) size=FIXED\(100\) > "$d/r.txt"
+    c2=$(cpu $pid)
+    kill $pid; wait $pid 2>/dev/null
+    printf '%s %-3s write %s, %s us CPU/op | read %s, %s us CPU/op\n' "$round" "$build" \
+      "$(grep -m1 '^Op rate' "$d/w.txt" | awk '{print $4, $5}')" "$(awk -v a=$c0 -v b=$c1 -v t=$tick_us -v n=$n 'BEGIN{printf "%.2f", (b-a)*t/n}')" \
+      "$(grep -m1 '^Op rate' "$d/r.txt" | awk '{print $4, $5}')" "$(awk -v a=$c1 -v b=$c2 -v t=$tick_us -v n=$n 'BEGIN{printf "%.2f", (b-a)*t/n}')"
+    rm -rf "$d"
+  done
+done
