@@ -608,14 +608,17 @@ impl StorageProxy {
             return Err(timeout_error(responses.len(), true));
         }
         let mut merged: Vec<(DecoratedKey, Partition)> = Vec::new();
-        for (_, r) in responses {
+        let mut answers: Vec<(IpAddr, Vec<(DecoratedKey, Partition)>)> = Vec::new();
+        for (i, r) in responses {
             if let ReadResponse::Data(d) = r {
-                merged = merge_sorted(merged, d, cmd.now);
+                merged = merge_sorted(merged, d.clone(), cmd.now);
+                answers.push((targets[i], d));
             }
         }
         if let ReadKind::PartitionRange { limit, .. } | ReadKind::Index { limit, .. } = cmd.kind {
             merged.truncate(limit);
         }
+        self.repair(&cmd, &merged, answers, deadline).await;
         Ok(merged)
     }
 
@@ -688,6 +691,65 @@ impl StorageProxy {
         }
         tasks.detach_all();
         Ok(out)
+    }
+
+    /// Blocking read repair (Cassandra's `BlockingReadRepair`): every
+    /// replica whose answer differs from the reconciled data gets, for each
+    /// partition it lacked or held stale, the reconciled partition as a
+    /// mutation (timestamps and tombstones kept, so applying it twice is
+    /// harmless), and the read waits for those writes until its deadline,
+    /// so that a later read at the same level cannot see older data.
+    async fn repair(
+        &self,
+        cmd: &ReadCommand,
+        merged: &[(DecoratedKey, Partition)],
+        answers: Vec<(IpAddr, Vec<(DecoratedKey, Partition)>)>,
+        deadline: tokio::time::Instant,
+    ) {
+        let mut tasks = tokio::task::JoinSet::new();
+        for (to, data) in answers {
+            let mutations: Vec<Mutation> = merged
+                .iter()
+                .filter(|(k, p)| {
+                    let theirs = data.iter().find(|(dk, _)| dk == k);
+                    theirs.is_none_or(|(_, q)| {
+                        sibyl_db::read::digest(&[(k.clone(), q.clone())])
+                            != sibyl_db::read::digest(&[(k.clone(), p.clone())])
+                    })
+                })
+                .map(|(k, p)| Mutation {
+                    table_id: cmd.table_id,
+                    key: k.clone(),
+                    update: p.clone(),
+                })
+                .collect();
+            if mutations.is_empty() {
+                continue;
+            }
+            tracing::debug!("read repair: {} partitions to {to}", mutations.len());
+            let (replica, messaging, snitch) = (
+                self.replica.clone(),
+                self.messaging.clone(),
+                self.snitch.clone(),
+            );
+            let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
+            tasks.spawn(async move {
+                Self::send(
+                    replica,
+                    messaging,
+                    snitch,
+                    to,
+                    Request::Mutation(mutations),
+                    timeout,
+                )
+                .await
+            });
+        }
+        let _ = tokio::time::timeout_at(deadline, async {
+            while tasks.join_next().await.is_some() {}
+        })
+        .await;
+        tasks.detach_all();
     }
 
     /// Sends a command to each target (the `i`th gets `command(i)`) and

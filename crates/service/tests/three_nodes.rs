@@ -382,3 +382,39 @@ async fn unavailable_when_the_ring_has_too_few_replicas() {
         other => panic!("expected unavailable, got {other:?}"),
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_that_finds_replicas_disagreeing_repairs_the_stale_one() {
+    let net = LocalNetwork::new();
+    let (nodes, t) = cluster(&net);
+    nodes[0]
+        .proxy
+        .mutate(vec![write(&t, 7, "old", 10)], Consistency::All)
+        .await
+        .expect("write to all");
+    // node 3 misses the newer value
+    net.partition(&[ip(1)], &[ip(3)]);
+    nodes[0]
+        .proxy
+        .mutate(vec![write(&t, 7, "new", 20)], Consistency::Quorum)
+        .await
+        .expect("quorum write");
+    assert_eq!(local_value(&nodes[2], &t, 7), Some("old".into()));
+    net.heal();
+    // a read at ALL sees the digests disagree, answers with the newest value
+    // and writes it back to node 3 before answering
+    assert_eq!(
+        read(&nodes[0].proxy, &t, 7, Consistency::All)
+            .await
+            .expect("read at ALL"),
+        Some("new".into())
+    );
+    assert_eq!(local_value(&nodes[2], &t, 7), Some("new".into()));
+    // the replicas now agree: node 3 alone answers the newest value
+    assert_eq!(
+        read(&nodes[2].proxy, &t, 7, Consistency::One)
+            .await
+            .expect("read at ONE"),
+        Some("new".into())
+    );
+}
