@@ -52,8 +52,7 @@ class LocalCluster:
                     out += f"\n--- {d}\n" + "".join(f.readlines()[-30:])
         return out
 
-    def connect(self, node=1, whitelist=False):
-        kw = {}
+    def connect(self, node=1, whitelist=False, **kw):
         if whitelist:
             kw["execution_profiles"] = {EXEC_PROFILE_DEFAULT: ExecutionProfile(
                 load_balancing_policy=WhiteListRoundRobinPolicy([f"127.0.0.{node}"]), request_timeout=30)}
@@ -298,8 +297,10 @@ def test_a_cluster_grows_from_one_to_three_to_four_nodes(cluster_factory, monkey
 def test_a_partitioned_minority_refuses_schema_changes_and_catches_up_after_heal(cluster_factory):
     lc = cluster_factory(3)
     lc.run("start")
-    c1, s1 = lc.connect(1, whitelist=True)
-    c3, s3 = lc.connect(3, whitelist=True)
+    # across a partition the nodes cannot agree on a schema version: the
+    # driver's agreement wait is cut short (it would wait 10 s per statement)
+    c1, s1 = lc.connect(1, whitelist=True, max_schema_agreement_wait=2)
+    c3, s3 = lc.connect(3, whitelist=True, max_schema_agreement_wait=2)
     try:
         s1.execute("CREATE KEYSPACE part WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
         lc.run("partition", "node3")
