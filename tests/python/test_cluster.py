@@ -7,6 +7,7 @@ import re
 import subprocess
 import threading
 import time
+import urllib.request
 
 import pytest
 from cassandra.cluster import Cluster, ControlConnection, ExecutionProfile, EXEC_PROFILE_DEFAULT
@@ -39,9 +40,9 @@ class LocalCluster:
         return p.stdout if check else p
 
     def admin(self, node, path):
-        out = subprocess.run(["curl", "-s", f"http://127.0.0.{node}:{self.admin_port}{path}"], capture_output=True,
-                             text=True, timeout=30).stdout
-        return json.loads(out)
+        url = f"http://127.0.0.{node}:{self.admin_port}{path}"
+        with urllib.request.urlopen(url, timeout=30) as r:
+            return json.loads(r.read())
 
     def logs(self):
         out = ""

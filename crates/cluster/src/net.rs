@@ -429,7 +429,7 @@ async fn outbound_loop(
         // responses come back on the same connection
         let reader_node = Arc::downgrade(&node);
         let max = node.config.max_frame_bytes;
-        let reader = tokio::spawn(async move {
+        let mut reader = tokio::spawn(async move {
             loop {
                 match read_frame(&mut read, max).await {
                     Ok(Some(f)) if f.kind == FrameKind::Response => {
@@ -481,16 +481,11 @@ async fn outbound_loop(
                     Some(m) => next = Some(m),
                     None => break,
                 },
-                _ = wait_finished(&reader) => break,
+                // the reader ends when the connection does
+                _ = &mut reader => break,
             }
         }
         reader.abort();
-    }
-}
-
-async fn wait_finished(task: &tokio::task::JoinHandle<()>) {
-    while !task.is_finished() {
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

@@ -105,18 +105,19 @@ impl Admin {
                     )
                     .map(str::to_string)
                 };
-                let storage_port = self
+                let (storage_port, release_version) = self
                     .cluster
                     .state
                     .directory
                     .read()
                     .nodes
                     .get(&e.host_id)
-                    .map(|r| r.storage_port)
-                    .unwrap_or(0);
+                    .map(|r| (r.storage_port, r.release_version.clone()))
+                    .unwrap_or_default();
                 json!({
                     "address": e.address.to_string(),
                     "storage_port": storage_port,
+                    "release_version": release_version,
                     "host_id": e.host_id.to_string(),
                     "datacenter": e.datacenter,
                     "rack": e.rack,

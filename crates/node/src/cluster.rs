@@ -356,7 +356,7 @@ impl MetadataTransport for MessagingTransport {
         to: &NodeAddr,
         request: Vec<u8>,
         timeout: Duration,
-    ) -> futures_like::BoxFuture<'static, Result<Vec<u8>, TransportError>> {
+    ) -> futures::future::BoxFuture<'static, Result<Vec<u8>, TransportError>> {
         let messaging = self.0.clone();
         let to_s = to.0.clone();
         Box::pin(async move {
@@ -383,11 +383,6 @@ impl MetadataTransport for MessagingTransport {
             }
         })
     }
-}
-
-/// The boxed future type the metadata transport returns.
-mod futures_like {
-    pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 }
 
 /// Schema changes through the metadata log.
@@ -417,18 +412,14 @@ impl SchemaLog for LogSchema {
                     // every live node has the change before the client
                     // hears of it, so any node it asks next knows it
                     let peers = gossip.live_peers();
-                    let waits = peers.into_iter().map(|p| {
+                    let waits = peers.iter().map(|p| {
                         gossip.messaging.send_and_receive(
-                            p,
+                            *p,
                             Request::MetadataCatchUp(epoch.0),
                             CATCH_UP_TIMEOUT,
                         )
                     });
-                    for (p, r) in gossip
-                        .live_peers()
-                        .into_iter()
-                        .zip(futures::future::join_all(waits).await)
-                    {
+                    for (p, r) in peers.iter().zip(futures::future::join_all(waits).await) {
                         if !matches!(r, Ok(Response::Done)) {
                             tracing::warn!(
                                 "{p} has not applied schema epoch {} in {CATCH_UP_TIMEOUT:?}",
@@ -531,11 +522,11 @@ impl GossipDriver {
     /// that `system.peers` everywhere shows the new version within
     /// milliseconds).
     pub fn push_local_state(&self) {
-        let (me, state, peers) = {
+        let peers = self.live_peers();
+        let (me, state) = {
             let g = self.gossiper.lock();
             let me = g.local_address();
-            let peers: Vec<IpAddr> = g.live_members().into_iter().filter(|a| *a != me).collect();
-            (me, g.endpoint_state(me).cloned(), peers)
+            (me, g.endpoint_state(me).cloned())
         };
         let Some(state) = state else { return };
         let mut out = GossipOutput::default();
@@ -794,8 +785,9 @@ pub async fn join(
         {
             rec.tokens
         }
-        Some(rec) => {
-            // same host, new address or location: register again
+        // a new node, or a known one at a new address or location
+        other => {
+            let reuse = other.map(|rec| rec.tokens).or(stored_tokens);
             register(
                 &metadata,
                 &state,
@@ -803,21 +795,7 @@ pub async fn join(
                 me,
                 &datacenter,
                 &rack,
-                Some(rec.tokens),
-                native_address,
-                config,
-            )
-            .await?
-        }
-        None => {
-            register(
-                &metadata,
-                &state,
-                host_id,
-                me,
-                &datacenter,
-                &rack,
-                stored_tokens,
+                reuse,
                 native_address,
                 config,
             )

@@ -204,6 +204,23 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
     )
     .await?;
     let cluster = Arc::new(cluster);
+    {
+        // gossip's LOAD: the bytes of live SSTables, now and every minute
+        // (Cassandra's LoadBroadcaster), for the others' `nodetool status`
+        let storage = storage.clone();
+        let gossip = cluster.gossip.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(std::time::Duration::from_secs(60));
+            loop {
+                every.tick().await;
+                let load: u64 = storage.tables().iter().map(|t| t.live_disk_bytes()).sum();
+                gossip.set_states(vec![(
+                    sibyl_cluster::endpoint_state::ApplicationState::Load,
+                    format!("{load}.0"),
+                )]);
+            }
+        });
+    }
     let tokens = cluster.tokens.clone();
     let local = LocalInfo {
         host_id,
@@ -215,8 +232,13 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         config: config.clone(),
     };
     write_local_row(&storage, &local_t, &local, proxy.schema().version).await?;
+    let peer_tables = peers::Peers {
+        storage: storage.clone(),
+        peers: system_table(&schema, "system", "peers"),
+        peers_v2: system_table(&schema, "system", "peers_v2"),
+    };
     let directory = cluster.state.directory.read().clone();
-    peers::write_all(&storage, &directory, host_id, &cluster.gossip).await?;
+    peers::write_all(&peer_tables, &directory, host_id, &cluster.gossip).await?;
     {
         // every schema change, from any node: system.local's schema version,
         // gossip's SCHEMA state, and no prepared statement of the old schema
@@ -242,27 +264,27 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
                 let _ = write_local_row(&storage3, &t, &l, v).await;
             });
         }));
-        let storage2 = storage.clone();
+        let tables = peer_tables.clone();
         let gossip = cluster.gossip.clone();
         *cluster.state.on_topology.write() = Some(Box::new(move |d: &cluster::Directory| {
-            let storage3 = storage2.clone();
+            let tables = tables.clone();
             let d = d.clone();
             let gossip = gossip.clone();
             tokio::spawn(async move {
-                let _ = peers::write_all(&storage3, &d, host_id, &gossip).await;
+                let _ = peers::write_all(&tables, &d, host_id, &gossip).await;
             });
         }));
-        let storage2 = storage.clone();
+        let tables = peer_tables.clone();
         let state = cluster.state.clone();
         cluster
             .gossip
             .set_on_change(Box::new(move |endpoint, gossip| {
                 let rec = state.directory.read().by_address(endpoint).cloned();
                 if let Some(rec) = rec {
-                    let storage3 = storage2.clone();
+                    let tables = tables.clone();
                     let schema_version = gossip.schema_version_of(endpoint);
                     tokio::spawn(async move {
-                        let _ = peers::write_peer(&storage3, &rec, schema_version).await;
+                        let _ = peers::write_peer(&tables, &rec, schema_version).await;
                     });
                 }
             }));

@@ -8,7 +8,7 @@ use crate::cluster::{Directory, GossipDriver, NodeRecord};
 use crate::{inet, RELEASE_VERSION};
 use bytes::Bytes;
 use sibyl_db::cells::WriteParams;
-use sibyl_schema::schema::system_table_id;
+use sibyl_schema::schema::TableMetadata;
 use sibyl_schema::schema_tables::{int, row_mutation, text};
 use sibyl_storage::{StorageEngine, StorageError};
 use std::sync::Arc;
@@ -21,23 +21,21 @@ fn write_params() -> WriteParams {
     }
 }
 
+/// The node's storage and its two peers tables.
+#[derive(Clone)]
+pub struct Peers {
+    pub storage: Arc<StorageEngine>,
+    pub peers: Arc<TableMetadata>,
+    pub peers_v2: Arc<TableMetadata>,
+}
+
 /// Rewrites the rows of one peer.
 pub async fn write_peer(
-    storage: &Arc<StorageEngine>,
+    t: &Peers,
     rec: &NodeRecord,
     schema_version: Option<uuid::Uuid>,
 ) -> Result<(), StorageError> {
-    let schema = sibyl_schema::schema::system_keyspaces();
-    let table = |name: &str| {
-        schema
-            .iter()
-            .find(|k| k.name == "system")
-            .and_then(|k| k.tables.get(name).cloned())
-    };
-    let (Some(peers), Some(peers_v2)) = (table("peers"), table("peers_v2")) else {
-        return Ok(());
-    };
-    debug_assert_eq!(peers.id, system_table_id("system", "peers"));
+    let (peers, peers_v2) = (&t.peers, &t.peers_v2);
     let mut toks: Vec<Bytes> = rec.tokens.iter().map(|t| text(&t.to_string())).collect();
     toks.sort();
     let tokens = sibyl_types::value::serialize_collection(&toks);
@@ -45,7 +43,7 @@ pub async fn write_peer(
     let schema_version = schema_version.map(|v| Bytes::copy_from_slice(v.as_bytes()));
     let wp = write_params();
     let v1 = row_mutation(
-        &peers,
+        peers,
         &[inet(&rec.address)],
         &[],
         &[
@@ -61,7 +59,7 @@ pub async fn write_peer(
         &wp,
     );
     let v2 = row_mutation(
-        &peers_v2,
+        peers_v2,
         &[inet(&rec.address)],
         &[int(rec.storage_port as i32)],
         &[
@@ -78,19 +76,19 @@ pub async fn write_peer(
         ],
         &wp,
     );
-    storage.apply(vec![v1, v2]).await
+    t.storage.apply(vec![v1, v2]).await
 }
 
 /// Writes the rows of every node of `directory` but this one.
 pub async fn write_all(
-    storage: &Arc<StorageEngine>,
+    t: &Peers,
     directory: &Directory,
     local: uuid::Uuid,
     gossip: &GossipDriver,
 ) -> Result<(), StorageError> {
     for rec in directory.nodes.values().filter(|n| n.host_id != local) {
         let v = gossip.schema_version_of(rec.address);
-        write_peer(storage, rec, v).await?;
+        write_peer(t, rec, v).await?;
     }
     Ok(())
 }

@@ -585,7 +585,7 @@ impl StorageProxy {
             .max(Duration::from_millis(20))
             .min(timeout / 2);
         let responses = self
-            .gather_reads(&targets, spare, &cmd, speculate_after, deadline)
+            .gather_reads(&targets, true, spare, &cmd, speculate_after, deadline)
             .await?;
         let data = responses.iter().find_map(|(_, r)| match r {
             ReadResponse::Data(d) => Some(d.clone()),
@@ -603,16 +603,18 @@ impl StorageProxy {
             return Ok(data);
         }
         // digests disagree: full data from each, reconciled cell by cell
-        let responses = self.gather(&targets, |_| cmd.clone(), deadline).await?;
+        let responses = self
+            .gather_reads(&targets, false, None, &cmd, timeout, deadline)
+            .await?;
         if responses.len() < targets.len() {
             return Err(timeout_error(responses.len(), true));
         }
         let mut merged: Vec<(DecoratedKey, Partition)> = Vec::new();
         let mut answers: Vec<(IpAddr, Vec<(DecoratedKey, Partition)>)> = Vec::new();
-        for (i, r) in responses {
+        for (to, r) in responses {
             if let ReadResponse::Data(d) = r {
                 merged = merge_sorted(merged, d.clone(), cmd.now);
-                answers.push((targets[i], d));
+                answers.push((to, d));
             }
         }
         if let ReadKind::PartitionRange { limit, .. } | ReadKind::Index { limit, .. } = cmd.kind {
@@ -623,13 +625,14 @@ impl StorageProxy {
     }
 
     /// A read's requests: data from the first target, digests from the
-    /// others, and, if they are not all answered after `speculate_after`,
-    /// data from `spare` as well. Returns the first `targets.len()` answers
+    /// others (data from all unless `digests`), and, if they are not all
+    /// answered after `speculate_after`, data from `spare` as well. Returns the first `targets.len()` answers
     /// that arrive by `deadline`, with who gave them. A failed replica makes
     /// the read fail with its reason.
     async fn gather_reads(
         &self,
         targets: &[IpAddr],
+        digests: bool,
         spare: Option<IpAddr>,
         cmd: &ReadCommand,
         speculate_after: Duration,
@@ -659,7 +662,11 @@ impl StorageProxy {
             });
         };
         for (i, to) in targets.iter().enumerate() {
-            let command = if i == 0 { cmd.clone() } else { cmd.as_digest() };
+            let command = if i > 0 && digests {
+                cmd.as_digest()
+            } else {
+                cmd.clone()
+            };
             spawn(&mut tasks, *to, command);
         }
         let speculate_at = tokio::time::Instant::now() + speculate_after;
@@ -750,47 +757,6 @@ impl StorageProxy {
         })
         .await;
         tasks.detach_all();
-    }
-
-    /// Sends a command to each target (the `i`th gets `command(i)`) and
-    /// collects the answers that arrive by `deadline`, with the target's
-    /// index. A failed replica makes the read fail with its reason.
-    async fn gather(
-        &self,
-        targets: &[IpAddr],
-        command: impl Fn(usize) -> ReadCommand,
-        deadline: tokio::time::Instant,
-    ) -> Result<Vec<(usize, ReadResponse)>> {
-        let mut tasks = tokio::task::JoinSet::new();
-        let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
-        for (i, to) in targets.iter().enumerate() {
-            let (replica, messaging, snitch, to) = (
-                self.replica.clone(),
-                self.messaging.clone(),
-                self.snitch.clone(),
-                *to,
-            );
-            let request = Request::Read(command(i));
-            tasks.spawn(async move {
-                (
-                    i,
-                    Self::send(replica, messaging, snitch, to, request, timeout).await,
-                )
-            });
-        }
-        let mut out = Vec::new();
-        while out.len() < targets.len() {
-            match tokio::time::timeout_at(deadline, tasks.join_next()).await {
-                Ok(Some(Ok((i, Some(Response::Read(r)))))) => out.push((i, r)),
-                Ok(Some(Ok((_, Some(Response::Failure(f)))))) => {
-                    return Err(Self::replica_failure(f))
-                }
-                Ok(Some(_)) => {}
-                Ok(None) | Err(_) => break,
-            }
-        }
-        tasks.detach_all();
-        Ok(out)
     }
 
     // ---------- lightweight transactions ----------

@@ -5,6 +5,7 @@
 use anyhow::{bail, Context};
 use serde_json::{json, Value};
 use std::net::{IpAddr, TcpStream};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -213,11 +214,12 @@ impl Layout {
     }
 }
 
+/// Sends a signal with the shell's own `kill` (no process tools needed).
 fn signal(pid: u32, sig: &str) -> anyhow::Result<()> {
-    let ok = Command::new("kill")
-        .args([sig, &pid.to_string()])
+    let ok = Command::new("sh")
+        .args(["-c", &format!("kill {sig} {pid}")])
         .status()
-        .context("cannot run kill")?
+        .context("cannot run sh")?
         .success();
     if !ok {
         bail!("kill {sig} {pid} failed");
@@ -237,16 +239,17 @@ fn start(l: &Layout, names: &[String]) -> anyhow::Result<()> {
             .create(true)
             .append(true)
             .open(d.join("sibyl.log"))?;
-        // setsid: the node outlives this command and the terminal's signals
-        let child = Command::new("setsid")
-            .arg(&exe)
+        // a process group of its own: the node outlives this command and
+        // ignores the terminal's Ctrl-C
+        let child = Command::new(&exe)
+            .process_group(0)
             .arg("--config")
             .arg(d.join("sibyl.yaml"))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
             .spawn()
-            .context("cannot start a node (setsid)")?;
+            .context("cannot start a node")?;
         std::fs::write(d.join("sibyl.pid"), child.id().to_string())?;
         eprintln!("started {} ({}), pid {}", n.name, n.address, child.id());
     }

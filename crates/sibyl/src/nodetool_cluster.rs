@@ -228,14 +228,23 @@ pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
             }
             outln!();
             outln!("Database versions:");
-            outln!("\t5.0.4: [{}]", {
-                let mut a: Vec<&Value> = ns.iter().collect();
+            // each node's release as the metadata log recorded it
+            let mut by_release: std::collections::BTreeMap<String, Vec<&Value>> =
+                Default::default();
+            for n in &ns {
+                by_release
+                    .entry(s(n, "release_version"))
+                    .or_default()
+                    .push(n);
+            }
+            for (release, mut a) in by_release {
                 a.sort_by_key(|n| s(n, "address").parse::<std::net::IpAddr>().ok());
-                a.iter()
+                let addrs: Vec<String> = a
+                    .iter()
                     .map(|n| format!("{}:{}", s(n, "address"), n["storage_port"]))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            });
+                    .collect();
+                outln!("\t{release}: [{}]", addrs.join(", "));
+            }
             outln!();
             outln!("Keyspaces:");
             for k in v["keyspaces"].as_array().into_iter().flatten() {
@@ -270,7 +279,8 @@ pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
             Ok(true)
         }
         "version" => {
-            outln!("ReleaseVersion: 5.0.4");
+            let v = request(host, port, "GET", "/info")?;
+            outln!("ReleaseVersion: {}", s(&v, "release_version"));
             Ok(true)
         }
         "getendpoints" => {

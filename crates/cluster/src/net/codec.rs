@@ -558,7 +558,6 @@ pub fn decode_any(buf: &[u8], comparator_of: ComparatorOf) -> Result<(), CodecEr
     if let Ok(req) = &request {
         let _ = decode_response(&frame.body, req, comparator_of);
     }
-    let _ = get_u64(&mut Reader::new(&frame.body));
     Ok(())
 }
 
