@@ -20,8 +20,7 @@ use sibyl_schema::schema::{system_keyspaces, Schema};
 use sibyl_service::proxy::{StorageProxy, Timeouts};
 use sibyl_service::replica::{Replica, ReplicaVerbs, SharedSchema};
 use sibyl_service::stores::open_store;
-use sibyl_storage::commitlog::SyncMode;
-use sibyl_storage::store::{CommitFailurePolicy, DiskFailurePolicy, StorageConfig};
+use sibyl_storage::store::StorageConfig;
 use sibyl_storage::StorageEngine;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -33,24 +32,7 @@ fn ip(i: u8) -> IpAddr {
 
 /// A storage engine with the system tables open, and the schema they make.
 fn storage(dir: &std::path::Path) -> (Arc<StorageEngine>, Schema) {
-    let storage = StorageEngine::new(StorageConfig {
-        data_directories: vec![dir.join("data")],
-        commitlog_directory: dir.join("commitlog"),
-        sync: SyncMode::Batch,
-        segment_size_bytes: 1 << 20,
-        memtable_space_bytes: 64 << 20,
-        memtable_flush_threshold_bytes: 16 << 20,
-        commitlog_total_space_bytes: 64 << 20,
-        chunk_cache_bytes: 1 << 20,
-        key_cache_bytes: 0,
-        row_cache_bytes: 0,
-        disk_failure_policy: DiskFailurePolicy::Stop,
-        commit_failure_policy: CommitFailurePolicy::Stop,
-        auto_snapshot: false,
-        concurrent_compactors: 1,
-        compaction_throughput_bytes: 0,
-    })
-    .expect("storage");
+    let storage = StorageEngine::new(StorageConfig::small(dir)).expect("storage");
     let mut schema = Schema::default();
     for ks in system_keyspaces() {
         for t in ks.tables.values() {

@@ -18,8 +18,7 @@ use sibyl_schema::schema::{
 use sibyl_service::error::{ServiceError, WriteType};
 use sibyl_service::proxy::{StorageProxy, Timeouts};
 use sibyl_service::replica::{Replica, ReplicaVerbs, SharedSchema};
-use sibyl_storage::commitlog::SyncMode;
-use sibyl_storage::store::{CommitFailurePolicy, DiskFailurePolicy, StorageConfig};
+use sibyl_storage::store::StorageConfig;
 use sibyl_storage::StorageEngine;
 use sibyl_types::CqlType;
 use std::collections::BTreeMap;
@@ -104,24 +103,7 @@ fn cluster(net: &Arc<LocalNetwork>) -> (Vec<Node>, Arc<TableMetadata>) {
     let nodes = (1..=3u8)
         .map(|i| {
             let dir = tempfile::tempdir().expect("temp dir");
-            let storage = StorageEngine::new(StorageConfig {
-                data_directories: vec![dir.path().join("data")],
-                commitlog_directory: dir.path().join("commitlog"),
-                sync: SyncMode::Batch,
-                segment_size_bytes: 1 << 20,
-                memtable_space_bytes: 64 << 20,
-                memtable_flush_threshold_bytes: 16 << 20,
-                commitlog_total_space_bytes: 64 << 20,
-                chunk_cache_bytes: 1 << 20,
-                key_cache_bytes: 0,
-                row_cache_bytes: 0,
-                disk_failure_policy: DiskFailurePolicy::Stop,
-                commit_failure_policy: CommitFailurePolicy::Stop,
-                auto_snapshot: false,
-                concurrent_compactors: 1,
-                compaction_throughput_bytes: 0,
-            })
-            .expect("storage");
+            let storage = StorageEngine::new(StorageConfig::small(dir.path())).expect("storage");
             sibyl_service::stores::open_store(&storage, &table).expect("store");
             storage.start_commitlog(&[]).expect("commit log");
             let shared: SharedSchema = Arc::new(RwLock::new(Arc::new(schema.clone())));

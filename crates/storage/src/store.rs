@@ -562,6 +562,31 @@ pub struct StorageConfig {
     pub compaction_throughput_bytes: u64,
 }
 
+impl StorageConfig {
+    /// A small engine under `dir` (data in `dir/data`, commit log in
+    /// `dir/commitlog`), synced per write, without caches or snapshots: what
+    /// tests that run several nodes in one process use.
+    pub fn small(dir: &std::path::Path) -> StorageConfig {
+        StorageConfig {
+            data_directories: vec![dir.join("data")],
+            commitlog_directory: dir.join("commitlog"),
+            sync: SyncMode::Batch,
+            segment_size_bytes: 1 << 20,
+            memtable_space_bytes: 64 << 20,
+            memtable_flush_threshold_bytes: 16 << 20,
+            commitlog_total_space_bytes: 64 << 20,
+            chunk_cache_bytes: 1 << 20,
+            key_cache_bytes: 0,
+            row_cache_bytes: 0,
+            disk_failure_policy: DiskFailurePolicy::Stop,
+            commit_failure_policy: CommitFailurePolicy::Stop,
+            auto_snapshot: false,
+            concurrent_compactors: 1,
+            compaction_throughput_bytes: 0,
+        }
+    }
+}
+
 /// All tables of the node and the commit log in front of them.
 pub struct StorageEngine {
     pub config: StorageConfig,
