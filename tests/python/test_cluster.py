@@ -1,95 +1,16 @@
 """Several real `sibyl` processes on 127.0.0.x, started by `sibyl cluster`,
 form one cluster: one ring, gossip and its failure detector, schema changes
 through the cluster metadata log, drivers that discover every node."""
-import json
 import os
 import re
 import subprocess
 import threading
 import time
-import urllib.request
 
 import pytest
-from cassandra.cluster import Cluster, ControlConnection, ExecutionProfile, EXEC_PROFILE_DEFAULT
-from cassandra.policies import WhiteListRoundRobinPolicy
+from cassandra.cluster import ControlConnection
 
-from sibyl_node import BIN, free_port
-
-
-class LocalCluster:
-    """A cluster laid out by `sibyl cluster create` in its own directory."""
-
-    def __init__(self, tmp_path, nodes, dcs=1, racks=1, extra=()):
-        self.dir = str(tmp_path / "cluster")
-        self.port = free_port()
-        self.admin_port = free_port()
-        self.storage_port = free_port()
-        self.run("create", "--nodes", str(nodes), "--port", str(self.port), "--admin-port", str(self.admin_port),
-                 "--storage-port", str(self.storage_port), "--dcs", str(dcs), "--racks", str(racks),
-                 "--", "commitlog_sync=batch", *extra)
-
-    def run(self, *args, check=True, timeout=180):
-        p = subprocess.run([BIN, "cluster", args[0], "--dir", self.dir, *args[1:]], capture_output=True,
-                           text=True, timeout=timeout)
-        if check and p.returncode != 0:
-            raise RuntimeError(f"sibyl cluster {' '.join(args)}: {p.stderr}{self.logs()}")
-        return p
-
-    def nodetool(self, node, *args, check=True):
-        p = self.run("nodetool", node, *args, check=check)
-        return p.stdout if check else p
-
-    def admin(self, node, path):
-        url = f"http://127.0.0.{node}:{self.admin_port}{path}"
-        with urllib.request.urlopen(url, timeout=30) as r:
-            return json.loads(r.read())
-
-    def logs(self):
-        out = ""
-        for d in sorted(os.listdir(self.dir)):
-            log = os.path.join(self.dir, d, "sibyl.log")
-            if os.path.exists(log):
-                with open(log) as f:
-                    out += f"\n--- {d}\n" + "".join(f.readlines()[-30:])
-        return out
-
-    def connect(self, node=1, whitelist=False, **kw):
-        if whitelist:
-            kw["execution_profiles"] = {EXEC_PROFILE_DEFAULT: ExecutionProfile(
-                load_balancing_policy=WhiteListRoundRobinPolicy([f"127.0.0.{node}"]), request_timeout=30)}
-        c = Cluster([f"127.0.0.{node}"], port=self.port, **kw)
-        return c, c.connect()
-
-    def stop(self):
-        self.run("stop", check=False)
-
-
-@pytest.fixture
-def cluster_factory(tmp_path):
-    made = []
-
-    def make(*args, **kw):
-        c = LocalCluster(tmp_path, *args, **kw)
-        made.append(c)
-        return c
-
-    yield make
-    for c in made:
-        c.stop()
-
-
-def status_lines(out):
-    return [l for l in out.splitlines() if re.match(r"^[UD][NLJM] ", l)]
-
-
-def wait_for(what, f, timeout=60, every=0.25):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = f()
-        if v:
-            return v
-        time.sleep(every)
-    raise AssertionError(f"timed out waiting for {what}")
+from local_cluster import LocalCluster, cluster_factory, status_lines, wait_for  # noqa: F401
 
 
 def test_three_nodes_form_one_ring_that_drivers_and_nodetool_see(cluster_factory):
@@ -202,14 +123,20 @@ def test_a_killed_node_is_marked_down_and_comes_back_with_its_identity(cluster_f
 
 
 def test_concurrent_schema_changes_land_in_one_order_on_every_node(cluster_factory):
-    lc = cluster_factory(3)
+    # the log keeps 4 entries behind a snapshot every 4: node3 returns to a
+    # snapshot, which carries the schema
+    lc = cluster_factory(3, extra=("metadata_snapshot_entries=4",))
     lc.run("start")
     # sessions of the driver's default policy: it learns that node3 is down
     # and leaves it out of its schema agreement wait
     sessions = [lc.connect(n) for n in (1, 2)]
     try:
         sessions[0][1].execute("CREATE KEYSPACE ddl WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
+        sessions[0][1].execute("CREATE KEYSPACE gone WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        sessions[0][1].execute("CREATE TABLE ddl.before (k int PRIMARY KEY, v int)")
+        sessions[0][1].execute("INSERT INTO ddl.before (k, v) VALUES (1, 10)")
         lc.run("stop", "node3")
+        sessions[0][1].execute("DROP KEYSPACE gone")
         statements = []
         for i in range(7):
             statements.append(f"CREATE TABLE ddl.t{i} (k int PRIMARY KEY, v int)")
@@ -251,6 +178,11 @@ def test_concurrent_schema_changes_land_in_one_order_on_every_node(cluster_facto
         assert schema(1) == schema(2) == schema(3)
         text = schema(1)
         assert all(f"w{i} text" in text for i in range(7)) and "u5" not in text and "u4" in text
+        # the keyspace dropped while node3 was away is gone there too, and the
+        # table it had before keeps its data
+        s3 = sessions[4][1]
+        assert "gone" not in {r.keyspace_name for r in s3.execute("SELECT keyspace_name FROM system_schema.keyspaces")}
+        assert s3.execute("SELECT v FROM ddl.before WHERE k = 1").one().v == 10
         versions = {sessions[1 + n][1].execute("SELECT schema_version FROM system.local").one()[0] for n in (1, 2, 3)}
         assert len(versions) == 1
     finally:

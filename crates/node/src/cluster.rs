@@ -315,6 +315,50 @@ const CONFLICT: &str = "schema conflict: planned against a replaced schema";
 struct Snapshot {
     version: u8,
     directory: Directory,
+    /// The user keyspaces' `system_schema` rows, written at
+    /// `schema_timestamp`, encoded as a schema entry.
+    #[serde(default)]
+    schema: Vec<u8>,
+    #[serde(default)]
+    schema_timestamp: i64,
+}
+
+impl ClusterState {
+    /// Makes this node's user schema the snapshot's: keyspaces it has and
+    /// the snapshot lacks are dropped, the snapshot's are written, all at the
+    /// snapshot's timestamp, so that the entries after the snapshot (planned
+    /// later) still win.
+    fn restore_schema(&self, encoded: &[u8], ts: i64) -> Result<(), String> {
+        let current = self.replica.schema();
+        let entry = decode_schema_entry(encoded, &current)?;
+        let now = self.replica.clock().now_seconds();
+        let mut mutations = Vec::new();
+        for (name, ks) in &current.keyspaces {
+            if !ks.is_system && !ks.is_virtual {
+                mutations.extend(sibyl_schema::schema_tables::drop_keyspace_mutations(
+                    name,
+                    ts - 1,
+                    now,
+                ));
+            }
+        }
+        mutations.extend(entry.mutations);
+        let replica = self.replica.clone();
+        let applied = tokio::task::block_in_place(|| {
+            tokio::runtime::Handle::current()
+                .block_on(replica.apply_schema_mutations(current.version, mutations))
+        })
+        .map_err(|e| e.to_string())?;
+        match applied {
+            Some(schema) => {
+                if let Some(f) = self.on_schema.read().as_ref() {
+                    f(&schema);
+                }
+                Ok(())
+            }
+            None => Err("the schema changed while a metadata snapshot was restored".into()),
+        }
+    }
 }
 
 impl MetadataStateMachine for ClusterState {
@@ -325,24 +369,41 @@ impl MetadataStateMachine for ClusterState {
         }
     }
 
-    /// The directory. The schema is not in the snapshot: every node keeps it
-    /// in its own `system_schema` tables, written as each change applies.
+    /// The directory and the user schema as `system_schema` rows.
     fn snapshot(&self) -> Vec<u8> {
+        let schema = self.replica.schema();
+        let ts = self.replica.clock().now_micros();
+        let now = self.replica.clock().now_seconds();
+        let mutations: Vec<Mutation> = schema
+            .keyspaces
+            .values()
+            .filter(|ks| !ks.is_system && !ks.is_virtual)
+            .flat_map(|ks| sibyl_schema::schema_tables::keyspace_mutations(ks, ts, now))
+            .collect();
         serde_json::to_vec(&Snapshot {
             version: ENTRY_VERSION,
             directory: self.directory.read().clone(),
+            schema: encode_schema_entry(schema.version, &mutations, &None),
+            schema_timestamp: ts,
         })
         .unwrap_or_default()
     }
 
-    fn restore(&self, _epoch: Epoch, snapshot: &[u8]) -> Result<(), String> {
+    fn restore(&self, epoch: Epoch, snapshot: &[u8]) -> Result<(), String> {
         if snapshot.is_empty() {
             self.set_directory(Directory::default());
             return Ok(());
         }
         let s: Snapshot =
             serde_json::from_slice(snapshot).map_err(|e| format!("bad metadata snapshot: {e}"))?;
+        if s.version != ENTRY_VERSION {
+            return Err(format!("metadata snapshot format version {}", s.version));
+        }
         self.set_directory(s.directory);
+        if !s.schema.is_empty() {
+            self.restore_schema(&s.schema, s.schema_timestamp)?;
+        }
+        tracing::info!("cluster metadata restored from a snapshot at epoch {}", epoch.0);
         Ok(())
     }
 }
@@ -753,7 +814,11 @@ pub async fn join(
         addr,
         Arc::new(MessagingTransport(messaging.clone())),
         state.clone(),
-        sibyl_tcm::TcmConfig::default(),
+        sibyl_tcm::TcmConfig {
+            snapshot_every_entries: config.metadata_snapshot_entries,
+            entries_kept_after_snapshot: config.metadata_snapshot_entries,
+            ..Default::default()
+        },
     )
     .await?;
     let _ = verbs.metadata.set(metadata.clone());

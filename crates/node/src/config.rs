@@ -93,6 +93,9 @@ struct RawConfig {
     /// Sibyl: the cluster metadata log's directory (default: beside the
     /// commit log, `metadata`).
     metadata_directory: Option<String>,
+    /// Sibyl: the metadata log takes a snapshot after this many entries and
+    /// keeps as many behind it (default 1000).
+    metadata_snapshot_entries: Option<u64>,
 }
 
 /// `commitlog_sync`.
@@ -163,6 +166,7 @@ pub struct Config {
     pub initial_tokens: Vec<i64>,
     pub allocate_tokens_for_local_replication_factor: Option<u32>,
     pub metadata_directory: PathBuf,
+    pub metadata_snapshot_entries: u64,
     /// The directory of the configuration file (where
     /// `GossipingPropertyFileSnitch` finds `cassandra-rackdc.properties`).
     pub config_directory: Option<PathBuf>,
@@ -216,6 +220,7 @@ impl Default for Config {
             // cassandra.yaml's default since 4.0
             allocate_tokens_for_local_replication_factor: Some(3),
             metadata_directory: PathBuf::from("data/metadata"),
+            metadata_snapshot_entries: 1000,
             config_directory: None,
         }
     }
@@ -534,6 +539,12 @@ impl Config {
         }
         if let Some(rf) = raw.allocate_tokens_for_local_replication_factor {
             c.allocate_tokens_for_local_replication_factor = Some(rf);
+        }
+        if let Some(n) = raw.metadata_snapshot_entries {
+            if n == 0 {
+                return Err("metadata_snapshot_entries must be at least 1".into());
+            }
+            c.metadata_snapshot_entries = n;
         }
         c.metadata_directory = match raw.metadata_directory {
             Some(v) => PathBuf::from(v),

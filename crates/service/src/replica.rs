@@ -59,6 +59,11 @@ impl Replica {
         self.schema.read().clone()
     }
 
+    /// The node's clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
     /// Applies mutations durably, with the index entries they make, in one
     /// commit-log batch (`MUTATION_REQ`).
     pub async fn apply(&self, mut mutations: Vec<Mutation>) -> Result<(), ReplicaFailure> {

@@ -90,6 +90,8 @@ fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|_| "info,openraft=off".into()),
         )
         .with_target(false)
+        // colours only on a terminal, not in a log file
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
     let config = match &config_path {
         Some(p) => Config::load(p)?,
