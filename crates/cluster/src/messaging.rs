@@ -9,6 +9,8 @@
 //! peer) is another implementation of the same trait.
 
 use parking_lot::{Mutex, RwLock};
+use bytes::Bytes;
+use sibyl_db::paxos::{Ballot, Commit, Promise};
 use sibyl_db::{Mutation, ReadCommand, ReadResponse};
 use std::collections::HashMap;
 use std::future::Future;
@@ -39,9 +41,40 @@ pub enum Verb {
     /// log (a schema change's coordinator asks every live node before it
     /// answers its client).
     MetadataCatchUp,
+    /// A counter update for its leader replica to apply and replicate
+    /// (`COUNTER_MUTATION_REQ`).
+    CounterMutation,
+    /// Paxos: prepare, propose and commit (`PAXOS_PREPARE_REQ`, …).
+    PaxosPrepare,
+    PaxosPropose,
+    PaxosCommit,
+    /// Store and remove a logged batch in the batchlog (`BATCH_STORE_REQ`,
+    /// `BATCH_REMOVE_REQ`).
+    BatchStore,
+    BatchRemove,
+    /// Mutations delivered from hints (`HINT_REQ`).
+    Hint,
 }
 
 impl Verb {
+    /// Every verb.
+    pub const ALL: [Verb; 14] = [
+        Verb::Mutation,
+        Verb::Read,
+        Verb::RangeRead,
+        Verb::Truncate,
+        Verb::Gossip,
+        Verb::Metadata,
+        Verb::MetadataCatchUp,
+        Verb::CounterMutation,
+        Verb::PaxosPrepare,
+        Verb::PaxosPropose,
+        Verb::PaxosCommit,
+        Verb::BatchStore,
+        Verb::BatchRemove,
+        Verb::Hint,
+    ];
+
     /// Cassandra's name of the verb, as `nodetool tpstats` shows dropped messages.
     pub fn name(self) -> &'static str {
         match self {
@@ -52,6 +85,13 @@ impl Verb {
             Verb::Gossip => "GOSSIP_DIGEST",
             Verb::Metadata => "TCM_REQ",
             Verb::MetadataCatchUp => "TCM_CATCHUP_REQ",
+            Verb::CounterMutation => "COUNTER_MUTATION_REQ",
+            Verb::PaxosPrepare => "PAXOS_PREPARE_REQ",
+            Verb::PaxosPropose => "PAXOS_PROPOSE_REQ",
+            Verb::PaxosCommit => "PAXOS_COMMIT_REQ",
+            Verb::BatchStore => "BATCH_STORE_REQ",
+            Verb::BatchRemove => "BATCH_REMOVE_REQ",
+            Verb::Hint => "HINT_REQ",
         }
     }
 }
@@ -71,6 +111,25 @@ pub enum Request {
     Metadata(Vec<u8>),
     /// Answer once this epoch of the cluster metadata log is applied here.
     MetadataCatchUp(u64),
+    /// Lead a counter update: apply it to this replica's shards and
+    /// replicate it at the consistency level (its protocol code).
+    CounterMutation {
+        mutation: Mutation,
+        consistency: u16,
+    },
+    PaxosPrepare {
+        ballot: Ballot,
+        table_id: uuid::Uuid,
+        key: Bytes,
+    },
+    PaxosPropose(Commit),
+    PaxosCommit(Commit),
+    BatchStore {
+        id: uuid::Uuid,
+        mutations: Vec<Mutation>,
+    },
+    BatchRemove(uuid::Uuid),
+    Hint(Vec<Mutation>),
 }
 
 impl Request {
@@ -83,6 +142,13 @@ impl Request {
             Request::Gossip(_) => Verb::Gossip,
             Request::Metadata(_) => Verb::Metadata,
             Request::MetadataCatchUp(_) => Verb::MetadataCatchUp,
+            Request::CounterMutation { .. } => Verb::CounterMutation,
+            Request::PaxosPrepare { .. } => Verb::PaxosPrepare,
+            Request::PaxosPropose(_) => Verb::PaxosPropose,
+            Request::PaxosCommit(_) => Verb::PaxosCommit,
+            Request::BatchStore { .. } => Verb::BatchStore,
+            Request::BatchRemove(_) => Verb::BatchRemove,
+            Request::Hint(_) => Verb::Hint,
         }
     }
 }
@@ -97,6 +163,10 @@ pub enum Response {
     Failure(ReplicaFailure),
     /// An encoded cluster metadata response.
     Metadata(Vec<u8>),
+    /// A replica's answer to a Paxos prepare.
+    Promise(Promise),
+    /// Whether a replica accepted a Paxos proposal.
+    Accepted(bool),
 }
 
 /// Why a replica failed a request.
@@ -108,6 +178,10 @@ pub enum ReplicaFailure {
     UnknownTable(uuid::Uuid),
     /// Any other error, with its message.
     Error(String),
+    /// A counter leader's write did not get enough acknowledgements.
+    WriteTimeout { received: u32, block_for: u32 },
+    /// A counter leader found too few replicas alive.
+    Unavailable { required: u32, alive: u32 },
 }
 
 /// Why no response came.

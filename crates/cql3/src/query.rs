@@ -1195,7 +1195,7 @@ impl QueryProcessor {
                 request.key.clone(),
                 serial,
                 opts.consistency,
-                |current, now| {
+                |current, now, ballot| {
                     let current = current.map(|mut p| {
                         p.resolve(now);
                         p
@@ -1204,11 +1204,11 @@ impl QueryProcessor {
                     if request.applies(&read, now)? {
                         // Paxos writes every update at the ballot's
                         // timestamp, deletions just before it
-                        let ballot = now_micros();
-                        for m in &mut all {
+                        let mut update = all.clone();
+                        for m in &mut update {
                             cas_timestamps(m, ballot);
                         }
-                        return Ok::<_, Error>((applied_outcome(&table, true), all));
+                        return Ok::<_, Error>((applied_outcome(&table, true), update));
                     }
                     Ok((request.failure(&read, batch.is_some(), now), Vec::new()))
                 },

@@ -416,7 +416,7 @@ async fn list_operations_by_index_read_before_they_write() {
 }
 
 #[tokio::test]
-async fn a_condition_reads_the_partition_then_writes_only_if_it_holds() {
+async fn a_condition_runs_a_paxos_round_and_proposes_only_if_it_holds() {
     let h = Harness::with_table("CREATE TABLE ks.t (k int PRIMARY KEY, v int)").await;
     let opts = || QueryOptions {
         consistency: Consistency::Quorum,
@@ -425,23 +425,62 @@ async fn a_condition_reads_the_partition_then_writes_only_if_it_holds() {
     h.exec_with("INSERT INTO t (k, v) VALUES (1, 1) IF NOT EXISTS", opts())
         .await
         .expect("insert");
+    // prepare, read, propose, commit: the update carries the ballot's time
     let seen = h.take();
-    assert!(matches!(seen.first(), Some(Request::Read(_))), "{seen:?}");
-    assert!(
-        matches!(seen.last(), Some(Request::Mutation(_))),
-        "{seen:?}"
+    let kinds: Vec<&str> = seen
+        .iter()
+        .map(|r| match r {
+            Request::PaxosPrepare { .. } => "prepare",
+            Request::Read(_) => "read",
+            Request::PaxosPropose(_) => "propose",
+            Request::PaxosCommit(_) => "commit",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(kinds, ["prepare", "read", "propose", "commit"], "{seen:?}");
+    let (Request::PaxosPrepare { ballot, .. }, Request::PaxosCommit(c)) = (&seen[0], &seen[3])
+    else {
+        unreachable!()
+    };
+    assert_eq!(c.ballot, *ballot);
+    let row = c.update.update.rows.values().next().expect("a row");
+    assert_eq!(
+        row.liveness.as_ref().map(|l| l.timestamp),
+        Some(ballot.micros())
     );
 
-    // the condition fails: a read and no write
+    // the condition fails: a prepare and a read, nothing proposed
     let o = h
         .exec_with("INSERT INTO t (k, v) VALUES (1, 2) IF NOT EXISTS", opts())
         .await
         .expect("insert");
     assert_eq!(rows(&o)[0][0], Some(Bytes::from_static(&[0])));
     let seen = h.take();
-    assert!(!seen.is_empty());
     assert!(
-        seen.iter().all(|r| matches!(r, Request::Read(_))),
+        matches!(
+            seen.as_slice(),
+            [Request::PaxosPrepare { .. }, Request::Read(_)]
+        ),
+        "{seen:?}"
+    );
+
+    // a SERIAL read: a prepare, an empty proposal, then the read
+    h.exec_with(
+        "SELECT v FROM t WHERE k = 1",
+        QueryOptions {
+            consistency: Consistency::Serial,
+            ..QueryOptions::default()
+        },
+    )
+    .await
+    .expect("serial read");
+    let seen = h.take();
+    assert!(
+        matches!(
+            seen.as_slice(),
+            [Request::PaxosPrepare { .. }, Request::PaxosPropose(p), Request::Read(_)]
+                if p.update.update.is_empty()
+        ),
         "{seen:?}"
     );
 }

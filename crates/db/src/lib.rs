@@ -12,6 +12,7 @@ pub mod clustering;
 pub mod compaction_params;
 pub mod counter;
 pub mod data;
+pub mod paxos;
 pub mod read;
 pub mod rows;
 pub mod serde;

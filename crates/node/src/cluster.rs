@@ -38,7 +38,8 @@ use sibyl_protocol::{Event, SchemaChange, SchemaChangeTarget};
 use sibyl_schema::schema::Schema;
 use sibyl_service::error::ServiceError;
 use sibyl_service::proxy::{SchemaLog, StorageProxy};
-use sibyl_service::replica::{Replica, ReplicaVerbs};
+use sibyl_service::proxy::StorageVerbs;
+use sibyl_service::replica::Replica;
 use sibyl_tcm::{
     ClusterMetadataService, Epoch, MetadataStateMachine, MetadataTransport, NodeAddr, TcmError,
     Transformation, TransformationKind, TransportError,
@@ -543,6 +544,7 @@ impl GossipDriver {
                 _ => continue,
             };
             tracing::info!("{endpoint} is now {change}");
+            self.state.proxy.note_liveness(endpoint, change == "UP");
             if let Some(f) = self.on_change.read().as_ref() {
                 f(endpoint, self);
             }
@@ -645,7 +647,7 @@ impl GossipDriver {
 
 /// Every verb this node answers.
 struct NodeVerbs {
-    replica: ReplicaVerbs,
+    replica: StorageVerbs,
     gossip: OnceLock<Arc<GossipDriver>>,
     metadata: OnceLock<ClusterMetadataService>,
 }
@@ -793,7 +795,7 @@ pub async fn join(
     let (datacenter, rack) = location(config);
     let me = messaging.local_address();
     let verbs = Arc::new(NodeVerbs {
-        replica: ReplicaVerbs(replica.clone()),
+        replica: StorageVerbs(proxy.clone()),
         gossip: OnceLock::new(),
         metadata: OnceLock::new(),
     });

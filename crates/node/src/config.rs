@@ -58,6 +58,13 @@ struct RawConfig {
     counter_write_request_timeout_in_ms: Option<u64>,
     cas_contention_timeout: Option<String>,
     cas_contention_timeout_in_ms: Option<u64>,
+    hinted_handoff_enabled: Option<bool>,
+    hinted_handoff_disabled_datacenters: Option<Vec<String>>,
+    max_hint_window: Option<String>,
+    max_hint_window_in_ms: Option<u64>,
+    hinted_handoff_throttle: Option<String>,
+    hinted_handoff_throttle_in_kb: Option<u64>,
+    max_hints_delivery_threads: Option<u32>,
     authenticator: Option<String>,
     authorizer: Option<String>,
     endpoint_snitch: Option<String>,
@@ -167,6 +174,13 @@ pub struct Config {
     pub allocate_tokens_for_local_replication_factor: Option<u32>,
     pub metadata_directory: PathBuf,
     pub metadata_snapshot_entries: u64,
+    pub hints_directory: PathBuf,
+    pub hinted_handoff_enabled: bool,
+    pub hinted_handoff_disabled_datacenters: Vec<String>,
+    pub max_hint_window: Duration,
+    /// Bytes per second (`hinted_handoff_throttle`, 1024KiB).
+    pub hinted_handoff_throttle_bytes: u64,
+    pub max_hints_delivery_threads: u32,
     /// The directory of the configuration file (where
     /// `GossipingPropertyFileSnitch` finds `cassandra-rackdc.properties`).
     pub config_directory: Option<PathBuf>,
@@ -221,6 +235,12 @@ impl Default for Config {
             allocate_tokens_for_local_replication_factor: Some(3),
             metadata_directory: PathBuf::from("data/metadata"),
             metadata_snapshot_entries: 1000,
+            hints_directory: PathBuf::from("data/hints"),
+            hinted_handoff_enabled: true,
+            hinted_handoff_disabled_datacenters: Vec::new(),
+            max_hint_window: Duration::from_secs(3 * 3600),
+            hinted_handoff_throttle_bytes: 1024 * 1024,
+            max_hints_delivery_threads: 2,
             config_directory: None,
         }
     }
@@ -402,6 +422,28 @@ impl Config {
             raw.cas_contention_timeout_in_ms,
             c.cas_contention_timeout,
         )?;
+        if let Some(v) = raw.hinted_handoff_enabled {
+            c.hinted_handoff_enabled = v;
+        }
+        if let Some(v) = raw.hinted_handoff_disabled_datacenters {
+            c.hinted_handoff_disabled_datacenters = v;
+        }
+        c.max_hint_window = dur(
+            &raw.max_hint_window,
+            raw.max_hint_window_in_ms,
+            c.max_hint_window,
+        )?;
+        if let Some(s) = raw.hinted_handoff_throttle {
+            c.hinted_handoff_throttle_bytes = parse_size(&s)?;
+        } else if let Some(kb) = raw.hinted_handoff_throttle_in_kb {
+            c.hinted_handoff_throttle_bytes = kb * 1024;
+        }
+        if let Some(n) = raw.max_hints_delivery_threads {
+            if n == 0 {
+                return Err("max_hints_delivery_threads must be at least 1".into());
+            }
+            c.max_hints_delivery_threads = n;
+        }
         if let Some(v) = raw.authenticator {
             if !matches!(
                 v.as_str(),
@@ -554,7 +596,15 @@ impl Config {
                 .map(|p| p.join("metadata"))
                 .unwrap_or_else(|| PathBuf::from("metadata")),
         };
-        let _ = (raw.hints_directory, raw.saved_caches_directory);
+        c.hints_directory = match raw.hints_directory {
+            Some(v) => PathBuf::from(v),
+            None => c
+                .commitlog_directory
+                .parent()
+                .map(|p| p.join("hints"))
+                .unwrap_or_else(|| PathBuf::from("hints")),
+        };
+        let _ = raw.saved_caches_directory;
         let _ = (
             raw.commitlog_sync_batch_window_in_ms,
             raw.authorizer,

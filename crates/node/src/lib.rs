@@ -47,6 +47,11 @@ pub enum StartError {
     Address(String),
     #[error(transparent)]
     Cluster(#[from] cluster::ClusterError),
+    #[error("cannot use hints_directory {dir}: {source}")]
+    Hints {
+        dir: String,
+        source: std::io::Error,
+    },
 }
 
 /// A running node.
@@ -182,6 +187,20 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
             truncate: config.truncate_request_timeout,
         },
     ));
+    let hints = Arc::new(
+        sibyl_service::hints::HintsService::new(sibyl_service::hints::HintsConfig {
+            directory: config.hints_directory.clone(),
+            enabled: config.hinted_handoff_enabled,
+            disabled_datacenters: config.hinted_handoff_disabled_datacenters.clone(),
+            max_hint_window: config.max_hint_window,
+            throttle_bytes_per_second: config.hinted_handoff_throttle_bytes,
+        })
+        .map_err(|source| StartError::Hints {
+            dir: config.hints_directory.display().to_string(),
+            source,
+        })?,
+    );
+    proxy.set_hints(hints);
     let mut qp = QueryProcessor::new(
         proxy.clone(),
         config.batch_size_warn_threshold_bytes,
@@ -218,6 +237,20 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
                     sibyl_cluster::endpoint_state::ApplicationState::Load,
                     format!("{load}.0"),
                 )]);
+            }
+        });
+    }
+    {
+        // hints to hosts that are up, and batches their coordinators did
+        // not finish, every ten seconds (Cassandra's hints dispatch and
+        // batchlog replay intervals)
+        let proxy = proxy.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(std::time::Duration::from_secs(10));
+            loop {
+                every.tick().await;
+                proxy.deliver_hints().await;
+                proxy.replay_batchlog().await;
             }
         });
     }

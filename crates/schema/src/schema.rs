@@ -905,6 +905,33 @@ pub fn system_keyspaces() -> Vec<KeyspaceMetadata> {
             ],
             "information about known peers in the cluster",
         ),
+        sys_table(
+            "system",
+            "paxos",
+            &[
+                ("row_key", "blob", P, 0),
+                ("cf_id", "uuid", C, 0),
+                ("in_progress_ballot", "timeuuid", R, -1),
+                ("in_progress_read_ballot", "timeuuid", R, -1),
+                ("most_recent_commit", "blob", R, -1),
+                ("most_recent_commit_at", "timeuuid", R, -1),
+                ("most_recent_commit_version", "int", R, -1),
+                ("proposal", "blob", R, -1),
+                ("proposal_ballot", "timeuuid", R, -1),
+                ("proposal_version", "int", R, -1),
+            ],
+            "in-progress paxos proposals",
+        ),
+        sys_table(
+            "system",
+            "batches",
+            &[
+                ("id", "timeuuid", P, 0),
+                ("mutations", "list<blob>", R, -1),
+                ("version", "int", R, -1),
+            ],
+            "batches awaiting replay",
+        ),
     ];
     let traces = vec![
         sys_table(

@@ -2,9 +2,14 @@
 //! (`StorageProxy`) that every read and write goes through, and the replica
 //! side that serves the coordinator's verbs from local storage.
 
+pub mod batch;
+pub mod batchlog;
+pub mod cas;
 pub mod consistency;
 pub mod error;
+pub mod hints;
 pub mod index;
+pub mod paxos;
 pub mod proxy;
 pub mod replica;
 pub mod stores;

@@ -8,6 +8,7 @@
 
 use crate::consistency::{self, block_for, is_datacenter_local};
 use crate::error::{Result, ServiceError, WriteType};
+use crate::hints::HintsService;
 use crate::replica::{Replica, SharedSchema};
 use parking_lot::RwLock;
 use sibyl_cluster::messaging::{MessagingService, ReplicaFailure, Request, Response};
@@ -55,9 +56,9 @@ impl Default for Timeouts {
 
 pub struct StorageProxy {
     /// This node's replica side, called directly when this node is a replica.
-    replica: Arc<Replica>,
-    messaging: Arc<dyn MessagingService>,
-    clock: Arc<dyn Clock>,
+    pub(crate) replica: Arc<Replica>,
+    pub(crate) messaging: Arc<dyn MessagingService>,
+    pub(crate) clock: Arc<dyn Clock>,
     schema: SharedSchema,
     local_dc: String,
     pub timeouts: Timeouts,
@@ -67,9 +68,55 @@ pub struct StorageProxy {
     /// Where schema changes go in a cluster (none on a single node).
     schema_log: RwLock<Option<Arc<dyn SchemaLog>>>,
     /// Response times of the other nodes, to read from the fastest.
-    snitch: Arc<DynamicSnitch>,
+    pub(crate) snitch: Arc<DynamicSnitch>,
     /// Whether a node is up (gossip's failure detector, in a cluster).
     failure_detector: RwLock<Option<Arc<dyn Fn(IpAddr) -> bool + Send + Sync>>>,
+    /// Hinted handoff (none: writes a replica misses are not hinted).
+    hints: RwLock<Option<Arc<HintsService>>>,
+    /// The last Paxos ballot's time on this coordinator (ballots only grow).
+    pub(crate) last_ballot_micros: std::sync::atomic::AtomicI64,
+    pub metrics: ProxyMetrics,
+}
+
+/// The coordinator's counts (Cassandra's `ClientRequestMetrics`,
+/// `ReadRepairMetrics` and the table metrics' speculative retries), kept
+/// for the operator's views.
+#[derive(Debug, Default)]
+pub struct ProxyMetrics {
+    pub reads: Counter,
+    pub writes: Counter,
+    pub cas_writes: Counter,
+    pub cas_reads: Counter,
+    pub read_timeouts: Counter,
+    pub read_unavailables: Counter,
+    pub write_timeouts: Counter,
+    pub write_unavailables: Counter,
+    pub cas_contention: Counter,
+    pub read_repairs: Counter,
+    pub speculative_retries: Counter,
+    pub hints_written: Counter,
+    pub batchlog_replays: Counter,
+    pub counter_forwards: Counter,
+    /// Total microseconds of reads, writes and CAS, for mean latencies.
+    pub read_micros: Counter,
+    pub write_micros: Counter,
+    pub cas_micros: Counter,
+}
+
+/// A monotonic count.
+#[derive(Debug, Default)]
+pub struct Counter(std::sync::atomic::AtomicU64);
+
+impl Counter {
+    pub fn inc(&self) {
+        self.add(1);
+    }
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+    pub fn get(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 /// Where a cluster's schema changes go: the cluster metadata log, which
@@ -89,9 +136,9 @@ pub trait SchemaLog: Send + Sync {
 }
 
 /// Where one request goes: its replicas and how many must answer.
-struct Plan {
-    replicas: Vec<IpAddr>,
-    block_for: usize,
+pub(crate) struct Plan {
+    pub(crate) replicas: Vec<IpAddr>,
+    pub(crate) block_for: usize,
 }
 
 impl StorageProxy {
@@ -117,6 +164,9 @@ impl StorageProxy {
             schema_log: RwLock::new(None),
             failure_detector: RwLock::new(None),
             snitch: Arc::new(DynamicSnitch::default()),
+            hints: RwLock::new(None),
+            last_ballot_micros: std::sync::atomic::AtomicI64::new(0),
+            metrics: ProxyMetrics::default(),
         }
     }
 
@@ -146,14 +196,23 @@ impl StorageProxy {
             .unwrap_or_default()
     }
 
-    fn keyspace_of(&self, schema: &Schema, table_id: uuid::Uuid) -> Option<Arc<KeyspaceMetadata>> {
+    pub(crate) fn keyspace_of(
+        &self,
+        schema: &Schema,
+        table_id: uuid::Uuid,
+    ) -> Option<Arc<KeyspaceMetadata>> {
         let t = schema.table_by_id(table_id)?;
         schema.keyspace(&t.keyspace).cloned()
     }
 
     /// The natural replicas of `token`, this node first when it is one (it
     /// is the closest), and the number of answers `cl` needs from them.
-    fn plan(&self, strategy: &ReplicationStrategy, token: i64, cl: Consistency) -> Plan {
+    pub(crate) fn plan(
+        &self,
+        strategy: &ReplicationStrategy,
+        token: i64,
+        cl: Consistency,
+    ) -> Plan {
         let local = self.local_address();
         if *strategy == ReplicationStrategy::Local {
             return Plan {
@@ -195,7 +254,7 @@ impl StorageProxy {
 
     /// UNAVAILABLE when fewer replicas than needed are alive, as the
     /// failure detector judges (every replica counts as alive without one).
-    fn check_available(&self, plan: &Plan, cl: Consistency) -> Result<()> {
+    pub(crate) fn check_available(&self, plan: &Plan, cl: Consistency) -> Result<()> {
         let fd = self.failure_detector.read().clone();
         let alive = match fd {
             Some(is_alive) => plan.replicas.iter().filter(|a| is_alive(**a)).count(),
@@ -213,7 +272,7 @@ impl StorageProxy {
 
     /// Sends `request` to `to`: this node's replica directly, others through
     /// messaging.
-    async fn send(
+    pub(crate) async fn send(
         replica: Arc<Replica>,
         messaging: Arc<dyn MessagingService>,
         snitch: Arc<DynamicSnitch>,
@@ -265,10 +324,19 @@ impl StorageProxy {
             }
             return self.mutate_counters(&schema, mutations, cl).await;
         }
+        if write_type == WriteType::Batch {
+            let first = (&mutations[0].key, mutations[0].table_id);
+            if mutations
+                .iter()
+                .any(|m| m.key != *first.0 || m.table_id != first.1)
+            {
+                return self.mutate_atomically(mutations, cl).await;
+            }
+        }
         self.write(&schema, mutations, cl, write_type).await
     }
 
-    async fn write(
+    pub(crate) async fn write(
         &self,
         schema: &Schema,
         mutations: Vec<Mutation>,
@@ -321,22 +389,43 @@ impl StorageProxy {
                 }
             }
         }
+        let mut acks = vec![0usize; mutations.len()];
         let mut tasks = tokio::task::JoinSet::new();
         for (to, idx) in &per_endpoint {
             let batch: Vec<Mutation> = idx.iter().map(|i| mutations[*i].clone()).collect();
+            let hint_to = self.hint_target(*to);
+            if *to != local && !self.is_alive(*to) {
+                // a replica known down gets a hint, not a message; with
+                // ANY, a hint is an acknowledgement
+                if let Some(target) = hint_to {
+                    self.store_hint(target, &batch);
+                    if cl == Consistency::Any {
+                        for i in idx {
+                            acks[*i] += 1;
+                        }
+                    }
+                }
+                continue;
+            }
             let (replica, messaging, snitch, to) = (
                 self.replica.clone(),
                 self.messaging.clone(),
                 self.snitch.clone(),
                 *to,
             );
-            let request = Request::Mutation(batch);
+            let hints = self.hints.read().clone();
+            let request = Request::Mutation(batch.clone());
             tasks.spawn(async move {
                 let r = Self::send(replica, messaging, snitch, to, request, timeout).await;
+                if r.is_none() {
+                    // no answer in time: the replica gets a hint
+                    if let (Some(h), Some(host)) = (hints, hint_to) {
+                        h.store(host, &batch);
+                    }
+                }
                 (to, r)
             });
         }
-        let mut acks = vec![0usize; mutations.len()];
         let mut failure: Option<ReplicaFailure> = None;
         let need = |acks: &[usize]| acks.iter().zip(&plans).all(|(a, p)| *a >= p.block_for);
         let deadline = tokio::time::Instant::now() + timeout;
@@ -364,6 +453,7 @@ impl StorageProxy {
         if let Some(f) = failure {
             return Err(Self::replica_failure(f));
         }
+        self.metrics.write_timeouts.inc();
         let (received, block_for) = acks
             .iter()
             .zip(&plans)
@@ -379,8 +469,118 @@ impl StorageProxy {
         })
     }
 
-    fn replica_failure(f: ReplicaFailure) -> ServiceError {
+    /// Whether the failure detector has `addr` up (always, without one).
+    pub(crate) fn is_alive(&self, addr: IpAddr) -> bool {
+        addr == self.local_address()
+            || self
+                .failure_detector
+                .read()
+                .as_ref()
+                .is_none_or(|f| f(addr))
+    }
+
+    /// The host to hint for a write `addr` misses, if it is to be hinted.
+    fn hint_target(&self, addr: IpAddr) -> Option<uuid::Uuid> {
+        let hints = self.hints.read().clone()?;
+        let ring = self.ring.read();
+        let e = &ring.endpoints[ring.endpoint_of(addr)?];
+        hints
+            .should_hint(addr, &e.datacenter)
+            .then_some(e.host_id)
+    }
+
+    fn store_hint(&self, host: uuid::Uuid, mutations: &[Mutation]) {
+        if let Some(h) = self.hints.read().as_ref() {
+            h.store(host, mutations);
+            self.metrics.hints_written.add(mutations.len() as u64);
+        }
+    }
+
+    /// Keeps hints for the writes replicas miss from now on.
+    pub fn set_hints(&self, hints: Arc<HintsService>) {
+        *self.hints.write() = Some(hints);
+    }
+
+    pub fn hints(&self) -> Option<Arc<HintsService>> {
+        self.hints.read().clone()
+    }
+
+    /// The failure detector saw `addr` go down or come up: hints are kept
+    /// for at most `max_hint_window` of downtime, and delivered once it is
+    /// up.
+    pub fn note_liveness(self: &Arc<Self>, addr: IpAddr, alive: bool) {
+        if let Some(h) = self.hints() {
+            h.note_liveness(addr, alive);
+        }
+        if alive {
+            let me = self.clone();
+            tokio::spawn(async move { me.deliver_hints().await });
+        }
+    }
+
+    /// Delivers the hints of every host that is up (Cassandra's
+    /// `HintsDispatchExecutor`); run every ten seconds and when a host
+    /// comes up.
+    pub async fn deliver_hints(&self) -> usize {
+        let Some(hints) = self.hints() else {
+            return 0;
+        };
+        let mut total = 0;
+        for p in hints.pending() {
+            let (addr, others) = {
+                let ring = self.ring.read();
+                let addr = ring
+                    .endpoints
+                    .iter()
+                    .find(|e| e.host_id == p.host_id)
+                    .map(|e| e.address);
+                (addr, ring.endpoints.len().saturating_sub(1))
+            };
+            let Some(addr) = addr else {
+                continue;
+            };
+            if addr == self.local_address() || !self.is_alive(addr) {
+                continue;
+            }
+            let schema = self.schema();
+            let gc_grace = |id| schema.table_by_id(id).map(|t| t.params.gc_grace_seconds);
+            let comparator = |id| schema.table_by_id(id).map(|t| t.comparator.clone());
+            let timeout = self.timeouts.write;
+            let n = hints
+                .deliver(p.host_id, others, gc_grace, &comparator, |ms| {
+                    let (replica, messaging, snitch) = (
+                        self.replica.clone(),
+                        self.messaging.clone(),
+                        self.snitch.clone(),
+                    );
+                    async move {
+                        matches!(
+                            Self::send(replica, messaging, snitch, addr, Request::Hint(ms), timeout)
+                                .await,
+                            Some(Response::Done)
+                        )
+                    }
+                })
+                .await;
+            if n > 0 {
+                tracing::info!("delivered {n} hints to {addr}");
+            }
+            total += n;
+        }
+        total
+    }
+
+    pub(crate) fn replica_failure(f: ReplicaFailure) -> ServiceError {
         match f {
+            ReplicaFailure::WriteTimeout {
+                received,
+                block_for,
+            } => ServiceError::Replica(format!(
+                "the counter leader timed out with {received} of {block_for} acknowledgements"
+            )),
+            ReplicaFailure::Unavailable { required, alive } => ServiceError::Replica(format!(
+                "the counter leader saw {alive} replicas alive of {required} required"
+            )),
             ReplicaFailure::Overloaded(m) => ServiceError::Overloaded(m),
             ReplicaFailure::UnknownTable(id) => {
                 ServiceError::Invalid(format!("unknown table {id}"))
@@ -394,32 +594,152 @@ impl StorageProxy {
         &self.locks[((key.token as u64) ^ t) as usize % LOCK_STRIPES]
     }
 
-    /// Counter updates, led by this node (Cassandra's `CounterMutation`):
-    /// under the partition's lock, read this node's shard of each updated
-    /// counter and turn the delta into that shard one clock tick later, then
-    /// replicate the result like any write. Deletions of counters go through
-    /// unchanged.
+    /// Counter updates (Cassandra's `CounterMutation`): each is led by a
+    /// replica of its partition, this node when it is one, otherwise the
+    /// closest live one, which gets it as `COUNTER_MUTATION_REQ`.
     async fn mutate_counters(
         &self,
         schema: &Schema,
         mutations: Vec<Mutation>,
         cl: Consistency,
     ) -> Result<()> {
-        let id = *self.host_id().as_bytes();
-        for mut m in mutations {
-            let _guard = self.lock_of(m.table_id, &m.key).lock().await;
-            if has_deltas(&m) {
-                let cmd = ReadCommand::single(m.table_id, m.key.clone(), self.clock.now_seconds());
-                let current = match self.replica.read(&cmd) {
-                    Ok(ReadResponse::Data(mut d)) => d.pop().map(|(_, p)| p),
-                    Ok(ReadResponse::Digest(_)) => None,
-                    Err(f) => return Err(Self::replica_failure(f)),
-                };
-                lead_counter_update(current, &mut m, &id, cmd.now);
+        let local = self.local_address();
+        for m in mutations {
+            let Some(ks) = self.keyspace_of(schema, m.table_id) else {
+                return Err(ServiceError::Invalid(format!(
+                    "unknown table {}",
+                    m.table_id
+                )));
+            };
+            let plan = self.plan(&ks.replication.strategy, m.key.token, cl);
+            self.check_available(&plan, cl)?;
+            if plan.replicas.contains(&local) || !has_deltas(&m) {
+                self.lead_counter_write(schema, m, cl).await?;
+                continue;
             }
-            self.write(schema, vec![m], cl, WriteType::Counter).await?;
+            // the leader: a live replica of this data center, fastest first
+            let mut candidates: Vec<IpAddr> = {
+                let ring = self.ring.read();
+                let all = ring.replicas(m.key.token, &ks.replication.strategy);
+                let in_dc: Vec<IpAddr> = all
+                    .iter()
+                    .filter(|i| ring.endpoints[**i].datacenter == self.local_dc)
+                    .map(|i| ring.endpoints[*i].address)
+                    .collect();
+                if in_dc.is_empty() {
+                    all.iter().map(|i| ring.endpoints[*i].address).collect()
+                } else {
+                    in_dc
+                }
+            };
+            candidates.retain(|a| self.is_alive(*a));
+            self.snitch.sort(&mut candidates);
+            let Some(leader) = candidates.first().copied() else {
+                return Err(ServiceError::Unavailable {
+                    consistency: cl,
+                    required: plan.block_for,
+                    alive: 0,
+                });
+            };
+            self.metrics.counter_forwards.inc();
+            let request = Request::CounterMutation {
+                mutation: m,
+                consistency: cl as u16,
+            };
+            let timeout = self.timeouts.counter_write;
+            match Self::send(
+                self.replica.clone(),
+                self.messaging.clone(),
+                self.snitch.clone(),
+                leader,
+                request,
+                timeout,
+            )
+            .await
+            {
+                Some(Response::Done) => {}
+                Some(Response::Failure(ReplicaFailure::WriteTimeout {
+                    received,
+                    block_for,
+                })) => {
+                    return Err(ServiceError::WriteTimeout {
+                        consistency: cl,
+                        received: received as usize,
+                        block_for: block_for as usize,
+                        write_type: WriteType::Counter,
+                    })
+                }
+                Some(Response::Failure(ReplicaFailure::Unavailable { required, alive })) => {
+                    return Err(ServiceError::Unavailable {
+                        consistency: cl,
+                        required: required as usize,
+                        alive: alive as usize,
+                    })
+                }
+                Some(Response::Failure(f)) => return Err(Self::replica_failure(f)),
+                _ => {
+                    return Err(ServiceError::WriteTimeout {
+                        consistency: cl,
+                        received: 0,
+                        block_for: plan.block_for,
+                        write_type: WriteType::Counter,
+                    })
+                }
+            }
         }
         Ok(())
+    }
+
+    /// Leads one counter update on this replica: under the partition's
+    /// lock, reads this node's shard of each updated counter and turns the
+    /// delta into that shard one clock tick later, then replicates the
+    /// result like any write. Deletions of counters go through unchanged.
+    async fn lead_counter_write(
+        &self,
+        schema: &Schema,
+        mut m: Mutation,
+        cl: Consistency,
+    ) -> Result<()> {
+        let id = *self.host_id().as_bytes();
+        let _guard = self.lock_of(m.table_id, &m.key).lock().await;
+        if has_deltas(&m) {
+            let cmd = ReadCommand::single(m.table_id, m.key.clone(), self.clock.now_seconds());
+            let current = match self.replica.read(&cmd) {
+                Ok(ReadResponse::Data(mut d)) => d.pop().map(|(_, p)| p),
+                Ok(ReadResponse::Digest(_)) => None,
+                Err(f) => return Err(Self::replica_failure(f)),
+            };
+            lead_counter_update(current, &mut m, &id, cmd.now);
+        }
+        self.write(schema, vec![m], cl, WriteType::Counter).await
+    }
+
+    /// Serves `COUNTER_MUTATION_REQ`: this node leads the update.
+    pub async fn serve_counter_mutation(&self, m: Mutation, consistency: u16) -> Response {
+        let Ok(cl) = Consistency::try_from(consistency) else {
+            return Response::Failure(ReplicaFailure::Error(format!(
+                "unknown consistency {consistency}"
+            )));
+        };
+        let schema = self.schema();
+        match self.lead_counter_write(&schema, m, cl).await {
+            Ok(()) => Response::Done,
+            Err(ServiceError::WriteTimeout {
+                received,
+                block_for,
+                ..
+            }) => Response::Failure(ReplicaFailure::WriteTimeout {
+                received: received as u32,
+                block_for: block_for as u32,
+            }),
+            Err(ServiceError::Unavailable {
+                required, alive, ..
+            }) => Response::Failure(ReplicaFailure::Unavailable {
+                required: required as u32,
+                alive: alive as u32,
+            }),
+            Err(e) => Response::Failure(ReplicaFailure::Error(e.to_string())),
+        }
     }
 
     // ---------- reads ----------
@@ -433,6 +753,25 @@ impl StorageProxy {
         cl: Consistency,
     ) -> Result<Vec<(DecoratedKey, Partition)>> {
         consistency::validate_for_read(cl)?;
+        if cl.is_serial() {
+            let schema = self.schema();
+            let Some(t) = schema.table_by_id(cmd.table_id).cloned() else {
+                return Err(ServiceError::Invalid(format!(
+                    "unknown table {}",
+                    cmd.table_id
+                )));
+            };
+            return self.serial_read(&t, cmd, cl).await;
+        }
+        self.read_plain(cmd, cl).await
+    }
+
+    /// A read at a level that is not serial.
+    pub(crate) async fn read_plain(
+        &self,
+        cmd: ReadCommand,
+        cl: Consistency,
+    ) -> Result<Vec<(DecoratedKey, Partition)>> {
         let schema = self.schema();
         let Some(ks) = self.keyspace_of(&schema, cmd.table_id) else {
             return Err(ServiceError::Invalid(format!(
@@ -759,62 +1098,6 @@ impl StorageProxy {
         tasks.detach_all();
     }
 
-    // ---------- lightweight transactions ----------
-
-    /// A conditional update of one partition (Cassandra's `StorageProxy.cas`):
-    /// under the partition's lock on this coordinator, reads the partition at
-    /// the serial level's read level, lets `decide` check the conditions
-    /// against it, and writes the mutations it returns at `commit_cl`.
-    /// (Paxos across coordinators replaces the lock with the replication
-    /// work.)
-    pub async fn cas<T, E: From<ServiceError>>(
-        &self,
-        table: &TableMetadata,
-        key: DecoratedKey,
-        serial_cl: Consistency,
-        commit_cl: Consistency,
-        decide: impl FnOnce(Option<Partition>, i32) -> std::result::Result<(T, Vec<Mutation>), E>,
-    ) -> std::result::Result<T, E> {
-        if !serial_cl.is_serial() {
-            return Err(ServiceError::Invalid(format!(
-                "Invalid consistency for conditional update: {serial_cl}, must be one of SERIAL or LOCAL_SERIAL"
-            ))
-            .into());
-        }
-        let lock = self.lock_of(table.id, &key);
-        let _guard = match tokio::time::timeout(self.timeouts.cas_contention, lock.lock()).await {
-            Ok(g) => g,
-            Err(_) => {
-                return Err(ServiceError::WriteTimeout {
-                    consistency: serial_cl,
-                    received: 0,
-                    block_for: 1,
-                    write_type: WriteType::Cas,
-                }
-                .into())
-            }
-        };
-        let now = self.clock.now_seconds();
-        let cmd = ReadCommand::single(table.id, key, now);
-        let current = self
-            .read(cmd, consistency::serial_read_level(serial_cl))
-            .await?
-            .pop()
-            .map(|(_, p)| p);
-        let (out, mutations) = decide(current, now)?;
-        if !mutations.is_empty() {
-            let commit = if commit_cl == Consistency::Any {
-                Consistency::One
-            } else {
-                commit_cl
-            };
-            let schema = self.schema();
-            self.write(&schema, mutations, commit, WriteType::Cas)
-                .await?;
-        }
-        Ok(out)
-    }
-
     // ---------- truncate and schema ----------
 
     /// Truncates a table on every node (Cassandra's `StorageProxy.truncateBlocking`):
@@ -1006,4 +1289,23 @@ fn lead_counter_update(raw: Option<Partition>, m: &mut Mutation, id: &[u8; 16], 
         lead(row, Some(ck));
         true
     });
+}
+
+/// The verbs a node serves: the replica's, and the counter leader's,
+/// which needs the coordinator.
+pub struct StorageVerbs(pub Arc<StorageProxy>);
+
+impl sibyl_cluster::messaging::VerbHandler for StorageVerbs {
+    fn handle(&self, _from: IpAddr, request: Request) -> sibyl_cluster::messaging::BoxFuture<Response> {
+        let proxy = self.0.clone();
+        Box::pin(async move {
+            match request {
+                Request::CounterMutation {
+                    mutation,
+                    consistency,
+                } => proxy.serve_counter_mutation(mutation, consistency).await,
+                other => proxy.replica.handle(other).await,
+            }
+        })
+    }
 }

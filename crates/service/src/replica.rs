@@ -24,9 +24,12 @@ pub type SharedSchema = Arc<RwLock<Arc<Schema>>>;
 
 /// Serves the coordinator's verbs from local storage.
 pub struct Replica {
-    storage: Arc<StorageEngine>,
+    pub(crate) storage: Arc<StorageEngine>,
     schema: SharedSchema,
-    clock: Arc<dyn Clock>,
+    pub(crate) clock: Arc<dyn Clock>,
+    /// Stripes of the locks that make each partition's Paxos state change
+    /// atomically.
+    pub(crate) paxos_locks: Vec<tokio::sync::Mutex<()>>,
     /// How long a write may wait for memtable memory before it is refused
     /// as overloaded (the write timeout).
     admission_timeout: Duration,
@@ -52,6 +55,9 @@ impl Replica {
             schema,
             clock,
             admission_timeout,
+            paxos_locks: (0..crate::paxos::LOCK_STRIPES)
+                .map(|_| tokio::sync::Mutex::new(()))
+                .collect(),
         }
     }
 
@@ -412,9 +418,29 @@ impl Replica {
                 .truncate(table_id, timestamp_micros)
                 .await
                 .map(|_| Response::Done),
-            Request::Gossip(_) | Request::Metadata(_) | Request::MetadataCatchUp(_) => Err(
-                ReplicaFailure::Error(format!("{} is not a replica verb", request.verb().name())),
-            ),
+            Request::Hint(m) => self.apply(m).await.map(|_| Response::Done),
+            Request::PaxosPrepare {
+                ballot,
+                table_id,
+                key,
+            } => self
+                .paxos_prepare(ballot, table_id, key)
+                .await
+                .map(Response::Promise),
+            Request::PaxosPropose(c) => self.paxos_propose(c).await.map(Response::Accepted),
+            Request::PaxosCommit(c) => self.paxos_commit(c).await.map(|_| Response::Done),
+            Request::BatchStore { id, mutations } => self
+                .batchlog_store(id, &mutations)
+                .await
+                .map(|_| Response::Done),
+            Request::BatchRemove(id) => self.batchlog_remove(id).await.map(|_| Response::Done),
+            Request::Gossip(_)
+            | Request::Metadata(_)
+            | Request::MetadataCatchUp(_)
+            | Request::CounterMutation { .. } => Err(ReplicaFailure::Error(format!(
+                "{} is not a replica verb",
+                request.verb().name()
+            ))),
         };
         r.unwrap_or_else(Response::Failure)
     }

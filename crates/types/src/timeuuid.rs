@@ -71,6 +71,22 @@ pub fn now_timeuuid() -> Uuid {
     from_ticks(ticks, cs, node)
 }
 
+/// A version-1 UUID of this process at `micros` (Unix microseconds), as
+/// Cassandra makes Paxos ballots.
+pub fn timeuuid_at_micros(micros: i64) -> Uuid {
+    let (cs, node) = node_and_clock();
+    from_ticks(
+        micros.wrapping_mul(10).wrapping_add(GREGORIAN_OFFSET),
+        cs,
+        node,
+    )
+}
+
+/// Unix microseconds of a v1 UUID.
+pub fn timeuuid_timestamp_micros(u: &[u8; 16]) -> i64 {
+    (timeuuid_ticks(u) - GREGORIAN_OFFSET).div_euclid(10)
+}
+
 /// The 60-bit timestamp of a v1 UUID, in 100-ns units since 1582.
 pub fn timeuuid_ticks(u: &[u8; 16]) -> i64 {
     let time_low = u32::from_be_bytes([u[0], u[1], u[2], u[3]]) as i64;

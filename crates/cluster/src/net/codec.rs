@@ -19,7 +19,9 @@
 use crate::messaging::{ReplicaFailure, Request, Response, Verb};
 use bytes::Bytes;
 use sibyl_db::clustering::ClusteringComparator;
+use sibyl_db::paxos::{read_ballot, Commit, Promise};
 use sibyl_db::serde::{decode_mutation, encode_mutation, Reader};
+use sibyl_db::Mutation;
 use sibyl_db::{ReadCommand, ReadResponse};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -289,28 +291,15 @@ pub struct Frame {
 }
 
 fn verb_byte(v: Verb) -> u8 {
-    match v {
-        Verb::Mutation => 0,
-        Verb::Read => 1,
-        Verb::RangeRead => 2,
-        Verb::Truncate => 3,
-        Verb::Gossip => 4,
-        Verb::Metadata => 5,
-        Verb::MetadataCatchUp => 6,
-    }
+    // a verb's number is its place in `Verb::ALL`: new verbs go at the end
+    Verb::ALL.iter().position(|x| *x == v).unwrap_or(0) as u8
 }
 
 fn verb_of(b: u8) -> Result<Verb, CodecError> {
-    Ok(match b {
-        0 => Verb::Mutation,
-        1 => Verb::Read,
-        2 => Verb::RangeRead,
-        3 => Verb::Truncate,
-        4 => Verb::Gossip,
-        5 => Verb::Metadata,
-        6 => Verb::MetadataCatchUp,
-        b => return Err(CodecError::Malformed(format!("unknown verb {b}"))),
-    })
+    Verb::ALL
+        .get(b as usize)
+        .copied()
+        .ok_or_else(|| CodecError::Malformed(format!("unknown verb {b}")))
 }
 
 /// Appends a whole frame (header and payload) to `out`.
@@ -394,15 +383,7 @@ pub type ComparatorOf<'a> = &'a dyn Fn(uuid::Uuid) -> Option<Arc<ClusteringCompa
 /// Appends the body of `request` (its verb goes in the frame).
 pub fn encode_request(request: &Request, out: &mut Vec<u8>) {
     match request {
-        Request::Mutation(ms) => {
-            out.extend_from_slice(&(ms.len() as u32).to_be_bytes());
-            let mut m_buf = Vec::new();
-            for m in ms {
-                m_buf.clear();
-                encode_mutation(m, &mut m_buf);
-                put_bytes(out, &m_buf);
-            }
-        }
+        Request::Mutation(ms) | Request::Hint(ms) => put_mutations(out, ms),
         Request::Read(c) => c.encode(out),
         Request::Truncate {
             table_id,
@@ -413,6 +394,117 @@ pub fn encode_request(request: &Request, out: &mut Vec<u8>) {
         }
         Request::Gossip(b) | Request::Metadata(b) => out.extend_from_slice(b),
         Request::MetadataCatchUp(epoch) => out.extend_from_slice(&epoch.to_be_bytes()),
+        Request::CounterMutation {
+            mutation,
+            consistency,
+        } => {
+            out.extend_from_slice(&consistency.to_be_bytes());
+            put_mutations(out, std::slice::from_ref(mutation));
+        }
+        Request::PaxosPrepare {
+            ballot,
+            table_id,
+            key,
+        } => {
+            out.extend_from_slice(ballot.0.as_bytes());
+            out.extend_from_slice(table_id.as_bytes());
+            put_bytes(out, key);
+        }
+        Request::PaxosPropose(c) | Request::PaxosCommit(c) => put_commit(out, c),
+        Request::BatchStore { id, mutations } => {
+            out.extend_from_slice(id.as_bytes());
+            put_mutations(out, mutations);
+        }
+        Request::BatchRemove(id) => out.extend_from_slice(id.as_bytes()),
+    }
+}
+
+fn put_mutations(out: &mut Vec<u8>, ms: &[Mutation]) {
+    out.extend_from_slice(&(ms.len() as u32).to_be_bytes());
+    let mut m_buf = Vec::new();
+    for m in ms {
+        m_buf.clear();
+        encode_mutation(m, &mut m_buf);
+        put_bytes(out, &m_buf);
+    }
+}
+
+fn put_commit(out: &mut Vec<u8>, c: &Commit) {
+    out.extend_from_slice(c.ballot.0.as_bytes());
+    let mut m_buf = Vec::new();
+    encode_mutation(&c.update, &mut m_buf);
+    put_bytes(out, &m_buf);
+}
+
+fn put_opt_commit(out: &mut Vec<u8>, c: &Option<Commit>) {
+    match c {
+        Some(c) => {
+            out.push(1);
+            put_commit(out, c);
+        }
+        None => out.push(0),
+    }
+}
+
+/// Mutations, or the id of a table this node does not know.
+fn get_mutations(
+    r: &mut Reader,
+    comparator_of: ComparatorOf,
+) -> Result<Result<Vec<Mutation>, uuid::Uuid>, CodecError> {
+    let n = r.count()?;
+    let mut ms = Vec::with_capacity(n);
+    for _ in 0..n {
+        match get_mutation(r, comparator_of)? {
+            Ok(m) => ms.push(m),
+            Err(id) => return Ok(Err(id)),
+        }
+    }
+    Ok(Ok(ms))
+}
+
+fn get_mutation(
+    r: &mut Reader,
+    comparator_of: ComparatorOf,
+) -> Result<Result<Mutation, uuid::Uuid>, CodecError> {
+    let m = r.bytes()?;
+    if m.len() < 16 {
+        return Err(CodecError::Malformed("truncated mutation".into()));
+    }
+    match decode_mutation(&m, comparator_of)? {
+        Some(m) => Ok(Ok(m)),
+        None => Ok(Err(get_uuid(&mut Reader::new(&m))?)),
+    }
+}
+
+fn get_commit(
+    r: &mut Reader,
+    comparator_of: ComparatorOf,
+) -> Result<Result<Commit, uuid::Uuid>, CodecError> {
+    let ballot = read_ballot(r)?;
+    Ok(get_mutation(r, comparator_of)?.map(|update| Commit { ballot, update }))
+}
+
+fn get_opt_commit(
+    r: &mut Reader,
+    comparator_of: ComparatorOf,
+) -> Result<Option<Commit>, CodecError> {
+    match r.u8()? {
+        0 => Ok(None),
+        1 => match get_commit(r, comparator_of)? {
+            Ok(c) => Ok(Some(c)),
+            Err(id) => Err(CodecError::Malformed(format!(
+                "a proposal for unknown table {id}"
+            ))),
+        },
+        k => Err(CodecError::Malformed(format!("bad proposal flag {k}"))),
+    }
+}
+
+fn no_trailing(r: &Reader, what: &str) -> Result<(), CodecError> {
+    if r.is_empty() {
+        Ok(())
+    } else {
+        Err(CodecError::Malformed(format!("trailing bytes after {what}")))
     }
 }
 
@@ -424,26 +516,18 @@ pub fn decode_request(
     comparator_of: ComparatorOf,
 ) -> Result<Result<Request, uuid::Uuid>, CodecError> {
     Ok(Ok(match verb {
-        Verb::Mutation => {
+        Verb::Mutation | Verb::Hint => {
             let mut r = Reader::new(body);
-            let n = r.count()?;
-            let mut ms = Vec::with_capacity(n);
-            for _ in 0..n {
-                let m = r.bytes()?;
-                if m.len() < 16 {
-                    return Err(CodecError::Malformed("truncated mutation".into()));
-                }
-                match decode_mutation(&m, comparator_of)? {
-                    Some(m) => ms.push(m),
-                    None => return Ok(Err(get_uuid(&mut Reader::new(&m))?)),
-                }
+            let ms = match get_mutations(&mut r, comparator_of)? {
+                Ok(ms) => ms,
+                Err(id) => return Ok(Err(id)),
+            };
+            no_trailing(&r, "mutations")?;
+            if verb == Verb::Hint {
+                Request::Hint(ms)
+            } else {
+                Request::Mutation(ms)
             }
-            if !r.is_empty() {
-                return Err(CodecError::Malformed(
-                    "trailing bytes after mutations".into(),
-                ));
-            }
-            Request::Mutation(ms)
         }
         Verb::Read | Verb::RangeRead => match ReadCommand::decode(body, comparator_of)? {
             Ok(c) => Request::Read(c),
@@ -475,6 +559,66 @@ pub fn decode_request(
             }
             Request::MetadataCatchUp(epoch)
         }
+        Verb::CounterMutation => {
+            let mut r = Reader::new(body);
+            let c = r.take(2)?;
+            let consistency = u16::from_be_bytes([c[0], c[1]]);
+            let mut ms = match get_mutations(&mut r, comparator_of)? {
+                Ok(ms) => ms,
+                Err(id) => return Ok(Err(id)),
+            };
+            no_trailing(&r, "a counter mutation")?;
+            let (Some(mutation), None) = (ms.pop(), ms.pop()) else {
+                return Err(CodecError::Malformed(
+                    "a counter mutation request carries one mutation".into(),
+                ));
+            };
+            Request::CounterMutation {
+                mutation,
+                consistency,
+            }
+        }
+        Verb::PaxosPrepare => {
+            let mut r = Reader::new(body);
+            let ballot = read_ballot(&mut r)?;
+            let table_id = get_uuid(&mut r)?;
+            let key = r.bytes()?;
+            no_trailing(&r, "a prepare")?;
+            Request::PaxosPrepare {
+                ballot,
+                table_id,
+                key,
+            }
+        }
+        Verb::PaxosPropose | Verb::PaxosCommit => {
+            let mut r = Reader::new(body);
+            let c = match get_commit(&mut r, comparator_of)? {
+                Ok(c) => c,
+                Err(id) => return Ok(Err(id)),
+            };
+            no_trailing(&r, "a proposal")?;
+            if verb == Verb::PaxosPropose {
+                Request::PaxosPropose(c)
+            } else {
+                Request::PaxosCommit(c)
+            }
+        }
+        Verb::BatchStore => {
+            let mut r = Reader::new(body);
+            let id = get_uuid(&mut r)?;
+            let mutations = match get_mutations(&mut r, comparator_of)? {
+                Ok(ms) => ms,
+                Err(id) => return Ok(Err(id)),
+            };
+            no_trailing(&r, "a batch")?;
+            Request::BatchStore { id, mutations }
+        }
+        Verb::BatchRemove => {
+            let mut r = Reader::new(body);
+            let id = get_uuid(&mut r)?;
+            no_trailing(&r, "a batch id")?;
+            Request::BatchRemove(id)
+        }
     }))
 }
 
@@ -501,11 +645,35 @@ pub fn encode_response(response: &Response, out: &mut Vec<u8>) {
                     out.push(2);
                     put_bytes(out, m.as_bytes());
                 }
+                ReplicaFailure::WriteTimeout {
+                    received,
+                    block_for,
+                } => {
+                    out.push(3);
+                    out.extend_from_slice(&received.to_be_bytes());
+                    out.extend_from_slice(&block_for.to_be_bytes());
+                }
+                ReplicaFailure::Unavailable { required, alive } => {
+                    out.push(4);
+                    out.extend_from_slice(&required.to_be_bytes());
+                    out.extend_from_slice(&alive.to_be_bytes());
+                }
             }
         }
         Response::Metadata(b) => {
             out.push(3);
             out.extend_from_slice(b);
+        }
+        Response::Promise(p) => {
+            out.push(4);
+            out.push(u8::from(p.promised));
+            out.extend_from_slice(p.most_recent_promise.0.as_bytes());
+            put_opt_commit(out, &p.accepted);
+            put_opt_commit(out, &p.committed);
+        }
+        Response::Accepted(a) => {
+            out.push(5);
+            out.push(u8::from(*a));
         }
     }
 }
@@ -537,9 +705,35 @@ pub fn decode_response(
             0 => ReplicaFailure::Overloaded(text(&mut r)?),
             1 => ReplicaFailure::UnknownTable(get_uuid(&mut r)?),
             2 => ReplicaFailure::Error(text(&mut r)?),
+            3 => ReplicaFailure::WriteTimeout {
+                received: r.u32()?,
+                block_for: r.u32()?,
+            },
+            4 => ReplicaFailure::Unavailable {
+                required: r.u32()?,
+                alive: r.u32()?,
+            },
             k => return Err(CodecError::Malformed(format!("unknown failure kind {k}"))),
         }),
         3 => return Ok(Response::Metadata(body[1..].to_vec())),
+        4 => {
+            let promised = match r.u8()? {
+                0 => false,
+                1 => true,
+                k => return Err(CodecError::Malformed(format!("bad promise flag {k}"))),
+            };
+            Response::Promise(Promise {
+                promised,
+                most_recent_promise: read_ballot(&mut r)?,
+                accepted: get_opt_commit(&mut r, comparator_of)?,
+                committed: get_opt_commit(&mut r, comparator_of)?,
+            })
+        }
+        5 => Response::Accepted(match r.u8()? {
+            0 => false,
+            1 => true,
+            k => return Err(CodecError::Malformed(format!("bad accept flag {k}"))),
+        }),
         k => return Err(CodecError::Malformed(format!("unknown response kind {k}"))),
     };
     if !r.is_empty() {
@@ -653,6 +847,83 @@ mod tests {
         }
     }
 
+    #[test]
+    fn the_replication_verbs_round_trip() {
+        use sibyl_db::paxos::{Ballot, Commit, Promise};
+        let cmp = ClusteringComparator::new(vec![(sibyl_types::CqlType::Int, false)]);
+        let tables = move |_: uuid::Uuid| Some(cmp.clone());
+        let m = Mutation {
+            table_id: uuid::Uuid::from_u128(9),
+            key: sibyl_db::DecoratedKey::new(Bytes::from_static(b"k")),
+            update: sibyl_db::Partition::new(),
+        };
+        let commit = Commit {
+            ballot: Ballot::at(1_700_000_000_000_000),
+            update: m.clone(),
+        };
+        let requests = [
+            Request::CounterMutation {
+                mutation: m.clone(),
+                consistency: 4,
+            },
+            Request::PaxosPrepare {
+                ballot: commit.ballot,
+                table_id: m.table_id,
+                key: Bytes::from_static(b"k"),
+            },
+            Request::PaxosPropose(commit.clone()),
+            Request::PaxosCommit(commit.clone()),
+            Request::BatchStore {
+                id: uuid::Uuid::from_u128(77),
+                mutations: vec![m.clone(), m.clone()],
+            },
+            Request::BatchRemove(uuid::Uuid::from_u128(77)),
+            Request::Hint(vec![m.clone()]),
+        ];
+        for req in &requests {
+            let mut body = Vec::new();
+            encode_request(req, &mut body);
+            let back = decode_request(req.verb(), &Bytes::from(body.clone()), &tables)
+                .expect("decodes")
+                .expect("table known");
+            assert_eq!(format!("{back:?}"), format!("{req:?}"));
+            if req.verb() != Verb::BatchRemove && req.verb() != Verb::PaxosPrepare {
+                // an unknown table is named, not an error
+                let unknown = decode_request(req.verb(), &Bytes::from(body), &no_tables);
+                assert!(matches!(unknown, Ok(Err(_))), "{req:?}");
+            }
+        }
+        for r in [
+            Response::Promise(Promise {
+                promised: true,
+                most_recent_promise: Ballot::NONE,
+                accepted: Some(commit.clone()),
+                committed: None,
+            }),
+            Response::Promise(Promise {
+                promised: false,
+                most_recent_promise: commit.ballot,
+                accepted: None,
+                committed: Some(commit.clone()),
+            }),
+            Response::Accepted(true),
+            Response::Accepted(false),
+            Response::Failure(ReplicaFailure::WriteTimeout {
+                received: 1,
+                block_for: 2,
+            }),
+            Response::Failure(ReplicaFailure::Unavailable {
+                required: 2,
+                alive: 1,
+            }),
+        ] {
+            let mut b = Vec::new();
+            encode_response(&r, &mut b);
+            let back = decode_response(&Bytes::from(b), &requests[1], &tables).expect("response");
+            assert_eq!(format!("{back:?}"), format!("{r:?}"));
+        }
+    }
+
     /// The decoders meet random bytes, truncated frames and frames with
     /// random bodies under a valid checksum, and answer with errors only.
     #[test]
@@ -669,15 +940,7 @@ mod tests {
                     *b %= 4;
                 }
             }
-            let verb = [
-                Verb::Mutation,
-                Verb::Read,
-                Verb::RangeRead,
-                Verb::Truncate,
-                Verb::Gossip,
-                Verb::Metadata,
-                Verb::MetadataCatchUp,
-            ][i % 7];
+            let verb = Verb::ALL[i % Verb::ALL.len()];
             let mut f = Vec::new();
             encode_frame(FrameKind::Request, i as u64, verb, &body, &mut f);
             let _ = decode_any(&f, &any_table);
