@@ -35,6 +35,8 @@ class LocalCluster:
         return p
 
     def nodetool(self, node, *args, check=True):
+        if isinstance(node, int):
+            node = f"node{node}"
         p = self.run("nodetool", node, *args, check=check)
         return p.stdout if check else p
 

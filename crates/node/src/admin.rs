@@ -41,6 +41,103 @@ pub struct Admin {
 }
 
 impl Admin {
+    /// Hinted handoff's switches and pending hints (`statushandoff`,
+    /// `enablehandoff`, `pausehandoff`, `truncatehints`,
+    /// `listpendinghints`, the hint window and throttle).
+    async fn handoff(
+        &self,
+        method: &str,
+        path: &str,
+        q: &HashMap<String, String>,
+    ) -> Result<Value, (&'static str, String)> {
+        let Some(h) = self.qp.proxy.hints() else {
+            return Err(("503 Service Unavailable", "hints are not kept".into()));
+        };
+        let flag = |k: &str| q.get(k).map(|v| v == "true");
+        match (method, path) {
+            ("POST", "/handoff") => {
+                if let Some(on) = flag("enabled") {
+                    h.set_enabled(on);
+                }
+                if let Some(p) = flag("paused") {
+                    h.set_paused(p);
+                    if !p {
+                        let proxy = self.qp.proxy.clone();
+                        tokio::spawn(async move { proxy.deliver_hints().await });
+                    }
+                }
+                if let (Some(dc), Some(on)) = (q.get("dc"), flag("dc_enabled")) {
+                    h.set_datacenter_enabled(dc, on);
+                }
+                if let Some(ms) = q.get("max_hint_window_ms") {
+                    let ms: u64 = ms
+                        .parse()
+                        .map_err(|_| ("400 Bad Request", format!("not a number of ms: {ms}")))?;
+                    h.set_max_hint_window(std::time::Duration::from_millis(ms));
+                }
+                if let Some(kb) = q.get("throttle_kb") {
+                    let kb: u64 = kb
+                        .parse()
+                        .map_err(|_| ("400 Bad Request", format!("not a number of KiB: {kb}")))?;
+                    h.set_throttle_bytes_per_second(kb * 1024);
+                }
+                Ok(json!({}))
+            }
+            ("GET", "/handoff") => Ok(json!({
+                "enabled": h.is_enabled(),
+                "paused": h.is_paused(),
+                "disabled_datacenters": h.disabled_datacenters(),
+                "max_hint_window_ms": h.max_hint_window().as_millis() as u64,
+                "throttle_kb": h.throttle_bytes_per_second() / 1024,
+            })),
+            ("POST", "/truncatehints") => {
+                let host = match q.get("endpoint") {
+                    None => None,
+                    Some(e) => {
+                        let ip: std::net::IpAddr = e
+                            .parse()
+                            .map_err(|_| ("400 Bad Request", format!("not an address: {e}")))?;
+                        let d = self.cluster.state.directory.read();
+                        match d.by_address(ip) {
+                            Some(n) => Some(n.host_id),
+                            None => return Err(("404 Not Found", format!("Unknown endpoint {e}"))),
+                        }
+                    }
+                };
+                h.truncate(host).await;
+                Ok(json!({}))
+            }
+            _ => {
+                let d = self.cluster.state.directory.read().clone();
+                let rows: Vec<Value> = h
+                    .pending()
+                    .into_iter()
+                    .map(|p| {
+                        let n = d.nodes.get(&p.host_id);
+                        let status = n.map_or("Unknown", |n| {
+                            if self.cluster.gossip.is_alive(n.address) {
+                                "UP"
+                            } else {
+                                "DOWN"
+                            }
+                        });
+                        json!({
+                            "host_id": p.host_id.to_string(),
+                            "address": n.map(|n| n.address.to_string()),
+                            "rack": n.map(|n| n.rack.clone()),
+                            "dc": n.map(|n| n.datacenter.clone()),
+                            "status": status,
+                            "files": p.files,
+                            "newest_ms": p.newest_ms,
+                            "oldest_ms": p.oldest_ms,
+                        })
+                    })
+                    .collect();
+                Ok(json!({ "pending": rows }))
+            }
+        }
+    }
+
     /// Every node of the cluster, as `nodetool status` and `ring` show them.
     fn cluster_json(&self, q: &HashMap<String, String>) -> Result<Value, (&'static str, String)> {
         let schema = self.qp.schema();
@@ -574,6 +671,39 @@ impl Admin {
                 }))
             }
             ("GET", "/cluster") => self.cluster_json(q),
+            (_, "/handoff") | (_, "/truncatehints") | ("GET", "/pendinghints") => {
+                self.handoff(method, path, q).await
+            }
+            ("GET", "/proxymetrics") => {
+                let m = &self.qp.proxy.metrics;
+                let h = self.qp.proxy.hints();
+                let hm = |f: fn(&sibyl_service::hints::HintsMetrics) -> u64| {
+                    h.as_ref().map_or(0, |h| f(&h.metrics))
+                };
+                use std::sync::atomic::Ordering::Relaxed;
+                Ok(json!({
+                    "reads": m.reads.get(),
+                    "writes": m.writes.get(),
+                    "cas_writes": m.cas_writes.get(),
+                    "cas_reads": m.cas_reads.get(),
+                    "read_timeouts": m.read_timeouts.get(),
+                    "write_timeouts": m.write_timeouts.get(),
+                    "cas_contention": m.cas_contention.get(),
+                    "unavailables": m.unavailables.get(),
+                    "read_micros": m.read_micros.get(),
+                    "write_micros": m.write_micros.get(),
+                    "cas_micros": m.cas_micros.get(),
+                    "read_repairs": m.read_repairs.get(),
+                    "speculative_retries": m.speculative_retries.get(),
+                    "counter_forwards": m.counter_forwards.get(),
+                    "batchlog_replays": m.batchlog_replays.get(),
+                    "hints_created": hm(|x| x.created.load(Relaxed)),
+                    "hints_delivered": hm(|x| x.delivered.load(Relaxed)),
+                    "hints_expired": hm(|x| x.expired.load(Relaxed)),
+                    "hints_failed": hm(|x| x.failed.load(Relaxed)),
+                    "hints_pending_files": h.as_ref().map_or(0, |h| h.pending().iter().map(|p| p.files).sum::<usize>()),
+                }))
+            }
             ("GET", "/gossipinfo") => Ok(json!({
                 "text": self.cluster.gossip.gossiper.lock().gossip_info(),
                 "running": true,

@@ -342,7 +342,17 @@ impl TableParams {
                     }
                     self.read_repair = v;
                 }
-                "speculative_retry" => self.speculative_retry = prop_text(p)?,
+                "speculative_retry" => {
+                    let v = prop_text(p)?;
+                    match SpeculativeRetry::parse(&v) {
+                        Some(r) => self.speculative_retry = r.to_string(),
+                        None => {
+                            return Err(Error::Config(format!(
+                                "Invalid value {v} for option 'speculative_retry'"
+                            )))
+                        }
+                    }
+                }
                 other => return Err(Error::Syntax(format!("Unknown property '{other}'"))),
             }
         }
@@ -1034,4 +1044,111 @@ pub fn is_system_keyspace(name: &str) -> bool {
             | "system_virtual_schema"
             | "system_views"
     )
+}
+
+/// A table's `speculative_retry` (Cassandra's `SpeculativeRetryPolicy`):
+/// when a read asks one more replica than it needs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SpeculativeRetry {
+    /// Never.
+    None,
+    /// At once: every read asks the extra replica.
+    Always,
+    /// After the table's reads' latency at this percentile.
+    Percentile(f64),
+    /// After this many milliseconds.
+    Fixed(u64),
+    /// The earlier of a percentile and a fixed time.
+    Min(f64, u64),
+    /// The later of a percentile and a fixed time.
+    Max(f64, u64),
+}
+
+impl SpeculativeRetry {
+    /// Parses the option as Cassandra does (`99p`, `99PERCENTILE`, `50ms`,
+    /// `ALWAYS`, `NONE`, `MIN(99p,50ms)`, `MAX(...)`, any case).
+    pub fn parse(s: &str) -> Option<SpeculativeRetry> {
+        let t = s.trim().to_ascii_lowercase();
+        let percentile = |x: &str| -> Option<f64> {
+            let v = x.strip_suffix("percentile").or_else(|| x.strip_suffix('p'))?;
+            let p: f64 = v.parse().ok()?;
+            (p > 0.0 && p < 100.0 + f64::EPSILON && !v.is_empty()).then_some(p)
+        };
+        let fixed = |x: &str| -> Option<u64> {
+            let v: f64 = x.strip_suffix("ms")?.parse().ok()?;
+            (v >= 0.0).then_some(v as u64)
+        };
+        match t.as_str() {
+            "none" => return Some(SpeculativeRetry::None),
+            "always" => return Some(SpeculativeRetry::Always),
+            _ => {}
+        }
+        for (name, min) in [("min(", true), ("max(", false)] {
+            if let Some(inner) = t.strip_prefix(name).and_then(|r| r.strip_suffix(')')) {
+                let (a, b) = inner.split_once(',')?;
+                let (a, b) = (a.trim(), b.trim());
+                let (p, f) = match (percentile(a), fixed(b)) {
+                    (Some(p), Some(f)) => (p, f),
+                    _ => (percentile(b)?, fixed(a)?),
+                };
+                return Some(if min {
+                    SpeculativeRetry::Min(p, f)
+                } else {
+                    SpeculativeRetry::Max(p, f)
+                });
+            }
+        }
+        if let Some(p) = percentile(&t) {
+            return Some(SpeculativeRetry::Percentile(p));
+        }
+        fixed(&t).map(SpeculativeRetry::Fixed)
+    }
+}
+
+impl std::fmt::Display for SpeculativeRetry {
+    /// Cassandra's normal form, as `system_schema.tables` keeps it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let p = |x: f64| {
+            let s = format!("{x:.4}");
+            let s = s.trim_end_matches('0').trim_end_matches('.').to_string();
+            format!("{s}p")
+        };
+        match self {
+            SpeculativeRetry::None => f.write_str("NONE"),
+            SpeculativeRetry::Always => f.write_str("ALWAYS"),
+            SpeculativeRetry::Percentile(x) => f.write_str(&p(*x)),
+            SpeculativeRetry::Fixed(ms) => write!(f, "{ms}ms"),
+            SpeculativeRetry::Min(x, ms) => write!(f, "MIN({},{ms}ms)", p(*x)),
+            SpeculativeRetry::Max(x, ms) => write!(f, "MAX({},{ms}ms)", p(*x)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod speculative_retry_tests {
+    use super::SpeculativeRetry as S;
+
+    #[test]
+    fn the_option_parses_as_cassandra_parses_it() {
+        for (input, normal) in [
+            ("99p", "99p"),
+            ("99PERCENTILE", "99p"),
+            ("99.5p", "99.5p"),
+            ("50ms", "50ms"),
+            ("50MS", "50ms"),
+            ("ALWAYS", "ALWAYS"),
+            ("none", "NONE"),
+            ("MIN(99p,50ms)", "MIN(99p,50ms)"),
+            ("max(50ms, 90p)", "MAX(90p,50ms)"),
+        ] {
+            assert_eq!(
+                S::parse(input).map(|s| s.to_string()).as_deref(),
+                Some(normal),
+                "{input}"
+            );
+        }
+        for bad in ["", "p", "101p", "0p", "fast", "MIN(99p)", "-5ms"] {
+            assert_eq!(S::parse(bad), None, "{bad}");
+        }
+    }
 }

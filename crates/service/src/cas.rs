@@ -212,7 +212,7 @@ impl StorageProxy {
                     ballot,
                     update: unfinished.update,
                 };
-                if self.propose(plan, &refreshed, deadline).await? {
+                if self.propose(plan, &refreshed, deadline, false).await? {
                     self.commit_paxos(table, key, &refreshed, commit_cl, deadline)
                         .await?;
                 }
@@ -240,9 +240,21 @@ impl StorageProxy {
         Ok(Prepared::Ready(ballot))
     }
 
-    /// Proposes `proposal`; whether a quorum accepted it.
-    async fn propose(&self, plan: &Plan, proposal: &Commit, deadline: Instant) -> Result<bool> {
+    /// Proposes `proposal`; whether a quorum accepted it. With
+    /// `timeout_if_partial` (a conditional update's own proposal), every
+    /// replica's answer is awaited, and a proposal that some accepted but
+    /// not a quorum is a CAS write timeout, not a refusal: another
+    /// coordinator may yet finish it, so its outcome is unknown (Cassandra's
+    /// `proposePaxos`).
+    async fn propose(
+        &self,
+        plan: &Plan,
+        proposal: &Commit,
+        deadline: Instant,
+        timeout_if_partial: bool,
+    ) -> Result<bool> {
         let need = plan.block_for;
+        let targets = plan.replicas.iter().filter(|a| self.is_alive(**a)).count();
         let answers = self
             .paxos_round(
                 plan,
@@ -253,7 +265,11 @@ impl StorageProxy {
                         .iter()
                         .filter(|(_, r)| matches!(r, Response::Accepted(true)))
                         .count();
-                    yes >= need || a.len() - yes > plan.replicas.len().saturating_sub(need)
+                    if timeout_if_partial {
+                        yes >= need || a.len() >= targets
+                    } else {
+                        yes >= need || a.len() - yes > plan.replicas.len().saturating_sub(need)
+                    }
                 },
             )
             .await;
@@ -264,14 +280,13 @@ impl StorageProxy {
         if yes >= need {
             return Ok(true);
         }
+        if timeout_if_partial && yes > 0 {
+            return Err(Self::cas_timeout(Consistency::Serial, yes, need));
+        }
         if answers.len() > yes {
             return Ok(false);
         }
-        Err(Self::cas_timeout(
-            Consistency::Serial,
-            yes,
-            need,
-        ))
+        Err(Self::cas_timeout(Consistency::Serial, yes, need))
     }
 
     /// Commits an accepted proposal on every replica, waiting for
@@ -377,7 +392,7 @@ impl StorageProxy {
                 update.update.merge(m.update, now);
             }
             let proposal = Commit { ballot, update };
-            if !self.propose(&plan, &proposal, deadline).await.map_err(|e| {
+            if !self.propose(&plan, &proposal, deadline, true).await.map_err(|e| {
                 match e {
                     ServiceError::WriteTimeout {
                         received,
@@ -458,7 +473,7 @@ impl StorageProxy {
                     update: Partition::new(),
                 },
             };
-            match self.propose(&plan, &empty, deadline).await {
+            match self.propose(&plan, &empty, deadline, false).await {
                 Ok(true) => {}
                 Ok(false) => {
                     self.contention_backoff().await;

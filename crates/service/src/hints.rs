@@ -33,6 +33,9 @@ const MAGIC: u32 = 0x5349_4248;
 pub const HINTS_VERSION: u8 = 1;
 /// A file is closed and a new one begun past this size.
 const MAX_FILE_BYTES: u64 = 128 << 20;
+/// Hints sent in one message at most (and at most `PAGE_BYTES` of them).
+const PAGE_HINTS: usize = 128;
+const PAGE_BYTES: usize = 64 << 10;
 /// A hint larger than this is not a hint (a corrupt length).
 const MAX_HINT_BYTES: usize = 256 << 20;
 
@@ -423,36 +426,49 @@ impl HintsService {
                 );
             }
             let now = now_ms();
-            for (created, bytes) in records {
+            // pages of hints, one message each
+            let mut page: Vec<Mutation> = Vec::new();
+            let mut page_bytes = 0usize;
+            let mut records = records.into_iter().peekable();
+            while let Some((created, bytes)) = records.next() {
                 if self.is_paused() {
                     return delivered;
                 }
-                let m = match decode_mutation(&bytes, comparator) {
-                    Ok(Some(m)) => m,
-                    _ => continue,
-                };
-                match gc_grace(m.table_id) {
-                    Some(g) if created + i64::from(g) * 1000 >= now => {}
+                match decode_mutation(&bytes, comparator) {
+                    Ok(Some(m)) => match gc_grace(m.table_id) {
+                        Some(g) if created + i64::from(g) * 1000 >= now => {
+                            page_bytes += bytes.len();
+                            page.push(m);
+                        }
+                        _ => {
+                            self.metrics.expired.fetch_add(1, Ordering::Relaxed);
+                        }
+                    },
                     _ => {
                         self.metrics.expired.fetch_add(1, Ordering::Relaxed);
-                        continue;
                     }
                 }
+                let last = records.peek().is_none();
+                if page.is_empty() || (!last && page.len() < PAGE_HINTS && page_bytes < PAGE_BYTES) {
+                    continue;
+                }
                 let started = Instant::now();
-                if !send(vec![m]).await {
-                    self.metrics.failed.fetch_add(1, Ordering::Relaxed);
+                let n = page.len();
+                if !send(std::mem::take(&mut page)).await {
+                    self.metrics.failed.fetch_add(n as u64, Ordering::Relaxed);
                     return delivered;
                 }
-                delivered += 1;
-                self.metrics.delivered.fetch_add(1, Ordering::Relaxed);
-                // throttle: this hint's bytes at the per-peer rate
+                delivered += n;
+                self.metrics.delivered.fetch_add(n as u64, Ordering::Relaxed);
+                // throttle: this page's bytes at the per-peer rate
                 let rate = self.throttle_bytes_per_second() / other_nodes.max(1) as u64;
                 if rate > 0 {
-                    let due = Duration::from_secs_f64(bytes.len() as f64 / rate as f64);
+                    let due = Duration::from_secs_f64(page_bytes as f64 / rate as f64);
                     if let Some(wait) = due.checked_sub(started.elapsed()) {
                         tokio::time::sleep(wait).await;
                     }
                 }
+                page_bytes = 0;
             }
             let _ = std::fs::remove_file(&path);
         }

@@ -19,7 +19,7 @@ use sibyl_db::{
     ReadResponse, Row,
 };
 use sibyl_protocol::Consistency;
-use sibyl_schema::schema::{KeyspaceMetadata, Schema, TableMetadata};
+use sibyl_schema::schema::{KeyspaceMetadata, Schema, SpeculativeRetry, TableMetadata};
 use sibyl_schema::ReplicationStrategy;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -76,6 +76,59 @@ pub struct StorageProxy {
     /// The last Paxos ballot's time on this coordinator (ballots only grow).
     pub(crate) last_ballot_micros: std::sync::atomic::AtomicI64,
     pub metrics: ProxyMetrics,
+    /// Coordinator read latencies per table, for `speculative_retry`'s
+    /// percentiles.
+    latencies: parking_lot::Mutex<std::collections::HashMap<uuid::Uuid, LatencyHistogram>>,
+}
+
+/// Read latencies in buckets 20% apart, halved every 10,000 samples so that
+/// recent reads weigh most.
+#[derive(Debug, Clone)]
+struct LatencyHistogram {
+    buckets: Vec<u32>,
+    total: u32,
+}
+
+impl LatencyHistogram {
+    const BUCKETS: usize = 128;
+
+    fn new() -> Self {
+        LatencyHistogram {
+            buckets: vec![0; Self::BUCKETS],
+            total: 0,
+        }
+    }
+
+    fn bucket_of(micros: u64) -> usize {
+        ((micros.max(1) as f64).ln() / 1.2f64.ln()) as usize
+    }
+
+    fn record(&mut self, d: Duration) {
+        let i = Self::bucket_of(d.as_micros() as u64).min(Self::BUCKETS - 1);
+        self.buckets[i] += 1;
+        self.total += 1;
+        if self.total >= 10_000 {
+            self.buckets.iter_mut().for_each(|b| *b /= 2);
+            self.total = self.buckets.iter().sum();
+        }
+    }
+
+    /// The upper bound of the bucket holding the `p`th percentile, once
+    /// there are enough samples to say.
+    fn percentile(&self, p: f64) -> Option<Duration> {
+        if self.total < 20 {
+            return None;
+        }
+        let want = (self.total as f64 * p / 100.0).ceil() as u32;
+        let mut seen = 0;
+        for (i, b) in self.buckets.iter().enumerate() {
+            seen += b;
+            if seen >= want {
+                return Some(Duration::from_micros(1.2f64.powi(i as i32 + 1) as u64));
+            }
+        }
+        None
+    }
 }
 
 /// The coordinator's counts (Cassandra's `ClientRequestMetrics`,
@@ -88,9 +141,8 @@ pub struct ProxyMetrics {
     pub cas_writes: Counter,
     pub cas_reads: Counter,
     pub read_timeouts: Counter,
-    pub read_unavailables: Counter,
     pub write_timeouts: Counter,
-    pub write_unavailables: Counter,
+    pub unavailables: Counter,
     pub cas_contention: Counter,
     pub read_repairs: Counter,
     pub speculative_retries: Counter,
@@ -167,6 +219,7 @@ impl StorageProxy {
             hints: RwLock::new(None),
             last_ballot_micros: std::sync::atomic::AtomicI64::new(0),
             metrics: ProxyMetrics::default(),
+            latencies: parking_lot::Mutex::new(std::collections::HashMap::new()),
         }
     }
 
@@ -261,6 +314,7 @@ impl StorageProxy {
             None => plan.replicas.len(),
         };
         if plan.block_for > alive || alive == 0 {
+            self.metrics.unavailables.inc();
             return Err(ServiceError::Unavailable {
                 consistency: cl,
                 required: plan.block_for.max(1),
@@ -311,6 +365,21 @@ impl StorageProxy {
         if mutations.is_empty() {
             return Ok(());
         }
+        let started = std::time::Instant::now();
+        self.metrics.writes.inc();
+        let r = self.mutate_inner(mutations, cl, write_type).await;
+        self.metrics
+            .write_micros
+            .add(started.elapsed().as_micros() as u64);
+        r
+    }
+
+    async fn mutate_inner(
+        &self,
+        mutations: Vec<Mutation>,
+        cl: Consistency,
+        write_type: WriteType,
+    ) -> Result<()> {
         let schema = self.schema();
         if let Some(t) = mutations
             .iter()
@@ -467,6 +536,16 @@ impl StorageProxy {
             block_for,
             write_type,
         })
+    }
+
+    fn record_latency(&self, table_id: uuid::Uuid, d: Duration) {
+        self.metrics.reads.inc();
+        self.metrics.read_micros.add(d.as_micros() as u64);
+        self.latencies
+            .lock()
+            .entry(table_id)
+            .or_insert_with(LatencyHistogram::new)
+            .record(d);
     }
 
     /// Whether the failure detector has `addr` up (always, without one).
@@ -905,24 +984,58 @@ impl StorageProxy {
                 Err(f) => Err(Self::replica_failure(f)),
             };
         }
-        let timeout_error = |received: usize, data_present: bool| ServiceError::ReadTimeout {
-            consistency: cl,
-            received,
-            block_for: plan.block_for,
-            data_present,
+        let timeout_error = |received: usize, data_present: bool| {
+            self.metrics.read_timeouts.inc();
+            ServiceError::ReadTimeout {
+                consistency: cl,
+                received,
+                block_for: plan.block_for,
+                data_present,
+            }
         };
         let deadline = tokio::time::Instant::now() + timeout;
         // speculative retry: a replica that has not answered when the
         // slowest expected answer should have come is backed up by the next
         // replica, asked for data (Cassandra's `speculative_retry`)
-        let spare = plan.replicas.get(plan.block_for).copied();
-        let expected = targets
-            .iter()
-            .filter_map(|t| self.snitch.score(*t))
-            .fold(0.0f64, f64::max);
-        let speculate_after = Duration::from_micros((expected * 3.0) as u64)
-            .max(Duration::from_millis(20))
-            .min(timeout / 2);
+        let started = std::time::Instant::now();
+        let table = self.schema().table_by_id(cmd.table_id).cloned();
+        let policy = table
+            .as_ref()
+            .and_then(|t| SpeculativeRetry::parse(&t.params.speculative_retry))
+            .unwrap_or(SpeculativeRetry::Percentile(99.0));
+        let percentile = |p: f64| {
+            self.latencies
+                .lock()
+                .get(&cmd.table_id)
+                .and_then(|h| h.percentile(p))
+                .unwrap_or_else(|| {
+                    // no reads measured yet: three times the slowest
+                    // replica's average answer, at least 20 ms
+                    let expected = targets
+                        .iter()
+                        .filter_map(|t| self.snitch.score(*t))
+                        .fold(0.0f64, f64::max);
+                    Duration::from_micros((expected * 3.0) as u64).max(Duration::from_millis(20))
+                })
+        };
+        let (spare, speculate_after) = match policy {
+            SpeculativeRetry::None => (None, timeout),
+            SpeculativeRetry::Always => (plan.replicas.get(plan.block_for).copied(), Duration::ZERO),
+            SpeculativeRetry::Percentile(p) => (plan.replicas.get(plan.block_for).copied(), percentile(p)),
+            SpeculativeRetry::Fixed(ms) => (
+                plan.replicas.get(plan.block_for).copied(),
+                Duration::from_millis(ms),
+            ),
+            SpeculativeRetry::Min(p, ms) => (
+                plan.replicas.get(plan.block_for).copied(),
+                percentile(p).min(Duration::from_millis(ms)),
+            ),
+            SpeculativeRetry::Max(p, ms) => (
+                plan.replicas.get(plan.block_for).copied(),
+                percentile(p).max(Duration::from_millis(ms)),
+            ),
+        };
+        let speculate_after = speculate_after.min(timeout / 2);
         let responses = self
             .gather_reads(&targets, true, spare, &cmd, speculate_after, deadline)
             .await?;
@@ -939,6 +1052,7 @@ impl StorageProxy {
         };
         let digest = sibyl_db::read::digest(&data);
         if responses.iter().all(|(_, r)| r.digest() == digest) {
+            self.record_latency(cmd.table_id, started.elapsed());
             return Ok(data);
         }
         // digests disagree: full data from each, reconciled cell by cell
@@ -959,7 +1073,13 @@ impl StorageProxy {
         if let ReadKind::PartitionRange { limit, .. } | ReadKind::Index { limit, .. } = cmd.kind {
             merged.truncate(limit);
         }
-        self.repair(&cmd, &merged, answers, deadline).await;
+        // `read_repair = 'NONE'`: the answer is reconciled, replicas are
+        // left as they are
+        if table.is_none_or(|t| t.params.read_repair != "NONE") {
+            self.metrics.read_repairs.inc();
+            self.repair(&cmd, &merged, answers, deadline).await;
+        }
+        self.record_latency(cmd.table_id, started.elapsed());
         Ok(merged)
     }
 
@@ -1016,6 +1136,7 @@ impl StorageProxy {
                 r = tokio::time::timeout_at(deadline, tasks.join_next()) => r,
                 _ = tokio::time::sleep_until(speculate_at), if spare.is_some() => {
                     if let Some(to) = spare.take() {
+                        self.metrics.speculative_retries.inc();
                         spawn(&mut tasks, to, cmd.clone());
                     }
                     continue;

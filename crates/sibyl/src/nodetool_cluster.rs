@@ -61,7 +61,106 @@ fn status_letter(n: &Value) -> &'static str {
     }
 }
 
+/// `yyyy-MM-dd HH:mm:ss,SSS` in UTC, as `listpendinghints` prints times.
+fn utc_millis(ms: i64) -> String {
+    let days = ms.div_euclid(86_400_000);
+    let rem = ms.rem_euclid(86_400_000);
+    let (y, m, d) = sibyl_types::civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02},{:03}",
+        rem / 3_600_000,
+        rem / 60_000 % 60,
+        rem / 1000 % 60,
+        rem % 1000
+    )
+}
+
+/// The hinted handoff verbs.
+fn handoff(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<bool> {
+    let post = |q: String| request(host, port, "POST", &format!("/handoff?{q}")).map(|_| true);
+    let arg = |what: &str| -> anyhow::Result<String> {
+        match args.first() {
+            Some(a) => Ok(a.clone()),
+            None => bail!("{cmd} requires {what}"),
+        }
+    };
+    match cmd {
+        "statushandoff" => {
+            let v = request(host, port, "GET", "/handoff")?;
+            if v["enabled"].as_bool().unwrap_or(false) {
+                outln!("Hinted handoff is running");
+            } else {
+                outln!("Hinted handoff is not running");
+            }
+            for dc in v["disabled_datacenters"].as_array().into_iter().flatten() {
+                outln!("Data center {} is disabled", dc.as_str().unwrap_or_default());
+            }
+            Ok(true)
+        }
+        "enablehandoff" => post("enabled=true".into()),
+        "disablehandoff" => post("enabled=false".into()),
+        "pausehandoff" => post("paused=true".into()),
+        "resumehandoff" => post("paused=false".into()),
+        "enablehintsfordc" => post(format!("dc={}&dc_enabled=true", arg("a data center")?)),
+        "disablehintsfordc" => post(format!("dc={}&dc_enabled=false", arg("a data center")?)),
+        "setmaxhintwindow" => post(format!("max_hint_window_ms={}", arg("a value in ms")?)),
+        "sethintedhandoffthrottlekb" => post(format!("throttle_kb={}", arg("a value in KiB")?)),
+        "getmaxhintwindow" => {
+            let v = request(host, port, "GET", "/handoff")?;
+            outln!("Current max hint window: {} ms", v["max_hint_window_ms"]);
+            Ok(true)
+        }
+        "truncatehints" => {
+            let path = match args.first() {
+                Some(e) => format!("/truncatehints?endpoint={e}"),
+                None => "/truncatehints".into(),
+            };
+            request(host, port, "POST", &path)?;
+            Ok(true)
+        }
+        "listpendinghints" => {
+            let v = request(host, port, "GET", "/pendinghints")?;
+            let pending = v["pending"].as_array().cloned().unwrap_or_default();
+            if pending.is_empty() {
+                outln!("This node does not have any pending hints");
+                return Ok(true);
+            }
+            let mut rows = vec![[
+                "Host ID",
+                "Address",
+                "Rack",
+                "DC",
+                "Status",
+                "Total files",
+                "Newest",
+                "Oldest",
+            ]
+            .map(String::from)
+            .to_vec()];
+            for p in &pending {
+                let or_unknown = |k: &str| p[k].as_str().unwrap_or("Unknown").to_string();
+                rows.push(vec![
+                    s(p, "host_id"),
+                    or_unknown("address"),
+                    or_unknown("rack"),
+                    or_unknown("dc"),
+                    or_unknown("status"),
+                    p["files"].to_string(),
+                    utc_millis(p["newest_ms"].as_i64().unwrap_or(0)),
+                    utc_millis(p["oldest_ms"].as_i64().unwrap_or(0)),
+                ]);
+            }
+            out!("{}", table(&rows, " "));
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
+}
+
 pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<bool> {
+    if handoff(host, port, cmd, args)? {
+        return Ok(true);
+    }
     match cmd {
         "status" => {
             let path = match args.first() {
