@@ -8,8 +8,8 @@
 //! between them; the TCP implementation (versioned framing, connections per
 //! peer) is another implementation of the same trait.
 
-use parking_lot::{Mutex, RwLock};
 use bytes::Bytes;
+use parking_lot::{Mutex, RwLock};
 use sibyl_db::paxos::{Ballot, Commit, Promise};
 use sibyl_db::{Mutation, ReadCommand, ReadResponse};
 use std::collections::HashMap;
@@ -164,7 +164,7 @@ pub enum Response {
     /// An encoded cluster metadata response.
     Metadata(Vec<u8>),
     /// A replica's answer to a Paxos prepare.
-    Promise(Promise),
+    Promise(Box<Promise>),
     /// Whether a replica accepted a Paxos proposal.
     Accepted(bool),
 }

@@ -37,8 +37,8 @@ use sibyl_db::Mutation;
 use sibyl_protocol::{Event, SchemaChange, SchemaChangeTarget};
 use sibyl_schema::schema::Schema;
 use sibyl_service::error::ServiceError;
-use sibyl_service::proxy::{SchemaLog, StorageProxy};
 use sibyl_service::proxy::StorageVerbs;
+use sibyl_service::proxy::{SchemaLog, StorageProxy};
 use sibyl_service::replica::Replica;
 use sibyl_tcm::{
     ClusterMetadataService, Epoch, MetadataStateMachine, MetadataTransport, NodeAddr, TcmError,
@@ -404,7 +404,10 @@ impl MetadataStateMachine for ClusterState {
         if !s.schema.is_empty() {
             self.restore_schema(&s.schema, s.schema_timestamp)?;
         }
-        tracing::info!("cluster metadata restored from a snapshot at epoch {}", epoch.0);
+        tracing::info!(
+            "cluster metadata restored from a snapshot at epoch {}",
+            epoch.0
+        );
         Ok(())
     }
 }

@@ -48,10 +48,7 @@ pub enum StartError {
     #[error(transparent)]
     Cluster(#[from] cluster::ClusterError),
     #[error("cannot use hints_directory {dir}: {source}")]
-    Hints {
-        dir: String,
-        source: std::io::Error,
-    },
+    Hints { dir: String, source: std::io::Error },
 }
 
 /// A running node.

@@ -1070,7 +1070,9 @@ impl SpeculativeRetry {
     pub fn parse(s: &str) -> Option<SpeculativeRetry> {
         let t = s.trim().to_ascii_lowercase();
         let percentile = |x: &str| -> Option<f64> {
-            let v = x.strip_suffix("percentile").or_else(|| x.strip_suffix('p'))?;
+            let v = x
+                .strip_suffix("percentile")
+                .or_else(|| x.strip_suffix('p'))?;
             let p: f64 = v.parse().ok()?;
             (p > 0.0 && p < 100.0 + f64::EPSILON && !v.is_empty()).then_some(p)
         };

@@ -93,7 +93,9 @@ impl StorageProxy {
                 id,
                 mutations: mutations.clone(),
             };
-            tasks.spawn(async move { Self::send(replica, messaging, snitch, to, request, timeout).await });
+            tasks.spawn(async move {
+                Self::send(replica, messaging, snitch, to, request, timeout).await
+            });
         }
         let mut stored = 0;
         while let Some(r) = tasks.join_next().await {
@@ -122,7 +124,15 @@ impl StorageProxy {
                 self.snitch.clone(),
             );
             tokio::spawn(async move {
-                Self::send(replica, messaging, snitch, to, Request::BatchRemove(id), timeout).await
+                Self::send(
+                    replica,
+                    messaging,
+                    snitch,
+                    to,
+                    Request::BatchRemove(id),
+                    timeout,
+                )
+                .await
             });
         }
         Ok(())

@@ -8,7 +8,9 @@ use bytes::Bytes;
 use sibyl_cluster::messaging::ReplicaFailure;
 use sibyl_db::cells::WriteParams;
 use sibyl_db::serde::{decode_mutation, encode_mutation};
-use sibyl_db::{ColumnData, DecoratedKey, Mutation, Partition, ReadCommand, ReadKind, ReadResponse};
+use sibyl_db::{
+    ColumnData, DecoratedKey, Mutation, Partition, ReadCommand, ReadKind, ReadResponse,
+};
 use sibyl_schema::schema::TableMetadata;
 use sibyl_schema::schema_tables::{int, row_mutation};
 use std::sync::Arc;

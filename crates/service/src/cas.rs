@@ -58,10 +58,7 @@ impl StorageProxy {
     ) -> Result<Plan> {
         let schema = self.schema();
         let Some(ks) = self.keyspace_of(&schema, table.id) else {
-            return Err(ServiceError::Invalid(format!(
-                "unknown table {}",
-                table.id
-            )));
+            return Err(ServiceError::Invalid(format!("unknown table {}", table.id)));
         };
         let plan = self.plan(&ks.replication.strategy, key.token, serial);
         self.check_available(&plan, serial)?;
@@ -158,7 +155,7 @@ impl StorageProxy {
         let promises: Vec<(IpAddr, Promise)> = answers
             .into_iter()
             .filter_map(|(a, r)| match r {
-                Response::Promise(p) => Some((a, p)),
+                Response::Promise(p) => Some((a, *p)),
                 _ => None,
             })
             .collect();
@@ -314,7 +311,10 @@ impl StorageProxy {
         let deadline = deadline.max(Instant::now() + self.timeouts.write);
         let answers = self
             .paxos_round(&all, Request::PaxosCommit(commit.clone()), deadline, |a| {
-                a.iter().filter(|(_, r)| matches!(r, Response::Done)).count() >= need
+                a.iter()
+                    .filter(|(_, r)| matches!(r, Response::Done))
+                    .count()
+                    >= need
             })
             .await;
         let done = answers
@@ -343,7 +343,11 @@ impl StorageProxy {
         key: DecoratedKey,
         serial_cl: Consistency,
         commit_cl: Consistency,
-        mut decide: impl FnMut(Option<Partition>, i32, i64) -> std::result::Result<(T, Vec<Mutation>), E>,
+        mut decide: impl FnMut(
+            Option<Partition>,
+            i32,
+            i64,
+        ) -> std::result::Result<(T, Vec<Mutation>), E>,
     ) -> std::result::Result<T, E> {
         if !serial_cl.is_serial() {
             return Err(ServiceError::Invalid(format!(
@@ -385,29 +389,35 @@ impl StorageProxy {
             let mut mutations = mutations.into_iter();
             let Some(mut update) = mutations.next() else {
                 // the conditions do not hold: nothing to propose
-                self.metrics.cas_micros.add(started.elapsed().as_micros() as u64);
+                self.metrics
+                    .cas_micros
+                    .add(started.elapsed().as_micros() as u64);
                 return Ok(out);
             };
             for m in mutations {
                 update.update.merge(m.update, now);
             }
             let proposal = Commit { ballot, update };
-            if !self.propose(&plan, &proposal, deadline, true).await.map_err(|e| {
-                match e {
+            if !self
+                .propose(&plan, &proposal, deadline, true)
+                .await
+                .map_err(|e| match e {
                     ServiceError::WriteTimeout {
                         received,
                         block_for,
                         ..
                     } => Self::cas_timeout(serial_cl, received, block_for),
                     e => e,
-                }
-            })? {
+                })?
+            {
                 self.contention_backoff().await;
                 continue;
             }
             self.commit_paxos(table, &key, &proposal, commit_cl, deadline)
                 .await?;
-            self.metrics.cas_micros.add(started.elapsed().as_micros() as u64);
+            self.metrics
+                .cas_micros
+                .add(started.elapsed().as_micros() as u64);
             return Ok(out);
         }
     }

@@ -288,33 +288,32 @@ impl HintsService {
         if open.get(&host).is_some_and(|f| f.bytes >= MAX_FILE_BYTES) {
             open.remove(&host);
         }
-        if !open.contains_key(&host) {
-            let dir = self.directory();
-            // a name unused so far (one per millisecond and host)
-            let mut ms = created;
-            let path = loop {
-                let p = dir.join(file_name(host, ms));
-                if !p.exists() {
-                    break p;
-                }
-                ms += 1;
-            };
-            let mut file = std::fs::OpenOptions::new()
-                .create_new(true)
-                .append(true)
-                .open(&path)?;
-            let mut header = MAGIC.to_be_bytes().to_vec();
-            header.push(HINTS_VERSION);
-            file.write_all(&header)?;
-            open.insert(
-                host,
-                OpenFile {
+        let f = match open.entry(host) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                let dir = self.directory();
+                // a name unused so far (one per millisecond and host)
+                let mut ms = created;
+                let path = loop {
+                    let p = dir.join(file_name(host, ms));
+                    if !p.exists() {
+                        break p;
+                    }
+                    ms += 1;
+                };
+                let mut file = std::fs::OpenOptions::new()
+                    .create_new(true)
+                    .append(true)
+                    .open(&path)?;
+                let mut header = MAGIC.to_be_bytes().to_vec();
+                header.push(HINTS_VERSION);
+                file.write_all(&header)?;
+                v.insert(OpenFile {
                     file,
                     bytes: header.len() as u64,
-                },
-            );
-        }
-        let f = open.get_mut(&host).ok_or_else(|| std::io::Error::other("no file"))?;
+                })
+            }
+        };
         f.file.write_all(buf)?;
         f.bytes += buf.len() as u64;
         Ok(())
@@ -449,7 +448,8 @@ impl HintsService {
                     }
                 }
                 let last = records.peek().is_none();
-                if page.is_empty() || (!last && page.len() < PAGE_HINTS && page_bytes < PAGE_BYTES) {
+                if page.is_empty() || (!last && page.len() < PAGE_HINTS && page_bytes < PAGE_BYTES)
+                {
                     continue;
                 }
                 let started = Instant::now();
@@ -459,7 +459,9 @@ impl HintsService {
                     return delivered;
                 }
                 delivered += n;
-                self.metrics.delivered.fetch_add(n as u64, Ordering::Relaxed);
+                self.metrics
+                    .delivered
+                    .fetch_add(n as u64, Ordering::Relaxed);
                 // throttle: this page's bytes at the per-peer rate
                 let rate = self.throttle_bytes_per_second() / other_nodes.max(1) as u64;
                 if rate > 0 {
@@ -520,7 +522,9 @@ mod tests {
         assert!(damage.is_some_and(|d| d.contains("checksum")));
         // random bytes never panic
         for n in 0..200u32 {
-            let junk: Vec<u8> = (0..n).map(|i| (i.wrapping_mul(2654435761) >> 7) as u8).collect();
+            let junk: Vec<u8> = (0..n)
+                .map(|i| (i.wrapping_mul(2654435761) >> 7) as u8)
+                .collect();
             let _ = decode_hints(&junk);
         }
     }

@@ -125,7 +125,7 @@ impl Replica {
         };
         let mut m = row_mutation(
             &paxos,
-            &[key.clone()],
+            std::slice::from_ref(key),
             &[Bytes::copy_from_slice(table_id.as_bytes())],
             cols,
             &wp,

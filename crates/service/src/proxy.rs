@@ -260,12 +260,7 @@ impl StorageProxy {
 
     /// The natural replicas of `token`, this node first when it is one (it
     /// is the closest), and the number of answers `cl` needs from them.
-    pub(crate) fn plan(
-        &self,
-        strategy: &ReplicationStrategy,
-        token: i64,
-        cl: Consistency,
-    ) -> Plan {
+    pub(crate) fn plan(&self, strategy: &ReplicationStrategy, token: i64, cl: Consistency) -> Plan {
         let local = self.local_address();
         if *strategy == ReplicationStrategy::Local {
             return Plan {
@@ -563,9 +558,7 @@ impl StorageProxy {
         let hints = self.hints.read().clone()?;
         let ring = self.ring.read();
         let e = &ring.endpoints[ring.endpoint_of(addr)?];
-        hints
-            .should_hint(addr, &e.datacenter)
-            .then_some(e.host_id)
+        hints.should_hint(addr, &e.datacenter).then_some(e.host_id)
     }
 
     fn store_hint(&self, host: uuid::Uuid, mutations: &[Mutation]) {
@@ -634,8 +627,15 @@ impl StorageProxy {
                     );
                     async move {
                         matches!(
-                            Self::send(replica, messaging, snitch, addr, Request::Hint(ms), timeout)
-                                .await,
+                            Self::send(
+                                replica,
+                                messaging,
+                                snitch,
+                                addr,
+                                Request::Hint(ms),
+                                timeout
+                            )
+                            .await,
                             Some(Response::Done)
                         )
                     }
@@ -1020,8 +1020,12 @@ impl StorageProxy {
         };
         let (spare, speculate_after) = match policy {
             SpeculativeRetry::None => (None, timeout),
-            SpeculativeRetry::Always => (plan.replicas.get(plan.block_for).copied(), Duration::ZERO),
-            SpeculativeRetry::Percentile(p) => (plan.replicas.get(plan.block_for).copied(), percentile(p)),
+            SpeculativeRetry::Always => {
+                (plan.replicas.get(plan.block_for).copied(), Duration::ZERO)
+            }
+            SpeculativeRetry::Percentile(p) => {
+                (plan.replicas.get(plan.block_for).copied(), percentile(p))
+            }
             SpeculativeRetry::Fixed(ms) => (
                 plan.replicas.get(plan.block_for).copied(),
                 Duration::from_millis(ms),
@@ -1417,7 +1421,11 @@ fn lead_counter_update(raw: Option<Partition>, m: &mut Mutation, id: &[u8; 16], 
 pub struct StorageVerbs(pub Arc<StorageProxy>);
 
 impl sibyl_cluster::messaging::VerbHandler for StorageVerbs {
-    fn handle(&self, _from: IpAddr, request: Request) -> sibyl_cluster::messaging::BoxFuture<Response> {
+    fn handle(
+        &self,
+        _from: IpAddr,
+        request: Request,
+    ) -> sibyl_cluster::messaging::BoxFuture<Response> {
         let proxy = self.0.clone();
         Box::pin(async move {
             match request {

@@ -426,7 +426,7 @@ impl Replica {
             } => self
                 .paxos_prepare(ballot, table_id, key)
                 .await
-                .map(Response::Promise),
+                .map(|p| Response::Promise(Box::new(p))),
             Request::PaxosPropose(c) => self.paxos_propose(c).await.map(Response::Accepted),
             Request::PaxosCommit(c) => self.paxos_commit(c).await.map(|_| Response::Done),
             Request::BatchStore { id, mutations } => self

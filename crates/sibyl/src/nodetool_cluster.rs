@@ -93,7 +93,10 @@ fn handoff(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
                 outln!("Hinted handoff is not running");
             }
             for dc in v["disabled_datacenters"].as_array().into_iter().flatten() {
-                outln!("Data center {} is disabled", dc.as_str().unwrap_or_default());
+                outln!(
+                    "Data center {} is disabled",
+                    dc.as_str().unwrap_or_default()
+                );
             }
             Ok(true)
         }

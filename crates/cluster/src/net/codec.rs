@@ -504,7 +504,9 @@ fn no_trailing(r: &Reader, what: &str) -> Result<(), CodecError> {
     if r.is_empty() {
         Ok(())
     } else {
-        Err(CodecError::Malformed(format!("trailing bytes after {what}")))
+        Err(CodecError::Malformed(format!(
+            "trailing bytes after {what}"
+        )))
     }
 }
 
@@ -722,12 +724,12 @@ pub fn decode_response(
                 1 => true,
                 k => return Err(CodecError::Malformed(format!("bad promise flag {k}"))),
             };
-            Response::Promise(Promise {
+            Response::Promise(Box::new(Promise {
                 promised,
                 most_recent_promise: read_ballot(&mut r)?,
                 accepted: get_opt_commit(&mut r, comparator_of)?,
                 committed: get_opt_commit(&mut r, comparator_of)?,
-            })
+            }))
         }
         5 => Response::Accepted(match r.u8()? {
             0 => false,
@@ -894,18 +896,18 @@ mod tests {
             }
         }
         for r in [
-            Response::Promise(Promise {
+            Response::Promise(Box::new(Promise {
                 promised: true,
                 most_recent_promise: Ballot::NONE,
                 accepted: Some(commit.clone()),
                 committed: None,
-            }),
-            Response::Promise(Promise {
+            })),
+            Response::Promise(Box::new(Promise {
                 promised: false,
                 most_recent_promise: commit.ballot,
                 accepted: None,
                 committed: Some(commit.clone()),
-            }),
+            })),
             Response::Accepted(true),
             Response::Accepted(false),
             Response::Failure(ReplicaFailure::WriteTimeout {
