@@ -146,7 +146,6 @@ pub struct ProxyMetrics {
     pub cas_contention: Counter,
     pub read_repairs: Counter,
     pub speculative_retries: Counter,
-    pub hints_written: Counter,
     pub batchlog_replays: Counter,
     pub counter_forwards: Counter,
     /// Total microseconds of reads, writes and CAS, for mean latencies.
@@ -564,7 +563,6 @@ impl StorageProxy {
     fn store_hint(&self, host: uuid::Uuid, mutations: &[Mutation]) {
         if let Some(h) = self.hints.read().as_ref() {
             h.store(host, mutations);
-            self.metrics.hints_written.add(mutations.len() as u64);
         }
     }
 
