@@ -263,3 +263,37 @@ def test_compare_and_set_through_two_coordinators_applies_each_increment_once(cl
     finally:
         for c, _ in sessions:
             c.shutdown()
+
+
+def test_each_quorum_counts_every_datacenter_on_its_own(cluster_factory):
+    """Two data centers of two nodes, NetworkTopologyStrategy {dc1: 2, dc2:
+    2}. With one dc2 node down, QUORUM (3 of 4) and LOCAL_QUORUM in dc1 go
+    on, but EACH_QUORUM needs both dc2 replicas and is Unavailable naming
+    dc2 (Cassandra's UnavailableException.create(cl, dc, …) wording)."""
+    from cassandra import Unavailable
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, ExecutionProfile
+    from cassandra.policies import FallthroughRetryPolicy, WhiteListRoundRobinPolicy
+    lc = cluster_factory(4, dcs=2)
+    lc.run("start")
+    profile = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy(["127.0.0.1"]),
+                               retry_policy=FallthroughRetryPolicy(), request_timeout=30)
+    c1, s1 = lc.connect(1, execution_profiles={EXEC_PROFILE_DEFAULT: profile})
+    try:
+        q(s1, "CREATE KEYSPACE e WITH replication = {'class': 'NetworkTopologyStrategy', 'dc1': 2, 'dc2': 2}")
+        q(s1, "CREATE TABLE e.t (k int PRIMARY KEY, v int)")
+        q(s1, "INSERT INTO e.t (k, v) VALUES (1, 1)", cl=ConsistencyLevel.EACH_QUORUM)
+        assert q(s1, "SELECT v FROM e.t WHERE k = 1", cl=ConsistencyLevel.EACH_QUORUM).one().v == 1
+        lc.run("stop", "node4")
+        wait_for("node4 down on node1", lambda: down_on(lc, 1, "127.0.0.4"), timeout=60)
+        for cl in (ConsistencyLevel.QUORUM, ConsistencyLevel.LOCAL_QUORUM, ConsistencyLevel.ONE):
+            q(s1, "INSERT INTO e.t (k, v) VALUES (2, 2)", cl=cl)
+            assert q(s1, "SELECT v FROM e.t WHERE k = 2", cl=cl).one().v == 2
+        for cql in ("INSERT INTO e.t (k, v) VALUES (3, 3)", "SELECT v FROM e.t WHERE k = 3"):
+            try:
+                q(s1, cql, cl=ConsistencyLevel.EACH_QUORUM)
+                raise AssertionError(f"{cql} at EACH_QUORUM with dc2 short of its quorum succeeded")
+            except Unavailable as e:
+                assert "Cannot achieve consistency level EACH_QUORUM in DC dc2" in str(e), e
+                assert (e.required_replicas, e.alive_replicas) == (2, 1), e
+    finally:
+        c1.shutdown()

@@ -191,6 +191,7 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
             disabled_datacenters: config.hinted_handoff_disabled_datacenters.clone(),
             max_hint_window: config.max_hint_window,
             throttle_bytes_per_second: config.hinted_handoff_throttle_bytes,
+            delivery_threads: config.max_hints_delivery_threads as usize,
         })
         .map_err(|source| StartError::Hints {
             dir: config.hints_directory.display().to_string(),

@@ -224,10 +224,7 @@ impl StorageProxy {
                 .map(|(a, _)| *a)
                 .collect();
             if !missing.is_empty() {
-                let plan = Plan {
-                    block_for: missing.len(),
-                    replicas: missing,
-                };
+                let plan = Plan::new(missing.clone(), missing.len());
                 self.paxos_round(&plan, Request::PaxosCommit(c), deadline, |a| {
                     a.len() >= plan.block_for
                 })

@@ -38,6 +38,15 @@ pub enum ServiceError {
         required: usize,
         alive: usize,
     },
+    /// EACH_QUORUM: one data center has fewer live replicas than its
+    /// quorum (UNAVAILABLE, with that data center's figures).
+    #[error("Cannot achieve consistency level {consistency} in DC {datacenter}")]
+    UnavailableInDatacenter {
+        consistency: Consistency,
+        datacenter: String,
+        required: usize,
+        alive: usize,
+    },
     /// Too few replicas acknowledged in time (WRITE_TIMEOUT).
     #[error("Operation timed out - received only {received} responses.")]
     WriteTimeout {

@@ -49,6 +49,8 @@ pub struct HintsConfig {
     /// Bytes per second for the whole node, before division by the number
     /// of other nodes.
     pub throttle_bytes_per_second: u64,
+    /// Hosts delivered to at once (`max_hints_delivery_threads`).
+    pub delivery_threads: usize,
 }
 
 /// Counts an operator watches (Cassandra's `HintsServiceMetrics` and
@@ -86,8 +88,12 @@ pub struct HintsService {
     open: Mutex<HashMap<uuid::Uuid, OpenFile>>,
     /// When each host was last seen going down (cleared when it comes up).
     down_since: Mutex<HashMap<IpAddr, Instant>>,
-    /// Files being delivered now, which `truncatehints` waits for.
-    delivering: tokio::sync::Mutex<()>,
+    /// Deliveries hold it shared; `truncatehints` waits for them.
+    delivering: tokio::sync::RwLock<()>,
+    /// Hosts being delivered to now (one delivery per host at a time).
+    delivering_to: Mutex<std::collections::HashSet<uuid::Uuid>>,
+    /// One permit per delivery thread.
+    delivery_slots: tokio::sync::Semaphore,
     pub metrics: HintsMetrics,
 }
 
@@ -168,13 +174,16 @@ pub fn decode_hints(buf: &[u8]) -> (Vec<(i64, Bytes)>, Option<String>) {
 impl HintsService {
     pub fn new(config: HintsConfig) -> std::io::Result<HintsService> {
         std::fs::create_dir_all(&config.directory)?;
+        let threads = config.delivery_threads.max(1);
         Ok(HintsService {
             enabled: AtomicBool::new(config.enabled),
             config: Mutex::new(config),
             paused: AtomicBool::new(false),
             open: Mutex::new(HashMap::new()),
             down_since: Mutex::new(HashMap::new()),
-            delivering: tokio::sync::Mutex::new(()),
+            delivering: tokio::sync::RwLock::new(()),
+            delivering_to: Mutex::new(std::collections::HashSet::new()),
+            delivery_slots: tokio::sync::Semaphore::new(threads),
             metrics: HintsMetrics::default(),
         })
     }
@@ -366,7 +375,7 @@ impl HintsService {
 
     /// Deletes the hints of `host`, or of every host (`truncatehints`).
     pub async fn truncate(&self, host: Option<uuid::Uuid>) {
-        let _g = self.delivering.lock().await;
+        let _g = self.delivering.write().await;
         let mut open = self.open.lock();
         for (h, files) in self.files() {
             if host.is_none_or(|x| x == h) {
@@ -400,7 +409,21 @@ impl HintsService {
         if self.is_paused() {
             return 0;
         }
-        let _g = self.delivering.lock().await;
+        // one delivery per host; at most `delivery_threads` hosts at once
+        if !self.delivering_to.lock().insert(host) {
+            return 0;
+        }
+        struct Done<'a>(&'a Mutex<std::collections::HashSet<uuid::Uuid>>, uuid::Uuid);
+        impl Drop for Done<'_> {
+            fn drop(&mut self) {
+                self.0.lock().remove(&self.1);
+            }
+        }
+        let _done = Done(&self.delivering_to, host);
+        let Ok(_slot) = self.delivery_slots.acquire().await else {
+            return 0;
+        };
+        let _g = self.delivering.read().await;
         // new hints go to a new file from now on
         self.open.lock().remove(&host);
         let Some(files) = self.files().remove(&host) else {
@@ -526,6 +549,72 @@ mod tests {
                 .map(|i| (i.wrapping_mul(2654435761) >> 7) as u8)
                 .collect();
             let _ = decode_hints(&junk);
+        }
+    }
+
+    /// Hosts are delivered to in parallel up to `delivery_threads`, and
+    /// never twice at once.
+    #[tokio::test]
+    async fn deliveries_run_in_parallel_up_to_the_thread_count() {
+        for threads in [1usize, 2] {
+            let dir = tempfile::tempdir().unwrap();
+            let hints = std::sync::Arc::new(
+                HintsService::new(HintsConfig {
+                    directory: dir.path().to_path_buf(),
+                    enabled: true,
+                    disabled_datacenters: Vec::new(),
+                    max_hint_window: Duration::from_secs(3600),
+                    throttle_bytes_per_second: 0,
+                    delivery_threads: threads,
+                })
+                .unwrap(),
+            );
+            let m = Mutation {
+                table_id: uuid::Uuid::from_u128(9),
+                key: sibyl_db::DecoratedKey::new(Bytes::from_static(b"k")),
+                update: sibyl_db::Partition::new(),
+            };
+            let hosts: Vec<uuid::Uuid> = (1..=3).map(uuid::Uuid::from_u128).collect();
+            for h in &hosts {
+                hints.store(*h, std::slice::from_ref(&m));
+            }
+            hints.flush();
+            let now = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let most = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let mut tasks = tokio::task::JoinSet::new();
+            // the same host twice: the second finds it taken
+            for h in hosts.iter().chain(&hosts[..1]) {
+                let (hints, now, most, h) = (hints.clone(), now.clone(), most.clone(), *h);
+                tasks.spawn(async move {
+                    let comparator =
+                        |_| Some(sibyl_db::clustering::ClusteringComparator::new(Vec::new()));
+                    hints
+                        .deliver(
+                            h,
+                            2,
+                            |_| Some(864_000),
+                            &comparator,
+                            |_| {
+                                let (now, most) = (now.clone(), most.clone());
+                                async move {
+                                    let n = now.fetch_add(1, Ordering::SeqCst) + 1;
+                                    most.fetch_max(n, Ordering::SeqCst);
+                                    tokio::time::sleep(Duration::from_millis(50)).await;
+                                    now.fetch_sub(1, Ordering::SeqCst);
+                                    true
+                                }
+                            },
+                        )
+                        .await
+                });
+            }
+            let mut delivered = 0;
+            while let Some(n) = tasks.join_next().await {
+                delivered += n.unwrap();
+            }
+            assert_eq!(delivered, 3, "threads {threads}");
+            assert_eq!(most.load(Ordering::SeqCst), threads);
+            assert!(hints.pending().is_empty());
         }
     }
 }

@@ -190,6 +190,56 @@ pub trait SchemaLog: Send + Sync {
 pub(crate) struct Plan {
     pub(crate) replicas: Vec<IpAddr>,
     pub(crate) block_for: usize,
+    /// EACH_QUORUM: each data center's replicas and the answers it must
+    /// give (empty for every other level, which counts answers in total).
+    pub(crate) per_datacenter: Vec<(String, Vec<IpAddr>, usize)>,
+}
+
+impl Plan {
+    /// Replicas counted as one total.
+    pub(crate) fn new(replicas: Vec<IpAddr>, block_for: usize) -> Plan {
+        Plan {
+            replicas,
+            block_for,
+            per_datacenter: Vec::new(),
+        }
+    }
+
+    /// Whether answers from `answered` satisfy the level: `block_for` in
+    /// total, or each data center's quorum for EACH_QUORUM.
+    pub(crate) fn satisfied_by(&self, answered: &[IpAddr]) -> bool {
+        if self.per_datacenter.is_empty() {
+            answered.len() >= self.block_for
+        } else {
+            self.per_datacenter.iter().all(|(_, replicas, need)| {
+                answered.iter().filter(|a| replicas.contains(a)).count() >= *need
+            })
+        }
+    }
+
+    /// The replicas a read asks, in the order given: the first
+    /// `block_for`, or for EACH_QUORUM the first ones of each data center
+    /// up to its quorum.
+    pub(crate) fn read_targets(&self) -> Vec<IpAddr> {
+        if self.per_datacenter.is_empty() {
+            return self.replicas.iter().take(self.block_for).copied().collect();
+        }
+        let mut taken = vec![0usize; self.per_datacenter.len()];
+        let mut out = Vec::new();
+        for r in &self.replicas {
+            if let Some(d) = self
+                .per_datacenter
+                .iter()
+                .position(|(_, replicas, _)| replicas.contains(r))
+            {
+                if taken[d] < self.per_datacenter[d].2 {
+                    taken[d] += 1;
+                    out.push(*r);
+                }
+            }
+        }
+        out
+    }
 }
 
 impl StorageProxy {
@@ -262,25 +312,39 @@ impl StorageProxy {
     pub(crate) fn plan(&self, strategy: &ReplicationStrategy, token: i64, cl: Consistency) -> Plan {
         let local = self.local_address();
         if *strategy == ReplicationStrategy::Local {
-            return Plan {
-                replicas: vec![local],
-                block_for: 1,
-            };
+            return Plan::new(vec![local], 1);
         }
         let ring = self.ring.read();
-        let mut replicas: Vec<IpAddr> = ring
-            .replicas(token, strategy)
-            .into_iter()
-            .filter(|i| !is_datacenter_local(cl) || ring.endpoints[*i].datacenter == self.local_dc)
-            .map(|i| ring.endpoints[i].address)
+        let natural = ring.replicas(token, strategy);
+        let mut replicas: Vec<IpAddr> = natural
+            .iter()
+            .filter(|i| !is_datacenter_local(cl) || ring.endpoints[**i].datacenter == self.local_dc)
+            .map(|i| ring.endpoints[*i].address)
             .collect();
         if let Some(p) = replicas.iter().position(|a| *a == local) {
             replicas[..=p].rotate_right(1);
         }
-        Plan {
+        let mut plan = Plan::new(
             replicas,
-            block_for: block_for(strategy, cl, &self.local_dc, ring.endpoints.len()),
+            block_for(strategy, cl, &self.local_dc, ring.endpoints.len()),
+        );
+        if let (Consistency::EachQuorum, ReplicationStrategy::NetworkTopology { datacenters }) =
+            (cl, strategy)
+        {
+            plan.per_datacenter = datacenters
+                .iter()
+                .filter(|(_, rf)| **rf > 0)
+                .map(|(dc, rf)| {
+                    let in_dc = natural
+                        .iter()
+                        .filter(|i| ring.endpoints[**i].datacenter == *dc)
+                        .map(|i| ring.endpoints[*i].address)
+                        .collect();
+                    (dc.clone(), in_dc, consistency::quorum_for(*rf))
+                })
+                .collect();
         }
+        plan
     }
 
     /// The replicas a read asks first: this node when it is one, then the
@@ -303,10 +367,25 @@ impl StorageProxy {
     /// failure detector judges (every replica counts as alive without one).
     pub(crate) fn check_available(&self, plan: &Plan, cl: Consistency) -> Result<()> {
         let fd = self.failure_detector.read().clone();
-        let alive = match fd {
-            Some(is_alive) => plan.replicas.iter().filter(|a| is_alive(**a)).count(),
-            None => plan.replicas.len(),
+        let live = |replicas: &[IpAddr]| match &fd {
+            Some(is_alive) => replicas.iter().filter(|a| is_alive(**a)).count(),
+            None => replicas.len(),
         };
+        // EACH_QUORUM: every data center on its own (Cassandra names the
+        // first one short of its quorum)
+        for (dc, replicas, need) in &plan.per_datacenter {
+            let alive = live(replicas);
+            if alive < *need {
+                self.metrics.unavailables.inc();
+                return Err(ServiceError::UnavailableInDatacenter {
+                    consistency: cl,
+                    datacenter: dc.clone(),
+                    required: *need,
+                    alive,
+                });
+            }
+        }
+        let alive = live(&plan.replicas);
         if plan.block_for > alive || alive == 0 {
             self.metrics.unavailables.inc();
             return Err(ServiceError::Unavailable {
@@ -452,7 +531,7 @@ impl StorageProxy {
                 }
             }
         }
-        let mut acks = vec![0usize; mutations.len()];
+        let mut acks: Vec<Vec<IpAddr>> = vec![Vec::new(); mutations.len()];
         let mut tasks = tokio::task::JoinSet::new();
         for (to, idx) in &per_endpoint {
             let batch: Vec<Mutation> = idx.iter().map(|i| mutations[*i].clone()).collect();
@@ -464,7 +543,7 @@ impl StorageProxy {
                     self.store_hint(target, &batch);
                     if cl == Consistency::Any {
                         for i in idx {
-                            acks[*i] += 1;
+                            acks[*i].push(*to);
                         }
                     }
                 }
@@ -490,14 +569,14 @@ impl StorageProxy {
             });
         }
         let mut failure: Option<ReplicaFailure> = None;
-        let need = |acks: &[usize]| acks.iter().zip(&plans).all(|(a, p)| *a >= p.block_for);
+        let need = |acks: &[Vec<IpAddr>]| acks.iter().zip(&plans).all(|(a, p)| p.satisfied_by(a));
         let deadline = tokio::time::Instant::now() + timeout;
         while !need(&acks) {
             match tokio::time::timeout_at(deadline, tasks.join_next()).await {
                 Ok(Some(Ok((to, Some(Response::Done))))) => {
                     if let Some((_, idx)) = per_endpoint.iter().find(|(a, _)| *a == to) {
                         for i in idx {
-                            acks[*i] += 1;
+                            acks[*i].push(to);
                         }
                     }
                 }
@@ -520,8 +599,8 @@ impl StorageProxy {
         let (received, block_for) = acks
             .iter()
             .zip(&plans)
-            .filter(|(a, p)| **a < p.block_for)
-            .map(|(a, p)| (*a, p.block_for))
+            .filter(|(a, p)| !p.satisfied_by(a))
+            .map(|(a, p)| (a.len(), p.block_for))
             .next()
             .unwrap_or((0, 1));
         Err(ServiceError::WriteTimeout {
@@ -589,13 +668,15 @@ impl StorageProxy {
     }
 
     /// Delivers the hints of every host that is up (Cassandra's
-    /// `HintsDispatchExecutor`); run every ten seconds and when a host
-    /// comes up.
-    pub async fn deliver_hints(&self) -> usize {
+    /// `HintsDispatchExecutor`): hosts in parallel, as many at once as
+    /// `max_hints_delivery_threads` allows, each at the throttle divided
+    /// by the number of other nodes; run every ten seconds and when a host
+    /// comes up. Returns how many hints were delivered.
+    pub async fn deliver_hints(self: &Arc<Self>) -> usize {
         let Some(hints) = self.hints() else {
             return 0;
         };
-        let mut total = 0;
+        let mut deliveries = tokio::task::JoinSet::new();
         for p in hints.pending() {
             let (addr, others) = {
                 let ring = self.ring.read();
@@ -612,37 +693,41 @@ impl StorageProxy {
             if addr == self.local_address() || !self.is_alive(addr) {
                 continue;
             }
-            let schema = self.schema();
-            let gc_grace = |id| schema.table_by_id(id).map(|t| t.params.gc_grace_seconds);
-            let comparator = |id| schema.table_by_id(id).map(|t| t.comparator.clone());
-            let timeout = self.timeouts.write;
-            let n = hints
-                .deliver(p.host_id, others, gc_grace, &comparator, |ms| {
-                    let (replica, messaging, snitch) = (
-                        self.replica.clone(),
-                        self.messaging.clone(),
-                        self.snitch.clone(),
-                    );
-                    async move {
-                        matches!(
-                            Self::send(
-                                replica,
-                                messaging,
-                                snitch,
-                                addr,
-                                Request::Hint(ms),
-                                timeout
+            let (me, hints) = (self.clone(), hints.clone());
+            deliveries.spawn(async move {
+                let schema = me.schema();
+                let gc_grace = |id| schema.table_by_id(id).map(|t| t.params.gc_grace_seconds);
+                let comparator = |id| schema.table_by_id(id).map(|t| t.comparator.clone());
+                let timeout = me.timeouts.write;
+                let n = hints
+                    .deliver(p.host_id, others, gc_grace, &comparator, |ms| {
+                        let (replica, messaging, snitch) =
+                            (me.replica.clone(), me.messaging.clone(), me.snitch.clone());
+                        async move {
+                            matches!(
+                                Self::send(
+                                    replica,
+                                    messaging,
+                                    snitch,
+                                    addr,
+                                    Request::Hint(ms),
+                                    timeout
+                                )
+                                .await,
+                                Some(Response::Done)
                             )
-                            .await,
-                            Some(Response::Done)
-                        )
-                    }
-                })
-                .await;
-            if n > 0 {
-                tracing::info!("delivered {n} hints to {addr}");
-            }
-            total += n;
+                        }
+                    })
+                    .await;
+                if n > 0 {
+                    tracing::info!("delivered {n} hints to {addr}");
+                }
+                n
+            });
+        }
+        let mut total = 0;
+        while let Some(n) = deliveries.join_next().await {
+            total += n.unwrap_or(0);
         }
         total
     }
@@ -879,10 +964,7 @@ impl StorageProxy {
                 };
                 let mut all: Vec<(DecoratedKey, Partition)> = Vec::new();
                 for to in endpoints {
-                    let plan = Plan {
-                        replicas: vec![to],
-                        block_for: 1,
-                    };
+                    let plan = Plan::new(vec![to], 1);
                     let part = self
                         .read_from(plan, cmd.clone(), cl, self.timeouts.range)
                         .await?;
@@ -948,10 +1030,7 @@ impl StorageProxy {
                 ..cmd.clone()
             };
             let plan = if everything_local && *strategy == ReplicationStrategy::Local {
-                Plan {
-                    replicas: vec![local],
-                    block_for: 1,
-                }
+                Plan::new(vec![local], 1)
             } else {
                 self.plan(strategy, hi, cl)
             };
@@ -973,7 +1052,7 @@ impl StorageProxy {
         self.check_available(&plan, cl)?;
         let local = self.local_address();
         let plan = self.order_for_read(plan);
-        let targets: Vec<IpAddr> = plan.replicas.iter().take(plan.block_for).copied().collect();
+        let targets = plan.read_targets();
         if targets == [local] {
             // the ring of one, and ONE/LOCAL_ONE on a replica
             return match self.replica.read(&cmd) {
@@ -1037,6 +1116,8 @@ impl StorageProxy {
                 percentile(p).max(Duration::from_millis(ms)),
             ),
         };
+        // EACH_QUORUM counts answers per data center: no spare stands in
+        let spare = spare.filter(|_| plan.per_datacenter.is_empty());
         let speculate_after = speculate_after.min(timeout / 2);
         let responses = self
             .gather_reads(&targets, true, spare, &cmd, speculate_after, deadline)
@@ -1434,5 +1515,36 @@ impl sibyl_cluster::messaging::VerbHandler for StorageVerbs {
                 other => proxy.replica.handle(other).await,
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Plan;
+    use std::net::IpAddr;
+
+    fn a(n: u8) -> IpAddr {
+        IpAddr::from([127, 0, 0, n])
+    }
+
+    #[test]
+    fn each_quorum_counts_answers_per_data_center() {
+        // dc1 = .1 .2 .3, dc2 = .4 .5 .6; EACH_QUORUM needs 2 + 2
+        let mut plan = Plan::new((1..=6).map(a).collect(), 4);
+        plan.per_datacenter = vec![
+            ("dc1".into(), vec![a(1), a(2), a(3)], 2),
+            ("dc2".into(), vec![a(4), a(5), a(6)], 2),
+        ];
+        // four answers, three of them from dc1: not enough
+        assert!(!plan.satisfied_by(&[a(1), a(2), a(3), a(4)]));
+        assert!(plan.satisfied_by(&[a(1), a(3), a(4), a(6)]));
+        // reads ask each data center's first replicas up to its quorum
+        plan.replicas = vec![a(5), a(1), a(2), a(3), a(6), a(4)];
+        assert_eq!(plan.read_targets(), vec![a(5), a(1), a(2), a(6)]);
+        // other levels count the total
+        let plan = Plan::new((1..=3).map(a).collect(), 2);
+        assert!(plan.satisfied_by(&[a(3), a(1)]));
+        assert!(!plan.satisfied_by(&[a(3)]));
+        assert_eq!(plan.read_targets(), vec![a(1), a(2)]);
     }
 }

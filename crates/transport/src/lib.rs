@@ -63,6 +63,12 @@ fn service_error_kind(e: &ServiceError) -> ErrorKind {
             consistency,
             required,
             alive,
+        }
+        | ServiceError::UnavailableInDatacenter {
+            consistency,
+            required,
+            alive,
+            ..
         } => ErrorKind::Unavailable {
             consistency: *consistency,
             required: n(*required),
