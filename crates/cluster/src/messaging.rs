@@ -54,11 +54,18 @@ pub enum Verb {
     BatchRemove,
     /// Mutations delivered from hints (`HINT_REQ`).
     Hint,
+    /// One page of a token range's partitions, for streaming.
+    StreamPage,
+    /// Fetch token ranges of tables from a source and make them durable
+    /// (Cassandra's `STREAM_INIT` / prepare, driven by the receiver).
+    StreamSession,
+    /// Hashes of a table's data over token ranges (`VALIDATION_REQ`).
+    Validation,
 }
 
 impl Verb {
     /// Every verb.
-    pub const ALL: [Verb; 14] = [
+    pub const ALL: [Verb; 17] = [
         Verb::Mutation,
         Verb::Read,
         Verb::RangeRead,
@@ -73,6 +80,9 @@ impl Verb {
         Verb::BatchStore,
         Verb::BatchRemove,
         Verb::Hint,
+        Verb::StreamPage,
+        Verb::StreamSession,
+        Verb::Validation,
     ];
 
     /// Cassandra's name of the verb, as `nodetool tpstats` shows dropped messages.
@@ -92,6 +102,9 @@ impl Verb {
             Verb::BatchStore => "BATCH_STORE_REQ",
             Verb::BatchRemove => "BATCH_REMOVE_REQ",
             Verb::Hint => "HINT_REQ",
+            Verb::StreamPage => "STREAM_PAGE_REQ",
+            Verb::StreamSession => "STREAM_INIT",
+            Verb::Validation => "VALIDATION_REQ",
         }
     }
 }
@@ -130,6 +143,33 @@ pub enum Request {
     },
     BatchRemove(uuid::Uuid),
     Hint(Vec<Mutation>),
+    /// The partitions of a table whose tokens are in `range` (both ends
+    /// included), after the partition key `after`, up to about `max_bytes`.
+    StreamPage {
+        table_id: uuid::Uuid,
+        range: (i64, i64),
+        after: Option<Bytes>,
+        max_bytes: u32,
+    },
+    /// Fetch `ranges` of tables from `source`, write them, flush them, and
+    /// answer once they are durable.
+    StreamSession(StreamPlan),
+    /// One hash per range of the table's data (repair's validation).
+    Validation {
+        table_id: uuid::Uuid,
+        ranges: Vec<(i64, i64)>,
+    },
+}
+
+/// What a stream session moves: token ranges (both ends included) of tables
+/// from one source, for an operation (`Bootstrap`, `Decommission`,
+/// `Removenode`, `Repair`, `Rebuild`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamPlan {
+    pub id: uuid::Uuid,
+    pub operation: String,
+    pub source: std::net::IpAddr,
+    pub tables: Vec<(uuid::Uuid, Vec<(i64, i64)>)>,
 }
 
 impl Request {
@@ -149,6 +189,9 @@ impl Request {
             Request::BatchStore { .. } => Verb::BatchStore,
             Request::BatchRemove(_) => Verb::BatchRemove,
             Request::Hint(_) => Verb::Hint,
+            Request::StreamPage { .. } => Verb::StreamPage,
+            Request::StreamSession(_) => Verb::StreamSession,
+            Request::Validation { .. } => Verb::Validation,
         }
     }
 }
@@ -167,6 +210,10 @@ pub enum Response {
     Promise(Box<Promise>),
     /// Whether a replica accepted a Paxos proposal.
     Accepted(bool),
+    /// A page of streamed partitions, and whether the range has more.
+    StreamPage { mutations: Vec<Mutation>, more: bool },
+    /// Repair's hashes, one per range asked.
+    Validation(Vec<[u8; 16]>),
 }
 
 /// Why a replica failed a request.

@@ -13,6 +13,7 @@ pub mod paxos;
 pub mod proxy;
 pub mod replica;
 pub mod stores;
+pub mod streaming;
 
 pub use error::ServiceError;
 pub use proxy::StorageProxy;

@@ -79,6 +79,8 @@ pub struct StorageProxy {
     /// Coordinator read latencies per table, for `speculative_retry`'s
     /// percentiles.
     latencies: parking_lot::Mutex<std::collections::HashMap<uuid::Uuid, LatencyHistogram>>,
+    /// Stream sessions and the outbound stream throttle.
+    pub(crate) streams: crate::streaming::StreamManager,
 }
 
 /// Read latencies in buckets 20% apart, halved every 10,000 samples so that
@@ -269,6 +271,7 @@ impl StorageProxy {
             last_ballot_micros: std::sync::atomic::AtomicI64::new(0),
             metrics: ProxyMetrics::default(),
             latencies: parking_lot::Mutex::new(std::collections::HashMap::new()),
+            streams: crate::streaming::StreamManager::default(),
         }
     }
 
@@ -1502,7 +1505,7 @@ pub struct StorageVerbs(pub Arc<StorageProxy>);
 impl sibyl_cluster::messaging::VerbHandler for StorageVerbs {
     fn handle(
         &self,
-        _from: IpAddr,
+        from: IpAddr,
         request: Request,
     ) -> sibyl_cluster::messaging::BoxFuture<Response> {
         let proxy = self.0.clone();
@@ -1512,6 +1515,30 @@ impl sibyl_cluster::messaging::VerbHandler for StorageVerbs {
                     mutation,
                     consistency,
                 } => proxy.serve_counter_mutation(mutation, consistency).await,
+                Request::StreamPage {
+                    table_id,
+                    range,
+                    after,
+                    max_bytes,
+                } => {
+                    proxy
+                        .serve_stream_page(from, table_id, range, after, max_bytes)
+                        .await
+                }
+                Request::StreamSession(plan) => match proxy.run_stream_session(plan).await {
+                    Ok(_) => Response::Done,
+                    Err(e) => Response::Failure(ReplicaFailure::Error(e)),
+                },
+                Request::Validation { table_id, ranges } => {
+                    // hashing reads every partition: off the async workers
+                    let p = proxy.clone();
+                    match tokio::task::spawn_blocking(move || p.validate(table_id, &ranges)).await
+                    {
+                        Ok(Ok(h)) => Response::Validation(h),
+                        Ok(Err(f)) => Response::Failure(f),
+                        Err(e) => Response::Failure(ReplicaFailure::Error(e.to_string())),
+                    }
+                }
                 other => proxy.replica.handle(other).await,
             }
         })

@@ -437,7 +437,10 @@ impl Replica {
             Request::Gossip(_)
             | Request::Metadata(_)
             | Request::MetadataCatchUp(_)
-            | Request::CounterMutation { .. } => Err(ReplicaFailure::Error(format!(
+            | Request::CounterMutation { .. }
+            | Request::StreamPage { .. }
+            | Request::StreamSession(_)
+            | Request::Validation { .. } => Err(ReplicaFailure::Error(format!(
                 "{} is not a replica verb",
                 request.verb().name()
             ))),

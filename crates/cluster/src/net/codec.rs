@@ -416,7 +416,65 @@ pub fn encode_request(request: &Request, out: &mut Vec<u8>) {
             put_mutations(out, mutations);
         }
         Request::BatchRemove(id) => out.extend_from_slice(id.as_bytes()),
+        Request::StreamPage {
+            table_id,
+            range,
+            after,
+            max_bytes,
+        } => {
+            out.extend_from_slice(table_id.as_bytes());
+            out.extend_from_slice(&range.0.to_be_bytes());
+            out.extend_from_slice(&range.1.to_be_bytes());
+            match after {
+                Some(k) => {
+                    out.push(1);
+                    put_bytes(out, k);
+                }
+                None => out.push(0),
+            }
+            out.extend_from_slice(&max_bytes.to_be_bytes());
+        }
+        Request::StreamSession(p) => {
+            out.extend_from_slice(p.id.as_bytes());
+            put_bytes(out, p.operation.as_bytes());
+            match p.source {
+                IpAddr::V4(a) => {
+                    out.push(4);
+                    out.extend_from_slice(&a.octets());
+                }
+                IpAddr::V6(a) => {
+                    out.push(16);
+                    out.extend_from_slice(&a.octets());
+                }
+            }
+            out.extend_from_slice(&(p.tables.len() as u32).to_be_bytes());
+            for (id, ranges) in &p.tables {
+                out.extend_from_slice(id.as_bytes());
+                put_ranges(out, ranges);
+            }
+        }
+        Request::Validation { table_id, ranges } => {
+            out.extend_from_slice(table_id.as_bytes());
+            put_ranges(out, ranges);
+        }
     }
+}
+
+fn put_ranges(out: &mut Vec<u8>, ranges: &[(i64, i64)]) {
+    out.extend_from_slice(&(ranges.len() as u32).to_be_bytes());
+    for (a, b) in ranges {
+        out.extend_from_slice(&a.to_be_bytes());
+        out.extend_from_slice(&b.to_be_bytes());
+    }
+}
+
+fn get_ranges(r: &mut Reader) -> Result<Vec<(i64, i64)>, CodecError> {
+    let n = r.count()?;
+    let mut out = Vec::with_capacity(n.min(1 << 16));
+    for _ in 0..n {
+        out.push((r.i64()?, r.i64()?));
+    }
+    Ok(out)
 }
 
 fn put_mutations(out: &mut Vec<u8>, ms: &[Mutation]) {
@@ -621,6 +679,60 @@ pub fn decode_request(
             no_trailing(&r, "a batch id")?;
             Request::BatchRemove(id)
         }
+        Verb::StreamPage => {
+            let mut r = Reader::new(body);
+            let table_id = get_uuid(&mut r)?;
+            let range = (r.i64()?, r.i64()?);
+            let after = match r.u8()? {
+                0 => None,
+                1 => Some(r.bytes()?),
+                k => return Err(CodecError::Malformed(format!("bad key flag {k}"))),
+            };
+            let max_bytes = r.u32()?;
+            no_trailing(&r, "a stream page request")?;
+            Request::StreamPage {
+                table_id,
+                range,
+                after,
+                max_bytes,
+            }
+        }
+        Verb::StreamSession => {
+            let mut r = Reader::new(body);
+            let id = get_uuid(&mut r)?;
+            let operation = String::from_utf8_lossy(&r.bytes()?).into_owned();
+            let source = match r.u8()? {
+                4 => {
+                    let b = r.take(4)?;
+                    IpAddr::from([b[0], b[1], b[2], b[3]])
+                }
+                16 => {
+                    let mut a = [0u8; 16];
+                    a.copy_from_slice(r.take(16)?);
+                    IpAddr::from(a)
+                }
+                n => return Err(CodecError::Malformed(format!("address of {n} bytes"))),
+            };
+            let n = r.count()?;
+            let mut tables = Vec::with_capacity(n.min(1 << 12));
+            for _ in 0..n {
+                tables.push((get_uuid(&mut r)?, get_ranges(&mut r)?));
+            }
+            no_trailing(&r, "a stream session")?;
+            Request::StreamSession(crate::messaging::StreamPlan {
+                id,
+                operation,
+                source,
+                tables,
+            })
+        }
+        Verb::Validation => {
+            let mut r = Reader::new(body);
+            let table_id = get_uuid(&mut r)?;
+            let ranges = get_ranges(&mut r)?;
+            no_trailing(&r, "a validation request")?;
+            Request::Validation { table_id, ranges }
+        }
     }))
 }
 
@@ -676,6 +788,18 @@ pub fn encode_response(response: &Response, out: &mut Vec<u8>) {
         Response::Accepted(a) => {
             out.push(5);
             out.push(u8::from(*a));
+        }
+        Response::StreamPage { mutations, more } => {
+            out.push(6);
+            out.push(u8::from(*more));
+            put_mutations(out, mutations);
+        }
+        Response::Validation(hashes) => {
+            out.push(7);
+            out.extend_from_slice(&(hashes.len() as u32).to_be_bytes());
+            for h in hashes {
+                out.extend_from_slice(h);
+            }
         }
     }
 }
@@ -736,6 +860,31 @@ pub fn decode_response(
             1 => true,
             k => return Err(CodecError::Malformed(format!("bad accept flag {k}"))),
         }),
+        6 => {
+            let more = match r.u8()? {
+                0 => false,
+                1 => true,
+                k => return Err(CodecError::Malformed(format!("bad page flag {k}"))),
+            };
+            match get_mutations(&mut r, comparator_of)? {
+                Ok(mutations) => Response::StreamPage { mutations, more },
+                Err(id) => {
+                    return Err(CodecError::Malformed(format!(
+                        "streamed partitions of unknown table {id}"
+                    )))
+                }
+            }
+        }
+        7 => {
+            let n = r.count()?;
+            let mut hashes = Vec::with_capacity(n.min(1 << 16));
+            for _ in 0..n {
+                let mut h = [0u8; 16];
+                h.copy_from_slice(r.take(16)?);
+                hashes.push(h);
+            }
+            Response::Validation(hashes)
+        }
         k => return Err(CodecError::Malformed(format!("unknown response kind {k}"))),
     };
     if !r.is_empty() {
@@ -881,6 +1030,22 @@ mod tests {
             },
             Request::BatchRemove(uuid::Uuid::from_u128(77)),
             Request::Hint(vec![m.clone()]),
+            Request::StreamPage {
+                table_id: m.table_id,
+                range: (-5, i64::MAX),
+                after: Some(Bytes::from_static(b"k")),
+                max_bytes: 1 << 20,
+            },
+            Request::StreamSession(crate::messaging::StreamPlan {
+                id: uuid::Uuid::from_u128(5),
+                operation: "Bootstrap".into(),
+                source: IpAddr::from([127, 0, 0, 2]),
+                tables: vec![(m.table_id, vec![(i64::MIN, -1), (7, 9)])],
+            }),
+            Request::Validation {
+                table_id: m.table_id,
+                ranges: vec![(1, 2), (3, 4)],
+            },
         ];
         for req in &requests {
             let mut body = Vec::new();
@@ -889,7 +1054,14 @@ mod tests {
                 .expect("decodes")
                 .expect("table known");
             assert_eq!(format!("{back:?}"), format!("{req:?}"));
-            if req.verb() != Verb::BatchRemove && req.verb() != Verb::PaxosPrepare {
+            if !matches!(
+                req.verb(),
+                Verb::BatchRemove
+                    | Verb::PaxosPrepare
+                    | Verb::StreamPage
+                    | Verb::StreamSession
+                    | Verb::Validation
+            ) {
                 // an unknown table is named, not an error
                 let unknown = decode_request(req.verb(), &Bytes::from(body), &no_tables);
                 assert!(matches!(unknown, Ok(Err(_))), "{req:?}");
@@ -918,6 +1090,11 @@ mod tests {
                 required: 2,
                 alive: 1,
             }),
+            Response::StreamPage {
+                mutations: vec![m.clone(), m.clone()],
+                more: true,
+            },
+            Response::Validation(vec![[7u8; 16], [0u8; 16]]),
         ] {
             let mut b = Vec::new();
             encode_response(&r, &mut b);
