@@ -20,7 +20,7 @@ out="$here/results/cluster-$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$out"
 cassandra_sh="${CASSANDRA_SH:-$root/../shared/cassandra}"
 sibyl="$root/target/release/sibyl"
-hosts="127.0.0.1,127.0.0.2,127.0.0.3"
+hosts="127.0.0.1 127.0.0.2 127.0.0.3"
 
 rss_total_mb() { # pids -> MB
   local t=0
@@ -30,11 +30,11 @@ rss_total_mb() { # pids -> MB
 
 bench_one() { # name
   local name="$1"
-  latte schema "$here/kv.rn" -P rf=3 "$hosts" > /dev/null
-  latte load "$here/kv.rn" -P rf=3 -P rows="$rows" --consistency QUORUM "$hosts" > /dev/null
+  latte schema "$here/kv.rn" -P rf=3 $hosts > /dev/null
+  latte load "$here/kv.rn" -P rf=3 -P rows="$rows" --consistency QUORUM $hosts > /dev/null
   for fn in write read; do
     latte run "$here/kv.rn" -f "$fn" -P rf=3 -P rows="$rows" --consistency QUORUM -p "$conc" -d "$dur" \
-      -o "$out/$name-$fn.json" "$hosts" > "$out/$name-$fn.txt" 2>&1
+      -o "$out/$name-$fn.json" $hosts > "$out/$name-$fn.txt" 2>&1
   done
 }
 
@@ -52,7 +52,7 @@ PY
 
 echo "== Sibyl: 3 nodes"
 "$sibyl" cluster create --dir "$out/sibyl" --nodes 3 --start > /dev/null
-spids=$(for n in 1 2 3; do cat "$out/sibyl/node$n/sibyl.pid"; done)
+spids=$(for n in 1 2 3; do cat "$out/sibyl/node$n/sibyl.pid"; echo; done)
 bench_one sibyl
 sibyl_rss=$(rss_total_mb $spids)
 "$sibyl" cluster stop --dir "$out/sibyl" > /dev/null

@@ -174,12 +174,18 @@ impl Admin {
             .iter()
             .map(|t| t.live_disk_bytes())
             .sum();
+        // every node, joining ones too; ownership is the current ring's
+        let all = self.cluster.state.directory.read().ring_of_all();
         let g = gossip.gossiper.lock();
-        let nodes: Vec<Value> = ring
+        let nodes: Vec<Value> = all
             .endpoints
             .iter()
             .enumerate()
             .map(|(i, e)| {
+                let owns = ring
+                    .endpoint_of(e.address)
+                    .and_then(|j| own.get(j).copied())
+                    .unwrap_or(0.0);
                 let me = e.host_id == self.host_id;
                 let alive = me || g.is_alive(e.address);
                 let load = if me {
@@ -202,14 +208,21 @@ impl Admin {
                     )
                     .map(str::to_string)
                 };
-                let (storage_port, release_version) = self
+                let (storage_port, release_version, state) = self
                     .cluster
                     .state
                     .directory
                     .read()
                     .nodes
                     .get(&e.host_id)
-                    .map(|r| (r.storage_port, r.release_version.clone()))
+                    .map(|r| {
+                        let state = match r.state {
+                            crate::cluster::NodeState::Joining => "JOINING",
+                            crate::cluster::NodeState::Normal => "NORMAL",
+                            crate::cluster::NodeState::Leaving => "LEAVING",
+                        };
+                        (r.storage_port, r.release_version.clone(), state)
+                    })
                     .unwrap_or_default();
                 json!({
                     "address": e.address.to_string(),
@@ -219,10 +232,10 @@ impl Admin {
                     "datacenter": e.datacenter,
                     "rack": e.rack,
                     "status": if alive { "UP" } else { "DOWN" },
-                    "state": "NORMAL",
+                    "state": state,
                     "load_bytes": load,
-                    "tokens": ring.tokens_of(i),
-                    "owns": own.get(i).copied().unwrap_or(0.0),
+                    "tokens": all.tokens_of(i),
+                    "owns": owns,
                     "schema_version": schema_version,
                 })
             })
@@ -454,6 +467,101 @@ impl Admin {
                     }
                 }
                 Ok(json!({ "compacted": compacted }))
+            }
+            ("POST", "/decommission") => {
+                let proxy = self.qp.proxy.clone();
+                self.cluster
+                    .decommission(&proxy)
+                    .await
+                    .map_err(|e| ("409 Conflict", e.to_string()))?;
+                // DECOMMISSIONED: no more clients
+                let _ = self.drained.send(true);
+                Ok(json!({ "mode": "DECOMMISSIONED" }))
+            }
+            ("POST", "/removenode") => {
+                let id = q
+                    .get("host_id")
+                    .and_then(|h| uuid::Uuid::parse_str(h).ok())
+                    .ok_or(("400 Bad Request", "removenode needs a host ID".to_string()))?;
+                let proxy = self.qp.proxy.clone();
+                self.cluster
+                    .removenode(&proxy, id)
+                    .await
+                    .map_err(|e| ("409 Conflict", e.to_string()))?;
+                Ok(json!({ "removed": id.to_string() }))
+            }
+            ("POST", "/assassinate") => {
+                let a: std::net::IpAddr = q
+                    .get("address")
+                    .and_then(|a| a.parse().ok())
+                    .ok_or(("400 Bad Request", "assassinate needs an address".to_string()))?;
+                self.cluster
+                    .assassinate(a)
+                    .await
+                    .map_err(|e| ("409 Conflict", e.to_string()))?;
+                Ok(json!({ "assassinated": a.to_string() }))
+            }
+            ("GET", "/netstats") => {
+                let streams = self.qp.proxy.streams();
+                let me = self.qp.proxy.local_address();
+                let mode = self
+                    .cluster
+                    .state
+                    .directory
+                    .read()
+                    .by_address(me)
+                    .map(|r| match r.state {
+                        crate::cluster::NodeState::Joining => "JOINING",
+                        crate::cluster::NodeState::Normal => "NORMAL",
+                        crate::cluster::NodeState::Leaving => "LEAVING",
+                    })
+                    .unwrap_or(if *self.drained.borrow() {
+                        "DECOMMISSIONED"
+                    } else {
+                        "STARTING"
+                    });
+                let sessions: Vec<Value> = streams
+                    .sessions()
+                    .iter()
+                    .map(|st| {
+                        json!({
+                            "id": st.id.to_string(),
+                            "operation": st.operation,
+                            "peer": st.peer.to_string(),
+                            "receiving": st.receiving,
+                            "ranges_total": st.ranges_total,
+                            "ranges_done": st.ranges_done.load(Ordering::Relaxed),
+                            "partitions": st.partitions.load(Ordering::Relaxed),
+                            "bytes": st.bytes.load(Ordering::Relaxed),
+                            "seconds": st.started.elapsed().as_secs_f64(),
+                            "finished": st.finished.load(Ordering::Relaxed),
+                            "error": st.error.lock().clone(),
+                        })
+                    })
+                    .collect();
+                let sent: Vec<Value> = streams
+                    .sent()
+                    .into_iter()
+                    .map(|(a, p, b)| json!({ "peer": a.to_string(), "partitions": p, "bytes": b }))
+                    .collect();
+                let m = &self.qp.proxy.metrics;
+                Ok(json!({
+                    "mode": mode,
+                    "sessions": sessions,
+                    "sent": sent,
+                    "read_repair_attempted": m.read_repairs.get(),
+                }))
+            }
+            ("GET", "/streamthroughput") => Ok(json!({
+                "bytes_per_second": self.qp.proxy.streams().outbound.rate()
+            })),
+            ("POST", "/streamthroughput") => {
+                let b: u64 = q
+                    .get("bytes_per_second")
+                    .and_then(|v| v.parse().ok())
+                    .ok_or(("400 Bad Request", "bytes_per_second expected".to_string()))?;
+                self.qp.proxy.streams().outbound.set_rate(b);
+                Ok(json!({ "bytes_per_second": b }))
             }
             ("POST", "/drain") => {
                 self.storage.flush_all().await.map_err(server_err)?;

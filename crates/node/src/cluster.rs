@@ -40,6 +40,8 @@ use sibyl_service::error::ServiceError;
 use sibyl_service::proxy::StorageVerbs;
 use sibyl_service::proxy::{SchemaLog, StorageProxy};
 use sibyl_service::replica::Replica;
+use sibyl_service::topology::{movements, stream_plans, Movement};
+use sibyl_cluster::messaging::StreamPlan;
 use sibyl_tcm::{
     ClusterMetadataService, Epoch, MetadataStateMachine, MetadataTransport, NodeAddr, TcmError,
     Transformation, TransformationKind, TransportError,
@@ -73,6 +75,32 @@ pub struct NodeRecord {
     /// Where drivers reach it.
     pub native_address: SocketAddr,
     pub release_version: String,
+    /// Joining, normal or leaving (entries of older builds: normal).
+    #[serde(default)]
+    pub state: NodeState,
+}
+
+/// Where a node is in its life in the ring (`nodetool status`'s State).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum NodeState {
+    /// Bootstrapping: takes writes for its future ranges, serves no reads.
+    Joining,
+    #[default]
+    Normal,
+    /// Decommissioning or being removed: still a replica while its ranges
+    /// stream to their new owners.
+    Leaving,
+}
+
+impl NodeState {
+    /// The letter `nodetool status` shows.
+    pub fn letter(self) -> &'static str {
+        match self {
+            NodeState::Joining => "J",
+            NodeState::Normal => "N",
+            NodeState::Leaving => "L",
+        }
+    }
 }
 
 /// Every node of the cluster, by host id.
@@ -82,10 +110,29 @@ pub struct Directory {
 }
 
 impl Directory {
-    /// The token ring of these nodes.
+    /// The token ring of the nodes that own ranges now: normal and leaving
+    /// ones.
     pub fn ring(&self) -> TokenMetadata {
+        self.ring_of(|s| s != NodeState::Joining)
+    }
+
+    /// The ring once the joining nodes have joined and the leaving ones
+    /// left; `None` when no node is joining or leaving.
+    pub fn future_ring(&self) -> Option<TokenMetadata> {
+        self.nodes
+            .values()
+            .any(|n| n.state != NodeState::Normal)
+            .then(|| self.ring_of(|s| s != NodeState::Leaving))
+    }
+
+    /// Every node of the directory, whatever its state.
+    pub fn ring_of_all(&self) -> TokenMetadata {
+        self.ring_of(|_| true)
+    }
+
+    fn ring_of(&self, member: impl Fn(NodeState) -> bool) -> TokenMetadata {
         let mut ring = TokenMetadata::new();
-        for n in self.nodes.values() {
+        for n in self.nodes.values().filter(|n| member(n.state)) {
             ring.add(
                 Endpoint {
                     host_id: n.host_id,
@@ -109,6 +156,13 @@ impl Directory {
 enum TopologyChange {
     /// A node joins with its tokens (or a known node changes address).
     Register(NodeRecord),
+    /// A node becomes joining, normal or leaving.
+    SetState {
+        host_id: uuid::Uuid,
+        state: NodeState,
+    },
+    /// A node leaves the ring (decommissioned, removed, assassinated).
+    Remove { host_id: uuid::Uuid },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -230,11 +284,15 @@ pub struct ClusterState {
     pub on_schema: RwLock<Option<Box<dyn Fn(&Schema) + Send + Sync>>>,
     /// Called after each topology change (system.peers).
     pub on_topology: RwLock<Option<Box<dyn Fn(&Directory) + Send + Sync>>>,
+    /// Called with the address of a node that left the ring (gossip
+    /// forgets it).
+    pub on_removed: RwLock<Option<Box<dyn Fn(IpAddr) + Send + Sync>>>,
 }
 
 impl ClusterState {
     fn set_directory(&self, d: Directory) {
         *self.proxy.ring.write() = d.ring();
+        self.proxy.set_future_ring(d.future_ring());
         *self.directory.write() = d.clone();
         if let Some(f) = self.on_topology.read().as_ref() {
             f(&d);
@@ -279,6 +337,42 @@ impl ClusterState {
                         change: "NEW_NODE".into(),
                         addr: native,
                     });
+                }
+                Ok(Vec::new())
+            }
+            TopologyChange::SetState { host_id, state } => {
+                let mut d = self.directory.read().clone();
+                let Some(n) = d.nodes.get_mut(&host_id) else {
+                    return Err(format!("host {host_id} is not in the cluster"));
+                };
+                let joined = n.state == NodeState::Joining && state == NodeState::Normal;
+                n.state = state;
+                let native = n.native_address;
+                tracing::info!("node {} ({host_id}) is now {state:?}", n.address);
+                self.set_directory(d);
+                if joined && host_id != self.local_host_id {
+                    let _ = self.events.send(Event::TopologyChange {
+                        change: "NEW_NODE".into(),
+                        addr: native,
+                    });
+                }
+                Ok(Vec::new())
+            }
+            TopologyChange::Remove { host_id } => {
+                let mut d = self.directory.read().clone();
+                let Some(n) = d.nodes.remove(&host_id) else {
+                    return Ok(Vec::new());
+                };
+                tracing::info!("node {} ({host_id}) left the ring", n.address);
+                self.set_directory(d);
+                if host_id != self.local_host_id {
+                    let _ = self.events.send(Event::TopologyChange {
+                        change: "REMOVED_NODE".into(),
+                        addr: n.native_address,
+                    });
+                }
+                if let Some(f) = self.on_removed.read().as_ref() {
+                    f(n.address);
                 }
                 Ok(Vec::new())
             }
@@ -570,6 +664,13 @@ impl GossipDriver {
         }
     }
 
+    /// Drops a node that left the ring from gossip (quarantined, so that
+    /// peers cannot gossip it back).
+    pub fn forget(&self, endpoint: IpAddr) {
+        let out = self.gossiper.lock().evict_endpoint(endpoint, self.now());
+        self.dispatch(out);
+    }
+
     /// Sets this node's application states.
     pub fn set_states(&self, states: Vec<(ApplicationState, String)>) {
         let out = self.gossiper.lock().add_local_application_states(states);
@@ -811,6 +912,7 @@ pub async fn join(
         local_host_id: host_id,
         on_schema: RwLock::new(None),
         on_topology: RwLock::new(None),
+        on_removed: RwLock::new(None),
     });
     let addr = NodeAddr(SocketAddr::new(me, config.storage_port).to_string());
     let metadata = ClusterMetadataService::open(
@@ -846,30 +948,46 @@ pub async fn join(
         "cluster metadata member: {member}, first seed: {first_seed}, known: {:?}",
         known.as_ref().map(|k| (k.address, k.tokens.len()))
     );
-    let tokens = match known {
+    let (tokens, joining) = match known {
         Some(rec)
             if rec.address == me
                 && rec.datacenter == datacenter
                 && rec.rack == rack
                 && rec.native_address == native_address =>
         {
-            rec.tokens
+            // a bootstrap that did not finish starts again
+            (rec.tokens, rec.state == NodeState::Joining)
         }
         // a new node, or a known one at a new address or location
         other => {
+            // a new node bootstraps into a ring that has nodes (the first
+            // seed starts the cluster, as Cassandra's seeds do)
+            let others = state.directory.read().nodes.keys().any(|h| *h != host_id);
+            let node_state = match &other {
+                Some(rec) => rec.state,
+                None if config.auto_bootstrap && !first_seed && others => NodeState::Joining,
+                None => NodeState::Normal,
+            };
             let reuse = other.map(|rec| rec.tokens).or(stored_tokens);
-            register(
+            let tokens = register(
                 &metadata,
                 &state,
-                host_id,
-                me,
-                &datacenter,
-                &rack,
+                NodeRecord {
+                    host_id,
+                    address: me,
+                    datacenter: datacenter.clone(),
+                    rack: rack.clone(),
+                    tokens: Vec::new(),
+                    storage_port: config.storage_port,
+                    native_address,
+                    release_version: crate::RELEASE_VERSION.into(),
+                    state: node_state,
+                },
                 reuse,
-                native_address,
                 config,
             )
-            .await?
+            .await?;
+            (tokens, node_state == NodeState::Joining)
         }
     };
 
@@ -898,6 +1016,7 @@ pub async fn join(
         .collect::<Vec<_>>()
         .join(",");
     let first = sorted.first().copied().unwrap_or_default();
+    let status = if joining { "BOOT" } else { "NORMAL" };
     gossip.set_states(vec![
         (ApplicationState::Dc, datacenter.clone()),
         (ApplicationState::Rack, rack.clone()),
@@ -923,8 +1042,8 @@ pub async fn join(
         (ApplicationState::Schema, proxy.schema().version.to_string()),
         (ApplicationState::Load, "0.0".into()),
         (ApplicationState::SstableVersions, "big-nb".into()),
-        (ApplicationState::StatusWithPort, format!("NORMAL,{first}")),
-        (ApplicationState::Status, format!("NORMAL,{first}")),
+        (ApplicationState::StatusWithPort, format!("{status},{first}")),
+        (ApplicationState::Status, format!("{status},{first}")),
         (ApplicationState::RpcReady, "true".into()),
     ]);
     let _ = verbs.gossip.set(gossip.clone());
@@ -938,6 +1057,17 @@ pub async fn join(
         proxy: proxy.clone(),
         gossip: gossip.clone(),
     }));
+    {
+        let g = gossip.clone();
+        *state.on_removed.write() = Some(Box::new(move |a| g.forget(a)));
+    }
+    if joining {
+        bootstrap(&metadata, &state, &proxy, host_id).await?;
+        gossip.set_states(vec![
+            (ApplicationState::StatusWithPort, format!("NORMAL,{first}")),
+            (ApplicationState::Status, format!("NORMAL,{first}")),
+        ]);
+    }
     Ok(ClusterServices {
         messaging,
         gossip,
@@ -995,16 +1125,11 @@ async fn join_via_seeds(
 
 /// Commits this node's registration, choosing tokens again if another node
 /// took them first.
-#[allow(clippy::too_many_arguments)]
 async fn register(
     metadata: &ClusterMetadataService,
     state: &ClusterState,
-    host_id: uuid::Uuid,
-    me: IpAddr,
-    datacenter: &str,
-    rack: &str,
+    mut rec: NodeRecord,
     tokens: Option<Vec<i64>>,
-    native_address: SocketAddr,
     config: &Config,
 ) -> Result<Vec<i64>, ClusterError> {
     let mut tokens = tokens.filter(|t| !t.is_empty());
@@ -1013,10 +1138,13 @@ async fn register(
             Some(t) => t.clone(),
             None if !config.initial_tokens.is_empty() => config.initial_tokens.clone(),
             None => {
-                let ring = state.directory.read().ring();
+                // tokens balanced against the ring as it will be (other
+                // nodes may be joining too)
+                let d = state.directory.read();
+                let ring = d.future_ring().unwrap_or_else(|| d.ring());
                 allocate_tokens(
                     &ring,
-                    datacenter,
+                    &rec.datacenter,
                     config.num_tokens as usize,
                     config
                         .allocate_tokens_for_local_replication_factor
@@ -1024,29 +1152,17 @@ async fn register(
                 )
             }
         };
-        let rec = NodeRecord {
-            host_id,
-            address: me,
-            datacenter: datacenter.to_string(),
-            rack: rack.to_string(),
-            tokens: chosen.clone(),
-            storage_port: config.storage_port,
-            native_address,
-            release_version: crate::RELEASE_VERSION.into(),
-        };
-        let payload = serde_json::to_vec(&TopologyEntry {
-            version: ENTRY_VERSION,
-            change: TopologyChange::Register(rec),
-        })
-        .map_err(|e| ClusterError::Join(e.to_string()))?;
-        match metadata
-            .commit(Transformation::topology(payload), METADATA_TIMEOUT)
-            .await
-        {
-            Ok(_) => {
+        rec.tokens = chosen.clone();
+        match commit_topology(metadata, TopologyChange::Register(rec.clone())).await {
+            Ok(()) => {
                 tracing::info!(
-                    "registered in the cluster as {host_id} at {me} ({datacenter}/{rack}) with {} tokens",
-                    chosen.len()
+                    "registered in the cluster as {} at {} ({}/{}) with {} tokens, {:?}",
+                    rec.host_id,
+                    rec.address,
+                    rec.datacenter,
+                    rec.rack,
+                    chosen.len(),
+                    rec.state
                 );
                 return Ok(chosen);
             }
@@ -1059,6 +1175,311 @@ async fn register(
         }
     }
     Err(ClusterError::Join("could not find free tokens".into()))
+}
+
+async fn commit_topology(
+    metadata: &ClusterMetadataService,
+    change: TopologyChange,
+) -> Result<(), TcmError> {
+    let payload = serde_json::to_vec(&TopologyEntry {
+        version: ENTRY_VERSION,
+        change,
+    })
+    .expect("topology entries serialise");
+    metadata
+        .commit(Transformation::topology(payload), METADATA_TIMEOUT)
+        .await
+        .map(|_| ())
+}
+
+/// Every table of every keyspace whose data is placed on the ring, with its
+/// strategy.
+fn ring_tables(schema: &Schema) -> Vec<(sibyl_schema::ReplicationStrategy, Vec<uuid::Uuid>)> {
+    schema
+        .keyspaces
+        .values()
+        .filter(|k| !k.is_virtual)
+        .filter(|k| k.replication.strategy != sibyl_schema::ReplicationStrategy::Local)
+        .map(|k| {
+            let tables = k.tables.values().map(|t| t.id).collect();
+            (k.replication.strategy.clone(), tables)
+        })
+        .collect()
+}
+
+/// The stream plans that move every range gained between the directory's
+/// ring and its future ring, each from the source `source_of` picks.
+fn movement_plans(
+    state: &ClusterState,
+    proxy: &StorageProxy,
+    operation: &str,
+    target: Option<IpAddr>,
+    source_of: impl Fn(&Movement) -> Option<IpAddr>,
+) -> Result<Vec<(IpAddr, StreamPlan)>, ClusterError> {
+    let d = state.directory.read().clone();
+    let current = d.ring();
+    let Some(future) = d.future_ring() else {
+        return Ok(Vec::new());
+    };
+    let schema = proxy.schema();
+    let mut moves = Vec::new();
+    for (strategy, tables) in ring_tables(&schema) {
+        for m in movements(&current, &future, &strategy) {
+            if target.is_none_or(|t| t == m.target) {
+                moves.push((tables.clone(), m));
+            }
+        }
+    }
+    let (plans, unsourced) = stream_plans(operation, &moves, source_of);
+    if let Some(m) = unsourced.first() {
+        return Err(ClusterError::Join(format!(
+            "unable to find a live source for range ({}, {}] for {} (replicas now: {:?}); \
+             {} more ranges without one",
+            m.range.0,
+            m.range.1,
+            m.target,
+            m.current,
+            unsourced.len() - 1
+        )));
+    }
+    Ok(plans)
+}
+
+/// Runs stream plans: each on its target (this node runs its own), all at
+/// once. Fails with the first failure.
+async fn run_plans(
+    proxy: &Arc<StorageProxy>,
+    messaging: &Arc<dyn MessagingService>,
+    plans: Vec<(IpAddr, StreamPlan)>,
+) -> Result<(), ClusterError> {
+    let me = proxy.local_address();
+    let mut tasks = tokio::task::JoinSet::new();
+    for (target, plan) in plans {
+        let (proxy, messaging) = (proxy.clone(), messaging.clone());
+        tasks.spawn(async move {
+            let what = format!("{} stream {} from {} to {target}", plan.operation, plan.id, plan.source);
+            let r = if target == me {
+                proxy.run_stream_session(plan).await.map(|_| ())
+            } else {
+                match messaging
+                    .send_and_receive(target, Request::StreamSession(plan), STREAM_SESSION_TIMEOUT)
+                    .await
+                {
+                    Ok(Response::Done) => Ok(()),
+                    Ok(Response::Failure(f)) => Err(format!("{f:?}")),
+                    Ok(other) => Err(format!("unexpected answer {other:?}")),
+                    Err(e) => Err(e.to_string()),
+                }
+            };
+            r.map_err(|e| format!("{what}: {e}"))
+        });
+    }
+    let mut first_error = None;
+    while let Some(r) = tasks.join_next().await {
+        if let Ok(Err(e)) = r {
+            first_error.get_or_insert(e);
+        }
+    }
+    match first_error {
+        Some(e) => Err(ClusterError::Join(e)),
+        None => Ok(()),
+    }
+}
+
+/// How long a node waits for a stream session it asked another to run.
+const STREAM_SESSION_TIMEOUT: Duration = Duration::from_secs(6 * 3600);
+
+/// Bootstrap: this node, joining, streams every range it gains from a
+/// current replica (the one that loses it when it is up, as Cassandra's
+/// strict range movement, else another live one), flushes, and becomes
+/// normal. Writes for its ranges reach it as a pending replica meanwhile.
+async fn bootstrap(
+    metadata: &ClusterMetadataService,
+    state: &ClusterState,
+    proxy: &Arc<StorageProxy>,
+    host_id: uuid::Uuid,
+) -> Result<(), ClusterError> {
+    let me = proxy.local_address();
+    let started = std::time::Instant::now();
+    // gossip has just started: give it time to see the others up (as
+    // Cassandra waits for gossip to settle before it bootstraps)
+    let others: Vec<IpAddr> = state
+        .directory
+        .read()
+        .nodes
+        .values()
+        .map(|n| n.address)
+        .filter(|a| *a != me)
+        .collect();
+    let settle = tokio::time::Instant::now() + Duration::from_secs(15);
+    while !others.iter().all(|a| proxy.is_endpoint_alive(*a))
+        && tokio::time::Instant::now() < settle
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let future = state.directory.read().future_ring();
+    let live = |a: &IpAddr| *a != me && proxy.is_endpoint_alive(*a);
+    let strategy_of_move = |m: &Movement| -> Option<IpAddr> {
+        // prefer the replica that stops replicating the range
+        let losing = future.as_ref().map(|f| {
+            m.current
+                .iter()
+                .copied()
+                .filter(|a| f.endpoint_of(*a).is_none())
+                .collect::<Vec<_>>()
+        });
+        losing
+            .unwrap_or_default()
+            .into_iter()
+            .find(|a| live(a))
+            .or_else(|| m.current.iter().copied().find(|a| live(a)))
+    };
+    let plans = movement_plans(state, proxy, "Bootstrap", Some(me), strategy_of_move)?;
+    tracing::info!(
+        "JOINING: streaming {} ranges from {} nodes",
+        plans
+            .iter()
+            .flat_map(|(_, p)| p.tables.iter().map(|(_, r)| r.len()))
+            .sum::<usize>(),
+        plans.len()
+    );
+    let messaging = proxy.messaging();
+    run_plans(proxy, &messaging, plans).await?;
+    commit_topology(
+        metadata,
+        TopologyChange::SetState {
+            host_id,
+            state: NodeState::Normal,
+        },
+    )
+    .await?;
+    tracing::info!(
+        "bootstrap complete in {:.1} s: this node is NORMAL",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+impl ClusterServices {
+    /// `nodetool decommission`: this node becomes leaving, streams every
+    /// range it replicates to the nodes that take it over, and leaves the
+    /// ring. Refused when the remaining nodes are too few for a keyspace's
+    /// replication factor (Cassandra's check, same wording).
+    pub async fn decommission(&self, proxy: &Arc<StorageProxy>) -> Result<(), ClusterError> {
+        let me = self.messaging.local_address();
+        let (host_id, n_live) = {
+            let d = self.state.directory.read();
+            let Some(rec) = d.by_address(me) else {
+                return Err(ClusterError::Join("this node is not in the ring".into()));
+            };
+            if rec.state != NodeState::Normal && rec.state != NodeState::Leaving {
+                return Err(ClusterError::Join(format!(
+                    "Node {me} is {:?}; only a normal node can be decommissioned",
+                    rec.state
+                )));
+            }
+            (rec.host_id, d.nodes.len())
+        };
+        let schema = proxy.schema();
+        for ks in schema.keyspaces.values().filter(|k| !k.is_system && !k.is_virtual) {
+            let rf = ks.replication.strategy.replication_factor(n_live);
+            if rf > n_live - 1 {
+                return Err(ClusterError::Join(format!(
+                    "Not enough live nodes to maintain replication factor in keyspace {} (RF = {rf}, N = {n_live}). \
+                     Perform a forceful decommission to ignore.",
+                    ks.name
+                )));
+            }
+        }
+        tracing::info!("DECOMMISSIONING: leaving the ring");
+        commit_topology(
+            &self.metadata,
+            TopologyChange::SetState {
+                host_id,
+                state: NodeState::Leaving,
+            },
+        )
+        .await?;
+        self.gossip.set_states(vec![
+            (ApplicationState::StatusWithPort, "LEAVING".into()),
+            (ApplicationState::Status, "LEAVING".into()),
+        ]);
+        let plans = movement_plans(&self.state, proxy, "Unbootstrap", None, |_| Some(me))?;
+        let messaging = proxy.messaging();
+        run_plans(proxy, &messaging, plans).await?;
+        // hints this node holds go to their targets before it goes
+        proxy.deliver_hints().await;
+        commit_topology(&self.metadata, TopologyChange::Remove { host_id }).await?;
+        tracing::info!("DECOMMISSIONED: this node has left the ring");
+        self.gossip.announce_shutdown();
+        Ok(())
+    }
+
+    /// `nodetool removenode HOST_ID`: a dead node's ranges are streamed to
+    /// their new replicas from the remaining live ones, then it leaves the
+    /// ring.
+    pub async fn removenode(
+        &self,
+        proxy: &Arc<StorageProxy>,
+        host_id: uuid::Uuid,
+    ) -> Result<(), ClusterError> {
+        let rec = self.state.directory.read().nodes.get(&host_id).cloned();
+        let Some(rec) = rec else {
+            return Err(ClusterError::Join(format!(
+                "Host ID not found: {host_id}"
+            )));
+        };
+        let me = self.messaging.local_address();
+        if rec.address == me {
+            return Err(ClusterError::Join(
+                "Cannot remove self".into(),
+            ));
+        }
+        if self.gossip.is_alive(rec.address) {
+            return Err(ClusterError::Join(format!(
+                "Node /{} is alive and owns this ID. Use decommission command to remove it from the ring",
+                rec.address
+            )));
+        }
+        tracing::info!("removing node {} ({host_id})", rec.address);
+        commit_topology(
+            &self.metadata,
+            TopologyChange::SetState {
+                host_id,
+                state: NodeState::Leaving,
+            },
+        )
+        .await?;
+        let gone = rec.address;
+        let plans = movement_plans(&self.state, proxy, "Removenode", None, |m| {
+            m.current
+                .iter()
+                .copied()
+                .find(|a| *a != gone && *a != m.target && (*a == me || self.gossip.is_alive(*a)))
+        })?;
+        let messaging = proxy.messaging();
+        run_plans(proxy, &messaging, plans).await?;
+        commit_topology(&self.metadata, TopologyChange::Remove { host_id }).await?;
+        if let Some(h) = proxy.hints() {
+            h.truncate(Some(host_id)).await;
+        }
+        tracing::info!("removed node {gone} ({host_id})");
+        Ok(())
+    }
+
+    /// `nodetool assassinate ADDRESS`: the node leaves the ring at once,
+    /// nothing streamed.
+    pub async fn assassinate(&self, address: IpAddr) -> Result<(), ClusterError> {
+        let host_id = self
+            .state
+            .directory
+            .read()
+            .by_address(address)
+            .map(|r| r.host_id)
+            .ok_or_else(|| ClusterError::Join(format!("{address} is not in the ring")))?;
+        commit_topology(&self.metadata, TopologyChange::Remove { host_id }).await?;
+        Ok(())
+    }
 }
 
 #[cfg(test)]

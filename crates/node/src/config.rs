@@ -59,6 +59,9 @@ struct RawConfig {
     cas_contention_timeout: Option<String>,
     cas_contention_timeout_in_ms: Option<u64>,
     hinted_handoff_enabled: Option<bool>,
+    auto_bootstrap: Option<bool>,
+    stream_throughput_outbound: Option<String>,
+    stream_throughput_outbound_megabits_per_sec: Option<u64>,
     hinted_handoff_disabled_datacenters: Option<Vec<String>>,
     max_hint_window: Option<String>,
     max_hint_window_in_ms: Option<u64>,
@@ -176,6 +179,10 @@ pub struct Config {
     pub metadata_snapshot_entries: u64,
     pub hints_directory: PathBuf,
     pub hinted_handoff_enabled: bool,
+    /// A new node streams the data of its ranges before it serves them.
+    pub auto_bootstrap: bool,
+    /// Bytes per second this node streams out (0: unthrottled).
+    pub stream_throughput_outbound_bytes: u64,
     pub hinted_handoff_disabled_datacenters: Vec<String>,
     pub max_hint_window: Duration,
     /// Bytes per second (`hinted_handoff_throttle`, 1024KiB).
@@ -237,6 +244,8 @@ impl Default for Config {
             metadata_snapshot_entries: 1000,
             hints_directory: PathBuf::from("data/hints"),
             hinted_handoff_enabled: true,
+            auto_bootstrap: true,
+            stream_throughput_outbound_bytes: 24 * 1024 * 1024,
             hinted_handoff_disabled_datacenters: Vec::new(),
             max_hint_window: Duration::from_secs(3 * 3600),
             hinted_handoff_throttle_bytes: 1024 * 1024,
@@ -422,6 +431,15 @@ impl Config {
             raw.cas_contention_timeout_in_ms,
             c.cas_contention_timeout,
         )?;
+        if let Some(v) = raw.auto_bootstrap {
+            c.auto_bootstrap = v;
+        }
+        if let Some(s) = raw.stream_throughput_outbound {
+            // "24MiB/s"; 0 turns the throttle off
+            c.stream_throughput_outbound_bytes = parse_size(s.trim_end_matches("/s"))?;
+        } else if let Some(mbit) = raw.stream_throughput_outbound_megabits_per_sec {
+            c.stream_throughput_outbound_bytes = mbit * 1_000_000 / 8;
+        }
         if let Some(v) = raw.hinted_handoff_enabled {
             c.hinted_handoff_enabled = v;
         }

@@ -199,6 +199,10 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         })?,
     );
     proxy.set_hints(hints);
+    proxy
+        .streams()
+        .outbound
+        .set_rate(config.stream_throughput_outbound_bytes);
     let mut qp = QueryProcessor::new(
         proxy.clone(),
         config.batch_size_warn_threshold_bytes,

@@ -68,7 +68,7 @@ impl StorageProxy {
                     m.table_id
                 )));
             };
-            let plan = self.plan(&ks.replication.strategy, m.key.token, cl);
+            let plan = self.write_plan(&ks.replication.strategy, m.key.token, cl);
             if cl != Consistency::Any {
                 self.check_available(&plan, cl)?;
             }

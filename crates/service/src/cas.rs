@@ -60,7 +60,7 @@ impl StorageProxy {
         let Some(ks) = self.keyspace_of(&schema, table.id) else {
             return Err(ServiceError::Invalid(format!("unknown table {}", table.id)));
         };
-        let plan = self.plan(&ks.replication.strategy, key.token, serial);
+        let plan = self.write_plan(&ks.replication.strategy, key.token, serial);
         self.check_available(&plan, serial)?;
         Ok(plan)
     }
@@ -298,11 +298,11 @@ impl StorageProxy {
             return Ok(());
         };
         // every replica in every data center gets the commit
-        let all = self.plan(&ks.replication.strategy, key.token, Consistency::All);
+        let all = self.write_plan(&ks.replication.strategy, key.token, Consistency::All);
         let need = if commit_cl == Consistency::Any {
             0
         } else {
-            self.plan(&ks.replication.strategy, key.token, commit_cl)
+            self.write_plan(&ks.replication.strategy, key.token, commit_cl)
                 .block_for
         };
         let deadline = deadline.max(Instant::now() + self.timeouts.write);

@@ -14,6 +14,7 @@ pub mod proxy;
 pub mod replica;
 pub mod stores;
 pub mod streaming;
+pub mod topology;
 
 pub use error::ServiceError;
 pub use proxy::StorageProxy;

@@ -64,6 +64,9 @@ pub struct StorageProxy {
     pub timeouts: Timeouts,
     /// The ring.
     pub ring: RwLock<TokenMetadata>,
+    /// The ring after the nodes joining or leaving now are done: writes
+    /// also go to the replicas it adds (pending replicas).
+    future_ring: RwLock<Option<TokenMetadata>>,
     locks: Vec<tokio::sync::Mutex<()>>,
     /// Where schema changes go in a cluster (none on a single node).
     schema_log: RwLock<Option<Arc<dyn SchemaLog>>>,
@@ -261,6 +264,7 @@ impl StorageProxy {
             local_dc,
             timeouts,
             ring: RwLock::new(TokenMetadata::new()),
+            future_ring: RwLock::new(None),
             locks: (0..LOCK_STRIPES)
                 .map(|_| tokio::sync::Mutex::new(()))
                 .collect(),
@@ -346,6 +350,44 @@ impl StorageProxy {
                     (dc.clone(), in_dc, consistency::quorum_for(*rf))
                 })
                 .collect();
+        }
+        plan
+    }
+
+    /// A write's plan: the natural replicas and the pending ones (those a
+    /// joining or leaving node's ranges move to), each pending replica
+    /// adding one to the answers needed, as in Cassandra.
+    pub(crate) fn write_plan(
+        &self,
+        strategy: &ReplicationStrategy,
+        token: i64,
+        cl: Consistency,
+    ) -> Plan {
+        let mut plan = self.plan(strategy, token, cl);
+        let future = self.future_ring.read();
+        let Some(future) = future.as_ref() else {
+            return plan;
+        };
+        if *strategy == ReplicationStrategy::Local {
+            return plan;
+        }
+        for i in future.replicas(token, strategy) {
+            let e = &future.endpoints[i];
+            if plan.replicas.contains(&e.address)
+                || (is_datacenter_local(cl) && e.datacenter != self.local_dc)
+            {
+                continue;
+            }
+            plan.replicas.push(e.address);
+            plan.block_for += 1;
+            if let Some((_, replicas, need)) = plan
+                .per_datacenter
+                .iter_mut()
+                .find(|(dc, _, _)| *dc == e.datacenter)
+            {
+                replicas.push(e.address);
+                *need += 1;
+            }
         }
         plan
     }
@@ -503,7 +545,7 @@ impl StorageProxy {
                     m.table_id
                 )));
             };
-            let plan = self.plan(&ks.replication.strategy, m.key.token, cl);
+            let plan = self.write_plan(&ks.replication.strategy, m.key.token, cl);
             // ANY: a hint counts; the coordinator always has one to give
             if cl != Consistency::Any {
                 self.check_available(&plan, cl)?;
@@ -776,7 +818,7 @@ impl StorageProxy {
                     m.table_id
                 )));
             };
-            let plan = self.plan(&ks.replication.strategy, m.key.token, cl);
+            let plan = self.write_plan(&ks.replication.strategy, m.key.token, cl);
             self.check_available(&plan, cl)?;
             if plan.replicas.contains(&local) || !has_deltas(&m) {
                 self.lead_counter_write(schema, m, cl).await?;
@@ -1392,6 +1434,25 @@ impl StorageProxy {
     }
 
     /// Judges replicas alive or down with `is_alive` from now on.
+    /// Whether the failure detector has `addr` up (this node always is).
+    pub fn is_endpoint_alive(&self, addr: IpAddr) -> bool {
+        self.is_alive(addr)
+    }
+
+    /// The internode messaging service.
+    pub fn messaging(&self) -> Arc<dyn MessagingService> {
+        self.messaging.clone()
+    }
+
+    /// The ring after the current range movements (None: none under way).
+    pub fn set_future_ring(&self, future: Option<TokenMetadata>) {
+        *self.future_ring.write() = future;
+    }
+
+    pub fn future_ring(&self) -> Option<TokenMetadata> {
+        self.future_ring.read().clone()
+    }
+
     pub fn set_failure_detector(&self, is_alive: Arc<dyn Fn(IpAddr) -> bool + Send + Sync>) {
         *self.failure_detector.write() = Some(is_alive);
     }

@@ -61,6 +61,16 @@ fn status_letter(n: &Value) -> &'static str {
     }
 }
 
+/// The state as `nodetool status` (letter) and `nodetool ring` (word) show it.
+fn state_of(n: &Value) -> (&'static str, &'static str) {
+    match n["state"].as_str() {
+        Some("JOINING") => ("J", "Joining"),
+        Some("LEAVING") => ("L", "Leaving"),
+        Some("MOVING") => ("M", "Moving"),
+        _ => ("N", "Normal"),
+    }
+}
+
 /// `yyyy-MM-dd HH:mm:ss,SSS` in UTC, as `listpendinghints` prints times.
 fn utc_millis(ms: i64) -> String {
     let days = ms.div_euclid(86_400_000);
@@ -193,7 +203,7 @@ pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
                 ]];
                 for n in &ns {
                     rows.push(vec![
-                        format!("{}N", status_letter(n)),
+                        format!("{}{}", status_letter(n), state_of(n).0),
                         s(n, "address"),
                         human(n["load_bytes"].as_u64().unwrap_or(0)),
                         n["tokens"]
@@ -216,6 +226,99 @@ pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
             if !effective && args.is_empty() {
                 outln!("Note: Non-system keyspaces don't have the same replication settings, effective ownership information is meaningless");
             }
+            Ok(true)
+        }
+        "decommission" => {
+            request(host, port, "POST", "/decommission")?;
+            Ok(true)
+        }
+        "removenode" => {
+            match args.first().map(String::as_str) {
+                None => anyhow::bail!("removenode requires a host ID (or status, force)"),
+                Some("status") => {
+                    outln!("RemovalStatus: No removals in process.");
+                }
+                Some("force") => {
+                    outln!("RemovalStatus: No removals in process.");
+                }
+                Some(id) => {
+                    request(host, port, "POST", &format!("/removenode?host_id={id}"))?;
+                }
+            }
+            Ok(true)
+        }
+        "assassinate" => {
+            let Some(a) = args.first() else {
+                anyhow::bail!("assassinate requires an IP address");
+            };
+            request(host, port, "POST", &format!("/assassinate?address={a}"))?;
+            Ok(true)
+        }
+        "getstreamthroughput" => {
+            let v = request(host, port, "GET", "/streamthroughput")?;
+            let b = v["bytes_per_second"].as_u64().unwrap_or(0);
+            if b == 0 {
+                outln!("Current stream throughput: unlimited");
+            } else if args.iter().any(|a| a == "-m" || a == "--mib") {
+                outln!("Current stream throughput: {:?} MiB/s", b as f64 / 1048576.0);
+            } else {
+                outln!(
+                    "Current stream throughput: {} megabits per second",
+                    b * 8 / 1_000_000
+                );
+            }
+            Ok(true)
+        }
+        "setstreamthroughput" => {
+            let mib = args.iter().any(|a| a == "-m" || a == "--mib");
+            let Some(v) = args.iter().find(|a| !a.starts_with('-')) else {
+                anyhow::bail!("setstreamthroughput requires stream throughput");
+            };
+            let n: f64 = v.parse().map_err(|_| anyhow::anyhow!("invalid throughput '{v}'"))?;
+            let bytes = if mib {
+                (n * 1048576.0) as u64
+            } else {
+                (n * 1_000_000.0 / 8.0) as u64
+            };
+            request(
+                host,
+                port,
+                "POST",
+                &format!("/streamthroughput?bytes_per_second={bytes}"),
+            )?;
+            Ok(true)
+        }
+        "netstats" => {
+            let v = request(host, port, "GET", "/netstats")?;
+            outln!("Mode: {}", s(&v, "mode"));
+            let sessions = v["sessions"].as_array().cloned().unwrap_or_default();
+            let active: Vec<&Value> = sessions
+                .iter()
+                .filter(|x| !x["finished"].as_bool().unwrap_or(true))
+                .collect();
+            if active.is_empty() {
+                outln!("Not sending any streams.");
+            }
+            for st in active {
+                outln!("{} {}", s(st, "operation"), s(st, "id"));
+                outln!("    /{}", s(st, "peer"));
+                let total = st["ranges_total"].as_u64().unwrap_or(0);
+                let done = st["ranges_done"].as_u64().unwrap_or(0);
+                let pct = if total == 0 {
+                    100.0
+                } else {
+                    done as f64 * 100.0 / total as f64
+                };
+                outln!(
+                    "        Receiving {total} ranges. Already received {done} ranges ({pct:.2}%), {} partitions, {} bytes total",
+                    st["partitions"].as_u64().unwrap_or(0),
+                    st["bytes"].as_u64().unwrap_or(0)
+                );
+            }
+            outln!("Read Repair Statistics:");
+            outln!("Attempted: {}", v["read_repair_attempted"].as_u64().unwrap_or(0));
+            outln!("Mismatch (Blocking): {}", v["read_repair_attempted"].as_u64().unwrap_or(0));
+            outln!("Mismatch (Background): 0");
             Ok(true)
         }
         "ring" => {
@@ -266,7 +369,7 @@ pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
                         } else {
                             "Down"
                         },
-                        "Normal",
+                        state_of(n).1,
                         &human(n["load_bytes"].as_u64().unwrap_or(0)),
                         &owns,
                         &t.to_string(),

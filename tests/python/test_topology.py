@@ -1,0 +1,178 @@
+"""Topology operations on real `sibyl` processes started by `sibyl cluster`
+(issue 17): bootstrap with streaming (and writes reaching the joining node
+as a pending replica), decommission under write load, removenode of a dead
+node. Every row is checked afterwards, on the node that received it alone."""
+import threading
+import time
+
+from cassandra import ConsistencyLevel
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, ExecutionProfile
+from cassandra.policies import FallthroughRetryPolicy, WhiteListRoundRobinPolicy
+from cassandra.query import SimpleStatement
+
+from local_cluster import cluster_factory, status_lines, wait_for  # noqa: F401
+
+
+def q(session, cql, cl=ConsistencyLevel.QUORUM):
+    return session.execute(SimpleStatement(cql, consistency_level=cl))
+
+
+def connect_only(lc, node):
+    """A session whose requests all go to `node` (no retries elsewhere)."""
+    profile = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy([f"127.0.0.{node}"]),
+                               retry_policy=FallthroughRetryPolicy(), request_timeout=30)
+    return lc.connect(node, execution_profiles={EXEC_PROFILE_DEFAULT: profile})
+
+
+def states(lc, node):
+    """address -> two-letter status (UN, UJ, DN, ...) as node's nodetool shows it."""
+    out = {}
+    for line in status_lines(lc.nodetool(node, "status")):
+        parts = line.split()
+        out[parts[1]] = parts[0]
+    return out
+
+
+class Writer:
+    """Writes k = v at `cl` through `session` in a thread; keeps the acked keys."""
+
+    def __init__(self, session, table, start, cl=ConsistencyLevel.QUORUM):
+        self.session, self.table, self.i, self.cl = session, table, start, cl
+        self.acked, self.failed = [], 0
+        self.stop = threading.Event()
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+
+    def run(self):
+        while not self.stop.is_set():
+            try:
+                q(self.session, f"INSERT INTO {self.table} (k, v) VALUES ({self.i}, {self.i})", cl=self.cl)
+                self.acked.append(self.i)
+            except Exception:
+                self.failed += 1
+                time.sleep(0.05)
+            self.i += 1
+
+    def finish(self):
+        self.stop.set()
+        self.t.join(timeout=60)
+        return self.acked
+
+
+def missing_alone(lc, node, table, keys):
+    """Keys `node` does not have when it answers alone (the others stopped
+    by the caller): single-partition reads at ONE served by its own replica."""
+    c, s = connect_only(lc, node)
+    try:
+        prepared = s.prepare(f"SELECT v FROM {table} WHERE k = ?")
+        prepared.consistency_level = ConsistencyLevel.ONE
+        return [k for k in keys if (r := s.execute(prepared, [k]).one()) is None or r.v != k]
+    finally:
+        c.shutdown()
+
+
+def test_bootstrap_streams_existing_rows_and_takes_writes_while_joining(cluster_factory):
+    lc = cluster_factory(3, extra=("stream_throughput_outbound=0",))
+    lc.run("start", "node1")
+    c1, s1 = connect_only(lc, 1)
+    try:
+        q(s1, "CREATE KEYSPACE b WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
+        q(s1, "CREATE TABLE b.t (k int PRIMARY KEY, v int)")
+        ins = s1.prepare("INSERT INTO b.t (k, v) VALUES (?, ?)")
+        ins.consistency_level = ConsistencyLevel.ONE
+        loaded = list(range(3000))
+        for k in loaded:
+            s1.execute(ins, [k, k])
+        # a delete before the bootstrap must travel as a tombstone
+        q(s1, "DELETE FROM b.t WHERE k = 7", cl=ConsistencyLevel.ONE)
+        loaded.remove(7)
+        lc.run("start", "node2")
+        wait_for("node2 normal", lambda: states(lc, 1).get("127.0.0.2") == "UN", timeout=60)
+        # node3 bootstraps while a writer at ONE goes on through node1
+        w = Writer(s1, "b.t", 100_000, cl=ConsistencyLevel.ONE)
+        time.sleep(0.5)
+        lc.run("start", "node3")
+        wait_for("node3 normal", lambda: states(lc, 1).get("127.0.0.3") == "UN", timeout=60)
+        time.sleep(0.5)
+        acked = w.finish()
+        assert len(acked) > 50 and w.failed == 0, (len(acked), w.failed)
+        log3 = open(f"{lc.dir}/node3/sibyl.log").read()
+        assert "bootstrap complete" in log3, log3[-3000:]
+        assert "JOINING: streaming" in log3
+    finally:
+        c1.shutdown()
+    # node3 alone has every row written before and during its bootstrap,
+    # and not the deleted one
+    lc.run("stop", "node1", "node2")
+    missing = missing_alone(lc, 3, "b.t", loaded + acked)
+    assert missing == [], f"{len(missing)} rows missing on node3, e.g. {missing[:10]}"
+    c3, s3 = connect_only(lc, 3)
+    try:
+        assert q(s3, "SELECT v FROM b.t WHERE k = 7", cl=ConsistencyLevel.ONE).one() is None
+    finally:
+        c3.shutdown()
+
+
+def test_decommission_under_quorum_writes_loses_nothing(cluster_factory):
+    lc = cluster_factory(4)
+    lc.run("start")
+    c1, s1 = connect_only(lc, 1)
+    try:
+        q(s1, "CREATE KEYSPACE d WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
+        q(s1, "CREATE TABLE d.t (k int PRIMARY KEY, v int)")
+        ins = s1.prepare("INSERT INTO d.t (k, v) VALUES (?, ?)")
+        ins.consistency_level = ConsistencyLevel.QUORUM
+        for k in range(2000):
+            s1.execute(ins, [k, k])
+        w = Writer(s1, "d.t", 100_000)
+        out = lc.nodetool(4, "decommission")
+        acked = w.finish()
+        assert w.failed == 0, (w.failed, out)
+        wait_for("node4 gone from the ring", lambda: "127.0.0.4" not in states(lc, 1), timeout=30)
+        assert set(states(lc, 1).values()) == {"UN"}
+        wait_for("node4 stopped", lambda: "DOWN" in lc.run("status").stdout.split("node4")[1].splitlines()[0],
+                 timeout=60)
+        # every acknowledged row at QUORUM and at ALL from what is left
+        sel = s1.prepare("SELECT v FROM d.t WHERE k = ?")
+        sel.consistency_level = ConsistencyLevel.ALL
+        keys = list(range(2000)) + acked
+        bad = [k for k in keys if (r := s1.execute(sel, [k]).one()) is None or r.v != k]
+        assert bad == [], f"{len(bad)} rows lost, e.g. {bad[:10]}"
+        log4 = open(f"{lc.dir}/node4/sibyl.log").read()
+        assert "DECOMMISSIONED" in log4
+    finally:
+        c1.shutdown()
+    # with RF 3 on 3 nodes each node has everything: node2 alone
+    lc.run("stop", "node1", "node3")
+    missing = missing_alone(lc, 2, "d.t", list(range(2000)) + acked)
+    assert missing == [], f"{len(missing)} rows missing on node2, e.g. {missing[:10]}"
+
+
+def test_removenode_rereplicates_a_dead_nodes_ranges(cluster_factory):
+    lc = cluster_factory(4)
+    lc.run("start")
+    c1, s1 = connect_only(lc, 1)
+    try:
+        q(s1, "CREATE KEYSPACE r WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 2}")
+        q(s1, "CREATE TABLE r.t (k int PRIMARY KEY, v int)")
+        ins = s1.prepare("INSERT INTO r.t (k, v) VALUES (?, ?)")
+        ins.consistency_level = ConsistencyLevel.ALL
+        for k in range(2000):
+            s1.execute(ins, [k, k])
+        host4 = [l.split()[-2] for l in status_lines(lc.nodetool(1, "status")) if " 127.0.0.4 " in l][0]
+        refused = lc.nodetool(1, "removenode", host4, check=False)
+        assert refused.returncode != 0 and "is alive and owns this ID" in refused.stdout + refused.stderr
+        lc.run("stop", "node4")
+        wait_for("node4 down", lambda: states(lc, 1).get("127.0.0.4") == "DN", timeout=60)
+        lc.nodetool(1, "removenode", host4)
+        assert "127.0.0.4" not in states(lc, 1)
+        assert "127.0.0.4" not in states(lc, 2)
+        # RF 2 on three nodes again: every row readable at ALL
+        sel = s1.prepare("SELECT v FROM r.t WHERE k = ?")
+        sel.consistency_level = ConsistencyLevel.ALL
+        bad = [k for k in range(2000) if (r := s1.execute(sel, [k]).one()) is None or r.v != k]
+        assert bad == [], f"{len(bad)} rows unreadable at ALL, e.g. {bad[:10]}"
+        removed = "".join(open(f"{lc.dir}/node{n}/sibyl.log").read() for n in (1, 2, 3))
+        assert "Removenode session" in removed
+    finally:
+        c1.shutdown()
