@@ -55,6 +55,10 @@ echo "== Sibyl: 3 nodes"
 spids=$(for n in 1 2 3; do cat "$out/sibyl/node$n/sibyl.pid"; echo; done)
 bench_one sibyl
 sibyl_rss=$(rss_total_mb $spids)
+# every node holds the writes (RF 3): each replica's local write count
+for n in 1 2 3; do
+  echo "node$n $("$sibyl" nodetool -h 127.0.0.$n -p 7199 tablestats latte.kv | grep -m1 'Local write count')"
+done | tee "$out/sibyl-replica-writes.txt"
 "$sibyl" cluster stop --dir "$out/sibyl" > /dev/null
 rm -rf "$out/sibyl/node"*/data
 

@@ -176,3 +176,83 @@ def test_removenode_rereplicates_a_dead_nodes_ranges(cluster_factory):
         assert "Removenode session" in removed
     finally:
         c1.shutdown()
+
+
+def test_repair_after_a_long_outage_restores_every_row_at_the_stream_throttle(cluster_factory):
+    """Hints off (the node was down past the hint window); node3 misses
+    writes to two tables; `nodetool repair ks t1` on node3 with the sources
+    throttled to 0.5 MiB/s restores t1 only, at no more than the throttle."""
+    lc = cluster_factory(3, extra=("hinted_handoff_enabled=false",))
+    lc.run("start")
+    c1, s1 = connect_only(lc, 1)
+    try:
+        q(s1, "CREATE KEYSPACE rp WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
+        for t in ("t1", "t2"):
+            q(s1, f"CREATE TABLE rp.{t} (k int PRIMARY KEY, v int, pad text)")
+        lc.run("stop", "node3")
+        wait_for("node3 down", lambda: states(lc, 1).get("127.0.0.3") == "DN", timeout=60)
+        pad = "x" * 300
+        for t in ("t1", "t2"):
+            ins = s1.prepare(f"INSERT INTO rp.{t} (k, v, pad) VALUES (?, ?, '{pad}')")
+            ins.consistency_level = ConsistencyLevel.QUORUM
+            for k in range(3000):
+                s1.execute(ins, [k, k])
+        lc.run("start", "node3")
+        wait_for("node3 up", lambda: states(lc, 1).get("127.0.0.3") == "UN", timeout=60)
+        for n in (1, 2, 3):
+            lc.nodetool(n, "setstreamthroughput", "-m", "0.5")
+        assert "0.5 MiB/s" in lc.nodetool(1, "getstreamthroughput", "-m")
+        started = time.time()
+        out = lc.nodetool(3, "repair", "-full", "rp", "t1")
+        took = time.time() - started
+        assert "Starting repair command #1" in out and "Repair completed successfully" in out, out
+        summary = [l for l in out.splitlines() if "Repair summary" in l][0]
+        streamed = int(summary.split(" partitions and ")[1].split(" bytes")[0])
+        partitions = int(summary.split(" streams, ")[1].split(" partitions")[0])
+        # node3 pulled the 3000 rows from node1 and from node2
+        assert partitions >= 3000, summary
+        # two sources at 0.5 MiB/s each: at most 1 MiB/s in all (with a
+        # page of slack per source)
+        rate = streamed / took
+        assert rate <= 1.25 * 1024 * 1024, (rate, streamed, took, summary)
+        # a second repair finds nothing out of sync
+        again = lc.nodetool(3, "repair", "rp", "t1")
+        assert " 0 leaves out of sync" in again, again
+    finally:
+        c1.shutdown()
+    lc.run("stop", "node1", "node2")
+    assert missing_alone(lc, 3, "rp.t1", range(3000)) == []
+    # t2 was not repaired: node3 alone lacks its rows
+    assert len(missing_alone(lc, 3, "rp.t2", range(0, 3000, 100))) == 30
+
+
+def test_three_to_four_nodes_then_cleanup_frees_what_moved(cluster_factory):
+    lc = cluster_factory(4, extra=("stream_throughput_outbound=0",))
+    lc.run("start", "node1", "node2", "node3")
+    c1, s1 = connect_only(lc, 1)
+    try:
+        q(s1, "CREATE KEYSPACE cu WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        q(s1, "CREATE TABLE cu.t (k int PRIMARY KEY, v text)")
+        ins = s1.prepare("INSERT INTO cu.t (k, v) VALUES (?, ?)")
+        ins.consistency_level = ConsistencyLevel.ONE
+        for k in range(4000):
+            s1.execute(ins, [k, "v" * 200])
+        for n in (1, 2, 3):
+            lc.nodetool(n, "flush")
+        lc.run("start", "node4")
+        wait_for("node4 normal", lambda: states(lc, 1).get("127.0.0.4") == "UN", timeout=60)
+        freed = 0
+        for n in (1, 2, 3):
+            out = lc.nodetool(n, "cleanup", "cu")
+            assert "Cleaned up cu.t" in out, out
+            line = [l for l in out.splitlines() if l.startswith("Total freed")][0]
+            freed += 1 if not line.endswith(" 0 bytes") else 0
+        # node4 took ranges from at least one of them, which freed space
+        assert freed >= 1
+        # RF 1: each row lives on one node only, and none was lost
+        sel = s1.prepare("SELECT v FROM cu.t WHERE k = ?")
+        sel.consistency_level = ConsistencyLevel.ONE
+        bad = [k for k in range(4000) if s1.execute(sel, [k]).one() is None]
+        assert bad == [], f"{len(bad)} rows lost, e.g. {bad[:10]}"
+    finally:
+        c1.shutdown()

@@ -214,6 +214,8 @@ pub enum Response {
     StreamPage { mutations: Vec<Mutation>, more: bool },
     /// Repair's hashes, one per range asked.
     Validation(Vec<[u8; 16]>),
+    /// A stream session's receiver is done: what it received, durable.
+    Streamed { partitions: u64, bytes: u64 },
 }
 
 /// Why a replica failed a request.

@@ -552,6 +552,142 @@ impl Admin {
                     "read_repair_attempted": m.read_repairs.get(),
                 }))
             }
+            ("POST", "/cleanup") => {
+                // partitions whose token this node neither replicates nor
+                // is about to replicate
+                let me = self.qp.proxy.local_address();
+                let ring = Arc::new(self.qp.proxy.ring.read().clone());
+                let future = Arc::new(self.qp.proxy.future_ring());
+                let schema = self.qp.schema();
+                let mut cleaned = Vec::new();
+                for t in self.tables(q)? {
+                    let Some(ks) = schema.keyspace(&t.keyspace) else {
+                        continue;
+                    };
+                    if ks.is_system
+                        || ks.replication.strategy == sibyl_schema::ReplicationStrategy::Local
+                    {
+                        continue;
+                    }
+                    let strategy = ks.replication.strategy.clone();
+                    let (ring, future) = (ring.clone(), future.clone());
+                    let owns = move |r: &sibyl_cluster::TokenMetadata, token: i64| {
+                        r.replicas(token, &strategy)
+                            .iter()
+                            .any(|i| r.endpoints[*i].address == me)
+                    };
+                    let keep: Arc<dyn Fn(i64) -> bool + Send + Sync> = Arc::new(move |token| {
+                        owns(&ring, token) || future.as_ref().as_ref().is_some_and(|f| owns(f, token))
+                    });
+                    // the base table only: index entries of dropped rows
+                    // are removed when a read finds them unbacked
+                    if let Some(cfs) = self.storage.table(t.id) {
+                        let (before, after) = self
+                            .storage
+                            .cleanup(&cfs, keep.clone())
+                            .await
+                            .map_err(server_err)?;
+                        tracing::info!(
+                            "cleanup of {}.{}: {before} -> {after} bytes, {} bytes freed",
+                            t.keyspace,
+                            t.name,
+                            before.saturating_sub(after)
+                        );
+                        cleaned.push(json!({
+                            "table": format!("{}.{}", t.keyspace, t.name),
+                            "bytes_before": before,
+                            "bytes_after": after,
+                        }));
+                    }
+                }
+                Ok(json!({ "tables": cleaned }))
+            }
+            ("POST", "/repair") => {
+                static COMMANDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+                let schema = self.qp.schema();
+                let keyspaces: Vec<String> = match q.get("keyspace") {
+                    Some(k) => vec![k.clone()],
+                    None => schema
+                        .keyspaces
+                        .values()
+                        .filter(|k| !k.is_system && !k.is_virtual)
+                        .map(|k| k.name.clone())
+                        .collect(),
+                };
+                let tables: Vec<String> = q
+                    .get("tables")
+                    .map(|t| t.split(',').filter(|x| !x.is_empty()).map(str::to_string).collect())
+                    .unwrap_or_default();
+                let token = |k: &str| q.get(k).and_then(|v| v.parse::<i64>().ok());
+                let sub_range = match (token("st"), token("et")) {
+                    (Some(s), Some(e)) => Some((s, e)),
+                    _ => None,
+                };
+                let lines = Arc::new(parking_lot::Mutex::new(Vec::<String>::new()));
+                let progress = {
+                    let lines = lines.clone();
+                    move |m: String| {
+                        tracing::info!("{m}");
+                        lines.lock().push(format!("[{}] {m}", local_timestamp()));
+                    }
+                };
+                let mut total = sibyl_service::repair::RepairSummary::default();
+                for ks in keyspaces {
+                    let command = COMMANDS.fetch_add(1, Ordering::Relaxed) + 1;
+                    let started = std::time::Instant::now();
+                    let options = sibyl_service::repair::RepairOptions {
+                        keyspace: ks,
+                        tables: tables.clone(),
+                        primary_range: q.get("pr").is_some_and(|v| v == "true"),
+                        sub_range,
+                        local_dc_only: q.get("local_dc").is_some_and(|v| v == "true"),
+                        command,
+                    };
+                    match self.qp.proxy.repair(&options, &progress).await {
+                        Ok(s) => {
+                            progress(format!(
+                                "Repair summary: {} ranges checked ({} leaves), {} leaves out of sync, {} streams, \
+                                 {} partitions and {} bytes streamed",
+                                s.ranges,
+                                s.leaves_checked,
+                                s.leaves_out_of_sync,
+                                s.streams,
+                                s.partitions_streamed,
+                                s.bytes_streamed
+                            ));
+                            progress("Repair completed successfully".into());
+                            progress(format!(
+                                "Repair command #{command} finished in {} seconds",
+                                started.elapsed().as_secs()
+                            ));
+                            total.ranges += s.ranges;
+                            total.leaves_checked += s.leaves_checked;
+                            total.leaves_out_of_sync += s.leaves_out_of_sync;
+                            total.streams += s.streams;
+                            total.partitions_streamed += s.partitions_streamed;
+                            total.bytes_streamed += s.bytes_streamed;
+                        }
+                        Err(e) => {
+                            progress(format!("Repair command #{command} failed with error {e}"));
+                            let all = lines.lock().join("\n");
+                            return Err((
+                                "500 Internal Server Error",
+                                format!("{all}\nerror: Repair job has failed with the error message: {e}"),
+                            ));
+                        }
+                    }
+                }
+                let out = lines.lock().clone();
+                Ok(json!({
+                    "lines": out,
+                    "ranges": total.ranges,
+                    "leaves_checked": total.leaves_checked,
+                    "leaves_out_of_sync": total.leaves_out_of_sync,
+                    "streams": total.streams,
+                    "partitions_streamed": total.partitions_streamed,
+                    "bytes_streamed": total.bytes_streamed,
+                }))
+            }
             ("GET", "/streamthroughput") => Ok(json!({
                 "bytes_per_second": self.qp.proxy.streams().outbound.rate()
             })),
@@ -905,4 +1041,22 @@ fn cache_json(
         "hits": stats.hits.load(Ordering::Relaxed),
         "requests": stats.requests.load(Ordering::Relaxed),
     })
+}
+
+/// `yyyy-MM-dd HH:mm:ss,SSS` (UTC), as nodetool repair stamps its lines.
+fn local_timestamp() -> String {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    let days = ms.div_euclid(86_400_000);
+    let rem = ms.rem_euclid(86_400_000);
+    let (y, m, d) = sibyl_types::civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02},{:03}",
+        rem / 3_600_000,
+        rem / 60_000 % 60,
+        rem / 1000 % 60,
+        rem % 1000
+    )
 }

@@ -1231,6 +1231,19 @@ fn movement_plans(
         }
     }
     let (plans, unsourced) = stream_plans(operation, &moves, source_of);
+    if operation == "Removenode" {
+        // the dead node held the only copy: nothing can restore it
+        // (Cassandra warns and goes on)
+        for m in &unsourced {
+            tracing::warn!(
+                "removenode: no live replica holds range ({}, {}] (replicas were {:?}); its data is lost",
+                m.range.0,
+                m.range.1,
+                m.current
+            );
+        }
+        return Ok(plans);
+    }
     if let Some(m) = unsourced.first() {
         return Err(ClusterError::Join(format!(
             "unable to find a live source for range ({}, {}] for {} (replicas now: {:?}); \
@@ -1249,28 +1262,14 @@ fn movement_plans(
 /// once. Fails with the first failure.
 async fn run_plans(
     proxy: &Arc<StorageProxy>,
-    messaging: &Arc<dyn MessagingService>,
     plans: Vec<(IpAddr, StreamPlan)>,
 ) -> Result<(), ClusterError> {
-    let me = proxy.local_address();
     let mut tasks = tokio::task::JoinSet::new();
     for (target, plan) in plans {
-        let (proxy, messaging) = (proxy.clone(), messaging.clone());
+        let proxy = proxy.clone();
         tasks.spawn(async move {
             let what = format!("{} stream {} from {} to {target}", plan.operation, plan.id, plan.source);
-            let r = if target == me {
-                proxy.run_stream_session(plan).await.map(|_| ())
-            } else {
-                match messaging
-                    .send_and_receive(target, Request::StreamSession(plan), STREAM_SESSION_TIMEOUT)
-                    .await
-                {
-                    Ok(Response::Done) => Ok(()),
-                    Ok(Response::Failure(f)) => Err(format!("{f:?}")),
-                    Ok(other) => Err(format!("unexpected answer {other:?}")),
-                    Err(e) => Err(e.to_string()),
-                }
-            };
+            let r = proxy.stream_to(target, plan).await.map(|_| ());
             r.map_err(|e| format!("{what}: {e}"))
         });
     }
@@ -1285,9 +1284,6 @@ async fn run_plans(
         None => Ok(()),
     }
 }
-
-/// How long a node waits for a stream session it asked another to run.
-const STREAM_SESSION_TIMEOUT: Duration = Duration::from_secs(6 * 3600);
 
 /// Bootstrap: this node, joining, streams every range it gains from a
 /// current replica (the one that loses it when it is up, as Cassandra's
@@ -1343,8 +1339,7 @@ async fn bootstrap(
             .sum::<usize>(),
         plans.len()
     );
-    let messaging = proxy.messaging();
-    run_plans(proxy, &messaging, plans).await?;
+    run_plans(proxy, plans).await?;
     commit_topology(
         metadata,
         TopologyChange::SetState {
@@ -1405,8 +1400,7 @@ impl ClusterServices {
             (ApplicationState::Status, "LEAVING".into()),
         ]);
         let plans = movement_plans(&self.state, proxy, "Unbootstrap", None, |_| Some(me))?;
-        let messaging = proxy.messaging();
-        run_plans(proxy, &messaging, plans).await?;
+        run_plans(proxy, plans).await?;
         // hints this node holds go to their targets before it goes
         proxy.deliver_hints().await;
         commit_topology(&self.metadata, TopologyChange::Remove { host_id }).await?;
@@ -1457,8 +1451,7 @@ impl ClusterServices {
                 .copied()
                 .find(|a| *a != gone && *a != m.target && (*a == me || self.gossip.is_alive(*a)))
         })?;
-        let messaging = proxy.messaging();
-        run_plans(proxy, &messaging, plans).await?;
+        run_plans(proxy, plans).await?;
         commit_topology(&self.metadata, TopologyChange::Remove { host_id }).await?;
         if let Some(h) = proxy.hints() {
             h.truncate(Some(host_id)).await;

@@ -11,6 +11,7 @@ pub mod hints;
 pub mod index;
 pub mod paxos;
 pub mod proxy;
+pub mod repair;
 pub mod replica;
 pub mod stores;
 pub mod streaming;

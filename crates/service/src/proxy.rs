@@ -1205,7 +1205,7 @@ impl StorageProxy {
         // left as they are
         if table.is_none_or(|t| t.params.read_repair != "NONE") {
             self.metrics.read_repairs.inc();
-            self.repair(&cmd, &merged, answers, deadline).await;
+            self.read_repair(&cmd, &merged, answers, deadline).await;
         }
         self.record_latency(cmd.table_id, started.elapsed());
         Ok(merged)
@@ -1294,7 +1294,7 @@ impl StorageProxy {
     /// mutation (timestamps and tombstones kept, so applying it twice is
     /// harmless), and the read waits for those writes until its deadline,
     /// so that a later read at the same level cannot see older data.
-    async fn repair(
+    async fn read_repair(
         &self,
         cmd: &ReadCommand,
         merged: &[(DecoratedKey, Partition)],
@@ -1587,7 +1587,10 @@ impl sibyl_cluster::messaging::VerbHandler for StorageVerbs {
                         .await
                 }
                 Request::StreamSession(plan) => match proxy.run_stream_session(plan).await {
-                    Ok(_) => Response::Done,
+                    Ok(s) => Response::Streamed {
+                        partitions: s.partitions,
+                        bytes: s.bytes,
+                    },
                     Err(e) => Response::Failure(ReplicaFailure::Error(e)),
                 },
                 Request::Validation { table_id, ranges } => {

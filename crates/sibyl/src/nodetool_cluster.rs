@@ -321,6 +321,83 @@ pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
             outln!("Mismatch (Background): 0");
             Ok(true)
         }
+        "cleanup" => {
+            let mut params = Vec::new();
+            let positional: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+            if let Some(ks) = positional.first() {
+                params.push(format!("keyspace={ks}"));
+            }
+            let mut freed_total = 0u64;
+            let tables: Vec<&String> = positional.iter().skip(1).copied().collect();
+            let mut answers = Vec::new();
+            if tables.is_empty() {
+                answers.push(request(host, port, "POST", &format!("/cleanup?{}", params.join("&")))?);
+            }
+            for t in tables {
+                answers.push(request(
+                    host,
+                    port,
+                    "POST",
+                    &format!("/cleanup?{}&table={t}", params.join("&")),
+                )?);
+            }
+            for v in answers {
+                for t in v["tables"].as_array().into_iter().flatten() {
+                    let before = t["bytes_before"].as_u64().unwrap_or(0);
+                    let after = t["bytes_after"].as_u64().unwrap_or(0);
+                    freed_total += before.saturating_sub(after);
+                    outln!(
+                        "Cleaned up {}: {} -> {} ({} freed)",
+                        s(t, "table"),
+                        human(before),
+                        human(after),
+                        human(before.saturating_sub(after))
+                    );
+                }
+            }
+            outln!("Total freed: {}", human(freed_total));
+            Ok(true)
+        }
+        "repair" => {
+            let mut params: Vec<String> = Vec::new();
+            let mut positional: Vec<&String> = Vec::new();
+            let mut it = args.iter();
+            while let Some(a) = it.next() {
+                match a.as_str() {
+                    "-full" | "--full" | "-seq" | "--sequential" | "-inc" => {}
+                    "-pr" | "--partitioner-range" => params.push("pr=true".into()),
+                    "-dcpar" | "--dc-parallel" => {}
+                    "--in-local-dc" | "-local" | "--in-local-datacenter" => {
+                        params.push("local_dc=true".into())
+                    }
+                    "-st" | "--start-token" => match it.next() {
+                        Some(t) => params.push(format!("st={t}")),
+                        None => bail!("-st needs a token"),
+                    },
+                    "-et" | "--end-token" => match it.next() {
+                        Some(t) => params.push(format!("et={t}")),
+                        None => bail!("-et needs a token"),
+                    },
+                    "-j" | "--job-threads" => {
+                        it.next();
+                    }
+                    o if o.starts_with('-') => bail!("repair: unknown option {o}"),
+                    _ => positional.push(a),
+                }
+            }
+            if let Some(ks) = positional.first() {
+                params.push(format!("keyspace={ks}"));
+            }
+            if positional.len() > 1 {
+                let t: Vec<&str> = positional[1..].iter().map(|s| s.as_str()).collect();
+                params.push(format!("tables={}", t.join(",")));
+            }
+            let v = request(host, port, "POST", &format!("/repair?{}", params.join("&")))?;
+            for l in v["lines"].as_array().into_iter().flatten() {
+                outln!("{}", l.as_str().unwrap_or_default());
+            }
+            Ok(true)
+        }
         "ring" => {
             let v = request(host, port, "GET", "/cluster")?;
             let effective = v["effective"].as_bool().unwrap_or(false);

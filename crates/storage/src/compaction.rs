@@ -245,7 +245,8 @@ pub struct CompactionResult {
 /// Merges `inputs` into new SSTables made by `new_writer`, starting a new one
 /// whenever one reaches `max_output_bytes`. `outside(key)` says whether data
 /// for the key may exist outside the compaction (other SSTables, memtables):
-/// then no tombstone of that key is purged. Returns the generations written.
+/// then no tombstone of that key is purged. Partitions `keep` refuses are
+/// dropped (cleanup). Returns the generations written.
 #[allow(clippy::too_many_arguments)]
 pub fn compact(
     inputs: &[Arc<SSTableReader>],
@@ -255,6 +256,7 @@ pub fn compact(
     gc_before: i32,
     dropped_columns: &[(String, i64)],
     outside: &dyn Fn(&DecoratedKey) -> bool,
+    keep: &dyn Fn(&DecoratedKey) -> bool,
     progress: &dyn Fn(u64),
 ) -> Result<(CompactionResult, Vec<u64>), StorageError> {
     let mut result = CompactionResult {
@@ -294,6 +296,8 @@ pub fn compact(
                 *h = scanners[i].next().transpose()?;
             }
         }
+        // `nodetool cleanup`: partitions this node no longer owns go
+        let merged = merged.filter(|_| keep(&min));
         if let Some(mut p) = merged {
             if !dropped_columns.is_empty() {
                 p.purge_dropped(dropped_columns);

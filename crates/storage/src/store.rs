@@ -1069,10 +1069,20 @@ impl StorageEngine {
         t: &ColumnFamilyStore,
         major: bool,
     ) -> Option<crate::compaction::CompactionTask> {
+        Self::major_or_next_task(t, major, 2)
+    }
+
+    /// A major compaction of at least `min_inputs` SSTables, or the
+    /// strategy's next task.
+    fn major_or_next_task(
+        t: &ColumnFamilyStore,
+        major: bool,
+        min_inputs: usize,
+    ) -> Option<crate::compaction::CompactionTask> {
         let ss = t.sstables();
         let strategy = t.options.read().strategy.clone();
         if major {
-            if ss.len() < 2 {
+            if ss.len() < min_inputs.max(1) {
                 return None;
             }
             let (level, max) = match strategy {
@@ -1142,6 +1152,30 @@ impl StorageEngine {
         major: bool,
         split_output: bool,
     ) -> Result<Option<u64>, StorageError> {
+        self.compact_filtered(t, major, split_output, None).await
+    }
+
+    /// `nodetool cleanup`: flushes the table and rewrites all its SSTables
+    /// without the partitions whose token `keep` refuses (the ranges this
+    /// node no longer replicates). Returns the live bytes before and after.
+    pub async fn cleanup(
+        self: &Arc<Self>,
+        t: &Arc<ColumnFamilyStore>,
+        keep: Arc<dyn Fn(i64) -> bool + Send + Sync>,
+    ) -> Result<(u64, u64), StorageError> {
+        self.flush(t).await?;
+        let before = t.live_disk_bytes();
+        self.compact_filtered(t, true, false, Some(keep)).await?;
+        Ok((before, t.live_disk_bytes()))
+    }
+
+    async fn compact_filtered(
+        self: &Arc<Self>,
+        t: &Arc<ColumnFamilyStore>,
+        major: bool,
+        split_output: bool,
+        keep: Option<Arc<dyn Fn(i64) -> bool + Send + Sync>>,
+    ) -> Result<Option<u64>, StorageError> {
         let _one = t.compaction_lock.lock().await;
         let _slot = self
             .compactors
@@ -1152,7 +1186,9 @@ impl StorageEngine {
         let now = now_in_seconds();
         let gc_before = now.saturating_sub(opts.gc_grace_seconds);
         let dropped = self.drop_fully_expired(t, gc_before);
-        let Some(mut task) = Self::compaction_task(t, major) else {
+        // cleanup rewrites even a single SSTable
+        let min_inputs = if keep.is_some() { 1 } else { 2 };
+        let Some(mut task) = Self::major_or_next_task(t, major, min_inputs) else {
             return Ok(if dropped > 0 { Some(0) } else { None });
         };
         task.split_output = major && split_output && task.max_output_bytes == u64::MAX;
@@ -1233,6 +1269,7 @@ impl StorageEngine {
                 gc_before,
                 &opts.dropped_columns,
                 &outside,
+                &|k: &DecoratedKey| keep.as_ref().is_none_or(|f| f(k.token)),
                 &progress,
             )
             .and_then(|(r, gens)| {

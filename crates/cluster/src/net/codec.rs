@@ -794,6 +794,11 @@ pub fn encode_response(response: &Response, out: &mut Vec<u8>) {
             out.push(u8::from(*more));
             put_mutations(out, mutations);
         }
+        Response::Streamed { partitions, bytes } => {
+            out.push(8);
+            out.extend_from_slice(&partitions.to_be_bytes());
+            out.extend_from_slice(&bytes.to_be_bytes());
+        }
         Response::Validation(hashes) => {
             out.push(7);
             out.extend_from_slice(&(hashes.len() as u32).to_be_bytes());
@@ -885,6 +890,10 @@ pub fn decode_response(
             }
             Response::Validation(hashes)
         }
+        8 => Response::Streamed {
+            partitions: get_u64(&mut r)?,
+            bytes: get_u64(&mut r)?,
+        },
         k => return Err(CodecError::Malformed(format!("unknown response kind {k}"))),
     };
     if !r.is_empty() {
@@ -1095,6 +1104,10 @@ mod tests {
                 more: true,
             },
             Response::Validation(vec![[7u8; 16], [0u8; 16]]),
+            Response::Streamed {
+                partitions: 3,
+                bytes: 1 << 40,
+            },
         ] {
             let mut b = Vec::new();
             encode_response(&r, &mut b);

@@ -1,0 +1,339 @@
+//! Anti-entropy repair (`nodetool repair`): for every range this node
+//! replicates (or only its primary ranges, or a sub-range), each replica
+//! hashes its data over the range's leaves (`VALIDATION_REQ`); leaves whose
+//! hashes differ are streamed between the replicas that disagree, each one
+//! pulling the leaf from every replica whose hash differs from its own.
+//!
+//! Cassandra builds a Merkle tree per range and compares it top-down; the
+//! leaves are what decides what streams, and here they are compared
+//! directly (a range is cut into `LEAVES` leaves). Repair is always full:
+//! there are no repaired / unrepaired SSTable sets yet.
+
+use crate::proxy::StorageProxy;
+use crate::streaming::inclusive_ranges;
+use crate::topology::{primary_ranges, replicated_ranges};
+use sibyl_cluster::messaging::{ReplicaFailure, Request, Response, StreamPlan};
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::time::Duration;
+
+/// Leaves per range.
+pub const LEAVES: u64 = 32;
+
+/// How long a replica may take to hash a range.
+const VALIDATION_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// What to repair.
+#[derive(Debug, Clone, Default)]
+pub struct RepairOptions {
+    pub keyspace: String,
+    /// Tables (all of the keyspace's when empty).
+    pub tables: Vec<String>,
+    /// `-pr`: only the ranges this node is the primary replica of.
+    pub primary_range: bool,
+    /// `-st` / `-et`: only the part of the ranges inside `(start, end]`.
+    pub sub_range: Option<(i64, i64)>,
+    /// `--in-local-dc`: only replicas of this node's data center.
+    pub local_dc_only: bool,
+    /// The repair command's number on this node (`Starting repair command #N`).
+    pub command: u64,
+}
+
+/// What a repair did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RepairSummary {
+    pub ranges: usize,
+    pub leaves_checked: usize,
+    pub leaves_out_of_sync: usize,
+    pub streams: usize,
+    pub partitions_streamed: u64,
+    pub bytes_streamed: u64,
+}
+
+/// `(start, end]` cut into `n` leaves of equal token width (the last one
+/// ends at `end`).
+pub fn leaves(start: i64, end: i64, n: u64) -> Vec<(i64, i64)> {
+    let width: u128 = if start == end {
+        1u128 << 64
+    } else {
+        end.wrapping_sub(start) as u64 as u128
+    };
+    let n = (n as u128).min(width).max(1);
+    let mut out = Vec::with_capacity(n as usize);
+    let mut lo = start;
+    for i in 1..=n {
+        let hi = if i == n {
+            end
+        } else {
+            start.wrapping_add((width * i / n) as u64 as i64)
+        };
+        out.push((lo, hi));
+        lo = hi;
+    }
+    out
+}
+
+/// The part of `(a, b]` inside `(s, e]` (neither wrapping), if any.
+fn intersect(piece: (i64, i64), sub: (i64, i64)) -> Vec<(i64, i64)> {
+    let unwrap = |(x, y): (i64, i64)| -> Vec<(i128, i128)> {
+        let (x, y) = (x as i128, y as i128);
+        if x < y {
+            vec![(x, y)]
+        } else {
+            vec![(x, i64::MAX as i128), (i64::MIN as i128 - 1, y)]
+        }
+    };
+    let mut out = Vec::new();
+    for (a, b) in unwrap(piece) {
+        for (s, e) in unwrap(sub) {
+            let (lo, hi) = (a.max(s), b.min(e));
+            if lo < hi {
+                let lo = if lo < i64::MIN as i128 {
+                    i64::MAX
+                } else {
+                    lo as i64
+                };
+                out.push((lo, hi as i64));
+            }
+        }
+    }
+    out
+}
+
+impl StorageProxy {
+    /// Repairs a keyspace's tables; `progress` gets one line per finished
+    /// range (Cassandra's progress notifications).
+    pub async fn repair(
+        &self,
+        options: &RepairOptions,
+        progress: &(dyn Fn(String) + Send + Sync),
+    ) -> Result<RepairSummary, String> {
+        let schema = self.schema();
+        let ks = schema
+            .keyspace(&options.keyspace)
+            .cloned()
+            .ok_or_else(|| format!("Keyspace [{}] does not exist.", options.keyspace))?;
+        let mut tables = Vec::new();
+        if options.tables.is_empty() {
+            tables.extend(ks.tables.values().map(|t| (t.name.clone(), t.id)));
+        } else {
+            for name in &options.tables {
+                let t = ks
+                    .tables
+                    .get(name)
+                    .ok_or_else(|| format!("Unknown keyspace/cf pair ({}.{name})", ks.name))?;
+                tables.push((t.name.clone(), t.id));
+            }
+        }
+        let me = self.local_address();
+        let ring = self.ring.read().clone();
+        let strategy = ks.replication.strategy.clone();
+        let dc_of = |a: &IpAddr| {
+            ring.endpoint_of(*a)
+                .map(|i| ring.endpoints[i].datacenter.clone())
+                .unwrap_or_default()
+        };
+        let primary = primary_ranges(&ring, me);
+        let mut work: Vec<((i64, i64), Vec<IpAddr>)> = Vec::new();
+        for (range, replicas) in replicated_ranges(&ring, &strategy) {
+            if !replicas.contains(&me) {
+                continue;
+            }
+            if options.primary_range && !primary.contains(&range) {
+                continue;
+            }
+            let replicas: Vec<IpAddr> = replicas
+                .into_iter()
+                .filter(|a| !options.local_dc_only || dc_of(a) == self.local_dc())
+                .collect();
+            match options.sub_range {
+                Some(sub) => {
+                    for part in intersect(range, sub) {
+                        work.push((part, replicas.clone()));
+                    }
+                }
+                None => work.push((range, replicas)),
+            }
+        }
+        progress(format!(
+            "Starting repair command #{} ({}), repairing keyspace {} with repair options (parallelism: parallel, \
+             primary range: {}, incremental: false, job threads: 1, ColumnFamilies: [{}], dataCenters: [{}], hosts: [], \
+             previewKind: NONE, # of ranges: {}, pull repair: false, force repair: false, optimise streams: false, \
+             ignore unreplicated keyspaces: false, repairPaxos: true, paxosOnly: false)",
+            options.command,
+            uuid::Uuid::new_v4(),
+            ks.name,
+            options.primary_range,
+            tables.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", "),
+            if options.local_dc_only { self.local_dc() } else { "" },
+            work.len()
+        ));
+        let mut summary = RepairSummary {
+            ranges: work.len(),
+            ..Default::default()
+        };
+        if work.iter().all(|(_, r)| r.len() < 2) {
+            // nothing to compare: a keyspace of replication factor 1
+            return Ok(summary);
+        }
+        for (range, replicas) in &work {
+            if let Some(down) = replicas.iter().find(|a| !self.is_alive(**a)) {
+                return Err(format!("Endpoint not alive: /{down}"));
+            }
+            if replicas.len() < 2 {
+                continue;
+            }
+            let leaves: Vec<(i64, i64)> = leaves(range.0, range.1, LEAVES)
+                .into_iter()
+                .flat_map(|(a, b)| inclusive_ranges(a, b))
+                .collect();
+            let mut plans: BTreeMap<(IpAddr, IpAddr), BTreeMap<uuid::Uuid, Vec<(i64, i64)>>> =
+                BTreeMap::new();
+            for (_, table_id) in &tables {
+                let hashes = self.validations(*table_id, &leaves, replicas).await?;
+                summary.leaves_checked += leaves.len();
+                for (i, leaf) in leaves.iter().enumerate() {
+                    let differs = hashes.iter().any(|(_, h)| h[i] != hashes[0].1[i]);
+                    if !differs {
+                        continue;
+                    }
+                    summary.leaves_out_of_sync += 1;
+                    for (a, ha) in &hashes {
+                        for (b, hb) in &hashes {
+                            if a != b && ha[i] != hb[i] {
+                                plans
+                                    .entry((*a, *b))
+                                    .or_default()
+                                    .entry(*table_id)
+                                    .or_default()
+                                    .push(*leaf);
+                            }
+                        }
+                    }
+                }
+            }
+            for ((target, source), tables) in plans {
+                let plan = StreamPlan {
+                    id: uuid::Uuid::new_v4(),
+                    operation: "Repair".into(),
+                    source,
+                    tables: tables.into_iter().collect(),
+                };
+                let (p, b) = self.stream_to(target, plan).await?;
+                summary.streams += 1;
+                summary.partitions_streamed += p;
+                summary.bytes_streamed += b;
+            }
+            progress(format!(
+                "Repair session for range ({}, {}] with {} finished",
+                range.0,
+                range.1,
+                replicas
+                    .iter()
+                    .map(|a| format!("/{a}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        Ok(summary)
+    }
+
+    /// Each replica's hashes of `leaves`.
+    async fn validations(
+        &self,
+        table_id: uuid::Uuid,
+        leaves: &[(i64, i64)],
+        replicas: &[IpAddr],
+    ) -> Result<Vec<(IpAddr, Vec<[u8; 16]>)>, String> {
+        let me = self.local_address();
+        let mut tasks = tokio::task::JoinSet::new();
+        for r in replicas {
+            let (r, messaging) = (*r, self.messaging.clone());
+            let request = Request::Validation {
+                table_id,
+                ranges: leaves.to_vec(),
+            };
+            if r == me {
+                continue;
+            }
+            tasks.spawn(async move {
+                (
+                    r,
+                    messaging
+                        .send_and_receive(r, request, VALIDATION_TIMEOUT)
+                        .await,
+                )
+            });
+        }
+        let mut out = Vec::new();
+        if replicas.contains(&me) {
+            out.push((me, self.validate(table_id, leaves).map_err(|f| format!("{f:?}"))?));
+        }
+        while let Some(r) = tasks.join_next().await {
+            match r {
+                Ok((a, Ok(Response::Validation(h)))) if h.len() == leaves.len() => out.push((a, h)),
+                Ok((a, Ok(Response::Failure(ReplicaFailure::UnknownTable(_))))) => {
+                    return Err(format!("/{a} does not know table {table_id}"))
+                }
+                Ok((a, other)) => return Err(format!("validation failed on /{a}: {other:?}")),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        out.sort_by_key(|(a, _)| *a);
+        Ok(out)
+    }
+
+    /// Runs a stream session on `target` (this node or another); returns
+    /// the partitions and bytes it received.
+    pub async fn stream_to(&self, target: IpAddr, plan: StreamPlan) -> Result<(u64, u64), String> {
+        if target == self.local_address() {
+            return self
+                .run_stream_session(plan)
+                .await
+                .map(|s| (s.partitions, s.bytes));
+        }
+        match self
+            .messaging
+            .send_and_receive(
+                target,
+                Request::StreamSession(plan),
+                Duration::from_secs(6 * 3600),
+            )
+            .await
+        {
+            Ok(Response::Streamed { partitions, bytes }) => Ok((partitions, bytes)),
+            Ok(Response::Done) => Ok((0, 0)),
+            Ok(Response::Failure(f)) => Err(format!("stream to /{target} failed: {f:?}")),
+            Ok(other) => Err(format!("stream to /{target}: unexpected {other:?}")),
+            Err(e) => Err(format!("stream to /{target}: {e}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_cut_into_leaves_cover_them_exactly() {
+        assert_eq!(leaves(0, 100, 4), vec![(0, 25), (25, 50), (50, 75), (75, 100)]);
+        // a wrapping range
+        let l = leaves(i64::MAX - 9, i64::MIN + 10, 2);
+        assert_eq!(l, vec![(i64::MAX - 9, i64::MIN), (i64::MIN, i64::MIN + 10)]);
+        // a tiny range has at most one leaf per token
+        assert_eq!(leaves(5, 7, 32), vec![(5, 6), (6, 7)]);
+        // the whole ring
+        let l = leaves(3, 3, 2);
+        assert_eq!(l.len(), 2);
+        assert_eq!(l[0].0, 3);
+        assert_eq!(l[1].1, 3);
+    }
+
+    #[test]
+    fn sub_ranges_intersect_ring_pieces() {
+        assert_eq!(intersect((0, 100), (50, 200)), vec![(50, 100)]);
+        assert_eq!(intersect((0, 100), (200, 300)), vec![]);
+        assert_eq!(intersect((100, -100), (150, 160)), vec![(150, 160)]);
+        assert_eq!(intersect((100, -100), (-200, -150)), vec![(-200, -150)]);
+    }
+}
