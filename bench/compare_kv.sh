@@ -37,17 +37,7 @@ bench_one() { # name port
   done
 }
 
-summary() { # json -> "ops p50 p99"
-  python3 - "$1" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
-res = r["result"]
-pcts = r["percentiles"]
-lat = res["cycle_latency"]["percentiles"]
-p = lambda q: lat[pcts.index(q)]["value"]
-print(f"{res['cycle_throughput']['value']:.0f} {p(50.0):.3f} {p(99.0):.3f}")
-PY
-}
+. "$here/lib.sh"   # summary
 
 echo "== Sibyl"
 rm -rf "$out/sibyl-data" && mkdir -p "$out/sibyl-data"

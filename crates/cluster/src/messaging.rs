@@ -211,11 +211,17 @@ pub enum Response {
     /// Whether a replica accepted a Paxos proposal.
     Accepted(bool),
     /// A page of streamed partitions, and whether the range has more.
-    StreamPage { mutations: Vec<Mutation>, more: bool },
+    StreamPage {
+        mutations: Vec<Mutation>,
+        more: bool,
+    },
     /// Repair's hashes, one per range asked.
     Validation(Vec<[u8; 16]>),
     /// A stream session's receiver is done: what it received, durable.
-    Streamed { partitions: u64, bytes: u64 },
+    Streamed {
+        partitions: u64,
+        bytes: u64,
+    },
 }
 
 /// Why a replica failed a request.

@@ -491,10 +491,10 @@ impl Admin {
                 Ok(json!({ "removed": id.to_string() }))
             }
             ("POST", "/assassinate") => {
-                let a: std::net::IpAddr = q
-                    .get("address")
-                    .and_then(|a| a.parse().ok())
-                    .ok_or(("400 Bad Request", "assassinate needs an address".to_string()))?;
+                let a: std::net::IpAddr = q.get("address").and_then(|a| a.parse().ok()).ok_or((
+                    "400 Bad Request",
+                    "assassinate needs an address".to_string(),
+                ))?;
                 self.cluster
                     .assassinate(a)
                     .await
@@ -577,7 +577,8 @@ impl Admin {
                             .any(|i| r.endpoints[*i].address == me)
                     };
                     let keep: Arc<dyn Fn(i64) -> bool + Send + Sync> = Arc::new(move |token| {
-                        owns(&ring, token) || future.as_ref().as_ref().is_some_and(|f| owns(f, token))
+                        owns(&ring, token)
+                            || future.as_ref().as_ref().is_some_and(|f| owns(f, token))
                     });
                     // the base table only: index entries of dropped rows
                     // are removed when a read finds them unbacked
@@ -603,7 +604,8 @@ impl Admin {
                 Ok(json!({ "tables": cleaned }))
             }
             ("POST", "/repair") => {
-                static COMMANDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+                static COMMANDS: std::sync::atomic::AtomicU64 =
+                    std::sync::atomic::AtomicU64::new(0);
                 let schema = self.qp.schema();
                 let keyspaces: Vec<String> = match q.get("keyspace") {
                     Some(k) => vec![k.clone()],
@@ -616,7 +618,12 @@ impl Admin {
                 };
                 let tables: Vec<String> = q
                     .get("tables")
-                    .map(|t| t.split(',').filter(|x| !x.is_empty()).map(str::to_string).collect())
+                    .map(|t| {
+                        t.split(',')
+                            .filter(|x| !x.is_empty())
+                            .map(str::to_string)
+                            .collect()
+                    })
                     .unwrap_or_default();
                 let token = |k: &str| q.get(k).and_then(|v| v.parse::<i64>().ok());
                 let sub_range = match (token("st"), token("et")) {
@@ -1043,20 +1050,11 @@ fn cache_json(
     })
 }
 
-/// `yyyy-MM-dd HH:mm:ss,SSS` (UTC), as nodetool repair stamps its lines.
+/// Now, as nodetool repair stamps its lines.
 fn local_timestamp() -> String {
     let ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0);
-    let days = ms.div_euclid(86_400_000);
-    let rem = ms.rem_euclid(86_400_000);
-    let (y, m, d) = sibyl_types::civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02},{:03}",
-        rem / 3_600_000,
-        rem / 60_000 % 60,
-        rem / 1000 % 60,
-        rem % 1000
-    )
+    sibyl_types::utc_millis(ms)
 }

@@ -26,6 +26,7 @@ use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 use sibyl_cluster::endpoint_state::ApplicationState;
 use sibyl_cluster::gossiper::{GossipEvent, GossipMessage, GossipOutput, Gossiper};
+use sibyl_cluster::messaging::StreamPlan;
 use sibyl_cluster::messaging::{
     BoxFuture, MessagingError, MessagingService, ReplicaFailure, Request, Response, VerbHandler,
 };
@@ -41,7 +42,6 @@ use sibyl_service::proxy::StorageVerbs;
 use sibyl_service::proxy::{SchemaLog, StorageProxy};
 use sibyl_service::replica::Replica;
 use sibyl_service::topology::{movements, stream_plans, Movement};
-use sibyl_cluster::messaging::StreamPlan;
 use sibyl_tcm::{
     ClusterMetadataService, Epoch, MetadataStateMachine, MetadataTransport, NodeAddr, TcmError,
     Transformation, TransformationKind, TransportError,
@@ -1042,7 +1042,10 @@ pub async fn join(
         (ApplicationState::Schema, proxy.schema().version.to_string()),
         (ApplicationState::Load, "0.0".into()),
         (ApplicationState::SstableVersions, "big-nb".into()),
-        (ApplicationState::StatusWithPort, format!("{status},{first}")),
+        (
+            ApplicationState::StatusWithPort,
+            format!("{status},{first}"),
+        ),
         (ApplicationState::Status, format!("{status},{first}")),
         (ApplicationState::RpcReady, "true".into()),
     ]);
@@ -1192,6 +1195,14 @@ async fn commit_topology(
         .map(|_| ())
 }
 
+async fn set_state(
+    metadata: &ClusterMetadataService,
+    host_id: uuid::Uuid,
+    state: NodeState,
+) -> Result<(), TcmError> {
+    commit_topology(metadata, TopologyChange::SetState { host_id, state }).await
+}
+
 /// Every table of every keyspace whose data is placed on the ring, with its
 /// strategy.
 fn ring_tables(schema: &Schema) -> Vec<(sibyl_schema::ReplicationStrategy, Vec<uuid::Uuid>)> {
@@ -1268,7 +1279,10 @@ async fn run_plans(
     for (target, plan) in plans {
         let proxy = proxy.clone();
         tasks.spawn(async move {
-            let what = format!("{} stream {} from {} to {target}", plan.operation, plan.id, plan.source);
+            let what = format!(
+                "{} stream {} from {} to {target}",
+                plan.operation, plan.id, plan.source
+            );
             let r = proxy.stream_to(target, plan).await.map(|_| ());
             r.map_err(|e| format!("{what}: {e}"))
         });
@@ -1340,14 +1354,7 @@ async fn bootstrap(
         plans.len()
     );
     run_plans(proxy, plans).await?;
-    commit_topology(
-        metadata,
-        TopologyChange::SetState {
-            host_id,
-            state: NodeState::Normal,
-        },
-    )
-    .await?;
+    set_state(metadata, host_id, NodeState::Normal).await?;
     tracing::info!(
         "bootstrap complete in {:.1} s: this node is NORMAL",
         started.elapsed().as_secs_f64()
@@ -1376,7 +1383,11 @@ impl ClusterServices {
             (rec.host_id, d.nodes.len())
         };
         let schema = proxy.schema();
-        for ks in schema.keyspaces.values().filter(|k| !k.is_system && !k.is_virtual) {
+        for ks in schema
+            .keyspaces
+            .values()
+            .filter(|k| !k.is_system && !k.is_virtual)
+        {
             let rf = ks.replication.strategy.replication_factor(n_live);
             if rf > n_live - 1 {
                 return Err(ClusterError::Join(format!(
@@ -1387,14 +1398,7 @@ impl ClusterServices {
             }
         }
         tracing::info!("DECOMMISSIONING: leaving the ring");
-        commit_topology(
-            &self.metadata,
-            TopologyChange::SetState {
-                host_id,
-                state: NodeState::Leaving,
-            },
-        )
-        .await?;
+        set_state(&self.metadata, host_id, NodeState::Leaving).await?;
         self.gossip.set_states(vec![
             (ApplicationState::StatusWithPort, "LEAVING".into()),
             (ApplicationState::Status, "LEAVING".into()),
@@ -1419,15 +1423,11 @@ impl ClusterServices {
     ) -> Result<(), ClusterError> {
         let rec = self.state.directory.read().nodes.get(&host_id).cloned();
         let Some(rec) = rec else {
-            return Err(ClusterError::Join(format!(
-                "Host ID not found: {host_id}"
-            )));
+            return Err(ClusterError::Join(format!("Host ID not found: {host_id}")));
         };
         let me = self.messaging.local_address();
         if rec.address == me {
-            return Err(ClusterError::Join(
-                "Cannot remove self".into(),
-            ));
+            return Err(ClusterError::Join("Cannot remove self".into()));
         }
         if self.gossip.is_alive(rec.address) {
             return Err(ClusterError::Join(format!(
@@ -1436,14 +1436,7 @@ impl ClusterServices {
             )));
         }
         tracing::info!("removing node {} ({host_id})", rec.address);
-        commit_topology(
-            &self.metadata,
-            TopologyChange::SetState {
-                host_id,
-                state: NodeState::Leaving,
-            },
-        )
-        .await?;
+        set_state(&self.metadata, host_id, NodeState::Leaving).await?;
         let gone = rec.address;
         let plans = movement_plans(&self.state, proxy, "Removenode", None, |m| {
             m.current

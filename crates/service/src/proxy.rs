@@ -1596,8 +1596,7 @@ impl sibyl_cluster::messaging::VerbHandler for StorageVerbs {
                 Request::Validation { table_id, ranges } => {
                     // hashing reads every partition: off the async workers
                     let p = proxy.clone();
-                    match tokio::task::spawn_blocking(move || p.validate(table_id, &ranges)).await
-                    {
+                    match tokio::task::spawn_blocking(move || p.validate(table_id, &ranges)).await {
                         Ok(Ok(h)) => Response::Validation(h),
                         Ok(Err(f)) => Response::Failure(f),
                         Err(e) => Response::Failure(ReplicaFailure::Error(e.to_string())),

@@ -267,7 +267,11 @@ impl StorageProxy {
         }
         let mut out = Vec::new();
         if replicas.contains(&me) {
-            out.push((me, self.validate(table_id, leaves).map_err(|f| format!("{f:?}"))?));
+            out.push((
+                me,
+                self.validate(table_id, leaves)
+                    .map_err(|f| format!("{f:?}"))?,
+            ));
         }
         while let Some(r) = tasks.join_next().await {
             match r {
@@ -316,7 +320,10 @@ mod tests {
 
     #[test]
     fn ranges_cut_into_leaves_cover_them_exactly() {
-        assert_eq!(leaves(0, 100, 4), vec![(0, 25), (25, 50), (50, 75), (75, 100)]);
+        assert_eq!(
+            leaves(0, 100, 4),
+            vec![(0, 25), (25, 50), (50, 75), (75, 100)]
+        );
         // a wrapping range
         let l = leaves(i64::MAX - 9, i64::MIN + 10, 2);
         assert_eq!(l, vec![(i64::MAX - 9, i64::MIN), (i64::MIN, i64::MIN + 10)]);

@@ -353,14 +353,12 @@ impl StorageProxy {
                             Some(Response::Failure(ReplicaFailure::UnknownTable(_))) => {
                                 break (Vec::new(), false)
                             }
-                            other if tries >= PAGE_TRIES => {
-                                return Err(format!(
-                                    "no page of range ({}, {}] from {} after {tries} tries: {other:?}",
-                                    range.0.saturating_sub(1),
-                                    range.1,
-                                    plan.source
-                                ))
-                            }
+                            other if tries >= PAGE_TRIES => return Err(format!(
+                                "no page of range ({}, {}] from {} after {tries} tries: {other:?}",
+                                range.0.saturating_sub(1),
+                                range.1,
+                                plan.source
+                            )),
                             _ => tokio::time::sleep(Duration::from_millis(500)).await,
                         }
                     };
@@ -448,10 +446,7 @@ mod tests {
     #[test]
     fn ring_ranges_become_inclusive_scans() {
         assert_eq!(inclusive_ranges(5, 10), vec![(6, 10)]);
-        assert_eq!(
-            inclusive_ranges(10, 5),
-            vec![(11, i64::MAX), (i64::MIN, 5)]
-        );
+        assert_eq!(inclusive_ranges(10, 5), vec![(11, i64::MAX), (i64::MIN, 5)]);
         assert_eq!(inclusive_ranges(3, 3), vec![(i64::MIN, i64::MAX)]);
         assert_eq!(inclusive_ranges(i64::MAX, 0), vec![(i64::MIN, 0)]);
     }

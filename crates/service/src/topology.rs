@@ -239,7 +239,10 @@ mod tests {
         assert_eq!(plans.len(), 2);
         assert_eq!(plans[0].0, a(4));
         assert_eq!(plans[0].1.source, a(1));
-        assert_eq!(plans[0].1.tables, vec![(t, vec![(i64::MIN, 0), (201, i64::MAX)])]);
+        assert_eq!(
+            plans[0].1.tables,
+            vec![(t, vec![(i64::MIN, 0), (201, i64::MAX)])]
+        );
         assert_eq!(plans[1].1.source, a(2));
         assert_eq!(plans[1].1.tables, vec![(t, vec![(1, 50)])]);
         let r = ring(&[(1, &[0, 300]), (2, &[100])]);

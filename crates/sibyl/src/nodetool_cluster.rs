@@ -71,19 +71,7 @@ fn state_of(n: &Value) -> (&'static str, &'static str) {
     }
 }
 
-/// `yyyy-MM-dd HH:mm:ss,SSS` in UTC, as `listpendinghints` prints times.
-fn utc_millis(ms: i64) -> String {
-    let days = ms.div_euclid(86_400_000);
-    let rem = ms.rem_euclid(86_400_000);
-    let (y, m, d) = sibyl_types::civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02},{:03}",
-        rem / 3_600_000,
-        rem / 60_000 % 60,
-        rem / 1000 % 60,
-        rem % 1000
-    )
-}
+use sibyl_types::utc_millis;
 
 /// The hinted handoff verbs.
 fn handoff(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<bool> {
@@ -260,7 +248,10 @@ pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
             if b == 0 {
                 outln!("Current stream throughput: unlimited");
             } else if args.iter().any(|a| a == "-m" || a == "--mib") {
-                outln!("Current stream throughput: {:?} MiB/s", b as f64 / 1048576.0);
+                outln!(
+                    "Current stream throughput: {:?} MiB/s",
+                    b as f64 / 1048576.0
+                );
             } else {
                 outln!(
                     "Current stream throughput: {} megabits per second",
@@ -274,7 +265,9 @@ pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
             let Some(v) = args.iter().find(|a| !a.starts_with('-')) else {
                 anyhow::bail!("setstreamthroughput requires stream throughput");
             };
-            let n: f64 = v.parse().map_err(|_| anyhow::anyhow!("invalid throughput '{v}'"))?;
+            let n: f64 = v
+                .parse()
+                .map_err(|_| anyhow::anyhow!("invalid throughput '{v}'"))?;
             let bytes = if mib {
                 (n * 1048576.0) as u64
             } else {
@@ -316,8 +309,14 @@ pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
                 );
             }
             outln!("Read Repair Statistics:");
-            outln!("Attempted: {}", v["read_repair_attempted"].as_u64().unwrap_or(0));
-            outln!("Mismatch (Blocking): {}", v["read_repair_attempted"].as_u64().unwrap_or(0));
+            outln!(
+                "Attempted: {}",
+                v["read_repair_attempted"].as_u64().unwrap_or(0)
+            );
+            outln!(
+                "Mismatch (Blocking): {}",
+                v["read_repair_attempted"].as_u64().unwrap_or(0)
+            );
             outln!("Mismatch (Background): 0");
             Ok(true)
         }
@@ -331,7 +330,12 @@ pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
             let tables: Vec<&String> = positional.iter().skip(1).copied().collect();
             let mut answers = Vec::new();
             if tables.is_empty() {
-                answers.push(request(host, port, "POST", &format!("/cleanup?{}", params.join("&")))?);
+                answers.push(request(
+                    host,
+                    port,
+                    "POST",
+                    &format!("/cleanup?{}", params.join("&")),
+                )?);
             }
             for t in tables {
                 answers.push(request(

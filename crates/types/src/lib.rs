@@ -13,7 +13,7 @@ pub mod timeuuid;
 pub mod value;
 pub use marshal::{
     civil_from_days, days_from_civil, from_marshal_class, json_string, parse_timestamp,
-    serialize_vector,
+    serialize_vector, utc_millis,
 };
 
 /// A CQL type as Cassandra knows it.

@@ -449,6 +449,21 @@ pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     era * 146097 + doe - 719468
 }
 
+/// `yyyy-MM-dd HH:mm:ss,SSS` (UTC) of milliseconds since the epoch, as
+/// nodetool stamps its lines.
+pub fn utc_millis(ms: i64) -> String {
+    let days = ms.div_euclid(86_400_000);
+    let rem = ms.rem_euclid(86_400_000);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02},{:03}",
+        rem / 3_600_000,
+        rem / 60_000 % 60,
+        rem / 1000 % 60,
+        rem % 1000
+    )
+}
+
 /// Civil date of days since 1970-01-01.
 pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719468;

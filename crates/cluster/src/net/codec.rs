@@ -128,6 +128,35 @@ fn get_uuid(r: &mut Reader) -> Result<uuid::Uuid, CodecError> {
     Ok(uuid::Uuid::from_bytes(id))
 }
 
+/// An address: its length (4 or 16) and its octets.
+fn put_ip(out: &mut Vec<u8>, a: IpAddr) {
+    match a {
+        IpAddr::V4(a) => {
+            out.push(4);
+            out.extend_from_slice(&a.octets());
+        }
+        IpAddr::V6(a) => {
+            out.push(16);
+            out.extend_from_slice(&a.octets());
+        }
+    }
+}
+
+fn get_ip(r: &mut Reader) -> Result<IpAddr, CodecError> {
+    match r.u8()? {
+        4 => {
+            let b = r.take(4)?;
+            Ok(IpAddr::from([b[0], b[1], b[2], b[3]]))
+        }
+        16 => {
+            let mut a = [0u8; 16];
+            a.copy_from_slice(r.take(16)?);
+            Ok(IpAddr::from(a))
+        }
+        n => Err(CodecError::Malformed(format!("address of {n} bytes"))),
+    }
+}
+
 fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(&(b.len() as u32).to_be_bytes());
     out.extend_from_slice(b);
@@ -137,16 +166,7 @@ impl Handshake {
     /// The handshake as sent: magic, body length, body.
     pub fn encode(&self) -> Vec<u8> {
         let mut body = vec![self.min_version, self.max_version, self.connection.byte()];
-        match self.from {
-            IpAddr::V4(a) => {
-                body.push(4);
-                body.extend_from_slice(&a.octets());
-            }
-            IpAddr::V6(a) => {
-                body.push(16);
-                body.extend_from_slice(&a.octets());
-            }
-        }
+        put_ip(&mut body, self.from);
         put_str16(&mut body, &self.cluster_name);
         let mut out = MAGIC.to_be_bytes().to_vec();
         out.extend_from_slice(&(body.len() as u16).to_be_bytes());
@@ -173,18 +193,7 @@ impl Handshake {
         let min_version = r.u8()?;
         let max_version = r.u8()?;
         let connection = ConnectionType::of(r.u8()?)?;
-        let from = match r.u8()? {
-            4 => {
-                let b = r.take(4)?;
-                IpAddr::from([b[0], b[1], b[2], b[3]])
-            }
-            16 => {
-                let mut a = [0u8; 16];
-                a.copy_from_slice(r.take(16)?);
-                IpAddr::from(a)
-            }
-            n => return Err(CodecError::Malformed(format!("address of {n} bytes"))),
-        };
+        let from = get_ip(&mut r)?;
         let cluster_name = get_str16(&mut r)?;
         if !r.is_empty() {
             return Err(CodecError::Malformed(
@@ -437,16 +446,7 @@ pub fn encode_request(request: &Request, out: &mut Vec<u8>) {
         Request::StreamSession(p) => {
             out.extend_from_slice(p.id.as_bytes());
             put_bytes(out, p.operation.as_bytes());
-            match p.source {
-                IpAddr::V4(a) => {
-                    out.push(4);
-                    out.extend_from_slice(&a.octets());
-                }
-                IpAddr::V6(a) => {
-                    out.push(16);
-                    out.extend_from_slice(&a.octets());
-                }
-            }
+            put_ip(out, p.source);
             out.extend_from_slice(&(p.tables.len() as u32).to_be_bytes());
             for (id, ranges) in &p.tables {
                 out.extend_from_slice(id.as_bytes());
@@ -701,18 +701,7 @@ pub fn decode_request(
             let mut r = Reader::new(body);
             let id = get_uuid(&mut r)?;
             let operation = String::from_utf8_lossy(&r.bytes()?).into_owned();
-            let source = match r.u8()? {
-                4 => {
-                    let b = r.take(4)?;
-                    IpAddr::from([b[0], b[1], b[2], b[3]])
-                }
-                16 => {
-                    let mut a = [0u8; 16];
-                    a.copy_from_slice(r.take(16)?);
-                    IpAddr::from(a)
-                }
-                n => return Err(CodecError::Malformed(format!("address of {n} bytes"))),
-            };
+            let source = get_ip(&mut r)?;
             let n = r.count()?;
             let mut tables = Vec::with_capacity(n.min(1 << 12));
             for _ in 0..n {
