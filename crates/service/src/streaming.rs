@@ -353,12 +353,14 @@ impl StorageProxy {
                             Some(Response::Failure(ReplicaFailure::UnknownTable(_))) => {
                                 break (Vec::new(), false)
                             }
-                            other if tries >= PAGE_TRIES => return Err(format!(
+                            other if tries >= PAGE_TRIES => {
+                                return Err(format!(
                                 "no page of range ({}, {}] from {} after {tries} tries: {other:?}",
                                 range.0.saturating_sub(1),
                                 range.1,
                                 plan.source
-                            )),
+                            ))
+                            }
                             _ => tokio::time::sleep(Duration::from_millis(500)).await,
                         }
                     };

@@ -608,6 +608,7 @@ mod tests {
                     asked.lock().expect("lock").push(k.clone());
                     data_outside
                 },
+                &|_| true,
                 &|_| {},
             )
             .expect("compact");
