@@ -328,6 +328,11 @@ impl ClusterState {
                     ));
                 }
                 let new = !d.nodes.contains_key(&rec.host_id);
+                let mut rec = rec;
+                // nothing to bootstrap from: the first node of a ring
+                if rec.state == NodeState::Joining && !d.nodes.keys().any(|h| *h != rec.host_id) {
+                    rec.state = NodeState::Normal;
+                }
                 let native = rec.native_address;
                 let is_local = rec.host_id == self.local_host_id;
                 d.nodes.insert(rec.host_id, rec);
@@ -960,12 +965,12 @@ pub async fn join(
         }
         // a new node, or a known one at a new address or location
         other => {
-            // a new node bootstraps into a ring that has nodes (the first
-            // seed starts the cluster, as Cassandra's seeds do)
-            let others = state.directory.read().nodes.keys().any(|h| *h != host_id);
+            // a new node bootstraps (the first seed starts the cluster, as
+            // Cassandra's seeds do); the log makes it normal if it finds
+            // no other node when it applies the registration
             let node_state = match &other {
                 Some(rec) => rec.state,
-                None if config.auto_bootstrap && !first_seed && others => NodeState::Joining,
+                None if config.auto_bootstrap && !first_seed => NodeState::Joining,
                 None => NodeState::Normal,
             };
             let reuse = other.map(|rec| rec.tokens).or(stored_tokens);
@@ -987,7 +992,9 @@ pub async fn join(
                 config,
             )
             .await?;
-            (tokens, node_state == NodeState::Joining)
+            // as the log decided (applied here before the commit returned)
+            let decided = state.directory.read().nodes.get(&host_id).map(|r| r.state);
+            (tokens, decided == Some(NodeState::Joining))
         }
     };
 
@@ -1322,13 +1329,11 @@ async fn bootstrap(
         .filter(|a| *a != me)
         .collect();
     let settle = tokio::time::Instant::now() + Duration::from_secs(15);
-    while !others.iter().all(|a| proxy.is_endpoint_alive(*a))
-        && tokio::time::Instant::now() < settle
-    {
+    while !others.iter().all(|a| proxy.is_alive(*a)) && tokio::time::Instant::now() < settle {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let future = state.directory.read().future_ring();
-    let live = |a: &IpAddr| *a != me && proxy.is_endpoint_alive(*a);
+    let live = |a: &IpAddr| *a != me && proxy.is_alive(*a);
     let strategy_of_move = |m: &Movement| -> Option<IpAddr> {
         // prefer the replica that stops replicating the range
         let losing = future.as_ref().map(|f| {

@@ -667,7 +667,7 @@ impl StorageProxy {
     }
 
     /// Whether the failure detector has `addr` up (always, without one).
-    pub(crate) fn is_alive(&self, addr: IpAddr) -> bool {
+    pub fn is_alive(&self, addr: IpAddr) -> bool {
         addr == self.local_address()
             || self
                 .failure_detector
@@ -1434,16 +1434,6 @@ impl StorageProxy {
     }
 
     /// Judges replicas alive or down with `is_alive` from now on.
-    /// Whether the failure detector has `addr` up (this node always is).
-    pub fn is_endpoint_alive(&self, addr: IpAddr) -> bool {
-        self.is_alive(addr)
-    }
-
-    /// The internode messaging service.
-    pub fn messaging(&self) -> Arc<dyn MessagingService> {
-        self.messaging.clone()
-    }
-
     /// The ring after the current range movements (None: none under way).
     pub fn set_future_ring(&self, future: Option<TokenMetadata>) {
         *self.future_ring.write() = future;
