@@ -10,10 +10,25 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BIN = os.environ.get("SIBYL_BIN", os.path.join(ROOT, "target", "debug", "sibyl"))
 
 
+_given = set()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port below the kernel's ephemeral range (32768 and up here), so no
+    outbound connection can take it between this check and the node's bind;
+    never the same one twice in a run."""
+    import random
+    while True:
+        port = random.randint(10000, 32000)
+        if port in _given:
+            continue
+        try:
+            with socket.socket() as s:
+                s.bind(("0.0.0.0", port))
+        except OSError:
+            continue
+        _given.add(port)
+        return port
 
 
 class SibylNode:

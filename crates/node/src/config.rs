@@ -72,7 +72,10 @@ struct RawConfig {
     authorizer: Option<String>,
     endpoint_snitch: Option<String>,
     partitioner: Option<String>,
+    native_transport_max_request_data_in_flight: Option<String>,
     native_transport_max_concurrent_requests_in_bytes: Option<i64>,
+    native_transport_max_request_data_in_flight_per_ip: Option<String>,
+    native_transport_max_concurrent_requests_in_bytes_per_ip: Option<i64>,
     batch_size_warn_threshold: Option<String>,
     batch_size_warn_threshold_in_kb: Option<u64>,
     batch_size_fail_threshold: Option<String>,
@@ -132,6 +135,10 @@ pub struct Config {
     pub commitlog_sync_group_window: Duration,
     pub commitlog_segment_size_bytes: u64,
     pub native_transport_max_frame_size_bytes: usize,
+    /// `native_transport_max_request_data_in_flight` (and per IP): request
+    /// bytes being processed before reading pauses.
+    pub native_transport_max_request_data_in_flight: usize,
+    pub native_transport_max_request_data_in_flight_per_ip: usize,
     pub read_request_timeout: Duration,
     pub write_request_timeout: Duration,
     pub range_request_timeout: Duration,
@@ -209,6 +216,8 @@ impl Default for Config {
             commitlog_sync_group_window: Duration::from_millis(15),
             commitlog_segment_size_bytes: 32 * 1024 * 1024,
             native_transport_max_frame_size_bytes: 16 * 1024 * 1024,
+            native_transport_max_request_data_in_flight: 256 << 20,
+            native_transport_max_request_data_in_flight_per_ip: 64 << 20,
             read_request_timeout: Duration::from_millis(5000),
             write_request_timeout: Duration::from_millis(2000),
             range_request_timeout: Duration::from_millis(10000),
@@ -277,7 +286,23 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             ))
         }
     };
+    // Cassandra's durations are longs: an absurd value is refused, not wrapped
+    if !ms.is_finite() || !(0.0..=i64::MAX as f64).contains(&ms) {
+        return Err(format!("invalid duration '{s}': out of range"));
+    }
     Ok(Duration::from_secs_f64(ms / 1000.0))
+}
+
+fn to_usize(b: u64) -> Result<usize, String> {
+    usize::try_from(b).map_err(|_| format!("{b} bytes is out of range"))
+}
+
+/// `n` old-style units (`_in_kb`, `_in_mb`) as bytes, refused when it
+/// does not fit in a long (Cassandra's limit) instead of wrapping.
+fn scaled(n: u64, unit: u64) -> Result<u64, String> {
+    n.checked_mul(unit)
+        .filter(|b| *b <= i64::MAX as u64)
+        .ok_or_else(|| format!("{n} x {unit} bytes is out of range"))
 }
 
 /// Parses `32MiB`, `16KiB`, `1GiB`, `512B`.
@@ -297,7 +322,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
             ))
         }
     };
-    Ok(n * mult)
+    scaled(n, mult)
 }
 
 impl Config {
@@ -327,7 +352,11 @@ impl Config {
                 if let Some(s) = new {
                     return parse_duration(s);
                 }
-                Ok(old.map(Duration::from_millis).unwrap_or(cur))
+                match old {
+                    Some(ms) if ms > i64::MAX as u64 => Err(format!("{ms} ms is out of range")),
+                    Some(ms) => Ok(Duration::from_millis(ms)),
+                    None => Ok(cur),
+                }
             };
         if let Some(v) = raw.cluster_name {
             c.cluster_name = v;
@@ -389,12 +418,12 @@ impl Config {
         if let Some(s) = raw.commitlog_segment_size {
             c.commitlog_segment_size_bytes = parse_size(&s)?;
         } else if let Some(mb) = raw.commitlog_segment_size_in_mb {
-            c.commitlog_segment_size_bytes = mb * 1024 * 1024;
+            c.commitlog_segment_size_bytes = scaled(mb, 1 << 20)?;
         }
         if let Some(s) = raw.native_transport_max_frame_size {
-            c.native_transport_max_frame_size_bytes = parse_size(&s)? as usize;
+            c.native_transport_max_frame_size_bytes = to_usize(parse_size(&s)?)?;
         } else if let Some(mb) = raw.native_transport_max_frame_size_in_mb {
-            c.native_transport_max_frame_size_bytes = (mb * 1024 * 1024) as usize;
+            c.native_transport_max_frame_size_bytes = to_usize(scaled(mb, 1 << 20)?)?;
         }
         c.read_request_timeout = dur(
             &raw.read_request_timeout,
@@ -438,7 +467,7 @@ impl Config {
             // "24MiB/s"; 0 turns the throttle off
             c.stream_throughput_outbound_bytes = parse_size(s.trim_end_matches("/s"))?;
         } else if let Some(mbit) = raw.stream_throughput_outbound_megabits_per_sec {
-            c.stream_throughput_outbound_bytes = mbit * 1_000_000 / 8;
+            c.stream_throughput_outbound_bytes = scaled(mbit, 1_000_000)? / 8;
         }
         if let Some(v) = raw.hinted_handoff_enabled {
             c.hinted_handoff_enabled = v;
@@ -454,7 +483,7 @@ impl Config {
         if let Some(s) = raw.hinted_handoff_throttle {
             c.hinted_handoff_throttle_bytes = parse_size(&s)?;
         } else if let Some(kb) = raw.hinted_handoff_throttle_in_kb {
-            c.hinted_handoff_throttle_bytes = kb * 1024;
+            c.hinted_handoff_throttle_bytes = scaled(kb, 1024)?;
         }
         if let Some(n) = raw.max_hints_delivery_threads {
             if n == 0 {
@@ -484,18 +513,18 @@ impl Config {
         if let Some(s) = raw.batch_size_warn_threshold {
             c.batch_size_warn_threshold_bytes = parse_size(&s)?;
         } else if let Some(kb) = raw.batch_size_warn_threshold_in_kb {
-            c.batch_size_warn_threshold_bytes = kb * 1024;
+            c.batch_size_warn_threshold_bytes = scaled(kb, 1024)?;
         }
         if let Some(s) = raw.batch_size_fail_threshold {
             c.batch_size_fail_threshold_bytes = parse_size(&s)?;
         } else if let Some(kb) = raw.batch_size_fail_threshold_in_kb {
-            c.batch_size_fail_threshold_bytes = kb * 1024;
+            c.batch_size_fail_threshold_bytes = scaled(kb, 1024)?;
         }
         let size = |new: &Option<String>, old_mb: Option<u64>, cur: u64| -> Result<u64, String> {
             if let Some(s) = new {
                 return parse_size(s);
             }
-            Ok(old_mb.map(|mb| mb * 1024 * 1024).unwrap_or(cur))
+            old_mb.map_or(Ok(cur), |mb| scaled(mb, 1 << 20))
         };
         c.memtable_heap_space_bytes = size(
             &raw.memtable_heap_space,
@@ -531,7 +560,7 @@ impl Config {
             // "64MiB/s"
             c.compaction_throughput_bytes = parse_size(s.trim_end_matches("/s"))?;
         } else if let Some(mb) = raw.compaction_throughput_mb_per_sec {
-            c.compaction_throughput_bytes = mb * 1024 * 1024;
+            c.compaction_throughput_bytes = scaled(mb, 1 << 20)?;
         }
         if let Some(v) = raw.disk_failure_policy {
             use sibyl_storage::store::DiskFailurePolicy as D;
@@ -623,11 +652,34 @@ impl Config {
                 .unwrap_or_else(|| PathBuf::from("hints")),
         };
         let _ = raw.saved_caches_directory;
-        let _ = (
-            raw.commitlog_sync_batch_window_in_ms,
-            raw.authorizer,
-            raw.native_transport_max_concurrent_requests_in_bytes,
-        );
+        for (new, old, field) in [
+            (
+                raw.native_transport_max_request_data_in_flight,
+                raw.native_transport_max_concurrent_requests_in_bytes,
+                &mut c.native_transport_max_request_data_in_flight,
+            ),
+            (
+                raw.native_transport_max_request_data_in_flight_per_ip,
+                raw.native_transport_max_concurrent_requests_in_bytes_per_ip,
+                &mut c.native_transport_max_request_data_in_flight_per_ip,
+            ),
+        ] {
+            let bytes = match (new, old) {
+                (Some(s), _) => Some(parse_size(&s)?),
+                // the old name took a number of bytes; -1 meant the default
+                (None, Some(n)) if n > 0 => Some(n as u64),
+                _ => None,
+            };
+            if let Some(b) = bytes {
+                if b == 0 {
+                    return Err(
+                        "native_transport_max_request_data_in_flight must be positive".into(),
+                    );
+                }
+                *field = to_usize(b)?;
+            }
+        }
+        let _ = (raw.commitlog_sync_batch_window_in_ms, raw.authorizer);
         Ok(c)
     }
 }
@@ -700,6 +752,33 @@ mod tests {
         assert_eq!(c.write_request_timeout, Duration::from_millis(500));
         assert_eq!(c.native_transport_max_frame_size_bytes, 1 << 20);
         assert_eq!(c.commitlog_directory, PathBuf::from("/tmp/commitlog"));
+    }
+
+    #[test]
+    fn absurd_sizes_and_durations_are_refused_not_wrapped() {
+        for bad in [
+            "commitlog_segment_size_in_mb: 18446744073709551615",
+            "native_transport_max_frame_size: 18446744073709551615GiB",
+            "hinted_handoff_throttle_in_kb: 18014398509481984",
+            "compaction_throughput_mb_per_sec: 17592186044416",
+            "stream_throughput_outbound_megabits_per_sec: 18446744073709551615",
+            "memtable_heap_space_in_mb: 9007199254740992",
+            "write_request_timeout: 99999999999999999999999999999999d",
+            "read_request_timeout_in_ms: 18446744073709551615",
+            "native_transport_max_request_data_in_flight: 9999999999GiB",
+            "native_transport_max_request_data_in_flight_per_ip: 0B",
+        ] {
+            assert!(Config::parse(bad).is_err(), "accepted {bad}");
+        }
+        let c = Config::parse(
+            "native_transport_max_request_data_in_flight: 32MiB\nnative_transport_max_concurrent_requests_in_bytes_per_ip: 1048576\n",
+        )
+        .expect("parse");
+        assert_eq!(c.native_transport_max_request_data_in_flight, 32 << 20);
+        assert_eq!(
+            c.native_transport_max_request_data_in_flight_per_ip,
+            1 << 20
+        );
     }
 
     #[test]

@@ -328,12 +328,17 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
     // 4. CQL server
     let addr = std::net::SocketAddr::new(rpc, config.native_transport_port);
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
-    let server = Arc::new(sibyl_transport::Server {
-        qp: qp.clone(),
+    let server = Arc::new(sibyl_transport::Server::new(
+        qp.clone(),
         events,
-        max_frame_bytes: config.native_transport_max_frame_size_bytes,
-        release_version: RELEASE_VERSION.to_string(),
-    });
+        config.native_transport_max_frame_size_bytes,
+        RELEASE_VERSION.to_string(),
+        sibyl_transport::Limits {
+            request_bytes: config.native_transport_max_request_data_in_flight,
+            request_bytes_per_ip: config.native_transport_max_request_data_in_flight_per_ip,
+            ..Default::default()
+        },
+    ));
     let mut native_addr = addr;
     // the transport stops at shutdown, or when a failure policy says "stop"
     let (transport_stop_tx, transport_stop_rx) = tokio::sync::watch::channel(false);

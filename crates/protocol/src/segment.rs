@@ -261,10 +261,18 @@ pub fn encode_segments(payload: &[u8], lz4: bool, out: &mut Vec<u8>) {
 /// Turns decoded segments back into frames: a self-contained segment must
 /// hold whole frames; non-self-contained ones are accumulated until their
 /// frame is complete.
+///
+/// A frame longer than the limit is not an end of the connection: as in
+/// Cassandra, its header is reported through [`FrameReassembler::take_oversized`]
+/// (the caller answers "Request is too big" on its stream) and the rest of its
+/// bytes are discarded as they arrive.
 #[derive(Debug)]
 pub struct FrameReassembler {
     partial: BytesMut,
     max_frame_len: usize,
+    /// Bytes of an oversized large frame still to be skipped.
+    discarding: usize,
+    oversized: Vec<(FrameHeader, ProtocolError)>,
 }
 
 impl FrameReassembler {
@@ -273,19 +281,27 @@ impl FrameReassembler {
         FrameReassembler {
             partial: BytesMut::new(),
             max_frame_len,
+            discarding: 0,
+            oversized: Vec::new(),
         }
     }
 
-    /// True while a large frame is partly received.
+    /// True while a large frame is partly received (or being discarded).
     pub fn in_progress(&self) -> bool {
-        !self.partial.is_empty()
+        !self.partial.is_empty() || self.discarding > 0
+    }
+
+    /// Frames refused for their length since the last call, with the error to
+    /// answer on their stream.
+    pub fn take_oversized(&mut self) -> Vec<(FrameHeader, ProtocolError)> {
+        std::mem::take(&mut self.oversized)
     }
 
     /// Feeds one segment; returns the frames it completes, as (header, body).
     pub fn push(&mut self, seg: Segment) -> Result<Vec<(FrameHeader, Bytes)>, ProtocolError> {
         let mut frames = Vec::new();
         if seg.self_contained {
-            if !self.partial.is_empty() {
+            if self.in_progress() {
                 return Err(ProtocolError::Malformed(
                     "Self-contained segment received while a large frame is incomplete".into(),
                 ));
@@ -297,7 +313,6 @@ impl FrameReassembler {
                         "Incomplete frame header in self-contained segment".into(),
                     )
                 })?;
-                h.check_length(self.max_frame_len)?;
                 let len = h.frame_len();
                 if rest.len() < len {
                     return Err(ProtocolError::Malformed(
@@ -305,30 +320,43 @@ impl FrameReassembler {
                     ));
                 }
                 let mut frame = rest.split_to(len);
+                if let Err(e) = h.check_length(self.max_frame_len) {
+                    self.oversized.push((h, e));
+                    continue;
+                }
                 frame.advance(HEADER_LEN);
                 frames.push((h, frame));
             }
             return Ok(frames);
         }
+        if self.discarding > 0 {
+            if seg.payload.len() > self.discarding {
+                return Err(ProtocolError::Malformed(
+                    "Segment of a large frame holds more than that frame".into(),
+                ));
+            }
+            self.discarding -= seg.payload.len();
+            return Ok(frames);
+        }
         self.partial.extend_from_slice(&seg.payload);
         if let Some(h) = FrameHeader::parse(&self.partial)? {
-            h.check_length(self.max_frame_len)?;
             let len = h.frame_len();
             if self.partial.len() > len {
                 return Err(ProtocolError::Malformed(
                     "Segment of a large frame holds more than that frame".into(),
                 ));
             }
+            if let Err(e) = h.check_length(self.max_frame_len) {
+                self.discarding = len - self.partial.len();
+                self.partial = BytesMut::new();
+                self.oversized.push((h, e));
+                return Ok(frames);
+            }
             if self.partial.len() == len {
                 let mut frame = std::mem::take(&mut self.partial).freeze();
                 frame.advance(HEADER_LEN);
                 frames.push((h, frame));
             }
-        } else if self.partial.len() > self.max_frame_len {
-            return Err(ProtocolError::FrameTooLarge {
-                length: self.partial.len(),
-                max: self.max_frame_len,
-            });
         }
         Ok(frames)
     }

@@ -1328,10 +1328,24 @@ fn reassembler_rejects_bad_sequences() {
         payload: b(&big[..50]),
         self_contained: false,
     };
-    assert!(matches!(
-        small.push(seg),
-        Err(ProtocolError::FrameTooLarge { .. })
-    ));
+    // an oversized frame is reported once and its bytes are skipped; the
+    // connection goes on with the next frame
+    assert!(small.push(seg).unwrap().is_empty());
+    let refused = small.take_oversized();
+    assert_eq!(refused.len(), 1);
+    assert!(matches!(refused[0].1, ProtocolError::FrameTooLarge { .. }));
+    let seg = segment::Segment {
+        payload: b(&big[50..]),
+        self_contained: false,
+    };
+    assert!(small.push(seg).unwrap().is_empty());
+    assert!(!small.in_progress());
+    let seg = segment::Segment {
+        payload: b(&frame),
+        self_contained: true,
+    };
+    assert_eq!(small.push(seg).unwrap().len(), 1);
+    assert!(small.take_oversized().is_empty());
 }
 
 // ------------------------------------------------------------ robustness

@@ -9,16 +9,17 @@ use sibyl_cql3::query::{BatchChild, ClientState, Outcome, QueryOptions, QueryPro
 use sibyl_protocol::segment::{encode_segments, FrameReassembler, SegmentDecoder};
 use sibyl_protocol::{
     decode_request_frame, encode_response_frame, BatchQueryKind, Compression, ErrorKind,
-    ErrorResponse, Event, FrameHeader, ProtocolError, Request, Response, ResultBody, Value, Values,
-    HEADER_LEN,
+    ErrorResponse, Event, FrameHeader, Opcode, ProtocolError, Request, Response, ResultBody, Value,
+    Values, HEADER_LEN,
 };
 use sibyl_service::ServiceError;
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{broadcast, mpsc, Semaphore};
+use tokio::sync::{broadcast, mpsc, OwnedSemaphorePermit, Semaphore};
 
 /// Requests in flight per connection before reading pauses (back-pressure).
 pub const MAX_IN_FLIGHT_PER_CONNECTION: usize = 1024;
@@ -106,15 +107,97 @@ fn service_error_kind(e: &ServiceError) -> ErrorKind {
     }
 }
 
+/// Bytes a client may hold in the node.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// `native_transport_max_request_data_in_flight`: bytes of requests being
+    /// processed, for the whole node.
+    pub request_bytes: usize,
+    /// `native_transport_max_request_data_in_flight_per_ip`: the same, per
+    /// client address.
+    pub request_bytes_per_ip: usize,
+    /// Responses not yet written to a connection's socket, plus an estimate
+    /// for its requests still running: reading pauses above it, so a client
+    /// that pipelines and never reads pins this much, not its whole backlog.
+    pub response_bytes_per_connection: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            request_bytes: 256 << 20,
+            request_bytes_per_ip: 64 << 20,
+            response_bytes_per_connection: 16 << 20,
+        }
+    }
+}
+
 /// Shared server state.
 pub struct Server {
     pub qp: Arc<QueryProcessor>,
     pub events: broadcast::Sender<Event>,
     pub max_frame_bytes: usize,
     pub release_version: String,
+    pub limits: Limits,
+    request_bytes: Arc<Semaphore>,
+    /// Per client address: its request-bytes budget and its connections.
+    request_bytes_per_ip: std::sync::Mutex<HashMap<IpAddr, (Arc<Semaphore>, usize)>>,
+}
+
+/// Permits clamped to what one acquisition can ask for, and never more than
+/// the whole budget (a request larger than the budget runs alone, as in
+/// Cassandra, instead of never).
+fn permits(n: usize, limit: usize) -> u32 {
+    n.min(limit).min(u32::MAX as usize) as u32
 }
 
 impl Server {
+    pub fn new(
+        qp: Arc<QueryProcessor>,
+        events: broadcast::Sender<Event>,
+        max_frame_bytes: usize,
+        release_version: String,
+        limits: Limits,
+    ) -> Server {
+        Server {
+            qp,
+            events,
+            max_frame_bytes,
+            release_version,
+            limits,
+            request_bytes: Arc::new(Semaphore::new(limits.request_bytes)),
+            request_bytes_per_ip: std::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn ip_budget(&self, ip: IpAddr) -> Arc<Semaphore> {
+        let mut m = self
+            .request_bytes_per_ip
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let e = m.entry(ip).or_insert_with(|| {
+            (
+                Arc::new(Semaphore::new(self.limits.request_bytes_per_ip)),
+                0,
+            )
+        });
+        e.1 += 1;
+        e.0.clone()
+    }
+
+    fn release_ip(&self, ip: IpAddr) {
+        let mut m = self
+            .request_bytes_per_ip
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(e) = m.get_mut(&ip) {
+            e.1 -= 1;
+            if e.1 == 0 {
+                m.remove(&ip);
+            }
+        }
+    }
+
     /// Accepts connections until `shutdown` fires.
     pub async fn serve(
         self: Arc<Self>,
@@ -129,9 +212,11 @@ impl Server {
                         let s = self.clone();
                         let sd = shutdown.clone();
                         tokio::spawn(async move {
-                            if let Err(e) = s.connection(sock, peer, sd).await {
+                            let ip_budget = s.ip_budget(peer.ip());
+                            if let Err(e) = s.clone().connection(sock, peer, ip_budget, sd).await {
                                 tracing::debug!("connection {peer} closed: {e}");
                             }
+                            s.release_ip(peer.ip());
                         });
                     }
                     Err(e) => {
@@ -148,16 +233,19 @@ impl Server {
         self: Arc<Self>,
         sock: TcpStream,
         peer: SocketAddr,
+        ip_budget: Arc<Semaphore>,
         mut shutdown: tokio::sync::watch::Receiver<bool>,
     ) -> std::io::Result<()> {
         let (mut rd, mut wr) = sock.into_split();
-        // writer task: frames (already encoded) are batched into one write
+        // writer task: frames (already encoded) are batched into one write;
+        // the permits a response holds are released once it is written
         let (tx, mut rx) = mpsc::channel::<Outgoing>(MAX_IN_FLIGHT_PER_CONNECTION);
         let writer = tokio::spawn(async move {
             let mut v5 = false;
             let mut lz4 = false;
             let mut buf = Vec::with_capacity(64 * 1024);
             let mut frames = Vec::with_capacity(64 * 1024);
+            let mut written: Vec<Held> = Vec::new();
             while let Some(first) = rx.recv().await {
                 // let the requests already running finish first, so their
                 // responses go out in the same write (one send per batch
@@ -166,7 +254,10 @@ impl Server {
                 let mut item = Some(first);
                 while let Some(o) = item.take() {
                     match o {
-                        Outgoing::Frame(f) => frames.extend_from_slice(&f),
+                        Outgoing::Frame(f, held) => {
+                            frames.extend_from_slice(&f);
+                            written.extend(held);
+                        }
                         Outgoing::SwitchToV5(f, with_lz4) => {
                             lz4 = with_lz4;
                             // the READY/AUTHENTICATE that precedes segment framing is sent as a plain frame
@@ -189,17 +280,25 @@ impl Server {
                 if wr.write_all(&buf).await.is_err() {
                     break;
                 }
+                written.clear();
                 buf.clear();
             }
+            let _ = wr.shutdown().await;
         });
+        let budget = self.limits.response_bytes_per_connection;
         let mut conn = Conn {
             server: self.clone(),
             version: 0,
             compression: None,
             v5_framing: false,
+            ready: false,
+            throw_on_overload: false,
             client: Arc::new(tokio::sync::Mutex::new(ClientState::default())),
             tx: tx.clone(),
             slots: Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION)),
+            response_budget: Arc::new(Semaphore::new(budget)),
+            response_estimate: Arc::new(AtomicUsize::new(budget / 8)),
+            ip_budget,
             events: None,
             peer,
         };
@@ -207,30 +306,46 @@ impl Server {
         let mut seg_decoder = SegmentDecoder::new(false);
         let mut reassembler = FrameReassembler::new(self.max_frame_bytes);
         let mut event_rx: Option<broadcast::Receiver<Event>> = None;
-        loop {
+        // an oversized v4 frame: its header, and the bytes still to skip
+        let mut discarding: Option<(FrameHeader, ProtocolError, usize)> = None;
+        'read: loop {
             // process everything buffered
             loop {
+                if let Some((h, e, left)) = discarding.as_mut() {
+                    let n = (*left).min(buf.len());
+                    buf.advance(n);
+                    *left -= n;
+                    if *left > 0 {
+                        break;
+                    }
+                    // answered once the whole frame is gone, as Cassandra does
+                    let err = ErrorResponse::from(&*e);
+                    conn.send(h.stream, &Response::Error(err), &[]).await;
+                    discarding = None;
+                }
                 if conn.v5_framing {
                     match seg_decoder.decode(&mut buf) {
                         Ok(Some(seg)) => match reassembler.push(seg) {
                             Ok(frames) => {
+                                for (h, e) in reassembler.take_oversized() {
+                                    let err = ErrorResponse::from(&e);
+                                    conn.send(h.stream, &Response::Error(err), &[]).await;
+                                }
                                 for (h, body) in frames {
-                                    conn.handle_frame(h, body).await;
+                                    if !conn.handle_frame(h, body).await {
+                                        break 'read;
+                                    }
                                 }
                             }
                             Err(e) => {
                                 conn.fatal(0, &e).await;
-                                drop(tx);
-                                let _ = writer.await;
-                                return Ok(());
+                                break 'read;
                             }
                         },
                         Ok(None) => break,
                         Err(e) => {
                             conn.fatal(0, &e).await;
-                            drop(tx);
-                            let _ = writer.await;
-                            return Ok(());
+                            break 'read;
                         }
                     }
                 } else {
@@ -238,10 +353,8 @@ impl Server {
                         Ok(Some(h)) => {
                             if let Err(e) = h.check_length(self.max_frame_bytes) {
                                 conn.version = conn.version.max(h.version);
-                                conn.fatal(h.stream, &e).await;
-                                drop(tx);
-                                let _ = writer.await;
-                                return Ok(());
+                                discarding = Some((h, e, h.frame_len()));
+                                continue;
                             }
                             let total = HEADER_LEN + h.length as usize;
                             if buf.len() < total {
@@ -250,7 +363,9 @@ impl Server {
                             buf.advance(HEADER_LEN);
                             let body = buf.split_to(h.length as usize).freeze();
                             let was_v5 = conn.v5_framing;
-                            conn.handle_frame(h, body).await;
+                            if !conn.handle_frame(h, body).await {
+                                break 'read;
+                            }
                             if conn.v5_framing && !was_v5 {
                                 seg_decoder =
                                     SegmentDecoder::new(conn.compression == Some(Compression::Lz4));
@@ -258,19 +373,14 @@ impl Server {
                         }
                         Ok(None) => break,
                         Err(e) => {
-                            let stream = if buf.len() >= 4 {
-                                i16::from_be_bytes([buf[2], buf[3]])
-                            } else {
-                                0
-                            };
                             if let ProtocolError::UnsupportedVersion(v) = &e {
                                 // answer in a version the client can read, so drivers negotiate down
                                 conn.version = if (3..=5).contains(v) { *v } else { 4 };
                             }
-                            conn.fatal(stream, &e).await;
-                            drop(tx);
-                            let _ = writer.await;
-                            return Ok(());
+                            // on stream 0, as Cassandra 5.0.4 answers (the header
+                            // of an unknown version cannot be trusted)
+                            conn.fatal(0, &e).await;
+                            break 'read;
                         }
                     }
                 }
@@ -303,6 +413,8 @@ impl Server {
                 _ = shutdown.changed() => break,
             }
         }
+        // every sender must go for the writer to finish: the connection's own,
+        // then those of requests still running; the socket closes after
         drop(conn);
         drop(tx);
         let _ = writer.await;
@@ -310,8 +422,13 @@ impl Server {
     }
 }
 
+/// What a response keeps from its request until it is written.
+struct Held {
+    _permits: Vec<OwnedSemaphorePermit>,
+}
+
 enum Outgoing {
-    Frame(Vec<u8>),
+    Frame(Vec<u8>, Option<Held>),
     /// This frame is the last before v5 segment framing starts.
     SwitchToV5(Vec<u8>, bool),
 }
@@ -321,9 +438,18 @@ struct Conn {
     version: u8,
     compression: Option<Compression>,
     v5_framing: bool,
+    /// STARTUP has been answered.
+    ready: bool,
+    /// STARTUP's THROW_ON_OVERLOAD=1: refuse with Overloaded instead of
+    /// pausing when a request-bytes budget is spent.
+    throw_on_overload: bool,
     client: Arc<tokio::sync::Mutex<ClientState>>,
     tx: mpsc::Sender<Outgoing>,
     slots: Arc<Semaphore>,
+    response_budget: Arc<Semaphore>,
+    /// Size of the last response: what a new request is expected to need.
+    response_estimate: Arc<AtomicUsize>,
+    ip_budget: Arc<Semaphore>,
     events: Option<Vec<String>>,
     peer: SocketAddr,
 }
@@ -338,6 +464,39 @@ fn encode(
     let mut out = Vec::with_capacity(128);
     encode_response_frame(version, stream, resp, compression, warnings, None, &mut out);
     out
+}
+
+/// A message type as Cassandra names it in errors (`QUERY`, `STARTUP`, …).
+fn opcode_name(op: u8) -> String {
+    sibyl_protocol::Opcode::try_from(op)
+        .map(|o| o.name().to_string())
+        .unwrap_or_else(|_| op.to_string())
+}
+
+/// STARTUP's CQL_VERSION, checked as Cassandra's `StartupMessage` does.
+fn check_cql_version(v: Option<&String>) -> Result<(), String> {
+    let Some(v) = v else {
+        return Err("Missing value CQL_VERSION in STARTUP message".into());
+    };
+    let invalid = || format!("Invalid version value: {v}");
+    let core = v.split(['-', '+']).next().unwrap_or("");
+    let parts: Vec<&str> = core.split('.').collect();
+    if !(2..=3).contains(&parts.len()) {
+        return Err(invalid());
+    }
+    let mut n = [0u64; 3];
+    for (i, p) in parts.iter().enumerate() {
+        if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(invalid());
+        }
+        n[i] = p.parse().map_err(|_| invalid())?;
+    }
+    if (n[0], n[1], n[2]) < (2, 99, 0) {
+        return Err(format!(
+            "CQL version {v} is not supported by the binary protocol (supported version are >= 3.0.0)"
+        ));
+    }
+    Ok(())
 }
 
 impl Conn {
@@ -357,9 +516,14 @@ impl Conn {
             self.body_compression(),
             warnings,
         );
-        let _ = self.tx.send(Outgoing::Frame(f)).await;
+        let _ = self.tx.send(Outgoing::Frame(f, None)).await;
     }
 
+    async fn send_error(&self, stream: i16, e: ErrorResponse) {
+        self.send(stream, &Response::Error(e), &[]).await;
+    }
+
+    /// Answers an error after which the connection is closed.
     async fn fatal(&self, stream: i16, e: &ProtocolError) {
         let err = ErrorResponse::from(e);
         let f = encode(
@@ -369,10 +533,41 @@ impl Conn {
             None,
             &[],
         );
-        let _ = self.tx.send(Outgoing::Frame(f)).await;
+        let _ = self.tx.send(Outgoing::Frame(f, None)).await;
     }
 
-    async fn handle_frame(&mut self, h: FrameHeader, body: Bytes) {
+    /// The request-bytes budgets of the node and of the client's address, in
+    /// that order (so no two requests wait on each other). `None`: spent,
+    /// and the client asked to be told rather than made to wait.
+    async fn admit(&self, len: usize) -> Option<Vec<OwnedSemaphorePermit>> {
+        let l = self.server.limits;
+        let node = self.server.request_bytes.clone();
+        let ip = self.ip_budget.clone();
+        let (a, b) = (
+            permits(len, l.request_bytes),
+            permits(len, l.request_bytes_per_ip),
+        );
+        if self.throw_on_overload {
+            let n = node.try_acquire_many_owned(a).ok()?;
+            let i = ip.try_acquire_many_owned(b).ok()?;
+            return Some(vec![n, i]);
+        }
+        let n = node.acquire_many_owned(a).await.ok()?;
+        let i = ip.acquire_many_owned(b).await.ok()?;
+        Some(vec![n, i])
+    }
+
+    /// Handles one frame; false when the connection must close.
+    async fn handle_frame(&mut self, h: FrameHeader, body: Bytes) -> bool {
+        if h.is_response {
+            let e = ProtocolError::Malformed(format!(
+                "Wrong protocol direction (expected REQUEST, got RESPONSE) for opcode {} ({})",
+                h.opcode,
+                opcode_name(h.opcode)
+            ));
+            self.fatal(h.stream, &e).await;
+            return false;
+        }
         if self.version == 0 {
             self.version = h.version;
         } else if h.version != self.version {
@@ -380,16 +575,32 @@ impl Conn {
                 "Invalid message version. Got {} but previous messages on this connection had version {}",
                 h.version, self.version
             ));
-            self.send(h.stream, &Response::Error(e), &[]).await;
-            return;
+            self.send_error(h.stream, e).await;
+            return true;
+        }
+        // the handshake comes first, once
+        let op = h.opcode;
+        if !self.ready && op != Opcode::Startup as u8 && op != Opcode::Options as u8 {
+            let e = ErrorResponse::protocol_error(format!(
+                "Unexpected message {}, expecting STARTUP or OPTIONS",
+                opcode_name(op)
+            ));
+            self.send_error(0, e).await;
+            return true;
+        }
+        if self.ready && op == Opcode::Startup as u8 {
+            let e = ErrorResponse::protocol_error(
+                "Unexpected message STARTUP, the connection is already initialized",
+            );
+            self.send_error(h.stream, e).await;
+            return true;
         }
         // v5 is final in Cassandra 4.0+: the beta flag is not required
         let env = match decode_request_frame(&h, &body, self.body_compression()) {
             Ok(env) => env,
             Err(e) => {
-                let err = ErrorResponse::from(&e);
-                self.send(h.stream, &Response::Error(err), &[]).await;
-                return;
+                self.send_error(h.stream, ErrorResponse::from(&e)).await;
+                return true;
             }
         };
         match env.request {
@@ -407,6 +618,15 @@ impl Conn {
                 self.send(h.stream, &Response::Supported(m), &[]).await;
             }
             Request::Startup(opts) => {
+                let opts: HashMap<String, String> = opts
+                    .into_iter()
+                    .map(|(k, v)| (k.to_ascii_uppercase(), v))
+                    .collect();
+                if let Err(m) = check_cql_version(opts.get("CQL_VERSION")) {
+                    self.send_error(h.stream, ErrorResponse::protocol_error(m))
+                        .await;
+                    return true;
+                }
                 if let Some(c) = opts.get("COMPRESSION") {
                     match Compression::from_name(c) {
                         Some(c) => self.compression = Some(c),
@@ -414,11 +634,14 @@ impl Conn {
                             let e = ErrorResponse::protocol_error(format!(
                                 "Unknown compression algorithm: {c}"
                             ));
-                            self.send(h.stream, &Response::Error(e), &[]).await;
-                            return;
+                            self.send_error(h.stream, e).await;
+                            return true;
                         }
                     }
                 }
+                self.throw_on_overload =
+                    opts.get("THROW_ON_OVERLOAD").map(String::as_str) == Some("1");
+                self.ready = true;
                 // READY itself is never compressed in v3/v4 (the client may not know yet)
                 let f = encode(self.version, h.stream, &Response::Ready, None, &[]);
                 if self.version >= 5 {
@@ -431,7 +654,7 @@ impl Conn {
                         ))
                         .await;
                 } else {
-                    let _ = self.tx.send(Outgoing::Frame(f)).await;
+                    let _ = self.tx.send(Outgoing::Frame(f, None)).await;
                 }
             }
             Request::AuthResponse(_) => {
@@ -445,50 +668,94 @@ impl Conn {
                     ) {
                         let e =
                             ErrorResponse::protocol_error(format!("Invalid value '{t}' for Type"));
-                        self.send(h.stream, &Response::Error(e), &[]).await;
-                        return;
+                        self.send_error(h.stream, e).await;
+                        return true;
                     }
                 }
                 self.events = Some(types);
                 self.send(h.stream, &Response::Ready, &[]).await;
             }
-            req => {
-                // run concurrently; bounded in-flight
-                let permit = match self.slots.clone().acquire_owned().await {
-                    Ok(p) => p,
-                    Err(_) => return,
-                };
-                let server = self.server.clone();
-                let client = self.client.clone();
-                let tx = self.tx.clone();
-                let version = self.version;
-                let compression = self.body_compression();
-                let stream = h.stream;
-                let is_use = matches!(&req, Request::Query { query, .. } if query.trim_start().len() >= 3 && query.trim_start()[..3].eq_ignore_ascii_case("use"));
-                let fut = async move {
-                    let (resp, warnings) =
-                        match Box::pin(server.process(req, &client, version)).await {
-                            Ok(o) => {
-                                if let Some(ev) = o.event {
-                                    let _ = server.events.send(Event::SchemaChange(ev));
-                                }
-                                (Response::Result(o.body), o.warnings)
-                            }
-                            Err(e) => (Response::Error(error_response(&e)), Vec::new()),
-                        };
-                    let f = encode(version, stream, &resp, compression, &warnings);
-                    let _ = tx.send(Outgoing::Frame(f)).await;
-                    drop(permit);
-                };
-                if is_use {
-                    // USE changes connection state: finish it before reading further requests
-                    fut.await;
-                } else {
-                    tokio::spawn(fut);
-                }
-            }
+            req => self.dispatch(h, body.len(), req).await,
         }
         let _ = self.peer;
+        true
+    }
+
+    /// Runs a request concurrently with the others of the connection, within
+    /// its budgets: a slot, the request bytes of the node and of the client's
+    /// address, and room for its response.
+    async fn dispatch(&mut self, h: FrameHeader, len: usize, req: Request) {
+        let Ok(slot) = self.slots.clone().acquire_owned().await else {
+            return;
+        };
+        let Some(mut held) = self.admit(HEADER_LEN + len).await else {
+            let e = ErrorResponse::new(
+                ErrorKind::Overloaded,
+                "Server is in overloaded state. Cannot accept more requests at this point",
+            );
+            self.send_error(h.stream, e).await;
+            return;
+        };
+        held.push(slot);
+        let cap = self.server.limits.response_bytes_per_connection;
+        let estimate = self.response_estimate.load(Ordering::Relaxed).clamp(1, cap);
+        let budget = self.response_budget.clone();
+        let Ok(reserved) = budget
+            .clone()
+            .acquire_many_owned(permits(estimate, cap))
+            .await
+        else {
+            return;
+        };
+        let estimates = self.response_estimate.clone();
+        let server = self.server.clone();
+        let client = self.client.clone();
+        let tx = self.tx.clone();
+        let version = self.version;
+        let compression = self.body_compression();
+        let stream = h.stream;
+        let is_use = matches!(&req, Request::Query { query, .. }
+            if query.trim_start().get(..3).is_some_and(|w| w.eq_ignore_ascii_case("use")));
+        let fut = async move {
+            let (resp, warnings) = match Box::pin(server.process(req, &client, version)).await {
+                Ok(o) => {
+                    if let Some(ev) = o.event {
+                        let _ = server.events.send(Event::SchemaChange(ev));
+                    }
+                    (Response::Result(o.body), o.warnings)
+                }
+                Err(e) => (Response::Error(error_response(&e)), Vec::new()),
+            };
+            let f = encode(version, stream, &resp, compression, &warnings);
+            estimates.store(f.len(), Ordering::Relaxed);
+            // the response holds its real size from the budget until written
+            let need = permits(f.len(), cap);
+            if need as usize > estimate {
+                match budget
+                    .clone()
+                    .try_acquire_many_owned(need - estimate as u32)
+                {
+                    Ok(more) => held.extend([reserved, more]),
+                    Err(_) => {
+                        // give back what is held before waiting: no two responses
+                        // each hold part of the budget while waiting for the rest
+                        drop(reserved);
+                        held.extend(budget.acquire_many_owned(need).await.ok());
+                    }
+                }
+            } else {
+                held.push(reserved);
+            }
+            let _ = tx
+                .send(Outgoing::Frame(f, Some(Held { _permits: held })))
+                .await;
+        };
+        if is_use {
+            // USE changes connection state: finish it before reading further requests
+            fut.await;
+        } else {
+            tokio::spawn(fut);
+        }
     }
 }
 
@@ -629,7 +896,10 @@ impl Server {
                 qp.execute_batch(bt, &children, &c, &opts, None, ts, now)
                     .await
             }
-            _ => Err(Error::Protocol("Unexpected message".into())),
+            other => Err(Error::Protocol(format!(
+                "Unexpected message {}",
+                opcode_name(other.opcode())
+            ))),
         }
     }
 }
