@@ -168,3 +168,62 @@ def test_throw_on_overload_answers_overloaded_when_the_request_budget_is_spent()
         s.close()
     finally:
         n.stop()
+
+
+def table_dir(node, ks, table):
+    import glob
+    dirs = glob.glob(os.path.join(node.data_dir, "data", ks, table + "-*"))
+    assert len(dirs) == 1, dirs
+    return dirs[0]
+
+
+def live_sstables(d):
+    return sorted(f for f in os.listdir(d) if f.endswith("Data.db"))
+
+
+@pytest.mark.own_node
+def test_snapshot_names_never_escape_the_snapshots_directory(node, session):
+    """`clearsnapshot -t ..` removed the table's live SSTables; clearsnapshot
+    with neither -t nor --all cleared every snapshot; `-t "a b"` became `a`;
+    several keyspaces were reduced to the first."""
+    ks = session.keyspace_name
+    session.execute("CREATE TABLE t (k int PRIMARY KEY, v int)")
+    for i in range(10):
+        session.execute("INSERT INTO t (k, v) VALUES (%s, %s)", (i, i))
+    node.nodetool("flush", ks)
+    d = table_dir(node, ks, "t")
+    live = live_sstables(d)
+    assert live
+    node.nodetool("snapshot", "-t", "keep", ks)
+    for tag in ["..", ".", "../..", "snapshots/..", "keep/.."]:
+        node.nodetool("clearsnapshot", "-t", tag, ks)
+        assert live_sstables(d) == live, f"clearsnapshot -t {tag} removed live data"
+    assert os.path.isdir(os.path.join(d, "snapshots", "keep"))
+    assert sorted(r[0] for r in session.execute("SELECT k FROM t")) == list(range(10))
+    # Cassandra's words for a missing name, and for bad names to snapshot
+    with pytest.raises(RuntimeError, match="Specify snapshot name or --all"):
+        node.nodetool("clearsnapshot", ks)
+    assert os.path.isdir(os.path.join(d, "snapshots", "keep"))
+    for tag, msg in [("..", "Snapshot .. already exists."), ("a/b", "Snapshot name cannot contain /"),
+                     ("keep", "Snapshot keep already exists.")]:
+        with pytest.raises(RuntimeError, match=msg):
+            node.nodetool("snapshot", "-t", tag, ks)
+    # a name with a space and a '&' arrives whole
+    node.nodetool("snapshot", "-t", "a b&c=d", ks)
+    assert os.path.isdir(os.path.join(d, "snapshots", "a b&c=d"))
+    # several keyspaces: each is snapshotted, not only the first
+    other = ks + "_2"
+    session.execute(f"CREATE KEYSPACE {other} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}")
+    try:
+        session.execute(f"CREATE TABLE {other}.u (k int PRIMARY KEY)")
+        session.execute(f"INSERT INTO {other}.u (k) VALUES (1)")
+        node.nodetool("snapshot", "-t", "both", ks, other)
+        assert os.path.isdir(os.path.join(d, "snapshots", "both"))
+        assert os.path.isdir(os.path.join(table_dir(node, other, "u"), "snapshots", "both"))
+        node.nodetool("clearsnapshot", "-t", "both", ks, other)
+        assert not os.path.exists(os.path.join(table_dir(node, other, "u"), "snapshots", "both"))
+        assert not os.path.exists(os.path.join(d, "snapshots", "both"))
+        node.nodetool("clearsnapshot", "--all", ks)
+        assert not os.path.exists(os.path.join(d, "snapshots", "keep"))
+    finally:
+        session.execute(f"DROP KEYSPACE {other}")

@@ -79,7 +79,10 @@ impl Admin {
                     let kb: u64 = kb
                         .parse()
                         .map_err(|_| ("400 Bad Request", format!("not a number of KiB: {kb}")))?;
-                    h.set_throttle_bytes_per_second(kb * 1024);
+                    let bytes = kb
+                        .checked_mul(1024)
+                        .ok_or(("400 Bad Request", format!("{kb} KiB is out of range")))?;
+                    h.set_throttle_bytes_per_second(bytes);
                 }
                 Ok(json!({}))
             }
@@ -328,11 +331,46 @@ fn ownership(
     own.iter().map(|o| o / (u64::MAX as f64 + 1.0)).collect()
 }
 
+/// `application/x-www-form-urlencoded`: `+` is a space, `%XX` a byte.
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => {
+                match (hex(b[i + 1]), hex(b[i + 2])) {
+                    (Some(h), Some(l)) => {
+                        out.push((h * 16 + l) as u8);
+                        i += 2;
+                    }
+                    _ => out.push(b'%'),
+                }
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The query string; a key given more than once keeps its values joined by
+/// commas (keyspace and table names cannot hold one).
 fn parse_query(q: &str) -> HashMap<String, String> {
-    q.split('&')
-        .filter_map(|kv| kv.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.replace("%2E", ".").replace('+', " ")))
-        .collect()
+    let mut m: HashMap<String, String> = HashMap::new();
+    for kv in q.split('&').filter(|kv| !kv.is_empty()) {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        let (k, v) = (percent_decode(k), percent_decode(v));
+        m.entry(k)
+            .and_modify(|e| {
+                e.push(',');
+                e.push_str(&v)
+            })
+            .or_insert(v);
+    }
+    m
 }
 
 impl Admin {
@@ -349,16 +387,22 @@ impl Admin {
                     tokio::spawn(async move {
                         let mut buf = vec![0u8; 8192];
                         let mut n = 0;
-                        loop {
-                            match sock.read(&mut buf[n..]).await {
-                                Ok(0) | Err(_) => break,
-                                Ok(k) => {
-                                    n += k;
-                                    if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") || n == buf.len() {
-                                        break;
+                        // a client that connects and says nothing is dropped
+                        let read_head = async {
+                            loop {
+                                match sock.read(&mut buf[n..]).await {
+                                    Ok(0) | Err(_) => break,
+                                    Ok(k) => {
+                                        n += k;
+                                        if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") || n == buf.len() {
+                                            break;
+                                        }
                                     }
                                 }
                             }
+                        };
+                        if tokio::time::timeout(std::time::Duration::from_secs(10), read_head).await.is_err() {
+                            return;
                         }
                         let head = String::from_utf8_lossy(&buf[..n]).to_string();
                         let line = head.lines().next().unwrap_or("").to_string();
@@ -388,34 +432,49 @@ impl Admin {
             .collect()
     }
 
+    /// The tables a request names: `keyspace` (one or several, by commas)
+    /// takes all of each keyspace's tables, or those of `table` given by
+    /// name only; `table` may also give `ks.name`. Neither: every table.
     fn tables(
         &self,
         q: &HashMap<String, String>,
     ) -> Result<Vec<Arc<TableMetadata>>, (&'static str, String)> {
         let schema = self.qp.schema();
+        let list = |k: &str| -> Vec<String> {
+            q.get(k)
+                .map(|v| v.split(',').filter(|s| !s.is_empty()).map(str::to_string).collect())
+                .unwrap_or_default()
+        };
+        let keyspaces = list("keyspace");
+        let (qualified, plain): (Vec<String>, Vec<String>) =
+            list("table").into_iter().partition(|t| t.contains('.'));
+        for k in &keyspaces {
+            if !schema.keyspaces.contains_key(k) {
+                return Err(("404 Not Found", format!("Keyspace [{k}] does not exist.")));
+            }
+        }
         let mut out = Vec::new();
         for ks in schema.keyspaces.values() {
             if ks.is_virtual {
                 continue;
             }
-            if let Some(k) = q.get("keyspace") {
-                if &ks.name != k {
-                    continue;
-                }
-            }
             for t in ks.tables.values() {
-                if let Some(tn) = q.get("table") {
-                    if &t.name != tn {
-                        continue;
-                    }
+                let by_keyspace = keyspaces.contains(&ks.name)
+                    && (plain.is_empty() || plain.contains(&t.name));
+                let by_name = qualified.contains(&format!("{}.{}", ks.name, t.name));
+                if (keyspaces.is_empty() && qualified.is_empty() && plain.is_empty())
+                    || by_keyspace
+                    || by_name
+                {
+                    out.push(t.clone());
                 }
-                out.push(t.clone());
             }
         }
-        if out.is_empty() && (q.contains_key("keyspace") || q.contains_key("table")) {
-            let what = match (q.get("keyspace"), q.get("table")) {
-                (Some(k), Some(t)) => format!("Unknown table {k}.{t}"),
-                (Some(k), None) => format!("Keyspace [{k}] does not exist."),
+        let named = plain.len() + qualified.len();
+        if out.is_empty() && named > 0 {
+            let what = match (keyspaces.first(), plain.first(), qualified.first()) {
+                (Some(k), Some(t), _) => format!("Unknown table {k}.{t}"),
+                (_, _, Some(kt)) => format!("Unknown table {kt}"),
                 _ => "Unknown table".to_string(),
             };
             return Err(("404 Not Found", what));
@@ -837,14 +896,18 @@ impl Admin {
                 let tag = q.get("tag").cloned().unwrap_or_else(|| {
                     (sibyl_types::timeuuid::timestamp_micros_now() / 1000).to_string()
                 });
-                if tag.contains('/') || tag.is_empty() {
-                    return Err((
-                        "400 Bad Request",
-                        "Snapshot name must not be empty or contain '/'".into(),
-                    ));
+                sibyl_storage::store::check_snapshot_name(&tag)
+                    .map_err(|e| ("400 Bad Request", e))?;
+                let tables = self.tables(q)?;
+                if tables.iter().any(|t| {
+                    self.stores(t)
+                        .iter()
+                        .any(|c| c.snapshots().iter().any(|s| s.0 == tag))
+                }) {
+                    return Err(("400 Bad Request", format!("Snapshot {tag} already exists.")));
                 }
                 let mut n = 0;
-                for t in self.tables(q)? {
+                for t in tables {
                     for cfs in self.stores(&t) {
                         self.storage.flush(&cfs).await.map_err(server_err)?;
                         cfs.snapshot(&tag).map_err(server_err)?;
@@ -865,10 +928,17 @@ impl Admin {
                 Ok(json!({ "snapshots": out }))
             }
             ("POST", "/clearsnapshot") => {
+                let tag = q.get("tag").map(|s| s.as_str());
+                if tag.is_none() && q.get("all").map(String::as_str) != Some("true") {
+                    return Err((
+                        "400 Bad Request",
+                        "Specify snapshot name or --all".into(),
+                    ));
+                }
                 let mut n = 0;
                 for t in self.tables(q)? {
                     for cfs in self.stores(&t) {
-                        n += cfs.clear_snapshot(q.get("tag").map(|s| s.as_str()));
+                        n += cfs.clear_snapshot(tag);
                     }
                 }
                 Ok(json!({ "cleared": n }))
@@ -883,7 +953,11 @@ impl Admin {
                 ))?;
                 self.storage
                     .compaction_throughput_bytes
-                    .store(mb * 1024 * 1024, Ordering::Relaxed);
+                    .store(
+                        mb.checked_mul(1 << 20)
+                            .ok_or(("400 Bad Request", format!("{mb} MiB/s is out of range")))?,
+                        Ordering::Relaxed,
+                    );
                 Ok(json!({ "mb_per_sec": mb }))
             }
             ("POST", "/invalidatekeycache") => {

@@ -63,15 +63,27 @@ pub(crate) fn human(bytes: u64) -> String {
     }
 }
 
+/// A value for a query string: everything but unreserved characters as `%XX`.
+pub(crate) fn enc(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for b in v.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The tables a verb names, as the admin interface takes them: each argument
+/// a keyspace or `ks.table`, all of them (not only the first).
 fn scope(args: &[String]) -> String {
     let mut q = Vec::new();
-    if let Some(ks) = args.first() {
-        match ks.split_once('.') {
-            Some((k, t)) => {
-                q.push(format!("keyspace={k}"));
-                q.push(format!("table={t}"));
-            }
-            None => q.push(format!("keyspace={ks}")),
+    for a in args {
+        match a.split_once('.') {
+            Some(_) => q.push(format!("table={}", enc(a))),
+            None => q.push(format!("keyspace={}", enc(a))),
         }
     }
     if q.is_empty() {
@@ -140,7 +152,7 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
                     &host,
                     port,
                     "POST",
-                    &with(format!("/{verb}?keyspace={}&table={t}", args[0])),
+                    &with(format!("/{verb}?keyspace={}&table={}", enc(&args[0]), enc(t))),
                 )?;
             }
         }
@@ -395,6 +407,7 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
         }
         "snapshot" | "clearsnapshot" => {
             let mut tag = None;
+            let mut all = false;
             let mut ks = Vec::new();
             let mut i = 0;
             while i < args.len() {
@@ -403,17 +416,25 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
                         tag = args.get(i + 1).cloned();
                         i += 1;
                     }
-                    "--all" => {}
+                    "--all" => all = true,
                     other => ks.push(other.to_string()),
                 }
                 i += 1;
             }
+            if cmd == "clearsnapshot" && tag.is_none() && !all {
+                bail!("Specify snapshot name or --all");
+            }
             let mut q = scope(&ks);
-            if let Some(t) = &tag {
+            let extra = match (&tag, all) {
+                (Some(t), _) => format!("tag={}", enc(t)),
+                (None, true) => "all=true".to_string(),
+                (None, false) => String::new(),
+            };
+            if !extra.is_empty() {
                 q = if q.is_empty() {
-                    format!("?tag={t}")
+                    format!("?{extra}")
                 } else {
-                    format!("{q}&tag={t}")
+                    format!("{q}&{extra}")
                 };
             }
             let v = request(&host, port, "POST", &format!("/{cmd}{q}"))?;
@@ -485,7 +506,7 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
                 &host,
                 port,
                 "POST",
-                &format!("/compactionthroughput?mb_per_sec={mb}"),
+                &format!("/compactionthroughput?mb_per_sec={}", enc(mb)),
             )?;
             Ok(())
         }

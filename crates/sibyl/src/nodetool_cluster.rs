@@ -2,7 +2,7 @@
 //! nodetool prints them: status, ring, describecluster, gossipinfo,
 //! getendpoints, statusgossip, version.
 
-use crate::nodetool::{human, request};
+use crate::nodetool::{enc, human, request};
 use anyhow::bail;
 use serde_json::Value;
 
@@ -102,10 +102,10 @@ fn handoff(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
         "disablehandoff" => post("enabled=false".into()),
         "pausehandoff" => post("paused=true".into()),
         "resumehandoff" => post("paused=false".into()),
-        "enablehintsfordc" => post(format!("dc={}&dc_enabled=true", arg("a data center")?)),
-        "disablehintsfordc" => post(format!("dc={}&dc_enabled=false", arg("a data center")?)),
-        "setmaxhintwindow" => post(format!("max_hint_window_ms={}", arg("a value in ms")?)),
-        "sethintedhandoffthrottlekb" => post(format!("throttle_kb={}", arg("a value in KiB")?)),
+        "enablehintsfordc" => post(format!("dc={}&dc_enabled=true", enc(&arg("a data center")?))),
+        "disablehintsfordc" => post(format!("dc={}&dc_enabled=false", enc(&arg("a data center")?))),
+        "setmaxhintwindow" => post(format!("max_hint_window_ms={}", enc(&arg("a value in ms")?))),
+        "sethintedhandoffthrottlekb" => post(format!("throttle_kb={}", enc(&arg("a value in KiB")?))),
         "getmaxhintwindow" => {
             let v = request(host, port, "GET", "/handoff")?;
             outln!("Current max hint window: {} ms", v["max_hint_window_ms"]);
@@ -113,7 +113,7 @@ fn handoff(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
         }
         "truncatehints" => {
             let path = match args.first() {
-                Some(e) => format!("/truncatehints?endpoint={e}"),
+                Some(e) => format!("/truncatehints?endpoint={}", enc(e)),
                 None => "/truncatehints".into(),
             };
             request(host, port, "POST", &path)?;
@@ -165,7 +165,7 @@ pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
     match cmd {
         "status" => {
             let path = match args.first() {
-                Some(ks) => format!("/cluster?keyspace={ks}"),
+                Some(ks) => format!("/cluster?keyspace={}", enc(ks)),
                 None => "/cluster".into(),
             };
             let v = request(host, port, "GET", &path)?;
@@ -230,7 +230,7 @@ pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
                     outln!("RemovalStatus: No removals in process.");
                 }
                 Some(id) => {
-                    request(host, port, "POST", &format!("/removenode?host_id={id}"))?;
+                    request(host, port, "POST", &format!("/removenode?host_id={}", enc(id)))?;
                 }
             }
             Ok(true)
@@ -239,7 +239,7 @@ pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
             let Some(a) = args.first() else {
                 anyhow::bail!("assassinate requires an IP address");
             };
-            request(host, port, "POST", &format!("/assassinate?address={a}"))?;
+            request(host, port, "POST", &format!("/assassinate?address={}", enc(a)))?;
             Ok(true)
         }
         "getstreamthroughput" => {
@@ -267,7 +267,9 @@ pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
             };
             let n: f64 = v
                 .parse()
-                .map_err(|_| anyhow::anyhow!("invalid throughput '{v}'"))?;
+                .ok()
+                .filter(|n: &f64| n.is_finite() && *n >= 0.0 && *n < 1e12)
+                .ok_or_else(|| anyhow::anyhow!("invalid throughput '{v}'"))?;
             let bytes = if mib {
                 (n * 1048576.0) as u64
             } else {
@@ -324,7 +326,7 @@ pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
             let mut params = Vec::new();
             let positional: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
             if let Some(ks) = positional.first() {
-                params.push(format!("keyspace={ks}"));
+                params.push(format!("keyspace={}", enc(ks)));
             }
             let mut freed_total = 0u64;
             let tables: Vec<&String> = positional.iter().skip(1).copied().collect();
@@ -342,7 +344,7 @@ pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
                     host,
                     port,
                     "POST",
-                    &format!("/cleanup?{}&table={t}", params.join("&")),
+                    &format!("/cleanup?{}&table={}", params.join("&"), enc(t)),
                 )?);
             }
             for v in answers {
@@ -375,11 +377,11 @@ pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
                         params.push("local_dc=true".into())
                     }
                     "-st" | "--start-token" => match it.next() {
-                        Some(t) => params.push(format!("st={t}")),
+                        Some(t) => params.push(format!("st={}", enc(t))),
                         None => bail!("-st needs a token"),
                     },
                     "-et" | "--end-token" => match it.next() {
-                        Some(t) => params.push(format!("et={t}")),
+                        Some(t) => params.push(format!("et={}", enc(t))),
                         None => bail!("-et needs a token"),
                     },
                     "-j" | "--job-threads" => {
@@ -390,11 +392,11 @@ pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
                 }
             }
             if let Some(ks) = positional.first() {
-                params.push(format!("keyspace={ks}"));
+                params.push(format!("keyspace={}", enc(ks)));
             }
             if positional.len() > 1 {
                 let t: Vec<&str> = positional[1..].iter().map(|s| s.as_str()).collect();
-                params.push(format!("tables={}", t.join(",")));
+                params.push(format!("tables={}", enc(&t.join(","))));
             }
             let v = request(host, port, "POST", &format!("/repair?{}", params.join("&")))?;
             for l in v["lines"].as_array().into_iter().flatten() {
@@ -574,10 +576,10 @@ pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
                 bail!("getendpoints requires keyspace, table and partition key arguments");
             };
             let q = format!(
-                "/endpoints?keyspace={ks}&table={t}&key={}",
-                key.replace('%', "%25")
-                    .replace('&', "%26")
-                    .replace(' ', "+")
+                "/endpoints?keyspace={}&table={}&key={}",
+                enc(ks),
+                enc(t),
+                enc(key)
             );
             let v = request(host, port, "GET", &q)?;
             for e in v["endpoints"].as_array().into_iter().flatten() {

@@ -51,6 +51,9 @@ pub enum StorageError {
     /// A write held back by memtable memory for longer than it may wait.
     #[error("{0}")]
     Overloaded(String),
+    /// A request the storage refuses (a bad snapshot name).
+    #[error("{0}")]
+    Invalid(String),
 }
 
 impl StorageError {

@@ -469,6 +469,7 @@ impl ColumnFamilyStore {
 
     /// Hard-links the current SSTables into `snapshots/<tag>/`.
     pub fn snapshot(&self, tag: &str) -> Result<usize, StorageError> {
+        check_snapshot_name(tag).map_err(StorageError::Invalid)?;
         let target = self.dir.join("snapshots").join(tag);
         let ss = self.sstables();
         for s in &ss {
@@ -512,17 +513,34 @@ impl ColumnFamilyStore {
         out
     }
 
-    /// Removes one snapshot, or all when `tag` is None.
+    /// Removes one snapshot, or all when `tag` is None. The tag is looked up
+    /// among the snapshots on disk, never joined into a path as given (`..`
+    /// would name the table's own directory).
     pub fn clear_snapshot(&self, tag: Option<&str>) -> usize {
         let base = self.dir.join("snapshots");
-        let tags: Vec<String> = match tag {
-            Some(t) => vec![t.to_string()],
-            None => self.snapshots().into_iter().map(|s| s.0).collect(),
-        };
-        tags.iter()
+        self.snapshots()
+            .into_iter()
+            .map(|s| s.0)
+            .filter(|t| tag.is_none_or(|want| want == t))
             .filter(|t| std::fs::remove_dir_all(base.join(t)).is_ok())
             .count()
     }
+}
+
+/// A snapshot name becomes a directory: refused as Cassandra 5.0.4 refuses
+/// it (empty, or with a `/`), and `.`/`..`, which name directories that
+/// already exist.
+pub fn check_snapshot_name(tag: &str) -> Result<(), String> {
+    if tag.is_empty() {
+        return Err("You must supply a snapshot name.".into());
+    }
+    if tag.contains('/') {
+        return Err("Snapshot name cannot contain /".into());
+    }
+    if tag == "." || tag == ".." || tag.contains('\0') {
+        return Err(format!("Snapshot {tag} already exists."));
+    }
+    Ok(())
 }
 
 fn read_truncation(dir: &Path) -> u64 {
