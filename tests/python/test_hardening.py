@@ -227,3 +227,27 @@ def test_snapshot_names_never_escape_the_snapshots_directory(node, session):
         assert not os.path.exists(os.path.join(d, "snapshots", "keep"))
     finally:
         session.execute(f"DROP KEYSPACE {other}")
+
+
+def test_prepared_statement_ids_are_cassandras(node):
+    """Ids came from Rust's DefaultHasher, which is not stable across builds;
+    Cassandra's are MD5 of the keyspace and the query text, and drivers
+    compare them when they re-prepare after a restart or on another node."""
+    from cassandra.cluster import Cluster
+    with open(os.path.join(goldens.GOLDEN, "prepared_ids.json")) as f:
+        g = json.load(f)
+    c = Cluster([node.host], port=node.port, protocol_version=5)
+    s = c.connect()
+    try:
+        s.execute("DROP KEYSPACE IF EXISTS pid")
+        for q in g["schema"]:
+            s.execute(q)
+        for case in g["cases"]:
+            if case["keyspace"]:
+                s.set_keyspace(case["keyspace"])
+            p = s.prepare(case["query"])
+            assert p.query_id.hex() == case["id"], case["query"]
+            assert (p.result_metadata_id or b"").hex() == case["result_metadata_id"], case["query"]
+        s.execute("DROP KEYSPACE pid")
+    finally:
+        c.shutdown()

@@ -523,6 +523,22 @@ pub enum Statement {
     Describe(DescribeStatement),
 }
 
+impl Statement {
+    /// Every table it names carries its keyspace (Cassandra's
+    /// `isFullyQualified`): such a statement is prepared under an id that
+    /// does not depend on the session's keyspace.
+    pub fn is_fully_qualified(&self) -> bool {
+        match self {
+            Statement::Select(s) => s.table.keyspace.is_some(),
+            Statement::Insert(s) => s.table.keyspace.is_some(),
+            Statement::Update(s) => s.table.keyspace.is_some(),
+            Statement::Delete(s) => s.table.keyspace.is_some(),
+            Statement::Batch(b) => b.statements.iter().all(Statement::is_fully_qualified),
+            _ => false,
+        }
+    }
+}
+
 /// A parsed statement with the bind markers it holds, in order.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ParsedStatement {

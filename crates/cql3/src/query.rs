@@ -105,19 +105,36 @@ pub struct QueryProcessor {
     pub on_schema_change: RwLock<Option<Box<dyn Fn(&Schema) + Send + Sync>>>,
 }
 
-fn md5ish(parts: &[&[u8]]) -> Bytes {
-    use std::hash::{Hash, Hasher};
-    let mut a = std::collections::hash_map::DefaultHasher::new();
+/// MD5 of the parts, as Cassandra's `MD5Digest`.
+fn md5_of(parts: &[&[u8]]) -> Bytes {
+    use md5::Digest;
+    let mut h = md5::Md5::new();
     for p in parts {
-        p.hash(&mut a);
+        h.update(p);
     }
-    let x = a.finish();
-    x.rotate_left(31).hash(&mut a);
-    let y = a.finish();
-    let mut out = Vec::with_capacity(16);
-    out.extend_from_slice(&x.to_be_bytes());
-    out.extend_from_slice(&y.to_be_bytes());
-    Bytes::from(out)
+    Bytes::from(h.finalize().to_vec())
+}
+
+/// A prepared statement's id as Cassandra computes it
+/// (`QueryProcessor.computeId`): MD5 of the keyspace, if any, followed by
+/// the query text. Drivers compare ids across nodes and restarts.
+pub fn prepared_id(query: &str, keyspace: Option<&str>) -> Bytes {
+    md5_of(&[keyspace.unwrap_or("").as_bytes(), query.as_bytes()])
+}
+
+/// The result metadata id of protocol v5, as Cassandra's
+/// `ResultMetadata.computeResultMetadataId`: per column its name, a zero,
+/// its marshal class, two zeros.
+pub fn result_metadata_id(columns: &[(&str, &CqlType)]) -> Bytes {
+    let mut parts: Vec<Vec<u8>> = Vec::new();
+    for (name, typ) in columns {
+        parts.push(name.as_bytes().to_vec());
+        parts.push(vec![0]);
+        parts.push(sibyl_protocol::marshal_class_name(typ).into_bytes());
+        parts.push(vec![0, 0]);
+    }
+    let refs: Vec<&[u8]> = parts.iter().map(|p| p.as_slice()).collect();
+    md5_of(&refs)
 }
 
 fn now_micros() -> i64 {
@@ -190,24 +207,25 @@ impl QueryProcessor {
         let ks_for_id = keyspace
             .map(|s| s.to_string())
             .or_else(|| client.keyspace.clone());
-        let id = md5ish(&[
-            query.as_bytes(),
-            ks_for_id.as_deref().unwrap_or("").as_bytes(),
-        ]);
+        let statement = parse_statement(query)?;
+        let id = if statement.statement.is_fully_qualified() {
+            prepared_id(query, None)
+        } else {
+            prepared_id(query, ks_for_id.as_deref())
+        };
         if let Some(p) = self.prepared.lock().get(&id) {
             return Ok(p.clone());
         }
-        let statement = parse_statement(query)?;
         self.check_prepared_conditions(&statement.statement, client, keyspace, false)?;
         let (bind_specs, pk_indexes, result_columns) =
             self.describe_binds(&statement, client, keyspace)?;
         self.check_prepared_conditions(&statement.statement, client, keyspace, true)?;
-        let mut rm = Vec::new();
-        for c in &result_columns {
-            rm.extend_from_slice(c.name.as_bytes());
-            rm.extend_from_slice(c.typ.to_string().as_bytes());
-        }
-        let result_metadata_id = md5ish(&[&rm]);
+        let result_metadata_id = result_metadata_id(
+            &result_columns
+                .iter()
+                .map(|c| (c.name.as_str(), &c.typ))
+                .collect::<Vec<_>>(),
+        );
         let p = Arc::new(Prepared {
             id: id.clone(),
             query: query.to_string(),

@@ -591,33 +591,35 @@ impl Schema {
 
     /// A digest of the user-visible schema, as `schema_version`.
     pub fn compute_version(&mut self) {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
+        // MD5 over the schema's parts, each followed by a zero: the same
+        // schema gives the same version on every build (Rust's
+        // DefaultHasher promises no such thing, and nodes compare versions)
+        use md5::Digest;
+        let mut h = md5::Md5::new();
+        let mut put = |b: &[u8]| {
+            h.update(b);
+            h.update([0u8]);
+        };
         for (name, ks) in &self.keyspaces {
-            name.hash(&mut h);
+            put(name.as_bytes());
             for (k, v) in ks.replication.iter() {
-                k.hash(&mut h);
-                v.hash(&mut h);
+                put(k.as_bytes());
+                put(v.as_bytes());
             }
             for (tn, t) in &ks.tables {
-                tn.hash(&mut h);
-                t.id.hash(&mut h);
+                put(tn.as_bytes());
+                put(t.id.as_bytes());
                 for c in &t.columns {
-                    c.name.hash(&mut h);
-                    c.typ.to_string().hash(&mut h);
+                    put(c.name.as_bytes());
+                    put(c.typ.to_string().as_bytes());
                 }
-                format!("{:?}", t.params).hash(&mut h);
+                put(format!("{:?}", t.params).as_bytes());
             }
             for tn in ks.types.keys() {
-                tn.hash(&mut h);
+                put(tn.as_bytes());
             }
         }
-        let a = h.finish();
-        a.rotate_left(17).hash(&mut h);
-        let b = h.finish();
-        let mut bytes = [0u8; 16];
-        bytes[..8].copy_from_slice(&a.to_be_bytes());
-        bytes[8..].copy_from_slice(&b.to_be_bytes());
+        let mut bytes: [u8; 16] = h.finalize().into();
         bytes[6] = (bytes[6] & 0x0f) | 0x30; // version 3 like Cassandra's name-based UUIDs
         bytes[8] = (bytes[8] & 0x3f) | 0x80;
         self.version = uuid::Uuid::from_bytes(bytes);

@@ -42,9 +42,11 @@ pub fn write(
         revs.retain(|r| r["revision"] != json!(rev));
         revs.push(json!({ "revision": rev, "command": command, "intervals": intervals, "summary": summary }));
     }
+    // no '<' at all inside the script element: `</script>` or `<!--` in a
+    // revision name cannot end it or change how it is parsed
     let payload = serde_json::to_string(&data)
         .unwrap_or_default()
-        .replace("</", "<\\/");
+        .replace('<', "\\u003c");
     let html = format!(
         r#"<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>{title}</title>
@@ -93,23 +95,58 @@ function draw(id, key, label) {{
     g.stroke();
   }});
 }}
+function esc(s) {{
+  return String(s).replace(/[&<>"']/g, c => ({{'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;'}})[c]);
+}}
 function render() {{
   const m = document.getElementById('metric').value;
   draw('ops', 'ops_per_s', 'throughput (op/s)');
   draw('lat', m, document.getElementById('metric').selectedOptions[0].text);
+  // names, commands and summaries are text, never markup
   document.getElementById('legend').innerHTML = data.revisions.map((r, i) =>
-    '<span style="color:' + colors[i % colors.length] + '">&#9632; ' + r.revision + '</span>').join('');
+    '<span style="color:' + colors[i % colors.length] + '">&#9632; ' + esc(r.revision) + '</span>').join('');
   document.getElementById('summaries').innerHTML = data.revisions.map(r =>
-    '<h3>' + r.revision + '</h3><pre>' + r.command + '\n\n' + r.summary.join('\n') + '</pre>').join('');
+    '<h3>' + esc(r.revision) + '</h3><pre>' + esc(r.command + '\n\n' + r.summary.join('\n')) + '</pre>').join('');
 }}
 document.getElementById('metric').onchange = render;
 render();
 </script></body></html>
 "#,
-        title = data["title"]
-            .as_str()
-            .unwrap_or("sibyl stress")
-            .replace('<', "&lt;"),
+        title = html_text(data["title"].as_str().unwrap_or("sibyl stress")),
     );
     std::fs::write(path, html)
+}
+
+/// Text for an HTML element's content or attribute.
+fn html_text(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_commands_cannot_inject_markup() {
+        let dir = std::env::temp_dir().join(format!("sibyl-graph-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("g.html");
+        let path = path.to_str().unwrap();
+        let evil = "</script><img src=x onerror=alert(1)><!--";
+        write(path, Some(evil), Some(evil), evil, &[], &[evil.to_string()]).unwrap();
+        let html = std::fs::read_to_string(path).unwrap();
+        assert!(!html.contains("<img"), "raw markup in the page");
+        assert_eq!(html.matches("</script>").count(), 2, "the data ends its script once");
+        assert!(html.contains("function esc(s)"));
+        // the revision reads back whole, and a second run is overlaid on it
+        write(path, None, Some("two"), "cmd", &[], &[]).unwrap();
+        let data = existing(path).unwrap();
+        assert_eq!(data["revisions"][0]["revision"], json!(evil));
+        assert_eq!(data["revisions"][1]["revision"], json!("two"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
