@@ -177,27 +177,70 @@ impl Parser<'_> {
                 self.pos += 9;
                 Ok(Json::Number("-Infinity".into()))
             }
-            Some(c) if *c == b'-' || c.is_ascii_digit() => {
-                let start = self.pos;
-                self.pos += 1;
-                while self.pos < self.s.len()
-                    && matches!(
-                        self.s[self.pos],
-                        b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-'
-                    )
-                {
-                    self.pos += 1;
-                }
-                let n = std::str::from_utf8(&self.s[start..self.pos])
-                    .unwrap_or_default()
-                    .to_string();
-                if n.parse::<f64>().is_err() {
-                    return self.err("Invalid number");
-                }
-                Ok(Json::Number(n))
-            }
+            Some(c) if *c == b'-' || c.is_ascii_digit() => self.number(),
             Some(_) => self.err("Unexpected character"),
         }
+    }
+
+    /// A character as Jackson names it in its messages.
+    fn desc(&self, at: usize) -> String {
+        match self.s.get(at) {
+            None => "end-of-input".into(),
+            Some(&c) if c < 0x20 => format!("(CTRL-CHAR, code {c})"),
+            Some(&c) => format!("'{}' (code {c})", c as char),
+        }
+    }
+
+    /// A number by JSON's grammar, `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`,
+    /// refused where JSON refuses it (`01`, `1.`, `-.5`, `1e`) with
+    /// Jackson's words, as Cassandra's parser is Jackson.
+    fn number(&mut self) -> Result<Json, String> {
+        let start = self.pos;
+        let digits = |p: &mut Self| {
+            let from = p.pos;
+            while p.s.get(p.pos).is_some_and(u8::is_ascii_digit) {
+                p.pos += 1;
+            }
+            p.pos - from
+        };
+        if self.s.get(self.pos) == Some(&b'-') {
+            self.pos += 1;
+        }
+        let int_start = self.pos;
+        if digits(self) == 0 {
+            return self.err(&format!(
+                "Unexpected character ({}) in numeric value: expected digit (0-9) to follow minus sign, for valid numeric value",
+                self.desc(self.pos)
+            ));
+        }
+        if self.s[int_start] == b'0' && self.pos - int_start > 1 {
+            return self.err("Invalid numeric value: Leading zeroes not allowed");
+        }
+        if self.s.get(self.pos) == Some(&b'.') {
+            self.pos += 1;
+            if digits(self) == 0 {
+                return self.err(&format!(
+                    "Unexpected character ({}) in numeric value: Decimal point not followed by a digit",
+                    self.desc(self.pos)
+                ));
+            }
+        }
+        if matches!(self.s.get(self.pos), Some(b'e' | b'E')) {
+            self.pos += 1;
+            if matches!(self.s.get(self.pos), Some(b'+' | b'-')) {
+                self.pos += 1;
+            }
+            if digits(self) == 0 {
+                return self.err(&format!(
+                    "Unexpected character ({}) in numeric value: Exponent indicator not followed by a digit",
+                    self.desc(self.pos)
+                ));
+            }
+        }
+        let n = std::str::from_utf8(&self.s[start..self.pos])
+            .unwrap_or_default()
+            .to_string();
+        Ok(Json::Number(n))
     }
 
     fn string(&mut self) -> Result<String, String> {
@@ -238,6 +281,12 @@ impl Parser<'_> {
                         }
                         _ => return self.err("Unrecognized character escape"),
                     }
+                }
+                c if c < 0x20 => {
+                    return self.err(&format!(
+                        "Illegal unquoted character ({}): has to be escaped using backslash to be included in string value",
+                        self.desc(self.pos - 1)
+                    ))
                 }
                 c => out.push(c),
             }
@@ -474,6 +523,29 @@ fn float_word(t: &CqlType) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refuses_what_json_forbids_as_jackson_does() {
+        for (doc, msg) in [
+            ("01", "Leading zeroes not allowed"),
+            ("-01", "Leading zeroes not allowed"),
+            ("1.", "Decimal point not followed by a digit"),
+            ("[1.]", "Decimal point not followed by a digit"),
+            ("-.5", "expected digit (0-9) to follow minus sign"),
+            ("-", "expected digit (0-9) to follow minus sign"),
+            ("1e", "Exponent indicator not followed by a digit"),
+            ("1e+", "Exponent indicator not followed by a digit"),
+            ("\"a\nb\"", "Illegal unquoted character ((CTRL-CHAR, code 10))"),
+            ("\"a\tb\"", "Illegal unquoted character ((CTRL-CHAR, code 9))"),
+            (".5", "Unexpected character"),
+        ] {
+            let e = Json::parse(doc).expect_err(doc);
+            assert!(e.contains(msg), "{doc}: {e}");
+        }
+        for ok in ["0", "-0", "1.5e+3", "10", "0.25", "-1E-2", "\"a\\nb\""] {
+            Json::parse(ok).expect(ok);
+        }
+    }
 
     #[test]
     fn parses_documents_and_keeps_numbers_as_written() {
