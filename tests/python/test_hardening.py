@@ -251,3 +251,129 @@ def test_prepared_statement_ids_are_cassandras(node):
         s.execute("DROP KEYSPACE pid")
     finally:
         c.shutdown()
+
+
+def start_fails(n, *needles):
+    """Starting `n` must fail, with every needle in its log."""
+    with pytest.raises(RuntimeError):
+        n.start(timeout=30)
+    with open(n.log_path) as f:
+        log = f.read()
+    last = log[log.rfind("Sibyl stopped"):]  # this start's lines only
+    for needle in needles:
+        assert needle in last, last[-3000:]
+    return last
+
+
+def flip_bytes(path, at=100, n=64):
+    with open(path, "r+b") as f:
+        f.seek(at)
+        f.write(bytes(b ^ 0xFF for b in f.read(n)))
+
+
+def stopped_node_with_data():
+    from cassandra.cluster import Cluster
+    n = SibylNode().start()
+    c = Cluster([n.host], port=n.port)
+    s = c.connect()
+    s.execute("CREATE KEYSPACE h WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+    s.execute("CREATE TABLE h.t (k int PRIMARY KEY, v int)")
+    for i in range(20):
+        s.execute("INSERT INTO h.t (k, v) VALUES (%s, %s)", (i, i))
+    c.shutdown()
+    n.nodetool("flush")
+    n.stop()
+    return n
+
+
+def rows(n):
+    from cassandra.cluster import Cluster
+    c = Cluster([n.host], port=n.port)
+    try:
+        return sorted(r.k for r in c.connect().execute("SELECT k FROM h.t"))
+    finally:
+        c.shutdown()
+
+
+def data_files(d, suffix):
+    return sorted(f for f in os.listdir(d) if f.endswith(suffix))
+
+
+@pytest.mark.own_node
+def test_a_node_that_cannot_read_its_identity_stops_instead_of_becoming_another():
+    """If system.local could not be read, start-up made a new host id and
+    new tokens; a changed cluster_name was silently accepted."""
+    n = stopped_node_with_data()
+    try:
+        local = table_dir(n, "system", "local")
+        # unreadable: a corrupt chunk in system.local's data
+        for f in data_files(local, "Data.db"):
+            flip_bytes(os.path.join(local, f))
+        start_fails(n, "cannot read this node's identity from system.local", "chunk checksum mismatch")
+        # gone: the row is lost but the data directory holds data
+        for f in os.listdir(local):
+            if f.startswith("sb-"):
+                os.remove(os.path.join(local, f))
+        cl = os.path.join(n.data_dir, "commitlog")
+        for f in os.listdir(cl):
+            os.remove(os.path.join(cl, f))
+        start_fails(n, "system.local has no row for this node", "refusing to start under a new host id")
+    finally:
+        n.stop()
+    m = stopped_node_with_data()
+    try:
+        real = SibylNode.config_path
+
+        def other_cluster():
+            path = real(m)
+            text = open(path).read().replace("cluster_name: test", "cluster_name: other")
+            open(path, "w").write(text)
+            return path
+        m.config_path = other_cluster
+        start_fails(m, "Saved cluster name test != configured name other")
+        m.config_path = lambda: real(m)
+        m.start()
+        assert rows(m) == list(range(20))
+    finally:
+        m.stop()
+
+
+@pytest.mark.own_node
+def test_a_schema_that_cannot_be_read_stops_the_node():
+    """Schema read errors were swallowed: a corrupt system_schema SSTable
+    silently dropped keyspaces."""
+    n = stopped_node_with_data()
+    try:
+        d = table_dir(n, "system_schema", "keyspaces")
+        files = data_files(d, "Data.db")
+        assert files
+        for f in files:
+            flip_bytes(os.path.join(d, f))
+        start_fails(n, "system_schema.keyspaces")
+    finally:
+        n.stop()
+
+
+@pytest.mark.own_node
+def test_a_missing_toc_or_filter_is_rebuilt_and_a_missing_index_is_named():
+    """A missing TOC.txt made the node delete the SSTable, silently; a
+    missing Index stopped it with "cannot load the schema"."""
+    n = stopped_node_with_data()
+    try:
+        d = table_dir(n, "h", "t")
+        toc = data_files(d, "TOC.txt")[0]
+        os.rename(os.path.join(d, toc), "/tmp/" + toc + str(os.getpid()))
+        for f in data_files(d, "Filter.db"):
+            os.remove(os.path.join(d, f))
+        n.start()
+        assert rows(n) == list(range(20))
+        assert data_files(d, "TOC.txt") and data_files(d, "Filter.db")
+        assert "was missing: rebuilt it" in n.log()
+        n.stop()
+        index = data_files(d, "Index.db")[0]
+        os.remove(os.path.join(d, index))
+        msg = start_fails(n, index, "missing")
+        assert "cannot load the schema" not in msg
+        assert data_files(d, "Data.db"), "the data stays for the operator"
+    finally:
+        n.stop()

@@ -340,15 +340,13 @@ fn percent_decode(s: &str) -> String {
         let hex = |c: u8| (c as char).to_digit(16);
         match b[i] {
             b'+' => out.push(b' '),
-            b'%' if i + 2 < b.len() => {
-                match (hex(b[i + 1]), hex(b[i + 2])) {
-                    (Some(h), Some(l)) => {
-                        out.push((h * 16 + l) as u8);
-                        i += 2;
-                    }
-                    _ => out.push(b'%'),
+            b'%' if i + 2 < b.len() => match (hex(b[i + 1]), hex(b[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push((h * 16 + l) as u8);
+                    i += 2;
                 }
-            }
+                _ => out.push(b'%'),
+            },
             c => out.push(c),
         }
         i += 1;
@@ -442,7 +440,12 @@ impl Admin {
         let schema = self.qp.schema();
         let list = |k: &str| -> Vec<String> {
             q.get(k)
-                .map(|v| v.split(',').filter(|s| !s.is_empty()).map(str::to_string).collect())
+                .map(|v| {
+                    v.split(',')
+                        .filter(|s| !s.is_empty())
+                        .map(str::to_string)
+                        .collect()
+                })
                 .unwrap_or_default()
         };
         let keyspaces = list("keyspace");
@@ -459,8 +462,8 @@ impl Admin {
                 continue;
             }
             for t in ks.tables.values() {
-                let by_keyspace = keyspaces.contains(&ks.name)
-                    && (plain.is_empty() || plain.contains(&t.name));
+                let by_keyspace =
+                    keyspaces.contains(&ks.name) && (plain.is_empty() || plain.contains(&t.name));
                 let by_name = qualified.contains(&format!("{}.{}", ks.name, t.name));
                 if (keyspaces.is_empty() && qualified.is_empty() && plain.is_empty())
                     || by_keyspace
@@ -930,10 +933,7 @@ impl Admin {
             ("POST", "/clearsnapshot") => {
                 let tag = q.get("tag").map(|s| s.as_str());
                 if tag.is_none() && q.get("all").map(String::as_str) != Some("true") {
-                    return Err((
-                        "400 Bad Request",
-                        "Specify snapshot name or --all".into(),
-                    ));
+                    return Err(("400 Bad Request", "Specify snapshot name or --all".into()));
                 }
                 let mut n = 0;
                 for t in self.tables(q)? {
@@ -951,13 +951,11 @@ impl Admin {
                     "400 Bad Request",
                     "mb_per_sec must be a whole number".to_string(),
                 ))?;
-                self.storage
-                    .compaction_throughput_bytes
-                    .store(
-                        mb.checked_mul(1 << 20)
-                            .ok_or(("400 Bad Request", format!("{mb} MiB/s is out of range")))?,
-                        Ordering::Relaxed,
-                    );
+                self.storage.compaction_throughput_bytes.store(
+                    mb.checked_mul(1 << 20)
+                        .ok_or(("400 Bad Request", format!("{mb} MiB/s is out of range")))?,
+                    Ordering::Relaxed,
+                );
                 Ok(json!({ "mb_per_sec": mb }))
             }
             ("POST", "/invalidatekeycache") => {

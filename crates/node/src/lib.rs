@@ -49,6 +49,10 @@ pub enum StartError {
     Cluster(#[from] cluster::ClusterError),
     #[error("cannot use hints_directory {dir}: {source}")]
     Hints { dir: String, source: std::io::Error },
+    /// The node's identity (host id, tokens) cannot be read from a data
+    /// directory that holds data: a new one would make it another node.
+    #[error("{0}")]
+    Identity(String),
 }
 
 /// A running node.
@@ -113,7 +117,7 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
     let mut system_ids = std::collections::HashSet::new();
     for ks in system_keyspaces() {
         for t in ks.tables.values() {
-            open_store(&storage, t).map_err(|e| StartError::Schema(e.to_string()))?;
+            open_store(&storage, t)?;
             system_ids.insert(t.id);
         }
         schema.keyspaces.insert(ks.name.clone(), Arc::new(ks));
@@ -121,9 +125,11 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
     let (stats, mut dirty) = storage.replay_commitlog(&|id| system_ids.contains(&id))?;
     // 2. user schema from system_schema, then user data
     let now = sibyl_storage::now_in_seconds();
-    for ks in schema_tables::read_user_keyspaces(&LocalSchema(&storage), now) {
+    let keyspaces = schema_tables::read_user_keyspaces(&LocalSchema(&storage), now)
+        .map_err(|e| StartError::Schema(e.to_string()))?;
+    for ks in keyspaces {
         for t in ks.tables.values() {
-            open_store(&storage, t).map_err(|e| StartError::Schema(e.to_string()))?;
+            open_store(&storage, t)?;
         }
         schema.keyspaces.insert(ks.name.clone(), Arc::new(ks));
     }
@@ -146,9 +152,31 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
     // the cluster metadata log's (the stored ones are reused when a node
     // registers again)
     let local_t = system_table(&schema, "system", "local");
-    let (host_id, stored_tokens) = match read_local_identity(&storage, &local_t, now) {
-        Some((h, t)) => (h, Some(t)),
-        None => (uuid::Uuid::new_v4(), None),
+    let (host_id, stored_tokens) = match read_local_identity(
+        &storage,
+        &local_t,
+        now,
+        &config.cluster_name,
+    )? {
+        Some(identity) => identity,
+        None => {
+            // a new identity only for a truly new node: nothing on disk
+            let sstables: usize = storage.tables().iter().map(|t| t.sstables().len()).sum();
+            let entries = stats.entries + user_stats.entries;
+            if sstables > 0 || entries > 0 || schema.keyspaces.values().any(|k| !k.is_system) {
+                return Err(StartError::Identity(format!(
+                    "system.local has no row for this node, but the data directories hold data \
+                     ({sstables} SSTables, {entries} commit log entries): refusing to start under a \
+                     new host id and tokens. Restore system.local (under {}), or start on an empty \
+                     data directory to join as a new node",
+                    storage
+                        .table(local_t.id)
+                        .map(|c| c.dir.display().to_string())
+                        .unwrap_or_default()
+                )));
+            }
+            (uuid::Uuid::new_v4(), None)
+        }
     };
     let addr_of = |s: &str| -> Result<IpAddr, StartError> {
         s.parse().map_err(|_| StartError::Address(s.to_string()))
@@ -447,34 +475,64 @@ fn inet(ip: &IpAddr) -> Bytes {
     }
 }
 
+/// This node's host id and stored tokens from `system.local`: `None` when
+/// there is no row; an error when the row cannot be read or makes no sense.
 fn read_local_identity(
     storage: &StorageEngine,
     t: &TableMetadata,
     now: i32,
-) -> Option<(uuid::Uuid, Vec<i64>)> {
-    let cfs = storage.table(t.id)?;
-    let mut p = cfs
+    cluster_name: &str,
+) -> Result<Option<(uuid::Uuid, Option<Vec<i64>>)>, StartError> {
+    let cfs = storage
+        .table(t.id)
+        .ok_or_else(|| StartError::Identity("system.local is not open".into()))?;
+    let cannot = |what: String| {
+        StartError::Identity(format!(
+            "cannot read this node's identity from system.local ({}): {what}",
+            cfs.dir.display()
+        ))
+    };
+    let Some(mut p) = cfs
         .read(&sibyl_storage::DecoratedKey::new(text("local")), None)
-        .ok()??;
+        .map_err(|e| cannot(e.to_string()))?
+    else {
+        return Ok(None);
+    };
     p.resolve(now);
-    let row = p.rows.values().next()?;
-    let hid = cells::column_value(row, "host_id", &sibyl_types::CqlType::Uuid, now)?;
-    let host_id = uuid::Uuid::from_slice(&hid).ok()?;
-    let tt = t.column("tokens")?.typ.clone();
-    let toks = cells::column_value(row, "tokens", &tt, now)?;
-    let tokens = sibyl_types::value::deserialize_collection(&toks)
-        .ok()?
-        .into_iter()
-        .filter_map(|b| {
-            std::str::from_utf8(&b)
-                .ok()
-                .and_then(|s| s.parse::<i64>().ok())
-        })
-        .collect::<Vec<_>>();
-    if tokens.is_empty() {
-        return None;
+    let Some(row) = p.rows.values().next() else {
+        return Ok(None);
+    };
+    // a node never changes clusters by a edit of its configuration
+    if let Some(saved) = cells::column_value(row, "cluster_name", &sibyl_types::CqlType::Text, now)
+    {
+        let saved = String::from_utf8_lossy(&saved);
+        if saved != cluster_name {
+            return Err(StartError::Identity(format!(
+                "Saved cluster name {saved} != configured name {cluster_name}"
+            )));
+        }
     }
-    Some((host_id, tokens))
+    let host_id = cells::column_value(row, "host_id", &sibyl_types::CqlType::Uuid, now)
+        .and_then(|hid| uuid::Uuid::from_slice(&hid).ok())
+        .ok_or_else(|| cannot("the row has no valid host_id".into()))?;
+    let tokens = t
+        .column("tokens")
+        .and_then(|c| cells::column_value(row, "tokens", &c.typ, now))
+        .map(|toks| {
+            sibyl_types::value::deserialize_collection(&toks)
+                .map_err(|e| cannot(format!("bad tokens: {e}")))?
+                .into_iter()
+                .map(|b| {
+                    std::str::from_utf8(&b)
+                        .ok()
+                        .and_then(|s| s.parse::<i64>().ok())
+                        .ok_or_else(|| cannot("a token is not a number".into()))
+                })
+                .collect::<Result<Vec<i64>, StartError>>()
+        })
+        .transpose()?
+        .filter(|t| !t.is_empty());
+    Ok(Some((host_id, tokens)))
 }
 
 async fn write_local_row(

@@ -260,10 +260,11 @@ pub fn keyspace_mutations(ks: &KeyspaceMetadata, ts: i64, now: i32) -> Vec<Mutat
 /// Where the stored schema is read from when a node starts: its local
 /// `system_schema` tables.
 pub trait SchemaSource {
-    /// Every partition key of a table, in token order.
-    fn keys(&self, table_id: uuid::Uuid) -> Vec<DecoratedKey>;
+    /// Every partition key of a table, in token order; an error when it
+    /// cannot be read (a schema read that fails must not look empty).
+    fn keys(&self, table_id: uuid::Uuid) -> Result<Vec<DecoratedKey>, String>;
     /// A partition of a table, unresolved.
-    fn read(&self, table_id: uuid::Uuid, key: &DecoratedKey) -> Option<Partition>;
+    fn read(&self, table_id: uuid::Uuid, key: &DecoratedKey) -> Result<Option<Partition>, String>;
 }
 
 fn read_partition(
@@ -271,10 +272,14 @@ fn read_partition(
     t: &TableMetadata,
     key: &Bytes,
     now: i32,
-) -> Option<Partition> {
-    let mut p = storage.read(t.id, &DecoratedKey::new(key.clone()))?;
-    p.resolve(now);
-    Some(p)
+) -> Result<Option<Partition>, String> {
+    let p = storage
+        .read(t.id, &DecoratedKey::new(key.clone()))
+        .map_err(|e| format!("cannot read system_schema.{}: {e}", t.name))?;
+    Ok(p.map(|mut p| {
+        p.resolve(now);
+        p
+    }))
 }
 
 fn get_text(row: &Row, t: &TableMetadata, name: &str, now: i32) -> Option<String> {
@@ -331,12 +336,21 @@ fn get_list(row: &Row, t: &TableMetadata, name: &str, now: i32) -> Vec<String> {
 }
 
 /// Reads the user keyspaces from the `system_schema` tables.
-pub fn read_user_keyspaces(storage: &dyn SchemaSource, now: i32) -> Vec<KeyspaceMetadata> {
+///
+/// Anything it cannot read or understand is an error naming what: a
+/// keyspace, table or column silently dropped or retyped would hide (and
+/// then lose) its data.
+pub fn read_user_keyspaces(
+    storage: &dyn SchemaSource,
+    now: i32,
+) -> Result<Vec<KeyspaceMetadata>, String> {
     let ks_t = schema_table("keyspaces");
-    let keys = storage.keys(ks_t.id);
+    let keys = storage
+        .keys(ks_t.id)
+        .map_err(|e| format!("cannot read system_schema.keyspaces: {e}"))?;
     let mut out = Vec::new();
     for key in keys {
-        let Some(p) = read_partition(storage, &ks_t, &key.key, now) else {
+        let Some(p) = read_partition(storage, &ks_t, &key.key, now)? else {
             continue;
         };
         let Some(row) = p.rows.values().next() else {
@@ -357,7 +371,7 @@ pub fn read_user_keyspaces(storage: &dyn SchemaSource, now: i32) -> Vec<Keyspace
         };
         // types first: tables may use them
         let types_t = schema_table("types");
-        if let Some(tp) = read_partition(storage, &types_t, &key.key, now) {
+        if let Some(tp) = read_partition(storage, &types_t, &key.key, now)? {
             // a type may refer to another defined before it; retry until stable
             let mut pending: Vec<(String, Vec<String>, Vec<String>)> = tp
                 .rows
@@ -403,24 +417,33 @@ pub fn read_user_keyspaces(storage: &dyn SchemaSource, now: i32) -> Vec<Keyspace
                     break;
                 }
             }
+            if let Some((tname, _, types)) = pending.first() {
+                return Err(format!(
+                    "type {name}.{tname} has field types that cannot be read: {}",
+                    types.join(", ")
+                ));
+            }
         }
         let tables_t = schema_table("tables");
         let columns_t = schema_table("columns");
         let dropped_t = schema_table("dropped_columns");
-        let cols_p = read_partition(storage, &columns_t, &key.key, now);
-        let dropped_p = read_partition(storage, &dropped_t, &key.key, now);
+        let cols_p = read_partition(storage, &columns_t, &key.key, now)?;
+        let dropped_p = read_partition(storage, &dropped_t, &key.key, now)?;
         let indexes_t = schema_table("indexes");
-        let indexes_p = read_partition(storage, &indexes_t, &key.key, now);
-        if let Some(tp) = read_partition(storage, &tables_t, &key.key, now) {
+        let indexes_p = read_partition(storage, &indexes_t, &key.key, now)?;
+        if let Some(tp) = read_partition(storage, &tables_t, &key.key, now)? {
             for (ck, row) in &tp.rows {
                 let tname = ck
                     .values
                     .first()
                     .map(|v| String::from_utf8_lossy(v).to_string())
                     .unwrap_or_default();
+                // the id names the table's files: never make one up
                 let id = get_bytes(row, &tables_t, "id", now)
                     .and_then(|b| uuid::Uuid::from_slice(&b).ok())
-                    .unwrap_or_else(uuid::Uuid::new_v4);
+                    .ok_or_else(|| {
+                        format!("table {name}.{tname} has no valid id in system_schema.tables")
+                    })?;
                 let d = TableParams::default();
                 let params = TableParams {
                     additional_write_policy: get_text(
@@ -484,10 +507,13 @@ pub fn read_user_keyspaces(storage: &dyn SchemaSource, now: i32) -> Vec<Keyspace
                         let kind = get_text(crow, &columns_t, "kind", now)
                             .and_then(|k| ColumnKind::parse(&k))
                             .unwrap_or(ColumnKind::Regular);
-                        let tstr = get_text(crow, &columns_t, "type", now)
-                            .unwrap_or_else(|| "blob".into());
+                        let tstr = get_text(crow, &columns_t, "type", now).ok_or_else(|| {
+                            format!("column {name}.{tname}.{cname} has no type in system_schema.columns")
+                        })?;
                         let resolve = |n: &str| ks.types.get(n).cloned();
-                        let typ = CqlType::parse(&tstr, &resolve).unwrap_or(CqlType::Blob);
+                        let typ = CqlType::parse(&tstr, &resolve).map_err(|e| {
+                            format!("column {name}.{tname}.{cname} has type '{tstr}' that cannot be read: {e}")
+                        })?;
                         let order =
                             get_text(crow, &columns_t, "clustering_order", now).unwrap_or_default();
                         columns.push(ColumnMetadata {
@@ -554,5 +580,5 @@ pub fn read_user_keyspaces(storage: &dyn SchemaSource, now: i32) -> Vec<Keyspace
         }
         out.push(ks);
     }
-    out
+    Ok(out)
 }

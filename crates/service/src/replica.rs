@@ -366,10 +366,12 @@ impl Replica {
                 next.keyspaces.insert(name.clone(), ks.clone());
             }
         }
-        for mut ks in sibyl_schema::schema_tables::read_user_keyspaces(
+        let keyspaces = sibyl_schema::schema_tables::read_user_keyspaces(
             &crate::stores::LocalSchema(&self.storage),
             now,
-        ) {
+        )
+        .map_err(StorageError::Decode)?;
+        for mut ks in keyspaces {
             // a table whose definition did not change keeps its metadata
             // (and so its open store)
             if let Some(old_ks) = old.keyspaces.get(&ks.name) {

@@ -144,14 +144,19 @@ pub fn drop_stores(storage: &StorageEngine, t: &TableMetadata) {
 pub struct LocalSchema<'a>(pub &'a StorageEngine);
 
 impl SchemaSource for LocalSchema<'_> {
-    fn keys(&self, table_id: uuid::Uuid) -> Vec<DecoratedKey> {
-        self.0
-            .table(table_id)
-            .and_then(|cfs| cfs.keys(None, i64::MIN, i64::MAX, usize::MAX).ok())
-            .unwrap_or_default()
+    fn keys(&self, table_id: uuid::Uuid) -> Result<Vec<DecoratedKey>, String> {
+        match self.0.table(table_id) {
+            Some(cfs) => cfs
+                .keys(None, i64::MIN, i64::MAX, usize::MAX)
+                .map_err(|e| e.to_string()),
+            None => Ok(Vec::new()),
+        }
     }
 
-    fn read(&self, table_id: uuid::Uuid, key: &DecoratedKey) -> Option<Partition> {
-        self.0.table(table_id)?.read(key, None).ok()?
+    fn read(&self, table_id: uuid::Uuid, key: &DecoratedKey) -> Result<Option<Partition>, String> {
+        match self.0.table(table_id) {
+            Some(cfs) => cfs.read(key, None).map_err(|e| e.to_string()),
+            None => Ok(None),
+        }
     }
 }

@@ -152,7 +152,11 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
                     &host,
                     port,
                     "POST",
-                    &with(format!("/{verb}?keyspace={}&table={}", enc(&args[0]), enc(t))),
+                    &with(format!(
+                        "/{verb}?keyspace={}&table={}",
+                        enc(&args[0]),
+                        enc(t)
+                    )),
                 )?;
             }
         }

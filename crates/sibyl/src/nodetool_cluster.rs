@@ -102,10 +102,21 @@ fn handoff(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
         "disablehandoff" => post("enabled=false".into()),
         "pausehandoff" => post("paused=true".into()),
         "resumehandoff" => post("paused=false".into()),
-        "enablehintsfordc" => post(format!("dc={}&dc_enabled=true", enc(&arg("a data center")?))),
-        "disablehintsfordc" => post(format!("dc={}&dc_enabled=false", enc(&arg("a data center")?))),
-        "setmaxhintwindow" => post(format!("max_hint_window_ms={}", enc(&arg("a value in ms")?))),
-        "sethintedhandoffthrottlekb" => post(format!("throttle_kb={}", enc(&arg("a value in KiB")?))),
+        "enablehintsfordc" => post(format!(
+            "dc={}&dc_enabled=true",
+            enc(&arg("a data center")?)
+        )),
+        "disablehintsfordc" => post(format!(
+            "dc={}&dc_enabled=false",
+            enc(&arg("a data center")?)
+        )),
+        "setmaxhintwindow" => post(format!(
+            "max_hint_window_ms={}",
+            enc(&arg("a value in ms")?)
+        )),
+        "sethintedhandoffthrottlekb" => {
+            post(format!("throttle_kb={}", enc(&arg("a value in KiB")?)))
+        }
         "getmaxhintwindow" => {
             let v = request(host, port, "GET", "/handoff")?;
             outln!("Current max hint window: {} ms", v["max_hint_window_ms"]);
@@ -230,7 +241,12 @@ pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
                     outln!("RemovalStatus: No removals in process.");
                 }
                 Some(id) => {
-                    request(host, port, "POST", &format!("/removenode?host_id={}", enc(id)))?;
+                    request(
+                        host,
+                        port,
+                        "POST",
+                        &format!("/removenode?host_id={}", enc(id)),
+                    )?;
                 }
             }
             Ok(true)
@@ -239,7 +255,12 @@ pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
             let Some(a) = args.first() else {
                 anyhow::bail!("assassinate requires an IP address");
             };
-            request(host, port, "POST", &format!("/assassinate?address={}", enc(a)))?;
+            request(
+                host,
+                port,
+                "POST",
+                &format!("/assassinate?address={}", enc(a)),
+            )?;
             Ok(true)
         }
         "getstreamthroughput" => {

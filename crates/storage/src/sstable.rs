@@ -1000,7 +1000,7 @@ impl SSTableReader {
         cache: Arc<ChunkCache>,
     ) -> Result<Self, StorageError> {
         let sp = component_path(dir, generation, "Statistics.db");
-        let sbytes = std::fs::read(&sp).map_err(|e| io(&sp, e))?;
+        let sbytes = std::fs::read(&sp).map_err(|e| missing_or_io(&sp, e))?;
         let stats: Statistics =
             serde_json::from_slice(&sbytes).map_err(|e| corrupt(&sp, 0, e.to_string()))?;
         if !READABLE_VERSIONS.contains(&stats.version) {
@@ -1010,18 +1010,27 @@ impl SSTableReader {
                 format!("unsupported SSTable format version {}", stats.version),
             ));
         }
+        // a missing filter is rebuilt from the index below
         let fp = component_path(dir, generation, "Filter.db");
-        let fbytes = std::fs::read(&fp).map_err(|e| io(&fp, e))?;
-        if crc32fast::hash(&fbytes) != stats.filter_crc {
-            return Err(corrupt(&fp, 0, "bloom filter checksum mismatch"));
-        }
-        let bloom =
-            BloomFilter::decode(&fbytes).ok_or_else(|| corrupt(&fp, 0, "bad bloom filter"))?;
+        let mut bloom = match std::fs::read(&fp) {
+            Ok(fbytes) => {
+                if crc32fast::hash(&fbytes) != stats.filter_crc {
+                    return Err(corrupt(&fp, 0, "bloom filter checksum mismatch"));
+                }
+                Some(
+                    BloomFilter::decode(&fbytes)
+                        .ok_or_else(|| corrupt(&fp, 0, "bad bloom filter"))?,
+                )
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(io(&fp, e)),
+        };
+        let mut filter_keys: Vec<Bytes> = Vec::new();
         let ip = component_path(dir, generation, "Index.db");
         let mut ibytes = Vec::new();
         File::open(&ip)
             .and_then(|mut f| f.read_to_end(&mut ibytes))
-            .map_err(|e| io(&ip, e))?;
+            .map_err(|e| missing_or_io(&ip, e))?;
         if crc32fast::hash(&ibytes) != stats.index_crc {
             return Err(corrupt(&ip, 0, "index checksum mismatch"));
         }
@@ -1035,6 +1044,9 @@ impl SSTableReader {
             let Some(e) = read_index_entry(&ibytes, pos, stats.version) else {
                 return Err(corrupt(&ip, pos as u64, "truncated index entry"));
             };
+            if bloom.is_none() {
+                filter_keys.push(e.key.clone());
+            }
             if n.is_multiple_of(SUMMARY_INTERVAL) {
                 summary.push((DecoratedKey::new(e.key), pos as u64));
             }
@@ -1042,8 +1054,12 @@ impl SSTableReader {
             pos = e.next;
         }
         let dp = component_path(dir, generation, "Data.db");
-        let data = File::open(&dp).map_err(|e| io(&dp, e))?;
+        let data = File::open(&dp).map_err(|e| missing_or_io(&dp, e))?;
         let index = File::open(&ip).map_err(|e| io(&ip, e))?;
+        let bloom = match bloom.take() {
+            Some(b) => b,
+            None => rebuild_filter(dir, generation, &stats, &filter_keys),
+        };
         let bound = |v: &Option<Vec<String>>, kind| -> Option<ClusteringKey> {
             let values = v
                 .as_ref()?
@@ -1401,8 +1417,49 @@ pub fn remove_unfinished(dir: &Path, generation: u64) {
     }
 }
 
-/// Generations of the published SSTables in `dir`; removes leftovers of
-/// interrupted writes (tmp files, components without a TOC).
+/// A component that is not there is a damaged SSTable (for the disk
+/// failure policy to judge), not a mere I/O error.
+fn missing_or_io(path: &Path, e: std::io::Error) -> StorageError {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        corrupt(path, 0, "the component is missing")
+    } else {
+        io(path, e)
+    }
+}
+
+/// A bloom filter rebuilt from the index's keys, for an SSTable whose
+/// `Filter.db` is gone; written back when it comes out byte for byte as
+/// the one lost (same keys, same parameters), as it normally does.
+fn rebuild_filter(dir: &Path, generation: u64, stats: &Statistics, keys: &[Bytes]) -> BloomFilter {
+    let mut bloom = BloomFilter::new(keys.len(), stats.bloom_filter_fp_chance);
+    for k in keys {
+        bloom.add(k);
+    }
+    let fb = bloom.encode();
+    let fp = component_path(dir, generation, "Filter.db");
+    let written = crc32fast::hash(&fb) == stats.filter_crc && {
+        let tmp = tmp_path(dir, generation, "Filter.db");
+        std::fs::write(&tmp, &fb)
+            .and_then(|_| File::open(&tmp)?.sync_all())
+            .and_then(|_| std::fs::rename(&tmp, &fp))
+            .is_ok()
+    };
+    tracing::warn!(
+        "{} was missing: rebuilt the bloom filter from the index ({} keys){}",
+        fp.display(),
+        keys.len(),
+        if written { " and wrote it back" } else { "" }
+    );
+    bloom
+}
+
+/// Generations of the SSTables in `dir`.
+///
+/// Only what is provably unfinished is removed: `tmp-` files, and the
+/// components of a generation whose TOC still has its `tmp-` name (the TOC
+/// is renamed last, so its publication was interrupted). A generation that
+/// lost its TOC after it was published is kept and its TOC rebuilt, with a
+/// warning; a missing component is then the opener's to report.
 pub fn list_generations(dir: &Path) -> Result<Vec<u64>, StorageError> {
     let mut gens = Vec::new();
     let rd = match std::fs::read_dir(dir) {
@@ -1410,11 +1467,19 @@ pub fn list_generations(dir: &Path) -> Result<Vec<u64>, StorageError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(gens),
         Err(e) => return Err(io(dir, e)),
     };
-    let mut partial = Vec::new();
+    let mut partial = std::collections::BTreeSet::new();
+    let mut tmp_files = Vec::new();
+    let mut unpublished = std::collections::HashSet::new();
     for ent in rd.flatten() {
         let name = ent.file_name().to_string_lossy().to_string();
-        if name.starts_with("tmp-sb-") {
-            let _ = std::fs::remove_file(ent.path());
+        if let Some(rest) = name.strip_prefix("tmp-sb-") {
+            if let Some(g) = rest
+                .strip_suffix("-TOC.txt")
+                .and_then(|g| g.parse::<u64>().ok())
+            {
+                unpublished.insert(g);
+            }
+            tmp_files.push(ent.path());
             continue;
         }
         if let Some(rest) = name.strip_prefix("sb-") {
@@ -1423,20 +1488,48 @@ pub fn list_generations(dir: &Path) -> Result<Vec<u64>, StorageError> {
                     if comp == "TOC.txt" {
                         gens.push(g);
                     } else {
-                        partial.push(g);
+                        partial.insert(g);
                     }
                 }
             }
         }
     }
     gens.sort();
+    let mut rebuilt = Vec::new();
     for g in partial {
-        if gens.binary_search(&g).is_err() {
+        if gens.binary_search(&g).is_ok() {
+            continue;
+        }
+        if unpublished.contains(&g) {
             for c in COMPONENTS {
                 let _ = std::fs::remove_file(component_path(dir, g, c));
             }
+            continue;
         }
+        let present: Vec<&str> = COMPONENTS
+            .iter()
+            .copied()
+            .filter(|c| component_path(dir, g, c).exists())
+            .collect();
+        let toc = present
+            .iter()
+            .chain(["TOC.txt"].iter())
+            .map(|c| format!("{c}\n"))
+            .collect::<String>();
+        let p = component_path(dir, g, "TOC.txt");
+        std::fs::write(&p, toc).map_err(|e| io(&p, e))?;
+        tracing::warn!(
+            "{} was missing: rebuilt it from the components present ({})",
+            p.display(),
+            present.join(", ")
+        );
+        rebuilt.push(g);
     }
+    gens.extend(rebuilt);
+    for t in tmp_files {
+        let _ = std::fs::remove_file(t);
+    }
+    gens.sort();
     Ok(gens)
 }
 
@@ -1844,9 +1937,57 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let w = SSTableWriter::create(dir.path(), 7, 4096, true, 0.01).expect("writer");
         drop(w);
+        // interrupted between renaming the components and the TOC
         std::fs::write(component_path(dir.path(), 8, "Data.db"), b"half").expect("write");
+        std::fs::write(tmp_path(dir.path(), 8, "TOC.txt"), b"toc").expect("write");
         assert!(list_generations(dir.path()).expect("list").is_empty());
         assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0);
+    }
+
+    #[test]
+    fn a_lost_toc_or_filter_is_rebuilt_and_a_lost_index_is_reported() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let d = dir.path();
+        let cmp = ClusteringComparator::new(vec![(CqlType::Int, false)]);
+        let cache = ChunkCache::new(1 << 20);
+        let mut keys: Vec<DecoratedKey> = (0..500u32)
+            .map(|i| DecoratedKey::new(Bytes::copy_from_slice(&i.to_be_bytes())))
+            .collect();
+        keys.sort();
+        for g in [1, 2] {
+            let mut w = SSTableWriter::create(d, g, 16 * 1024, true, 0.01).expect("writer");
+            for k in &keys {
+                w.append(k, &part(&cmp, 2)).expect("append");
+            }
+            w.finish(0).expect("finish");
+        }
+        let filter = std::fs::read(component_path(d, 1, "Filter.db")).expect("filter");
+        std::fs::remove_file(component_path(d, 1, "TOC.txt")).expect("rm");
+        std::fs::remove_file(component_path(d, 1, "Filter.db")).expect("rm");
+        assert_eq!(list_generations(d).expect("list"), vec![1, 2]);
+        assert!(component_path(d, 1, "TOC.txt").exists(), "TOC rebuilt");
+        let r = SSTableReader::open(d, 1, cmp.clone(), cache.clone()).expect("open");
+        for k in &keys {
+            assert_eq!(
+                r.read(k, None).expect("read").expect("present").rows.len(),
+                2
+            );
+        }
+        assert_eq!(
+            std::fs::read(component_path(d, 1, "Filter.db")).expect("filter"),
+            filter
+        );
+        // the index cannot be rebuilt: reported as a damaged SSTable, and kept
+        std::fs::remove_file(component_path(d, 2, "Index.db")).expect("rm");
+        let e = SSTableReader::open(d, 2, cmp, cache)
+            .err()
+            .expect("an error");
+        assert!(matches!(e, StorageError::CorruptSSTable { .. }), "{e}");
+        assert!(
+            e.to_string().contains("sb-2-Index.db") && e.to_string().contains("missing"),
+            "{e}"
+        );
+        assert!(component_path(d, 2, "Data.db").exists());
     }
 
     #[test]

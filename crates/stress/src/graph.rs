@@ -140,7 +140,11 @@ mod tests {
         write(path, Some(evil), Some(evil), evil, &[], &[evil.to_string()]).unwrap();
         let html = std::fs::read_to_string(path).unwrap();
         assert!(!html.contains("<img"), "raw markup in the page");
-        assert_eq!(html.matches("</script>").count(), 2, "the data ends its script once");
+        assert_eq!(
+            html.matches("</script>").count(),
+            2,
+            "the data ends its script once"
+        );
         assert!(html.contains("function esc(s)"));
         // the revision reads back whole, and a second run is overlaid on it
         write(path, None, Some("two"), "cmd", &[], &[]).unwrap();

@@ -535,8 +535,14 @@ mod tests {
             ("-", "expected digit (0-9) to follow minus sign"),
             ("1e", "Exponent indicator not followed by a digit"),
             ("1e+", "Exponent indicator not followed by a digit"),
-            ("\"a\nb\"", "Illegal unquoted character ((CTRL-CHAR, code 10))"),
-            ("\"a\tb\"", "Illegal unquoted character ((CTRL-CHAR, code 9))"),
+            (
+                "\"a\nb\"",
+                "Illegal unquoted character ((CTRL-CHAR, code 10))",
+            ),
+            (
+                "\"a\tb\"",
+                "Illegal unquoted character ((CTRL-CHAR, code 9))",
+            ),
             (".5", "Unexpected character"),
         ] {
             let e = Json::parse(doc).expect_err(doc);
