@@ -377,3 +377,73 @@ def test_a_missing_toc_or_filter_is_rebuilt_and_a_missing_index_is_named():
         assert data_files(d, "Data.db"), "the data stays for the operator"
     finally:
         n.stop()
+
+
+def deep(open_, mid, close, n):
+    return open_ * n + mid + close * n
+
+
+PAST_THE_BOUND = {
+    "parens": "SELECT * FROM nosuch.t WHERE k = " + "(" * 10000,
+    "lists": "INSERT INTO nosuch.t (k) VALUES (" + deep("[", "1", "]", 5000) + ")",
+    "functions": "SELECT " + deep("abs(", "k", ")", 1000) + " FROM nosuch.t",
+    "types": "CREATE TABLE nosuch.t (k int PRIMARY KEY, v " + deep("frozen<tuple<", "int", ">>", 3000) + ")",
+    "sum_chain": "SELECT " + "+".join(["key"] * 1500) + " FROM system.local",
+}
+
+
+@pytest.mark.parametrize("case", sorted(PAST_THE_BOUND))
+def test_deep_nesting_is_an_error_and_the_node_stays_up(node, case):
+    """Each of these overflowed the stack of a runtime thread and aborted the
+    whole node. Cassandra 5.0.4 answers a ServerError
+    (java.lang.StackOverflowError, even at 200 parentheses); Sibyl answers a
+    SyntaxException naming the limit."""
+    s = socket.create_connection((node.host, node.port))
+    s.sendall(ph.STARTUP_OK)
+    ph.read_answer(s)
+    s.sendall(ph.frame(ph.QUERY, ph.query(PAST_THE_BOUND[case]), stream=2))
+    a = ph.read_answer(s, timeout=30)
+    assert a["error"] == "0x2000" and "nested too deeply" in a["msg"], a
+    s.sendall(ph.frame(ph.QUERY, ph.LOCAL, stream=3))
+    assert ph.read_answer(s, timeout=30)["op"] == 8
+    s.close()
+
+
+def test_nesting_just_under_the_bound_runs_end_to_end(session):
+    """At the bound, every stage after the parser (planning, evaluation,
+    encoding) runs without overflowing a debug build's stack."""
+    session.execute("CREATE TABLE n (k int PRIMARY KEY, v frozen<list<frozen<list<int>>>>, d double)")
+    session.execute("INSERT INTO n (k, v, d) VALUES (1, [[1, 2]], -1.5)")
+    r = session.execute("SELECT " + deep("abs(", "d", ")", 95) + " AS a FROM n WHERE k = 1").one()
+    assert r.a == 1.5
+    r = session.execute("SELECT " + "+".join(["d"] * 95) + " AS s FROM n WHERE k = 1").one()
+    assert r.s == -1.5 * 95
+    nested = deep("[", "7", "]", 40)
+    session.execute("CREATE TABLE m (k int PRIMARY KEY, v " + deep("frozen<list<", "int", ">>", 40) + ")")
+    session.execute("INSERT INTO m (k, v) VALUES (1, " + nested + ")")
+    v = session.execute("SELECT v FROM m WHERE k = 1").one().v
+    for _ in range(39):
+        v = v[0]
+    assert v == [7]
+
+
+def test_user_types_cannot_nest_without_bound_across_statements(session):
+    """Each CREATE TYPE is shallow, but a chain of them made values as deep
+    as the chain is long."""
+    from cassandra import InvalidRequest
+    session.execute("CREATE TYPE u0 (x int)")
+    refused = None
+    for i in range(1, 200):
+        try:
+            session.execute(f"CREATE TYPE u{i} (x frozen<u{i - 1}>)")
+        except InvalidRequest as e:
+            refused = (i, str(e))
+            break
+    assert refused and "nests deeper than 100 levels" in refused[1], refused
+    i = refused[0] - 2  # the column's frozen<> is one level more
+    session.execute(f"CREATE TABLE deepest (k int PRIMARY KEY, v frozen<u{i}>)")
+    value = "{x: 1}"
+    for _ in range(i):
+        value = "{x: " + value + "}"
+    session.execute(f"INSERT INTO deepest (k, v) VALUES (1, {value})")
+    assert session.execute("SELECT v FROM deepest WHERE k = 1").one().v is not None

@@ -6,4 +6,4 @@ pub mod lexer;
 pub mod parser;
 
 pub use ast::*;
-pub use parser::{parse_statement, parse_statements, ParseError};
+pub use parser::{parse_statement, parse_statements, ParseError, MAX_NESTING};

@@ -55,7 +55,16 @@ struct Parser {
     pos: usize,
     markers: Vec<BindMarker>,
     src: String,
+    /// Nesting of terms, selectors, types and relations being parsed.
+    depth: usize,
 }
+
+/// The deepest nesting of terms, selectors, types and relations (and the
+/// longest chain of arithmetic operators) a statement may have. Everything
+/// recursive after the parser (planning, evaluation, printing) stays within
+/// it, so no statement can overflow a stack. Cassandra 5.0.4 fails these with
+/// a ServerError `java.lang.StackOverflowError` already at 200 parentheses.
+pub const MAX_NESTING: usize = 100;
 
 fn fold_ident(t: &Token) -> Option<String> {
     match &t.tok {
@@ -75,7 +84,25 @@ impl Parser {
             pos: 0,
             markers: Vec::new(),
             src: src.to_string(),
+            depth: 0,
         })
+    }
+
+    /// Runs `f` one level deeper, refusing past [`MAX_NESTING`].
+    fn nested<T>(&mut self, extra: usize, f: impl FnOnce(&mut Self) -> PResult<T>) -> PResult<T> {
+        if self.depth + extra >= MAX_NESTING {
+            let t = self.peek();
+            return Err(ParseError {
+                message: format!(
+                    "line {}:{} expression nested too deeply (more than {MAX_NESTING} levels)",
+                    t.line, t.col
+                ),
+            });
+        }
+        self.depth += 1;
+        let r = f(self);
+        self.depth -= 1;
+        r
     }
 
     fn peek(&self) -> &Token {
@@ -382,6 +409,10 @@ impl Parser {
     }
 
     fn term(&mut self) -> PResult<Term> {
+        self.nested(0, |p| p.term_nested())
+    }
+
+    fn term_nested(&mut self) -> PResult<Term> {
         if let Some(m) = self.bind_marker()? {
             return Ok(Term::Bind(m));
         }
@@ -471,6 +502,10 @@ impl Parser {
 
     /// After `{`: a map, a set, or a UDT literal.
     fn brace_term(&mut self) -> PResult<Term> {
+        self.nested(0, |p| p.brace_term_nested())
+    }
+
+    fn brace_term_nested(&mut self) -> PResult<Term> {
         if self.eat_sym("}") {
             return Ok(Term::Map(Vec::new()));
         }
@@ -653,7 +688,12 @@ impl Parser {
 
     /// A selector with arithmetic: `*`, `/`, `%` bind tighter than `+`, `-`.
     fn selector(&mut self) -> PResult<Selector> {
+        self.nested(0, |p| p.selector_nested())
+    }
+
+    fn selector_nested(&mut self) -> PResult<Selector> {
         let mut s = self.selector_product()?;
+        let mut chain = 0;
         loop {
             let op = if self.is_sym("+") {
                 '+'
@@ -663,7 +703,8 @@ impl Parser {
                 break;
             };
             self.advance();
-            let rhs = self.selector_product()?;
+            chain += 1;
+            let rhs = self.nested(chain, |p| p.selector_product())?;
             s = Selector::Arith {
                 op,
                 lhs: Box::new(s),
@@ -675,6 +716,7 @@ impl Parser {
 
     fn selector_product(&mut self) -> PResult<Selector> {
         let mut s = self.selector_postfix()?;
+        let mut chain = 0;
         loop {
             let op = if self.is_sym("*") {
                 '*'
@@ -686,7 +728,8 @@ impl Parser {
                 break;
             };
             self.advance();
-            let rhs = self.selector_postfix()?;
+            chain += 1;
+            let rhs = self.nested(chain, |p| p.selector_postfix())?;
             s = Selector::Arith {
                 op,
                 lhs: Box::new(s),
@@ -698,7 +741,10 @@ impl Parser {
 
     fn selector_postfix(&mut self) -> PResult<Selector> {
         let mut s = self.selector_atom()?;
+        let mut chain = 0;
         loop {
+            chain += 1;
+            self.nested(chain, |_| Ok(()))?;
             if self.is_sym(".") {
                 self.advance();
                 let field = self.ident_any()?;
@@ -870,6 +916,10 @@ impl Parser {
     }
 
     fn relation(&mut self) -> PResult<Relation> {
+        self.nested(0, |p| p.relation_nested())
+    }
+
+    fn relation_nested(&mut self) -> PResult<Relation> {
         if self.is_kw("token") && self.peek_at(1).tok == Tok::Sym("(") {
             self.advance();
             self.advance();
@@ -1223,6 +1273,10 @@ impl Parser {
 
     /// A type as text, normalised: `map<text, frozen<list<int>>>`.
     fn type_text(&mut self) -> PResult<String> {
+        self.nested(0, |p| p.type_text_nested())
+    }
+
+    fn type_text_nested(&mut self) -> PResult<String> {
         let t = self.peek().clone();
         let name = match &t.tok {
             Tok::Ident(s) => s.to_lowercase(),
@@ -1850,6 +1904,58 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn nesting_is_bounded_at_and_past_the_limit() {
+        let deep = |open: &str, mid: &str, close: &str, n: usize| {
+            format!("{}{mid}{}", open.repeat(n), close.repeat(n))
+        };
+        let ok = [
+            format!("INSERT INTO t (k) VALUES ({})", deep("[", "1", "]", 90)),
+            format!("SELECT {} FROM t", deep("abs(", "k", ")", 90)),
+            format!("SELECT * FROM t WHERE k = {}", deep("(", "1", ")", 90)),
+            format!(
+                "CREATE TABLE t (k int PRIMARY KEY, v {})",
+                deep("frozen<tuple<", "int", ">>", 45)
+            ),
+            format!("SELECT {} FROM t", vec!["k"; 90].join("+")),
+            format!("SELECT {} FROM t", vec!["k"; 90].join("*")),
+            format!("SELECT k{} FROM t", ".f".repeat(90)),
+        ];
+        for q in &ok {
+            assert!(parse_statement(q).is_ok(), "{}", &q[..60]);
+        }
+        let too_deep = [
+            format!("SELECT * FROM nosuch.t WHERE k = {}", "(".repeat(10_000)),
+            format!("INSERT INTO t (k) VALUES ({})", deep("[", "1", "]", 5000)),
+            format!("SELECT {} FROM t", deep("abs(", "k", ")", 1000)),
+            format!(
+                "CREATE TABLE t (k int PRIMARY KEY, v {})",
+                deep("frozen<tuple<", "int", ">>", 3000)
+            ),
+            format!("SELECT {} FROM system.local", vec!["key"; 1500].join("+")),
+            format!("SELECT {} FROM t", vec!["k"; 1500].join("/")),
+            format!("SELECT k{} FROM t", ".f".repeat(1500)),
+            format!("SELECT k{} FROM t", "['a']".repeat(1500)),
+            format!("UPDATE t SET v = {}1 WHERE k = 0", "- ".repeat(5000)),
+            format!(
+                "SELECT * FROM t WHERE k = {{a: {}}}",
+                deep("{a: ", "1", "}", 3000)
+            ),
+        ];
+        for q in &too_deep {
+            let e = std::thread::Builder::new()
+                .stack_size(2 << 20) // a tokio worker thread's stack
+                .spawn({
+                    let q = q.clone();
+                    move || parse_statement(&q).map(|_| ()).unwrap_err().message
+                })
+                .unwrap()
+                .join()
+                .unwrap();
+            assert!(e.contains("nested too deeply"), "{}: {e}", &q[..60]);
+        }
     }
 
     #[test]

@@ -2823,6 +2823,15 @@ fn parse_type(s: &str, ks: &KeyspaceMetadata) -> Result<CqlType> {
                 _ => Error::Invalid(m),
             }
         })?;
+    // user types nest through one another across statements: the whole
+    // depth is bounded like a statement's, so no value can be too deep to
+    // (de)serialise
+    if t.depth() > sibyl_cql::MAX_NESTING {
+        return Err(Error::Invalid(format!(
+            "Type {s} nests deeper than {} levels (user types included)",
+            sibyl_cql::MAX_NESTING
+        )));
+    }
     if let CqlType::List(e) | CqlType::Set(e) | CqlType::Map(_, e) = t.unfrozen() {
         if contains_counter(e) || matches!(t.unfrozen(), CqlType::Map(k, _) if contains_counter(k))
         {

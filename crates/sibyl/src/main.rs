@@ -97,8 +97,13 @@ fn main() -> anyhow::Result<()> {
         Some(p) => Config::load(p)?,
         None => Config::default(),
     };
+    // Statements are bounded in nesting (sibyl_cql::MAX_NESTING) and every
+    // stage recurses at most that deep; the stack is sized so that this
+    // holds with an unoptimised build's frames too (address space only: the
+    // pages are touched as used)
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .thread_stack_size(16 << 20)
         .build()?;
     rt.block_on(async move {
         let node = sibyl_node::start(config).await?;

@@ -52,6 +52,21 @@ pub enum CqlType {
     Custom(String),
 }
 
+impl CqlType {
+    /// How deep values of this type nest, user types' fields included.
+    pub fn depth(&self) -> usize {
+        1 + match self {
+            CqlType::List(e) | CqlType::Set(e) | CqlType::Frozen(e) | CqlType::Vector(e, _) => {
+                e.depth()
+            }
+            CqlType::Map(k, v) => k.depth().max(v.depth()),
+            CqlType::Tuple(ts) => ts.iter().map(CqlType::depth).max().unwrap_or(0),
+            CqlType::Udt(u) => u.fields.iter().map(|(_, t)| t.depth()).max().unwrap_or(0),
+            _ => 0,
+        }
+    }
+}
+
 /// A user-defined type.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct UserType {

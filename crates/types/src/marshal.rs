@@ -112,7 +112,7 @@ impl<'a> TypeParser<'a> {
     }
 
     fn typ(&mut self, depth: usize) -> Result<CqlType, TypeError> {
-        if depth > 64 {
+        if depth > 128 {
             return Err(TypeError::BadType("type nesting too deep".into()));
         }
         let mut raw_quoted = self.peek() == Some(b'"');
