@@ -41,6 +41,7 @@ class SibylNode:
         self.storage_port = free_port()
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="sibyl-test-")
         self.extra_config = extra_config
+        self.extra_args = []
         self.proc = None
         self.log_path = os.path.join(self.data_dir, "sibyl.log")
 
@@ -63,7 +64,7 @@ class SibylNode:
 
     def start(self, timeout=60):
         log = open(self.log_path, "a")
-        self.proc = subprocess.Popen([BIN, "--config", self.config_path()], stdout=log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen([BIN, "--config", self.config_path(), *self.extra_args], stdout=log, stderr=subprocess.STDOUT)
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:

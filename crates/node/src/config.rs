@@ -135,6 +135,9 @@ pub struct Config {
     pub commitlog_sync_group_window: Duration,
     pub commitlog_segment_size_bytes: u64,
     pub native_transport_max_frame_size_bytes: usize,
+    /// Not a cassandra.yaml key: `-Dcassandra.commitlog.ignorereplayerrors=true`
+    /// on the command line, as Cassandra's JVM option.
+    pub commitlog_ignore_replay_errors: bool,
     /// `native_transport_max_request_data_in_flight` (and per IP): request
     /// bytes being processed before reading pauses.
     pub native_transport_max_request_data_in_flight: usize,
@@ -216,6 +219,7 @@ impl Default for Config {
             commitlog_sync_group_window: Duration::from_millis(15),
             commitlog_segment_size_bytes: 32 * 1024 * 1024,
             native_transport_max_frame_size_bytes: 16 * 1024 * 1024,
+            commitlog_ignore_replay_errors: false,
             native_transport_max_request_data_in_flight: 256 << 20,
             native_transport_max_request_data_in_flight_per_ip: 64 << 20,
             read_request_timeout: Duration::from_millis(5000),

@@ -109,6 +109,7 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         disk_failure_policy: config.disk_failure_policy,
         commit_failure_policy: config.commit_failure_policy,
         auto_snapshot: config.auto_snapshot,
+        ignore_replay_errors: config.commitlog_ignore_replay_errors,
         concurrent_compactors: config.concurrent_compactors,
         compaction_throughput_bytes: config.compaction_throughput_bytes,
     })?;

@@ -43,7 +43,7 @@ use anyhow::Context;
 use sibyl_node::config::Config;
 use std::path::PathBuf;
 
-const USAGE: &str = "usage: sibyl [--config FILE]
+const USAGE: &str = "usage: sibyl [--config FILE] [-Dcassandra.commitlog.ignorereplayerrors=true]
        sibyl nodetool [-h HOST] [-p PORT] <command> [args]
        sibyl sstable dump|verify PATH
        sibyl stress COMMAND [options]   (cassandra-stress's command line)
@@ -68,8 +68,12 @@ fn main() -> anyhow::Result<()> {
     }
     let mut args = all.into_iter();
     let mut config_path: Option<PathBuf> = None;
+    let mut ignore_replay_errors = false;
     while let Some(a) = args.next() {
         match a.as_str() {
+            // Cassandra's JVM option, for the operator who must start a node
+            // past a damaged commit log entry
+            "-Dcassandra.commitlog.ignorereplayerrors=true" => ignore_replay_errors = true,
             "--config" | "-c" => {
                 config_path = Some(args.next().context("--config needs a file")?.into())
             }
@@ -93,10 +97,17 @@ fn main() -> anyhow::Result<()> {
         // colours only on a terminal, not in a log file
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
-    let config = match &config_path {
+    let mut config = match &config_path {
         Some(p) => Config::load(p)?,
         None => Config::default(),
     };
+    if ignore_replay_errors {
+        tracing::warn!(
+            "-Dcassandra.commitlog.ignorereplayerrors=true: damaged commit log entries will be \
+             skipped and their writes lost on this node"
+        );
+        config.commitlog_ignore_replay_errors = true;
+    }
     // Statements are bounded in nesting (sibyl_cql::MAX_NESTING) and every
     // stage recurses at most that deep; the stack is sized so that this
     // holds with an unoptimised build's frames too (address space only: the

@@ -286,6 +286,9 @@ pub struct ReplayStats {
     pub entries: usize,
     /// A torn (partially written) last entry of the newest segment was ignored.
     pub torn_tail: bool,
+    /// Damaged entries or segment parts passed over because the operator
+    /// said so (`-Dcassandra.commitlog.ignorereplayerrors=true`).
+    pub skipped: usize,
 }
 
 /// The position of `offset` in segment `id`.
@@ -303,9 +306,13 @@ pub fn segment_of(position: u64) -> u64 {
 /// the process died in; a rolled segment is fsynced after the roll, so after a
 /// power loss an older segment can end in one too) is ignored, as is garbage
 /// after the last whole entry of the newest segment; any other damage is an
-/// error naming the file and position.
+/// error naming the file and position — unless `ignore_errors` (Cassandra's
+/// `cassandra.commitlog.ignorereplayerrors`): then each damaged entry is
+/// logged as an error and skipped (the rest of its segment when its length
+/// cannot be trusted, the whole segment when its header cannot).
 pub fn replay(
     dir: &Path,
+    ignore_errors: bool,
     mut f: impl FnMut(u64, Entry) -> Result<(), StorageError>,
 ) -> Result<ReplayStats, StorageError> {
     let segments = list_segments(dir)?;
@@ -329,18 +336,34 @@ pub fn replay(
             stats.torn_tail = true;
             continue;
         }
-        if &data[0..4] != SEGMENT_MAGIC {
-            return Err(corrupt(0, "bad magic"));
-        }
-        if crc32fast::hash(&data[0..16]).to_be_bytes() != data[16..20] {
-            return Err(corrupt(0, "header checksum mismatch"));
-        }
+        // with the operator's override a damaged part is reported and passed over
+        let mut skip = |e: StorageError, what: &str| -> Result<(), StorageError> {
+            if !ignore_errors {
+                return Err(e);
+            }
+            tracing::error!(
+                "{e}: skipping {what} (cassandra.commitlog.ignorereplayerrors=true); \
+                 the writes in it are lost on this node, repair it from its replicas"
+            );
+            stats.skipped += 1;
+            Ok(())
+        };
         let version = u32::from_be_bytes([data[4], data[5], data[6], data[7]]);
-        if version != SEGMENT_VERSION {
-            return Err(corrupt(
+        let header = if &data[0..4] != SEGMENT_MAGIC {
+            Some(corrupt(0, "bad magic"))
+        } else if crc32fast::hash(&data[0..16]).to_be_bytes() != data[16..20] {
+            Some(corrupt(0, "header checksum mismatch"))
+        } else if version != SEGMENT_VERSION {
+            Some(corrupt(
                 4,
                 &format!("unsupported segment version {version}"),
-            ));
+            ))
+        } else {
+            None
+        };
+        if let Some(e) = header {
+            skip(e, "the whole segment")?;
+            continue;
         }
         let mut pos = HEADER_LEN;
         while pos < data.len() {
@@ -361,7 +384,11 @@ pub fn replay(
                     stats.torn_tail = true;
                     break;
                 }
-                return Err(corrupt(pos, "entry length checksum mismatch"));
+                skip(
+                    corrupt(pos, "entry length checksum mismatch"),
+                    "the rest of the segment",
+                )?;
+                break;
             }
             let end = pos + 8 + len + 4;
             if end > data.len() {
@@ -374,11 +401,17 @@ pub fn replay(
                     stats.torn_tail = true;
                     break;
                 }
-                return Err(corrupt(pos, "entry checksum mismatch"));
+                skip(corrupt(pos, "entry checksum mismatch"), "the entry")?;
+                pos = end;
+                continue;
             }
-            let entry = Entry::decode(payload).map_err(|r| corrupt(pos, &r))?;
-            f(position(*seg_id, end as u64), entry)?;
-            stats.entries += 1;
+            match Entry::decode(payload) {
+                Ok(entry) => match f(position(*seg_id, end as u64), entry) {
+                    Ok(()) => stats.entries += 1,
+                    Err(e) => skip(e, "the entry")?,
+                },
+                Err(r) => skip(corrupt(pos, &r), "the entry")?,
+            }
             pos = end;
         }
     }
@@ -939,7 +972,7 @@ mod tests {
             .expect("open");
         f.set_len(len - 3).expect("truncate");
         let mut seen = Vec::new();
-        let stats = replay(dir.path(), |_, e| {
+        let stats = replay(dir.path(), false, |_, e| {
             seen.push(e);
             Ok(())
         })
@@ -974,12 +1007,31 @@ mod tests {
         let mut data = std::fs::read(&segs[0].1).expect("read");
         data[HEADER_LEN + 20] ^= 0xff;
         std::fs::write(&segs[0].1, data).expect("write");
-        let err = replay(dir.path(), |_, _| Ok(())).expect_err("must fail");
+        let err = replay(dir.path(), false, |_, _| Ok(())).expect_err("must fail");
         let msg = err.to_string();
         assert!(
             msg.contains("CommitLog-1-1.log") && msg.contains("position 20"),
             "{msg}"
         );
+        // the operator's override passes over the damaged entry only
+        let mut seen = Vec::new();
+        let stats = replay(dir.path(), true, |_, e| {
+            if let Entry::Mutation(m) = e {
+                seen.push(m[0]);
+            }
+            Ok(())
+        })
+        .expect("replays past the damage");
+        assert_eq!(stats.skipped, 1);
+        assert_eq!(seen.len(), 99);
+        assert!(!seen.contains(&0) && seen.contains(&1) && seen.contains(&99));
+        // a damaged segment header: that segment is passed over
+        let mut data = std::fs::read(&segs[1].1).expect("read");
+        data[0] ^= 0xff;
+        std::fs::write(&segs[1].1, data).expect("write");
+        assert!(replay(dir.path(), false, |_, _| Ok(())).is_err());
+        let stats = replay(dir.path(), true, |_, _| Ok(())).expect("replays");
+        assert_eq!(stats.skipped, 2);
     }
 
     #[test]
@@ -1001,7 +1053,7 @@ mod tests {
             .expect("open");
         f.set_len(len - 3).expect("truncate");
         let mut seen = Vec::new();
-        let stats = replay(dir.path(), |_, e| {
+        let stats = replay(dir.path(), false, |_, e| {
             seen.push(e);
             Ok(())
         })
@@ -1088,7 +1140,7 @@ mod tests {
         );
         log.shutdown();
         let mut n = 0;
-        replay(dir.path(), |_, _| {
+        replay(dir.path(), false, |_, _| {
             n += 1;
             Ok(())
         })
@@ -1142,7 +1194,7 @@ mod tests {
         }
         log.shutdown();
         let mut seen = Vec::new();
-        replay(dir.path(), |_, e| {
+        replay(dir.path(), false, |_, e| {
             seen.push(e);
             Ok(())
         })

@@ -574,6 +574,9 @@ pub struct StorageConfig {
     pub commit_failure_policy: CommitFailurePolicy,
     /// Snapshot a table before TRUNCATE and DROP (`auto_snapshot`).
     pub auto_snapshot: bool,
+    /// Pass over damaged commit log entries at start-up, loudly
+    /// (`-Dcassandra.commitlog.ignorereplayerrors=true`).
+    pub ignore_replay_errors: bool,
     /// Compactions running at once across all tables.
     pub concurrent_compactors: usize,
     /// `compaction_throughput` in bytes per second (0: unthrottled).
@@ -599,6 +602,7 @@ impl StorageConfig {
             disk_failure_policy: DiskFailurePolicy::Stop,
             commit_failure_policy: CommitFailurePolicy::Stop,
             auto_snapshot: false,
+            ignore_replay_errors: false,
             concurrent_compactors: 1,
             compaction_throughput_bytes: 0,
         }
@@ -749,7 +753,7 @@ impl StorageEngine {
         let dir = self.config.commitlog_directory.clone();
         let now = now_in_seconds();
         let mut dirty = Vec::new();
-        let stats = commitlog::replay(&dir, |pos, entry| {
+        let stats = commitlog::replay(&dir, self.config.ignore_replay_errors, |pos, entry| {
             match entry {
                 Entry::Mutation(bytes) => {
                     let wanted = |id: uuid::Uuid| {
