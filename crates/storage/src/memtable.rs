@@ -24,6 +24,10 @@ pub struct Memtable {
     pool: Arc<MemtablePool>,
     /// Switched out, being written to an SSTable.
     flushing: AtomicBool,
+    /// Writes logged for this memtable but not yet applied (they wait for
+    /// their commit log sync first): a flush waits for them.
+    pending_writes: AtomicUsize,
+    writes_done: tokio::sync::Notify,
 }
 
 /// The memory of all memtables of a node (Cassandra's `MemtablePool`): what
@@ -92,11 +96,43 @@ impl Memtable {
             operations: AtomicUsize::new(0),
             pool,
             flushing: AtomicBool::new(false),
+            pending_writes: AtomicUsize::new(0),
+            writes_done: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// A write was logged for this memtable and will be applied to it.
+    pub fn begin_write(&self) {
+        self.pending_writes.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A write begun with [`begin_write`](Self::begin_write) was applied (or
+    /// given up).
+    pub fn end_write(&self) {
+        if self.pending_writes.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.writes_done.notify_waiters();
+        }
+    }
+
+    /// Writes begun and not yet ended.
+    pub fn pending_writes(&self) -> usize {
+        self.pending_writes.load(Ordering::Acquire)
+    }
+
+    /// Waits until every begun write has ended.
+    pub async fn wait_for_writes(&self) {
+        loop {
+            let done = self.writes_done.notified();
+            if self.pending_writes.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            done.await;
         }
     }
 
     /// Marks the memtable switched out for flushing: its bytes move from the
-    /// pool's live to its flushing share. No write may be applied after.
+    /// pool's live to its flushing share. No new write may begin after (those
+    /// begun before are applied, and waited for, before it is written).
     pub fn mark_flushing(&self) {
         if !self.flushing.swap(true, Ordering::AcqRel) {
             let b = self.live_bytes.load(Ordering::Relaxed);

@@ -283,10 +283,17 @@ impl ColumnFamilyStore {
     }
 
     fn apply(&self, m: Mutation, now: i32) {
+        let mt = self.memtable.read().clone();
+        self.apply_to(&mt, m, now);
+    }
+
+    /// Applies to `mt`: the memtable that was current when the write was
+    /// logged, which a flush waits for (see `Memtable::begin_write`).
+    fn apply_to(&self, mt: &Memtable, m: Mutation, now: i32) {
         let started = std::time::Instant::now();
         self.writes.fetch_add(1, Ordering::Relaxed);
         let key = self.row_cache.enabled().then(|| m.key.key.clone());
-        self.memtable.read().apply(m, now);
+        mt.apply(m, now);
         if let Some(k) = key {
             // after the memtable has the write, so a reader never caches older data
             self.row_cache.invalidate(self.table_id, &k);
@@ -609,6 +616,16 @@ impl StorageConfig {
     }
 }
 
+/// A write logged for a memtable and not yet applied to it; ended when
+/// dropped, even when the write's future is (a flush waits for it).
+struct PendingWrite(Arc<Memtable>);
+
+impl Drop for PendingWrite {
+    fn drop(&mut self) {
+        self.0.end_write();
+    }
+}
+
 /// All tables of the node and the commit log in front of them.
 pub struct StorageEngine {
     pub config: StorageConfig,
@@ -836,6 +853,13 @@ impl StorageEngine {
         let now = now_in_seconds();
         let mut last = 0;
         let mut buf = Vec::with_capacity(256);
+        // With a synced commit log (batch, group) a write becomes visible
+        // only once durable, as in Cassandra: a reader must never see what
+        // a crash then loses (at QUORUM, a stale read after the crash). It
+        // goes to the memtable that was current when it was logged, and a
+        // flush of that memtable waits for it.
+        let visible_after_sync = !matches!(self.config.sync, SyncMode::Periodic(_));
+        let mut held = Vec::new();
         {
             let _g = self.barrier.read();
             let mut targets = Vec::with_capacity(mutations.len());
@@ -852,17 +876,28 @@ impl StorageEngine {
             }
             for (mut m, t) in mutations.into_iter().zip(targets) {
                 m.detach();
-                t.apply(m, now);
+                if visible_after_sync {
+                    let mt = t.memtable.read().clone();
+                    mt.begin_write();
+                    held.push((m, t, PendingWrite(mt)));
+                } else {
+                    t.apply(m, now);
+                }
             }
         }
         // acknowledged only once the entries reached the OS (one write for
         // every mutation appended meanwhile), and are durable as the sync mode says
-        log.wait_written(last)
-            .await
-            .map_err(|e| self.failures.commit_failed(e))?;
-        log.wait_durable(last)
-            .await
-            .map_err(|e| self.failures.commit_failed(e))?;
+        let durable = async {
+            log.wait_written(last).await?;
+            log.wait_durable(last).await
+        }
+        .await;
+        for (m, t, pending) in held {
+            if durable.is_ok() {
+                t.apply_to(&pending.0, m, now);
+            }
+        }
+        durable.map_err(|e| self.failures.commit_failed(e))?;
         self.maybe_flush();
         Ok(())
     }
@@ -1003,7 +1038,7 @@ impl StorageEngine {
         let (old, position) = {
             let _g = self.barrier.write();
             let old = t.memtable.read().clone();
-            if old.partition_count() == 0 {
+            if old.partition_count() == 0 && old.pending_writes() == 0 {
                 return Ok(None);
             }
             let position = self.log().map(|l| l.current_position()).unwrap_or(0);
@@ -1012,6 +1047,7 @@ impl StorageEngine {
             *t.memtable.write() = Arc::new(Memtable::in_pool(t.pool.clone()));
             (old, position)
         };
+        old.wait_for_writes().await;
         match self.write_memtable(t, &old, position).await {
             Ok(g) => {
                 // freeing a large memtable takes a while: not on a request thread
@@ -1464,5 +1500,68 @@ impl StorageEngine {
             self.cache.hits.load(Ordering::Relaxed),
             self.cache.misses.load(Ordering::Relaxed),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use sibyl_db::{Cell, ColumnData, Partition, Row, RowCells};
+    use std::time::Duration;
+
+    fn write(table_id: uuid::Uuid, key: &DecoratedKey) -> Mutation {
+        let mut p = Partition::new();
+        let mut cells = RowCells::new();
+        cells.insert(
+            "v",
+            ColumnData::Simple(Cell::live(1, Bytes::from_static(b"x"))),
+        );
+        p.rows.insert(
+            sibyl_db::ClusteringKey::row(Vec::new(), sibyl_db::no_clustering()),
+            Row {
+                liveness: None,
+                deletion: None,
+                cells,
+            },
+        );
+        Mutation {
+            table_id,
+            key: key.clone(),
+            update: p,
+        }
+    }
+
+    /// With a synced commit log a write was applied to the memtable before
+    /// its sync: a reader saw what a crash could still lose.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_synced_write_is_visible_only_once_durable_and_a_flush_waits_for_it() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut cfg = StorageConfig::small(dir.path());
+        cfg.sync = SyncMode::Group(Duration::from_millis(400));
+        let engine = StorageEngine::new(cfg).expect("engine");
+        let id = uuid::Uuid::new_v4();
+        let t = engine
+            .add_table(id, sibyl_db::no_clustering(), dir.path().join("data/ks/t"))
+            .expect("table");
+        engine.start_commitlog(&[]).expect("log");
+        let key = DecoratedKey::new(Bytes::from_static(b"k"));
+        let e = engine.clone();
+        let m = write(id, &key);
+        let pending = tokio::spawn(async move { e.apply(vec![m]).await });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!pending.is_finished(), "the group window holds the write");
+        assert!(
+            t.read(&key, None).expect("read").is_none(),
+            "visible before durable"
+        );
+        // a flush switches the memtable now, and waits for the write logged for it
+        let flushed = engine.flush(&t).await.expect("flush");
+        assert!(flushed.is_some(), "the flushed memtable held the write");
+        assert_eq!(t.sstables().len(), 1);
+        pending.await.expect("join").expect("apply");
+        // the memtable in use now is empty: the write is in the SSTable
+        assert_eq!(t.memtable.read().partition_count(), 0);
+        assert!(t.read(&key, None).expect("read").is_some());
     }
 }
