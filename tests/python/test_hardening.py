@@ -503,3 +503,47 @@ def test_the_operator_can_start_past_a_corrupt_commit_log_entry():
         assert len(got) >= 199, len(got)  # one write lost, at most
     finally:
         n.stop()
+
+
+@pytest.mark.own_node
+def test_a_compaction_backlog_holds_back_writes_instead_of_piling_up_sstables():
+    """With tiny memtables and a throttled compaction, 60 s of writes left
+    3,734 SSTables and 7,360 open files, accepted without complaint until the
+    process ran out of file handles."""
+    import glob
+    from cassandra import OperationTimedOut, WriteTimeout
+    from cassandra.cluster import Cluster
+    from cassandra.protocol import OverloadedErrorMessage
+    n = SibylNode(extra_config="memtable_heap_space: 2MiB\ncompaction_throughput: 1MiB/s\n"
+                               "compaction_backlog_limit: 3\nwrite_request_timeout: 500ms\n").start()
+    try:
+        c = Cluster([n.host], port=n.port)
+        s = c.connect()
+        s.execute("CREATE KEYSPACE h WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        s.execute("CREATE TABLE h.t (k int PRIMARY KEY, v blob)")
+        ins = s.prepare("INSERT INTO h.t (k, v) VALUES (?, ?)")
+        blob = os.urandom(4000)
+        overloaded, most = [], 0
+        deadline = time.time() + 25
+        i = 0
+        while time.time() < deadline:
+            futures = [s.execute_async(ins, (i + j, blob)) for j in range(32)]
+            i += 32
+            for f in futures:
+                try:
+                    f.result()
+                except (OverloadedErrorMessage, WriteTimeout, OperationTimedOut) as e:
+                    overloaded.append(str(e))
+                except Exception as e:  # the driver may wrap it
+                    overloaded.append(str(e))
+            count = len(glob.glob(os.path.join(n.data_dir, "data", "h", "t-*", "sb-*-Data.db")))
+            most = max(most, count)
+        # a compaction takes up to 32 SSTables (max_threshold), each pending
+        # one stands for min_threshold (4) more: 32 + 4 x 3, and the flush
+        # and compaction under way
+        assert most <= 50, f"{most} SSTables"
+        assert any("pending compactions" in m and "compaction_backlog_limit" in m for m in overloaded), overloaded[:3]
+        assert "flushing waits for compaction to catch up" in n.log()
+        c.shutdown()
+    finally:
+        n.stop()

@@ -38,6 +38,8 @@ pub struct Admin {
     pub cluster: Arc<crate::cluster::ClusterServices>,
     /// The snitch's class name, as `describecluster` shows it.
     pub snitch: String,
+    /// `start_native_transport`.
+    pub native_transport: bool,
 }
 
 impl Admin {
@@ -991,6 +993,9 @@ impl Admin {
                     "pending_compactions": self.storage.pending_compactions(),
                     "generation": self.cluster.gossip.gossiper.lock().generation(),
                     "gossip_active": true,
+                    // off when the node was started without it, or a failure
+                    // policy stopped it
+                    "native_transport_active": self.native_transport && !*self.storage.stopped.borrow(),
                 }))
             }
             ("GET", "/cluster") => self.cluster_json(q),

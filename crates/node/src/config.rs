@@ -106,6 +106,10 @@ struct RawConfig {
     /// Sibyl: the cluster metadata log's directory (default: beside the
     /// commit log, `metadata`).
     metadata_directory: Option<String>,
+    /// Sibyl: background flushes of a table wait while it has more pending
+    /// compactions than this (0: never), so writes are held back and refused
+    /// as Overloaded instead of SSTables piling up (default 64).
+    compaction_backlog_limit: Option<usize>,
     /// Sibyl: the metadata log takes a snapshot after this many entries and
     /// keeps as many behind it (default 1000).
     metadata_snapshot_entries: Option<u64>,
@@ -138,6 +142,7 @@ pub struct Config {
     /// Not a cassandra.yaml key: `-Dcassandra.commitlog.ignorereplayerrors=true`
     /// on the command line, as Cassandra's JVM option.
     pub commitlog_ignore_replay_errors: bool,
+    pub compaction_backlog_limit: usize,
     /// `native_transport_max_request_data_in_flight` (and per IP): request
     /// bytes being processed before reading pauses.
     pub native_transport_max_request_data_in_flight: usize,
@@ -220,6 +225,7 @@ impl Default for Config {
             commitlog_segment_size_bytes: 32 * 1024 * 1024,
             native_transport_max_frame_size_bytes: 16 * 1024 * 1024,
             commitlog_ignore_replay_errors: false,
+            compaction_backlog_limit: 64,
             native_transport_max_request_data_in_flight: 256 << 20,
             native_transport_max_request_data_in_flight_per_ip: 64 << 20,
             read_request_timeout: Duration::from_millis(5000),
@@ -632,6 +638,9 @@ impl Config {
         }
         if let Some(rf) = raw.allocate_tokens_for_local_replication_factor {
             c.allocate_tokens_for_local_replication_factor = Some(rf);
+        }
+        if let Some(n) = raw.compaction_backlog_limit {
+            c.compaction_backlog_limit = n;
         }
         if let Some(n) = raw.metadata_snapshot_entries {
             if n == 0 {

@@ -110,6 +110,7 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         commit_failure_policy: config.commit_failure_policy,
         auto_snapshot: config.auto_snapshot,
         ignore_replay_errors: config.commitlog_ignore_replay_errors,
+        compaction_backlog_limit: config.compaction_backlog_limit,
         concurrent_compactors: config.concurrent_compactors,
         compaction_throughput_bytes: config.compaction_throughput_bytes,
     })?;
@@ -195,7 +196,9 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         storage.clone(),
         shared_schema.clone(),
         clock.clone(),
-        config.write_request_timeout,
+        // held-back writes are refused (Overloaded, with the reason) before
+        // the coordinator gives up on them (a WriteTimeout says nothing)
+        config.write_request_timeout * 4 / 5,
     ));
     let (dc, _) = cluster::location(&config);
     let proxy = Arc::new(StorageProxy::new(
@@ -404,6 +407,7 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
             source: e,
         })?;
     let admin = Arc::new(admin::Admin {
+        native_transport: config.start_native_transport,
         qp: qp.clone(),
         storage: storage.clone(),
         host_id,

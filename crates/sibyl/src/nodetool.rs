@@ -181,7 +181,13 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
                 "Gossip active",
                 v["gossip_active"].as_bool().unwrap_or(true).to_string(),
             );
-            line("Native Transport active", "true".into());
+            line(
+                "Native Transport active",
+                v["native_transport_active"]
+                    .as_bool()
+                    .unwrap_or(false)
+                    .to_string(),
+            );
             line("Load", human(v["load_bytes"].as_u64().unwrap_or(0)));
             line("Generation No", v["generation"].to_string());
             line("Uptime (seconds)", v["uptime_seconds"].to_string());

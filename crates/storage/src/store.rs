@@ -84,9 +84,11 @@ pub enum DiskFailurePolicy {
     Die,
     /// Like `stop`, also for errors at start-up.
     StopParanoid,
-    /// Stop serving clients; the node stays up for inspection.
+    /// A commit log or disk error stops serving clients; the node stays up
+    /// for inspection. A corrupt SSTable fails the reads that meet it.
     Stop,
-    /// Quarantine the corrupt SSTable and serve what remains.
+    /// Reads that meet a corrupt SSTable fail; at start-up an unreadable
+    /// SSTable is set aside in `quarantine/` and the rest is served.
     BestEffort,
     /// Fail the request and carry on.
     Ignore,
@@ -110,28 +112,21 @@ pub struct FailureHandler {
 }
 
 impl FailureHandler {
-    /// A corrupt SSTable was read. Ok(true): skip it and go on.
-    fn corrupt_sstable(
-        &self,
-        cfs: &ColumnFamilyStore,
-        s: &SSTableReader,
-        e: StorageError,
-    ) -> Result<bool, StorageError> {
+    /// A corrupt SSTable was read while serving. As Cassandra's
+    /// `handleCorruptSSTable`: the read that met it fails, always (answering
+    /// without it would be answering wrong); `stop`, `best_effort` and
+    /// `ignore` keep serving everything else, `stop_paranoid` stops the
+    /// transports, `die` exits.
+    fn corrupt_sstable(&self, e: StorageError) -> StorageError {
         tracing::error!("{e} (disk_failure_policy: {:?})", self.disk);
         match self.disk {
-            DiskFailurePolicy::BestEffort => {
-                let gen = s.generation;
-                cfs.sstables.write().retain(|x| x.generation != gen);
-                match s.quarantine() {
-                    Ok(q) => tracing::error!("SSTable generation {gen} moved to {}", q.display()),
-                    Err(qe) => tracing::error!("cannot quarantine SSTable generation {gen}: {qe}"),
-                }
-                Ok(true)
+            DiskFailurePolicy::Stop | DiskFailurePolicy::BestEffort | DiskFailurePolicy::Ignore => {
+                e
             }
-            DiskFailurePolicy::Ignore => Err(e),
-            DiskFailurePolicy::Stop | DiskFailurePolicy::StopParanoid => {
+            DiskFailurePolicy::StopParanoid => {
+                tracing::error!("Stopping transports as disk_failure_policy is stop_paranoid");
                 let _ = self.stop.send(true);
-                Err(e)
+                e
             }
             DiskFailurePolicy::Die => {
                 tracing::error!("disk_failure_policy is die: exiting");
@@ -410,9 +405,7 @@ impl ColumnFamilyStore {
                 Ok(Some(p)) => merge(p, &mut out),
                 Ok(None) => {}
                 Err(e @ StorageError::CorruptSSTable { .. }) => {
-                    if !self.failures.corrupt_sstable(self, s, e)? {
-                        continue;
-                    }
+                    return Err(self.failures.corrupt_sstable(e));
                 }
                 Err(e) => return Err(e),
             }
@@ -584,6 +577,11 @@ pub struct StorageConfig {
     /// Pass over damaged commit log entries at start-up, loudly
     /// (`-Dcassandra.commitlog.ignorereplayerrors=true`).
     pub ignore_replay_errors: bool,
+    /// Background flushes of a table wait while it has more pending
+    /// compactions than this: memtables then fill, and writes are held back
+    /// and refused as Overloaded with the reason, instead of SSTables (and
+    /// open files) piling up without bound. 0 turns it off.
+    pub compaction_backlog_limit: usize,
     /// Compactions running at once across all tables.
     pub concurrent_compactors: usize,
     /// `compaction_throughput` in bytes per second (0: unthrottled).
@@ -610,6 +608,7 @@ impl StorageConfig {
             commit_failure_policy: CommitFailurePolicy::Stop,
             auto_snapshot: false,
             ignore_replay_errors: false,
+            compaction_backlog_limit: 64,
             concurrent_compactors: 1,
             compaction_throughput_bytes: 0,
         }
@@ -635,6 +634,8 @@ pub struct StorageEngine {
     /// a memtable switch holds it for writing, so the position it records
     /// splits the log exactly between the old and the new memtable.
     barrier: RwLock<()>,
+    /// Why background flushes are being held (a compaction backlog).
+    stall: Mutex<Option<String>>,
     /// The memory of every table's memtables.
     pool: Arc<MemtablePool>,
     cache: Arc<ChunkCache>,
@@ -685,6 +686,7 @@ impl StorageEngine {
             commitlog: RwLock::new(None),
             tables: RwLock::new(HashMap::new()),
             barrier: RwLock::new(()),
+            stall: Mutex::new(None),
             pool: Arc::new(MemtablePool::default()),
             cache,
             key_cache,
@@ -952,8 +954,13 @@ impl StorageEngine {
                 .get_or_insert_with(std::time::Instant::now)
                 .elapsed();
             if let Some(t) = timeout.filter(|t| waited >= *t) {
+                let why = self
+                    .stall
+                    .lock()
+                    .clone()
+                    .unwrap_or_else(|| "are still flushing".into());
                 return Err(StorageError::Overloaded(format!(
-                    "Write held back for {} ms: memtables hold {} bytes, more than memtable_heap_space ({} bytes), and are still flushing",
+                    "Write held back for {} ms: memtables hold {} bytes, more than memtable_heap_space ({} bytes); {why}",
                     t.as_millis(),
                     live + flushing,
                     self.config.memtable_space_bytes
@@ -1011,6 +1018,7 @@ impl StorageEngine {
                 }
             };
             for t in tables {
+                me.wait_for_compaction_backlog(&t).await;
                 if let Err(e) = me.flush(&t).await {
                     tracing::error!("flush of table {} failed: {e}", t.table_id);
                 }
@@ -1166,14 +1174,51 @@ impl StorageEngine {
     pub fn pending_compactions(&self) -> usize {
         self.tables()
             .iter()
-            .map(|t| match Self::compaction_task(t, false) {
-                None => 0,
-                Some(task) => {
-                    1 + t.sstable_count().saturating_sub(task.inputs.len())
-                        / t.options.read().strategy.min_threshold().max(2)
-                }
-            })
+            .map(|t| Self::pending_compactions_of(t))
             .sum()
+    }
+
+    fn pending_compactions_of(t: &ColumnFamilyStore) -> usize {
+        match Self::compaction_task(t, false) {
+            None => 0,
+            Some(task) => {
+                1 + t.sstable_count().saturating_sub(task.inputs.len())
+                    / t.options.read().strategy.min_threshold().max(2)
+            }
+        }
+    }
+
+    /// Holds a background flush of `t` while its compaction backlog is over
+    /// the limit (and compaction can shrink it), with the reason where
+    /// held-back writes report it.
+    async fn wait_for_compaction_backlog(&self, t: &Arc<ColumnFamilyStore>) {
+        let limit = self.config.compaction_backlog_limit;
+        if limit == 0 {
+            return;
+        }
+        let mut logged = false;
+        loop {
+            let pending = Self::pending_compactions_of(t);
+            if pending <= limit || !t.options.read().auto_compaction {
+                break;
+            }
+            let reason = format!(
+                "table {} has {pending} pending compactions ({} SSTables), more than \
+                 compaction_backlog_limit ({limit}): flushing waits for compaction to catch up",
+                t.dir
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                t.sstable_count()
+            );
+            if !logged {
+                tracing::warn!("{reason}");
+                logged = true;
+            }
+            *self.stall.lock() = Some(reason);
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        *self.stall.lock() = None;
     }
 
     /// Drops SSTables whose data all expired before gc_grace (and shadow nothing).
