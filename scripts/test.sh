@@ -21,6 +21,11 @@ if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
+echo "== a headless browser for the web page tests (best effort: they skip without one)"
+if ! command -v chromium >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1 || echo "chromium not installed"
+fi
+
 echo "== house rules: formatting and lints"
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 cargo fmt --all --check

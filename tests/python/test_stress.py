@@ -260,3 +260,27 @@ def test_compression_credentials_and_several_nodes(node):
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "Token-aware routing: on" in p.stdout and summary(p.stdout)[1] == 200
+
+
+def chromium():
+    import shutil
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(not chromium(), reason="no chromium (scripts/test.sh installs it where apt-get works)")
+def test_graph_renders_names_as_text_in_a_real_browser(node, tmp_path):
+    """Issue 18, item 16: revision and command went into innerHTML unescaped.
+    The page is loaded in headless chromium: the markup in a revision name
+    shows as text, creates no element, and the page draws (a screenshot)."""
+    graph = tmp_path / "g.html"
+    evil = "</script><img id=injected src=x onerror=alert(1)><b>bold</b>"
+    stress(node, "write", "n=500", "no-warmup", "-rate", "threads=2", "-graph", f"file={graph}", f"revision={evil}", "title=<i>t</i>")
+    run = lambda *a: subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu", *a, f"file://{graph}"],
+                                    capture_output=True, text=True, timeout=120)
+    dom = run("--dump-dom").stdout
+    assert "id=\"legend\"" in dom and "</canvas>" in dom
+    assert "<img" not in dom and "<b>bold</b>" not in dom, "markup from a name became elements"
+    assert "&lt;b&gt;bold&lt;/b&gt;" in dom, "the name is shown as text"
+    shot = tmp_path / "g.png"
+    run(f"--screenshot={shot}", "--window-size=1200,900")
+    assert shot.exists() and shot.stat().st_size > 10_000
