@@ -968,11 +968,16 @@ impl StorageEngine {
             }
             let failing = self.flush_error.lock().clone();
             if let Some((e, _)) = failing {
-                self.start_flush(false); // try again (at most every second): space may have been freed
-                return Err(StorageError::WritesBlocked(format!(
-                    "Cannot accept writes: memtables are full ({} bytes) and cannot be flushed: {e}",
-                    live + flushing
-                )));
+                // try again (at most every second): space may have been
+                // freed; a write that may wait gives that retry its chance
+                // (the error may be from before space was freed)
+                self.start_flush(false);
+                if timeout.is_none_or(|t| waited + std::time::Duration::from_millis(100) >= t) {
+                    return Err(StorageError::WritesBlocked(format!(
+                        "Cannot accept writes: memtables are full ({} bytes) and cannot be flushed: {e}",
+                        live + flushing
+                    )));
+                }
             }
             self.start_flush(false);
             let _ = tokio::time::timeout(std::time::Duration::from_millis(100), flushed).await;
