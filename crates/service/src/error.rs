@@ -63,6 +63,21 @@ pub enum ServiceError {
         block_for: usize,
         data_present: bool,
     },
+    /// A replica failed the read (a corrupt SSTable, an I/O error) so that
+    /// too few answers can come (READ_FAILURE), in Cassandra's words.
+    #[error(
+        "Operation failed - received {received} responses and {} failures: {}",
+        failures.len(),
+        failures.iter().map(|(a, _)| format!("UNKNOWN from /{a}")).collect::<Vec<_>>().join(", ")
+    )]
+    ReadFailure {
+        consistency: Consistency,
+        received: usize,
+        block_for: usize,
+        /// Each failed replica with its reason code (0: UNKNOWN).
+        failures: Vec<(std::net::IpAddr, u16)>,
+        data_present: bool,
+    },
     /// Writes held back past their timeout (OVERLOADED).
     #[error("{0}")]
     Overloaded(String),

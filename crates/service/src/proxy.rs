@@ -777,6 +777,25 @@ impl StorageProxy {
         total
     }
 
+    /// A replica could not read its data (a corrupt SSTable, an I/O error):
+    /// Cassandra's READ_FAILURE, with the replica and reason UNKNOWN (0).
+    fn read_failed(
+        from: IpAddr,
+        message: &str,
+        (cl, block_for): (Consistency, usize),
+        received: usize,
+        data_present: bool,
+    ) -> ServiceError {
+        tracing::warn!("read failed on {from}: {message}");
+        ServiceError::ReadFailure {
+            consistency: cl,
+            received,
+            block_for,
+            failures: vec![(from, 0)],
+            data_present,
+        }
+    }
+
     pub(crate) fn replica_failure(f: ReplicaFailure) -> ServiceError {
         match f {
             ReplicaFailure::WriteTimeout {
@@ -1103,6 +1122,9 @@ impl StorageProxy {
             return match self.replica.read(&cmd) {
                 Ok(ReadResponse::Data(d)) => Ok(d),
                 Ok(ReadResponse::Digest(_)) => Ok(Vec::new()),
+                Err(ReplicaFailure::Error(m)) => {
+                    Err(Self::read_failed(local, &m, (cl, plan.block_for), 0, false))
+                }
                 Err(f) => Err(Self::replica_failure(f)),
             };
         }
@@ -1165,7 +1187,15 @@ impl StorageProxy {
         let spare = spare.filter(|_| plan.per_datacenter.is_empty());
         let speculate_after = speculate_after.min(timeout / 2);
         let responses = self
-            .gather_reads(&targets, true, spare, &cmd, speculate_after, deadline)
+            .gather_reads(
+                (cl, plan.block_for),
+                &targets,
+                true,
+                spare,
+                &cmd,
+                speculate_after,
+                deadline,
+            )
             .await?;
         let data = responses.iter().find_map(|(_, r)| match r {
             ReadResponse::Data(d) => Some(d.clone()),
@@ -1185,7 +1215,15 @@ impl StorageProxy {
         }
         // digests disagree: full data from each, reconciled cell by cell
         let responses = self
-            .gather_reads(&targets, false, None, &cmd, timeout, deadline)
+            .gather_reads(
+                (cl, plan.block_for),
+                &targets,
+                false,
+                None,
+                &cmd,
+                timeout,
+                deadline,
+            )
             .await?;
         if responses.len() < targets.len() {
             return Err(timeout_error(responses.len(), true));
@@ -1216,8 +1254,10 @@ impl StorageProxy {
     /// answered after `speculate_after`, data from `spare` as well. Returns the first `targets.len()` answers
     /// that arrive by `deadline`, with who gave them. A failed replica makes
     /// the read fail with its reason.
+    #[allow(clippy::too_many_arguments)]
     async fn gather_reads(
         &self,
+        (cl, block_for): (Consistency, usize),
         targets: &[IpAddr],
         digests: bool,
         spare: Option<IpAddr>,
@@ -1272,8 +1312,19 @@ impl StorageProxy {
             };
             match next {
                 Ok(Some(Ok((to, Some(Response::Read(r)))))) => out.push((to, r)),
-                Ok(Some(Ok((_, Some(Response::Failure(f)))))) => {
-                    return Err(Self::replica_failure(f))
+                Ok(Some(Ok((to, Some(Response::Failure(f)))))) => {
+                    return Err(match f {
+                        // the replica could not read its data: Cassandra's
+                        // ReadFailure, not a server error
+                        ReplicaFailure::Error(m) => Self::read_failed(
+                            to,
+                            &m,
+                            (cl, block_for),
+                            out.len(),
+                            out.iter().any(|(_, r)| matches!(r, ReadResponse::Data(_))),
+                        ),
+                        f => Self::replica_failure(f),
+                    });
                 }
                 Ok(Some(_)) => {
                     // no answer from one: the spare, if not yet asked, now
