@@ -5,21 +5,10 @@ import struct
 import pytest
 from cassandra import InvalidRequest
 from cassandra.cluster import Cluster
+from protocol_handshake import frame, string_map
 
 OPTIONS, STARTUP, QUERY, PREPARE, EXECUTE = 0x05, 0x01, 0x07, 0x09, 0x0A
 PROTOCOL_ERROR, INVALID, SYNTAX, UNPREPARED = 0x000A, 0x2200, 0x2000, 0x2500
-
-
-def frame(opcode, body=b"", stream=1, version=4, flags=0, length=None):
-    n = len(body) if length is None else length
-    return struct.pack(">BBhBI", version, flags, stream, opcode, n) + body
-
-
-def string_map(m):
-    out = struct.pack(">H", len(m))
-    for k, v in m.items():
-        out += struct.pack(">H", len(k)) + k.encode() + struct.pack(">H", len(v)) + v.encode()
-    return out
 
 
 def long_string(b):

@@ -3,10 +3,10 @@ test reproduced its defect on the main of 2026-11-23 before the fix."""
 import json
 import os
 import socket
-import struct
 import time
 
 import pytest
+from cassandra.cluster import Cluster
 
 import goldens
 import protocol_handshake as ph
@@ -16,6 +16,14 @@ from sibyl_node import SibylNode
 def golden_handshake():
     with open(os.path.join(goldens.GOLDEN, "protocol_handshake.json")) as f:
         return json.load(f)
+
+
+def connect_with_keyspace_h(n):
+    """A driver cluster and session on `n`, with the keyspace h (RF 1) made."""
+    c = Cluster([n.host], port=n.port)
+    s = c.connect()
+    s.execute("CREATE KEYSPACE h WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+    return c, s
 
 
 def open_fds(pid):
@@ -115,12 +123,9 @@ def test_fatal_errors_release_the_socket_and_its_memory():
 def test_a_client_that_never_reads_pins_a_bounded_amount_of_memory():
     """A client pipelining reads of a large partition without reading the
     answers made the node hold every response (about 2,048 of them)."""
-    from cassandra.cluster import Cluster
     n = SibylNode().start()
     try:
-        c = Cluster([n.host], port=n.port)
-        s = c.connect()
-        s.execute("CREATE KEYSPACE h WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        c, s = connect_with_keyspace_h(n)
         s.execute("CREATE TABLE h.t (k int, c int, v blob, PRIMARY KEY (k, c))")
         ins = s.prepare("INSERT INTO h.t (k, c, v) VALUES (0, ?, ?)")
         for i in range(40):
@@ -233,7 +238,6 @@ def test_prepared_statement_ids_are_cassandras(node):
     """Ids came from Rust's DefaultHasher, which is not stable across builds;
     Cassandra's are MD5 of the keyspace and the query text, and drivers
     compare them when they re-prepare after a restart or on another node."""
-    from cassandra.cluster import Cluster
     with open(os.path.join(goldens.GOLDEN, "prepared_ids.json")) as f:
         g = json.load(f)
     c = Cluster([node.host], port=node.port, protocol_version=5)
@@ -272,11 +276,8 @@ def flip_bytes(path, at=100, n=64):
 
 
 def stopped_node_with_data():
-    from cassandra.cluster import Cluster
     n = SibylNode().start()
-    c = Cluster([n.host], port=n.port)
-    s = c.connect()
-    s.execute("CREATE KEYSPACE h WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+    c, s = connect_with_keyspace_h(n)
     s.execute("CREATE TABLE h.t (k int PRIMARY KEY, v int)")
     for i in range(20):
         s.execute("INSERT INTO h.t (k, v) VALUES (%s, %s)", (i, i))
@@ -287,7 +288,6 @@ def stopped_node_with_data():
 
 
 def rows(n):
-    from cassandra.cluster import Cluster
     c = Cluster([n.host], port=n.port)
     try:
         return sorted(r.k for r in c.connect().execute("SELECT k FROM h.t"))
@@ -470,12 +470,9 @@ def test_the_operator_can_start_past_a_corrupt_commit_log_entry():
     """A corrupt entry in the middle of a segment stopped start-up (good)
     with no way past it but deleting the whole segment."""
     import struct as st
-    from cassandra.cluster import Cluster
     n = SibylNode(extra_config="commitlog_sync: batch\n").start()
     try:
-        c = Cluster([n.host], port=n.port)
-        s = c.connect()
-        s.execute("CREATE KEYSPACE h WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        c, s = connect_with_keyspace_h(n)
         s.execute("CREATE TABLE h.t (k int PRIMARY KEY, v int)")
         for i in range(200):
             s.execute("INSERT INTO h.t (k, v) VALUES (%s, %s)", (i, i))
@@ -512,14 +509,11 @@ def test_a_compaction_backlog_holds_back_writes_instead_of_piling_up_sstables():
     process ran out of file handles."""
     import glob
     from cassandra import OperationTimedOut, WriteTimeout
-    from cassandra.cluster import Cluster
     from cassandra.protocol import OverloadedErrorMessage
     n = SibylNode(extra_config="memtable_heap_space: 2MiB\ncompaction_throughput: 1MiB/s\n"
                                "compaction_backlog_limit: 3\nwrite_request_timeout: 500ms\n").start()
     try:
-        c = Cluster([n.host], port=n.port)
-        s = c.connect()
-        s.execute("CREATE KEYSPACE h WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        c, s = connect_with_keyspace_h(n)
         s.execute("CREATE TABLE h.t (k int PRIMARY KEY, v blob)")
         ins = s.prepare("INSERT INTO h.t (k, v) VALUES (?, ?)")
         blob = os.urandom(4000)

@@ -83,19 +83,12 @@ impl StorageProxy {
         let timeout = self.timeouts.write;
         let mut tasks = tokio::task::JoinSet::new();
         for to in &endpoints {
-            let (replica, messaging, snitch, to) = (
-                self.replica.clone(),
-                self.messaging.clone(),
-                self.snitch.clone(),
-                *to,
-            );
+            let (sender, to) = (self.sender(), *to);
             let request = Request::BatchStore {
                 id,
                 mutations: mutations.clone(),
             };
-            tasks.spawn(async move {
-                Self::send(replica, messaging, snitch, to, request, timeout).await
-            });
+            tasks.spawn(async move { sender.send(to, request, timeout).await });
         }
         let mut stored = 0;
         while let Some(r) = tasks.join_next().await {
@@ -118,22 +111,8 @@ impl StorageProxy {
         self.write(&schema, mutations, cl, WriteType::Batch).await?;
         // applied: the batch is removed, without waiting
         for to in endpoints {
-            let (replica, messaging, snitch) = (
-                self.replica.clone(),
-                self.messaging.clone(),
-                self.snitch.clone(),
-            );
-            tokio::spawn(async move {
-                Self::send(
-                    replica,
-                    messaging,
-                    snitch,
-                    to,
-                    Request::BatchRemove(id),
-                    timeout,
-                )
-                .await
-            });
+            let sender = self.sender();
+            tokio::spawn(async move { sender.send(to, Request::BatchRemove(id), timeout).await });
         }
         Ok(())
     }

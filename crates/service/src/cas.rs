@@ -76,20 +76,9 @@ impl StorageProxy {
     ) -> Vec<(IpAddr, Response)> {
         let mut tasks = tokio::task::JoinSet::new();
         for to in plan.replicas.iter().filter(|a| self.is_alive(**a)) {
-            let (replica, messaging, snitch, to, request) = (
-                self.replica.clone(),
-                self.messaging.clone(),
-                self.snitch.clone(),
-                *to,
-                request.clone(),
-            );
+            let (sender, to, request) = (self.sender(), *to, request.clone());
             let timeout = deadline.saturating_duration_since(Instant::now());
-            tasks.spawn(async move {
-                (
-                    to,
-                    Self::send(replica, messaging, snitch, to, request, timeout).await,
-                )
-            });
+            tasks.spawn(async move { (to, sender.send(to, request, timeout).await) });
         }
         let mut out = Vec::new();
         while !enough(&out) {

@@ -247,6 +247,37 @@ impl Plan {
     }
 }
 
+/// What a request to a replica needs, owned, to move into a task: this
+/// node's replica (called directly when it is the target), the messaging
+/// service, and the snitch that times the answers.
+#[derive(Clone)]
+pub(crate) struct ReplicaSender {
+    replica: Arc<Replica>,
+    messaging: Arc<dyn MessagingService>,
+    snitch: Arc<DynamicSnitch>,
+}
+
+impl ReplicaSender {
+    /// Sends `request` to `to`: this node's replica directly, others through
+    /// messaging.
+    pub(crate) async fn send(
+        &self,
+        to: IpAddr,
+        request: Request,
+        timeout: Duration,
+    ) -> Option<Response> {
+        if to == self.messaging.local_address() {
+            Some(self.replica.handle(request).await)
+        } else {
+            let started = tokio::time::Instant::now();
+            let r = self.messaging.send_and_receive(to, request, timeout).await;
+            // a lost or late answer counts as the whole timeout
+            self.snitch.record(to, started.elapsed());
+            r.ok()
+        }
+    }
+}
+
 impl StorageProxy {
     pub fn new(
         replica: Arc<Replica>,
@@ -442,24 +473,12 @@ impl StorageProxy {
         Ok(())
     }
 
-    /// Sends `request` to `to`: this node's replica directly, others through
-    /// messaging.
-    pub(crate) async fn send(
-        replica: Arc<Replica>,
-        messaging: Arc<dyn MessagingService>,
-        snitch: Arc<DynamicSnitch>,
-        to: IpAddr,
-        request: Request,
-        timeout: Duration,
-    ) -> Option<Response> {
-        if to == messaging.local_address() {
-            Some(replica.handle(request).await)
-        } else {
-            let started = tokio::time::Instant::now();
-            let r = messaging.send_and_receive(to, request, timeout).await;
-            // a lost or late answer counts as the whole timeout
-            snitch.record(to, started.elapsed());
-            r.ok()
+    /// A sender to replicas that tasks can own.
+    pub(crate) fn sender(&self) -> ReplicaSender {
+        ReplicaSender {
+            replica: self.replica.clone(),
+            messaging: self.messaging.clone(),
+            snitch: self.snitch.clone(),
         }
     }
 
@@ -594,16 +613,11 @@ impl StorageProxy {
                 }
                 continue;
             }
-            let (replica, messaging, snitch, to) = (
-                self.replica.clone(),
-                self.messaging.clone(),
-                self.snitch.clone(),
-                *to,
-            );
+            let (sender, to) = (self.sender(), *to);
             let hints = self.hints.read().clone();
             let request = Request::Mutation(batch.clone());
             tasks.spawn(async move {
-                let r = Self::send(replica, messaging, snitch, to, request, timeout).await;
+                let r = sender.send(to, request, timeout).await;
                 if r.is_none() {
                     // no answer in time: the replica gets a hint
                     if let (Some(h), Some(host)) = (hints, hint_to) {
@@ -746,19 +760,10 @@ impl StorageProxy {
                 let timeout = me.timeouts.write;
                 let n = hints
                     .deliver(p.host_id, others, gc_grace, &comparator, |ms| {
-                        let (replica, messaging, snitch) =
-                            (me.replica.clone(), me.messaging.clone(), me.snitch.clone());
+                        let sender = me.sender();
                         async move {
                             matches!(
-                                Self::send(
-                                    replica,
-                                    messaging,
-                                    snitch,
-                                    addr,
-                                    Request::Hint(ms),
-                                    timeout
-                                )
-                                .await,
+                                sender.send(addr, Request::Hint(ms), timeout).await,
                                 Some(Response::Done)
                             )
                         }
@@ -873,16 +878,7 @@ impl StorageProxy {
                 consistency: cl as u16,
             };
             let timeout = self.timeouts.counter_write;
-            match Self::send(
-                self.replica.clone(),
-                self.messaging.clone(),
-                self.snitch.clone(),
-                leader,
-                request,
-                timeout,
-            )
-            .await
-            {
+            match self.sender().send(leader, request, timeout).await {
                 Some(Response::Done) => {}
                 Some(Response::Failure(ReplicaFailure::WriteTimeout {
                     received,
@@ -1267,26 +1263,10 @@ impl StorageProxy {
     ) -> Result<Vec<(IpAddr, ReadResponse)>> {
         let mut tasks = tokio::task::JoinSet::new();
         let spawn = |tasks: &mut tokio::task::JoinSet<_>, to: IpAddr, command: ReadCommand| {
-            let (replica, messaging, snitch) = (
-                self.replica.clone(),
-                self.messaging.clone(),
-                self.snitch.clone(),
-            );
+            let sender = self.sender();
             let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
-            tasks.spawn(async move {
-                (
-                    to,
-                    Self::send(
-                        replica,
-                        messaging,
-                        snitch,
-                        to,
-                        Request::Read(command),
-                        timeout,
-                    )
-                    .await,
-                )
-            });
+            tasks
+                .spawn(async move { (to, sender.send(to, Request::Read(command), timeout).await) });
         };
         for (i, to) in targets.iter().enumerate() {
             let command = if i > 0 && digests {
@@ -1373,23 +1353,10 @@ impl StorageProxy {
                 continue;
             }
             tracing::debug!("read repair: {} partitions to {to}", mutations.len());
-            let (replica, messaging, snitch) = (
-                self.replica.clone(),
-                self.messaging.clone(),
-                self.snitch.clone(),
-            );
+            let sender = self.sender();
             let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
-            tasks.spawn(async move {
-                Self::send(
-                    replica,
-                    messaging,
-                    snitch,
-                    to,
-                    Request::Mutation(mutations),
-                    timeout,
-                )
-                .await
-            });
+            tasks
+                .spawn(async move { sender.send(to, Request::Mutation(mutations), timeout).await });
         }
         let _ = tokio::time::timeout_at(deadline, async {
             while tasks.join_next().await.is_some() {}
@@ -1418,20 +1385,13 @@ impl StorageProxy {
         let ts = self.clock.now_micros();
         let mut tasks = tokio::task::JoinSet::new();
         for to in &endpoints {
-            let (replica, messaging, snitch, to) = (
-                self.replica.clone(),
-                self.messaging.clone(),
-                self.snitch.clone(),
-                *to,
-            );
+            let (sender, to) = (self.sender(), *to);
             let request = Request::Truncate {
                 table_id,
                 timestamp_micros: ts,
             };
             let timeout = self.timeouts.truncate;
-            tasks.spawn(async move {
-                Self::send(replica, messaging, snitch, to, request, timeout).await
-            });
+            tasks.spawn(async move { sender.send(to, request, timeout).await });
         }
         let mut done = 0;
         while let Some(r) = tasks.join_next().await {
