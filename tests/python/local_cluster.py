@@ -31,7 +31,7 @@ class LocalCluster:
         p = subprocess.run([BIN, "cluster", args[0], "--dir", self.dir, *args[1:]], capture_output=True,
                            text=True, timeout=timeout)
         if check and p.returncode != 0:
-            raise RuntimeError(f"sibyl cluster {' '.join(args)}: {p.stderr}{self.logs()}")
+            raise RuntimeError(f"sibyl cluster {' '.join(args)}: {p.stdout}{p.stderr}{self.logs()}")
         return p
 
     def nodetool(self, node, *args, check=True):

@@ -97,7 +97,7 @@ class SibylNode:
         """Runs `sibyl nodetool` against this node; returns its stdout."""
         p = subprocess.run([BIN, "nodetool", "-p", str(self.admin_port), *args], capture_output=True, text=True, timeout=600)
         if p.returncode != 0:
-            raise RuntimeError(f"nodetool {' '.join(args)} failed: {p.stderr}")
+            raise RuntimeError(f"nodetool {' '.join(args)} failed: {p.stdout}{p.stderr}")
         return p.stdout
 
     def kill9(self):

@@ -1,6 +1,6 @@
 //! The node's admin interface, what `sibyl nodetool` talks to (Cassandra's
 //! JMX, as a small HTTP/1.1 JSON API on `admin_address:admin_port`, loopback
-//! by default). One request per connection.
+//! by default), served by hyper.
 //!
 //! | verb | path |
 //! |---|---|
@@ -23,7 +23,6 @@ use sibyl_types::CqlType;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 /// What the admin interface needs of the node.
@@ -38,8 +37,8 @@ pub struct Admin {
     pub cluster: Arc<crate::cluster::ClusterServices>,
     /// The snitch's class name, as `describecluster` shows it.
     pub snitch: String,
-    /// `start_native_transport`.
-    pub native_transport: bool,
+    /// The CQL server, which `enablebinary`/`disablebinary` start and stop.
+    pub native: Arc<crate::native::NativeTransport>,
 }
 
 impl Admin {
@@ -333,47 +332,26 @@ fn ownership(
     own.iter().map(|o| o / (u64::MAX as f64 + 1.0)).collect()
 }
 
-/// `application/x-www-form-urlencoded`: `+` is a space, `%XX` a byte.
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        match b[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < b.len() => match (hex(b[i + 1]), hex(b[i + 2])) {
-                (Some(h), Some(l)) => {
-                    out.push((h * 16 + l) as u8);
-                    i += 2;
-                }
-                _ => out.push(b'%'),
-            },
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// The query string; a key given more than once keeps its values joined by
-/// commas (keyspace and table names cannot hold one).
+/// The query string (`application/x-www-form-urlencoded`); a key given more
+/// than once keeps its values joined by commas (keyspace and table names
+/// cannot hold one).
 fn parse_query(q: &str) -> HashMap<String, String> {
     let mut m: HashMap<String, String> = HashMap::new();
-    for kv in q.split('&').filter(|kv| !kv.is_empty()) {
-        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-        let (k, v) = (percent_decode(k), percent_decode(v));
-        m.entry(k)
+    for (k, v) in form_urlencoded::parse(q.as_bytes()) {
+        m.entry(k.into_owned())
             .and_modify(|e| {
                 e.push(',');
                 e.push_str(&v)
             })
-            .or_insert(v);
+            .or_insert_with(|| v.into_owned());
     }
     m
 }
 
 impl Admin {
+    /// Serves HTTP/1.1 (keep-alive, one request at a time per connection)
+    /// until `shutdown` fires. A client that sends no complete head within
+    /// 10 s is dropped.
     pub async fn serve(
         self: Arc<Self>,
         listener: TcpListener,
@@ -382,46 +360,54 @@ impl Admin {
         loop {
             tokio::select! {
                 r = listener.accept() => {
-                    let Ok((mut sock, _)) = r else { continue };
+                    let Ok((sock, _)) = r else { continue };
                     let me = self.clone();
                     tokio::spawn(async move {
-                        let mut buf = vec![0u8; 8192];
-                        let mut n = 0;
-                        // a client that connects and says nothing is dropped
-                        let read_head = async {
-                            loop {
-                                match sock.read(&mut buf[n..]).await {
-                                    Ok(0) | Err(_) => break,
-                                    Ok(k) => {
-                                        n += k;
-                                        if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") || n == buf.len() {
-                                            break;
-                                        }
-                                    }
-                                }
-                            }
-                        };
-                        if tokio::time::timeout(std::time::Duration::from_secs(10), read_head).await.is_err() {
-                            return;
-                        }
-                        let head = String::from_utf8_lossy(&buf[..n]).to_string();
-                        let line = head.lines().next().unwrap_or("").to_string();
-                        let mut parts = line.split_whitespace();
-                        let method = parts.next().unwrap_or("").to_string();
-                        let target = parts.next().unwrap_or("/").to_string();
-                        let (path, query) = target.split_once('?').unwrap_or((&target, ""));
-                        let (status, body) = match me.handle(&method, path, &parse_query(query)).await {
-                            Ok(v) => ("200 OK", v),
-                            Err((code, msg)) => (code, json!({ "error": msg })),
-                        };
-                        let body = body.to_string();
-                        let resp = format!("HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
-                        let _ = sock.write_all(resp.as_bytes()).await;
+                        let service = hyper::service::service_fn(move |req| {
+                            let me = me.clone();
+                            async move { Ok::<_, std::convert::Infallible>(me.respond(req).await) }
+                        });
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .timer(hyper_util::rt::TokioTimer::new())
+                            .header_read_timeout(std::time::Duration::from_secs(10))
+                            .max_buf_size(64 * 1024)
+                            .serve_connection(hyper_util::rt::TokioIo::new(sock), service)
+                            .await;
                     });
                 }
                 _ = shutdown.changed() => break,
             }
         }
+    }
+
+    async fn respond(
+        &self,
+        req: hyper::Request<hyper::body::Incoming>,
+    ) -> hyper::Response<http_body_util::Full<bytes::Bytes>> {
+        let query = parse_query(req.uri().query().unwrap_or(""));
+        let (status, body) = match self
+            .handle(req.method().as_str(), req.uri().path(), &query)
+            .await
+        {
+            Ok(v) => (hyper::StatusCode::OK, v),
+            Err((code, msg)) => (
+                code.split(' ')
+                    .next()
+                    .and_then(|c| c.parse::<u16>().ok())
+                    .and_then(|c| hyper::StatusCode::from_u16(c).ok())
+                    .unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR),
+                json!({ "error": msg }),
+            ),
+        };
+        let mut resp = hyper::Response::new(http_body_util::Full::new(bytes::Bytes::from(
+            body.to_string(),
+        )));
+        *resp.status_mut() = status;
+        resp.headers_mut().insert(
+            hyper::header::CONTENT_TYPE,
+            hyper::header::HeaderValue::from_static("application/json"),
+        );
+        resp
     }
 
     /// A table's store and its indexes' stores.
@@ -978,7 +964,9 @@ impl Admin {
                 let (hits, misses) = self.storage.cache_stats();
                 Ok(json!({
                     "address": self.address,
-                    "status": "UN",
+                    // this node is up while it answers; its ring state is the
+                    // directory's
+                    "status": format!("U{}", self.cluster.state.directory.read().nodes.get(&self.host_id).map(|r| r.state.letter()).unwrap_or("N")),
                     "datacenter": self.cluster.datacenter,
                     "rack": self.cluster.rack,
                     "host_id": self.host_id.to_string(),
@@ -993,12 +981,31 @@ impl Admin {
                     "pending_compactions": self.storage.pending_compactions(),
                     "generation": self.cluster.gossip.gossiper.lock().generation(),
                     "gossip_active": true,
-                    // off when the node was started without it, or a failure
-                    // policy stopped it
-                    "native_transport_active": self.native_transport && !*self.storage.stopped.borrow(),
+                    // off when the node was started without it, an operator
+                    // disabled it, or a failure policy stopped it
+                    "native_transport_active": self.native.is_running(),
                 }))
             }
             ("GET", "/cluster") => self.cluster_json(q),
+            ("GET", "/binary") => Ok(json!({ "running": self.native.is_running() })),
+            ("POST", "/binary") => {
+                match q.get("enabled").map(String::as_str) {
+                    Some("true") => {
+                        self.native.start().await.map_err(|e| {
+                            (
+                                "500 Internal Server Error",
+                                format!(
+                                    "Cannot start the native transport on {}: {e}",
+                                    self.native.address()
+                                ),
+                            )
+                        })?;
+                    }
+                    Some("false") => self.native.stop().await,
+                    _ => return Err(("400 Bad Request", "enabled=true|false".into())),
+                }
+                Ok(json!({ "running": self.native.is_running() }))
+            }
             (_, "/handoff") | (_, "/truncatehints") | ("GET", "/pendinghints") => {
                 self.handoff(method, path, q).await
             }

@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod cluster;
 pub mod config;
+pub mod native;
 mod peers;
 
 use crate::config::{CommitLogSync, Config};
@@ -64,7 +65,7 @@ pub struct Node {
     pub tokens: Vec<i64>,
     pub native_addr: std::net::SocketAddr,
     shutdown_tx: tokio::sync::watch::Sender<bool>,
-    server_task: Option<tokio::task::JoinHandle<()>>,
+    pub native: Arc<native::NativeTransport>,
     /// Becomes true when `nodetool drain` has flushed everything.
     pub drained: tokio::sync::watch::Receiver<bool>,
     pub cluster: Arc<cluster::ClusterServices>,
@@ -359,7 +360,7 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
 
     // 4. CQL server
     let addr = std::net::SocketAddr::new(rpc, config.native_transport_port);
-    let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
+    let (shutdown_tx, _) = tokio::sync::watch::channel(false);
     let server = Arc::new(sibyl_transport::Server::new(
         qp.clone(),
         events,
@@ -371,33 +372,25 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
             ..Default::default()
         },
     ));
-    let mut native_addr = addr;
-    // the transport stops at shutdown, or when a failure policy says "stop"
-    let (transport_stop_tx, transport_stop_rx) = tokio::sync::watch::channel(false);
+    let native = Arc::new(native::NativeTransport::new(server, addr));
+    // the transport stops at shutdown, or when a failure policy says so
     {
         let mut failed = storage.stopped.clone();
-        let mut sd = shutdown_rx.clone();
+        let native = native.clone();
         tokio::spawn(async move {
-            tokio::select! {
-                _ = failed.wait_for(|v| *v) => tracing::error!("stopping the native transport: a failure policy says stop"),
-                _ = sd.changed() => {}
+            if failed.wait_for(|v| *v).await.is_ok() {
+                tracing::error!("stopping the native transport: a failure policy says stop");
+                native.stop().await;
             }
-            let _ = transport_stop_tx.send(true);
         });
     }
-    let server_task = if config.start_native_transport {
-        let listener =
-            tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(|e| StartError::Listen {
-                    addr: addr.to_string(),
-                    source: e,
-                })?;
-        native_addr = listener.local_addr().unwrap_or(addr);
-        Some(tokio::spawn(server.serve(listener, transport_stop_rx)))
-    } else {
-        None
-    };
+    if config.start_native_transport {
+        native.start().await.map_err(|e| StartError::Listen {
+            addr: addr.to_string(),
+            source: e,
+        })?;
+    }
+    let native_addr = native.address();
     let (drained_tx, drained) = tokio::sync::watch::channel(false);
     let admin_addr = format!("{}:{}", config.admin_address, config.admin_port);
     let admin_listener = tokio::net::TcpListener::bind(&admin_addr)
@@ -407,7 +400,7 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
             source: e,
         })?;
     let admin = Arc::new(admin::Admin {
-        native_transport: config.start_native_transport,
+        native: native.clone(),
         qp: qp.clone(),
         storage: storage.clone(),
         host_id,
@@ -439,7 +432,7 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         tokens,
         native_addr,
         shutdown_tx,
-        server_task,
+        native,
         drained,
         cluster,
     })
@@ -447,15 +440,13 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
 
 impl Node {
     /// Stops serving, makes the commit log durable and closes it.
-    pub async fn shutdown(mut self) {
+    pub async fn shutdown(self) {
         // the others mark this node down at once instead of waiting for
         // their failure detectors (Cassandra's announced shutdown)
         self.cluster.gossip.announce_shutdown();
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         let _ = self.shutdown_tx.send(true);
-        if let Some(t) = self.server_task.take() {
-            let _ = t.await;
-        }
+        self.native.stop().await;
         let _ = self.cluster.metadata.shutdown().await;
         self.storage.shutdown().await;
         tracing::info!("Sibyl stopped");

@@ -36,6 +36,7 @@ macro_rules! out {
 
 mod cluster_tool;
 mod nodetool;
+mod nodetool_cli;
 mod nodetool_cluster;
 mod sstable_tool;
 

@@ -3,47 +3,36 @@
 
 use anyhow::{bail, Context};
 use serde_json::Value;
-use std::io::{Read, Write};
 
-pub const USAGE: &str = "usage: sibyl nodetool [-h HOST] [-p PORT] <command> [args]
-
-commands:
-  status [keyspace]              every node: state, load, tokens, effective ownership
-  ring                           every token and its node
-  describecluster                name, snitch, partitioner, schema versions per node
-  gossipinfo                     what gossip knows of every node
-  statusgossip                   whether gossip runs
-  getendpoints keyspace table key
-                                 the replicas of a partition key
-  version                        the Cassandra release Sibyl follows
-  info                           node information
-  flush [keyspace [tables...]]   flush memtables to SSTables
-  invalidatekeycache             empty the key cache
-  invalidaterowcache             empty the row cache
-  tablehistograms keyspace table   latency, SSTables per read, partition size and cell count percentiles
-  compact [-s] [keyspace [tables...]]
-                                 major compaction (-s: split the output)
-  drain                          flush everything and stop the node
-  compactionstats                pending and running compactions
-  compactionhistory              finished compactions
-  tablestats [keyspace[.table]]  per-table statistics
-  snapshot [-t TAG] [keyspace]   hard-link the SSTables into snapshots/TAG
-  listsnapshots                  the snapshots and their sizes
-  clearsnapshot [-t TAG] [--all] [keyspace]
-                                 remove snapshots
-  getcompactionthroughput        compaction throughput limit
-  setcompactionthroughput MB     set it (MiB/s, 0 = unthrottled)";
-
+/// One call to the node's admin interface: `path` carries its query string,
+/// already encoded ([`enc`]). An answer with an `error` is the error.
 pub(crate) fn request(host: &str, port: u16, method: &str, path: &str) -> anyhow::Result<Value> {
-    let mut s = std::net::TcpStream::connect((host, port))
-        .with_context(|| format!("cannot reach the node's admin interface at {host}:{port}"))?;
-    s.set_read_timeout(Some(std::time::Duration::from_secs(3600)))?;
-    write!(s, "{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")?;
-    let mut resp = String::new();
-    s.read_to_string(&mut resp)?;
-    let (head, body) = resp.split_once("\r\n\r\n").unwrap_or((&resp, ""));
-    let v: Value =
-        serde_json::from_str(body).with_context(|| format!("bad answer from the node: {head}"))?;
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        // the node answers errors as JSON with a 4xx/5xx status: read them
+        .http_status_as_error(false)
+        .timeout_connect(Some(std::time::Duration::from_secs(10)))
+        .build()
+        .into();
+    let url = format!("http://{host}:{port}{path}");
+    let resp = match method {
+        "POST" => agent.post(&url).send_empty(),
+        _ => agent.get(&url).call(),
+    };
+    let mut resp = resp.map_err(|e| match e {
+        ureq::Error::Io(_) | ureq::Error::ConnectionFailed | ureq::Error::HostNotFound => {
+            anyhow::anyhow!("cannot reach the node's admin interface at {host}:{port}: {e}")
+        }
+        e => anyhow::anyhow!("{e}"),
+    })?;
+    let status = resp.status();
+    let body = resp
+        .body_mut()
+        .with_config()
+        .limit(256 << 20)
+        .read_to_string()
+        .context("reading the node's answer")?;
+    let v: Value = serde_json::from_str(&body)
+        .with_context(|| format!("bad answer from the node ({status}): {body}"))?;
     if let Some(e) = v.get("error") {
         bail!("{}", e.as_str().unwrap_or("error"));
     }
@@ -93,38 +82,42 @@ fn scope(args: &[String]) -> String {
     }
 }
 
-pub fn run(args: Vec<String>) -> anyhow::Result<()> {
-    let mut host = "127.0.0.1".to_string();
-    let mut port: u16 = 7199;
-    let mut rest = Vec::new();
-    let mut it = args.into_iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "-h" | "--host" => host = it.next().context("-h needs a host")?,
-            "-p" | "--port" => {
-                port = it
-                    .next()
-                    .context("-p needs a port")?
-                    .parse()
-                    .context("-p needs a number")?
-            }
-            "help" | "--help" => {
-                outln!("{USAGE}");
-                return Ok(());
-            }
-            _ => rest.push(a),
+pub fn run(tokens: Vec<String>) -> anyhow::Result<()> {
+    let parsed = match crate::nodetool_cli::parse(&tokens) {
+        Ok(crate::nodetool_cli::Invocation::Help(text)) => {
+            out!("{text}");
+            return Ok(());
         }
-    }
-    let Some(cmd) = rest.first().cloned() else {
-        outln!("{USAGE}");
-        bail!("no command given");
+        Ok(crate::nodetool_cli::Invocation::Run(p)) => p,
+        Err(e) => {
+            // as Cassandra's: parse errors on stdout, status 1
+            outln!("{e}");
+            std::process::exit(1);
+        }
     };
+    let (host, port, cmd) = (parsed.host.clone(), parsed.port, parsed.verb.clone());
+    // -F json|yaml, where a verb takes it
+    let format = match parsed.option("--format") {
+        None | Some("") => None,
+        Some(f @ ("json" | "yaml")) => Some(f.to_string()),
+        Some(_) => {
+            outln!(
+                "{}",
+                crate::nodetool_cli::UsageError("arguments for -F are json,yaml only.".into())
+            );
+            std::process::exit(1);
+        }
+    };
+    let format = format.as_deref();
     // `compact -s` / `--split-output`: size-tiered major compaction into files of
     // half, a quarter, ... of the data instead of one
-    let split = cmd == "compact" && rest[1..].iter().any(|a| a == "-s" || a == "--split-output");
-    let args: Vec<String> = rest[1..]
+    let split = cmd == "compact" && parsed.args.iter().any(|a| a == "--split-output");
+    // the verbs below take their options from `parsed`: what is left is
+    // their arguments and flags
+    let args: Vec<String> = parsed
+        .args
         .iter()
-        .filter(|a| !(cmd == "compact" && (*a == "-s" || *a == "--split-output")))
+        .filter(|a| !(cmd == "compact" && *a == "--split-output"))
         .cloned()
         .collect();
     let args = &args[..];
@@ -162,7 +155,7 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
         }
         Ok(())
     };
-    if crate::nodetool_cluster::run(&host, port, &cmd, args)? {
+    if crate::nodetool_cluster::run(&host, port, &cmd, args, &parsed.positional)? {
         return Ok(());
     }
     match cmd.as_str() {
@@ -277,6 +270,9 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
         }
         "compactionhistory" => {
             let v = request(&host, port, "GET", "/compactionhistory")?;
+            if let Some(f) = format {
+                return print_formatted(f, &compactionhistory_document(&v));
+            }
             outln!("Compaction History:");
             outln!(
                 "{:<16} {:<16} {:<15} {:>12} {:>12} {:>14} {:>15}",
@@ -303,8 +299,16 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
             Ok(())
         }
         "tablestats" | "cfstats" => {
-            let v = request(&host, port, "GET", &format!("/tablestats{}", scope(args)))?;
+            let v = request(
+                &host,
+                port,
+                "GET",
+                &format!("/tablestats{}", scope(&parsed.positional)),
+            )?;
             let tables = v["tables"].as_array().cloned().unwrap_or_default();
+            if let Some(f) = format {
+                return print_formatted(f, &tablestats_document(&tables));
+            }
             outln!("Total number of tables: {}", tables.len());
             outln!("----------------");
             let mut last_ks = String::new();
@@ -520,6 +524,136 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
             )?;
             Ok(())
         }
-        other => bail!("unknown command '{other}'\n{USAGE}"),
+        "enablebinary" | "disablebinary" => {
+            let on = cmd == "enablebinary";
+            request(&host, port, "POST", &format!("/binary?enabled={on}"))?;
+            Ok(())
+        }
+        "statusbinary" => {
+            let v = request(&host, port, "GET", "/binary")?;
+            if v["running"].as_bool().unwrap_or(false) {
+                outln!("running");
+            } else {
+                outln!("not running");
+            }
+            Ok(())
+        }
+        other => bail!("nodetool {other}: the verb is parsed but Sibyl has no handler for it"),
     }
+}
+
+/// `-F json` as Cassandra's Jackson prints it (two-space indent, `" : "`),
+/// `-F yaml` as its SnakeYAML does.
+fn print_formatted(format: &str, doc: &Value) -> anyhow::Result<()> {
+    if format == "yaml" {
+        out!("{}", serde_yaml::to_string(doc)?);
+        return Ok(());
+    }
+    let mut buf = Vec::new();
+    let fmt = serde_json::ser::PrettyFormatter::with_indent(b"  ");
+    let mut ser = serde_json::Serializer::with_formatter(&mut buf, fmt);
+    serde::Serialize::serialize(doc, &mut ser)?;
+    let text = String::from_utf8(buf)?;
+    // Jackson's separator is " : "; keys never hold `": ` (they are names)
+    outln!("{}", text.replace("\": ", "\" : "));
+    Ok(())
+}
+
+/// A latency in ms as Cassandra's table stats print it: three decimals, NaN
+/// when nothing was measured.
+fn latency_text(v: &Value) -> String {
+    v.as_f64()
+        .map(|x| format!("{x:.3}"))
+        .unwrap_or_else(|| "NaN".into())
+}
+
+/// `tablestats -F json|yaml`: Cassandra's document, with the statistics Sibyl
+/// keeps, under Cassandra's names and types. Statistics Sibyl does not keep
+/// are left out rather than made up.
+fn tablestats_document(tables: &[Value]) -> Value {
+    let mut doc = serde_json::Map::new();
+    doc.insert("total_number_of_tables".into(), tables.len().into());
+    let mut keyspaces: Vec<String> = tables
+        .iter()
+        .map(|t| t["keyspace"].as_str().unwrap_or("").to_string())
+        .collect();
+    keyspaces.dedup();
+    for ks in keyspaces {
+        let mut ts = serde_json::Map::new();
+        let (mut reads, mut writes, mut read_ms, mut write_ms, mut pending) =
+            (0u64, 0u64, 0f64, 0f64, 0u64);
+        for t in tables.iter().filter(|t| t["keyspace"] == ks.as_str()) {
+            let n = |k: &str| t[k].as_u64().unwrap_or(0);
+            reads += n("local_read_count");
+            writes += n("local_write_count");
+            pending += n("pending_flushes");
+            read_ms +=
+                t["local_read_latency_ms"].as_f64().unwrap_or(0.0) * n("local_read_count") as f64;
+            write_ms +=
+                t["local_write_latency_ms"].as_f64().unwrap_or(0.0) * n("local_write_count") as f64;
+            ts.insert(
+                t["table"].as_str().unwrap_or("").to_string(),
+                serde_json::json!({
+                    "memtable_switch_count": n("flushes"),
+                    "local_read_latency_ms": latency_text(&t["local_read_latency_ms"]),
+                    "sstable_count": n("sstable_count"),
+                    "compacted_partition_minimum_bytes": n("partition_min_bytes"),
+                    "compacted_partition_maximum_bytes": n("partition_max_bytes"),
+                    "compacted_partition_mean_bytes": n("partition_mean_bytes"),
+                    "memtable_data_size": n("memtable_data_size").to_string(),
+                    "local_write_latency_ms": latency_text(&t["local_write_latency_ms"]),
+                    "pending_flushes": n("pending_flushes"),
+                    "local_read_count": n("local_read_count"),
+                    "bloom_filter_false_positives": n("bloom_filter_false_positives"),
+                    "local_write_count": n("local_write_count"),
+                    "number_of_partitions_estimate": n("sstable_partitions"),
+                    "space_used_live": n("space_used_live").to_string(),
+                }),
+            );
+        }
+        let mean = |total: f64, count: u64| {
+            if count == 0 {
+                Value::Null
+            } else {
+                serde_json::json!(total / count as f64)
+            }
+        };
+        doc.insert(
+            ks,
+            serde_json::json!({
+                "write_latency_ms": mean(write_ms, writes),
+                "tables": ts,
+                "read_latency_ms": mean(read_ms, reads),
+                "pending_flushes": pending,
+                "write_count": writes,
+                "read_latency": mean(read_ms, reads),
+                "read_count": reads,
+            }),
+        );
+    }
+    Value::Object(doc)
+}
+
+/// `compactionhistory -F json|yaml`: Cassandra's `CompactionHistory` list.
+/// Sibyl does not record a compaction's id, type or rows merged per input
+/// count (`rows_merged`), so those keys are left out.
+fn compactionhistory_document(v: &Value) -> Value {
+    let rows: Vec<Value> = v["history"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            serde_json::json!({
+                "keyspace_name": r["keyspace"],
+                "bytes_out": r["bytes_out"],
+                "bytes_in": r["bytes_in"],
+                "columnfamily_name": r["table"],
+                // Cassandra's form, in UTC (the node's zone in Cassandra)
+                "compacted_at": sibyl_types::utc_millis(r["compacted_at"].as_i64().unwrap_or(0))
+                    .replacen(' ', "T", 1)
+                    .replace(',', "."),
+            })
+        })
+        .collect();
+    serde_json::json!({ "CompactionHistory": rows })
 }

@@ -169,7 +169,13 @@ fn handoff(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
     }
 }
 
-pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<bool> {
+pub fn run(
+    host: &str,
+    port: u16,
+    cmd: &str,
+    args: &[String],
+    positional: &[String],
+) -> anyhow::Result<bool> {
     if handoff(host, port, cmd, args)? {
         return Ok(true);
     }
@@ -283,7 +289,7 @@ pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
         }
         "setstreamthroughput" => {
             let mib = args.iter().any(|a| a == "-m" || a == "--mib");
-            let Some(v) = args.iter().find(|a| !a.starts_with('-')) else {
+            let Some(v) = positional.first() else {
                 anyhow::bail!("setstreamthroughput requires stream throughput");
             };
             let n: f64 = v
@@ -345,12 +351,11 @@ pub fn run(host: &str, port: u16, cmd: &str, args: &[String]) -> anyhow::Result<
         }
         "cleanup" => {
             let mut params = Vec::new();
-            let positional: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
             if let Some(ks) = positional.first() {
                 params.push(format!("keyspace={}", enc(ks)));
             }
             let mut freed_total = 0u64;
-            let tables: Vec<&String> = positional.iter().skip(1).copied().collect();
+            let tables: Vec<&String> = positional.iter().skip(1).collect();
             let mut answers = Vec::new();
             if tables.is_empty() {
                 answers.push(request(
