@@ -16,6 +16,7 @@ pub mod paxos;
 pub mod read;
 pub mod rows;
 pub mod serde;
+pub mod table_ids;
 
 pub use clustering::{Bound, BoundKind, ClusteringComparator, ClusteringKey};
 pub use data::*;

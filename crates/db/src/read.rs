@@ -223,7 +223,7 @@ impl ReadCommand {
         let mut r = Reader::new(buf);
         let mut id = [0u8; 16];
         id.copy_from_slice(r.take(16)?);
-        let table_id = uuid::Uuid::from_bytes(id);
+        let table_id = crate::table_ids::canonical(uuid::Uuid::from_bytes(id));
         let now = r.i32()?;
         let digest = match r.u8()? {
             0 => false,

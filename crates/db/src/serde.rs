@@ -327,7 +327,8 @@ pub fn decode_mutation(
     let id = r.take(16)?;
     let mut idb = [0u8; 16];
     idb.copy_from_slice(id);
-    let table_id = uuid::Uuid::from_bytes(idb);
+    // a table named by an id an earlier build gave it
+    let table_id = crate::table_ids::canonical(uuid::Uuid::from_bytes(idb));
     let Some(cmp) = comparator_of(table_id) else {
         return Ok(None);
     };
@@ -406,6 +407,33 @@ fn decode_partition_from(
 mod tests {
     use super::*;
     use sibyl_types::CqlType;
+
+    /// A mutation an earlier build logged under a system table's old id is
+    /// decoded under its current one (commit log, hints, batches, peers).
+    #[test]
+    fn a_mutation_under_an_old_table_id_decodes_under_the_current_one() {
+        let (old, new) = (uuid::Uuid::from_u128(0x01d), uuid::Uuid::from_u128(0x0e3));
+        crate::table_ids::set_aliases([(old, new)].into_iter().collect());
+        let m = Mutation {
+            table_id: old,
+            key: DecoratedKey::new(Bytes::from_static(b"pk")),
+            update: Partition::new(),
+        };
+        let mut buf = Vec::new();
+        encode_mutation(&m, &mut buf);
+        let cmp = ClusteringComparator::new(vec![]);
+        let asked = std::sync::Mutex::new(Vec::new());
+        let got = decode_mutation(&buf, &|id| {
+            asked.lock().unwrap().push(id);
+            Some(cmp.clone())
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(got.table_id, new);
+        assert_eq!(*asked.lock().unwrap(), vec![new]);
+        // an id with no alias is itself
+        assert_eq!(crate::table_ids::canonical(new), new);
+    }
 
     #[test]
     fn mutation_round_trips_and_truncation_is_an_error() {

@@ -54,6 +54,9 @@ pub enum StartError {
     /// directory that holds data: a new one would make it another node.
     #[error("{0}")]
     Identity(String),
+    /// The data directory's layout cannot be brought to this build's.
+    #[error("{0}")]
+    Layout(String),
 }
 
 /// A running node.
@@ -91,6 +94,42 @@ fn system_table(schema: &Schema, ks: &str, t: &str) -> Arc<TableMetadata> {
     })
 }
 
+/// Gives the directories of system tables written by builds before
+/// 2026-11-24 (whose ids came from Rust's `DefaultHasher`) their current
+/// names (Cassandra's ids). A table with both is refused: which one holds
+/// the data is not for start-up to guess.
+fn migrate_system_table_directories(data: &std::path::Path) -> Result<(), StartError> {
+    for (ks, table, old, new) in sibyl_schema::schema::legacy_system_table_ids() {
+        let dir = data.join(&ks);
+        let from = dir.join(format!("{table}-{}", old.simple()));
+        let to = dir.join(format!("{table}-{}", new.simple()));
+        if !from.exists() {
+            continue;
+        }
+        if to.exists() {
+            return Err(StartError::Layout(format!(
+                "both {} and {} exist: the first is {ks}.{table} as an earlier Sibyl named it, \
+                 the second as this one does; move the one that does not hold the data away",
+                from.display(),
+                to.display()
+            )));
+        }
+        std::fs::rename(&from, &to).map_err(|e| {
+            StartError::Layout(format!(
+                "cannot rename {} to {}: {e}",
+                from.display(),
+                to.display()
+            ))
+        })?;
+        tracing::info!(
+            "{ks}.{table}: directory renamed to Cassandra's table id ({} -> {})",
+            from.display(),
+            to.display()
+        );
+    }
+    Ok(())
+}
+
 /// Starts a node: replays the commit log, loads the schema, serves CQL.
 pub async fn start(config: Config) -> Result<Node, StartError> {
     let started = Instant::now();
@@ -115,6 +154,14 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         concurrent_compactors: config.concurrent_compactors,
         compaction_throughput_bytes: config.compaction_throughput_bytes,
     })?;
+    // 0. what earlier builds named otherwise: system table ids
+    sibyl_db::table_ids::set_aliases(
+        sibyl_schema::schema::legacy_system_table_ids()
+            .into_iter()
+            .map(|(_, _, old, new)| (old, new))
+            .collect(),
+    );
+    migrate_system_table_directories(storage.data_directory())?;
     // 1. system tables, and their part of the commit log
     let mut schema = Schema::default();
     let mut system_ids = std::collections::HashSet::new();
@@ -640,4 +687,44 @@ async fn write_system_schema_rows(
     let _ = boolean(true);
     storage.apply_unlogged(muts);
     Ok(())
+}
+
+#[cfg(test)]
+mod layout_tests {
+    use super::*;
+
+    #[test]
+    fn system_table_directories_of_earlier_builds_get_cassandras_names() {
+        let data = tempfile::tempdir().unwrap();
+        let (ks, table, old, new) = sibyl_schema::schema::legacy_system_table_ids()
+            .into_iter()
+            .find(|(k, t, _, _)| k == "system" && t == "local")
+            .unwrap();
+        let from = data
+            .path()
+            .join(&ks)
+            .join(format!("{table}-{}", old.simple()));
+        std::fs::create_dir_all(&from).unwrap();
+        std::fs::write(from.join("nb-1-big-Data.db"), b"rows").unwrap();
+        migrate_system_table_directories(data.path()).unwrap();
+        let to = data
+            .path()
+            .join("system")
+            .join("local-7ad54392bcdd35a684174e047860b377");
+        assert_eq!(new.simple().to_string(), "7ad54392bcdd35a684174e047860b377");
+        assert_eq!(std::fs::read(to.join("nb-1-big-Data.db")).unwrap(), b"rows");
+        assert!(!from.exists());
+        // again: nothing to do
+        migrate_system_table_directories(data.path()).unwrap();
+        // both names present: refused, naming both
+        std::fs::create_dir_all(&from).unwrap();
+        let e = migrate_system_table_directories(data.path())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("both") && e.contains(&old.simple().to_string()),
+            "{e}"
+        );
+        assert!(e.contains("7ad54392bcdd35a684174e047860b377"), "{e}");
+    }
 }

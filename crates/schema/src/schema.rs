@@ -583,6 +583,8 @@ impl Schema {
     }
 
     pub fn table_by_id(&self, id: uuid::Uuid) -> Option<&Arc<TableMetadata>> {
+        // a system table may be named by the id an earlier build gave it
+        let id = sibyl_db::table_ids::canonical(id);
         self.keyspaces
             .values()
             .flat_map(|k| k.tables.values())
@@ -626,21 +628,126 @@ impl Schema {
     }
 }
 
-/// Stable id of a system table, derived from its names.
+/// A system table's id, Cassandra's: `TableId.forSystemTable`, the name
+/// based (version 3, MD5) UUID of the keyspace name followed by the table
+/// name. The same on every build and every node, and in directory names
+/// (`local-7ad54392bcdd35a684174e047860b377`) the same as Cassandra's.
 pub fn system_table_id(ks: &str, table: &str) -> uuid::Uuid {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    ks.hash(&mut h);
-    table.hash(&mut h);
-    let a = h.finish();
-    "sibyl".hash(&mut h);
-    let b = h.finish();
-    let mut bytes = [0u8; 16];
-    bytes[..8].copy_from_slice(&a.to_be_bytes());
-    bytes[8..].copy_from_slice(&b.to_be_bytes());
+    use md5::Digest;
+    let mut h = md5::Md5::new();
+    h.update(ks.as_bytes());
+    h.update(table.as_bytes());
+    let mut bytes: [u8; 16] = h.finalize().into();
     bytes[6] = (bytes[6] & 0x0f) | 0x30;
     bytes[8] = (bytes[8] & 0x3f) | 0x80;
     uuid::Uuid::from_bytes(bytes)
+}
+
+/// The ids Sibyl builds before 2026-11-24 gave the stored system tables,
+/// from Rust's `DefaultHasher`, which no release promises to keep: written
+/// down here once, so that what those builds wrote (table directories,
+/// commit log segments, hints) is found by every later build.
+const LEGACY_SYSTEM_TABLE_IDS: &[(&str, &str, &str)] = &[
+    ("system", "batches", "db5c36cc-51c0-30bb-a645-ede5289bf95b"),
+    ("system", "local", "e853cce6-07a5-3c1a-ab0b-862c739ecdf7"),
+    ("system", "paxos", "b8557730-7837-333d-ade0-dc2dcb7a17e5"),
+    ("system", "peers", "ba14f292-eec2-3788-b55c-c5fce070b88e"),
+    ("system", "peers_v2", "eeb6c3b4-b93d-3ad2-a711-2a24fb3f314a"),
+    (
+        "system_schema",
+        "aggregates",
+        "7c06041c-aa3f-39a5-a53f-90dae5425cf8",
+    ),
+    (
+        "system_schema",
+        "column_masks",
+        "f6e970bc-26b3-3546-ac97-ab6b34a41710",
+    ),
+    (
+        "system_schema",
+        "columns",
+        "371bf2e4-9d30-3f73-8ced-ff3f26a8b75c",
+    ),
+    (
+        "system_schema",
+        "dropped_columns",
+        "9d5a3499-38f5-34bb-9fe0-2deee7e21c82",
+    ),
+    (
+        "system_schema",
+        "functions",
+        "5ae20430-73a4-3daf-b1d3-ef8c265a478d",
+    ),
+    (
+        "system_schema",
+        "indexes",
+        "fb4ab744-91ff-348e-acb1-c03811cf37dd",
+    ),
+    (
+        "system_schema",
+        "keyspaces",
+        "34fbf45c-f5c9-30a8-8e0a-79c3c9791bc1",
+    ),
+    (
+        "system_schema",
+        "tables",
+        "7537a37f-7006-3312-822d-b84b8ebaf5a6",
+    ),
+    (
+        "system_schema",
+        "triggers",
+        "8e00bc76-a917-3650-b348-28a71b1a98c9",
+    ),
+    (
+        "system_schema",
+        "types",
+        "491cd8a5-96b3-324a-a4ba-5edf8efc286a",
+    ),
+    (
+        "system_schema",
+        "views",
+        "5d59efe2-f085-3800-ac99-88e02baea4d3",
+    ),
+    (
+        "system_traces",
+        "events",
+        "02b81e07-905e-3d12-ac22-8211e70cff88",
+    ),
+    (
+        "system_traces",
+        "sessions",
+        "031801f0-b005-3d0b-8b57-85701db64de2",
+    ),
+    (
+        "system_virtual_schema",
+        "columns",
+        "cf1bb96d-c132-38f8-a486-13c560707cc4",
+    ),
+    (
+        "system_virtual_schema",
+        "keyspaces",
+        "a2f4eea5-716d-309c-a853-fae3b0f64f56",
+    ),
+    (
+        "system_virtual_schema",
+        "tables",
+        "94ab4fce-b6f8-33d7-ad10-6be73e3b99a8",
+    ),
+];
+
+/// Every stored system table: (keyspace, table, old id, current id).
+pub fn legacy_system_table_ids() -> Vec<(String, String, uuid::Uuid, uuid::Uuid)> {
+    LEGACY_SYSTEM_TABLE_IDS
+        .iter()
+        .filter_map(|(k, t, old)| {
+            Some((
+                k.to_string(),
+                t.to_string(),
+                old.parse().ok()?,
+                system_table_id(k, t),
+            ))
+        })
+        .collect()
 }
 
 fn no_udt(_: &str) -> Option<Arc<UserType>> {
@@ -1153,6 +1260,55 @@ mod speculative_retry_tests {
         }
         for bad in ["", "p", "101p", "0p", "fast", "MIN(99p)", "-5ms"] {
             assert_eq!(S::parse(bad), None, "{bad}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod system_table_ids {
+    use super::*;
+
+    /// Directory names of Cassandra 5.0.4's data directory.
+    #[test]
+    fn system_table_ids_are_cassandras() {
+        for (ks, t, id) in [
+            ("system", "local", "7ad54392bcdd35a684174e047860b377"),
+            ("system", "peers_v2", "c4325fbb8e5e3bafbd070f9250ed818e"),
+            ("system", "peers", "37f71aca7dc2383ba70672528af04d4f"),
+            ("system", "batches", "919a4bc57a333573b03e13fc3f68b465"),
+            ("system", "paxos", "b7b7f0c2fd0a34108c053ef614bb7c2d"),
+            (
+                "system",
+                "compaction_history",
+                "b4dbb7b4dc493fb5b3bfce6e434832ca",
+            ),
+        ] {
+            assert_eq!(system_table_id(ks, t).simple().to_string(), id, "{ks}.{t}");
+        }
+        // the stored system keyspaces use it
+        let local = system_keyspaces()
+            .into_iter()
+            .find(|k| k.name == "system")
+            .and_then(|k| k.tables.get("local").cloned())
+            .expect("system.local");
+        assert_eq!(local.id, system_table_id("system", "local"));
+    }
+
+    /// Every table the old builds stored still exists, under its new id
+    /// (a system table added later never had an old one).
+    #[test]
+    fn every_old_id_names_a_stored_system_table() {
+        let legacy = legacy_system_table_ids();
+        assert_eq!(legacy.len(), 21);
+        let keyspaces = system_keyspaces();
+        for (k, t, old, new) in legacy {
+            let table = keyspaces
+                .iter()
+                .find(|ks| ks.name == k)
+                .and_then(|ks| ks.tables.get(&t))
+                .unwrap_or_else(|| panic!("{k}.{t} is gone"));
+            assert_eq!(table.id, new);
+            assert_ne!(old, new);
         }
     }
 }

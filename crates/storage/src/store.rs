@@ -790,6 +790,7 @@ impl StorageEngine {
                     }
                 }
                 Entry::Truncate { table_id, .. } => {
+                    let table_id = sibyl_db::table_ids::canonical(table_id);
                     if only(table_id) {
                         if let Some(t) = self.table(table_id) {
                             if pos > t.replay_after.load(Ordering::Relaxed) {
