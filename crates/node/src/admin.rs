@@ -11,6 +11,7 @@
 //! | GET | `/tablestats?keyspace=K&table=T` |
 //! | GET / POST | `/compactionthroughput` (`?mb_per_sec=N` to set) |
 //! | GET | `/status`, `/info` |
+//! | GET / POST | `/binary` (`?enabled=true|false` to start or stop the native transport) |
 //! | GET | `/cluster?keyspace=K`: every node with its state, load, tokens and effective ownership; the metadata log's epoch and voters |
 //! | GET | `/ring`, `/gossipinfo`, `/endpoints?keyspace=K&table=T&key=KEY` |
 //! | POST | `/faults?drop=IP,IP`, `/faults?delay=IP,IP&ms=N&jitter_ms=J`, `/faults/clear` |
