@@ -2,6 +2,7 @@
 test reproduced its defect on the main of 2026-11-23 before the fix."""
 import json
 import os
+import re
 import socket
 import time
 
@@ -541,3 +542,44 @@ def test_a_compaction_backlog_holds_back_writes_instead_of_piling_up_sstables():
         c.shutdown()
     finally:
         n.stop()
+
+
+def test_a_replica_that_cannot_read_its_data_fails_a_read_at_all_with_read_failure(tmp_path):
+    """Item 7 across nodes: one replica of three meets a corrupt chunk. A read
+    at ALL fails with READ_FAILURE (0x1300) naming that replica, as Cassandra
+    answers it ("received 2 responses and 1 failures: UNKNOWN from /IP");
+    the healthy replicas still serve ONE and QUORUM through a coordinator
+    that reads them."""
+    import glob
+    from cassandra import ConsistencyLevel, ReadFailure
+    from cassandra.query import SimpleStatement
+    from local_cluster import LocalCluster
+    lc = LocalCluster(tmp_path, 3)
+    try:
+        lc.run("start")
+        c, s = lc.connect(1, whitelist=True)
+        s.execute("CREATE KEYSPACE rf WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
+        s.execute("CREATE TABLE rf.t (k int PRIMARY KEY, v text) "
+                  "WITH compaction = {'class': 'SizeTieredCompactionStrategy', 'enabled': 'false'}")
+        s.execute(SimpleStatement("INSERT INTO rf.t (k, v) VALUES (1, 'a')", consistency_level=ConsistencyLevel.ALL))
+        lc.nodetool(2, "flush", "rf")
+        data = glob.glob(os.path.join(lc.dir, "node2", "**", "rf", "t-*", "*Data.db"), recursive=True)
+        assert len(data) == 1, data
+        b = bytearray(open(data[0], "rb").read())
+        b[20] ^= 0xFF
+        open(data[0], "wb").write(bytes(b))
+
+        def read(cl):
+            return list(s.execute(SimpleStatement("SELECT v FROM rf.t WHERE k = 1", consistency_level=cl)))
+        with pytest.raises(ReadFailure) as ei:
+            read(ConsistencyLevel.ALL)
+        msg = str(ei.value)
+        assert "code=1300" in msg and "1 failures" in msg and "127.0.0.2" in msg, msg
+        # the read fails as soon as ALL cannot be met (Cassandra's
+        # ReadCallback.onFailure): the healthy answers may or may not be in
+        assert re.search(r"received [012] responses", msg), msg
+        # the coordinator is a healthy replica: ONE reads itself
+        assert [r.v for r in read(ConsistencyLevel.ONE)] == ["a"]
+        c.shutdown()
+    finally:
+        lc.stop()

@@ -6,6 +6,7 @@ The Cassandra answers were recorded from Cassandra 5.0.4 (`nodetool.sh` of
 ../shared/cassandra) into tests/golden/cassandra_nodetool/."""
 import http.client
 import json
+import re
 import os
 import socket
 import subprocess
@@ -204,3 +205,35 @@ def test_the_admin_interface_speaks_http_1_1(node):
     assert data == b"" or data.startswith(b"HTTP/1.1 408"), data
     assert 5 < time.time() - t0 < 25
     assert nodetool(node, "statusbinary").stdout == "running\n"
+
+
+def test_disablegossip_marks_the_node_down_for_the_others_and_enablegossip_brings_it_back(tmp_path):
+    """As Cassandra's: the node says it is shutting down and stops
+    gossiping, but serves its clients; `enablegossip` starts again with a
+    newer generation, and the others take it back."""
+    from local_cluster import LocalCluster, status_lines, wait_for
+    lc = LocalCluster(tmp_path, 2)
+    try:
+        lc.run("start")
+        wait_for("both up", lambda: sum(l.startswith("UN") for l in status_lines(lc.nodetool(1, "status"))) == 2)
+        gen = int(re.search(r"Generation No\s*: (\d+)", lc.nodetool(2, "info")).group(1))
+        lc.nodetool(2, "disablegossip")
+        assert lc.nodetool(2, "statusgossip") == "not running\n"
+        assert re.search(r"Gossip active\s*: false", lc.nodetool(2, "info"))
+        wait_for("node 2 down in node 1's view",
+                 lambda: any(l.startswith("DN") and "127.0.0.2" in l for l in status_lines(lc.nodetool(1, "status"))),
+                 timeout=30)
+        # node 2 still serves its clients
+        c, s = lc.connect(2, whitelist=True)
+        assert s.execute("SELECT release_version FROM system.local").one()
+        c.shutdown()
+        lc.nodetool(2, "enablegossip")
+        assert lc.nodetool(2, "statusgossip") == "running\n"
+        info = lc.nodetool(2, "info")
+        assert re.search(r"Gossip active\s*: true", info)
+        assert int(re.search(r"Generation No\s*: (\d+)", info).group(1)) > gen
+        wait_for("node 2 up again in node 1's view",
+                 lambda: sum(l.startswith("UN") for l in status_lines(lc.nodetool(1, "status"))) == 2,
+                 timeout=30)
+    finally:
+        lc.stop()

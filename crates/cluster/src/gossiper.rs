@@ -234,6 +234,9 @@ pub struct Gossiper {
     // The first time seen, to estimate wall time from the generation.
     started_at_nanos: Option<u64>,
     shutdown_announced: bool,
+    // The status this node had before it announced its shutdown, given back
+    // when gossip is started again (`nodetool enablegossip`).
+    status_before_shutdown: Vec<(ApplicationState, String)>,
 }
 
 impl Gossiper {
@@ -274,6 +277,7 @@ impl Gossiper {
             first_syn_sent: false,
             started_at_nanos: None,
             shutdown_announced: false,
+            status_before_shutdown: Vec::new(),
         }
     }
 
@@ -534,7 +538,16 @@ impl Gossiper {
             || status == VersionedValue::STATUS_BOOTSTRAPPING
             || status == VersionedValue::STATUS_BOOTSTRAPPING_REPLACE;
         let mut out = GossipOutput::default();
-        if !silent {
+        if !silent && !self.shutdown_announced {
+            self.status_before_shutdown =
+                [ApplicationState::StatusWithPort, ApplicationState::Status]
+                    .into_iter()
+                    .filter_map(|a| {
+                        self.local_state_mut()
+                            .application_state(a)
+                            .map(|v| (a, v.value.clone()))
+                    })
+                    .collect();
             let value = format!("{},true", VersionedValue::SHUTDOWN);
             out = self.add_local_application_states(vec![
                 (ApplicationState::StatusWithPort, value.clone()),
@@ -552,6 +565,28 @@ impl Gossiper {
         }
         self.shutdown_announced = true;
         out
+    }
+
+    /// Whether this node gossips (false once it announced its shutdown:
+    /// `nodetool disablegossip`, or stopping).
+    pub fn is_enabled(&self) -> bool {
+        !self.shutdown_announced
+    }
+
+    /// Starts gossiping again after [`announce_shutdown`](Self::announce_shutdown)
+    /// (Cassandra's `startGossiping`: a newer generation, at least
+    /// `generation`, so that the others take it as a restart, and the status
+    /// it had before). Does nothing while gossip runs.
+    pub fn restart(&mut self, generation: i32) -> GossipOutput {
+        if !self.shutdown_announced {
+            return GossipOutput::default();
+        }
+        let generation = generation.max(self.local_generation.saturating_add(1));
+        self.local_generation = generation;
+        self.local_state_mut().heartbeat = HeartBeatState::new(generation);
+        self.shutdown_announced = false;
+        let states = std::mem::take(&mut self.status_before_shutdown);
+        self.add_local_application_states(states)
     }
 
     /// Drops `endpoint` from gossip now (for `removenode` or a replaced
@@ -1876,6 +1911,51 @@ mod tests {
         sim.stopped.remove(&ip(3));
         sim.run_until(20, Sim::converged)
             .expect("restart after shutdown not learned");
+    }
+
+    /// `nodetool disablegossip` then `enablegossip`: the node stays up but
+    /// silent, the others mark it down, and a restart of gossip (a newer
+    /// generation, its old status) brings it back in their view.
+    #[test]
+    fn gossip_stopped_and_started_again_on_a_running_node() {
+        let mut sim = Sim::new((1..=3).map(|n| node(n, &[1], GEN)).collect());
+        let out = sim
+            .nodes
+            .get_mut(&ip(3))
+            .unwrap()
+            .add_local_application_states(vec![(ApplicationState::Status, "NORMAL,42".into())]);
+        let mut queue = VecDeque::new();
+        sim.collect(ip(3), out, &mut queue);
+        sim.run_until(30, Sim::converged).unwrap();
+        let out = sim.nodes.get_mut(&ip(3)).unwrap().announce_shutdown();
+        assert!(!sim.node(3).is_enabled());
+        sim.collect(ip(3), out, &mut queue);
+        for (from, to, msg) in queue.drain(..) {
+            let _ = sim.nodes.get_mut(&to).unwrap().handle(from, msg, sim.now);
+        }
+        // it still ticks and hears gossip, and says nothing
+        for _ in 0..30 {
+            sim.step();
+            assert!(!sim.node(1).is_alive(ip(3)) && !sim.node(2).is_alive(ip(3)));
+        }
+        // a second stop does not overwrite the status to give back
+        let _ = sim.nodes.get_mut(&ip(3)).unwrap().announce_shutdown();
+        let out = sim.nodes.get_mut(&ip(3)).unwrap().restart(GEN);
+        assert!(sim.node(3).is_enabled());
+        assert!(sim.node(3).generation() > GEN);
+        sim.collect(ip(3), out, &mut queue);
+        sim.run_until(30, |s| {
+            Sim::converged(s)
+                && (1..=2).all(|n| {
+                    s.node(n).is_alive(ip(3))
+                        && s.node(n).endpoint_state(ip(3)).unwrap().status() == "NORMAL"
+                })
+        })
+        .expect("gossip started again not learned");
+        // a restart while running does nothing
+        let g = sim.node(3).generation();
+        let _ = sim.nodes.get_mut(&ip(3)).unwrap().restart(GEN + 1000);
+        assert_eq!(sim.node(3).generation(), g);
     }
 
     fn state(

@@ -12,6 +12,7 @@
 //! | GET / POST | `/compactionthroughput` (`?mb_per_sec=N` to set) |
 //! | GET | `/status`, `/info` |
 //! | GET / POST | `/binary` (`?enabled=true|false` to start or stop the native transport) |
+//! | POST | `/gossip?enabled=true|false` (`disablegossip`, `enablegossip`) |
 //! | GET | `/cluster?keyspace=K`: every node with its state, load, tokens and effective ownership; the metadata log's epoch and voters |
 //! | GET | `/ring`, `/gossipinfo`, `/endpoints?keyspace=K&table=T&key=KEY` |
 //! | POST | `/faults?drop=IP,IP`, `/faults?delay=IP,IP&ms=N&jitter_ms=J`, `/faults/clear` |
@@ -963,11 +964,20 @@ impl Admin {
                     .map(|t| t.live_disk_bytes())
                     .sum();
                 let (hits, misses) = self.storage.cache_stats();
+                let local_state = self
+                    .cluster
+                    .state
+                    .directory
+                    .read()
+                    .nodes
+                    .get(&self.host_id)
+                    .map(|r| r.state)
+                    .unwrap_or_default();
                 Ok(json!({
                     "address": self.address,
                     // this node is up while it answers; its ring state is the
                     // directory's
-                    "status": format!("U{}", self.cluster.state.directory.read().nodes.get(&self.host_id).map(|r| r.state.letter()).unwrap_or("N")),
+                    "status": format!("U{}", local_state.letter()),
                     "datacenter": self.cluster.datacenter,
                     "rack": self.cluster.rack,
                     "host_id": self.host_id.to_string(),
@@ -981,7 +991,13 @@ impl Admin {
                     "row_cache": cache_json(self.storage.row_cache.usage(), &self.storage.row_cache.stats),
                     "pending_compactions": self.storage.pending_compactions(),
                     "generation": self.cluster.gossip.gossiper.lock().generation(),
-                    "gossip_active": true,
+                    "gossip_active": self.cluster.gossip.is_enabled(),
+                    // Cassandra's bootstrap states, from this node's ring state
+                    "bootstrap_state": match local_state {
+                        crate::cluster::NodeState::Joining => "IN_PROGRESS",
+                        _ => "COMPLETED",
+                    },
+                    "decommissioning": local_state == crate::cluster::NodeState::Leaving,
                     // off when the node was started without it, an operator
                     // disabled it, or a failure policy stopped it
                     "native_transport_active": self.native.is_running(),
@@ -1042,8 +1058,16 @@ impl Admin {
             }
             ("GET", "/gossipinfo") => Ok(json!({
                 "text": self.cluster.gossip.gossiper.lock().gossip_info(),
-                "running": true,
+                "running": self.cluster.gossip.is_enabled(),
             })),
+            ("POST", "/gossip") => {
+                match q.get("enabled").map(String::as_str) {
+                    Some("true") => self.cluster.gossip.enable(),
+                    Some("false") => self.cluster.gossip.disable(),
+                    _ => return Err(("400 Bad Request", "enabled=true|false".into())),
+                }
+                Ok(json!({ "running": self.cluster.gossip.is_enabled() }))
+            }
             ("GET", "/endpoints") => {
                 let (Some(k), Some(t), Some(key)) =
                     (q.get("keyspace"), q.get("table"), q.get("key"))

@@ -747,6 +747,34 @@ impl GossipDriver {
         }
     }
 
+    /// Whether this node gossips (`nodetool statusgossip`).
+    pub fn is_enabled(&self) -> bool {
+        self.gossiper.lock().is_enabled()
+    }
+
+    /// `nodetool disablegossip`: the others are told this node is down, and
+    /// it stops gossiping (it goes on serving clients).
+    pub fn disable(&self) {
+        if self.is_enabled() {
+            tracing::warn!("Stopping gossip by operator request");
+            self.announce_shutdown();
+        }
+    }
+
+    /// `nodetool enablegossip`: gossip again, with a newer generation, so
+    /// that the others take this node back as restarted.
+    pub fn enable(&self) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() as i32)
+            .unwrap_or(0);
+        let out = self.gossiper.lock().restart(now);
+        if !out.events.is_empty() {
+            tracing::warn!("Starting gossip by operator request");
+        }
+        self.dispatch(out);
+    }
+
     /// Tells the others this node is stopping.
     pub fn announce_shutdown(&self) {
         let out = self.gossiper.lock().announce_shutdown();

@@ -225,9 +225,15 @@ pub fn run(tokens: Vec<String>) -> anyhow::Result<()> {
                     v["tokens"]
                 ),
             );
-            line("Bootstrap state", "COMPLETED".into());
+            line(
+                "Bootstrap state",
+                v["bootstrap_state"].as_str().unwrap_or("COMPLETED").into(),
+            );
             line("Bootstrap failed", "false".into());
-            line("Decommissioning", "false".into());
+            line(
+                "Decommissioning",
+                v["decommissioning"].as_bool().unwrap_or(false).to_string(),
+            );
             line("Decommission failed", "false".into());
             Ok(())
         }
@@ -522,6 +528,11 @@ pub fn run(tokens: Vec<String>) -> anyhow::Result<()> {
                 "POST",
                 &format!("/compactionthroughput?mb_per_sec={}", enc(mb)),
             )?;
+            Ok(())
+        }
+        "enablegossip" | "disablegossip" => {
+            let on = cmd == "enablegossip";
+            request(&host, port, "POST", &format!("/gossip?enabled={on}"))?;
             Ok(())
         }
         "enablebinary" | "disablebinary" => {
