@@ -18,6 +18,28 @@ pub enum ConfigError {
     Invalid { path: String, message: String },
 }
 
+/// A pluggable class as cassandra.yaml names it: `AllowAllAuthenticator`, or
+/// (Cassandra 5.0's form) `{class_name: AllowAllAuthenticator, parameters: ...}`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum ClassName {
+    Name(String),
+    Parameterized {
+        class_name: String,
+        #[allow(dead_code)]
+        #[serde(default)]
+        parameters: Option<serde_yaml::Value>,
+    },
+}
+
+impl ClassName {
+    fn name(&self) -> &str {
+        match self {
+            ClassName::Name(n) | ClassName::Parameterized { class_name: n, .. } => n,
+        }
+    }
+}
+
 /// The raw YAML keys we accept.
 #[derive(Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -68,8 +90,8 @@ struct RawConfig {
     hinted_handoff_throttle: Option<String>,
     hinted_handoff_throttle_in_kb: Option<u64>,
     max_hints_delivery_threads: Option<u32>,
-    authenticator: Option<String>,
-    authorizer: Option<String>,
+    authenticator: Option<ClassName>,
+    authorizer: Option<ClassName>,
     endpoint_snitch: Option<String>,
     partitioner: Option<String>,
     native_transport_max_request_data_in_flight: Option<String>,
@@ -206,6 +228,8 @@ pub struct Config {
     /// The directory of the configuration file (where
     /// `GossipingPropertyFileSnitch` finds `cassandra-rackdc.properties`).
     pub config_directory: Option<PathBuf>,
+    /// Keys of the file that Cassandra takes and Sibyl does not act on.
+    pub not_acted_on: Vec<String>,
 }
 
 impl Default for Config {
@@ -270,7 +294,58 @@ impl Default for Config {
             hinted_handoff_throttle_bytes: 1024 * 1024,
             max_hints_delivery_threads: 2,
             config_directory: None,
+            not_acted_on: Vec::new(),
         }
+    }
+}
+
+/// The keys of a cassandra.yaml that Sibyl reads, and those it does not
+/// act on; a key Cassandra 5.0.4 does not take is an error in its words.
+fn raw_config(text: &str) -> Result<(RawConfig, Vec<String>), String> {
+    let doc: serde_yaml::Value = if text.trim().is_empty() {
+        serde_yaml::Value::Null
+    } else {
+        serde_yaml::from_str(text).map_err(|e| e.to_string())?
+    };
+    let map = match doc {
+        serde_yaml::Value::Null => return Ok((RawConfig::default(), Vec::new())),
+        serde_yaml::Value::Mapping(m) => m,
+        _ => return Err("Invalid yaml: the file is not a mapping of settings".into()),
+    };
+    let mut kept = serde_yaml::Mapping::new();
+    let (mut ignored, mut unknown) = (Vec::new(), Vec::new());
+    for (k, v) in map {
+        let key = match &k {
+            serde_yaml::Value::String(s) => s.clone(),
+            other => format!("{other:?}"),
+        };
+        if sibyl_reads(&key) {
+            kept.insert(k, v);
+        } else if crate::cassandra_keys::is_cassandra_key(&key) {
+            ignored.push(key);
+        } else {
+            unknown.push(key);
+        }
+    }
+    if !unknown.is_empty() {
+        return Err(format!(
+            "Invalid yaml. Please remove properties [{}] from your cassandra.yaml",
+            unknown.join(", ")
+        ));
+    }
+    let raw =
+        serde_yaml::from_value(serde_yaml::Value::Mapping(kept)).map_err(|e| e.to_string())?;
+    ignored.sort();
+    Ok((raw, ignored))
+}
+
+/// Whether `key` is one of Sibyl's settings (a field of [`RawConfig`]).
+fn sibyl_reads(key: &str) -> bool {
+    let mut m = serde_yaml::Mapping::new();
+    m.insert(key.into(), serde_yaml::Value::Null);
+    match serde_yaml::from_value::<RawConfig>(serde_yaml::Value::Mapping(m)) {
+        Ok(_) => true,
+        Err(e) => !e.to_string().contains("unknown field"),
     }
 }
 
@@ -349,14 +424,16 @@ impl Config {
         Ok(c)
     }
 
-    /// Parses YAML text.
+    /// Parses YAML text. Every key Cassandra 5.0.4 takes is taken: those
+    /// Sibyl acts on are used, the others are listed in `not_acted_on` (the
+    /// node warns about them once at start). A key Cassandra would refuse
+    /// is refused in Cassandra's words.
     pub fn parse(text: &str) -> Result<Config, String> {
-        let raw: RawConfig = if text.trim().is_empty() {
-            RawConfig::default()
-        } else {
-            serde_yaml::from_str(text).map_err(|e| e.to_string())?
+        let (raw, not_acted_on) = raw_config(text)?;
+        let mut c = Config {
+            not_acted_on,
+            ..Config::default()
         };
-        let mut c = Config::default();
         let dur =
             |new: &Option<String>, old: Option<u64>, cur: Duration| -> Result<Duration, String> {
                 if let Some(s) = new {
@@ -501,7 +578,7 @@ impl Config {
             }
             c.max_hints_delivery_threads = n;
         }
-        if let Some(v) = raw.authenticator {
+        if let Some(v) = raw.authenticator.as_ref().map(|a| a.name().to_string()) {
             if !matches!(
                 v.as_str(),
                 "AllowAllAuthenticator" | "org.apache.cassandra.auth.AllowAllAuthenticator"
@@ -822,8 +899,47 @@ mod tests {
 
     #[test]
     fn unknown_keys_are_an_error() {
-        let e = Config::parse("clustr_name: x\n").expect_err("must fail");
-        assert!(e.contains("clustr_name"), "{e}");
+        let e = Config::parse("clustr_name: x\nnum_tokens: 4\nfoo: 1\n").expect_err("must fail");
+        assert_eq!(
+            e,
+            "Invalid yaml. Please remove properties [clustr_name, foo] from your cassandra.yaml"
+        );
+    }
+
+    /// Keys Cassandra 5.0.4 takes (old names too) are taken and listed;
+    /// Cassandra 5.0's `{class_name: ...}` form of pluggable classes is read.
+    #[test]
+    fn cassandras_keys_are_taken_and_those_not_acted_on_listed() {
+        let c = Config::parse(
+            "num_tokens: 8\n\
+             enable_materialized_views: false\n\
+             default_secondary_index: legacy_local_table\n\
+             materialized_views_enabled: false\n\
+             concurrent_reads: 32\n\
+             authenticator:\n  class_name: AllowAllAuthenticator\n\
+             authorizer:\n  class_name: AllowAllAuthorizer\n",
+        )
+        .unwrap();
+        assert_eq!(c.num_tokens, 8);
+        assert_eq!(
+            c.not_acted_on,
+            vec![
+                "concurrent_reads",
+                "default_secondary_index",
+                "enable_materialized_views",
+                "materialized_views_enabled"
+            ]
+        );
+        assert!(crate::cassandra_keys::is_cassandra_key(
+            "enable_materialized_views"
+        ));
+        assert_eq!(
+            crate::cassandra_keys::field_of("enable_materialized_views"),
+            "materialized_views_enabled"
+        );
+        // a Sibyl key given a bad value is still an error
+        assert!(Config::parse("num_tokens: many\n").is_err());
+        assert!(Config::parse("authenticator:\n  class_name: PasswordAuthenticator\n").is_err());
     }
 
     #[test]

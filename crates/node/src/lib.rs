@@ -2,6 +2,7 @@
 //! (StorageProxy) and the CQL server, wired together by [`start`].
 
 pub mod admin;
+pub mod cassandra_keys;
 pub mod cluster;
 pub mod config;
 pub mod native;
@@ -133,6 +134,12 @@ fn migrate_system_table_directories(data: &std::path::Path) -> Result<(), StartE
 /// Starts a node: replays the commit log, loads the schema, serves CQL.
 pub async fn start(config: Config) -> Result<Node, StartError> {
     let started = Instant::now();
+    if !config.not_acted_on.is_empty() {
+        tracing::warn!(
+            "cassandra.yaml: Sibyl takes these settings as Cassandra does but does not act on them: {}",
+            config.not_acted_on.join(", ")
+        );
+    }
     let storage = StorageEngine::new(StorageConfig {
         data_directories: config.data_file_directories.clone(),
         commitlog_directory: config.commitlog_directory.clone(),
@@ -228,8 +235,22 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
             (uuid::Uuid::new_v4(), None)
         }
     };
+    // an address, or a name to resolve (cassandra.yaml's `localhost`), IPv4 first
     let addr_of = |s: &str| -> Result<IpAddr, StartError> {
-        s.parse().map_err(|_| StartError::Address(s.to_string()))
+        if let Ok(a) = s.parse() {
+            return Ok(a);
+        }
+        use std::net::ToSocketAddrs;
+        let all: Vec<IpAddr> = (s, 0)
+            .to_socket_addrs()
+            .map_err(|_| StartError::Address(s.to_string()))?
+            .map(|a| a.ip())
+            .collect();
+        all.iter()
+            .find(|a| a.is_ipv4())
+            .or(all.first())
+            .copied()
+            .ok_or_else(|| StartError::Address(s.to_string()))
     };
     let listen = addr_of(&config.listen_address)?;
     let rpc = addr_of(&config.rpc_address)?;
