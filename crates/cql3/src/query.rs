@@ -1328,13 +1328,24 @@ impl QueryProcessor {
                     }
                     return Err(Error::Invalid(format!("Keyspace '{name}' does not exist")));
                 };
-                if is_system_keyspace(name) {
+                // the replicated system keyspaces' replication is the
+                // operator's (raising system_auth's RF as a cluster grows)
+                if is_system_keyspace(name)
+                    && !schema_tables::REPLICATED_SYSTEM_KEYSPACES.contains(&name.as_str())
+                {
                     return Err(Error::Unauthorized(format!(
                         "{name} keyspace is not user-modifiable."
                     )));
                 }
                 let ks = self.keyspace_from_properties(name, properties, Some(old))?;
-                warnings.extend(self.replication_warnings(&ks));
+                if ks.replication_factor() > old.replication_factor() {
+                    warnings.push("When increasing replication factor you need to run a full (-full) repair to distribute the data.".into());
+                }
+                // (Cassandra checks a system keyspace's RF against the nodes
+                // of each datacenter for user keyspaces only)
+                if !ks.is_system {
+                    warnings.extend(self.replication_warnings(&ks));
+                }
                 (
                     Some(ks),
                     None,
@@ -1349,9 +1360,7 @@ impl QueryProcessor {
                     return Err(Error::Invalid(format!("Keyspace '{name}' doesn't exist")));
                 }
                 if is_system_keyspace(name) {
-                    return Err(Error::Unauthorized(format!(
-                        "{name} keyspace is not user-modifiable."
-                    )));
+                    return Err(system_refusal(name, &format!("DROP <keyspace {name}>")));
                 }
                 (
                     None,
@@ -1367,9 +1376,10 @@ impl QueryProcessor {
                     )));
                 };
                 if is_system_keyspace(&ks_name) {
-                    return Err(Error::Unauthorized(format!(
-                        "{ks_name} keyspace is not user-modifiable."
-                    )));
+                    return Err(system_refusal(
+                        &ks_name,
+                        &format!("CREATE <all tables in {ks_name}>"),
+                    ));
                 }
                 validate_name("Table", &ct.name.name)?;
                 if old.tables.contains_key(&ct.name.name) {
@@ -1416,9 +1426,10 @@ impl QueryProcessor {
                     )));
                 };
                 if is_system_keyspace(&ks_name) {
-                    return Err(Error::Unauthorized(format!(
-                        "{ks_name} keyspace is not user-modifiable."
-                    )));
+                    return Err(system_refusal(
+                        &ks_name,
+                        &format!("ALTER <table {ks_name}.{}>", at.name.name),
+                    ));
                 }
                 let nt = alter_table(t, &at.op, old)?;
                 let mut ks = (**old).clone();
@@ -1454,9 +1465,10 @@ impl QueryProcessor {
                     )));
                 }
                 if is_system_keyspace(&ks_name) {
-                    return Err(Error::Unauthorized(format!(
-                        "{ks_name} keyspace is not user-modifiable."
-                    )));
+                    return Err(system_refusal(
+                        &ks_name,
+                        &format!("DROP <table {ks_name}.{}>", name.name),
+                    ));
                 }
                 let mut ks = (**old).clone();
                 ks.tables.remove(&name.name);
@@ -1478,6 +1490,12 @@ impl QueryProcessor {
                         "Keyspace '{ks_name}' doesn't exist"
                     )));
                 };
+                if is_system_keyspace(&ks_name) {
+                    return Err(system_refusal(
+                        &ks_name,
+                        &format!("CREATE <all tables in {ks_name}>"),
+                    ));
+                }
                 if old.types.contains_key(&ct.name.name) {
                     if ct.if_not_exists {
                         return Ok(Outcome::void());
@@ -1656,9 +1674,10 @@ impl QueryProcessor {
                     )));
                 };
                 if is_system_keyspace(&ks_name) {
-                    return Err(Error::Unauthorized(format!(
-                        "{ks_name} keyspace is not user-modifiable."
-                    )));
+                    return Err(system_refusal(
+                        &ks_name,
+                        &format!("ALTER <table {ks_name}.{}>", ci.table.name),
+                    ));
                 }
                 let name_taken = |n: &str| {
                     old.tables
@@ -1754,6 +1773,10 @@ impl QueryProcessor {
         };
         let ts = now_micros();
         let mutations = match (&new_ks, &dropped_ks) {
+            // a system keyspace's tables are the node's own: only its row
+            (Some(ks), _) if ks.is_system => {
+                vec![schema_tables::keyspace_params_mutation(ks, ts, now)]
+            }
             (Some(ks), _) => schema_tables::keyspace_mutations(ks, ts, now),
             (None, Some(name)) => schema_tables::drop_keyspace_mutations(name, ts, now),
             _ => Vec::new(),
@@ -1876,7 +1899,8 @@ impl QueryProcessor {
             durable_writes,
             tables: old.map(|o| o.tables.clone()).unwrap_or_default(),
             types: old.map(|o| o.types.clone()).unwrap_or_default(),
-            is_system: false,
+            // an altered system keyspace stays one
+            is_system: old.is_some_and(|o| o.is_system),
             is_virtual: false,
         })
     }
@@ -3283,5 +3307,17 @@ mod lwt_tests {
             r.cells.get("w").and_then(|d| d.single()).unwrap().timestamp,
             99
         );
+    }
+}
+
+/// A schema change in a system keyspace, refused as Cassandra refuses it:
+/// the node's own keyspaces are "not user-modifiable"; the replicated ones
+/// (system_auth, system_distributed, system_traces) only allow ALTER
+/// KEYSPACE, and the rest is refused as a missing permission.
+fn system_refusal(keyspace: &str, what: &str) -> Error {
+    if schema_tables::REPLICATED_SYSTEM_KEYSPACES.contains(&keyspace) {
+        Error::Unauthorized(format!("Cannot {what}"))
+    } else {
+        Error::Unauthorized(format!("{keyspace} keyspace is not user-modifiable."))
     }
 }

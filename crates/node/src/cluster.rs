@@ -474,12 +474,20 @@ impl MetadataStateMachine for ClusterState {
         let schema = self.replica.schema();
         let ts = self.replica.clock().now_micros();
         let now = self.replica.clock().now_seconds();
-        let mutations: Vec<Mutation> = schema
+        let mut mutations: Vec<Mutation> = schema
             .keyspaces
             .values()
             .filter(|ks| !ks.is_system && !ks.is_virtual)
             .flat_map(|ks| sibyl_schema::schema_tables::keyspace_mutations(ks, ts, now))
             .collect();
+        // and the replication of the system keyspaces an operator may alter
+        for name in sibyl_schema::schema_tables::REPLICATED_SYSTEM_KEYSPACES {
+            if let Some(ks) = schema.keyspace(name) {
+                mutations.push(sibyl_schema::schema_tables::keyspace_params_mutation(
+                    ks, ts, now,
+                ));
+            }
+        }
         serde_json::to_vec(&Snapshot {
             version: ENTRY_VERSION,
             directory: self.directory.read().clone(),

@@ -182,6 +182,9 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
     let (stats, mut dirty) = storage.replay_commitlog(&|id| system_ids.contains(&id))?;
     // 2. user schema from system_schema, then user data
     let now = sibyl_storage::now_in_seconds();
+    // the replicated system keyspaces' replication, as an operator altered it
+    schema_tables::apply_system_keyspace_params(&mut schema, &LocalSchema(&storage), now)
+        .map_err(|e| StartError::Schema(e.to_string()))?;
     let keyspaces = schema_tables::read_user_keyspaces(&LocalSchema(&storage), now)
         .map_err(|e| StartError::Schema(e.to_string()))?;
     for ks in keyspaces {

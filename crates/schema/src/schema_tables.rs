@@ -130,6 +130,76 @@ pub fn drop_keyspace_mutations(name: &str, ts: i64, now: i32) -> Vec<Mutation> {
         .collect()
 }
 
+/// The system keyspaces whose replication an operator may change (ALTER
+/// KEYSPACE), as in Cassandra: their data is replicated like a user
+/// keyspace's.
+pub const REPLICATED_SYSTEM_KEYSPACES: [&str; 3] =
+    ["system_auth", "system_distributed", "system_traces"];
+
+/// The `system_schema.keyspaces` row of a keyspace alone: what an ALTER of
+/// a replicated system keyspace writes (its tables are the node's own).
+pub fn keyspace_params_mutation(ks: &KeyspaceMetadata, ts: i64, now: i32) -> Mutation {
+    row_mutation(
+        &schema_table("keyspaces"),
+        &[text(&ks.name)],
+        &[],
+        &[
+            ("durable_writes", Some(boolean(ks.durable_writes))),
+            ("replication", Some(text_map(&ks.replication))),
+        ],
+        &WriteParams {
+            timestamp: ts,
+            ttl: 0,
+            now,
+        },
+    )
+}
+
+/// The stored replication and `durable_writes` of the replicated system
+/// keyspaces (the newest row wins: the defaults every start writes are
+/// older than any ALTER).
+pub fn read_system_keyspace_params(
+    storage: &dyn SchemaSource,
+    now: i32,
+) -> Result<Vec<(String, BTreeMap<String, String>, bool)>, String> {
+    let ks_t = schema_table("keyspaces");
+    let mut out = Vec::new();
+    for name in REPLICATED_SYSTEM_KEYSPACES {
+        let Some(p) = read_partition(storage, &ks_t, &Bytes::from_static(name.as_bytes()), now)?
+        else {
+            continue;
+        };
+        let Some(row) = p.rows.values().next() else {
+            continue;
+        };
+        let replication = get_map(row, &ks_t, "replication", now);
+        if replication.is_empty() {
+            continue;
+        }
+        let durable = get_bool(row, &ks_t, "durable_writes", now).unwrap_or(true);
+        out.push((name.to_string(), replication, durable));
+    }
+    Ok(out)
+}
+
+/// Gives the replicated system keyspaces of `schema` their stored
+/// replication and `durable_writes`.
+pub fn apply_system_keyspace_params(
+    schema: &mut Schema,
+    storage: &dyn SchemaSource,
+    now: i32,
+) -> Result<(), String> {
+    for (name, replication, durable) in read_system_keyspace_params(storage, now)? {
+        if let Some(ks) = schema.keyspaces.get(&name) {
+            let mut ks = (**ks).clone();
+            ks.replication = replication.into();
+            ks.durable_writes = durable;
+            schema.keyspaces.insert(name, Arc::new(ks));
+        }
+    }
+    Ok(())
+}
+
 /// The full set of rows describing a keyspace, replacing what was there
 /// (partition deletions at `ts - 1`, rows at `ts`).
 pub fn keyspace_mutations(ks: &KeyspaceMetadata, ts: i64, now: i32) -> Vec<Mutation> {

@@ -366,6 +366,12 @@ impl Replica {
                 next.keyspaces.insert(name.clone(), ks.clone());
             }
         }
+        sibyl_schema::schema_tables::apply_system_keyspace_params(
+            &mut next,
+            &crate::stores::LocalSchema(&self.storage),
+            now,
+        )
+        .map_err(StorageError::Decode)?;
         let keyspaces = sibyl_schema::schema_tables::read_user_keyspaces(
             &crate::stores::LocalSchema(&self.storage),
             now,
