@@ -3192,6 +3192,18 @@ pub fn write_params_now(ts: i64) -> WriteParams {
     }
 }
 
+/// A schema change in a system keyspace, refused as Cassandra refuses it:
+/// the node's own keyspaces are "not user-modifiable"; the replicated ones
+/// (system_auth, system_distributed, system_traces) only allow ALTER
+/// KEYSPACE, and the rest is refused as a missing permission.
+fn system_refusal(keyspace: &str, what: &str) -> Error {
+    if schema_tables::REPLICATED_SYSTEM_KEYSPACES.contains(&keyspace) {
+        Error::Unauthorized(format!("Cannot {what}"))
+    } else {
+        Error::Unauthorized(format!("{keyspace} keyspace is not user-modifiable."))
+    }
+}
+
 #[cfg(test)]
 mod lwt_tests {
     use super::*;
@@ -3307,17 +3319,5 @@ mod lwt_tests {
             r.cells.get("w").and_then(|d| d.single()).unwrap().timestamp,
             99
         );
-    }
-}
-
-/// A schema change in a system keyspace, refused as Cassandra refuses it:
-/// the node's own keyspaces are "not user-modifiable"; the replicated ones
-/// (system_auth, system_distributed, system_traces) only allow ALTER
-/// KEYSPACE, and the rest is refused as a missing permission.
-fn system_refusal(keyspace: &str, what: &str) -> Error {
-    if schema_tables::REPLICATED_SYSTEM_KEYSPACES.contains(&keyspace) {
-        Error::Unauthorized(format!("Cannot {what}"))
-    } else {
-        Error::Unauthorized(format!("{keyspace} keyspace is not user-modifiable."))
     }
 }
