@@ -284,3 +284,45 @@ def test_graph_renders_names_as_text_in_a_real_browser(node, tmp_path):
     shot = tmp_path / "g.png"
     run(f"--screenshot={shot}", "--window-size=1200,900")
     assert shot.exists() and shot.stat().st_size > 10_000
+
+
+def test_stress_on_a_fresh_three_node_cluster_finds_every_node_waits_for_the_schema_and_retries(tmp_path):
+    """Issue 21, item 9: cassandra-stress's behaviour on a cluster. Given one
+    node, it finds the other two (system.peers); its CREATE KEYSPACE/TABLE is
+    followed by a wait for schema agreement, so no node refuses the first
+    writes; an operation that fails is tried again (`-errors retries=N`)."""
+    from local_cluster import LocalCluster
+    lc = LocalCluster(tmp_path, 3)
+    try:
+        lc.run("start")
+        p = subprocess.run([BIN, "stress", "write", "n=3000", "no-warmup", "cl=QUORUM", "-rate", "threads=8",
+                            "-schema", "replication(factor=3)", "-node", "127.0.0.1", "-port", f"native={lc.port}"],
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+        assert "Found 2 more nodes in the cluster" in p.stdout, p.stdout[:2000]
+        assert "Token-aware routing: on" in p.stdout
+        assert summary(p.stdout)[1] == 3000
+        assert re.search(r"Total errors\s+:\s+0 ", p.stdout), p.stdout[-2000:]
+        # every node took writes as a replica (RF 3)
+        for n in (1, 2, 3):
+            stats = lc.nodetool(n, "tablestats", "-F", "json", "keyspace1.standard1")
+            assert json.loads(stats)["keyspace1"]["write_count"] >= 3000 * 0.9, (n, stats)
+        # -node whitelist: only the node given
+        p = subprocess.run([BIN, "stress", "read", "n=500", "no-warmup", "-rate", "threads=4", "-pop", "seq=1..500",
+                            "-node", "whitelist", "127.0.0.2", "-port", f"native={lc.port}"],
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+        assert "more nodes" not in p.stdout
+        # a node killed under load: the failed operations are retried, on
+        # the others, and the run ends without errors
+        lc.run("kill", "node3")
+        p = subprocess.run([BIN, "stress", "write", "n=2000", "no-warmup", "cl=ONE", "-rate", "threads=8",
+                            "-errors", "retries=10", "-node", "127.0.0.1", "-port", f"native={lc.port}"],
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+        assert summary(p.stdout)[1] == 2000
+        bad = subprocess.run([BIN, "stress", "write", "n=10", "-errors", "retries=x", "-node", "127.0.0.1"],
+                             capture_output=True, text=True, timeout=60)
+        assert bad.returncode != 0 and "Invalid -errors option 'retries=x'" in bad.stdout + bad.stderr
+    finally:
+        lc.stop()

@@ -395,6 +395,54 @@ impl Cluster {
         Ok(c)
     }
 
+    /// Connects to the nodes the first node knows of (`system.peers`) that
+    /// were not given, as the drivers do; those that cannot be reached are
+    /// left out. The number of nodes added.
+    pub async fn discover(&mut self, port: u16, per_node: usize, opts: &ConnectOptions) -> usize {
+        let one = Consistency::One;
+        let mut known = std::collections::HashSet::new();
+        for conns in &self.nodes {
+            if let Ok(Reply::Rows(rows)) = conns[0]
+                .query("SELECT rpc_address FROM system.local", one)
+                .await
+            {
+                known.extend(rows.iter().filter_map(|r| r.first().and_then(addr_of)));
+            }
+        }
+        let peers: Vec<std::net::IpAddr> = match self.nodes[0][0]
+            .query("SELECT rpc_address FROM system.peers", one)
+            .await
+        {
+            Ok(Reply::Rows(rows)) => rows
+                .iter()
+                .filter_map(|r| r.first().and_then(addr_of))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let mut added = 0;
+        for p in peers {
+            if !known.insert(p) {
+                continue;
+            }
+            let addr = std::net::SocketAddr::new(p, port).to_string();
+            let mut conns = Vec::new();
+            for _ in 0..per_node.max(1) {
+                match Connection::connect(&addr, opts).await {
+                    Ok(c) => conns.push(c),
+                    Err(_) => break,
+                }
+            }
+            if conns.len() == per_node.max(1) {
+                self.nodes.push(conns);
+                added += 1;
+            }
+        }
+        if added > 0 {
+            self.ring = self.read_ring().await.unwrap_or_default();
+        }
+        added
+    }
+
     async fn read_ring(&self) -> Result<Vec<(i64, usize)>, ClientError> {
         let one = Consistency::One;
         let mut node_of: HashMap<std::net::IpAddr, usize> = HashMap::new();
@@ -472,6 +520,53 @@ impl Cluster {
 
     pub fn any(&self) -> &Arc<Connection> {
         &self.nodes[0][0]
+    }
+
+    /// Waits until every node that is up reports the schema version of the
+    /// first (`system.local` and `system.peers`, peers without a version
+    /// left out, as the drivers do), or until `max` has passed.
+    pub async fn wait_for_schema_agreement(&self, max: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + max;
+        loop {
+            if self.schema_agrees().await.unwrap_or(false) {
+                return true;
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+
+    async fn schema_agrees(&self) -> Result<bool, ClientError> {
+        let one = Consistency::One;
+        let mut versions = std::collections::HashSet::new();
+        for (i, conns) in self.nodes.iter().enumerate() {
+            let c = &conns[0];
+            if let Reply::Rows(rows) = c
+                .query("SELECT schema_version FROM system.local", one)
+                .await?
+            {
+                for r in rows {
+                    if let Some(Some(v)) = r.first() {
+                        versions.insert(v.clone());
+                    }
+                }
+            }
+            if i == 0 {
+                if let Reply::Rows(rows) = c
+                    .query("SELECT schema_version FROM system.peers", one)
+                    .await?
+                {
+                    for r in rows {
+                        if let Some(Some(v)) = r.first() {
+                            versions.insert(v.clone());
+                        }
+                    }
+                }
+            }
+        }
+        Ok(versions.len() <= 1)
     }
 
     pub fn all(&self) -> impl Iterator<Item = &Arc<Connection>> {

@@ -180,7 +180,7 @@ commands: write | read | mixed ratio(write=N,read=M) | counter_write [add=DIST] 
   -mode native cql3 prepared|unprepared [user=NAME password=SECRET] [compression=lz4|snappy|none]
   -pop seq=A..B | dist=DIST       -col n=DIST size=DIST
   -schema replication(factor=N) compaction(strategy=NAME)
-  -log file=FILE interval=TIME   -graph file=FILE.html title=T revision=R   -errors ignore
+  -log file=FILE interval=TIME   -graph file=FILE.html title=T revision=R   -errors [retries=N] [ignore]
 DIST: FIXED(n) UNIFORM(a..b) GAUSSIAN(a..b[,stdvrng]) EXP(a..b) EXTREME(a..b,shape) SEQ(a..b), ~ inverts";
 
 struct Shared {
@@ -189,6 +189,8 @@ struct Shared {
     next: AtomicU64,
     done: AtomicBool,
     interval: Mutex<Stats>,
+    /// Operations tried again after an error (`-errors retries=N`).
+    retried: AtomicU64,
 }
 
 /// One run at one thread count.
@@ -320,7 +322,19 @@ async fn run_round(sh: &Arc<Shared>, o: &Arc<Options>, threads: usize, names: &[
                 }
                 let kind = sh.workload.pick(i);
                 let began = Instant::now();
-                let r = sh.workload.run(kind, &mut rng, &sh.cluster).await;
+                // as cassandra-stress: an operation that fails is tried again,
+                // the same keys and values, up to `-errors retries=N` times
+                let saved = rng.clone();
+                let mut tries = 1;
+                let r = loop {
+                    let r = sh.workload.run(kind, &mut rng, &sh.cluster).await;
+                    if r.is_ok() || tries >= o.retries.max(1) || sh.done.load(Ordering::Relaxed) {
+                        break r;
+                    }
+                    tries += 1;
+                    sh.retried.fetch_add(1, Ordering::Relaxed);
+                    rng = saved.clone();
+                };
                 // with a fixed rate, latency counts from when the operation should have started
                 let from = match o.rate {
                     Rate::Throttle { fixed: true, .. } => intended.unwrap_or(began),
@@ -426,8 +440,14 @@ async fn run_async(
         password: o.password.clone(),
         compression: o.compression,
     };
-    let cluster = Cluster::connect(&o.nodes, o.port, 2, &copts).await?;
-    if o.nodes.len() > 1 {
+    let mut cluster = Cluster::connect(&o.nodes, o.port, 2, &copts).await?;
+    if !o.whitelist {
+        let found = cluster.discover(o.port, 2, &copts).await;
+        if found > 0 {
+            println!("Found {found} more nodes in the cluster");
+        }
+    }
+    if cluster.nodes.len() > 1 {
         println!(
             "Token-aware routing: {}",
             if cluster.token_aware() {
@@ -445,6 +465,7 @@ async fn run_async(
         next: AtomicU64::new(0),
         done: AtomicBool::new(false),
         interval: Mutex::new(Stats::new(names.len())),
+        retried: AtomicU64::new(0),
     });
     let o = Arc::new(o);
     if o.warmup {
@@ -534,6 +555,14 @@ async fn run_async(
             )
             .map_err(|e| format!("cannot write graph {g}: {e}"))?;
         }
+    }
+    let retried = sh.retried.load(Ordering::Relaxed);
+    if retried > 0 {
+        // not in cassandra-stress's summary: on stderr, so the summary keeps its shape
+        eprintln!(
+            "{retried} operations failed and were tried again (-errors retries={})",
+            o.retries
+        );
     }
     let errors: u64 = rounds.iter().map(|r| r.total.total().errors).sum();
     if errors > 0 && !o.ignore_errors {

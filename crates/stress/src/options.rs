@@ -65,6 +65,8 @@ pub struct Options {
     pub warmup: bool,
     pub rate: Rate,
     pub nodes: Vec<String>,
+    /// `-node whitelist`: use only the nodes given.
+    pub whitelist: bool,
     pub port: u16,
     pub prepared: bool,
     pub user: Option<String>,
@@ -87,6 +89,9 @@ pub struct Options {
     pub graph_title: Option<String>,
     pub graph_revision: Option<String>,
     pub ignore_errors: bool,
+    /// Tries per operation before it counts as an error (`-errors retries=N`,
+    /// 10 as in cassandra-stress).
+    pub retries: u32,
 }
 
 fn err(m: String) -> String {
@@ -183,6 +188,8 @@ impl Options {
             graph_title: None,
             graph_revision: None,
             ignore_errors: false,
+            retries: 10,
+            whitelist: false,
         };
         let mut i = 1;
         // command options
@@ -313,8 +320,12 @@ impl Options {
                     };
                 }
                 "-node" => {
+                    // `whitelist`: only these nodes (otherwise every node
+                    // the first one knows of is used, as the driver does)
+                    o.whitelist = opts.iter().any(|a| a == "whitelist");
                     o.nodes = opts
                         .iter()
+                        .filter(|a| *a != "whitelist")
                         .flat_map(|a| a.split(','))
                         .filter(|s| !s.is_empty())
                         .map(|s| s.to_string())
@@ -457,7 +468,14 @@ impl Options {
                     for a in opts {
                         match a.as_str() {
                             "ignore" => o.ignore_errors = true,
-                            other => return Err(format!("Invalid -errors option '{other}'")),
+                            other => match other.strip_prefix("retries=") {
+                                Some(n) => {
+                                    o.retries = n
+                                        .parse()
+                                        .map_err(|_| format!("Invalid -errors option '{other}'"))?
+                                }
+                                None => return Err(format!("Invalid -errors option '{other}'")),
+                            },
                         }
                     }
                 }

@@ -10,6 +10,7 @@ use crate::profile::{parse_ops, BatchType, Fields, Insert, Profile};
 use bytes::Bytes;
 use sibyl_protocol::{Consistency, Value};
 use sibyl_types::CqlType;
+use std::time::Duration;
 
 /// What one operation touched.
 #[derive(Debug, Clone, Copy, Default)]
@@ -88,11 +89,17 @@ fn hex(b: &[u8]) -> String {
 
 async fn ddl(cluster: &Cluster, cql: &str) -> Result<(), String> {
     match cluster.any().query(cql, Consistency::All).await {
-        Ok(_) => Ok(()),
+        Ok(_) => {}
         // AlreadyExists: the schema is there, as cassandra-stress accepts
-        Err(ClientError::Server { code: 0x2400, .. }) => Ok(()),
-        Err(e) => Err(format!("{e}\n  while executing: {}", cql.trim())),
+        Err(ClientError::Server { code: 0x2400, .. }) => {}
+        Err(e) => return Err(format!("{e}\n  while executing: {}", cql.trim())),
     }
+    // as the drivers cassandra-stress runs on: the next statement waits
+    // until every node has the new schema (or 10 s, their default)
+    cluster
+        .wait_for_schema_agreement(Duration::from_secs(10))
+        .await;
+    Ok(())
 }
 
 fn rows(r: Reply) -> Vec<Vec<Option<Bytes>>> {
