@@ -234,6 +234,8 @@ pub struct Gossiper {
     // The first time seen, to estimate wall time from the generation.
     started_at_nanos: Option<u64>,
     shutdown_announced: bool,
+    // The storage port, for log lines in Cassandra's form (`/10.0.0.1:7000`).
+    log_port: u16,
     // The status this node had before it announced its shutdown, given back
     // when gossip is started again (`nodetool enablegossip`).
     status_before_shutdown: Vec<(ApplicationState, String)>,
@@ -277,8 +279,19 @@ impl Gossiper {
             first_syn_sent: false,
             started_at_nanos: None,
             shutdown_announced: false,
+            log_port: 7000,
             status_before_shutdown: Vec::new(),
         }
+    }
+
+    /// The storage port log lines name addresses with (`/ip:port`, as
+    /// Cassandra's `InetAddressAndPort`).
+    pub fn set_log_port(&mut self, port: u16) {
+        self.log_port = port;
+    }
+
+    fn named(&self, ip: IpAddr) -> String {
+        format!("/{}", std::net::SocketAddr::new(ip, self.log_port))
     }
 
     /// This node's address.
@@ -539,6 +552,7 @@ impl Gossiper {
             || status == VersionedValue::STATUS_BOOTSTRAPPING_REPLACE;
         let mut out = GossipOutput::default();
         if !silent && !self.shutdown_announced {
+            tracing::info!("Announcing shutdown");
             self.status_before_shutdown =
                 [ApplicationState::StatusWithPort, ApplicationState::Status]
                     .into_iter()
@@ -943,9 +957,9 @@ impl Gossiper {
         let old = self.endpoint_states.insert(endpoint, remote);
         if !dead {
             if old.is_some() {
-                tracing::info!("Node {endpoint} has restarted, now UP");
+                tracing::info!("Node {} has restarted, now UP", self.named(endpoint));
             } else {
-                tracing::info!("Node {endpoint} is now part of the cluster");
+                tracing::info!("Node {} is now part of the cluster", self.named(endpoint));
             }
         }
         if let Some(old_state) = old {
@@ -1026,7 +1040,7 @@ impl Gossiper {
         self.live.insert(endpoint);
         self.unreachable.remove(&endpoint);
         self.expire_times.remove(&endpoint);
-        tracing::info!("InetAddress {endpoint} is now UP");
+        tracing::info!("InetAddress {} is now UP", self.named(endpoint));
         out.events.push(GossipEvent::Alive { endpoint, state });
     }
 
@@ -1038,7 +1052,7 @@ impl Gossiper {
         let state = state.clone();
         self.live.remove(&endpoint);
         self.unreachable.insert(endpoint, now_nanos);
-        tracing::info!("InetAddress {endpoint} is now DOWN");
+        tracing::info!("InetAddress {} is now DOWN", self.named(endpoint));
         out.events.push(GossipEvent::Dead { endpoint, state });
     }
 

@@ -353,7 +353,16 @@ impl ClusterState {
                 let joined = n.state == NodeState::Joining && state == NodeState::Normal;
                 n.state = state;
                 let native = n.native_address;
-                tracing::info!("node {} ({host_id}) is now {state:?}", n.address);
+                // Cassandra's words (StorageService: "state jump to")
+                tracing::info!(
+                    "Node /{} state jump to {}",
+                    std::net::SocketAddr::new(n.address, n.storage_port),
+                    match state {
+                        NodeState::Joining => "JOINING",
+                        NodeState::Normal => "NORMAL",
+                        NodeState::Leaving => "LEAVING",
+                    }
+                );
                 self.set_directory(d);
                 if joined && host_id != self.local_host_id {
                     let _ = self.events.send(Event::TopologyChange {
@@ -653,7 +662,6 @@ impl GossipDriver {
                 }
                 _ => continue,
             };
-            tracing::info!("{endpoint} is now {change}");
             self.state.proxy.note_liveness(endpoint, change == "UP");
             if let Some(f) = self.on_change.read().as_ref() {
                 f(endpoint, self);
@@ -1034,7 +1042,7 @@ pub async fn join(
         }
     };
 
-    let gossiper = Gossiper::new(
+    let mut gossiper = Gossiper::new(
         me,
         sibyl_storage::now_in_seconds(),
         seeds,
@@ -1043,6 +1051,7 @@ pub async fn join(
         config.phi_convict_threshold,
         rand::random(),
     );
+    gossiper.set_log_port(config.storage_port);
     let gossip = Arc::new(GossipDriver {
         gossiper: Mutex::new(gossiper),
         messaging: messaging.clone(),

@@ -42,7 +42,7 @@ impl NativeTransport {
         let task = tokio::spawn(self.server.clone().serve(listener, rx));
         *running = Some((tx, task));
         self.active.send_replace(true);
-        tracing::info!("Starting listening for CQL clients on {bound}");
+        tracing::info!("Starting listening for CQL clients on /{bound} (unencrypted)...");
         Ok(bound)
     }
 

@@ -35,6 +35,7 @@ macro_rules! out {
 }
 
 mod cluster_tool;
+mod logging;
 mod nodetool;
 mod nodetool_cli;
 mod nodetool_cluster;
@@ -44,7 +45,7 @@ use anyhow::Context;
 use sibyl_node::config::Config;
 use std::path::PathBuf;
 
-const USAGE: &str = "usage: sibyl [--config FILE] [-Dcassandra.commitlog.ignorereplayerrors=true]
+const USAGE: &str = "usage: sibyl [--config FILE] [-Dcassandra.logdir=DIR] [-Dcassandra.commitlog.ignorereplayerrors=true]
        sibyl nodetool [-h HOST] [-p PORT] <command> [args]
        sibyl sstable dump|verify PATH
        sibyl stress COMMAND [options]   (cassandra-stress's command line)
@@ -70,11 +71,16 @@ fn main() -> anyhow::Result<()> {
     let mut args = all.into_iter();
     let mut config_path: Option<PathBuf> = None;
     let mut ignore_replay_errors = false;
+    let mut log_dir: Option<PathBuf> = None;
     while let Some(a) = args.next() {
         match a.as_str() {
             // Cassandra's JVM option, for the operator who must start a node
             // past a damaged commit log entry
             "-Dcassandra.commitlog.ignorereplayerrors=true" => ignore_replay_errors = true,
+            // Cassandra's system property for where system.log and debug.log go
+            a if a.starts_with("-Dcassandra.logdir=") => {
+                log_dir = Some(PathBuf::from(&a["-Dcassandra.logdir=".len()..]))
+            }
             "--config" | "-c" => {
                 config_path = Some(args.next().context("--config needs a file")?.into())
             }
@@ -89,19 +95,19 @@ fn main() -> anyhow::Result<()> {
             other => anyhow::bail!("unknown argument '{other}'\n{USAGE}"),
         }
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,openraft=off".into()),
-        )
-        .with_target(false)
-        // colours only on a terminal, not in a log file
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
-        .init();
     let mut config = match &config_path {
         Some(p) => Config::load(p)?,
         None => Config::default(),
     };
+    let first_data = config
+        .data_file_directories
+        .first()
+        .cloned()
+        .unwrap_or_else(|| PathBuf::from("data/data"));
+    let log_dir = logging::directory(log_dir, &first_data);
+    let _logs = logging::init(&log_dir)
+        .with_context(|| format!("cannot write logs to {}", log_dir.display()))?;
+    tracing::info!("Logging to {}", log_dir.join("system.log").display());
     if ignore_replay_errors {
         tracing::warn!(
             "-Dcassandra.commitlog.ignorereplayerrors=true: damaged commit log entries will be \

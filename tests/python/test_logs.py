@@ -1,0 +1,69 @@
+"""Issue 21, item 2: system.log and debug.log where an operator looks for
+them, with the lines operators and their alerting watch for in Cassandra's
+words and layout. tests/golden/cassandra_system_log_lines.txt holds those
+lines from a Cassandra 5.0.4 cluster's system.log (3 nodes on 127.0.0.1-3,
+storage port 7100, CQL port 9043, one node killed and started again)."""
+import os
+import re
+
+import goldens
+from local_cluster import LocalCluster, wait_for
+
+LAYOUT = r"^(INFO |WARN |ERROR|DEBUG) \[[^\]]+\] \d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} \S+:\d+ - "
+
+
+def cassandra_lines():
+    """The golden lines' messages, with Cassandra's ports as placeholders."""
+    out = []
+    with open(os.path.join(goldens.GOLDEN, "cassandra_system_log_lines.txt")) as f:
+        for line in f:
+            assert re.match(LAYOUT.replace(r"\S+:\d+", r"\S+\.java:\d+"), line), line
+            out.append(line.split(" - ", 1)[1].rstrip("\n").replace(":7100", ":{storage}").replace(":9043", ":{native}"))
+    return out
+
+
+def read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def test_system_log_says_what_cassandras_says_when_a_node_goes_down_and_comes_back(tmp_path):
+    lc = LocalCluster(tmp_path, 3)
+    try:
+        lc.run("start")
+        logs = os.path.join(lc.dir, "node1", "data", "logs")
+        system = os.path.join(logs, "system.log")
+        ports = {"storage": lc.storage_port, "native": lc.port}
+        want = {m.format(**ports) for m in cassandra_lines()}
+        # the lines of a start and of the others joining
+        for m in ("Starting listening for CQL clients on /127.0.0.1:{native} (unencrypted)...",
+                  "Node /127.0.0.2:{storage} is now part of the cluster",
+                  "InetAddress /127.0.0.2:{storage} is now UP"):
+            line = m.format(**ports)
+            assert line in want, line
+            wait_for(line, lambda: line in read(system), timeout=30)
+        lc.run("kill", "node3")
+        down = f"InetAddress /127.0.0.3:{lc.storage_port} is now DOWN"
+        assert down in want
+        wait_for("node 3 DOWN in node 1's system.log", lambda: down in read(system), timeout=60)
+        lc.run("start", "node3")
+        up = re.compile(rf"(InetAddress /127\.0\.0\.3:{lc.storage_port} is now UP|Node /127\.0\.0\.3:{lc.storage_port} has restarted, now UP)")
+        wait_for("node 3 UP again", lambda: len(up.findall(read(system))) >= 2, timeout=60)
+        # every line in Cassandra's layout: level, [thread], date, file:line - message
+        text = read(system)
+        for line in text.splitlines():
+            assert re.match(LAYOUT, line), line
+        (line,) = [l for l in text.splitlines() if l.endswith(down)]
+        assert line.startswith("INFO  [")
+        # debug.log beside it, with everything system.log has
+        debug = read(os.path.join(logs, "debug.log"))
+        assert down in debug
+        # a node stopping says so, as Cassandra's does
+        lc.run("stop", "node2")
+        wait_for("shutdown announced", lambda: "Announcing shutdown" in read(os.path.join(lc.dir, "node2", "data", "logs", "system.log")))
+        assert "Announcing shutdown" in want
+    finally:
+        lc.stop()
