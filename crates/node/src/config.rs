@@ -333,8 +333,10 @@ fn raw_config(text: &str) -> Result<(RawConfig, Vec<String>), String> {
             unknown.join(", ")
         ));
     }
-    let raw =
-        serde_yaml::from_value(serde_yaml::Value::Mapping(kept)).map_err(|e| e.to_string())?;
+    // back through text: YAML's plain scalars (`stream_throughput_outbound: 0`)
+    // then read as whatever the key takes, as from the file itself
+    let text = serde_yaml::to_string(&kept).map_err(|e| e.to_string())?;
+    let raw = serde_yaml::from_str(&text).map_err(|e| e.to_string())?;
     ignored.sort();
     Ok((raw, ignored))
 }
@@ -937,6 +939,13 @@ mod tests {
             crate::cassandra_keys::field_of("enable_materialized_views"),
             "materialized_views_enabled"
         );
+        // plain scalars read as the key's type, as from the file itself
+        let c = Config::parse(
+            "stream_throughput_outbound: 0\ncluster_name: 123\nconcurrent_reads: 8\n",
+        )
+        .unwrap();
+        assert_eq!(c.stream_throughput_outbound_bytes, 0);
+        assert_eq!(c.cluster_name, "123");
         // a Sibyl key given a bad value is still an error
         assert!(Config::parse("num_tokens: many\n").is_err());
         assert!(Config::parse("authenticator:\n  class_name: PasswordAuthenticator\n").is_err());

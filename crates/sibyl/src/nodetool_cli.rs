@@ -83,6 +83,7 @@ pub const UNSUPPORTED: &[(&str, &str)] = &[
     ("compact", "--start-token"),
     ("compact", "--user-defined"),
     ("decommission", "--force"),
+    ("disablebinary", "--force"),
     ("getcompactionthroughput", "--precise-mib"),
     ("getstreamthroughput", "--precise-mbit"),
     ("getstreamthroughput", "--entire-sstable-throughput"),
@@ -224,6 +225,21 @@ pub fn parse_help(verb: &str, help: &'static str) -> VerbSpec {
             }
         }
         options.push(OptSpec { names, value });
+    }
+    // whether the arguments are optional is the SYNOPSIS's to say (`ring`'s
+    // OPTIONS entry reads `<keyspace>`, its SYNOPSIS `[<keyspace>]`)
+    let synopsis: String = lines
+        .iter()
+        .skip_while(|l| **l != "SYNOPSIS")
+        .take_while(|l| **l != "OPTIONS")
+        .map(|l| l.trim())
+        .collect::<Vec<_>>()
+        .join(" ");
+    if let Some((_, tail)) = synopsis.rsplit_once("[--] ") {
+        let tail = tail.trim();
+        if !tail.is_empty() {
+            args = Some(tail.to_string());
+        }
     }
     VerbSpec {
         name: verb.to_string(),
@@ -619,6 +635,10 @@ mod tests {
         assert_eq!(arity("tablehistograms"), (0, Some(2)));
         assert_eq!(arity("truncatehints"), (0, None));
         assert_eq!(arity("drain"), (0, Some(0)));
+        // the SYNOPSIS says whether they are optional
+        assert_eq!(arity("ring"), (0, Some(1)));
+        assert_eq!(arity("compact"), (0, None));
+        assert_eq!(arity("setstreamthroughput"), (1, Some(1)));
         // every unsupported option is one the help lists
         for (verb, opt) in UNSUPPORTED {
             let v = verbs().into_iter().find(|v| v.name == *verb).unwrap();
