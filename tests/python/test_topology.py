@@ -140,6 +140,14 @@ def test_decommission_under_quorum_writes_loses_nothing(cluster_factory):
         assert bad == [], f"{len(bad)} rows lost, e.g. {bad[:10]}"
         log4 = open(f"{lc.dir}/node4/sibyl.log").read()
         assert "DECOMMISSIONED" in log4
+        # started again, it refuses to rejoin, in Cassandra's words
+        again = lc.run("start", "node4", check=False)
+        assert again.returncode != 0
+        log4 = open(f"{lc.dir}/node4/sibyl.log").read()
+        assert ("This node was decommissioned and will not rejoin the ring unless "
+                "-Dcassandra.override_decommission=true has been set, or all existing data is removed "
+                "and the node is bootstrapped again") in log4
+        assert "127.0.0.4" not in states(lc, 1)
     finally:
         c1.shutdown()
     # with RF 3 on 3 nodes each node has everything: node2 alone
@@ -256,3 +264,30 @@ def test_three_to_four_nodes_then_cleanup_frees_what_moved(cluster_factory):
         assert bad == [], f"{len(bad)} rows lost, e.g. {bad[:10]}"
     finally:
         c1.shutdown()
+
+
+def test_a_decommissioned_node_starts_again_only_when_the_operator_overrides(cluster_factory):
+    """-Dcassandra.override_decommission=true, Cassandra's flag: the node
+    starts, says so, and registers in the ring again."""
+    import subprocess
+    from sibyl_node import BIN
+    lc = cluster_factory(3)
+    lc.run("start")
+    lc.nodetool(3, "decommission")
+    wait_for("node3 gone from the ring", lambda: "127.0.0.3" not in states(lc, 1), timeout=30)
+    wait_for("node3 stopped", lambda: "DOWN" in lc.run("status").stdout.split("node3")[1].splitlines()[0], timeout=60)
+    left = time.time()
+    assert lc.run("start", "node3", check=False).returncode != 0
+    # the others ignore a node that left for the quarantine (60 s, as
+    # Cassandra's QUARANTINE_DELAY): only then can it gossip and bootstrap
+    time.sleep(max(0, 62 - (time.time() - left)))
+    log = open(f"{lc.dir}/node3/sibyl.log", "a")
+    p = subprocess.Popen([BIN, "--config", f"{lc.dir}/node3/sibyl.yaml", "-Dcassandra.override_decommission=true"],
+                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for("node3 back in node1's ring", lambda: states(lc, 1).get("127.0.0.3") == "UN", timeout=90)
+        text = open(f"{lc.dir}/node3/sibyl.log").read()
+        assert "This node was decommissioned, but overriding by operator request." in text
+    finally:
+        p.terminate()
+        p.wait(30)

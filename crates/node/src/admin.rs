@@ -526,6 +526,10 @@ impl Admin {
                     .decommission(&proxy)
                     .await
                     .map_err(|e| ("409 Conflict", e.to_string()))?;
+                // remembered, so that starting this node again is refused
+                crate::set_bootstrap_state(&self.storage, &self.qp.schema(), "DECOMMISSIONED")
+                    .await
+                    .map_err(|e| ("500 Internal Server Error", e.to_string()))?;
                 // DECOMMISSIONED: no more clients
                 let _ = self.drained.send(true);
                 Ok(json!({ "mode": "DECOMMISSIONED" }))

@@ -164,6 +164,9 @@ pub struct Config {
     /// Not a cassandra.yaml key: `-Dcassandra.commitlog.ignorereplayerrors=true`
     /// on the command line, as Cassandra's JVM option.
     pub commitlog_ignore_replay_errors: bool,
+    /// `-Dcassandra.override_decommission=true`: a decommissioned node may
+    /// start again.
+    pub override_decommission: bool,
     pub compaction_backlog_limit: usize,
     /// `native_transport_max_request_data_in_flight` (and per IP): request
     /// bytes being processed before reading pauses.
@@ -249,6 +252,7 @@ impl Default for Config {
             commitlog_segment_size_bytes: 32 * 1024 * 1024,
             native_transport_max_frame_size_bytes: 16 * 1024 * 1024,
             commitlog_ignore_replay_errors: false,
+            override_decommission: false,
             compaction_backlog_limit: 64,
             native_transport_max_request_data_in_flight: 256 << 20,
             native_transport_max_request_data_in_flight_per_ip: 64 << 20,

@@ -217,6 +217,7 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         &local_t,
         now,
         &config.cluster_name,
+        config.override_decommission,
     )? {
         Some(identity) => identity,
         None => {
@@ -549,6 +550,7 @@ fn read_local_identity(
     t: &TableMetadata,
     now: i32,
     cluster_name: &str,
+    override_decommission: bool,
 ) -> Result<Option<(uuid::Uuid, Option<Vec<i64>>)>, StartError> {
     let cfs = storage
         .table(t.id)
@@ -579,6 +581,20 @@ fn read_local_identity(
             )));
         }
     }
+    // a decommissioned node does not come back by being started again
+    // (Cassandra's StorageService, its words)
+    let bootstrapped = cells::column_value(row, "bootstrapped", &sibyl_types::CqlType::Text, now);
+    if bootstrapped.as_deref() == Some(&b"DECOMMISSIONED"[..]) {
+        if !override_decommission {
+            return Err(StartError::Identity(
+                "This node was decommissioned and will not rejoin the ring unless \
+                 -Dcassandra.override_decommission=true has been set, or all existing data is \
+                 removed and the node is bootstrapped again"
+                    .into(),
+            ));
+        }
+        tracing::warn!("This node was decommissioned, but overriding by operator request.");
+    }
     let host_id = cells::column_value(row, "host_id", &sibyl_types::CqlType::Uuid, now)
         .and_then(|hid| uuid::Uuid::from_slice(&hid).ok())
         .ok_or_else(|| cannot("the row has no valid host_id".into()))?;
@@ -600,6 +616,34 @@ fn read_local_identity(
         .transpose()?
         .filter(|t| !t.is_empty());
     Ok(Some((host_id, tokens)))
+}
+
+/// Records in `system.local` how this node stands in the ring
+/// (`bootstrapped`: COMPLETED, DECOMMISSIONED), durably: a decommissioned
+/// node must know it when it is started again.
+pub async fn set_bootstrap_state(
+    storage: &Arc<StorageEngine>,
+    schema: &Schema,
+    state: &str,
+) -> Result<(), StorageError> {
+    let t = system_table(schema, "system", "local");
+    let wp = WriteParams {
+        timestamp: sibyl_types::timeuuid::timestamp_micros_now(),
+        ttl: 0,
+        now: sibyl_storage::now_in_seconds(),
+    };
+    let m = row_mutation(
+        &t,
+        &[text("local")],
+        &[],
+        &[("bootstrapped", Some(text(state)))],
+        &wp,
+    );
+    storage.apply(vec![m]).await?;
+    if let Some(cfs) = storage.table(t.id) {
+        storage.flush(&cfs).await?;
+    }
+    Ok(())
 }
 
 async fn write_local_row(

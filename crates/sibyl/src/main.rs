@@ -46,6 +46,7 @@ use sibyl_node::config::Config;
 use std::path::PathBuf;
 
 const USAGE: &str = "usage: sibyl [--config FILE] [-Dcassandra.logdir=DIR] [-Dcassandra.commitlog.ignorereplayerrors=true]
+                    [-Dcassandra.override_decommission=true]
        sibyl nodetool [-h HOST] [-p PORT] <command> [args]
        sibyl sstable dump|verify PATH
        sibyl stress COMMAND [options]   (cassandra-stress's command line)
@@ -71,12 +72,14 @@ fn main() -> anyhow::Result<()> {
     let mut args = all.into_iter();
     let mut config_path: Option<PathBuf> = None;
     let mut ignore_replay_errors = false;
+    let mut override_decommission = false;
     let mut log_dir: Option<PathBuf> = None;
     while let Some(a) = args.next() {
         match a.as_str() {
             // Cassandra's JVM option, for the operator who must start a node
             // past a damaged commit log entry
             "-Dcassandra.commitlog.ignorereplayerrors=true" => ignore_replay_errors = true,
+            "-Dcassandra.override_decommission=true" => override_decommission = true,
             // Cassandra's system property for where system.log and debug.log go
             a if a.starts_with("-Dcassandra.logdir=") => {
                 log_dir = Some(PathBuf::from(&a["-Dcassandra.logdir=".len()..]))
@@ -115,6 +118,7 @@ fn main() -> anyhow::Result<()> {
         );
         config.commitlog_ignore_replay_errors = true;
     }
+    config.override_decommission = override_decommission;
     // Statements are bounded in nesting (sibyl_cql::MAX_NESTING) and every
     // stage recurses at most that deep; the stack is sized so that this
     // holds with an unoptimised build's frames too (address space only: the
