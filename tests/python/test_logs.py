@@ -67,3 +67,43 @@ def test_system_log_says_what_cassandras_says_when_a_node_goes_down_and_comes_ba
         assert "Announcing shutdown" in want
     finally:
         lc.stop()
+
+
+def test_logging_levels_are_read_and_changed_at_run_time_as_with_nodetool(tmp_path):
+    """`nodetool getlogginglevels` in Cassandra's layout ("%n%-50s%10s%n"),
+    and `setlogginglevel` changing what reaches the files at once; with no
+    arguments, back to the levels the node started with."""
+    import subprocess
+    import time
+    from sibyl_node import BIN, SibylNode
+    n = SibylNode().start()
+    logs = os.path.join(n.data_dir, "logs")
+    system = os.path.join(logs, "system.log")
+
+    def nt(*args):
+        p = subprocess.run([BIN, "nodetool", "-p", str(n.admin_port), *args], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stdout + p.stderr
+        return p.stdout
+
+    try:
+        out = nt("getlogginglevels")
+        assert out.startswith("\nLogger Name                                        Log Level\n"), out
+        assert "ROOT                                                    INFO\n" in out
+        nt("setlogginglevel", "sibyl_node::native", "ERROR")
+        assert f"{'sibyl_node::native':<50}{'ERROR':>10}\n" in nt("getlogginglevels")
+        nt("disablebinary")
+        nt("enablebinary")
+        time.sleep(1)
+        assert "Stop listening for CQL clients" not in read(system)
+        # a level that does not exist is refused
+        p = subprocess.run([BIN, "nodetool", "-p", str(n.admin_port), "setlogginglevel", "sibyl", "LOUD"],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode != 0 and "Unknown level LOUD" in p.stdout + p.stderr
+        # no arguments: the initial levels again
+        nt("setlogginglevel")
+        assert "sibyl_node::native" not in nt("getlogginglevels")
+        nt("disablebinary")
+        wait_for("the line logged again", lambda: "Stop listening for CQL clients" in read(system))
+        nt("enablebinary")
+    finally:
+        n.stop()

@@ -13,6 +13,7 @@
 //! | GET | `/status`, `/info` |
 //! | GET / POST | `/binary` (`?enabled=true|false` to start or stop the native transport) |
 //! | POST | `/gossip?enabled=true|false` (`disablegossip`, `enablegossip`) |
+//! | GET / POST | `/logginglevels`, `/logginglevel?logger=L&level=LEVEL` |
 //! | GET | `/cluster?keyspace=K`: every node with its state, load, tokens and effective ownership; the metadata log's epoch and voters |
 //! | GET | `/ring`, `/gossipinfo`, `/endpoints?keyspace=K&table=T&key=KEY` |
 //! | POST | `/faults?drop=IP,IP`, `/faults?delay=IP,IP&ms=N&jitter_ms=J`, `/faults/clear` |
@@ -1008,6 +1009,26 @@ impl Admin {
                 }))
             }
             ("GET", "/cluster") => self.cluster_json(q),
+            ("GET", "/logginglevels") => {
+                let levels = crate::LOG_LEVELS
+                    .get()
+                    .map(|l| l.levels())
+                    .unwrap_or_default();
+                Ok(json!({ "levels": levels }))
+            }
+            ("POST", "/logginglevel") => {
+                let l = crate::LOG_LEVELS
+                    .get()
+                    .ok_or(("409 Conflict", "logging is not set up".to_string()))?;
+                l.set(
+                    q.get("logger")
+                        .map(String::as_str)
+                        .filter(|s| !s.is_empty()),
+                    q.get("level").map(String::as_str).filter(|s| !s.is_empty()),
+                )
+                .map_err(|e| ("400 Bad Request", e))?;
+                Ok(json!({}))
+            }
             ("GET", "/binary") => Ok(json!({ "running": self.native.is_running() })),
             ("POST", "/binary") => {
                 match q.get("enabled").map(String::as_str) {

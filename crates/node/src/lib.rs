@@ -6,6 +6,18 @@ pub mod cassandra_keys;
 pub mod cluster;
 pub mod config;
 pub mod native;
+
+/// The running log levels (`nodetool getlogginglevels`, `setlogginglevel`),
+/// set by whoever set up logging (the `sibyl` binary).
+pub trait LogLevels: Send + Sync {
+    /// Each logger with a level, ROOT first.
+    fn levels(&self) -> Vec<(String, String)>;
+    /// Sets `logger`'s level; with no logger, back to the initial levels.
+    fn set(&self, logger: Option<&str>, level: Option<&str>) -> Result<(), String>;
+}
+
+/// Installed once at start.
+pub static LOG_LEVELS: std::sync::OnceLock<Box<dyn LogLevels>> = std::sync::OnceLock::new();
 mod peers;
 
 use crate::config::{CommitLogSync, Config};

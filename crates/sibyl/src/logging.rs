@@ -150,6 +150,90 @@ pub fn directory(flag: Option<PathBuf>, first_data_dir: &Path) -> PathBuf {
         })
 }
 
+/// The loggers and levels at start: ROOT at INFO, Sibyl's own crates at
+/// DEBUG (for debug.log; each file and standard output keep their own
+/// threshold), the metadata log's library at WARN.
+fn initial_levels() -> Vec<(String, tracing::level_filters::LevelFilter)> {
+    use tracing::level_filters::LevelFilter;
+    vec![
+        ("ROOT".into(), LevelFilter::INFO),
+        ("sibyl".into(), LevelFilter::DEBUG),
+        ("openraft".into(), LevelFilter::WARN),
+    ]
+}
+
+fn targets_of(
+    levels: &[(String, tracing::level_filters::LevelFilter)],
+) -> tracing_subscriber::filter::Targets {
+    let mut t = tracing_subscriber::filter::Targets::new();
+    for (name, level) in levels {
+        t = if name == "ROOT" {
+            t.with_default(*level)
+        } else {
+            t.with_target(name.clone(), *level)
+        };
+    }
+    t
+}
+
+/// `nodetool getlogginglevels` / `setlogginglevel` on the running filter.
+struct Levels {
+    current: std::sync::Mutex<Vec<(String, tracing::level_filters::LevelFilter)>>,
+    reload: Box<dyn Fn(tracing_subscriber::filter::Targets) -> Result<(), String> + Send + Sync>,
+}
+
+impl sibyl_node::LogLevels for Levels {
+    fn levels(&self) -> Vec<(String, String)> {
+        let cur = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        cur.iter()
+            .map(|(n, l)| (n.clone(), l.to_string().to_uppercase()))
+            .collect()
+    }
+
+    fn set(&self, logger: Option<&str>, level: Option<&str>) -> Result<(), String> {
+        use tracing::level_filters::LevelFilter;
+        let mut cur = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        match (logger, level) {
+            // no logger: back to the initial levels, as Cassandra's reset
+            (None, _) => *cur = initial_levels(),
+            (Some(name), level) => {
+                let level = match level.map(|l| l.to_ascii_uppercase()).as_deref() {
+                    Some("TRACE" | "ALL") => LevelFilter::TRACE,
+                    Some("DEBUG") => LevelFilter::DEBUG,
+                    Some("INFO") => LevelFilter::INFO,
+                    Some("WARN") => LevelFilter::WARN,
+                    Some("ERROR") => LevelFilter::ERROR,
+                    Some("OFF") => LevelFilter::OFF,
+                    // no level: the logger goes back to what it started with
+                    None => {
+                        let initial = initial_levels();
+                        match initial.iter().find(|(n, _)| n == name) {
+                            Some((_, l)) => *l,
+                            None => {
+                                cur.retain(|(n, _)| n != name);
+                                let t = targets_of(&cur);
+                                return (self.reload)(t);
+                            }
+                        }
+                    }
+                    Some(other) => return Err(format!("Unknown level {other}")),
+                };
+                let name = if name.eq_ignore_ascii_case("root") {
+                    "ROOT"
+                } else {
+                    name
+                };
+                match cur.iter_mut().find(|(n, _)| n == name) {
+                    Some(e) => e.1 = level,
+                    None => cur.push((name.to_string(), level)),
+                }
+            }
+        }
+        let t = targets_of(&cur);
+        (self.reload)(t)
+    }
+}
+
 /// What keeps the background writers running: held for the life of the
 /// process (dropping it flushes what is queued).
 pub struct Guards(#[allow(dead_code)] Vec<tracing_appender::non_blocking::WorkerGuard>);
@@ -193,7 +277,16 @@ pub fn init(dir: &Path) -> std::io::Result<Guards> {
         .boxed();
     let layers: Vec<Box<dyn Layer<tracing_subscriber::Registry> + Send + Sync>> =
         vec![stdout, system, debug];
-    tracing_subscriber::registry().with(layers).init();
+    // the loggers' levels, changed at run time by nodetool setlogginglevel
+    let (levels, handle) = tracing_subscriber::reload::Layer::new(targets_of(&initial_levels()));
+    tracing_subscriber::registry()
+        .with(layers)
+        .with(levels)
+        .init();
+    let _ = sibyl_node::LOG_LEVELS.set(Box::new(Levels {
+        current: std::sync::Mutex::new(initial_levels()),
+        reload: Box::new(move |t| handle.reload(t).map_err(|e| e.to_string())),
+    }));
     Ok(Guards(guards))
 }
 

@@ -530,6 +530,36 @@ pub fn run(tokens: Vec<String>) -> anyhow::Result<()> {
             )?;
             Ok(())
         }
+        "getlogginglevels" => {
+            let v = request(&host, port, "GET", "/logginglevels")?;
+            // Cassandra's "%n%-50s%10s%n"
+            outln!();
+            outln!("{:<50}{:>10}", "Logger Name", "Log Level");
+            for l in v["levels"].as_array().into_iter().flatten() {
+                outln!(
+                    "{:<50}{:>10}",
+                    l[0].as_str().unwrap_or_default(),
+                    l[1].as_str().unwrap_or_default()
+                );
+            }
+            Ok(())
+        }
+        "setlogginglevel" => {
+            let mut q = Vec::new();
+            if let Some(l) = parsed.positional.first() {
+                q.push(format!("logger={}", enc(l)));
+            }
+            if let Some(l) = parsed.positional.get(1) {
+                q.push(format!("level={}", enc(l)));
+            }
+            request(
+                &host,
+                port,
+                "POST",
+                &format!("/logginglevel?{}", q.join("&")),
+            )?;
+            Ok(())
+        }
         "enablegossip" | "disablegossip" => {
             let on = cmd == "enablegossip";
             request(&host, port, "POST", &format!("/gossip?enabled={on}"))?;

@@ -38,6 +38,7 @@ const HELP: &[(&str, &str)] = help_texts!(
     "flush",
     "getcompactionthroughput",
     "getendpoints",
+    "getlogginglevels",
     "getmaxhintwindow",
     "getstreamthroughput",
     "gossipinfo",
@@ -53,6 +54,7 @@ const HELP: &[(&str, &str)] = help_texts!(
     "resumehandoff",
     "ring",
     "setcompactionthroughput",
+    "setlogginglevel",
     "sethintedhandoffthrottlekb",
     "setmaxhintwindow",
     "setstreamthroughput",
@@ -152,6 +154,10 @@ pub struct VerbSpec {
 impl VerbSpec {
     /// How many arguments it takes: at least, at most (None: any number).
     pub fn arity(&self) -> (usize, Option<usize>) {
+        // its help says "Will reset to initial level if omitted"
+        if self.name == "setlogginglevel" {
+            return (0, Some(2));
+        }
         let Some(u) = &self.args else {
             return (0, Some(0));
         };
@@ -185,13 +191,18 @@ impl VerbSpec {
 /// Reads a verb's help: the NAME line and the OPTIONS section.
 pub fn parse_help(verb: &str, help: &'static str) -> VerbSpec {
     let lines: Vec<&str> = help.lines().collect();
-    let about = lines
+    // the NAME section, which may wrap over several lines
+    let name: Vec<&str> = lines
         .iter()
-        .find_map(|l| {
-            l.trim()
-                .strip_prefix(&format!("nodetool {verb} - "))
-                .map(str::to_string)
-        })
+        .skip_while(|l| **l != "NAME")
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .map(|l| l.trim())
+        .collect();
+    let about = name
+        .join(" ")
+        .strip_prefix(&format!("nodetool {verb} - "))
+        .map(str::to_string)
         .unwrap_or_default();
     let mut options = Vec::new();
     let mut args = None;
@@ -639,6 +650,18 @@ mod tests {
         assert_eq!(arity("ring"), (0, Some(1)));
         assert_eq!(arity("compact"), (0, None));
         assert_eq!(arity("setstreamthroughput"), (1, Some(1)));
+        assert_eq!(arity("setlogginglevel"), (0, Some(2)));
+        // an about that wraps in the NAME section is read whole
+        let set = verbs()
+            .into_iter()
+            .find(|v| v.name == "setlogginglevel")
+            .unwrap();
+        assert!(
+            set.about
+                .starts_with("Set the log level threshold for a given component or class."),
+            "{}",
+            set.about
+        );
         // every unsupported option is one the help lists
         for (verb, opt) in UNSUPPORTED {
             let v = verbs().into_iter().find(|v| v.name == *verb).unwrap();
