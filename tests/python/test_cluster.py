@@ -174,7 +174,10 @@ def test_concurrent_schema_changes_land_in_one_order_on_every_node(cluster_facto
             rows = sessions[1 + n][1].execute("DESCRIBE KEYSPACE ddl")
             return "\n".join(r.create_statement for r in rows)
 
-        wait_for("node3 caught up", lambda: schema(3) == schema(1), timeout=30)
+        # (node3 may see node1 UP only after a second echo, 10 s on: the
+        # first answer can be lost on node1's stale connection to node3's
+        # old process; a known defect, named in the stop note of 2026-11-24)
+        wait_for("node3 caught up", lambda: schema(3) == schema(1), timeout=60)
         assert schema(1) == schema(2) == schema(3)
         text = schema(1)
         assert all(f"w{i} text" in text for i in range(7)) and "u5" not in text and "u4" in text
