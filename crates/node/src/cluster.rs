@@ -1365,16 +1365,20 @@ async fn bootstrap(
     let started = std::time::Instant::now();
     // gossip has just started: give it time to see the others up (as
     // Cassandra waits for gossip to settle before it bootstraps)
-    let others: Vec<IpAddr> = state
-        .directory
-        .read()
-        .nodes
-        .values()
-        .map(|n| n.address)
-        .filter(|a| *a != me)
-        .collect();
+    // (the others are read again each time: a node that joins meanwhile,
+    // as when several start at once, is waited for too)
+    let others = || -> Vec<IpAddr> {
+        state
+            .directory
+            .read()
+            .nodes
+            .values()
+            .map(|n| n.address)
+            .filter(|a| *a != me)
+            .collect()
+    };
     let settle = tokio::time::Instant::now() + Duration::from_secs(15);
-    while !others.iter().all(|a| proxy.is_alive(*a)) && tokio::time::Instant::now() < settle {
+    while !others().iter().all(|a| proxy.is_alive(*a)) && tokio::time::Instant::now() < settle {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let future = state.directory.read().future_ring();
