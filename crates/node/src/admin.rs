@@ -222,14 +222,7 @@ impl Admin {
                     .read()
                     .nodes
                     .get(&e.host_id)
-                    .map(|r| {
-                        let state = match r.state {
-                            crate::cluster::NodeState::Joining => "JOINING",
-                            crate::cluster::NodeState::Normal => "NORMAL",
-                            crate::cluster::NodeState::Leaving => "LEAVING",
-                        };
-                        (r.storage_port, r.release_version.clone(), state)
-                    })
+                    .map(|r| (r.storage_port, r.release_version.clone(), r.state.name()))
                     .unwrap_or_default();
                 json!({
                     "address": e.address.to_string(),
@@ -333,6 +326,15 @@ fn ownership(
         }
     }
     own.iter().map(|o| o / (u64::MAX as f64 + 1.0)).collect()
+}
+
+/// The `enabled=true|false` of a switch (`/binary`, `/gossip`).
+fn enabled(q: &HashMap<String, String>) -> Result<bool, (&'static str, String)> {
+    match q.get("enabled").map(String::as_str) {
+        Some("true") => Ok(true),
+        Some("false") => Ok(false),
+        _ => Err(("400 Bad Request", "enabled=true|false".into())),
+    }
 }
 
 /// The query string (`application/x-www-form-urlencoded`); a key given more
@@ -567,11 +569,7 @@ impl Admin {
                     .directory
                     .read()
                     .by_address(me)
-                    .map(|r| match r.state {
-                        crate::cluster::NodeState::Joining => "JOINING",
-                        crate::cluster::NodeState::Normal => "NORMAL",
-                        crate::cluster::NodeState::Leaving => "LEAVING",
-                    })
+                    .map(|r| r.state.name())
                     .unwrap_or(if *self.drained.borrow() {
                         "DECOMMISSIONED"
                     } else {
@@ -1031,20 +1029,18 @@ impl Admin {
             }
             ("GET", "/binary") => Ok(json!({ "running": self.native.is_running() })),
             ("POST", "/binary") => {
-                match q.get("enabled").map(String::as_str) {
-                    Some("true") => {
-                        self.native.start().await.map_err(|e| {
-                            (
-                                "500 Internal Server Error",
-                                format!(
-                                    "Cannot start the native transport on {}: {e}",
-                                    self.native.address()
-                                ),
-                            )
-                        })?;
-                    }
-                    Some("false") => self.native.stop().await,
-                    _ => return Err(("400 Bad Request", "enabled=true|false".into())),
+                if enabled(q)? {
+                    self.native.start().await.map_err(|e| {
+                        (
+                            "500 Internal Server Error",
+                            format!(
+                                "Cannot start the native transport on {}: {e}",
+                                self.native.address()
+                            ),
+                        )
+                    })?;
+                } else {
+                    self.native.stop().await
                 }
                 Ok(json!({ "running": self.native.is_running() }))
             }
@@ -1086,10 +1082,10 @@ impl Admin {
                 "running": self.cluster.gossip.is_enabled(),
             })),
             ("POST", "/gossip") => {
-                match q.get("enabled").map(String::as_str) {
-                    Some("true") => self.cluster.gossip.enable(),
-                    Some("false") => self.cluster.gossip.disable(),
-                    _ => return Err(("400 Bad Request", "enabled=true|false".into())),
+                if enabled(q)? {
+                    self.cluster.gossip.enable()
+                } else {
+                    self.cluster.gossip.disable()
                 }
                 Ok(json!({ "running": self.cluster.gossip.is_enabled() }))
             }

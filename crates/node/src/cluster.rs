@@ -93,6 +93,15 @@ pub enum NodeState {
 }
 
 impl NodeState {
+    /// The name Cassandra's logs and tools give the state.
+    pub fn name(self) -> &'static str {
+        match self {
+            NodeState::Joining => "JOINING",
+            NodeState::Normal => "NORMAL",
+            NodeState::Leaving => "LEAVING",
+        }
+    }
+
     /// The letter `nodetool status` shows.
     pub fn letter(self) -> &'static str {
         match self {
@@ -357,11 +366,7 @@ impl ClusterState {
                 tracing::info!(
                     "Node /{} state jump to {}",
                     std::net::SocketAddr::new(n.address, n.storage_port),
-                    match state {
-                        NodeState::Joining => "JOINING",
-                        NodeState::Normal => "NORMAL",
-                        NodeState::Leaving => "LEAVING",
-                    }
+                    state.name()
                 );
                 self.set_directory(d);
                 if joined && host_id != self.local_host_id {

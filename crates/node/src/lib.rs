@@ -113,9 +113,8 @@ fn system_table(schema: &Schema, ks: &str, t: &str) -> Arc<TableMetadata> {
 /// the data is not for start-up to guess.
 fn migrate_system_table_directories(data: &std::path::Path) -> Result<(), StartError> {
     for (ks, table, old, new) in sibyl_schema::schema::legacy_system_table_ids() {
-        let dir = data.join(&ks);
-        let from = dir.join(format!("{table}-{}", old.simple()));
-        let to = dir.join(format!("{table}-{}", new.simple()));
+        let from = table_directory(data, &ks, &table, old);
+        let to = table_directory(data, &ks, &table, new);
         if !from.exists() {
             continue;
         }

@@ -5,6 +5,7 @@
 //! as Cassandra's `Server.stop` does.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -15,7 +16,7 @@ pub struct NativeTransport {
     /// bound one, so that port 0 keeps the port it was given).
     addr: parking_lot::Mutex<SocketAddr>,
     running: tokio::sync::Mutex<Option<(watch::Sender<bool>, JoinHandle<()>)>>,
-    active: watch::Sender<bool>,
+    active: AtomicBool,
 }
 
 impl NativeTransport {
@@ -24,7 +25,7 @@ impl NativeTransport {
             server,
             addr: parking_lot::Mutex::new(addr),
             running: tokio::sync::Mutex::new(None),
-            active: watch::channel(false).0,
+            active: AtomicBool::new(false),
         }
     }
 
@@ -41,7 +42,7 @@ impl NativeTransport {
         let (tx, rx) = watch::channel(false);
         let task = tokio::spawn(self.server.clone().serve(listener, rx));
         *running = Some((tx, task));
-        self.active.send_replace(true);
+        self.active.store(true, Ordering::Relaxed);
         tracing::info!("Starting listening for CQL clients on /{bound} (unencrypted)...");
         Ok(bound)
     }
@@ -53,13 +54,13 @@ impl NativeTransport {
         if let Some((tx, task)) = running.take() {
             let _ = tx.send(true);
             let _ = task.await;
-            self.active.send_replace(false);
+            self.active.store(false, Ordering::Relaxed);
             tracing::info!("Stop listening for CQL clients");
         }
     }
 
     pub fn is_running(&self) -> bool {
-        *self.active.borrow()
+        self.active.load(Ordering::Relaxed)
     }
 
     pub fn address(&self) -> SocketAddr {

@@ -460,10 +460,21 @@ impl TableMetadata {
 impl TableMetadata {
     /// Where the table's SSTables live: `<data>/<keyspace>/<table>-<id>`.
     pub fn directory(&self, data_dir: &std::path::Path) -> std::path::PathBuf {
-        data_dir
-            .join(&self.keyspace)
-            .join(format!("{}-{}", self.name, self.id.simple()))
+        table_directory(data_dir, &self.keyspace, &self.name, self.id)
     }
+}
+
+/// Where a table's SSTables live: `DATA/ks/name-<id without dashes>`, as
+/// Cassandra lays them out.
+pub fn table_directory(
+    data_dir: &std::path::Path,
+    keyspace: &str,
+    name: &str,
+    id: uuid::Uuid,
+) -> std::path::PathBuf {
+    data_dir
+        .join(keyspace)
+        .join(format!("{name}-{}", id.simple()))
 }
 
 /// A keyspace's definition.
@@ -621,10 +632,8 @@ impl Schema {
                 put(tn.as_bytes());
             }
         }
-        let mut bytes: [u8; 16] = h.finalize().into();
-        bytes[6] = (bytes[6] & 0x0f) | 0x30; // version 3 like Cassandra's name-based UUIDs
-        bytes[8] = (bytes[8] & 0x3f) | 0x80;
-        self.version = uuid::Uuid::from_bytes(bytes);
+        // version 3, like Cassandra's name-based UUIDs
+        self.version = uuid::Builder::from_md5_bytes(h.finalize().into()).into_uuid();
     }
 }
 
@@ -637,10 +646,7 @@ pub fn system_table_id(ks: &str, table: &str) -> uuid::Uuid {
     let mut h = md5::Md5::new();
     h.update(ks.as_bytes());
     h.update(table.as_bytes());
-    let mut bytes: [u8; 16] = h.finalize().into();
-    bytes[6] = (bytes[6] & 0x0f) | 0x30;
-    bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    uuid::Uuid::from_bytes(bytes)
+    uuid::Builder::from_md5_bytes(h.finalize().into()).into_uuid()
 }
 
 /// The ids Sibyl builds before 2026-11-24 gave the stored system tables,

@@ -155,15 +155,15 @@ pub fn keyspace_params_mutation(ks: &KeyspaceMetadata, ts: i64, now: i32) -> Mut
     )
 }
 
-/// The stored replication and `durable_writes` of the replicated system
-/// keyspaces (the newest row wins: the defaults every start writes are
-/// older than any ALTER).
-pub fn read_system_keyspace_params(
+/// Gives the replicated system keyspaces of `schema` their stored
+/// replication and `durable_writes` (the newest row wins: the defaults every
+/// start writes are older than any ALTER).
+pub fn apply_system_keyspace_params(
+    schema: &mut Schema,
     storage: &dyn SchemaSource,
     now: i32,
-) -> Result<Vec<(String, BTreeMap<String, String>, bool)>, String> {
+) -> Result<(), String> {
     let ks_t = schema_table("keyspaces");
-    let mut out = Vec::new();
     for name in REPLICATED_SYSTEM_KEYSPACES {
         let Some(p) = read_partition(storage, &ks_t, &Bytes::from_static(name.as_bytes()), now)?
         else {
@@ -176,25 +176,11 @@ pub fn read_system_keyspace_params(
         if replication.is_empty() {
             continue;
         }
-        let durable = get_bool(row, &ks_t, "durable_writes", now).unwrap_or(true);
-        out.push((name.to_string(), replication, durable));
-    }
-    Ok(out)
-}
-
-/// Gives the replicated system keyspaces of `schema` their stored
-/// replication and `durable_writes`.
-pub fn apply_system_keyspace_params(
-    schema: &mut Schema,
-    storage: &dyn SchemaSource,
-    now: i32,
-) -> Result<(), String> {
-    for (name, replication, durable) in read_system_keyspace_params(storage, now)? {
-        if let Some(ks) = schema.keyspaces.get(&name) {
+        if let Some(ks) = schema.keyspaces.get(name) {
             let mut ks = (**ks).clone();
             ks.replication = replication.into();
-            ks.durable_writes = durable;
-            schema.keyspaces.insert(name, Arc::new(ks));
+            ks.durable_writes = get_bool(row, &ks_t, "durable_writes", now).unwrap_or(true);
+            schema.keyspaces.insert(name.to_string(), Arc::new(ks));
         }
     }
     Ok(())
@@ -210,16 +196,7 @@ pub fn keyspace_mutations(ks: &KeyspaceMetadata, ts: i64, now: i32) -> Vec<Mutat
         now,
     };
     let ksname = text(&ks.name);
-    out.push(row_mutation(
-        &schema_table("keyspaces"),
-        std::slice::from_ref(&ksname),
-        &[],
-        &[
-            ("durable_writes", Some(boolean(ks.durable_writes))),
-            ("replication", Some(text_map(&ks.replication))),
-        ],
-        &wp,
-    ));
+    out.push(keyspace_params_mutation(ks, ts, now));
     let tables_t = schema_table("tables");
     let columns_t = schema_table("columns");
     let dropped_t = schema_table("dropped_columns");

@@ -193,44 +193,41 @@ impl sibyl_node::LogLevels for Levels {
     fn set(&self, logger: Option<&str>, level: Option<&str>) -> Result<(), String> {
         use tracing::level_filters::LevelFilter;
         let mut cur = self.current.lock().unwrap_or_else(|e| e.into_inner());
-        match (logger, level) {
+        match logger {
             // no logger: back to the initial levels, as Cassandra's reset
-            (None, _) => *cur = initial_levels(),
-            (Some(name), level) => {
-                let level = match level.map(|l| l.to_ascii_uppercase()).as_deref() {
-                    Some("TRACE" | "ALL") => LevelFilter::TRACE,
-                    Some("DEBUG") => LevelFilter::DEBUG,
-                    Some("INFO") => LevelFilter::INFO,
-                    Some("WARN") => LevelFilter::WARN,
-                    Some("ERROR") => LevelFilter::ERROR,
-                    Some("OFF") => LevelFilter::OFF,
-                    // no level: the logger goes back to what it started with
-                    None => {
-                        let initial = initial_levels();
-                        match initial.iter().find(|(n, _)| n == name) {
-                            Some((_, l)) => *l,
-                            None => {
-                                cur.retain(|(n, _)| n != name);
-                                let t = targets_of(&cur);
-                                return (self.reload)(t);
-                            }
-                        }
-                    }
-                    Some(other) => return Err(format!("Unknown level {other}")),
-                };
+            None => *cur = initial_levels(),
+            Some(name) => {
                 let name = if name.eq_ignore_ascii_case("root") {
                     "ROOT"
                 } else {
                     name
                 };
-                match cur.iter_mut().find(|(n, _)| n == name) {
-                    Some(e) => e.1 = level,
-                    None => cur.push((name.to_string(), level)),
+                // a level, or (none given) the one the logger started with
+                let level = match level {
+                    Some(l) if l.eq_ignore_ascii_case("all") => Some(LevelFilter::TRACE),
+                    // by name only (tracing also takes "0" to "5")
+                    Some(l) => Some(
+                        l.parse::<LevelFilter>()
+                            .ok()
+                            .filter(|_| l.chars().all(|c| c.is_ascii_alphabetic()))
+                            .ok_or_else(|| format!("Unknown level {}", l.to_ascii_uppercase()))?,
+                    ),
+                    None => initial_levels()
+                        .into_iter()
+                        .find(|(n, _)| n == name)
+                        .map(|(_, l)| l),
+                };
+                match (cur.iter().position(|(n, _)| n == name), level) {
+                    (Some(i), Some(l)) => cur[i].1 = l,
+                    (None, Some(l)) => cur.push((name.to_string(), l)),
+                    (Some(i), None) => {
+                        cur.remove(i);
+                    }
+                    (None, None) => {}
                 }
             }
         }
-        let t = targets_of(&cur);
-        (self.reload)(t)
+        (self.reload)(targets_of(&cur))
     }
 }
 
@@ -242,12 +239,6 @@ pub struct Guards(#[allow(dead_code)] Vec<tracing_appender::non_blocking::Worker
 /// widens standard output only.
 pub fn init(dir: &Path) -> std::io::Result<Guards> {
     std::fs::create_dir_all(dir)?;
-    let quiet = |level: tracing::Level| {
-        tracing_subscriber::filter::Targets::new()
-            .with_default(level)
-            // the metadata log's own chatter: its decisions are logged by Sibyl
-            .with_target("openraft", tracing::Level::WARN)
-    };
     let mut guards = Vec::new();
     let mut file_layer = |name: &str, level: tracing::Level| -> std::io::Result<_> {
         let file = RollingFile::open(&dir.join(name), MAX_FILE_BYTES, KEEP_FILES)?;
@@ -261,7 +252,8 @@ pub fn init(dir: &Path) -> std::io::Result<Guards> {
             .with_ansi(false)
             .event_format(CassandraLayout)
             .with_writer(writer)
-            .with_filter(quiet(level))
+            // each file's threshold; which loggers speak is the levels' filter
+            .with_filter(tracing::level_filters::LevelFilter::from_level(level))
             .boxed())
     };
     let system = file_layer("system.log", tracing::Level::INFO)?;

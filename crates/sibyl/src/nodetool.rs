@@ -329,11 +329,7 @@ pub fn run(tokens: Vec<String>) -> anyhow::Result<()> {
                 outln!("\t\tSpace used (live): {}", t["space_used_live"]);
                 outln!("\t\tMemtable data size: {}", t["memtable_data_size"]);
                 outln!("\t\tMemtable switch count: {}", t["flushes"]);
-                let latency = |v: &serde_json::Value| {
-                    v.as_f64()
-                        .map(|x| format!("{x:.3} ms"))
-                        .unwrap_or_else(|| "NaN ms".into())
-                };
+                let latency = |v: &serde_json::Value| format!("{} ms", latency_text(v));
                 outln!("\t\tLocal read count: {}", t["local_read_count"]);
                 outln!(
                     "\t\tLocal read latency: {}",
@@ -560,14 +556,13 @@ pub fn run(tokens: Vec<String>) -> anyhow::Result<()> {
             )?;
             Ok(())
         }
-        "enablegossip" | "disablegossip" => {
-            let on = cmd == "enablegossip";
-            request(&host, port, "POST", &format!("/gossip?enabled={on}"))?;
-            Ok(())
-        }
-        "enablebinary" | "disablebinary" => {
-            let on = cmd == "enablebinary";
-            request(&host, port, "POST", &format!("/binary?enabled={on}"))?;
+        // the switches: enable/disable + gossip/binary
+        "enablegossip" | "disablegossip" | "enablebinary" | "disablebinary" => {
+            let (on, what) = match cmd.strip_prefix("enable") {
+                Some(what) => (true, what),
+                None => (false, &cmd["disable".len()..]),
+            };
+            request(&host, port, "POST", &format!("/{what}?enabled={on}"))?;
             Ok(())
         }
         "statusbinary" => {

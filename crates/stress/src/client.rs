@@ -335,6 +335,17 @@ pub struct Cluster {
     rr: AtomicUsize,
 }
 
+/// The first column of each row `cql` answers (none when it answers no rows).
+async fn first_column(c: &Connection, cql: &str) -> Result<Vec<Option<Bytes>>, ClientError> {
+    Ok(match c.query(cql, Consistency::One).await? {
+        Reply::Rows(rows) => rows
+            .into_iter()
+            .map(|r| r.into_iter().next().flatten())
+            .collect(),
+        Reply::Other => Vec::new(),
+    })
+}
+
 fn addr_of(cell: &Option<Bytes>) -> Option<std::net::IpAddr> {
     let b = cell.as_ref()?;
     match b.len() {
@@ -399,28 +410,16 @@ impl Cluster {
     /// were not given, as the drivers do; those that cannot be reached are
     /// left out. The number of nodes added.
     pub async fn discover(&mut self, port: u16, per_node: usize, opts: &ConnectOptions) -> usize {
-        let one = Consistency::One;
         let mut known = std::collections::HashSet::new();
         for conns in &self.nodes {
-            if let Ok(Reply::Rows(rows)) = conns[0]
-                .query("SELECT rpc_address FROM system.local", one)
-                .await
-            {
-                known.extend(rows.iter().filter_map(|r| r.first().and_then(addr_of)));
-            }
+            let local = first_column(&conns[0], "SELECT rpc_address FROM system.local").await;
+            known.extend(local.unwrap_or_default().iter().filter_map(addr_of));
         }
-        let peers: Vec<std::net::IpAddr> = match self.nodes[0][0]
-            .query("SELECT rpc_address FROM system.peers", one)
+        let peers = first_column(&self.nodes[0][0], "SELECT rpc_address FROM system.peers")
             .await
-        {
-            Ok(Reply::Rows(rows)) => rows
-                .iter()
-                .filter_map(|r| r.first().and_then(addr_of))
-                .collect(),
-            _ => Vec::new(),
-        };
+            .unwrap_or_default();
         let mut added = 0;
-        for p in peers {
+        for p in peers.iter().filter_map(addr_of) {
             if !known.insert(p) {
                 continue;
             }
@@ -447,13 +446,9 @@ impl Cluster {
         let one = Consistency::One;
         let mut node_of: HashMap<std::net::IpAddr, usize> = HashMap::new();
         for (i, conns) in self.nodes.iter().enumerate() {
-            if let Reply::Rows(rows) = conns[0]
-                .query("SELECT rpc_address FROM system.local", one)
-                .await?
-            {
-                if let Some(a) = rows.first().and_then(|r| r.first()).and_then(addr_of) {
-                    node_of.entry(a).or_insert(i);
-                }
+            let local = first_column(&conns[0], "SELECT rpc_address FROM system.local").await?;
+            if let Some(a) = local.first().and_then(addr_of) {
+                node_of.entry(a).or_insert(i);
             }
         }
         let first = &self.nodes[0][0];
@@ -539,33 +534,16 @@ impl Cluster {
     }
 
     async fn schema_agrees(&self) -> Result<bool, ClientError> {
-        let one = Consistency::One;
         let mut versions = std::collections::HashSet::new();
         for (i, conns) in self.nodes.iter().enumerate() {
             let c = &conns[0];
-            if let Reply::Rows(rows) = c
-                .query("SELECT schema_version FROM system.local", one)
-                .await?
-            {
-                for r in rows {
-                    if let Some(Some(v)) = r.first() {
-                        versions.insert(v.clone());
-                    }
-                }
-            }
+            versions.extend(first_column(c, "SELECT schema_version FROM system.local").await?);
             if i == 0 {
-                if let Reply::Rows(rows) = c
-                    .query("SELECT schema_version FROM system.peers", one)
-                    .await?
-                {
-                    for r in rows {
-                        if let Some(Some(v)) = r.first() {
-                            versions.insert(v.clone());
-                        }
-                    }
-                }
+                versions.extend(first_column(c, "SELECT schema_version FROM system.peers").await?);
             }
         }
+        // peers without a version are left out
+        versions.remove(&None);
         Ok(versions.len() <= 1)
     }
 
