@@ -26,6 +26,13 @@ if ! command -v chromium >/dev/null && command -v apt-get >/dev/null && [ "$(id 
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1 || echo "chromium not installed"
 fi
 
+echo "== Prometheus, which scrapes the nodes in test_metrics.py (required: that test fails without it)"
+if ! command -v prometheus >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus >/dev/null 2>&1 \
+    || { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus >/dev/null 2>&1; } \
+    || echo "prometheus not installed"
+fi
+
 echo "== house rules: formatting and lints"
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 cargo fmt --all --check

@@ -105,6 +105,17 @@ struct Inner {
     next_id: AtomicU64,
     dropped: Mutex<HashMap<Verb, u64>>,
     faults: RwLock<NetFaults>,
+    /// Per peer: how long its answers took and how many never came in time.
+    peers: Mutex<HashMap<IpAddr, Arc<PeerStats>>>,
+}
+
+/// What this node measured of one peer: the time from sending a request to
+/// its response (the round trip, the peer's work included) and the requests
+/// that timed out.
+#[derive(Debug, Default)]
+pub struct PeerStats {
+    pub latency: sibyl_metrics::Timer,
+    pub timeouts: sibyl_metrics::Counter,
 }
 
 /// The TCP messaging service of one node.
@@ -143,6 +154,7 @@ impl TcpMessaging {
             next_id: AtomicU64::new(1),
             dropped: Mutex::new(HashMap::new()),
             faults: RwLock::new(NetFaults::default()),
+            peers: Mutex::new(HashMap::new()),
         });
         tokio::spawn(accept_loop(Arc::downgrade(&inner), listener));
         Ok(TcpMessaging { inner })
@@ -156,6 +168,31 @@ impl TcpMessaging {
     /// Messages dropped so far, per verb.
     pub fn dropped(&self) -> HashMap<Verb, u64> {
         self.inner.dropped.lock().clone()
+    }
+
+    /// The peers' round trips and timeouts (Cassandra's `Connection`
+    /// metrics), and the dropped messages per verb (`DroppedMessage`).
+    pub fn collect(&self, c: &mut sibyl_metrics::Collection) {
+        use sibyl_metrics::MetricName;
+        let peers: Vec<(IpAddr, Arc<PeerStats>)> = self
+            .inner
+            .peers
+            .lock()
+            .iter()
+            .map(|(a, s)| (*a, s.clone()))
+            .collect();
+        for (addr, s) in peers {
+            let n = |name: &str| MetricName::new("Connection", name).scope(addr.to_string());
+            c.timer(n("Latency"), &s.latency);
+            c.counter(n("Timeouts"), s.timeouts.get());
+        }
+        let dropped = self.dropped();
+        for verb in Verb::ALL {
+            c.counter(
+                MetricName::new("DroppedMessage", "Dropped").scope(verb.name()),
+                dropped.get(&verb).copied().unwrap_or(0),
+            );
+        }
     }
 
     /// The injected faults.
@@ -174,6 +211,10 @@ impl TcpMessaging {
 }
 
 impl Inner {
+    fn peer(&self, addr: IpAddr) -> Arc<PeerStats> {
+        self.peers.lock().entry(addr).or_default().clone()
+    }
+
     fn count_dropped(&self, verb: Verb) {
         *self.dropped.lock().entry(verb).or_default() += 1;
     }
@@ -239,6 +280,7 @@ impl Inner {
             let Some(delay) = inner.fault_delay(to) else {
                 inner.count_dropped(verb);
                 tokio::time::sleep_until(deadline).await;
+                inner.peer(to).timeouts.inc();
                 return Err(MessagingError::Timeout(to));
             };
             if !delay.is_zero() {
@@ -269,15 +311,18 @@ impl Inner {
             if one_way {
                 return Ok(Response::Done);
             }
+            let sent = std::time::Instant::now();
             let body = match tokio::time::timeout_at(deadline, rx).await {
                 Ok(Ok(Ok(body))) => body,
                 Ok(Ok(Err(e))) => return Err(e),
                 Ok(Err(_)) => return Err(MessagingError::Unreachable(to)),
                 Err(_) => {
                     inner.pending.lock().remove(&id);
+                    inner.peer(to).timeouts.inc();
                     return Err(MessagingError::Timeout(to));
                 }
             };
+            inner.peer(to).latency.record_elapsed(sent);
             decode_response(&body, &request, &*inner.comparators)
                 .map_err(|e| MessagingError::Malformed(to, e.to_string()))
         })

@@ -246,6 +246,11 @@ impl QueryProcessor {
         self.prepared.lock().clear();
     }
 
+    /// Statements in the prepared statement cache now.
+    pub fn prepared_count(&self) -> usize {
+        self.prepared.lock().len()
+    }
+
     pub fn get_prepared(&self, id: &Bytes) -> Option<Arc<Prepared>> {
         self.prepared.lock().get(id).cloned()
     }

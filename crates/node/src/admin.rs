@@ -16,6 +16,7 @@
 //! | GET / POST | `/logginglevels`, `/logginglevel?logger=L&level=LEVEL` |
 //! | GET | `/cluster?keyspace=K`: every node with its state, load, tokens and effective ownership; the metadata log's epoch and voters |
 //! | GET | `/ring`, `/gossipinfo`, `/endpoints?keyspace=K&table=T&key=KEY` |
+//! | GET | `/metrics`: every metric in the Prometheus text format (not JSON) |
 //! | POST | `/faults?drop=IP,IP`, `/faults?delay=IP,IP&ms=N&jitter_ms=J`, `/faults/clear` |
 
 use serde_json::{json, Value};
@@ -42,6 +43,8 @@ pub struct Admin {
     pub snitch: String,
     /// The CQL server, which `enablebinary`/`disablebinary` start and stop.
     pub native: Arc<crate::native::NativeTransport>,
+    /// Every metric of the node (`/metrics`, `tpstats`, `proxyhistograms`).
+    pub metrics: Arc<sibyl_metrics::Registry>,
 }
 
 impl Admin {
@@ -389,6 +392,16 @@ impl Admin {
         &self,
         req: hyper::Request<hyper::body::Incoming>,
     ) -> hyper::Response<http_body_util::Full<bytes::Bytes>> {
+        if req.method() == hyper::Method::GET && req.uri().path() == "/metrics" {
+            let mut resp = hyper::Response::new(http_body_util::Full::new(bytes::Bytes::from(
+                self.prometheus_text(),
+            )));
+            resp.headers_mut().insert(
+                hyper::header::CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            );
+            return resp;
+        }
         let query = parse_query(req.uri().query().unwrap_or(""));
         let (status, body) = match self
             .handle(req.method().as_str(), req.uri().path(), &query)
@@ -413,6 +426,18 @@ impl Admin {
             hyper::header::HeaderValue::from_static("application/json"),
         );
         resp
+    }
+
+    /// Every metric in the Prometheus text format, labelled with the
+    /// cluster, node, data center and rack as the exporter labels them.
+    fn prometheus_text(&self) -> String {
+        let global = [
+            ("cassandra_cluster", self.qp.cluster_name.clone()),
+            ("cassandra_node", self.address.clone()),
+            ("cassandra_datacenter", self.cluster.datacenter.clone()),
+            ("cassandra_rack", self.cluster.rack.clone()),
+        ];
+        sibyl_metrics::prometheus::render(&self.metrics.collect(), &global)
     }
 
     /// A table's store and its indexes' stores.
@@ -836,8 +861,8 @@ impl Admin {
                     out.push(json!({
                         "keyspace": t.keyspace,
                         "table": t.name,
-                        "local_read_latency_ms": ms(&cfs.read_latency),
-                        "local_write_latency_ms": ms(&cfs.write_latency),
+                        "local_read_latency_ms": ms(cfs.read_latency.all()),
+                        "local_write_latency_ms": ms(cfs.write_latency.all()),
                         "pending_flushes": cfs.pending_flushes(),
                         "partition_min_bytes": sizes.min(),
                         "partition_max_bytes": sizes.max(),
@@ -845,8 +870,8 @@ impl Admin {
                         "sstable_count": ss.len(),
                         "space_used_live": cfs.live_disk_bytes(),
                         "memtable_data_size": cfs.memtable_bytes(),
-                        "local_read_count": cfs.reads.load(Ordering::Relaxed),
-                        "local_write_count": cfs.writes.load(Ordering::Relaxed),
+                        "local_read_count": cfs.read_latency.count(),
+                        "local_write_count": cfs.write_latency.count(),
                         "flushes": cfs.flushes.load(Ordering::Relaxed),
                         "bloom_filter_false_positives": fp,
                         "sstable_partitions": partitions,
@@ -879,8 +904,8 @@ impl Admin {
                     out.push(json!({
                         "keyspace": t.keyspace,
                         "table": t.name,
-                        "read_latency_micros": column(&cfs.read_latency),
-                        "write_latency_micros": column(&cfs.write_latency),
+                        "read_latency_micros": column(cfs.read_latency.all()),
+                        "write_latency_micros": column(cfs.write_latency.all()),
                         "sstables": column(&cfs.sstables_per_read),
                         "partition_size_bytes": column(&sizes),
                         "cell_count": column(&cells),
@@ -1049,23 +1074,25 @@ impl Admin {
             }
             ("GET", "/proxymetrics") => {
                 let m = &self.qp.proxy.metrics;
+                let r = &m.requests;
+                let all = [&r.read, &r.range_slice, &r.write, &r.cas_read, &r.cas_write];
                 let h = self.qp.proxy.hints();
                 let hm = |f: fn(&sibyl_service::hints::HintsMetrics) -> u64| {
                     h.as_ref().map_or(0, |h| f(&h.metrics))
                 };
                 use std::sync::atomic::Ordering::Relaxed;
                 Ok(json!({
-                    "reads": m.reads.get(),
-                    "writes": m.writes.get(),
-                    "cas_writes": m.cas_writes.get(),
-                    "cas_reads": m.cas_reads.get(),
-                    "read_timeouts": m.read_timeouts.get(),
-                    "write_timeouts": m.write_timeouts.get(),
+                    "reads": r.read.latency.count() + r.range_slice.latency.count(),
+                    "writes": r.write.latency.count(),
+                    "cas_writes": r.cas_write.latency.count(),
+                    "cas_reads": r.cas_read.latency.count(),
+                    "read_timeouts": r.read.timeouts.get() + r.range_slice.timeouts.get() + r.cas_read.timeouts.get(),
+                    "write_timeouts": r.write.timeouts.get() + r.cas_write.timeouts.get(),
                     "cas_contention": m.cas_contention.get(),
-                    "unavailables": m.unavailables.get(),
-                    "read_micros": m.read_micros.get(),
-                    "write_micros": m.write_micros.get(),
-                    "cas_micros": m.cas_micros.get(),
+                    "unavailables": all.iter().map(|x| x.unavailables.get()).sum::<u64>(),
+                    "read_micros": r.read.latency.all().sum() + r.range_slice.latency.all().sum(),
+                    "write_micros": r.write.latency.all().sum(),
+                    "cas_micros": r.cas_write.latency.all().sum(),
                     "read_repairs": m.read_repairs.get(),
                     "speculative_retries": m.speculative_retries.get(),
                     "counter_forwards": m.counter_forwards.get(),

@@ -639,7 +639,8 @@ pub struct GossipDriver {
 }
 
 impl GossipDriver {
-    fn now(&self) -> u64 {
+    /// The gossip clock (monotonic nanoseconds).
+    pub fn now(&self) -> u64 {
         self.clock.monotonic_nanos()
     }
 
@@ -810,8 +811,34 @@ struct NodeVerbs {
     metadata: OnceLock<ClusterMetadataService>,
 }
 
+/// The thread pool Cassandra runs a verb in, for the pools' metrics.
+fn stage_of(request: &Request) -> &'static sibyl_metrics::Stage {
+    use sibyl_metrics::stages;
+    match request {
+        Request::Read(_) => &stages::READ,
+        Request::CounterMutation { .. } => &stages::COUNTER_MUTATION,
+        Request::Gossip(_) => &stages::GOSSIP,
+        Request::Metadata(_) | Request::MetadataCatchUp(_) => &stages::MIGRATION,
+        Request::StreamPage { .. } | Request::StreamSession(_) | Request::Validation { .. } => {
+            &stages::ANTI_ENTROPY
+        }
+        _ => &stages::MUTATION,
+    }
+}
+
 impl VerbHandler for NodeVerbs {
     fn handle(&self, from: IpAddr, request: Request) -> BoxFuture<Response> {
+        let running = stage_of(&request).start();
+        let served = self.serve(from, request);
+        Box::pin(async move {
+            let _running = running;
+            served.await
+        })
+    }
+}
+
+impl NodeVerbs {
+    fn serve(&self, from: IpAddr, request: Request) -> BoxFuture<Response> {
         match request {
             Request::Gossip(b) => {
                 if let Some(g) = self.gossip.get() {

@@ -5,6 +5,7 @@ pub mod admin;
 pub mod cassandra_keys;
 pub mod cluster;
 pub mod config;
+pub mod metrics;
 pub mod native;
 
 /// The running log levels (`nodetool getlogginglevels`, `setlogginglevel`),
@@ -455,6 +456,14 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
             ..Default::default()
         },
     ));
+    let registry = Arc::new(sibyl_metrics::Registry::default());
+    metrics::register(
+        &registry,
+        qp.clone(),
+        storage.clone(),
+        server.clone(),
+        cluster.clone(),
+    );
     let native = Arc::new(native::NativeTransport::new(server, addr));
     // the transport stops at shutdown, or when a failure policy says so
     {
@@ -484,6 +493,7 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         })?;
     let admin = Arc::new(admin::Admin {
         native: native.clone(),
+        metrics: registry,
         qp: qp.clone(),
         storage: storage.clone(),
         host_id,

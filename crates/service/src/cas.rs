@@ -12,6 +12,7 @@
 
 use crate::consistency::{self, serial_read_level};
 use crate::error::{Result, ServiceError, WriteType};
+use crate::metrics::Operation;
 use crate::proxy::{Plan, StorageProxy};
 use sibyl_cluster::messaging::{Request, Response};
 use sibyl_db::paxos::{Ballot, Commit, Promise};
@@ -335,6 +336,37 @@ impl StorageProxy {
             i64,
         ) -> std::result::Result<(T, Vec<Mutation>), E>,
     ) -> std::result::Result<T, E> {
+        let started = std::time::Instant::now();
+        let r = self
+            .cas_round(table, key, serial_cl, commit_cl, |p, now, ts| {
+                decide(p, now, ts).map_err(CasError::Decided)
+            })
+            .await;
+        let error = match &r {
+            Err(CasError::Service(e)) => Some(e),
+            _ => None,
+        };
+        self.metrics
+            .requests
+            .record(Operation::CasWrite, serial_cl, started, error);
+        r.map_err(|e| match e {
+            CasError::Service(e) => e.into(),
+            CasError::Decided(e) => e,
+        })
+    }
+
+    async fn cas_round<T, E>(
+        &self,
+        table: &TableMetadata,
+        key: DecoratedKey,
+        serial_cl: Consistency,
+        commit_cl: Consistency,
+        mut decide: impl FnMut(
+            Option<Partition>,
+            i32,
+            i64,
+        ) -> std::result::Result<(T, Vec<Mutation>), CasError<E>>,
+    ) -> std::result::Result<T, CasError<E>> {
         if !serial_cl.is_serial() {
             return Err(ServiceError::Invalid(format!(
                 "Invalid consistency for conditional update: {serial_cl}, must be one of SERIAL or LOCAL_SERIAL"
@@ -346,8 +378,6 @@ impl StorageProxy {
         } else {
             commit_cl
         })?;
-        let started = std::time::Instant::now();
-        self.metrics.cas_writes.inc();
         let plan = self.paxos_plan(table, &key, serial_cl)?;
         let deadline = Instant::now() + self.timeouts.cas_contention;
         loop {
@@ -375,9 +405,7 @@ impl StorageProxy {
             let mut mutations = mutations.into_iter();
             let Some(mut update) = mutations.next() else {
                 // the conditions do not hold: nothing to propose
-                self.metrics
-                    .cas_micros
-                    .add(started.elapsed().as_micros() as u64);
+                self.metrics.requests.cas_condition_not_met.inc();
                 return Ok(out);
             };
             for m in mutations {
@@ -401,9 +429,6 @@ impl StorageProxy {
             }
             self.commit_paxos(table, &key, &proposal, commit_cl, deadline)
                 .await?;
-            self.metrics
-                .cas_micros
-                .add(started.elapsed().as_micros() as u64);
             return Ok(out);
         }
     }
@@ -424,7 +449,6 @@ impl StorageProxy {
             ));
         };
         let key = key.clone();
-        self.metrics.cas_reads.inc();
         let plan = self.paxos_plan(table, &key, serial)?;
         let deadline = Instant::now() + self.timeouts.cas_contention;
         loop {
@@ -494,4 +518,17 @@ fn rand_below(n: u64) -> u64 {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u64(sibyl_types::timeuuid::timestamp_micros_now() as u64);
     h.finish() % n.max(1)
+}
+
+/// A conditional update's error: the coordinator's, or the one its
+/// decision returned.
+enum CasError<E> {
+    Service(ServiceError),
+    Decided(E),
+}
+
+impl<E> From<ServiceError> for CasError<E> {
+    fn from(e: ServiceError) -> Self {
+        CasError::Service(e)
+    }
 }

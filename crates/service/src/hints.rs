@@ -346,6 +346,45 @@ impl HintsService {
         out
     }
 
+    /// The hints service's metrics: Cassandra's `Storage` `TotalHints`, its
+    /// `HintsService` counts, and the hint files on disk per host (bytes and
+    /// files), which Cassandra shows in `nodetool listpendinghints`.
+    pub fn collect(&self, c: &mut sibyl_metrics::Collection) {
+        use sibyl_metrics::{Family, MetricName};
+        use std::sync::atomic::Ordering::Relaxed;
+        let m = &self.metrics;
+        c.counter(
+            MetricName::new("Storage", "TotalHints"),
+            m.created.load(Relaxed),
+        );
+        let h = |name: &str| MetricName::new("HintsService", name);
+        c.counter(h("HintsSucceeded"), m.delivered.load(Relaxed));
+        c.counter(h("HintsFailed"), m.failed.load(Relaxed));
+        let (mut bytes, mut files) = (Vec::new(), Vec::new());
+        for (host, fs) in self.files() {
+            let size: u64 = fs
+                .iter()
+                .filter_map(|(_, p)| std::fs::metadata(p).ok())
+                .map(|m| m.len())
+                .sum();
+            let labels = vec![("host_id", host.to_string())];
+            bytes.push((labels.clone(), size as f64));
+            files.push((labels, fs.len() as f64));
+        }
+        c.families.push(Family {
+            name: "cassandra_hints_on_disk_bytes",
+            help: "Bytes of hint files waiting for delivery, per host.",
+            counter: false,
+            samples: bytes,
+        });
+        c.families.push(Family {
+            name: "cassandra_hints_on_disk_files",
+            help: "Hint files waiting for delivery, per host.",
+            counter: false,
+            samples: files,
+        });
+    }
+
     /// The hosts this node has hints for (`nodetool listpendinghints`).
     pub fn pending(&self) -> Vec<PendingHints> {
         self.files()
@@ -420,9 +459,11 @@ impl HintsService {
             }
         }
         let _done = Done(&self.delivering_to, host);
+        let queued = sibyl_metrics::stages::HINTS_DISPATCHER.enqueue();
         let Ok(_slot) = self.delivery_slots.acquire().await else {
             return 0;
         };
+        let _running = queued.start();
         let _g = self.delivering.read().await;
         // new hints go to a new file from now on
         self.open.lock().remove(&host);

@@ -9,6 +9,7 @@ pub mod consistency;
 pub mod error;
 pub mod hints;
 pub mod index;
+pub mod metrics;
 pub mod paxos;
 pub mod proxy;
 pub mod repair;

@@ -9,6 +9,7 @@
 use crate::consistency::{self, block_for, is_datacenter_local};
 use crate::error::{Result, ServiceError, WriteType};
 use crate::hints::HintsService;
+use crate::metrics::Operation;
 use crate::replica::{Replica, SharedSchema};
 use parking_lot::RwLock;
 use sibyl_cluster::messaging::{MessagingService, ReplicaFailure, Request, Response};
@@ -136,44 +137,7 @@ impl LatencyHistogram {
     }
 }
 
-/// The coordinator's counts (Cassandra's `ClientRequestMetrics`,
-/// `ReadRepairMetrics` and the table metrics' speculative retries), kept
-/// for the operator's views.
-#[derive(Debug, Default)]
-pub struct ProxyMetrics {
-    pub reads: Counter,
-    pub writes: Counter,
-    pub cas_writes: Counter,
-    pub cas_reads: Counter,
-    pub read_timeouts: Counter,
-    pub write_timeouts: Counter,
-    pub unavailables: Counter,
-    pub cas_contention: Counter,
-    pub read_repairs: Counter,
-    pub speculative_retries: Counter,
-    pub batchlog_replays: Counter,
-    pub counter_forwards: Counter,
-    /// Total microseconds of reads, writes and CAS, for mean latencies.
-    pub read_micros: Counter,
-    pub write_micros: Counter,
-    pub cas_micros: Counter,
-}
-
-/// A monotonic count.
-#[derive(Debug, Default)]
-pub struct Counter(std::sync::atomic::AtomicU64);
-
-impl Counter {
-    pub fn inc(&self) {
-        self.add(1);
-    }
-    pub fn add(&self, n: u64) {
-        self.0.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
-    }
-    pub fn get(&self) -> u64 {
-        self.0.load(std::sync::atomic::Ordering::Relaxed)
-    }
-}
+pub use crate::metrics::{Counter, ProxyMetrics};
 
 /// Where a cluster's schema changes go: the cluster metadata log, which
 /// applies each committed change on every node in the same order.
@@ -452,7 +416,6 @@ impl StorageProxy {
         for (dc, replicas, need) in &plan.per_datacenter {
             let alive = live(replicas);
             if alive < *need {
-                self.metrics.unavailables.inc();
                 return Err(ServiceError::UnavailableInDatacenter {
                     consistency: cl,
                     datacenter: dc.clone(),
@@ -463,7 +426,6 @@ impl StorageProxy {
         }
         let alive = live(&plan.replicas);
         if plan.block_for > alive || alive == 0 {
-            self.metrics.unavailables.inc();
             return Err(ServiceError::Unavailable {
                 consistency: cl,
                 required: plan.block_for.max(1),
@@ -503,11 +465,10 @@ impl StorageProxy {
             return Ok(());
         }
         let started = std::time::Instant::now();
-        self.metrics.writes.inc();
         let r = self.mutate_inner(mutations, cl, write_type).await;
         self.metrics
-            .write_micros
-            .add(started.elapsed().as_micros() as u64);
+            .requests
+            .record(Operation::Write, cl, started, r.as_ref().err());
         r
     }
 
@@ -654,7 +615,6 @@ impl StorageProxy {
         if let Some(f) = failure {
             return Err(Self::replica_failure(f));
         }
-        self.metrics.write_timeouts.inc();
         let (received, block_for) = acks
             .iter()
             .zip(&plans)
@@ -671,8 +631,6 @@ impl StorageProxy {
     }
 
     fn record_latency(&self, table_id: uuid::Uuid, d: Duration) {
-        self.metrics.reads.inc();
-        self.metrics.read_micros.add(d.as_micros() as u64);
         self.latencies
             .lock()
             .entry(table_id)
@@ -975,17 +933,28 @@ impl StorageProxy {
         cl: Consistency,
     ) -> Result<Vec<(DecoratedKey, Partition)>> {
         consistency::validate_for_read(cl)?;
-        if cl.is_serial() {
+        let started = std::time::Instant::now();
+        let op = match (&cmd.kind, cl.is_serial()) {
+            (_, true) => Operation::CasRead,
+            (ReadKind::PartitionRange { .. }, false) => Operation::RangeSlice,
+            _ => Operation::Read,
+        };
+        let r = if cl.is_serial() {
             let schema = self.schema();
-            let Some(t) = schema.table_by_id(cmd.table_id).cloned() else {
-                return Err(ServiceError::Invalid(format!(
+            match schema.table_by_id(cmd.table_id).cloned() {
+                Some(t) => self.serial_read(&t, cmd, cl).await,
+                None => Err(ServiceError::Invalid(format!(
                     "unknown table {}",
                     cmd.table_id
-                )));
-            };
-            return self.serial_read(&t, cmd, cl).await;
-        }
-        self.read_plain(cmd, cl).await
+                ))),
+            }
+        } else {
+            self.read_plain(cmd, cl).await
+        };
+        self.metrics
+            .requests
+            .record(op, cl, started, r.as_ref().err());
+        r
     }
 
     /// A read at a level that is not serial.
@@ -1124,14 +1093,11 @@ impl StorageProxy {
                 Err(f) => Err(Self::replica_failure(f)),
             };
         }
-        let timeout_error = |received: usize, data_present: bool| {
-            self.metrics.read_timeouts.inc();
-            ServiceError::ReadTimeout {
-                consistency: cl,
-                received,
-                block_for: plan.block_for,
-                data_present,
-            }
+        let timeout_error = |received: usize, data_present: bool| ServiceError::ReadTimeout {
+            consistency: cl,
+            received,
+            block_for: plan.block_for,
+            data_present,
         };
         let deadline = tokio::time::Instant::now() + timeout;
         // speculative retry: a replica that has not answered when the

@@ -219,6 +219,14 @@ pub struct CommitLog {
     /// Bytes of all segment files, kept as they are written and removed (the
     /// write path checks it on every write: no directory listing there).
     disk_bytes: std::sync::atomic::AtomicU64,
+    /// Entries appended since start, writes waiting for an fsync now, and
+    /// how long they waited (Cassandra's `CommitLog` metrics
+    /// `CompletedTasks`, `PendingTasks` and `WaitingOnCommit`).
+    pub completed: crate::metrics::Counter,
+    pub waiting: crate::metrics::Gauge,
+    pub waiting_on_commit: crate::metrics::Timer,
+    /// Time writes waited for the next segment (`WaitingOnSegmentAllocation`).
+    pub waiting_on_segment_allocation: crate::metrics::Timer,
 }
 
 fn io_err(path: &Path, e: std::io::Error) -> StorageError {
@@ -469,6 +477,10 @@ impl CommitLog {
             need_spare: AtomicBool::new(true),
             making_spare: Mutex::new(()),
             disk_bytes: std::sync::atomic::AtomicU64::new(existing_bytes + HEADER_LEN as u64),
+            completed: Default::default(),
+            waiting: Default::default(),
+            waiting_on_commit: Default::default(),
+            waiting_on_segment_allocation: Default::default(),
         });
         let l2 = log.clone();
         std::thread::Builder::new()
@@ -554,7 +566,9 @@ impl CommitLog {
             || (w.segment_bytes + entry_bytes > self.segment_size_bytes
                 && w.segment_bytes > HEADER_LEN as u64)
         {
+            let started = std::time::Instant::now();
             self.roll(w)?;
+            self.waiting_on_segment_allocation.record_elapsed(started);
         }
         let lb = (len as u32).to_be_bytes();
         w.pending.extend_from_slice(&lb);
@@ -572,6 +586,7 @@ impl CommitLog {
             let seg = w.segment_id;
             w.dirty.entry(seg).or_default().insert(t);
         }
+        self.completed.inc();
         Ok(w.position)
     }
 
@@ -820,8 +835,12 @@ impl CommitLog {
             }
             self.wake_syncer.notify_one();
         }
+        let started = std::time::Instant::now();
+        self.waiting.add(1);
         let mut rx = self.synced_tx.subscribe();
         let r = rx.wait_for(|p| *p >= position || *p == u64::MAX).await;
+        self.waiting.add(-1);
+        self.waiting_on_commit.record_elapsed(started);
         if let Some(e) = &self.state.lock().error {
             return Err(StorageError::CommitLogStopped(e.clone()));
         }

@@ -109,6 +109,9 @@ pub struct FailureHandler {
     pub disk: DiskFailurePolicy,
     pub commit: CommitFailurePolicy,
     pub stop: tokio::sync::watch::Sender<bool>,
+    /// Corrupt SSTables met and commit log failures since start (Cassandra's
+    /// `Storage` metric `Exceptions`).
+    pub exceptions: crate::metrics::Counter,
 }
 
 impl FailureHandler {
@@ -118,6 +121,7 @@ impl FailureHandler {
     /// `ignore` keep serving everything else, `stop_paranoid` stops the
     /// transports, `die` exits.
     fn corrupt_sstable(&self, e: StorageError) -> StorageError {
+        self.exceptions.inc();
         tracing::error!("{e} (disk_failure_policy: {:?})", self.disk);
         match self.disk {
             DiskFailurePolicy::Stop | DiskFailurePolicy::BestEffort | DiskFailurePolicy::Ignore => {
@@ -137,6 +141,7 @@ impl FailureHandler {
 
     /// The commit log failed: writes cannot be made durable.
     fn commit_failed(&self, e: StorageError) -> StorageError {
+        self.exceptions.inc();
         if e.is_disk_full() {
             // not a broken log (a partial entry was cut off): writes fail
             // with the reason and go on once space is freed
@@ -176,17 +181,20 @@ pub struct ColumnFamilyStore {
     pub replay_after: AtomicU64,
     flush_lock: tokio::sync::Mutex<()>,
     compaction_lock: tokio::sync::Mutex<()>,
-    pub writes: AtomicU64,
-    pub reads: AtomicU64,
+    /// Memtables flushed (Cassandra's `MemtableSwitchCount`) and the bytes
+    /// their SSTables took (`BytesFlushed`).
     pub flushes: AtomicU64,
-    /// SSTables a read looked into (past the bloom filter and bounds).
-    pub sstables_read: AtomicU64,
-    /// How many SSTables each read looked into (`nodetool tablehistograms`).
+    pub bytes_flushed: crate::metrics::Counter,
+    /// Bytes compactions of this table wrote (`CompactionBytesWritten`).
+    pub compaction_bytes_written: crate::metrics::Counter,
+    /// How many SSTables each read looked into (past the bloom filter and
+    /// bounds: `nodetool tablehistograms`, `SSTablesPerReadHistogram`).
     pub sstables_per_read: crate::metrics::Histogram,
     /// Local read and write latencies in microseconds (a write: the memtable
-    /// apply, as Cassandra's table metric).
-    pub read_latency: crate::metrics::Histogram,
-    pub write_latency: crate::metrics::Histogram,
+    /// apply, as Cassandra's table metric); their counts are the table's
+    /// local reads and writes.
+    pub read_latency: crate::metrics::Timer,
+    pub write_latency: crate::metrics::Timer,
     key_cache: Arc<KeyCache>,
     row_cache: Arc<RowCache>,
     /// Leveled compaction: the last token pushed down from each level.
@@ -261,10 +269,9 @@ impl ColumnFamilyStore {
             replay_after: AtomicU64::new(replay_after),
             flush_lock: tokio::sync::Mutex::new(()),
             compaction_lock: tokio::sync::Mutex::new(()),
-            writes: AtomicU64::new(0),
-            reads: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
-            sstables_read: AtomicU64::new(0),
+            bytes_flushed: Default::default(),
+            compaction_bytes_written: Default::default(),
             sstables_per_read: Default::default(),
             read_latency: Default::default(),
             write_latency: Default::default(),
@@ -286,15 +293,13 @@ impl ColumnFamilyStore {
     /// logged, which a flush waits for (see `Memtable::begin_write`).
     fn apply_to(&self, mt: &Memtable, m: Mutation, now: i32) {
         let started = std::time::Instant::now();
-        self.writes.fetch_add(1, Ordering::Relaxed);
         let key = self.row_cache.enabled().then(|| m.key.key.clone());
         mt.apply(m, now);
         if let Some(k) = key {
             // after the memtable has the write, so a reader never caches older data
             self.row_cache.invalidate(self.table_id, &k);
         }
-        self.write_latency
-            .record(started.elapsed().as_micros() as u64);
+        self.write_latency.record_elapsed(started);
     }
 
     /// The partition fragment merged from every source, unresolved (call
@@ -317,9 +322,7 @@ impl ColumnFamilyStore {
             }
             _ => self.read_sources(key, slices),
         };
-        self.reads.fetch_add(1, Ordering::Relaxed);
-        self.read_latency
-            .record(started.elapsed().as_micros() as u64);
+        self.read_latency.record_elapsed(started);
         r
     }
 
@@ -410,7 +413,6 @@ impl ColumnFamilyStore {
                 Err(e) => return Err(e),
             }
         }
-        self.sstables_read.fetch_add(touched, Ordering::Relaxed);
         self.sstables_per_read.record(touched);
         let dropped = &self.options.read().dropped_columns;
         if let (Some(p), false) = (&mut out, dropped.is_empty()) {
@@ -650,6 +652,11 @@ pub struct StorageEngine {
     dropped: Mutex<std::collections::HashSet<uuid::Uuid>>,
     pub compaction_history: Mutex<std::collections::VecDeque<CompactionRecord>>,
     pub compactions_running: Mutex<Vec<CompactionProgress>>,
+    /// Bytes compactions read and compactions finished since start
+    /// (Cassandra's `Compaction` metrics `BytesCompacted` and
+    /// `TotalCompactionsCompleted`).
+    pub bytes_compacted: crate::metrics::Counter,
+    pub compactions_completed: crate::metrics::Counter,
     /// `compaction_throughput` in bytes per second (0: unthrottled).
     pub compaction_throughput_bytes: AtomicU64,
     failures: Arc<FailureHandler>,
@@ -676,6 +683,7 @@ impl StorageEngine {
             disk: config.disk_failure_policy,
             commit: config.commit_failure_policy,
             stop,
+            exceptions: Default::default(),
         });
         Ok(Arc::new(StorageEngine {
             compactors: tokio::sync::Semaphore::new(config.concurrent_compactors.max(1)),
@@ -697,6 +705,8 @@ impl StorageEngine {
             dropped: Mutex::new(Default::default()),
             compaction_history: Mutex::new(Default::default()),
             compactions_running: Mutex::new(Vec::new()),
+            bytes_compacted: Default::default(),
+            compactions_completed: Default::default(),
         }))
     }
 
@@ -1084,6 +1094,7 @@ impl StorageEngine {
         old: &Arc<Memtable>,
         position: u64,
     ) -> Result<u64, StorageError> {
+        let _running = crate::metrics::stages::MEMTABLE_FLUSH.start();
         let generation = t.next_generation.fetch_add(1, Ordering::Relaxed);
         let dir = t.dir.clone();
         let opts = t.options.read().clone();
@@ -1120,6 +1131,7 @@ impl StorageEngine {
             }
         };
         *self.flush_error.lock() = None;
+        t.bytes_flushed.add(reader.size_bytes());
         {
             let mut ss = t.sstables.write();
             ss.push(Arc::new(reader));
@@ -1173,6 +1185,105 @@ impl StorageEngine {
         let last = t.last_compacted.lock().clone();
         crate::compaction::next_task_after(&strategy, &ss, &|level| last.get(&level).copied())
             .filter(|t| t.inputs.len() >= 2 || t.output_level > 0)
+    }
+
+    /// This node's storage metrics under Cassandra's names: every table's
+    /// (`name_of` gives a table id's keyspace and name; tables it does not
+    /// know are left out), the commit log's, compaction's and `Storage`'s.
+    pub fn collect_metrics(
+        &self,
+        c: &mut crate::metrics::Collection,
+        name_of: &dyn Fn(uuid::Uuid) -> Option<(String, String)>,
+    ) {
+        use crate::metrics::{Histogram, MetricName};
+        let mut load = 0;
+        for t in self.tables() {
+            let ss = t.sstables();
+            let live: u64 = ss.iter().map(|s| s.size_bytes()).sum();
+            load += live;
+            let Some((ks, table)) = name_of(t.table_id) else {
+                continue;
+            };
+            let n = |name: &str| MetricName::table(&ks, &table, name);
+            let (sizes, cells) = (Histogram::default(), Histogram::default());
+            for s in &ss {
+                sizes.add_counts(&s.stats.partition_sizes);
+                cells.add_counts(&s.stats.cell_counts);
+            }
+            c.timer(n("ReadLatency"), &t.read_latency);
+            c.timer(n("WriteLatency"), &t.write_latency);
+            c.histogram(n("SSTablesPerReadHistogram"), &t.sstables_per_read);
+            c.histogram(n("EstimatedPartitionSizeHistogram"), &sizes);
+            c.histogram(n("EstimatedColumnCountHistogram"), &cells);
+            let partitions: u64 = ss.iter().map(|s| s.stats.partitions).sum();
+            c.gauge(n("EstimatedPartitionCount"), partitions as f64);
+            c.gauge(n("LiveSSTableCount"), ss.len() as f64);
+            // compacted SSTables are deleted as soon as no read holds them
+            c.gauge(n("LiveDiskSpaceUsed"), live as f64);
+            c.gauge(n("TotalDiskSpaceUsed"), live as f64);
+            c.gauge(n("MemtableLiveDataSize"), t.memtable_bytes() as f64);
+            c.gauge(n("MemtableOnHeapSize"), t.memtable_bytes() as f64);
+            c.counter(n("MemtableSwitchCount"), t.flushes.load(Ordering::Relaxed));
+            c.gauge(n("PendingFlushes"), t.pending_flushes() as f64);
+            c.counter(n("BytesFlushed"), t.bytes_flushed.get());
+            c.counter(
+                n("CompactionBytesWritten"),
+                t.compaction_bytes_written.get(),
+            );
+            c.gauge(
+                n("PendingCompactions"),
+                Self::pending_compactions_of(&t) as f64,
+            );
+            c.gauge(n("MaxPartitionSize"), sizes.max() as f64);
+            c.gauge(n("MeanPartitionSize"), sizes.mean().round());
+            c.gauge(n("MinPartitionSize"), sizes.min() as f64);
+            let fp: u64 = ss
+                .iter()
+                .map(|s| s.bloom_false_positives.load(Ordering::Relaxed))
+                .sum();
+            c.counter(n("BloomFilterFalsePositives"), fp);
+            let filters: u64 = ss
+                .iter()
+                .filter_map(|s| {
+                    std::fs::metadata(crate::sstable::component_path(
+                        &s.dir,
+                        s.generation,
+                        "Filter.db",
+                    ))
+                    .ok()
+                })
+                .map(|m| m.len())
+                .sum();
+            c.gauge(n("BloomFilterDiskSpaceUsed"), filters as f64);
+            // no SSTable is marked repaired (there is no incremental repair):
+            // a table with data on disk is 0% repaired, one without is 100%,
+            // as Cassandra computes it
+            c.gauge(n("PercentRepaired"), if live == 0 { 100.0 } else { 0.0 });
+            let snapshots: u64 = t.snapshots().iter().map(|s| s.2).sum();
+            c.gauge(n("SnapshotsSize"), snapshots as f64);
+        }
+        let s = |name: &str| MetricName::new("Storage", name);
+        c.gauge(s("Load"), load as f64);
+        c.counter(s("Exceptions"), self.failures.exceptions.get());
+        let cm = |name: &str| MetricName::new("Compaction", name);
+        c.counter(cm("BytesCompacted"), self.bytes_compacted.get());
+        c.counter(cm("CompletedTasks"), self.compactions_completed.get());
+        c.counter(
+            cm("TotalCompactionsCompleted"),
+            self.compactions_completed.get(),
+        );
+        c.gauge(cm("PendingTasks"), self.pending_compactions() as f64);
+        if let Some(log) = self.commitlog.read().clone() {
+            let l = |name: &str| MetricName::new("CommitLog", name);
+            c.counter(l("CompletedTasks"), log.completed.get());
+            c.gauge(l("PendingTasks"), log.waiting.get().max(0) as f64);
+            c.gauge(l("TotalCommitLogSize"), log.total_bytes() as f64);
+            c.timer(l("WaitingOnCommit"), &log.waiting_on_commit);
+            c.timer(
+                l("WaitingOnSegmentAllocation"),
+                &log.waiting_on_segment_allocation,
+            );
+        }
     }
 
     /// Pending compactions, estimated as Cassandra does (per table, what the
@@ -1285,6 +1396,7 @@ impl StorageEngine {
         split_output: bool,
         keep: Option<Arc<dyn Fn(i64) -> bool + Send + Sync>>,
     ) -> Result<Option<u64>, StorageError> {
+        let queued = crate::metrics::stages::COMPACTION.enqueue();
         let _one = t.compaction_lock.lock().await;
         let _slot = self
             .compactors
@@ -1300,6 +1412,7 @@ impl StorageEngine {
         let Some(mut task) = Self::major_or_next_task(t, major, min_inputs) else {
             return Ok(if dropped > 0 { Some(0) } else { None });
         };
+        let _running = queued.start();
         task.split_output = major && split_output && task.max_output_bytes == u64::MAX;
         let inputs = task.inputs.clone();
         let output_level = task.output_level;
@@ -1430,6 +1543,9 @@ impl StorageEngine {
             s.delete_files();
         }
         log.finish();
+        t.compaction_bytes_written.add(result.output_bytes);
+        self.bytes_compacted.add(result.input_bytes);
+        self.compactions_completed.inc();
         let mut h = self.compaction_history.lock();
         h.push_back(CompactionRecord {
             table_id: t.table_id,

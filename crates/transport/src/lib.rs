@@ -155,6 +155,43 @@ pub struct Server {
     request_bytes: Arc<Semaphore>,
     /// Per client address: its request-bytes budget and its connections.
     request_bytes_per_ip: std::sync::Mutex<HashMap<IpAddr, (Arc<Semaphore>, usize)>>,
+    pub metrics: TransportMetrics,
+}
+
+/// Cassandra's `Client` and `CQL` metrics.
+#[derive(Debug, Default)]
+pub struct TransportMetrics {
+    /// Open CQL connections (`connectedNativeClients`).
+    pub connections: sibyl_metrics::Gauge,
+    pub auth_successes: sibyl_metrics::Counter,
+    /// Statements executed as QUERY (or unprepared in a BATCH) and as
+    /// EXECUTE (or prepared in a BATCH).
+    pub regular_executed: sibyl_metrics::Counter,
+    pub prepared_executed: sibyl_metrics::Counter,
+}
+
+impl TransportMetrics {
+    pub fn collect(&self, c: &mut sibyl_metrics::Collection) {
+        use sibyl_metrics::MetricName;
+        c.gauge(
+            MetricName::new("Client", "connectedNativeClients"),
+            self.connections.get().max(0) as f64,
+        );
+        c.counter(
+            MetricName::new("Client", "AuthSuccess"),
+            self.auth_successes.get(),
+        );
+        // every AUTH_RESPONSE succeeds: there is no authenticator yet
+        c.counter(MetricName::new("Client", "AuthFailure"), 0);
+        c.counter(
+            MetricName::new("CQL", "RegularStatementsExecuted"),
+            self.regular_executed.get(),
+        );
+        c.counter(
+            MetricName::new("CQL", "PreparedStatementsExecuted"),
+            self.prepared_executed.get(),
+        );
+    }
 }
 
 /// Permits clamped to what one acquisition can ask for, and never more than
@@ -180,6 +217,7 @@ impl Server {
             limits,
             request_bytes: Arc::new(Semaphore::new(limits.request_bytes)),
             request_bytes_per_ip: std::sync::Mutex::new(HashMap::new()),
+            metrics: TransportMetrics::default(),
         }
     }
 
@@ -226,9 +264,11 @@ impl Server {
                         let sd = shutdown.clone();
                         tokio::spawn(async move {
                             let ip_budget = s.ip_budget(peer.ip());
+                            s.metrics.connections.add(1);
                             if let Err(e) = s.clone().connection(sock, peer, ip_budget, sd).await {
                                 tracing::debug!("connection {peer} closed: {e}");
                             }
+                            s.metrics.connections.add(-1);
                             s.release_ip(peer.ip());
                         });
                     }
@@ -671,6 +711,7 @@ impl Conn {
                 }
             }
             Request::AuthResponse(_) => {
+                self.server.metrics.auth_successes.inc();
                 self.send(h.stream, &Response::AuthSuccess(None), &[]).await;
             }
             Request::Register(types) => {
@@ -698,6 +739,7 @@ impl Conn {
     /// its budgets: a slot, the request bytes of the node and of the client's
     /// address, and room for its response.
     async fn dispatch(&mut self, h: FrameHeader, len: usize, req: Request) {
+        let queued = sibyl_metrics::stages::NATIVE_TRANSPORT_REQUESTS.enqueue();
         let Ok(slot) = self.slots.clone().acquire_owned().await else {
             return;
         };
@@ -730,6 +772,7 @@ impl Conn {
         let is_use = matches!(&req, Request::Query { query, .. }
             if query.trim_start().get(..3).is_some_and(|w| w.eq_ignore_ascii_case("use")));
         let fut = async move {
+            let _running = queued.start();
             let (resp, warnings) = match Box::pin(server.process(req, &client, version)).await {
                 Ok(o) => {
                     if let Some(ev) = o.event {
@@ -807,6 +850,7 @@ impl Server {
                 let st = sibyl_cql::parse_statement(&query)?;
                 let opts = options_of(params);
                 let mut c = client.lock().await.clone();
+                self.metrics.regular_executed.inc();
                 let out = qp.execute(&st, &mut c, &opts).await;
                 if let Statement::Use(_) = &st.statement {
                     if out.is_ok() {
@@ -837,6 +881,7 @@ impl Server {
                     opts.keyspace = p.keyspace.clone();
                 }
                 let mut c = client.lock().await.clone();
+                self.metrics.prepared_executed.inc();
                 let mut out = qp.execute(&p.statement, &mut c, &opts).await?;
                 if let ResultBody::Rows { metadata, .. } = &mut out.body {
                     if version >= 5 {
@@ -865,11 +910,15 @@ impl Server {
                 let mut parsed: Vec<(ParsedStatement, Option<String>, Vec<Value>)> = Vec::new();
                 for s in b.statements {
                     let (p, pks): (ParsedStatement, Option<String>) = match s.kind {
-                        BatchQueryKind::Query(q) => (sibyl_cql::parse_statement(&q)?, None),
+                        BatchQueryKind::Query(q) => {
+                            self.metrics.regular_executed.inc();
+                            (sibyl_cql::parse_statement(&q)?, None)
+                        }
                         BatchQueryKind::Prepared(id) => {
                             let Some(p) = qp.get_prepared(&id) else {
                                 return Err(Error::Unprepared(id));
                             };
+                            self.metrics.prepared_executed.inc();
                             (p.statement.clone(), p.keyspace.clone())
                         }
                     };

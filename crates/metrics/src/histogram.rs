@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 /// Buckets: offsets 1, 2, 3, ... growing by 1.2x up to about 3.6e10, plus one
 /// for anything larger.
-const BUCKETS: usize = 140;
+pub const BUCKETS: usize = 140;
 
 /// The upper bound of each bucket (Cassandra's `EstimatedHistogram` offsets).
 pub fn bucket_offsets() -> &'static [u64] {
@@ -30,7 +30,30 @@ fn bucket_of(value: u64) -> usize {
     bucket_offsets().partition_point(|o| *o < value)
 }
 
+/// The bucket bound at or under which `p` percent of `counts` fall (0 when
+/// there are none); values past the last bucket report `max`.
+pub fn percentile_of(counts: &[u64], p: f64, max: u64) -> u64 {
+    let total: u64 = counts.iter().sum();
+    if total == 0 {
+        return 0;
+    }
+    let target = ((p / 100.0) * total as f64).ceil().max(1.0) as u64;
+    let mut seen = 0;
+    for (i, c) in counts.iter().enumerate() {
+        seen += c;
+        if seen >= target {
+            return bucket_offsets()
+                .get(i)
+                .copied()
+                .unwrap_or(max)
+                .min(max.max(1));
+        }
+    }
+    max
+}
+
 /// A lock-free histogram over [`bucket_offsets`].
+#[derive(Debug)]
 pub struct Histogram {
     counts: Vec<AtomicU64>,
     sum: AtomicU64,
@@ -105,24 +128,20 @@ impl Histogram {
     /// The bucket bound at or under which `p` percent of the values fall
     /// (0 when empty); values past the last bucket report the maximum seen.
     pub fn percentile(&self, p: f64) -> u64 {
-        let counts = self.counts();
-        let total: u64 = counts.iter().sum();
-        if total == 0 {
-            return 0;
+        percentile_of(&self.counts(), p, self.max())
+    }
+
+    /// Empties the histogram.
+    pub fn reset(&self) {
+        for c in &self.counts {
+            c.store(0, Ordering::Relaxed);
         }
-        let target = ((p / 100.0) * total as f64).ceil().max(1.0) as u64;
-        let mut seen = 0;
-        for (i, c) in counts.iter().enumerate() {
-            seen += c;
-            if seen >= target {
-                return bucket_offsets()
-                    .get(i)
-                    .copied()
-                    .unwrap_or_else(|| self.max())
-                    .min(self.max().max(1));
-            }
-        }
-        self.max()
+        self.sum.store(0, Ordering::Relaxed);
+        self.max.store(0, Ordering::Relaxed);
+    }
+
+    pub fn sum(&self) -> u64 {
+        self.sum.load(Ordering::Relaxed)
     }
 }
 

@@ -1,0 +1,514 @@
+//! What an operator watches, under Cassandra's metric names
+//! (`org.apache.cassandra.metrics:type=…,keyspace=…,scope=…,name=…`).
+//!
+//! The parts of the node keep their own counts in the types here
+//! ([`Counter`], [`Gauge`], [`Histogram`], [`Timer`], and the thread pools'
+//! [`Stage`]s); a node's [`Registry`] holds collectors that read them at
+//! scrape time, so recording never takes a lock and never allocates. The
+//! [`prometheus`] module renders one collection in the Prometheus text
+//! format, with the families and labels of instaclustr's
+//! `cassandra-exporter`, so that its dashboards work as they are.
+
+pub mod histogram;
+pub mod prometheus;
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::Instant;
+
+pub use histogram::{bucket_offsets, percentile_of, Histogram};
+
+/// A count that only grows (Cassandra's `Counter` and `Meter` counts).
+#[derive(Debug, Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    pub fn inc(&self) {
+        self.add(1);
+    }
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// A value that goes up and down.
+#[derive(Debug, Default)]
+pub struct Gauge(AtomicI64);
+
+impl Gauge {
+    pub fn add(&self, n: i64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+    pub fn set(&self, n: i64) {
+        self.0.store(n, Ordering::Relaxed);
+    }
+    pub fn get(&self) -> i64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// The percentiles Cassandra's metrics publish (and nodetool prints).
+pub const QUANTILES: [f64; 6] = [0.5, 0.75, 0.95, 0.98, 0.99, 0.999];
+
+/// One histogram or timer read at once.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Snapshot {
+    /// Values recorded since start, and their sum.
+    pub count: u64,
+    pub sum: f64,
+    /// [`QUANTILES`] of the recent values (a timer) or of all of them.
+    pub quantiles: [f64; 6],
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Snapshot {
+    /// Everything `h` holds.
+    pub fn of(h: &Histogram) -> Snapshot {
+        let counts = h.counts();
+        Snapshot {
+            count: h.count(),
+            sum: h.sum() as f64,
+            quantiles: QUANTILES.map(|q| percentile_of(&counts, q * 100.0, h.max()) as f64),
+            min: h.min() as f64,
+            max: h.max() as f64,
+        }
+    }
+}
+
+fn minute_now() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_secs() / 60
+}
+
+/// A latency in microseconds (Cassandra's `Timer`): the count and sum since
+/// start, every value in [`all`](Self::all), and the recent ones (this
+/// minute and the one before) for percentiles that follow the load, as
+/// Cassandra's decaying reservoir does.
+#[derive(Debug, Default)]
+pub struct Timer {
+    all: Histogram,
+    windows: [Histogram; 2],
+    /// The minute `windows[current]` counts (the other one: the minute before).
+    minute: AtomicU64,
+    current: AtomicU64,
+    rotate: parking_lot::Mutex<()>,
+}
+
+impl Timer {
+    pub fn record(&self, micros: u64) {
+        self.record_in_minute(micros, minute_now());
+    }
+
+    pub fn record_elapsed(&self, since: Instant) {
+        self.record(since.elapsed().as_micros() as u64);
+    }
+
+    fn record_in_minute(&self, micros: u64, minute: u64) {
+        self.all.record(micros);
+        self.roll_to(minute);
+        self.windows[self.current.load(Ordering::Acquire) as usize & 1].record(micros);
+    }
+
+    /// Makes `windows[current]` the window of `minute`.
+    fn roll_to(&self, minute: u64) {
+        if self.minute.load(Ordering::Acquire) == minute {
+            return;
+        }
+        let _g = self.rotate.lock();
+        let was = self.minute.load(Ordering::Acquire);
+        if was >= minute {
+            return;
+        }
+        let cur = self.current.load(Ordering::Acquire) as usize & 1;
+        if minute == was + 1 {
+            self.windows[cur ^ 1].reset();
+            self.current.store((cur ^ 1) as u64, Ordering::Release);
+        } else {
+            self.windows[0].reset();
+            self.windows[1].reset();
+        }
+        self.minute.store(minute, Ordering::Release);
+    }
+
+    /// Every value since start (`nodetool tablehistograms` and the means).
+    pub fn all(&self) -> &Histogram {
+        &self.all
+    }
+
+    pub fn count(&self) -> u64 {
+        self.all.count()
+    }
+
+    /// Count and sum since start; percentiles, minimum and maximum of the
+    /// values of this minute and the one before.
+    pub fn snapshot(&self) -> Snapshot {
+        self.snapshot_in_minute(minute_now())
+    }
+
+    fn snapshot_in_minute(&self, minute: u64) -> Snapshot {
+        self.roll_to(minute);
+        let mut counts = vec![0u64; histogram::BUCKETS + 1];
+        let mut max = 0;
+        for w in &self.windows {
+            for (c, n) in counts.iter_mut().zip(w.counts()) {
+                *c += n;
+            }
+            max = max.max(w.max());
+        }
+        let min = counts
+            .iter()
+            .position(|c| *c > 0)
+            .map(|i| {
+                if i == 0 {
+                    0
+                } else {
+                    bucket_offsets()[i - 1] + 1
+                }
+            })
+            .unwrap_or(0);
+        Snapshot {
+            count: self.all.count(),
+            sum: self.all.sum() as f64,
+            quantiles: QUANTILES.map(|q| percentile_of(&counts, q * 100.0, max) as f64),
+            min: min as f64,
+            max: max as f64,
+        }
+    }
+}
+
+/// A thread pool's counts (Cassandra's `ThreadPoolMetrics`): Sibyl runs
+/// tasks on one async runtime, so a stage is the kind of work, counted
+/// where that work is queued, runs and ends.
+#[derive(Debug)]
+pub struct Stage {
+    /// Cassandra's pool name (`ReadStage`) and path (`request`).
+    pub name: &'static str,
+    pub path: &'static str,
+    active: AtomicI64,
+    pending: AtomicI64,
+    completed: AtomicU64,
+    blocked: AtomicI64,
+    blocked_total: AtomicU64,
+}
+
+/// Work waiting in a stage; [`start`](Queued::start) it to run it.
+pub struct Queued(&'static Stage);
+/// Work running in a stage; dropping it completes it.
+pub struct Running(&'static Stage);
+/// Work held back by a bound (Cassandra's blocked tasks), while it lives.
+pub struct Blocked(&'static Stage);
+
+impl Stage {
+    pub const fn new(name: &'static str, path: &'static str) -> Stage {
+        Stage {
+            name,
+            path,
+            active: AtomicI64::new(0),
+            pending: AtomicI64::new(0),
+            completed: AtomicU64::new(0),
+            blocked: AtomicI64::new(0),
+            blocked_total: AtomicU64::new(0),
+        }
+    }
+
+    pub fn enqueue(&'static self) -> Queued {
+        self.pending.fetch_add(1, Ordering::Relaxed);
+        Queued(self)
+    }
+
+    /// Work that starts at once.
+    pub fn start(&'static self) -> Running {
+        self.active.fetch_add(1, Ordering::Relaxed);
+        Running(self)
+    }
+
+    pub fn block(&'static self) -> Blocked {
+        self.blocked.fetch_add(1, Ordering::Relaxed);
+        self.blocked_total.fetch_add(1, Ordering::Relaxed);
+        Blocked(self)
+    }
+
+    pub fn active(&self) -> i64 {
+        self.active.load(Ordering::Relaxed)
+    }
+    pub fn pending(&self) -> i64 {
+        self.pending.load(Ordering::Relaxed)
+    }
+    pub fn completed(&self) -> u64 {
+        self.completed.load(Ordering::Relaxed)
+    }
+    pub fn blocked(&self) -> i64 {
+        self.blocked.load(Ordering::Relaxed)
+    }
+    pub fn blocked_total(&self) -> u64 {
+        self.blocked_total.load(Ordering::Relaxed)
+    }
+}
+
+impl Queued {
+    pub fn start(self) -> Running {
+        let s = self.0;
+        drop(self);
+        s.start()
+    }
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        self.0.pending.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::Relaxed);
+        self.0.completed.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Blocked {
+    fn drop(&mut self) {
+        self.0.blocked.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The stages Sibyl counts, under Cassandra's names: one set per process,
+/// as Cassandra's `Stage` enum.
+pub mod stages {
+    use super::Stage;
+
+    pub static NATIVE_TRANSPORT_REQUESTS: Stage =
+        Stage::new("Native-Transport-Requests", "transport");
+    pub static READ: Stage = Stage::new("ReadStage", "request");
+    pub static MUTATION: Stage = Stage::new("MutationStage", "request");
+    pub static COUNTER_MUTATION: Stage = Stage::new("CounterMutationStage", "request");
+    pub static REQUEST_RESPONSE: Stage = Stage::new("RequestResponseStage", "request");
+    pub static GOSSIP: Stage = Stage::new("GossipStage", "internal");
+    pub static MIGRATION: Stage = Stage::new("MigrationStage", "internal");
+    pub static ANTI_ENTROPY: Stage = Stage::new("AntiEntropyStage", "internal");
+    pub static COMPACTION: Stage = Stage::new("CompactionExecutor", "internal");
+    pub static MEMTABLE_FLUSH: Stage = Stage::new("MemtableFlushWriter", "internal");
+    pub static HINTS_DISPATCHER: Stage = Stage::new("HintsDispatcher", "internal");
+
+    /// Every stage, in `nodetool tpstats`'s order (by name).
+    pub fn all() -> [&'static Stage; 11] {
+        let mut v = [
+            &ANTI_ENTROPY,
+            &COMPACTION,
+            &COUNTER_MUTATION,
+            &GOSSIP,
+            &HINTS_DISPATCHER,
+            &MEMTABLE_FLUSH,
+            &MIGRATION,
+            &MUTATION,
+            &NATIVE_TRANSPORT_REQUESTS,
+            &READ,
+            &REQUEST_RESPONSE,
+        ];
+        v.sort_by_key(|s| s.name);
+        v
+    }
+}
+
+/// A metric's name as Cassandra registers it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MetricName {
+    /// `type=` (`ClientRequest`, `Table`, `ThreadPools`, …).
+    pub kind: &'static str,
+    pub keyspace: Option<String>,
+    /// `scope=` (`Read-QUORUM`, a table, a pool, a verb, …).
+    pub scope: Option<String>,
+    /// `path=` (thread pools only).
+    pub path: Option<String>,
+    pub name: String,
+}
+
+impl MetricName {
+    pub fn new(kind: &'static str, name: impl Into<String>) -> MetricName {
+        MetricName {
+            kind,
+            keyspace: None,
+            scope: None,
+            path: None,
+            name: name.into(),
+        }
+    }
+
+    pub fn scope(mut self, scope: impl Into<String>) -> MetricName {
+        self.scope = Some(scope.into());
+        self
+    }
+
+    /// A table's metric (`type=Table,keyspace=…,scope=<table>`).
+    pub fn table(keyspace: &str, table: &str, name: impl Into<String>) -> MetricName {
+        MetricName {
+            keyspace: Some(keyspace.to_string()),
+            ..MetricName::new("Table", name).scope(table)
+        }
+    }
+}
+
+impl std::fmt::Display for MetricName {
+    /// The JMX object name Cassandra registers.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "org.apache.cassandra.metrics:type={}", self.kind)?;
+        if let Some(k) = &self.keyspace {
+            write!(f, ",keyspace={k}")?;
+        }
+        if let Some(p) = &self.path {
+            write!(f, ",path={p}")?;
+        }
+        if let Some(s) = &self.scope {
+            write!(f, ",scope={s}")?;
+        }
+        write!(f, ",name={}", self.name)
+    }
+}
+
+/// A metric's value when collected.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Counter(u64),
+    Gauge(f64),
+    /// Values without a unit (sizes, counts).
+    Histogram(Snapshot),
+    /// Microseconds.
+    Timer(Snapshot),
+}
+
+/// A family outside Cassandra's metrics registry (its JMX beans for the
+/// failure detector, gossip, the ring and the operating system), in the
+/// exporter's own name and labels.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Family {
+    pub name: &'static str,
+    pub help: &'static str,
+    pub counter: bool,
+    pub samples: Vec<(Vec<(&'static str, String)>, f64)>,
+}
+
+/// Everything one scrape read.
+#[derive(Debug, Default)]
+pub struct Collection {
+    pub metrics: Vec<(MetricName, Value)>,
+    pub families: Vec<Family>,
+}
+
+impl Collection {
+    pub fn counter(&mut self, name: MetricName, v: u64) {
+        self.metrics.push((name, Value::Counter(v)));
+    }
+    pub fn gauge(&mut self, name: MetricName, v: f64) {
+        self.metrics.push((name, Value::Gauge(v)));
+    }
+    pub fn timer(&mut self, name: MetricName, t: &Timer) {
+        self.metrics.push((name, Value::Timer(t.snapshot())));
+    }
+    pub fn histogram(&mut self, name: MetricName, h: &Histogram) {
+        self.metrics.push((name, Value::Histogram(Snapshot::of(h))));
+    }
+    /// The counts of every [`stages`] stage.
+    pub fn stages(&mut self) {
+        for s in stages::all() {
+            let n = |name: &str| MetricName {
+                path: Some(s.path.to_string()),
+                ..MetricName::new("ThreadPools", name).scope(s.name)
+            };
+            self.gauge(n("ActiveTasks"), s.active() as f64);
+            self.gauge(n("PendingTasks"), s.pending().max(0) as f64);
+            self.counter(n("CompletedTasks"), s.completed());
+            self.gauge(n("CurrentlyBlockedTasks"), s.blocked().max(0) as f64);
+            self.counter(n("TotalBlockedTasks"), s.blocked_total());
+        }
+    }
+    /// The value of one metric, if collected.
+    pub fn get(&self, name: &MetricName) -> Option<&Value> {
+        self.metrics.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+    }
+}
+
+type Collector = Box<dyn Fn(&mut Collection) + Send + Sync>;
+
+/// A node's metrics: collectors registered at wiring time, each reading
+/// one part's counts when scraped.
+#[derive(Default)]
+pub struct Registry {
+    collectors: parking_lot::RwLock<Vec<Collector>>,
+}
+
+impl Registry {
+    pub fn register(&self, f: impl Fn(&mut Collection) + Send + Sync + 'static) {
+        self.collectors.write().push(Box::new(f));
+    }
+
+    pub fn collect(&self) -> Collection {
+        let mut c = Collection::default();
+        for f in self.collectors.read().iter() {
+            f(&mut c);
+        }
+        c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timer_reports_recent_percentiles_and_counts_since_start() {
+        let t = Timer::default();
+        for v in 1..=100 {
+            t.record_in_minute(v * 1000, 5);
+        }
+        let s = t.snapshot_in_minute(5);
+        assert_eq!(s.count, 100);
+        assert_eq!(s.sum, 5_050_000.0);
+        assert!((45_000.0..=60_000.0).contains(&s.quantiles[0]), "{s:?}");
+        assert_eq!(s.max, 100_000.0);
+        // the next minute still sees them; two minutes on, only the count
+        assert_eq!(t.snapshot_in_minute(6).quantiles, s.quantiles);
+        t.record_in_minute(7, 7);
+        let later = t.snapshot_in_minute(7);
+        assert_eq!(later.count, 101);
+        assert_eq!(later.quantiles, [7.0; 6]);
+        assert_eq!(t.snapshot_in_minute(20).quantiles, [0.0; 6]);
+        assert_eq!(t.all().count(), 101);
+    }
+
+    #[test]
+    fn stage_counts_follow_the_work() {
+        static S: Stage = Stage::new("TestStage", "internal");
+        let q = S.enqueue();
+        assert_eq!((S.pending(), S.active()), (1, 0));
+        let r = q.start();
+        assert_eq!((S.pending(), S.active()), (0, 1));
+        let b = S.block();
+        assert_eq!((S.blocked(), S.blocked_total()), (1, 1));
+        drop(b);
+        drop(r);
+        assert_eq!((S.active(), S.completed(), S.blocked()), (0, 1, 0));
+        drop(S.enqueue());
+        assert_eq!((S.pending(), S.completed()), (0, 1));
+    }
+
+    #[test]
+    fn names_print_as_cassandras_object_names() {
+        let n = MetricName::table("ks", "t", "ReadLatency");
+        assert_eq!(
+            n.to_string(),
+            "org.apache.cassandra.metrics:type=Table,keyspace=ks,scope=t,name=ReadLatency"
+        );
+        let p = MetricName {
+            path: Some("request".into()),
+            ..MetricName::new("ThreadPools", "ActiveTasks").scope("ReadStage")
+        };
+        assert_eq!(
+            p.to_string(),
+            "org.apache.cassandra.metrics:type=ThreadPools,path=request,scope=ReadStage,name=ActiveTasks"
+        );
+    }
+}

@@ -1,0 +1,144 @@
+//! The coordinator's metrics: Cassandra's `ClientRequest` metrics (per
+//! operation, and per consistency level for reads and writes), its
+//! `ReadRepair` counts, and the counts Sibyl's operator views add.
+
+use crate::error::ServiceError;
+pub use sibyl_metrics::Counter;
+use sibyl_metrics::{Collection, MetricName, Timer};
+use sibyl_protocol::Consistency;
+
+/// One kind of client request's figures (Cassandra's `ClientRequestMetrics`).
+#[derive(Debug, Default)]
+pub struct RequestMetrics {
+    pub latency: Timer,
+    pub timeouts: Counter,
+    pub unavailables: Counter,
+    pub failures: Counter,
+}
+
+impl RequestMetrics {
+    fn record(&self, started: std::time::Instant, error: Option<&ServiceError>) {
+        self.latency.record_elapsed(started);
+        match error {
+            Some(
+                ServiceError::Unavailable { .. } | ServiceError::UnavailableInDatacenter { .. },
+            ) => self.unavailables.inc(),
+            Some(ServiceError::ReadTimeout { .. } | ServiceError::WriteTimeout { .. }) => {
+                self.timeouts.inc()
+            }
+            Some(ServiceError::ReadFailure { .. } | ServiceError::Replica(_)) => {
+                self.failures.inc()
+            }
+            _ => {}
+        }
+    }
+
+    fn collect(&self, c: &mut Collection, scope: &str) {
+        let n = |name: &str| MetricName::new("ClientRequest", name).scope(scope);
+        c.timer(n("Latency"), &self.latency);
+        c.counter(n("Timeouts"), self.timeouts.get());
+        c.counter(n("Unavailables"), self.unavailables.get());
+        c.counter(n("Failures"), self.failures.get());
+    }
+}
+
+/// What a client request was, as Cassandra's metric scopes name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    Read,
+    Write,
+    RangeSlice,
+    CasRead,
+    CasWrite,
+}
+
+/// Every client request this node coordinated.
+#[derive(Debug, Default)]
+pub struct ClientRequestMetrics {
+    pub read: RequestMetrics,
+    pub write: RequestMetrics,
+    pub range_slice: RequestMetrics,
+    pub cas_read: RequestMetrics,
+    pub cas_write: RequestMetrics,
+    /// Reads and writes per consistency level, in `Consistency::ALL`'s order.
+    read_by_level: [RequestMetrics; 11],
+    write_by_level: [RequestMetrics; 11],
+    /// Conditional updates whose conditions did not hold.
+    pub cas_condition_not_met: Counter,
+}
+
+fn level_index(cl: Consistency) -> usize {
+    Consistency::ALL.iter().position(|c| *c == cl).unwrap_or(0)
+}
+
+impl ClientRequestMetrics {
+    pub fn of(&self, op: Operation) -> &RequestMetrics {
+        match op {
+            Operation::Read => &self.read,
+            Operation::Write => &self.write,
+            Operation::RangeSlice => &self.range_slice,
+            Operation::CasRead => &self.cas_read,
+            Operation::CasWrite => &self.cas_write,
+        }
+    }
+
+    /// Records one request that started at `started` and ended with `error`
+    /// (or none); reads and writes are also counted under their level.
+    pub fn record(
+        &self,
+        op: Operation,
+        cl: Consistency,
+        started: std::time::Instant,
+        error: Option<&ServiceError>,
+    ) {
+        self.of(op).record(started, error);
+        match op {
+            Operation::Read => self.read_by_level[level_index(cl)].record(started, error),
+            Operation::Write => self.write_by_level[level_index(cl)].record(started, error),
+            _ => {}
+        }
+    }
+
+    pub fn collect(&self, c: &mut Collection) {
+        self.read.collect(c, "Read");
+        self.write.collect(c, "Write");
+        self.range_slice.collect(c, "RangeSlice");
+        self.cas_read.collect(c, "CASRead");
+        self.cas_write.collect(c, "CASWrite");
+        for (i, cl) in Consistency::ALL.iter().enumerate() {
+            self.read_by_level[i].collect(c, &format!("Read-{}", cl.name()));
+            self.write_by_level[i].collect(c, &format!("Write-{}", cl.name()));
+        }
+        c.counter(
+            MetricName::new("ClientRequest", "ConditionNotMet").scope("CASWrite"),
+            self.cas_condition_not_met.get(),
+        );
+    }
+}
+
+/// The coordinator's counts (Cassandra's `ClientRequestMetrics`,
+/// `ReadRepairMetrics` and the table metrics' speculative retries), kept
+/// for the operator's views.
+#[derive(Debug, Default)]
+pub struct ProxyMetrics {
+    pub requests: ClientRequestMetrics,
+    pub cas_contention: Counter,
+    pub read_repairs: Counter,
+    pub speculative_retries: Counter,
+    pub batchlog_replays: Counter,
+    pub counter_forwards: Counter,
+}
+
+impl ProxyMetrics {
+    pub fn collect(&self, c: &mut Collection) {
+        self.requests.collect(c);
+        c.counter(
+            MetricName::new("ReadRepair", "RepairedBlocking"),
+            self.read_repairs.get(),
+        );
+        c.counter(
+            MetricName::new("ReadRepair", "SpeculatedRead"),
+            self.speculative_retries.get(),
+        );
+    }
+}
