@@ -237,3 +237,47 @@ def test_disablegossip_marks_the_node_down_for_the_others_and_enablegossip_bring
                  timeout=30)
     finally:
         lc.stop()
+
+
+def test_tpstats_prints_cassandras_tables_and_documents(node, session):
+    """Issue 21, item 6: `tpstats` in Cassandra 5.0.4's layout (golden
+    `tpstats.txt`: the same headers, column padding and "N/A" where a latency
+    is not measured) and its `-F json` document with Cassandra's keys
+    (`tpstats_F_json.json`). The counts are real: a write moves
+    Native-Transport-Requests' completed count."""
+    def pools(text):
+        head, _, rest = text.partition("\nLatencies waiting in queue (micros) per dropped message types\n")
+        return head.splitlines(), rest.splitlines()
+
+    want_pools, want_dropped = pools(golden("tpstats.txt"))
+    before = nodetool(node, "tpstats")
+    assert before.returncode == 0, before.stderr
+    got_pools, got_dropped = pools(before.stdout)
+    assert got_pools[0].split() == want_pools[0].split()
+    # the first column is as wide as the longest verb name, which differs
+    rest = lambda h: re.sub(r"^Message type +", "", h)
+    assert rest(got_dropped[0]) == rest(want_dropped[0]), (got_dropped[0], want_dropped[0])
+    # each column as wide as its widest cell plus one space, as TableBuilder pads
+    for rows, cells in ((got_pools, ["Active", "Pending", "Completed", "Blocked", "All time blocked"]),
+                        (got_dropped, ["Dropped", "50%", "95%", "99%", "Max"])):
+        starts = [rows[0].index(c) for c in cells]
+        for r in rows[1:]:
+            assert all(r[i - 1] == " " and r[i] != " " for i in starts), (rows[0], r)
+    names = {l.split()[0] for l in got_pools[1:]}
+    assert {"ReadStage", "MutationStage", "Native-Transport-Requests", "CompactionExecutor",
+            "MemtableFlushWriter", "GossipStage", "HintsDispatcher"} <= names
+    assert names <= {l.split()[0] for l in want_pools[1:]} | {"MutationStage", "CounterMutationStage",
+                                                              "RequestResponseStage", "AntiEntropyStage"}
+    assert any(l.split()[0] == "MUTATION_REQ" and l.split()[2:] == ["N/A"] * 4 for l in got_dropped[1:])
+    completed = lambda text: int(next(l.split()[3] for l in text.splitlines()
+                                     if l.startswith("Native-Transport-Requests ")))
+    session.execute("CREATE KEYSPACE IF NOT EXISTS tp WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+    for _ in range(5):
+        session.execute("SELECT release_version FROM system.local")
+    assert completed(nodetool(node, "tpstats").stdout) >= completed(before.stdout) + 6
+    doc = json.loads(nodetool(node, "tpstats", "-F", "json").stdout)
+    want = json.loads(golden("tpstats_F_json.json"))
+    assert set(doc) == set(want)
+    assert set(doc["ThreadPools"]["ReadStage"]) == set(want["ThreadPools"]["ReadStage"])
+    assert all(isinstance(v, int) for v in doc["ThreadPools"]["ReadStage"].values())
+    assert isinstance(doc["DroppedMessage"]["MUTATION_REQ"], int)

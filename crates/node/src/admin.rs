@@ -17,6 +17,7 @@
 //! | GET | `/cluster?keyspace=K`: every node with its state, load, tokens and effective ownership; the metadata log's epoch and voters |
 //! | GET | `/ring`, `/gossipinfo`, `/endpoints?keyspace=K&table=T&key=KEY` |
 //! | GET | `/metrics`: every metric in the Prometheus text format (not JSON) |
+//! | GET | `/tpstats`: the thread pools' counts and the dropped messages per verb |
 //! | POST | `/faults?drop=IP,IP`, `/faults?delay=IP,IP&ms=N&jitter_ms=J`, `/faults/clear` |
 
 use serde_json::{json, Value};
@@ -1071,6 +1072,34 @@ impl Admin {
             }
             (_, "/handoff") | (_, "/truncatehints") | ("GET", "/pendinghints") => {
                 self.handoff(method, path, q).await
+            }
+            ("GET", "/tpstats") => {
+                use sibyl_metrics::Value as V;
+                let c = self.metrics.collect();
+                let number = |v: &V| match v {
+                    V::Counter(n) => *n as f64,
+                    V::Gauge(g) => *g,
+                    _ => 0.0,
+                };
+                let mut pools: std::collections::BTreeMap<String, serde_json::Map<String, Value>> =
+                    Default::default();
+                let mut dropped = serde_json::Map::new();
+                for (n, v) in &c.metrics {
+                    let scope = n.scope.clone().unwrap_or_default();
+                    match n.kind {
+                        "ThreadPools" => {
+                            pools
+                                .entry(scope)
+                                .or_default()
+                                .insert(n.name.clone(), json!(number(v) as u64));
+                        }
+                        "DroppedMessage" if n.name == "Dropped" => {
+                            dropped.insert(scope, json!(number(v) as u64));
+                        }
+                        _ => {}
+                    }
+                }
+                Ok(json!({ "ThreadPools": pools, "DroppedMessage": dropped }))
             }
             ("GET", "/proxymetrics") => {
                 let m = &self.qp.proxy.metrics;

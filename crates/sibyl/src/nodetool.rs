@@ -274,6 +274,18 @@ pub fn run(tokens: Vec<String>) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        "tpstats" => {
+            let v = request(&host, port, "GET", "/tpstats")?;
+            if let Some(f) = format {
+                // Sibyl does not time how long messages wait in queues: no
+                // wait latencies, as Cassandra leaves out those it cannot read
+                let mut doc = v.clone();
+                doc["WaitLatencies"] = serde_json::json!({});
+                return print_formatted(f, &doc);
+            }
+            out!("{}", tpstats_text(&v));
+            Ok(())
+        }
         "compactionhistory" => {
             let v = request(&host, port, "GET", "/compactionhistory")?;
             if let Some(f) = format {
@@ -597,6 +609,52 @@ fn print_formatted(format: &str, doc: &Value) -> anyhow::Result<()> {
 
 /// A latency in ms as Cassandra's table stats print it: three decimals, NaN
 /// when nothing was measured.
+/// `nodetool tpstats` as Cassandra 5.0 prints it (`TpStatsPrinter`).
+fn tpstats_text(v: &Value) -> String {
+    let n = |p: &Value, k: &str| p[k].as_u64().unwrap_or(0).to_string();
+    let mut pools = vec![[
+        "Pool Name",
+        "Active",
+        "Pending",
+        "Completed",
+        "Blocked",
+        "All time blocked",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for (name, p) in v["ThreadPools"].as_object().into_iter().flatten() {
+        pools.push(vec![
+            name.clone(),
+            n(p, "ActiveTasks"),
+            n(p, "PendingTasks"),
+            n(p, "CompletedTasks"),
+            n(p, "CurrentlyBlockedTasks"),
+            n(p, "TotalBlockedTasks"),
+        ]);
+    }
+    let mut dropped = vec![[
+        "Message type",
+        "Dropped    ",
+        "50%     ",
+        "95%     ",
+        "99%     ",
+        "Max",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for (verb, count) in v["DroppedMessage"].as_object().into_iter().flatten() {
+        // no queue wait latencies: "N/A", as Cassandra prints those it cannot read
+        let mut row = vec![verb.clone(), count.as_u64().unwrap_or(0).to_string()];
+        row.extend(["N/A"; 4].map(String::from));
+        dropped.push(row);
+    }
+    format!(
+        "{}\nLatencies waiting in queue (micros) per dropped message types\n{}",
+        crate::nodetool_cluster::table(&pools, " "),
+        crate::nodetool_cluster::table(&dropped, " ")
+    )
+}
+
 fn latency_text(v: &Value) -> String {
     v.as_f64()
         .map(|x| format!("{x:.3}"))

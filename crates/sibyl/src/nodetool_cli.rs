@@ -65,6 +65,7 @@ const HELP: &[(&str, &str)] = help_texts!(
     "statushandoff",
     "tablehistograms",
     "tablestats",
+    "tpstats",
     "truncatehints",
     "version",
 );

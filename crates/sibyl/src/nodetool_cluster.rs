@@ -8,7 +8,7 @@ use serde_json::Value;
 
 /// Columns padded to their widest cell, joined by `sep` (Cassandra's
 /// `TableBuilder`).
-fn table(rows: &[Vec<String>], sep: &str) -> String {
+pub(crate) fn table(rows: &[Vec<String>], sep: &str) -> String {
     let n = rows.iter().map(|r| r.len()).max().unwrap_or(0);
     let widths: Vec<usize> = (0..n)
         .map(|i| {
