@@ -79,9 +79,15 @@ impl Snapshot {
     }
 }
 
-fn minute_now() -> u64 {
+fn minute_of(at: Instant) -> u64 {
     static START: OnceLock<Instant> = OnceLock::new();
-    START.get_or_init(Instant::now).elapsed().as_secs() / 60
+    at.saturating_duration_since(*START.get_or_init(Instant::now))
+        .as_secs()
+        / 60
+}
+
+fn minute_now() -> u64 {
+    minute_of(Instant::now())
 }
 
 /// A latency in microseconds (Cassandra's `Timer`): the count and sum since
@@ -103,8 +109,13 @@ impl Timer {
         self.record_in_minute(micros, minute_now());
     }
 
+    /// Records the time since `since`, reading the clock once.
     pub fn record_elapsed(&self, since: Instant) {
-        self.record(since.elapsed().as_micros() as u64);
+        let now = Instant::now();
+        self.record_in_minute(
+            now.saturating_duration_since(since).as_micros() as u64,
+            minute_of(now),
+        );
     }
 
     fn record_in_minute(&self, micros: u64, minute: u64) {
@@ -424,10 +435,6 @@ impl Collection {
             self.gauge(n("CurrentlyBlockedTasks"), s.blocked().max(0) as f64);
             self.counter(n("TotalBlockedTasks"), s.blocked_total());
         }
-    }
-    /// The value of one metric, if collected.
-    pub fn get(&self, name: &MetricName) -> Option<&Value> {
-        self.metrics.iter().find(|(n, _)| n == name).map(|(_, v)| v)
     }
 }
 

@@ -259,16 +259,9 @@ impl CpuSample {
     }
 }
 
-fn meminfo(key: &str) -> Option<f64> {
-    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = s.lines().find(|l| l.starts_with(key))?;
-    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024.0)
-}
-
-fn status_bytes(key: &str) -> Option<f64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = s.lines().find(|l| l.starts_with(key))?;
+/// A `Key:   N kB` line of a /proc file, in bytes.
+fn kib(text: &str, key: &str) -> Option<f64> {
+    let line = text.lines().find(|l| l.starts_with(key))?;
     let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024.0)
 }
@@ -343,36 +336,38 @@ fn process(c: &mut Collection, last: &mut CpuSample) {
             max,
         ));
     }
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
     for (name, help, v) in [
         (
             "cassandra_process_resident_memory_bytes",
             "Memory of the Sibyl process in RAM (where Cassandra shows the JVM heap).",
-            status_bytes("VmRSS:"),
+            kib(&status, "VmRSS:"),
         ),
         (
             "cassandra_process_virtual_memory_bytes",
             "Virtual memory of the Sibyl process.",
-            status_bytes("VmSize:"),
+            kib(&status, "VmSize:"),
         ),
         (
             "cassandra_os_memory_bytes_total",
             "Total physical memory of the machine.",
-            meminfo("MemTotal:"),
+            kib(&meminfo, "MemTotal:"),
         ),
         (
             "cassandra_os_free_memory_bytes",
             "Free physical memory of the machine.",
-            meminfo("MemFree:"),
+            kib(&meminfo, "MemFree:"),
         ),
         (
             "cassandra_os_swap_bytes_total",
             "Total swap space of the machine.",
-            meminfo("SwapTotal:"),
+            kib(&meminfo, "SwapTotal:"),
         ),
         (
             "cassandra_os_free_swap_bytes",
             "Free swap space of the machine.",
-            meminfo("SwapFree:"),
+            kib(&meminfo, "SwapFree:"),
         ),
     ] {
         if let Some(v) = v {

@@ -1272,7 +1272,6 @@ impl StorageEngine {
             cm("TotalCompactionsCompleted"),
             self.compactions_completed.get(),
         );
-        c.gauge(cm("PendingTasks"), self.pending_compactions() as f64);
         if let Some(log) = self.commitlog.read().clone() {
             let l = |name: &str| MetricName::new("CommitLog", name);
             c.counter(l("CompletedTasks"), log.completed.get());
