@@ -116,6 +116,52 @@ struct Inner {
 pub struct PeerStats {
     pub latency: sibyl_metrics::Timer,
     pub timeouts: sibyl_metrics::Counter,
+    /// Messages to the peer (Cassandra's `OutboundConnections` figures).
+    pub outbound: OutboundStats,
+    /// Messages from the peer (`InboundMessageHandlers`).
+    pub inbound: InboundStats,
+}
+
+/// A count of messages and of their bytes.
+#[derive(Debug, Default)]
+pub struct Messages {
+    pub count: sibyl_metrics::Counter,
+    pub bytes: sibyl_metrics::Counter,
+}
+
+impl Messages {
+    fn add(&self, bytes: usize) {
+        self.count.inc();
+        self.bytes.add(bytes as u64);
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct OutboundStats {
+    /// Written to the peer's connection.
+    pub sent: Messages,
+    /// Queued and not yet written.
+    pub pending_count: sibyl_metrics::Gauge,
+    pub pending_bytes: sibyl_metrics::Gauge,
+    /// Refused because the peer's queue was full.
+    pub overload: Messages,
+    /// Lost: the connection failed or could not be made.
+    pub error: Messages,
+    pub connection_attempts: sibyl_metrics::Counter,
+    pub successful_connection_attempts: sibyl_metrics::Counter,
+    pub active_connections: sibyl_metrics::Gauge,
+}
+
+#[derive(Debug, Default)]
+pub struct InboundStats {
+    /// Frames read from the peer.
+    pub received: Messages,
+    /// Requests handled (answered, or one-way and done).
+    pub processed: Messages,
+    /// Requests that could not be decoded.
+    pub error: Messages,
+    /// Frames whose checksum or header was wrong (the connection closes).
+    pub corrupt_frames: sibyl_metrics::Counter,
 }
 
 /// The TCP messaging service of one node.
@@ -170,18 +216,24 @@ impl TcpMessaging {
         self.inner.dropped.lock().clone()
     }
 
-    /// The peers' round trips and timeouts (Cassandra's `Connection`
-    /// metrics), and the dropped messages per verb (`DroppedMessage`).
-    pub fn collect(&self, c: &mut sibyl_metrics::Collection) {
-        use sibyl_metrics::MetricName;
-        let peers: Vec<(IpAddr, Arc<PeerStats>)> = self
+    /// Every peer this node has exchanged messages with, and its figures.
+    pub fn peers(&self) -> Vec<(IpAddr, Arc<PeerStats>)> {
+        let mut v: Vec<_> = self
             .inner
             .peers
             .lock()
             .iter()
             .map(|(a, s)| (*a, s.clone()))
             .collect();
-        for (addr, s) in peers {
+        v.sort_by_key(|(a, _)| *a);
+        v
+    }
+
+    /// The peers' round trips and timeouts (Cassandra's `Connection`
+    /// metrics), and the dropped messages per verb (`DroppedMessage`).
+    pub fn collect(&self, c: &mut sibyl_metrics::Collection) {
+        use sibyl_metrics::MetricName;
+        for (addr, s) in self.peers() {
             let n = |name: &str| MetricName::new("Connection", name).scope(addr.to_string());
             c.timer(n("Latency"), &s.latency);
             c.counter(n("Timeouts"), s.timeouts.get());
@@ -257,9 +309,16 @@ impl Inner {
                 })
                 .clone()
         };
+        let bytes = message.frame.len();
+        let out = &self.peer(to).outbound;
         match sender.try_send(message) {
-            Ok(()) => true,
+            Ok(()) => {
+                out.pending_count.add(1);
+                out.pending_bytes.add(bytes as i64);
+                true
+            }
             Err(_) => {
+                out.overload.add(bytes);
                 self.count_dropped(verb);
                 false
             }
@@ -437,11 +496,24 @@ async fn outbound_loop(
     let mut retry_at: Option<Instant> = None;
     while let Some(first) = rx.recv().await {
         let Some(node) = inner.upgrade() else { return };
+        let stats = node.peer(to);
+        let out = &stats.outbound;
+        // a message leaves the queue: written, or lost
+        let unqueue = |m: &Outgoing| {
+            out.pending_count.add(-1);
+            out.pending_bytes.add(-(m.frame.len() as i64));
+        };
+        let lost = |m: &Outgoing| {
+            unqueue(m);
+            out.error.add(m.frame.len());
+        };
         if retry_at.is_some_and(|t| Instant::now() < t) {
             // still backing off: the peer was unreachable a moment ago
+            lost(&first);
             node.count_dropped(first.verb);
             continue;
         }
+        out.connection_attempts.inc();
         let stream = match connect(&node, to, kind).await {
             Ok(s) => s,
             Err(e) => {
@@ -450,6 +522,7 @@ async fn outbound_loop(
                 // why); other failures leave them unreachable
                 let refused = e.strip_prefix("refused: ").map(str::to_string);
                 let fail = |m: Outgoing| {
+                    lost(&m);
                     node.count_dropped(m.verb);
                     if let (Some(reply), Some(reason)) = (m.reply, &refused) {
                         let _ = reply.send(Err(MessagingError::Refused(to, reason.clone())));
@@ -469,6 +542,8 @@ async fn outbound_loop(
         };
         retry_at = None;
         backoff = Duration::from_millis(100);
+        out.successful_connection_attempts.inc();
+        out.active_connections.add(1);
         tracing::debug!("connected to {to} ({kind:?})");
         let (mut read, write) = stream.into_split();
         // responses come back on the same connection
@@ -509,9 +584,12 @@ async fn outbound_loop(
                     node.pending.lock().insert(m.id, reply);
                 }
                 if w.write_all(&m.frame).await.is_err() {
+                    lost(&m);
                     node.count_dropped(m.verb);
                     break 'conn;
                 }
+                unqueue(&m);
+                out.sent.add(m.frame.len());
                 match rx.try_recv() {
                     Ok(more) => m = more,
                     Err(_) => break,
@@ -531,6 +609,7 @@ async fn outbound_loop(
             }
         }
         reader.abort();
+        out.active_connections.add(-1);
     }
 }
 
@@ -612,21 +691,26 @@ async fn inbound(inner: Arc<Inner>, mut stream: TcpStream, peer: SocketAddr) {
         }
     });
     let max = inner.config.max_frame_bytes;
+    let stats = inner.peer(from);
     loop {
         let frame = match read_frame(&mut read, max).await {
             Ok(Some(f)) => f,
             Ok(None) => return,
             Err(e) => {
+                stats.inbound.corrupt_frames.inc();
                 tracing::warn!("closing the connection from {from}: {e}");
                 return;
             }
         };
+        let frame_bytes = FRAME_HEADER_BYTES + frame.body.len();
+        stats.inbound.received.add(frame_bytes);
         if frame.kind == FrameKind::Response {
             tracing::warn!("closing the connection from {from}: a response on a request channel");
             return;
         }
         let node = inner.clone();
         let tx = tx.clone();
+        let stats = stats.clone();
         tokio::spawn(async move {
             let Some(delay) = node.fault_delay(from) else {
                 node.count_dropped(frame.verb);
@@ -647,10 +731,12 @@ async fn inbound(inner: Arc<Inner>, mut stream: TcpStream, peer: SocketAddr) {
                 }
                 Ok(Err(table)) => Response::Failure(ReplicaFailure::UnknownTable(table)),
                 Err(e) => {
+                    stats.inbound.error.add(frame_bytes);
                     tracing::warn!("bad {} message from {from}: {e}", frame.verb.name());
                     Response::Failure(ReplicaFailure::Error(e.to_string()))
                 }
             };
+            stats.inbound.processed.add(frame_bytes);
             if frame.kind == FrameKind::OneWay {
                 return;
             }

@@ -12,3 +12,4 @@ pub mod query;
 pub mod restrictions;
 pub mod select;
 pub mod terms;
+pub mod virtual_table;

@@ -92,10 +92,19 @@ pub struct ClientState {
     pub keyspace: Option<String>,
 }
 
+/// Partitions per batch (Cassandra's `BatchMetrics`).
+#[derive(Debug, Default)]
+pub struct BatchMetrics {
+    pub logged: sibyl_metrics::Histogram,
+    pub unlogged: sibyl_metrics::Histogram,
+    pub counter: sibyl_metrics::Histogram,
+}
+
 pub struct QueryProcessor {
     /// The coordinator: every read and write goes through it.
     pub proxy: Arc<StorageProxy>,
     prepared: Mutex<lru::LruCache<Bytes, Arc<Prepared>>>,
+    prepared_evicted: sibyl_metrics::Counter,
     /// Serialises schema changes.
     schema_lock: tokio::sync::Mutex<()>,
     pub batch_size_warn_threshold_bytes: u64,
@@ -103,6 +112,10 @@ pub struct QueryProcessor {
     pub cluster_name: String,
     /// Called after every schema change (to refresh system.local's schema_version).
     pub on_schema_change: RwLock<Option<Box<dyn Fn(&Schema) + Send + Sync>>>,
+    /// Partitions per batch, by kind (Cassandra's `BatchMetrics`).
+    pub batch_metrics: BatchMetrics,
+    /// The node's `system_views` rows.
+    pub virtual_tables: RwLock<Option<Arc<dyn crate::virtual_table::VirtualTables>>>,
 }
 
 /// MD5 of the parts, as Cassandra's `MD5Digest`.
@@ -153,6 +166,9 @@ impl QueryProcessor {
             batch_size_fail_threshold_bytes: fail,
             cluster_name: "Test Cluster".into(),
             on_schema_change: RwLock::new(None),
+            virtual_tables: RwLock::new(None),
+            batch_metrics: BatchMetrics::default(),
+            prepared_evicted: Default::default(),
         }
     }
 
@@ -236,7 +252,12 @@ impl QueryProcessor {
             result_columns,
             result_metadata_id,
         });
-        self.prepared.lock().put(id, p.clone());
+        let mut cache = self.prepared.lock();
+        if cache.len() == cache.cap().get() && !cache.contains(&id) {
+            self.prepared_evicted.inc();
+        }
+        cache.put(id, p.clone());
+        drop(cache);
         Ok(p)
     }
 
@@ -249,6 +270,11 @@ impl QueryProcessor {
     /// Statements in the prepared statement cache now.
     pub fn prepared_count(&self) -> usize {
         self.prepared.lock().len()
+    }
+
+    /// Statements the prepared statement cache let go to make room.
+    pub fn prepared_evicted(&self) -> u64 {
+        self.prepared_evicted.get()
     }
 
     pub fn get_prepared(&self, id: &Bytes) -> Option<Arc<Prepared>> {
@@ -577,9 +603,18 @@ impl QueryProcessor {
             Statement::Select(s) => {
                 let t = self.table(&s.table, client, ks_opt)?;
                 let sel = select::selection(&t, s)?;
+                let source = if t.is_virtual {
+                    let rows = match self.virtual_tables.read().clone() {
+                        Some(v) => v.rows(&t, now),
+                        None => Vec::new(),
+                    };
+                    select::Source::Virtual(crate::virtual_table::VirtualRows::new(&t, rows, now))
+                } else {
+                    select::Source::Coordinator(&self.proxy)
+                };
                 let mut r = select::execute(
                     &t,
-                    &self.proxy,
+                    &source,
                     opts.consistency,
                     s,
                     &sel,
@@ -679,6 +714,12 @@ impl QueryProcessor {
             }
             Statement::Truncate(name) => {
                 let t = self.table(name, client, ks_opt)?;
+                if is_virtual_keyspace(&t.keyspace) {
+                    return Err(Error::Invalid(format!(
+                        "Truncation is not supported by table {}.{}",
+                        t.keyspace, t.name
+                    )));
+                }
                 if is_system_keyspace(&t.keyspace) {
                     return Err(Error::Unauthorized(format!(
                         "Cannot TRUNCATE system keyspace {}",
@@ -722,7 +763,13 @@ impl QueryProcessor {
             }
         };
         let t = self.table(name, client, ks_opt)?;
-        if t.keyspace == "system_schema" || t.keyspace == "system_virtual_schema" {
+        if is_virtual_keyspace(&t.keyspace) {
+            return Err(Error::Invalid(format!(
+                "Modification is not supported by table {}.{}",
+                t.keyspace, t.name
+            )));
+        }
+        if t.keyspace == "system_schema" {
             return Err(Error::Unauthorized(format!(
                 "{} keyspace is not user-modifiable.",
                 t.keyspace
@@ -907,6 +954,22 @@ impl QueryProcessor {
                 "Cannot include a counter statement in a logged batch".into(),
             ));
         }
+        let has_virtual = tables.iter().any(|t| is_virtual_keyspace(&t.keyspace));
+        if batch_type == BatchType::Logged && has_virtual {
+            return Err(Error::Invalid(
+                "Cannot include a virtual table statement in a logged batch".into(),
+            ));
+        }
+        if has_virtual && tables.iter().any(|t| !is_virtual_keyspace(&t.keyspace)) {
+            return Err(Error::Invalid(
+                "Mutations for virtual and regular tables cannot exist in the same batch".into(),
+            ));
+        }
+        if conditional && has_virtual {
+            return Err(Error::Invalid(
+                "Conditional BATCH statements cannot include mutations for virtual tables".into(),
+            ));
+        }
         if conditional
             && tables
                 .windows(2)
@@ -984,6 +1047,16 @@ impl QueryProcessor {
         cl: Consistency,
     ) -> Result<Outcome> {
         let warnings = self.check_batch(batch_type, ks, &mutations)?;
+        let mut partitions: Vec<(uuid::Uuid, &Bytes)> =
+            mutations.iter().map(|m| (m.table_id, &m.key.key)).collect();
+        partitions.sort_unstable();
+        partitions.dedup();
+        let per_batch = match batch_type {
+            BatchType::Logged => &self.batch_metrics.logged,
+            BatchType::Unlogged => &self.batch_metrics.unlogged,
+            BatchType::Counter => &self.batch_metrics.counter,
+        };
+        per_batch.record(partitions.len() as u64);
         let write_type = match batch_type {
             BatchType::Logged => WriteType::Batch,
             BatchType::Unlogged => WriteType::UnloggedBatch,
@@ -1022,6 +1095,11 @@ impl QueryProcessor {
             _ => return Ok(None),
         };
         let t = self.table(name, client, ks_opt)?;
+        if is_virtual_keyspace(&t.keyspace) {
+            return Err(Error::Invalid(
+                "Conditional updates are not supported by virtual tables".into(),
+            ));
+        }
         let custom_timestamp =
             || Error::Invalid("Cannot provide custom timestamp for conditional updates".into());
         if let Conditions::Columns(conds) = cond {

@@ -5,6 +5,7 @@
 use crate::error::{Error, Result};
 use crate::restrictions::{analyse, filter_matches, Purpose, Restrictions, ALLOW_FILTERING_MSG};
 use crate::terms::{Eval, Val};
+use crate::virtual_table::{compare_partition_keys, VirtualRows};
 use bytes::Bytes;
 use sibyl_cql::{Operator, Select, Selector, Term};
 use sibyl_db::cells::{column_value, simple_cell, split_partition_key};
@@ -1342,12 +1343,33 @@ struct Agg {
     first_row: Option<Vec<Option<Bytes>>>,
 }
 
+/// Where a SELECT's partitions come from.
+pub enum Source<'a> {
+    /// The coordinator, at the statement's consistency level.
+    Coordinator(&'a StorageProxy),
+    /// A virtual table's rows, made on this node.
+    Virtual(VirtualRows),
+}
+
+impl Source<'_> {
+    async fn read(
+        &self,
+        cmd: ReadCommand,
+        cl: Consistency,
+    ) -> Result<Vec<(DecoratedKey, Partition)>> {
+        match self {
+            Source::Coordinator(proxy) => Ok(proxy.read(cmd, cl).await?),
+            Source::Virtual(rows) => rows.read(&cmd),
+        }
+    }
+}
+
 /// Executes a SELECT against a table's store (rows as selected; see
 /// [`Selection::finish`] for SELECT JSON).
 #[allow(clippy::too_many_arguments)]
 pub async fn execute(
     table: &Arc<TableMetadata>,
-    proxy: &StorageProxy,
+    source: &Source<'_>,
     cl: Consistency,
     stmt: &Select,
     sel: &Selection,
@@ -1357,6 +1379,9 @@ pub async fn execute(
     now: i32,
 ) -> Result<SelectResult> {
     let r = analyse(table, &stmt.where_clause, ev, Purpose::Select)?;
+    // virtual tables filter without being asked (Cassandra's
+    // `allowFilteringImplicitly`)
+    let allow_filtering = stmt.allow_filtering || table.is_virtual;
     let mut needs_filtering = r.needs_filtering;
     if r.partition_keys.is_none() && r.has_clustering_restriction && r.token_range.is_none() {
         needs_filtering = true;
@@ -1383,7 +1408,7 @@ pub async fn execute(
     }
     // the index whose entries drive the read, with the value looked up
     let driver: Option<(IndexMetadata, Bytes)> = plan.and_then(|p| p.driver);
-    if let (Some((col, prev)), false) = (&r.clustering_gap, stmt.allow_filtering) {
+    if let (Some((col, prev)), false) = (&r.clustering_gap, allow_filtering) {
         if !table.indexes.iter().any(|ix| &ix.column == col) {
             return Err(Error::Invalid(format!("PRIMARY KEY column \"{col}\" cannot be restricted as preceding column \"{prev}\" is not restricted")));
         }
@@ -1399,7 +1424,7 @@ pub async fn execute(
             _ => {}
         }
     }
-    if needs_filtering && !stmt.allow_filtering && ann.is_none() {
+    if needs_filtering && !allow_filtering && ann.is_none() {
         return Err(Error::Invalid(ALLOW_FILTERING_MSG.into()));
     }
     if stmt.distinct {
@@ -1529,26 +1554,7 @@ pub async fn execute(
         let mut ks: Vec<DecoratedKey> = keys.iter().map(|k| DecoratedKey::new(k.clone())).collect();
         if keys.len() > 1 {
             // IN: in the order of the key values
-            let pk_t = table
-                .partition_key()
-                .iter()
-                .map(|c| c.typ.clone())
-                .collect::<Vec<_>>();
-            ks.sort_by(|a, b| {
-                if pk_t.len() == 1 {
-                    pk_t[0].compare(&a.key, &b.key)
-                } else {
-                    let ca = split_partition_key(&a.key, pk_t.len());
-                    let cb = split_partition_key(&b.key, pk_t.len());
-                    for (i, t) in pk_t.iter().enumerate() {
-                        let o = t.compare(&ca[i], &cb[i]);
-                        if o != Ordering::Equal {
-                            return o;
-                        }
-                    }
-                    Ordering::Equal
-                }
-            });
+            ks.sort_by(|a, b| compare_partition_keys(table, &a.key, &b.key));
         }
         ks
     });
@@ -1595,7 +1601,7 @@ pub async fn execute(
                 ReadKind::SinglePartition { key: key.clone() },
                 r.slices.clone(),
             );
-            let read = proxy.read(cmd, cl).await?.pop().map(|(_, p)| p);
+            let read = source.read(cmd, cl).await?.pop().map(|(_, p)| p);
             (key, read)
         } else {
             if fetched.is_empty() && !exhausted {
@@ -1613,7 +1619,7 @@ pub async fn execute(
                         limit: FETCH,
                     },
                 };
-                let batch = proxy.read(command(kind, r.slices.clone()), cl).await?;
+                let batch = source.read(command(kind, r.slices.clone()), cl).await?;
                 exhausted = batch.len() < FETCH;
                 if let Some((k, _)) = batch.last() {
                     next_start = Some(KeyBound {

@@ -561,6 +561,64 @@ pub struct Partition {
 }
 
 impl Partition {
+    /// What a read of this fragment went through (Cassandra's
+    /// `LiveScannedHistogram` and `TombstoneScannedHistogram`): its live
+    /// rows, and its tombstones (the partition's, range tombstones, row
+    /// deletions, and deleted or expired cells).
+    pub fn scanned(&self, now: i32) -> (u64, u64) {
+        let (mut live, mut tombstones) = (0u64, 0u64);
+        if !self.deletion.is_live() {
+            tombstones += 1;
+        }
+        tombstones += self.range_tombstones.len() as u64;
+        let dead = |c: &Cell| !c.is_live(now) as u64;
+        for row in self.static_row.iter().chain(self.rows.values()) {
+            if row.is_live(now) {
+                live += 1;
+            }
+            if row.deletion.is_some_and(|d| !d.is_live()) {
+                tombstones += 1;
+            }
+            for data in row.cells.values() {
+                tombstones += match data {
+                    ColumnData::Simple(c) | ColumnData::Counter(c) => dead(c),
+                    ColumnData::Complex { deletion, cells } => {
+                        !deletion.is_live() as u64 + cells.values().map(dead).sum::<u64>()
+                    }
+                };
+            }
+        }
+        (live, tombstones)
+    }
+
+    /// Copies the parts of this partition that fall in `slices` (all of it
+    /// when `None`).
+    pub fn sliced(&self, slices: Option<&[crate::read::Slice]>) -> Partition {
+        let Some(slices) = slices else {
+            return self.clone();
+        };
+        let mut out = Partition {
+            deletion: self.deletion,
+            static_row: self.static_row.clone(),
+            rows: Default::default(),
+            range_tombstones: Vec::new(),
+        };
+        for (start, end) in slices {
+            if start > end {
+                continue;
+            }
+            for (ck, row) in self.rows.range(start, end) {
+                out.rows.insert(ck.clone(), row.clone());
+            }
+            for rt in &self.range_tombstones {
+                if !(rt.end < *start || rt.start > *end || out.range_tombstones.contains(rt)) {
+                    out.range_tombstones.push(rt.clone());
+                }
+            }
+        }
+        out
+    }
+
     pub fn new() -> Self {
         Partition {
             deletion: DeletionTime::LIVE,

@@ -79,8 +79,9 @@ impl Snapshot {
     }
 }
 
+static START: OnceLock<Instant> = OnceLock::new();
+
 fn minute_of(at: Instant) -> u64 {
-    static START: OnceLock<Instant> = OnceLock::new();
     at.saturating_duration_since(*START.get_or_init(Instant::now))
         .as_secs()
         / 60
@@ -152,6 +153,29 @@ impl Timer {
 
     pub fn count(&self) -> u64 {
         self.all.count()
+    }
+
+    /// Values per second over this minute and the one before (what
+    /// Cassandra's latency tables call `per_second`).
+    pub fn recent_rate(&self) -> f64 {
+        let now = Instant::now();
+        let minute = minute_of(now);
+        self.roll_to(minute);
+        let into_minute = START
+            .get()
+            .map(|s| now.saturating_duration_since(*s).as_secs_f64() % 60.0)
+            .unwrap_or(0.0);
+        let recent: u64 = self.windows.iter().map(|w| w.count()).sum();
+        let span = if minute == 0 {
+            into_minute
+        } else {
+            60.0 + into_minute
+        };
+        if span <= 0.0 {
+            0.0
+        } else {
+            recent as f64 / span
+        }
     }
 
     /// Count and sum since start; percentiles, minimum and maximum of the

@@ -233,6 +233,9 @@ pub struct Config {
     pub config_directory: Option<PathBuf>,
     /// Keys of the file that Cassandra takes and Sibyl does not act on.
     pub not_acted_on: Vec<String>,
+    /// The `-D` properties the node was started with, and where its
+    /// configuration came from (`system_views.system_properties`).
+    pub system_properties: Vec<(String, String)>,
 }
 
 impl Default for Config {
@@ -299,6 +302,7 @@ impl Default for Config {
             max_hints_delivery_threads: 2,
             config_directory: None,
             not_acted_on: Vec::new(),
+            system_properties: Vec::new(),
         }
     }
 }
@@ -416,7 +420,231 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     scaled(n, mult)
 }
 
+/// A size as Cassandra's `DataStorageSpec` prints it (`5KiB`, `256MiB`).
+fn size_text(bytes: u64) -> String {
+    match bytes {
+        0 => "0MiB".into(),
+        b if b % (1 << 20) == 0 => format!("{}MiB", b >> 20),
+        b if b % (1 << 10) == 0 => format!("{}KiB", b >> 10),
+        b => format!("{b}B"),
+    }
+}
+
+/// A duration as Cassandra's `DurationSpec` prints its defaults (`5000ms`, `3h`).
+fn duration_text(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms > 0 && ms.is_multiple_of(3_600_000) {
+        format!("{}h", ms / 3_600_000)
+    } else {
+        format!("{ms}ms")
+    }
+}
+
+/// A policy's name as cassandra.yaml spells it (`best_effort`).
+fn policy_text(p: impl std::fmt::Debug) -> String {
+    let mut out = String::new();
+    for (i, ch) in format!("{p:?}").chars().enumerate() {
+        if ch.is_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(ch.to_ascii_lowercase());
+    }
+    out
+}
+
 impl Config {
+    /// The settings this node acts on, under Cassandra 5.0's names and in
+    /// its units (`system_views.settings`): `None` for one not set.
+    pub fn settings(&self) -> Vec<(&'static str, Option<String>)> {
+        let path = |p: &std::path::Path| p.display().to_string();
+        let dirs = |d: &[PathBuf]| {
+            format!(
+                "[{}]",
+                d.iter().map(|p| path(p)).collect::<Vec<_>>().join(", ")
+            )
+        };
+        let list = |l: &[String]| format!("[{}]", l.join(", "));
+        let some = |s: String| Some(s);
+        let mut v = vec![
+            (
+                "allocate_tokens_for_local_replication_factor",
+                self.allocate_tokens_for_local_replication_factor
+                    .map(|n| n.to_string()),
+            ),
+            ("authenticator.class_name", some(self.authenticator.clone())),
+            ("auto_bootstrap", some(self.auto_bootstrap.to_string())),
+            ("auto_snapshot", some(self.auto_snapshot.to_string())),
+            (
+                "batch_size_fail_threshold",
+                some(size_text(self.batch_size_fail_threshold_bytes)),
+            ),
+            (
+                "batch_size_warn_threshold",
+                some(size_text(self.batch_size_warn_threshold_bytes)),
+            ),
+            ("broadcast_address", some(self.broadcast_address.clone())),
+            (
+                "broadcast_rpc_address",
+                some(self.broadcast_rpc_address.clone()),
+            ),
+            (
+                "cas_contention_timeout",
+                some(duration_text(self.cas_contention_timeout)),
+            ),
+            ("cluster_name", some(self.cluster_name.clone())),
+            (
+                "commit_failure_policy",
+                some(policy_text(self.commit_failure_policy)),
+            ),
+            ("commitlog_directory", some(path(&self.commitlog_directory))),
+            (
+                "commitlog_segment_size",
+                some(size_text(self.commitlog_segment_size_bytes)),
+            ),
+            ("commitlog_sync", some(policy_text(self.commitlog_sync))),
+            (
+                "commitlog_sync_group_window",
+                some(duration_text(self.commitlog_sync_group_window)),
+            ),
+            (
+                "commitlog_sync_period",
+                some(duration_text(self.commitlog_sync_period)),
+            ),
+            (
+                "commitlog_total_space",
+                some(size_text(self.commitlog_total_space_bytes)),
+            ),
+            (
+                "compaction_throughput",
+                some(format!("{}/s", size_text(self.compaction_throughput_bytes))),
+            ),
+            (
+                "concurrent_compactors",
+                some(self.concurrent_compactors.to_string()),
+            ),
+            (
+                "counter_write_request_timeout",
+                some(duration_text(self.counter_write_request_timeout)),
+            ),
+            (
+                "data_file_directories",
+                some(dirs(&self.data_file_directories)),
+            ),
+            (
+                "disk_failure_policy",
+                some(policy_text(self.disk_failure_policy)),
+            ),
+            ("endpoint_snitch", some(self.endpoint_snitch.clone())),
+            (
+                "file_cache_size",
+                some(size_text(self.file_cache_size_bytes)),
+            ),
+            (
+                "hinted_handoff_disabled_datacenters",
+                some(list(&self.hinted_handoff_disabled_datacenters)),
+            ),
+            (
+                "hinted_handoff_enabled",
+                some(self.hinted_handoff_enabled.to_string()),
+            ),
+            (
+                "hinted_handoff_throttle",
+                some(size_text(self.hinted_handoff_throttle_bytes)),
+            ),
+            ("hints_directory", some(path(&self.hints_directory))),
+            (
+                "initial_token",
+                (!self.initial_tokens.is_empty()).then(|| {
+                    let t: Vec<String> = self.initial_tokens.iter().map(i64::to_string).collect();
+                    t.join(",")
+                }),
+            ),
+            ("key_cache_size", some(size_text(self.key_cache_size_bytes))),
+            ("listen_address", some(self.listen_address.clone())),
+            ("max_hint_window", some(duration_text(self.max_hint_window))),
+            (
+                "max_hints_delivery_threads",
+                some(self.max_hints_delivery_threads.to_string()),
+            ),
+            (
+                "memtable_heap_space",
+                some(size_text(self.memtable_heap_space_bytes)),
+            ),
+            (
+                "native_transport_max_frame_size",
+                some(size_text(self.native_transport_max_frame_size_bytes as u64)),
+            ),
+            (
+                "native_transport_max_request_data_in_flight",
+                some(size_text(
+                    self.native_transport_max_request_data_in_flight as u64,
+                )),
+            ),
+            (
+                "native_transport_max_request_data_in_flight_per_ip",
+                some(size_text(
+                    self.native_transport_max_request_data_in_flight_per_ip as u64,
+                )),
+            ),
+            (
+                "native_transport_port",
+                some(self.native_transport_port.to_string()),
+            ),
+            ("num_tokens", some(self.num_tokens.to_string())),
+            (
+                "phi_convict_threshold",
+                some(format!("{:?}", self.phi_convict_threshold)),
+            ),
+            (
+                "range_request_timeout",
+                some(duration_text(self.range_request_timeout)),
+            ),
+            (
+                "read_request_timeout",
+                some(duration_text(self.read_request_timeout)),
+            ),
+            ("request_timeout", some(duration_text(self.request_timeout))),
+            ("row_cache_size", some(size_text(self.row_cache_size_bytes))),
+            ("rpc_address", some(self.rpc_address.clone())),
+            (
+                "seed_provider.class_name",
+                some("org.apache.cassandra.locator.SimpleSeedProvider".into()),
+            ),
+            (
+                "seed_provider.parameters",
+                some(format!(
+                    "{{seeds={}}}",
+                    self.seeds
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                )),
+            ),
+            (
+                "start_native_transport",
+                some(self.start_native_transport.to_string()),
+            ),
+            ("storage_port", some(self.storage_port.to_string())),
+            (
+                "stream_throughput_outbound",
+                some(format!(
+                    "{}/s",
+                    size_text(self.stream_throughput_outbound_bytes)
+                )),
+            ),
+            (
+                "truncate_request_timeout",
+                some(duration_text(self.truncate_request_timeout)),
+            ),
+            (
+                "write_request_timeout",
+                some(duration_text(self.write_request_timeout)),
+            ),
+        ];
+        v.sort_by_key(|(k, _)| *k);
+        v
+    }
     /// Reads a YAML file with `cassandra.yaml` key names.
     pub fn load(path: &std::path::Path) -> Result<Config, ConfigError> {
         let p = path.display().to_string();

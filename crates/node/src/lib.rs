@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod config;
 pub mod metrics;
 pub mod native;
+pub mod views;
 
 /// The running log levels (`nodetool getlogginglevels`, `setlogginglevel`),
 /// set by whoever set up logging (the `sibyl` binary).
@@ -464,6 +465,14 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         server.clone(),
         cluster.clone(),
     );
+    *qp.virtual_tables.write() = Some(Arc::new(views::SystemViews {
+        qp: Arc::downgrade(&qp),
+        server: Arc::downgrade(&server),
+        registry: Arc::downgrade(&registry),
+        storage: storage.clone(),
+        cluster: cluster.clone(),
+        config: config.clone(),
+    }));
     let native = Arc::new(native::NativeTransport::new(server, addr));
     // the transport stops at shutdown, or when a failure policy says so
     {

@@ -21,7 +21,8 @@ pub fn register(
     {
         let qp = qp.clone();
         registry.register(move |c| {
-            qp.proxy.metrics.collect(c);
+            let schema = qp.schema();
+            qp.proxy.metrics.collect(c, &|id| table_name(&schema, id));
             if let Some(h) = qp.proxy.hints() {
                 h.collect(c);
             }
@@ -29,6 +30,11 @@ pub fn register(
                 sibyl_metrics::MetricName::new("CQL", "PreparedStatementsCount"),
                 qp.prepared_count() as f64,
             );
+            c.counter(
+                sibyl_metrics::MetricName::new("CQL", "PreparedStatementsEvicted"),
+                qp.prepared_evicted(),
+            );
+            crate::views::collect_batches(c, &qp);
         });
     }
     let dirs = storage.config.data_directories.clone();
@@ -37,11 +43,7 @@ pub fn register(
         let qp = qp.clone();
         registry.register(move |c| {
             let schema = qp.schema();
-            storage.collect_metrics(c, &|id| {
-                schema
-                    .table_by_id(id)
-                    .map(|t| (t.keyspace.clone(), t.name.clone()))
-            });
+            storage.collect_metrics(c, &|id| table_name(&schema, id));
         });
     }
     registry.register(move |c| server.metrics.collect(c));
@@ -55,6 +57,12 @@ pub fn register(
     }
     let cpu = parking_lot::Mutex::new(CpuSample::now());
     registry.register(move |c| process(c, &mut cpu.lock()));
+}
+
+fn table_name(schema: &sibyl_schema::schema::Schema, id: uuid::Uuid) -> Option<(String, String)> {
+    schema
+        .table_by_id(id)
+        .map(|t| (t.keyspace.clone(), t.name.clone()))
 }
 
 fn family(

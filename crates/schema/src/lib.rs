@@ -8,6 +8,7 @@ pub mod index;
 pub mod replication;
 pub mod schema;
 pub mod schema_tables;
+pub mod system_views;
 
 pub use error::SchemaError;
 pub use replication::ReplicationStrategy;

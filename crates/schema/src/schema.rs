@@ -378,7 +378,7 @@ pub struct TableMetadata {
     pub is_counter: bool,
     /// Secondary indexes, by name order.
     pub indexes: Vec<crate::index::IndexMetadata>,
-    /// Generated on read (system_views, system_virtual_schema).
+    /// Rows made on read (the tables of `system_views`).
     pub is_virtual: bool,
 }
 
@@ -1122,7 +1122,15 @@ pub fn system_keyspaces() -> Vec<KeyspaceMetadata> {
     .into();
     let mut vks = local(virtual_schema, "system_virtual_schema");
     vks.is_virtual = true;
-    let mut views = local(Vec::new(), "system_views");
+    let views_tables = crate::system_views::TABLES
+        .iter()
+        .map(|(name, comment, cols)| {
+            let mut t = (*sys_table("system_views", name, cols, comment)).clone();
+            t.is_virtual = true;
+            Arc::new(t)
+        })
+        .collect();
+    let mut views = local(views_tables, "system_views");
     views.is_virtual = true;
     let mut auth = local(Vec::new(), "system_auth");
     auth.replication = map(&[
@@ -1159,6 +1167,11 @@ pub fn is_system_keyspace(name: &str) -> bool {
             | "system_virtual_schema"
             | "system_views"
     )
+}
+
+/// Keyspaces of virtual tables (Cassandra's `VirtualKeyspaceRegistry`).
+pub fn is_virtual_keyspace(name: &str) -> bool {
+    matches!(name, "system_views" | "system_virtual_schema")
 }
 
 /// A table's `speculative_retry` (Cassandra's `SpeculativeRetryPolicy`):

@@ -6,6 +6,7 @@ use crate::error::ServiceError;
 pub use sibyl_metrics::Counter;
 use sibyl_metrics::{Collection, MetricName, Timer};
 use sibyl_protocol::Consistency;
+use std::sync::Arc;
 
 /// One kind of client request's figures (Cassandra's `ClientRequestMetrics`).
 #[derive(Debug, Default)]
@@ -116,6 +117,16 @@ impl ClientRequestMetrics {
     }
 }
 
+/// A table's requests as their coordinator saw them (Cassandra's table
+/// metrics `CoordinatorReadLatency`, `CoordinatorWriteLatency` and
+/// `CoordinatorScanLatency`).
+#[derive(Debug, Default)]
+pub struct CoordinatorTableMetrics {
+    pub read: Timer,
+    pub write: Timer,
+    pub scan: Timer,
+}
+
 /// The coordinator's counts (Cassandra's `ClientRequestMetrics`,
 /// `ReadRepairMetrics` and the table metrics' speculative retries), kept
 /// for the operator's views.
@@ -127,10 +138,44 @@ pub struct ProxyMetrics {
     pub speculative_retries: Counter,
     pub batchlog_replays: Counter,
     pub counter_forwards: Counter,
+    tables:
+        parking_lot::RwLock<std::collections::HashMap<uuid::Uuid, Arc<CoordinatorTableMetrics>>>,
 }
 
 impl ProxyMetrics {
-    pub fn collect(&self, c: &mut Collection) {
+    /// The coordinator's figures of one table.
+    pub fn table(&self, id: uuid::Uuid) -> Arc<CoordinatorTableMetrics> {
+        if let Some(t) = self.tables.read().get(&id) {
+            return t.clone();
+        }
+        self.tables.write().entry(id).or_default().clone()
+    }
+
+    /// Every table's figures so far.
+    pub fn tables(&self) -> Vec<(uuid::Uuid, Arc<CoordinatorTableMetrics>)> {
+        self.tables
+            .read()
+            .iter()
+            .map(|(id, t)| (*id, t.clone()))
+            .collect()
+    }
+
+    /// Everything, tables named by `name_of` (tables it does not name
+    /// are gone and left out).
+    pub fn collect(
+        &self,
+        c: &mut Collection,
+        name_of: &dyn Fn(uuid::Uuid) -> Option<(String, String)>,
+    ) {
+        for (id, t) in self.tables.read().iter() {
+            let Some((ks, table)) = name_of(*id) else {
+                continue;
+            };
+            let n = |name: &str| MetricName::table(&ks, &table, name);
+            c.timer(n("CoordinatorReadLatency"), &t.read);
+            c.timer(n("CoordinatorWriteLatency"), &t.write);
+            c.timer(n("CoordinatorScanLatency"), &t.scan);
+        }
         self.requests.collect(c);
         c.counter(
             MetricName::new("ReadRepair", "RepairedBlocking"),

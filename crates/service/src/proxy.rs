@@ -465,10 +465,16 @@ impl StorageProxy {
             return Ok(());
         }
         let started = std::time::Instant::now();
+        let mut tables: Vec<uuid::Uuid> = mutations.iter().map(|m| m.table_id).collect();
+        tables.sort_unstable();
+        tables.dedup();
         let r = self.mutate_inner(mutations, cl, write_type).await;
         self.metrics
             .requests
             .record(Operation::Write, cl, started, r.as_ref().err());
+        for id in tables {
+            self.metrics.table(id).write.record_elapsed(started);
+        }
         r
     }
 
@@ -665,6 +671,11 @@ impl StorageProxy {
     /// Keeps hints for the writes replicas miss from now on.
     pub fn set_hints(&self, hints: Arc<HintsService>) {
         *self.hints.write() = Some(hints);
+    }
+
+    /// The stream sessions this node takes part in, recent ones included.
+    pub fn stream_sessions(&self) -> Vec<Arc<crate::streaming::SessionState>> {
+        self.streams.sessions()
     }
 
     pub fn hints(&self) -> Option<Arc<HintsService>> {
@@ -934,6 +945,7 @@ impl StorageProxy {
     ) -> Result<Vec<(DecoratedKey, Partition)>> {
         consistency::validate_for_read(cl)?;
         let started = std::time::Instant::now();
+        let table = self.metrics.table(cmd.table_id);
         let op = match (&cmd.kind, cl.is_serial()) {
             (_, true) => Operation::CasRead,
             (ReadKind::PartitionRange { .. }, false) => Operation::RangeSlice,
@@ -954,6 +966,10 @@ impl StorageProxy {
         self.metrics
             .requests
             .record(op, cl, started, r.as_ref().err());
+        match op {
+            Operation::RangeSlice => table.scan.record_elapsed(started),
+            _ => table.read.record_elapsed(started),
+        }
         r
     }
 

@@ -97,6 +97,27 @@ impl Replica {
             .storage
             .table(cmd.table_id)
             .ok_or(StorageError::UnknownTable(cmd.table_id))?;
+        let started = std::time::Instant::now();
+        let data = self.read_from(&cfs, cmd)?;
+        // what the command went through, once per command (Cassandra's
+        // `ReadCommand.MetricRecording`)
+        let (live, tombstones) = data.iter().fold((0, 0), |(l, t), (_, p)| {
+            let (pl, pt) = p.scanned(cmd.now);
+            (l + pl, t + pt)
+        });
+        cfs.live_scanned.record(live);
+        cfs.tombstones_scanned.record(tombstones);
+        if matches!(cmd.kind, ReadKind::PartitionRange { .. }) {
+            cfs.range_latency.record_elapsed(started);
+        }
+        Ok(data)
+    }
+
+    fn read_from(
+        &self,
+        cfs: &ColumnFamilyStore,
+        cmd: &ReadCommand,
+    ) -> Result<Vec<(DecoratedKey, Partition)>, StorageError> {
         let slices = cmd.slices.as_deref();
         let one = |key: &DecoratedKey| -> Result<Option<(DecoratedKey, Partition)>, StorageError> {
             Ok(cfs
@@ -158,16 +179,7 @@ impl Replica {
                     .storage
                     .table(ix.store_id(&table))
                     .ok_or(StorageError::UnknownTable(ix.store_id(&table)))?;
-                self.index_read(
-                    &table,
-                    &ix,
-                    &cfs,
-                    &store,
-                    value,
-                    start.as_ref(),
-                    cmd,
-                    *limit,
-                )
+                self.index_read(&table, &ix, cfs, &store, value, start.as_ref(), cmd, *limit)
             }
         }
     }

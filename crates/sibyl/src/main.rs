@@ -119,6 +119,25 @@ fn main() -> anyhow::Result<()> {
         config.commitlog_ignore_replay_errors = true;
     }
     config.override_decommission = override_decommission;
+    // the JVM properties' equivalents, as system_views.system_properties lists them
+    let mut props = vec![(
+        "cassandra.logdir".to_string(),
+        log_dir.display().to_string(),
+    )];
+    if let Some(p) = &config_path {
+        let p = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+        props.push(("cassandra.config".into(), format!("file://{}", p.display())));
+    }
+    if ignore_replay_errors {
+        props.push((
+            "cassandra.commitlog.ignorereplayerrors".into(),
+            "true".into(),
+        ));
+    }
+    if override_decommission {
+        props.push(("cassandra.override_decommission".into(), "true".into()));
+    }
+    config.system_properties = props;
     // Statements are bounded in nesting (sibyl_cql::MAX_NESTING) and every
     // stage recurses at most that deep; the stack is sized so that this
     // holds with an unoptimised build's frames too (address space only: the

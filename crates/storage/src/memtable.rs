@@ -186,7 +186,7 @@ impl Memtable {
     pub fn read(&self, key: &DecoratedKey, slices: Option<&[Slice]>) -> Option<Partition> {
         let shard = self.shards[shard_of(key.token)].read();
         let p = shard.get(key)?;
-        Some(slice_partition(p, slices))
+        Some(p.sliced(slices))
     }
 
     /// Keys in token order after `after` (exclusive) or from `start_token`
@@ -220,33 +220,6 @@ impl Memtable {
         }
         out
     }
-}
-
-/// Copies the parts of `p` that fall in `slices`.
-pub fn slice_partition(p: &Partition, slices: Option<&[Slice]>) -> Partition {
-    let Some(slices) = slices else {
-        return p.clone();
-    };
-    let mut out = Partition {
-        deletion: p.deletion,
-        static_row: p.static_row.clone(),
-        rows: Default::default(),
-        range_tombstones: Vec::new(),
-    };
-    for (start, end) in slices {
-        if start > end {
-            continue;
-        }
-        for (ck, row) in p.rows.range(start, end) {
-            out.rows.insert(ck.clone(), row.clone());
-        }
-        for rt in &p.range_tombstones {
-            if !(rt.end < *start || rt.start > *end || out.range_tombstones.contains(rt)) {
-                out.range_tombstones.push(rt.clone());
-            }
-        }
-    }
-    out
 }
 
 impl Memtable {

@@ -29,7 +29,7 @@ use crate::cache::{KeyCache, KeyEntry};
 use crate::clustering::ClusteringComparator;
 use crate::clustering::{BoundKind, ClusteringKey};
 use crate::data::{ColumnData, DecoratedKey, Partition, Row};
-use crate::memtable::{slice_partition, Slice};
+use crate::memtable::Slice;
 use crate::serde::{
     decode_clustering, decode_partition, encode_clustering, encode_partition, encode_rows,
     encoded_row_len,
@@ -1198,7 +1198,7 @@ impl SSTableReader {
         let mut p = self.partition_at(e.offset, e.intra, chunk)?;
         if e.row_index.is_empty() {
             return Ok(match slices {
-                Some(s) => slice_partition(&p, Some(s)),
+                Some(s) => p.sliced(Some(s)),
                 None => p,
             });
         }
@@ -1221,7 +1221,7 @@ impl SSTableReader {
             }
         }
         Ok(match slices {
-            Some(s) => slice_partition(&p, Some(s)),
+            Some(s) => p.sliced(Some(s)),
             None => p,
         })
     }
@@ -1710,7 +1710,7 @@ mod tests {
                 bound(&cmp, b, BoundKind::EndInclusive),
             )];
             let got = r.read(&big, Some(&sl)).expect("read").expect("present");
-            let want = slice_partition(&full, Some(&sl));
+            let want = full.sliced(Some(&sl));
             assert_eq!(
                 got.rows.keys().collect::<Vec<_>>(),
                 want.rows.keys().collect::<Vec<_>>(),

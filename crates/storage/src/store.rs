@@ -6,7 +6,7 @@ use crate::cache::{KeyCache, RowCache, RowLookup};
 use crate::clustering::ClusteringComparator;
 use crate::commitlog::{self, CommitLog, Entry, ReplayStats, SyncMode};
 use crate::data::{DecoratedKey, Mutation, Partition};
-use crate::memtable::{slice_partition, Memtable, MemtablePool, Slice};
+use crate::memtable::{Memtable, MemtablePool, Slice};
 use crate::serde::{decode_mutation, encode_mutation};
 use crate::sstable::{list_generations, ChunkCache, SSTableReader, SSTableWriter};
 use crate::{now_in_seconds, StorageError};
@@ -195,6 +195,12 @@ pub struct ColumnFamilyStore {
     /// local reads and writes.
     pub read_latency: crate::metrics::Timer,
     pub write_latency: crate::metrics::Timer,
+    /// Partition range reads served by this replica (`RangeLatency`).
+    pub range_latency: crate::metrics::Timer,
+    /// Live rows and tombstones each read went through
+    /// (`LiveScannedHistogram`, `TombstoneScannedHistogram`).
+    pub live_scanned: crate::metrics::Histogram,
+    pub tombstones_scanned: crate::metrics::Histogram,
     key_cache: Arc<KeyCache>,
     row_cache: Arc<RowCache>,
     /// Leveled compaction: the last token pushed down from each level.
@@ -275,6 +281,9 @@ impl ColumnFamilyStore {
             sstables_per_read: Default::default(),
             read_latency: Default::default(),
             write_latency: Default::default(),
+            range_latency: Default::default(),
+            live_scanned: Default::default(),
+            tombstones_scanned: Default::default(),
             key_cache: caches.0,
             row_cache: caches.1,
             last_compacted: Mutex::new(HashMap::new()),
@@ -335,7 +344,7 @@ impl ColumnFamilyStore {
         limit: u64,
     ) -> Result<Option<Partition>, StorageError> {
         let sliced = |p: &Partition| {
-            let mut out = slice_partition(p, slices);
+            let mut out = p.sliced(slices);
             let dropped = &self.options.read().dropped_columns;
             if !dropped.is_empty() {
                 out.purge_dropped(dropped);
@@ -1212,6 +1221,9 @@ impl StorageEngine {
             }
             c.timer(n("ReadLatency"), &t.read_latency);
             c.timer(n("WriteLatency"), &t.write_latency);
+            c.timer(n("RangeLatency"), &t.range_latency);
+            c.histogram(n("LiveScannedHistogram"), &t.live_scanned);
+            c.histogram(n("TombstoneScannedHistogram"), &t.tombstones_scanned);
             c.histogram(n("SSTablesPerReadHistogram"), &t.sstables_per_read);
             c.histogram(n("EstimatedPartitionSizeHistogram"), &sizes);
             c.histogram(n("EstimatedColumnCountHistogram"), &cells);

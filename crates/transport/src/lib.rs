@@ -2,6 +2,8 @@
 //! framing, compression, many requests in flight per connection (bounded),
 //! events, and the one place where errors become CQL error codes.
 
+pub mod clients;
+
 use bytes::{Buf, Bytes, BytesMut};
 use sibyl_cql::{BatchType, ParsedStatement, Statement};
 use sibyl_cql3::error::Error;
@@ -14,7 +16,7 @@ use sibyl_protocol::{
 };
 use sibyl_service::ServiceError;
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -156,6 +158,8 @@ pub struct Server {
     /// Per client address: its request-bytes budget and its connections.
     request_bytes_per_ip: std::sync::Mutex<HashMap<IpAddr, (Arc<Semaphore>, usize)>>,
     pub metrics: TransportMetrics,
+    /// The open connections.
+    pub clients: clients::Clients,
 }
 
 /// Cassandra's `Client` and `CQL` metrics.
@@ -218,6 +222,7 @@ impl Server {
             request_bytes: Arc::new(Semaphore::new(limits.request_bytes)),
             request_bytes_per_ip: std::sync::Mutex::new(HashMap::new()),
             metrics: TransportMetrics::default(),
+            clients: Default::default(),
         }
     }
 
@@ -265,9 +270,11 @@ impl Server {
                         tokio::spawn(async move {
                             let ip_budget = s.ip_budget(peer.ip());
                             s.metrics.connections.add(1);
-                            if let Err(e) = s.clone().connection(sock, peer, ip_budget, sd).await {
+                            let info = s.clients.open(peer);
+                            if let Err(e) = s.clone().connection(sock, info, ip_budget, sd).await {
                                 tracing::debug!("connection {peer} closed: {e}");
                             }
+                            s.clients.close(&peer);
                             s.metrics.connections.add(-1);
                             s.release_ip(peer.ip());
                         });
@@ -285,7 +292,7 @@ impl Server {
     async fn connection(
         self: Arc<Self>,
         sock: TcpStream,
-        peer: SocketAddr,
+        info: Arc<clients::ClientInfo>,
         ip_budget: Arc<Semaphore>,
         mut shutdown: tokio::sync::watch::Receiver<bool>,
     ) -> std::io::Result<()> {
@@ -353,7 +360,7 @@ impl Server {
             response_estimate: Arc::new(AtomicUsize::new(budget / 8)),
             ip_budget,
             events: None,
-            peer,
+            info,
         };
         let mut buf = BytesMut::with_capacity(64 * 1024);
         let mut seg_decoder = SegmentDecoder::new(false);
@@ -504,7 +511,7 @@ struct Conn {
     response_estimate: Arc<AtomicUsize>,
     ip_budget: Arc<Semaphore>,
     events: Option<Vec<String>>,
-    peer: SocketAddr,
+    info: Arc<clients::ClientInfo>,
 }
 
 fn encode(
@@ -695,6 +702,8 @@ impl Conn {
                 self.throw_on_overload =
                     opts.get("THROW_ON_OVERLOAD").map(String::as_str) == Some("1");
                 self.ready = true;
+                self.info
+                    .started(self.version, &opts, clients::Stage::Ready);
                 // READY itself is never compressed in v3/v4 (the client may not know yet)
                 let f = encode(self.version, h.stream, &Response::Ready, None, &[]);
                 if self.version >= 5 {
@@ -710,8 +719,10 @@ impl Conn {
                     let _ = self.tx.send(Outgoing::Frame(f, None)).await;
                 }
             }
-            Request::AuthResponse(_) => {
+            Request::AuthResponse(token) => {
                 self.server.metrics.auth_successes.inc();
+                self.info
+                    .authenticated(token.as_deref().unwrap_or_default());
                 self.send(h.stream, &Response::AuthSuccess(None), &[]).await;
             }
             Request::Register(types) => {
@@ -731,7 +742,6 @@ impl Conn {
             }
             req => self.dispatch(h, body.len(), req).await,
         }
-        let _ = self.peer;
         true
     }
 
@@ -740,6 +750,7 @@ impl Conn {
     /// address, and room for its response.
     async fn dispatch(&mut self, h: FrameHeader, len: usize, req: Request) {
         let queued = sibyl_metrics::stages::NATIVE_TRANSPORT_REQUESTS.enqueue();
+        self.info.request();
         let Ok(slot) = self.slots.clone().acquire_owned().await else {
             return;
         };
@@ -809,6 +820,8 @@ impl Conn {
         if is_use {
             // USE changes connection state: finish it before reading further requests
             fut.await;
+            self.info
+                .set_keyspace(self.client.lock().await.keyspace.clone());
         } else {
             tokio::spawn(fut);
         }

@@ -1,0 +1,748 @@
+//! The rows of `system_views` (Cassandra's virtual tables), made when read
+//! from the node's own parts: its settings, connected clients, thread
+//! pools, caches, running compactions, tables' figures from the metrics
+//! registry, hints, peers' messaging, gossip, streams and snapshots.
+//!
+//! Tables of things Sibyl does not have (the auth caches' keys, CIDR
+//! filtering, storage-attached indexes, repair tables, the in-memory log
+//! appender) have Cassandra's columns and no rows.
+
+use crate::cluster::ClusterServices;
+use crate::config::Config;
+use bytes::Bytes;
+use sibyl_cluster::endpoint_state::ApplicationState;
+use sibyl_cql3::query::QueryProcessor;
+use sibyl_cql3::virtual_table::VirtualTables;
+use sibyl_db::cells::WriteParams;
+use sibyl_db::Mutation;
+use sibyl_metrics::{Collection, MetricName, Registry, Snapshot, Value};
+use sibyl_schema::schema::TableMetadata;
+use sibyl_schema::schema_tables::{boolean, double, int, row_mutation, text, text_list, text_map};
+use sibyl_storage::StorageEngine;
+use sibyl_transport::Server;
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Weak};
+
+/// The node's parts the views read. The query processor, the CQL server
+/// and the registry hold this (through the query processor), so they are
+/// held weakly here.
+pub struct SystemViews {
+    pub qp: Weak<QueryProcessor>,
+    pub server: Weak<Server>,
+    pub registry: Weak<Registry>,
+    pub storage: Arc<StorageEngine>,
+    pub cluster: Arc<ClusterServices>,
+    pub config: Config,
+}
+
+type Cols = Vec<(&'static str, Option<Bytes>)>;
+
+/// Builds one table's rows.
+struct Rows<'a> {
+    table: &'a TableMetadata,
+    wp: WriteParams,
+    out: Vec<Mutation>,
+}
+
+impl Rows<'_> {
+    fn row(&mut self, pk: &[Bytes], ck: &[Bytes], cols: Cols) {
+        let cols: Vec<(&str, Option<Bytes>)> =
+            cols.into_iter().filter(|(_, v)| v.is_some()).collect();
+        self.out
+            .push(row_mutation(self.table, pk, ck, &cols, &self.wp));
+    }
+}
+
+fn bigint(n: u64) -> Option<Bytes> {
+    Some(Bytes::copy_from_slice(
+        &(n.min(i64::MAX as u64) as i64).to_be_bytes(),
+    ))
+}
+fn signed(n: i64) -> Option<Bytes> {
+    Some(Bytes::copy_from_slice(&n.to_be_bytes()))
+}
+fn int32(n: i64) -> Option<Bytes> {
+    Some(int(n.clamp(i32::MIN as i64, i32::MAX as i64) as i32))
+}
+fn dbl(d: f64) -> Option<Bytes> {
+    Some(double(d))
+}
+fn txt(s: &str) -> Option<Bytes> {
+    Some(text(s))
+}
+fn inet(ip: IpAddr) -> Bytes {
+    match ip {
+        IpAddr::V4(v) => Bytes::copy_from_slice(&v.octets()),
+        IpAddr::V6(v) => Bytes::copy_from_slice(&v.octets()),
+    }
+}
+fn timestamp(millis: i64) -> Option<Bytes> {
+    signed(millis)
+}
+fn uuid(u: uuid::Uuid) -> Bytes {
+    Bytes::copy_from_slice(u.as_bytes())
+}
+fn mebibytes(bytes: u64) -> Option<Bytes> {
+    bigint(bytes >> 20)
+}
+
+/// A time-based UUID for `millis` (the ids of tasks Sibyl names by random
+/// UUIDs: their `timeuuid` columns need version 1).
+fn timeuuid_of(id: uuid::Uuid, millis: i64) -> Bytes {
+    let ticks = (millis.max(0) as u64) * 10_000 + 0x01B2_1DD2_1381_4000;
+    let node: [u8; 6] = id.as_bytes()[10..16].try_into().unwrap_or([0; 6]);
+    let seq = u16::from_be_bytes([id.as_bytes()[8], id.as_bytes()[9]]) & 0x3FFF;
+    uuid(uuid::Uuid::from_fields(
+        ticks as u32,
+        (ticks >> 32) as u16,
+        ((ticks >> 48) as u16 & 0x0FFF) | 0x1000,
+        &[
+            0x80 | (seq >> 8) as u8,
+            seq as u8,
+            node[0],
+            node[1],
+            node[2],
+            node[3],
+            node[4],
+            node[5],
+        ],
+    ))
+}
+
+fn now_millis() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// A latency in microseconds as the tables' milliseconds.
+fn ms(micros: f64) -> Option<Bytes> {
+    dbl(micros / 1000.0)
+}
+
+impl VirtualTables for SystemViews {
+    fn rows(&self, table: &TableMetadata, now: i32) -> Vec<Mutation> {
+        let mut r = Rows {
+            table,
+            wp: WriteParams {
+                timestamp: 1,
+                ttl: 0,
+                now,
+            },
+            out: Vec::new(),
+        };
+        match table.name.as_str() {
+            "settings" => self.settings(&mut r),
+            "system_properties" => self.system_properties(&mut r),
+            "clients" => self.clients(&mut r),
+            "thread_pools" => thread_pools(&mut r),
+            "caches" => self.caches(&mut r),
+            "sstable_tasks" => self.sstable_tasks(&mut r),
+            "disk_usage" | "max_partition_size" | "max_sstable_size" | "max_sstable_duration" => {
+                self.table_sizes(&mut r)
+            }
+            "local_read_latency" => self.latencies(&mut r, "ReadLatency"),
+            "local_write_latency" => self.latencies(&mut r, "WriteLatency"),
+            "local_scan_latency" => self.latencies(&mut r, "RangeLatency"),
+            "coordinator_read_latency" => self.latencies(&mut r, "CoordinatorReadLatency"),
+            "coordinator_write_latency" => self.latencies(&mut r, "CoordinatorWriteLatency"),
+            "coordinator_scan_latency" => self.latencies(&mut r, "CoordinatorScanLatency"),
+            "rows_per_read" => self.per_read(&mut r, "LiveScannedHistogram"),
+            "tombstones_per_read" => self.per_read(&mut r, "TombstoneScannedHistogram"),
+            "batch_metrics" => self.batch_metrics(&mut r),
+            "cql_metrics" => self.cql_metrics(&mut r),
+            "pending_hints" => self.pending_hints(&mut r),
+            "internode_inbound" | "internode_outbound" => self.internode(&mut r),
+            "gossip_info" => self.gossip_info(&mut r),
+            "streaming" => self.streaming(&mut r),
+            "snapshots" => self.snapshots(&mut r),
+            _ => {}
+        }
+        r.out
+    }
+}
+
+impl SystemViews {
+    fn settings(&self, r: &mut Rows) {
+        for (name, value) in self.config.settings() {
+            r.row(&[text(name)], &[], vec![("value", value.map(|v| text(&v)))]);
+        }
+    }
+
+    fn system_properties(&self, r: &mut Rows) {
+        let mut props: BTreeMap<String, String> =
+            self.config.system_properties.iter().cloned().collect();
+        props.insert("os.arch".into(), std::env::consts::ARCH.into());
+        props.insert("os.name".into(), std::env::consts::OS.into());
+        if let Ok(home) = std::env::var("HOME") {
+            props.insert("user.home".into(), home);
+        }
+        if let Ok(dir) = std::env::current_dir() {
+            props.insert("user.dir".into(), dir.display().to_string());
+        }
+        for (name, value) in props {
+            r.row(&[text(&name)], &[], vec![("value", txt(&value))]);
+        }
+    }
+
+    fn clients(&self, r: &mut Rows) {
+        let Some(server) = self.server.upgrade() else {
+            return;
+        };
+        for c in server.clients.list() {
+            let opt = |k: &str| c.options.get(k).map(|v| text(v));
+            r.row(
+                &[inet(c.address.ip())],
+                &[int(c.address.port() as i32)],
+                vec![
+                    ("client_options", Some(text_map(&c.options))),
+                    ("connection_stage", txt(c.stage.name())),
+                    ("driver_name", opt("DRIVER_NAME")),
+                    ("driver_version", opt("DRIVER_VERSION")),
+                    ("hostname", txt(&hostname_of(c.address.ip()))),
+                    ("keyspace_name", c.keyspace.as_deref().and_then(txt)),
+                    ("protocol_version", int32(c.protocol_version as i64)),
+                    ("request_count", bigint(c.requests)),
+                    ("ssl_enabled", Some(boolean(false))),
+                    (
+                        "username",
+                        txt(c.username.as_deref().unwrap_or("anonymous")),
+                    ),
+                ],
+            );
+        }
+    }
+
+    fn caches(&self, r: &mut Rows) {
+        let caches = [
+            (
+                "keys",
+                self.storage.key_cache.usage(),
+                &self.storage.key_cache.stats,
+            ),
+            (
+                "rows",
+                self.storage.row_cache.usage(),
+                &self.storage.row_cache.stats,
+            ),
+        ];
+        for (name, (entries, used, capacity), stats) in caches {
+            let hits = stats.hits.load(std::sync::atomic::Ordering::Relaxed);
+            let requests = stats.requests.load(std::sync::atomic::Ordering::Relaxed);
+            r.row(
+                &[text(name)],
+                &[],
+                vec![
+                    ("capacity_bytes", bigint(capacity)),
+                    ("entry_count", int32(entries as i64)),
+                    ("hit_count", bigint(hits)),
+                    (
+                        "hit_ratio",
+                        dbl(if requests == 0 {
+                            f64::NAN
+                        } else {
+                            hits as f64 / requests as f64
+                        }),
+                    ),
+                    ("request_count", bigint(requests)),
+                    ("size_bytes", bigint(used as u64)),
+                ],
+            );
+        }
+    }
+
+    fn sstable_tasks(&self, r: &mut Rows) {
+        let Some(qp) = self.qp.upgrade() else { return };
+        let schema = qp.schema();
+        let running = self.storage.compactions_running.lock().clone();
+        for p in running {
+            let Some(t) = schema.table_by_id(p.table_id) else {
+                continue;
+            };
+            let ratio = if p.total_partitions == 0 {
+                0.0
+            } else {
+                p.done_partitions as f64 / p.total_partitions as f64
+            };
+            r.row(
+                &[text(&t.keyspace)],
+                &[text(&t.name), timeuuid_of(p.id, now_millis())],
+                vec![
+                    ("completion_ratio", dbl(ratio)),
+                    ("kind", txt("compaction")),
+                    ("progress", bigint(p.done_partitions)),
+                    ("total", bigint(p.total_partitions)),
+                    ("unit", txt("partitions")),
+                ],
+            );
+        }
+    }
+
+    /// `disk_usage`, `max_partition_size`, `max_sstable_size` and
+    /// `max_sstable_duration`: every table's.
+    fn table_sizes(&self, r: &mut Rows) {
+        let Some(qp) = self.qp.upgrade() else { return };
+        let schema = qp.schema();
+        let which = r.table.name.clone();
+        let mut max_partition = std::collections::HashMap::new();
+        for cfs in self.storage.tables() {
+            let sizes = sibyl_metrics::Histogram::default();
+            for s in cfs.sstables() {
+                sizes.add_counts(&s.stats.partition_sizes);
+            }
+            max_partition.insert(cfs.table_id, sizes.max());
+        }
+        for cfs in self.storage.tables() {
+            let Some(t) = schema.table_by_id(cfs.table_id) else {
+                continue;
+            };
+            let ss = cfs.sstables();
+            let col = match which.as_str() {
+                "disk_usage" => (
+                    "mebibytes",
+                    mebibytes(ss.iter().map(|s| s.size_bytes()).sum()),
+                ),
+                "max_partition_size" => ("mebibytes", mebibytes(max_partition[&cfs.table_id])),
+                "max_sstable_size" => (
+                    "mebibytes",
+                    mebibytes(ss.iter().map(|s| s.size_bytes()).max().unwrap_or(0)),
+                ),
+                _ => (
+                    "max_sstable_duration",
+                    bigint(
+                        ss.iter()
+                            .map(|s| {
+                                (s.stats.max_timestamp.saturating_sub(s.stats.min_timestamp) / 1000)
+                                    .max(0) as u64
+                            })
+                            .max()
+                            .unwrap_or(0),
+                    ),
+                ),
+            };
+            r.row(&[text(&t.keyspace), text(&t.name)], &[], vec![col]);
+        }
+    }
+
+    fn metrics(&self) -> Collection {
+        self.registry
+            .upgrade()
+            .map(|r| r.collect())
+            .unwrap_or_default()
+    }
+
+    /// Every table's timer `name`, in milliseconds.
+    fn latencies(&self, r: &mut Rows, name: &str) {
+        if name.starts_with("Coordinator") {
+            // every table has coordinator figures, requested or not yet
+            if let Some(qp) = self.qp.upgrade() {
+                for cfs in self.storage.tables() {
+                    qp.proxy.metrics.table(cfs.table_id);
+                }
+            }
+        }
+        let rates = self.rates(name);
+        for (m, v) in self.metrics().metrics {
+            let (Value::Timer(s), Some(ks), Some(t)) = (&v, &m.keyspace, &m.scope) else {
+                continue;
+            };
+            if m.kind != "Table" || m.name != name {
+                continue;
+            }
+            r.row(
+                &[text(ks), text(t)],
+                &[],
+                vec![
+                    ("count", bigint(s.count)),
+                    ("max_ms", ms(s.max)),
+                    ("p50th_ms", ms(s.quantiles[0])),
+                    ("p99th_ms", ms(s.quantiles[4])),
+                    (
+                        "per_second",
+                        dbl(rates.get(&(ks.clone(), t.clone())).copied().unwrap_or(0.0)),
+                    ),
+                ],
+            );
+        }
+    }
+
+    /// Each table's recent rate of the timer `name`.
+    fn rates(&self, name: &str) -> BTreeMap<(String, String), f64> {
+        let Some(qp) = self.qp.upgrade() else {
+            return BTreeMap::new();
+        };
+        let schema = qp.schema();
+        let mut out = BTreeMap::new();
+        let named = |id| {
+            schema
+                .table_by_id(id)
+                .map(|t| (t.keyspace.clone(), t.name.clone()))
+        };
+        match name {
+            "CoordinatorReadLatency" | "CoordinatorWriteLatency" | "CoordinatorScanLatency" => {
+                for (id, t) in qp.proxy.metrics.tables() {
+                    let timer = match name {
+                        "CoordinatorReadLatency" => &t.read,
+                        "CoordinatorWriteLatency" => &t.write,
+                        _ => &t.scan,
+                    };
+                    if let Some(k) = named(id) {
+                        out.insert(k, timer.recent_rate());
+                    }
+                }
+            }
+            _ => {
+                for cfs in self.storage.tables() {
+                    let timer = match name {
+                        "ReadLatency" => &cfs.read_latency,
+                        "WriteLatency" => &cfs.write_latency,
+                        _ => &cfs.range_latency,
+                    };
+                    if let Some(k) = named(cfs.table_id) {
+                        out.insert(k, timer.recent_rate());
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Every table's histogram `name` (rows or tombstones per read).
+    fn per_read(&self, r: &mut Rows, name: &str) {
+        for (m, v) in self.metrics().metrics {
+            let (Value::Histogram(s), Some(ks), Some(t)) = (&v, &m.keyspace, &m.scope) else {
+                continue;
+            };
+            if m.kind != "Table" || m.name != name {
+                continue;
+            }
+            r.row(
+                &[text(ks), text(t)],
+                &[],
+                vec![
+                    ("count", bigint(s.count)),
+                    ("max", dbl(s.max)),
+                    ("p50th", dbl(s.quantiles[0])),
+                    ("p99th", dbl(s.quantiles[4])),
+                ],
+            );
+        }
+    }
+
+    fn batch_metrics(&self, r: &mut Rows) {
+        let Some(qp) = self.qp.upgrade() else { return };
+        let b = &qp.batch_metrics;
+        for (name, h) in [
+            ("partitions_per_counter_batch", &b.counter),
+            ("partitions_per_logged_batch", &b.logged),
+            ("partitions_per_unlogged_batch", &b.unlogged),
+        ] {
+            let s = Snapshot::of(h);
+            r.row(
+                &[text(name)],
+                &[],
+                vec![
+                    ("max", bigint(s.max as u64)),
+                    ("p50th", dbl(s.quantiles[0])),
+                    ("p999th", dbl(s.quantiles[5])),
+                    ("p99th", dbl(s.quantiles[4])),
+                ],
+            );
+        }
+    }
+
+    fn cql_metrics(&self, r: &mut Rows) {
+        let (Some(qp), Some(server)) = (self.qp.upgrade(), self.server.upgrade()) else {
+            return;
+        };
+        let prepared = server.metrics.prepared_executed.get() as f64;
+        let regular = server.metrics.regular_executed.get() as f64;
+        let all = prepared + regular;
+        for (name, v) in [
+            ("prepared_statements_count", qp.prepared_count() as f64),
+            ("prepared_statements_evicted", qp.prepared_evicted() as f64),
+            ("prepared_statements_executed", prepared),
+            (
+                "prepared_statements_ratio",
+                if all == 0.0 { 0.0 } else { prepared / all },
+            ),
+            ("regular_statements_executed", regular),
+        ] {
+            r.row(&[text(name)], &[], vec![("value", dbl(v))]);
+        }
+    }
+
+    fn pending_hints(&self, r: &mut Rows) {
+        let Some(qp) = self.qp.upgrade() else { return };
+        let Some(hints) = qp.proxy.hints() else {
+            return;
+        };
+        let directory = self.cluster.state.directory.read().clone();
+        let g = self.cluster.gossip.gossiper.lock();
+        for p in hints.pending() {
+            let mut cols = vec![
+                ("files", int32(p.files as i64)),
+                ("newest", timestamp(p.newest_ms)),
+                ("oldest", timestamp(p.oldest_ms)),
+            ];
+            if let Some(n) = directory.nodes.get(&p.host_id) {
+                cols.extend([
+                    ("address", Some(inet(n.address))),
+                    ("port", int32(self.config.storage_port as i64)),
+                    ("dc", txt(&n.datacenter)),
+                    ("rack", txt(&n.rack)),
+                    (
+                        "status",
+                        txt(if g.is_alive(n.address) { "UP" } else { "DOWN" }),
+                    ),
+                ]);
+            } else {
+                cols.push(("status", txt("UNKNOWN")));
+            }
+            r.row(&[uuid(p.host_id)], &[], cols);
+        }
+    }
+
+    fn internode(&self, r: &mut Rows) {
+        let directory = self.cluster.state.directory.read().clone();
+        let port = self.config.storage_port as i32;
+        let inbound = r.table.name == "internode_inbound";
+        for (addr, s) in self.cluster.messaging.peers() {
+            let node = directory.nodes.values().find(|n| n.address == addr);
+            let dc = node.map(|n| n.datacenter.clone()).unwrap_or_default();
+            let rack = node.map(|n| n.rack.clone()).unwrap_or_default();
+            let cols = if inbound {
+                let i = &s.inbound;
+                vec![
+                    ("corrupt_frames_recovered", bigint(0)),
+                    ("corrupt_frames_unrecovered", bigint(i.corrupt_frames.get())),
+                    ("error_bytes", bigint(i.error.bytes.get())),
+                    ("error_count", bigint(i.error.count.get())),
+                    ("processed_bytes", bigint(i.processed.bytes.get())),
+                    ("processed_count", bigint(i.processed.count.get())),
+                    ("received_bytes", bigint(i.received.bytes.get())),
+                    ("received_count", bigint(i.received.count.get())),
+                    ("throttled_count", bigint(0)),
+                    ("throttled_nanos", bigint(0)),
+                ]
+            } else {
+                let o = &s.outbound;
+                vec![
+                    (
+                        "active_connections",
+                        bigint(o.active_connections.get().max(0) as u64),
+                    ),
+                    ("connection_attempts", bigint(o.connection_attempts.get())),
+                    ("error_bytes", bigint(o.error.bytes.get())),
+                    ("error_count", bigint(o.error.count.get())),
+                    ("expired_count", bigint(s.timeouts.get())),
+                    ("overload_bytes", bigint(o.overload.bytes.get())),
+                    ("overload_count", bigint(o.overload.count.get())),
+                    ("pending_bytes", bigint(o.pending_bytes.get().max(0) as u64)),
+                    ("pending_count", bigint(o.pending_count.get().max(0) as u64)),
+                    ("sent_bytes", bigint(o.sent.bytes.get())),
+                    ("sent_count", bigint(o.sent.count.get())),
+                    (
+                        "successful_connection_attempts",
+                        bigint(o.successful_connection_attempts.get()),
+                    ),
+                ]
+            };
+            r.row(&[inet(addr), int(port)], &[text(&dc), text(&rack)], cols);
+        }
+    }
+
+    fn gossip_info(&self, r: &mut Rows) {
+        let port = self.config.storage_port as i32;
+        let g = self.cluster.gossip.gossiper.lock();
+        for (addr, state) in g.endpoint_states() {
+            let mut cols: Cols = vec![
+                ("generation", int32(state.heartbeat.generation as i64)),
+                ("heartbeat", int32(state.heartbeat.version as i64)),
+                ("hostname", txt(&hostname_of(*addr))),
+            ];
+            for (app, v) in &state.application_states {
+                let name = gossip_column(*app);
+                if *app != ApplicationState::Tokens {
+                    cols.push((name.0, txt(&v.value)));
+                }
+                cols.push((name.1, int32(v.version as i64)));
+            }
+            r.row(&[inet(*addr)], &[int(port)], cols);
+        }
+    }
+
+    fn streaming(&self, r: &mut Rows) {
+        let Some(qp) = self.qp.upgrade() else { return };
+        let now = now_millis();
+        for s in qp.proxy.stream_sessions() {
+            use std::sync::atomic::Ordering::Relaxed;
+            let elapsed = s.started.elapsed().as_millis() as i64;
+            let started_at = now - elapsed;
+            let finished = s.finished.load(Relaxed);
+            let error = s.error.lock().clone();
+            let status = match (finished, &error) {
+                (_, Some(_)) => "failure",
+                (true, None) => "success",
+                (false, None) => "start",
+            };
+            let done = s.ranges_done.load(Relaxed);
+            let progress = if s.ranges_total == 0 {
+                if finished {
+                    100.0
+                } else {
+                    0.0
+                }
+            } else {
+                100.0 * done as f32 / s.ranges_total as f32
+            };
+            let bytes = s.bytes.load(Relaxed);
+            let mut cols = vec![
+                ("operation", txt(&s.operation)),
+                ("peers", Some(text_list(&[s.peer.to_string()]))),
+                ("follower", Some(boolean(!s.receiving))),
+                ("status", txt(status)),
+                (
+                    "progress_percentage",
+                    Some(Bytes::copy_from_slice(&progress.to_be_bytes())),
+                ),
+                ("duration_millis", bigint(elapsed as u64)),
+                ("last_updated_at", timestamp(now)),
+                ("status_init_timestamp", timestamp(started_at)),
+                ("status_start_timestamp", timestamp(started_at)),
+                ("failure_cause", error.as_deref().and_then(txt)),
+            ];
+            if s.receiving {
+                cols.push(("bytes_received", bigint(bytes)));
+            } else {
+                cols.push(("bytes_sent", bigint(bytes)));
+            }
+            if finished && error.is_none() {
+                cols.push(("status_success_timestamp", timestamp(now)));
+            }
+            if error.is_some() {
+                cols.push(("status_failure_timestamp", timestamp(now)));
+            }
+            r.row(&[timeuuid_of(s.id, started_at)], &[], cols);
+        }
+    }
+
+    fn snapshots(&self, r: &mut Rows) {
+        let Some(qp) = self.qp.upgrade() else { return };
+        let schema = qp.schema();
+        for cfs in self.storage.tables() {
+            let Some(t) = schema.table_by_id(cfs.table_id) else {
+                continue;
+            };
+            for (tag, size, true_size) in cfs.snapshots() {
+                let created = std::fs::metadata(cfs.dir.join("snapshots").join(&tag))
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map(|d| d.as_millis() as i64);
+                r.row(
+                    &[text(&tag)],
+                    &[text(&t.keyspace), text(&t.name)],
+                    vec![
+                        ("created_at", created.and_then(timestamp)),
+                        ("ephemeral", Some(boolean(false))),
+                        ("size_on_disk", bigint(size)),
+                        ("true_size", bigint(true_size)),
+                    ],
+                );
+            }
+        }
+    }
+}
+
+fn thread_pools(r: &mut Rows) {
+    for s in sibyl_metrics::stages::all() {
+        r.row(
+            &[text(s.name)],
+            &[],
+            vec![
+                ("active_tasks", int32(s.active())),
+                ("blocked_tasks", bigint(s.blocked().max(0) as u64)),
+                ("blocked_tasks_all_time", bigint(s.blocked_total())),
+                ("completed_tasks", bigint(s.completed())),
+                ("pending_tasks", int32(s.pending().max(0))),
+            ],
+        );
+    }
+}
+
+/// A gossip state's columns in `gossip_info`: its value's and its version's.
+fn gossip_column(s: ApplicationState) -> (&'static str, &'static str) {
+    use ApplicationState::*;
+    match s {
+        Status => ("status", "status_version"),
+        Load => ("load", "load_version"),
+        Schema => ("schema", "schema_version"),
+        Dc => ("dc", "dc_version"),
+        Rack => ("rack", "rack_version"),
+        ReleaseVersion => ("release_version", "release_version_version"),
+        RemovalCoordinator => ("removal_coordinator", "removal_coordinator_version"),
+        InternalIp => ("internal_ip", "internal_ip_version"),
+        RpcAddress => ("rpc_address", "rpc_address_version"),
+        X11Padding => ("x_11_padding", "x_11_padding_version"),
+        Severity => ("severity", "severity_version"),
+        NetVersion => ("net_version", "net_version_version"),
+        HostId => ("host_id", "host_id_version"),
+        Tokens => ("tokens", "tokens_version"),
+        RpcReady => ("rpc_ready", "rpc_ready_version"),
+        InternalAddressAndPort => (
+            "internal_address_and_port",
+            "internal_address_and_port_version",
+        ),
+        NativeAddressAndPort => ("native_address_and_port", "native_address_and_port_version"),
+        StatusWithPort => ("status_with_port", "status_with_port_version"),
+        SstableVersions => ("sstable_versions", "sstable_versions_version"),
+        DiskUsage => ("disk_usage", "disk_usage_version"),
+        IndexStatus => ("index_status", "index_status_version"),
+        X1 => ("x1", "x1_version"),
+        X2 => ("x2", "x2_version"),
+        X3 => ("x3", "x3_version"),
+        X4 => ("x4", "x4_version"),
+        X5 => ("x5", "x5_version"),
+        X6 => ("x6", "x6_version"),
+        X7 => ("x7", "x7_version"),
+        X8 => ("x8", "x8_version"),
+        X9 => ("x9", "x9_version"),
+        X10 => ("x10", "x10_version"),
+    }
+}
+
+/// An address's name from `/etc/hosts`, or the address itself (what
+/// Java's `getHostName` answers without a DNS name).
+fn hostname_of(ip: IpAddr) -> String {
+    std::fs::read_to_string("/etc/hosts")
+        .ok()
+        .and_then(|hosts| {
+            hosts.lines().find_map(|l| {
+                let l = l.split('#').next()?;
+                let mut f = l.split_whitespace();
+                let addr: IpAddr = f.next()?.parse().ok()?;
+                (addr == ip).then(|| f.next().map(str::to_string)).flatten()
+            })
+        })
+        .unwrap_or_else(|| ip.to_string())
+}
+
+/// The Prometheus families and JMX names of the batch figures.
+pub fn collect_batches(c: &mut Collection, qp: &QueryProcessor) {
+    let b = &qp.batch_metrics;
+    c.histogram(
+        MetricName::new("Batch", "PartitionsPerLoggedBatch"),
+        &b.logged,
+    );
+    c.histogram(
+        MetricName::new("Batch", "PartitionsPerUnloggedBatch"),
+        &b.unlogged,
+    );
+    c.histogram(
+        MetricName::new("Batch", "PartitionsPerCounterBatch"),
+        &b.counter,
+    );
+}
