@@ -281,3 +281,31 @@ def test_tpstats_prints_cassandras_tables_and_documents(node, session):
     assert set(doc["ThreadPools"]["ReadStage"]) == set(want["ThreadPools"]["ReadStage"])
     assert all(isinstance(v, int) for v in doc["ThreadPools"]["ReadStage"].values())
     assert isinstance(doc["DroppedMessage"]["MUTATION_REQ"], int)
+
+
+def test_proxyhistograms_prints_cassandras_table(node, session):
+    """Issue 21, item 6: `proxyhistograms` in Cassandra 5.0.4's layout
+    (golden `proxyhistograms.txt`), from the coordinator's latencies: the
+    columns of the operations that ran are filled, the others read 0."""
+    want = golden("proxyhistograms.txt").splitlines()
+    session.execute("CREATE TABLE ph (k int PRIMARY KEY, v int)")
+    for i in range(10):
+        session.execute("INSERT INTO ph (k, v) VALUES (%s, %s)", (i, i))
+        session.execute("SELECT * FROM ph WHERE k = %s", (i,))
+    session.execute("UPDATE ph SET v = 1 WHERE k = 1 IF v = 1")
+    p = nodetool(node, "proxyhistograms")
+    assert p.returncode == 0, p.stderr
+    got = p.stdout.splitlines()
+    assert got[:3] == want[:3]
+    assert [l.split()[0] for l in got[3:10]] == [l.split()[0] for l in want[3:10]]
+    assert got[10:] == want[10:] == [""]
+    rows = {l.split()[0]: [float(x) for x in l.split()[1:]] for l in got[3:10]}
+    for label, cells in rows.items():
+        assert all(re.fullmatch(r"\d+\.\d\d", x) for x in got[3 + list(rows).index(label)].split()[1:])
+        # the columns line up under the headers, right-aligned in 19 characters
+        assert len(got[3 + list(rows).index(label)]) == len(want[1])
+    read, write, rng, cas_read, cas_write, view = zip(*rows.values())
+    assert min(read) > 0 and min(write) > 0 and max(cas_write) > 0
+    assert rows["Min"][0] <= rows["50%"][0] <= rows["99%"][0] <= rows["Max"][0]
+    assert set(view) == {0.0}
+

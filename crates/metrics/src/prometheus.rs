@@ -352,11 +352,15 @@ fn map(n: &MetricName) -> Option<Mapped> {
                     labels.push(op("range_read"));
                     ("operation_latency_seconds", "Local operation latency.", Seconds)
                 }
-                "CoordinatorReadLatency" => {
-                    labels.push(op("read"));
+                "CoordinatorReadLatency" | "CoordinatorWriteLatency" | "CoordinatorScanLatency" => {
+                    labels.push(op(match n.name.as_str() {
+                        "CoordinatorReadLatency" => "read",
+                        "CoordinatorWriteLatency" => "write",
+                        _ => "scan",
+                    }));
                     (
                         "coordinator_latency_seconds",
-                        "Latency of the reads this node coordinated.",
+                        "Latency of the requests this node coordinated.",
                         Seconds,
                     )
                 }

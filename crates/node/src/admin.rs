@@ -881,6 +881,18 @@ impl Admin {
                 }
                 Ok(json!({ "tables": out }))
             }
+            ("GET", "/proxyhistograms") => {
+                use sibyl_service::metrics::Operation;
+                let requests = &self.qp.proxy.metrics.requests;
+                let column = |op: Operation| percentile_column(requests.of(op).latency.all());
+                Ok(json!({
+                    "read": column(Operation::Read),
+                    "write": column(Operation::Write),
+                    "range": column(Operation::RangeSlice),
+                    "cas_read": column(Operation::CasRead),
+                    "cas_write": column(Operation::CasWrite),
+                }))
+            }
             ("GET", "/tablehistograms") => {
                 use sibyl_storage::metrics::Histogram;
                 let mut out = Vec::new();
@@ -893,15 +905,7 @@ impl Admin {
                         sizes.add_counts(&s.stats.partition_sizes);
                         cells.add_counts(&s.stats.cell_counts);
                     }
-                    let column = |h: &Histogram| -> Vec<u64> {
-                        let mut v: Vec<u64> = [50.0, 75.0, 95.0, 98.0, 99.0]
-                            .iter()
-                            .map(|p| h.percentile(*p))
-                            .collect();
-                        v.push(h.min());
-                        v.push(h.max());
-                        v
-                    };
+                    let column = percentile_column;
                     out.push(json!({
                         "keyspace": t.keyspace,
                         "table": t.name,
@@ -1243,4 +1247,16 @@ fn local_timestamp() -> String {
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0);
     sibyl_types::utc_millis(ms)
+}
+
+/// A histogram's 50th, 75th, 95th, 98th and 99th percentiles, minimum and
+/// maximum: the rows of `nodetool tablehistograms` and `proxyhistograms`.
+fn percentile_column(h: &sibyl_metrics::Histogram) -> Vec<u64> {
+    let mut v: Vec<u64> = [50.0, 75.0, 95.0, 98.0, 99.0]
+        .iter()
+        .map(|p| h.percentile(*p))
+        .collect();
+    v.push(h.min());
+    v.push(h.max());
+    v
 }

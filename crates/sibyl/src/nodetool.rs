@@ -377,6 +377,11 @@ pub fn run(tokens: Vec<String>) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        "proxyhistograms" => {
+            let v = request(&host, port, "GET", "/proxyhistograms")?;
+            out!("{}", proxyhistograms_text(&v));
+            Ok(())
+        }
         "tablehistograms" | "cfhistograms" => {
             // `ks table`, `ks.table` and `ks/table` all name one table
             let scope_args: Vec<String> = match args {
@@ -609,6 +614,51 @@ fn print_formatted(format: &str, doc: &Value) -> anyhow::Result<()> {
 
 /// A latency in ms as Cassandra's table stats print it: three decimals, NaN
 /// when nothing was measured.
+/// `nodetool proxyhistograms` as Cassandra 5.0 prints it: the coordinator's
+/// latencies since start, in microseconds (Sibyl has no materialized
+/// views: their column reads 0, as on a Cassandra node without views).
+fn proxyhistograms_text(v: &Value) -> String {
+    let mut s = String::from("proxy histograms\n");
+    let headers = [
+        "Read Latency",
+        "Write Latency",
+        "Range Latency",
+        "CAS Read Latency",
+        "CAS Write Latency",
+        "View Write Latency",
+    ];
+    s += &format!("{:<10}", "Percentile");
+    for h in headers {
+        s += &format!("{h:>19}");
+    }
+    s += &format!("\n{:<10}", "");
+    for _ in headers {
+        s += &format!("{:>19}", "(micros)");
+    }
+    s.push('\n');
+    let keys = [
+        "read",
+        "write",
+        "range",
+        "cas_read",
+        "cas_write",
+        "view_write",
+    ];
+    for (i, label) in ["50%", "75%", "95%", "98%", "99%", "Min", "Max"]
+        .iter()
+        .enumerate()
+    {
+        s += &format!("{label:<10}");
+        for k in keys {
+            let x = v[k].get(i).and_then(|x| x.as_u64()).unwrap_or(0);
+            s += &format!("{:>19.2}", x as f64);
+        }
+        s.push('\n');
+    }
+    s.push('\n');
+    s
+}
+
 /// `nodetool tpstats` as Cassandra 5.0 prints it (`TpStatsPrinter`).
 fn tpstats_text(v: &Value) -> String {
     let n = |p: &Value, k: &str| p[k].as_u64().unwrap_or(0).to_string();

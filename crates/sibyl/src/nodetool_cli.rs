@@ -52,6 +52,7 @@ const HELP: &[(&str, &str)] = help_texts!(
     "removenode",
     "repair",
     "resumehandoff",
+    "proxyhistograms",
     "ring",
     "setcompactionthroughput",
     "setlogginglevel",
