@@ -87,27 +87,18 @@ fn mebibytes(bytes: u64) -> Option<Bytes> {
     bigint(bytes >> 20)
 }
 
-/// A time-based UUID for `millis` (the ids of tasks Sibyl names by random
-/// UUIDs: their `timeuuid` columns need version 1).
-fn timeuuid_of(id: uuid::Uuid, millis: i64) -> Bytes {
-    let ticks = (millis.max(0) as u64) * 10_000 + 0x01B2_1DD2_1381_4000;
-    let node: [u8; 6] = id.as_bytes()[10..16].try_into().unwrap_or([0; 6]);
-    let seq = u16::from_be_bytes([id.as_bytes()[8], id.as_bytes()[9]]) & 0x3FFF;
-    uuid(uuid::Uuid::from_fields(
-        ticks as u32,
-        (ticks >> 32) as u16,
-        ((ticks >> 48) as u16 & 0x0FFF) | 0x1000,
-        &[
-            0x80 | (seq >> 8) as u8,
-            seq as u8,
-            node[0],
-            node[1],
-            node[2],
-            node[3],
-            node[4],
-            node[5],
-        ],
-    ))
+/// A task's id as a `timeuuid` column: Sibyl's task ids are time-based;
+/// an id from an older node (random) becomes a time-based one at the
+/// epoch, the same each time it is read.
+fn timeuuid_of(id: uuid::Uuid) -> Bytes {
+    if id.get_version_num() == 1 {
+        return uuid(id);
+    }
+    let b = id.as_bytes();
+    let mut out = *sibyl_types::timeuuid::min_timeuuid(0).as_bytes();
+    out[8] = 0x80 | (b[8] & 0x3F);
+    out[9..16].copy_from_slice(&b[9..16]);
+    Bytes::copy_from_slice(&out)
 }
 
 fn now_millis() -> i64 {
@@ -268,7 +259,7 @@ impl SystemViews {
             };
             r.row(
                 &[text(&t.keyspace)],
-                &[text(&t.name), timeuuid_of(p.id, now_millis())],
+                &[text(&t.name), timeuuid_of(p.id)],
                 vec![
                     ("completion_ratio", dbl(ratio)),
                     ("kind", txt("compaction")),
@@ -580,7 +571,11 @@ impl SystemViews {
         for s in qp.proxy.stream_sessions() {
             use std::sync::atomic::Ordering::Relaxed;
             let elapsed = s.started.elapsed().as_millis() as i64;
-            let started_at = now - elapsed;
+            let started_at = if s.id.get_version_num() == 1 {
+                sibyl_types::timeuuid::timeuuid_timestamp_millis(s.id.as_bytes())
+            } else {
+                now - elapsed
+            };
             let finished = s.finished.load(Relaxed);
             let error = s.error.lock().clone();
             let status = match (finished, &error) {
@@ -625,7 +620,7 @@ impl SystemViews {
             if error.is_some() {
                 cols.push(("status_failure_timestamp", timestamp(now)));
             }
-            r.row(&[timeuuid_of(s.id, started_at)], &[], cols);
+            r.row(&[timeuuid_of(s.id)], &[], cols);
         }
     }
 

@@ -167,6 +167,8 @@ impl ProxyMetrics {
         c: &mut Collection,
         name_of: &dyn Fn(uuid::Uuid) -> Option<(String, String)>,
     ) {
+        // a dropped table's figures go with it
+        self.tables.write().retain(|id, _| name_of(*id).is_some());
         for (id, t) in self.tables.read().iter() {
             let Some((ks, table)) = name_of(*id) else {
                 continue;

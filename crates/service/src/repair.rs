@@ -214,7 +214,8 @@ impl StorageProxy {
             }
             for ((target, source), tables) in plans {
                 let plan = StreamPlan {
-                    id: uuid::Uuid::new_v4(),
+                    // time-based, as Cassandra's stream plan ids
+                    id: sibyl_types::timeuuid::now_timeuuid(),
                     operation: "Repair".into(),
                     source,
                     tables: tables.into_iter().collect(),

@@ -129,7 +129,8 @@ pub fn stream_plans(
             (
                 target,
                 StreamPlan {
-                    id: uuid::Uuid::new_v4(),
+                    // time-based, as Cassandra's stream plan ids
+                    id: sibyl_types::timeuuid::now_timeuuid(),
                     operation: operation.to_string(),
                     source,
                     tables: tables

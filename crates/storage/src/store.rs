@@ -1428,7 +1428,8 @@ impl StorageEngine {
         let inputs = task.inputs.clone();
         let output_level = task.output_level;
         let generation = t.next_generation.load(Ordering::Relaxed);
-        let progress_id = uuid::Uuid::new_v4();
+        // time-based, as Cassandra's compaction ids
+        let progress_id = sibyl_types::timeuuid::now_timeuuid();
         let total_partitions: u64 = inputs.iter().map(|s| s.stats.partitions).sum();
         let total_bytes: u64 = inputs.iter().map(|s| s.stats.data_bytes).sum();
         self.compactions_running.lock().push(CompactionProgress {
