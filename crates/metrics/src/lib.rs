@@ -63,6 +63,10 @@ pub struct Snapshot {
     pub quantiles: [f64; 6],
     pub min: f64,
     pub max: f64,
+    /// A timer's values per second over this minute and the one before
+    /// (what Cassandra's latency tables call `per_second`); 0 for a
+    /// histogram.
+    pub rate: f64,
 }
 
 impl Snapshot {
@@ -75,6 +79,7 @@ impl Snapshot {
             quantiles: QUANTILES.map(|q| percentile_of(&counts, q * 100.0, h.max()) as f64),
             min: h.min() as f64,
             max: h.max() as f64,
+            rate: 0.0,
         }
     }
 }
@@ -155,33 +160,26 @@ impl Timer {
         self.all.count()
     }
 
-    /// Values per second over this minute and the one before (what
-    /// Cassandra's latency tables call `per_second`).
-    pub fn recent_rate(&self) -> f64 {
+    /// Count and sum since start; percentiles, minimum, maximum and rate
+    /// of the values of this minute and the one before.
+    pub fn snapshot(&self) -> Snapshot {
         let now = Instant::now();
         let minute = minute_of(now);
-        self.roll_to(minute);
+        let mut s = self.snapshot_in_minute(minute);
         let into_minute = START
             .get()
             .map(|s| now.saturating_duration_since(*s).as_secs_f64() % 60.0)
             .unwrap_or(0.0);
-        let recent: u64 = self.windows.iter().map(|w| w.count()).sum();
         let span = if minute == 0 {
             into_minute
         } else {
             60.0 + into_minute
         };
-        if span <= 0.0 {
-            0.0
-        } else {
-            recent as f64 / span
+        let recent: u64 = self.windows.iter().map(|w| w.count()).sum();
+        if span > 0.0 {
+            s.rate = recent as f64 / span;
         }
-    }
-
-    /// Count and sum since start; percentiles, minimum and maximum of the
-    /// values of this minute and the one before.
-    pub fn snapshot(&self) -> Snapshot {
-        self.snapshot_in_minute(minute_now())
+        s
     }
 
     fn snapshot_in_minute(&self, minute: u64) -> Snapshot {
@@ -211,6 +209,7 @@ impl Timer {
             quantiles: QUANTILES.map(|q| percentile_of(&counts, q * 100.0, max) as f64),
             min: min as f64,
             max: max as f64,
+            rate: 0.0,
         }
     }
 }

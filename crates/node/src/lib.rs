@@ -468,7 +468,6 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
     *qp.virtual_tables.write() = Some(Arc::new(views::SystemViews {
         qp: Arc::downgrade(&qp),
         server: Arc::downgrade(&server),
-        registry: Arc::downgrade(&registry),
         storage: storage.clone(),
         cluster: cluster.clone(),
         config: config.clone(),

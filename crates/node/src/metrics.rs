@@ -59,7 +59,10 @@ pub fn register(
     registry.register(move |c| process(c, &mut cpu.lock()));
 }
 
-fn table_name(schema: &sibyl_schema::schema::Schema, id: uuid::Uuid) -> Option<(String, String)> {
+pub(crate) fn table_name(
+    schema: &sibyl_schema::schema::Schema,
+    id: uuid::Uuid,
+) -> Option<(String, String)> {
     schema
         .table_by_id(id)
         .map(|t| (t.keyspace.clone(), t.name.clone()))

@@ -1,7 +1,8 @@
 //! The rows of `system_views` (Cassandra's virtual tables), made when read
 //! from the node's own parts: its settings, connected clients, thread
-//! pools, caches, running compactions, tables' figures from the metrics
-//! registry, hints, peers' messaging, gossip, streams and snapshots.
+//! pools, caches, running compactions, tables' figures from the storage
+//! engine and the coordinator, hints, peers' messaging, gossip, streams
+//! and snapshots.
 //!
 //! Tables of things Sibyl does not have (the auth caches' keys, CIDR
 //! filtering, storage-attached indexes, repair tables, the in-memory log
@@ -15,7 +16,7 @@ use sibyl_cql3::query::QueryProcessor;
 use sibyl_cql3::virtual_table::VirtualTables;
 use sibyl_db::cells::WriteParams;
 use sibyl_db::Mutation;
-use sibyl_metrics::{Collection, MetricName, Registry, Snapshot, Value};
+use sibyl_metrics::{Collection, MetricName, Snapshot, Value};
 use sibyl_schema::schema::TableMetadata;
 use sibyl_schema::schema_tables::{boolean, double, int, row_mutation, text, text_list, text_map};
 use sibyl_storage::StorageEngine;
@@ -24,13 +25,12 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Weak};
 
-/// The node's parts the views read. The query processor, the CQL server
-/// and the registry hold this (through the query processor), so they are
-/// held weakly here.
+/// The node's parts the views read. The query processor and the CQL
+/// server hold this (through the query processor), so they are held
+/// weakly here.
 pub struct SystemViews {
     pub qp: Weak<QueryProcessor>,
     pub server: Weak<Server>,
-    pub registry: Weak<Registry>,
     pub storage: Arc<StorageEngine>,
     pub cluster: Arc<ClusterServices>,
     pub config: Config,
@@ -277,14 +277,6 @@ impl SystemViews {
         let Some(qp) = self.qp.upgrade() else { return };
         let schema = qp.schema();
         let which = r.table.name.clone();
-        let mut max_partition = std::collections::HashMap::new();
-        for cfs in self.storage.tables() {
-            let sizes = sibyl_metrics::Histogram::default();
-            for s in cfs.sstables() {
-                sizes.add_counts(&s.stats.partition_sizes);
-            }
-            max_partition.insert(cfs.table_id, sizes.max());
-        }
         for cfs in self.storage.tables() {
             let Some(t) = schema.table_by_id(cfs.table_id) else {
                 continue;
@@ -295,7 +287,13 @@ impl SystemViews {
                     "mebibytes",
                     mebibytes(ss.iter().map(|s| s.size_bytes()).sum()),
                 ),
-                "max_partition_size" => ("mebibytes", mebibytes(max_partition[&cfs.table_id])),
+                "max_partition_size" => {
+                    let sizes = sibyl_metrics::Histogram::default();
+                    for s in &ss {
+                        sizes.add_counts(&s.stats.partition_sizes);
+                    }
+                    ("mebibytes", mebibytes(sizes.max()))
+                }
                 "max_sstable_size" => (
                     "mebibytes",
                     mebibytes(ss.iter().map(|s| s.size_bytes()).max().unwrap_or(0)),
@@ -317,31 +315,37 @@ impl SystemViews {
         }
     }
 
-    fn metrics(&self) -> Collection {
-        self.registry
-            .upgrade()
-            .map(|r| r.collect())
-            .unwrap_or_default()
+    /// The tables' figures (storage's and the coordinator's), each
+    /// table's metric `name` read once.
+    fn each_table_metric(&self, name: &str, mut f: impl FnMut(&str, &str, &Snapshot)) {
+        let Some(qp) = self.qp.upgrade() else { return };
+        let schema = qp.schema();
+        let name_of = |id| crate::metrics::table_name(&schema, id);
+        let mut c = Collection::default();
+        if name.starts_with("Coordinator") {
+            // every table has coordinator figures, requested or not yet
+            for cfs in self.storage.tables() {
+                qp.proxy.metrics.table(cfs.table_id);
+            }
+            qp.proxy.metrics.collect(&mut c, &name_of);
+        } else {
+            self.storage.collect_metrics(&mut c, &name_of);
+        }
+        for (m, v) in &c.metrics {
+            let (Value::Timer(s) | Value::Histogram(s), Some(ks), Some(t)) =
+                (v, &m.keyspace, &m.scope)
+            else {
+                continue;
+            };
+            if m.kind == "Table" && m.name == name {
+                f(ks, t, s);
+            }
+        }
     }
 
     /// Every table's timer `name`, in milliseconds.
     fn latencies(&self, r: &mut Rows, name: &str) {
-        if name.starts_with("Coordinator") {
-            // every table has coordinator figures, requested or not yet
-            if let Some(qp) = self.qp.upgrade() {
-                for cfs in self.storage.tables() {
-                    qp.proxy.metrics.table(cfs.table_id);
-                }
-            }
-        }
-        let rates = self.rates(name);
-        for (m, v) in self.metrics().metrics {
-            let (Value::Timer(s), Some(ks), Some(t)) = (&v, &m.keyspace, &m.scope) else {
-                continue;
-            };
-            if m.kind != "Table" || m.name != name {
-                continue;
-            }
+        self.each_table_metric(name, |ks, t, s| {
             r.row(
                 &[text(ks), text(t)],
                 &[],
@@ -350,65 +354,15 @@ impl SystemViews {
                     ("max_ms", ms(s.max)),
                     ("p50th_ms", ms(s.quantiles[0])),
                     ("p99th_ms", ms(s.quantiles[4])),
-                    (
-                        "per_second",
-                        dbl(rates.get(&(ks.clone(), t.clone())).copied().unwrap_or(0.0)),
-                    ),
+                    ("per_second", dbl(s.rate)),
                 ],
-            );
-        }
-    }
-
-    /// Each table's recent rate of the timer `name`.
-    fn rates(&self, name: &str) -> BTreeMap<(String, String), f64> {
-        let Some(qp) = self.qp.upgrade() else {
-            return BTreeMap::new();
-        };
-        let schema = qp.schema();
-        let mut out = BTreeMap::new();
-        let named = |id| {
-            schema
-                .table_by_id(id)
-                .map(|t| (t.keyspace.clone(), t.name.clone()))
-        };
-        match name {
-            "CoordinatorReadLatency" | "CoordinatorWriteLatency" | "CoordinatorScanLatency" => {
-                for (id, t) in qp.proxy.metrics.tables() {
-                    let timer = match name {
-                        "CoordinatorReadLatency" => &t.read,
-                        "CoordinatorWriteLatency" => &t.write,
-                        _ => &t.scan,
-                    };
-                    if let Some(k) = named(id) {
-                        out.insert(k, timer.recent_rate());
-                    }
-                }
-            }
-            _ => {
-                for cfs in self.storage.tables() {
-                    let timer = match name {
-                        "ReadLatency" => &cfs.read_latency,
-                        "WriteLatency" => &cfs.write_latency,
-                        _ => &cfs.range_latency,
-                    };
-                    if let Some(k) = named(cfs.table_id) {
-                        out.insert(k, timer.recent_rate());
-                    }
-                }
-            }
-        }
-        out
+            )
+        });
     }
 
     /// Every table's histogram `name` (rows or tombstones per read).
     fn per_read(&self, r: &mut Rows, name: &str) {
-        for (m, v) in self.metrics().metrics {
-            let (Value::Histogram(s), Some(ks), Some(t)) = (&v, &m.keyspace, &m.scope) else {
-                continue;
-            };
-            if m.kind != "Table" || m.name != name {
-                continue;
-            }
+        self.each_table_metric(name, |ks, t, s| {
             r.row(
                 &[text(ks), text(t)],
                 &[],
@@ -418,8 +372,8 @@ impl SystemViews {
                     ("p50th", dbl(s.quantiles[0])),
                     ("p99th", dbl(s.quantiles[4])),
                 ],
-            );
-        }
+            )
+        });
     }
 
     fn batch_metrics(&self, r: &mut Rows) {
