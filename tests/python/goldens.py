@@ -94,6 +94,14 @@ def read(name):
         return f.read()
 
 
+def cqlsh_bin():
+    """The PyPI cqlsh of this virtualenv."""
+    import shutil
+    import sys
+    b = os.path.join(os.path.dirname(sys.executable), "cqlsh")
+    return b if os.path.exists(b) else (shutil.which("cqlsh") or b)
+
+
 def cqlsh_env():
     """cqlsh with no user cqlshrc, so its output depends only on the server."""
     home = os.path.join(tempfile.gettempdir(), "sibyl-cqlsh-home")

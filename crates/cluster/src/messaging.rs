@@ -109,6 +109,28 @@ impl Verb {
     }
 }
 
+impl Verb {
+    /// The stage a replica runs the verb in, as its trace events name it.
+    pub fn stage(self) -> sibyl_tracing::Stage {
+        use sibyl_tracing::Stage;
+        match self {
+            Verb::Read | Verb::RangeRead | Verb::PaxosPrepare => Stage::Read,
+            Verb::CounterMutation => Stage::Counter,
+            Verb::Validation => Stage::Repair,
+            Verb::Gossip | Verb::Metadata | Verb::MetadataCatchUp => Stage::Messaging,
+            _ => Stage::Mutation,
+        }
+    }
+
+    /// Cassandra's name of the verb's response (`READ_RSP`), as traces show it.
+    pub fn response_name(self) -> String {
+        match self.name().strip_suffix("_REQ") {
+            Some(stem) => format!("{stem}_RSP"),
+            None => format!("{}_RSP", self.name()),
+        }
+    }
+}
+
 /// A request to a replica.
 #[derive(Debug, Clone)]
 pub enum Request {

@@ -24,10 +24,12 @@ use codec::{
     decode_frame_header, decode_payload, decode_request, decode_response, encode_frame,
     encode_request, encode_response, ConnectionType, FrameKind, Handshake, HandshakeReply,
     FRAME_HEADER_BYTES, MESSAGING_VERSION_CURRENT, MESSAGING_VERSION_MIN,
+    MESSAGING_VERSION_TRACING,
 };
 use parking_lot::{Mutex, RwLock};
 use rand::Rng;
 use sibyl_db::clustering::ClusteringComparator;
+use sibyl_tracing::{Stage, Tracer};
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -107,6 +109,10 @@ struct Inner {
     faults: RwLock<NetFaults>,
     /// Per peer: how long its answers took and how many never came in time.
     peers: Mutex<HashMap<IpAddr, Arc<PeerStats>>>,
+    /// Per peer: the messaging version its last connection agreed on.
+    versions: Mutex<HashMap<IpAddr, u8>>,
+    /// Traced requests from peers open their sessions here.
+    tracer: RwLock<Option<Arc<Tracer>>>,
 }
 
 /// What this node measured of one peer: the time from sending a request to
@@ -201,9 +207,16 @@ impl TcpMessaging {
             dropped: Mutex::new(HashMap::new()),
             faults: RwLock::new(NetFaults::default()),
             peers: Mutex::new(HashMap::new()),
+            versions: Mutex::new(HashMap::new()),
+            tracer: RwLock::new(None),
         });
         tokio::spawn(accept_loop(Arc::downgrade(&inner), listener));
         Ok(TcpMessaging { inner })
+    }
+
+    /// Sets the tracing that traced requests from peers take part in.
+    pub fn set_tracer(&self, tracer: Arc<Tracer>) {
+        *self.inner.tracer.write() = Some(tracer);
     }
 
     /// Sets the verb handlers that answer requests from peers.
@@ -265,6 +278,16 @@ impl TcpMessaging {
 impl Inner {
     fn peer(&self, addr: IpAddr) -> Arc<PeerStats> {
         self.peers.lock().entry(addr).or_default().clone()
+    }
+
+    /// The messaging version of the last connection to `peer` (the oldest
+    /// until one is made).
+    fn version_of(&self, peer: IpAddr) -> u8 {
+        self.versions
+            .lock()
+            .get(&peer)
+            .copied()
+            .unwrap_or(MESSAGING_VERSION_MIN)
     }
 
     fn count_dropped(&self, verb: Verb) {
@@ -333,6 +356,8 @@ impl Inner {
         one_way: bool,
     ) -> BoxFuture<Result<Response, MessagingError>> {
         let inner = self.clone();
+        // the session of the caller's task: the future may run elsewhere
+        let trace = sibyl_tracing::current();
         Box::pin(async move {
             let verb = request.verb();
             let deadline = tokio::time::Instant::now() + timeout;
@@ -348,14 +373,30 @@ impl Inner {
             let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
             let mut body = Vec::new();
             encode_request(&request, &mut body);
-            let mut frame = Vec::with_capacity(body.len() + 18);
+            let mut frame = Vec::with_capacity(body.len() + 35);
             let kind = if one_way {
                 FrameKind::OneWay
             } else {
                 FrameKind::Request
             };
-            encode_frame(kind, id, verb, &body, &mut frame);
+            let params = trace
+                .as_ref()
+                .filter(|_| inner.version_of(to) >= MESSAGING_VERSION_TRACING)
+                .map(|t| t.params());
+            encode_frame(kind, id, verb, params.as_ref(), &body, &mut frame);
             drop(body);
+            let port = inner.config.storage_port;
+            if let Some(t) = &trace {
+                t.trace_in(
+                    Stage::Messaging,
+                    format!(
+                        "Sending {} message to {} message size {} bytes",
+                        verb.name(),
+                        sibyl_tracing::endpoint(to, port),
+                        frame.len()
+                    ),
+                );
+            }
             let conn = inner.connection_type(&request, frame.len());
             let (tx, rx) = oneshot::channel();
             let message = Outgoing {
@@ -382,6 +423,17 @@ impl Inner {
                 }
             };
             inner.peer(to).latency.record_elapsed(sent);
+            if let Some(t) = &trace {
+                let from = sibyl_tracing::endpoint(to, port);
+                t.trace_in(
+                    Stage::Messaging,
+                    format!("{} message received from {from}", verb.response_name()),
+                );
+                t.trace_in(
+                    Stage::RequestResponse,
+                    format!("Processing response from {from}"),
+                );
+            }
             decode_response(&body, &request, &*inner.comparators)
                 .map_err(|e| MessagingError::Malformed(to, e.to_string()))
         })
@@ -452,7 +504,10 @@ async fn connect(inner: &Inner, to: IpAddr, kind: ConnectionType) -> Result<TcpS
             .await
             .map_err(|e| e.to_string())?;
         match reply {
-            HandshakeReply::Accepted { .. } => Ok(()),
+            HandshakeReply::Accepted { version } => {
+                inner.versions.lock().insert(to, version);
+                Ok(())
+            }
             HandshakeReply::Refused { .. } => {
                 Err(format!("refused: {}", String::from_utf8_lossy(&reason)))
             }
@@ -719,11 +774,23 @@ async fn inbound(inner: Arc<Inner>, mut stream: TcpStream, peer: SocketAddr) {
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }
+            let port = node.config.storage_port;
+            let trace = frame.trace.and_then(|p| {
+                let t = node.tracer.read().clone()?.join(p, from)?;
+                t.trace(format!(
+                    "{} message received from {}",
+                    frame.verb.name(),
+                    sibyl_tracing::endpoint(from, port)
+                ));
+                Some(t.in_stage(frame.verb.stage()))
+            });
             let response = match decode_request(frame.verb, &frame.body, &*node.comparators) {
                 Ok(Ok(request)) => {
                     let handler = node.handler.read().clone();
                     match handler {
-                        Some(h) => h.handle(from, request).await,
+                        Some(h) => {
+                            sibyl_tracing::scope(trace.clone(), h.handle(from, request)).await
+                        }
                         None => {
                             Response::Failure(ReplicaFailure::Error("this node is starting".into()))
                         }
@@ -751,7 +818,26 @@ async fn inbound(inner: Arc<Inner>, mut stream: TcpStream, peer: SocketAddr) {
             let mut body = Vec::new();
             encode_response(&response, &mut body);
             let mut out = Vec::with_capacity(body.len() + 18);
-            encode_frame(FrameKind::Response, frame.id, frame.verb, &body, &mut out);
+            encode_frame(
+                FrameKind::Response,
+                frame.id,
+                frame.verb,
+                None,
+                &body,
+                &mut out,
+            );
+            if let Some(t) = &trace {
+                let to = sibyl_tracing::endpoint(from, port);
+                t.trace(format!("Enqueuing response to {to}"));
+                t.trace_in(
+                    Stage::Messaging,
+                    format!(
+                        "Sending {} message to {to} message size {} bytes",
+                        frame.verb.response_name(),
+                        out.len()
+                    ),
+                );
+            }
             if tx.try_send(out).is_err() {
                 node.count_dropped(frame.verb);
             }

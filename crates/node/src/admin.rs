@@ -10,6 +10,7 @@
 //! | GET | `/compactionstats`, `/compactionhistory` |
 //! | GET | `/tablestats?keyspace=K&table=T` |
 //! | GET / POST | `/compactionthroughput` (`?mb_per_sec=N` to set) |
+//! | GET / POST | `/traceprobability` (`?value=P` to set, 0 to 1) |
 //! | GET | `/status`, `/info` |
 //! | GET / POST | `/binary` (`?enabled=true|false` to start or stop the native transport) |
 //! | POST | `/gossip?enabled=true|false` (`disablegossip`, `enablegossip`) |
@@ -46,6 +47,8 @@ pub struct Admin {
     pub native: Arc<crate::native::NativeTransport>,
     /// Every metric of the node (`/metrics`, `tpstats`, `proxyhistograms`).
     pub metrics: Arc<sibyl_metrics::Registry>,
+    /// The node's tracing (`settraceprobability`).
+    pub tracer: Arc<sibyl_tracing::Tracer>,
 }
 
 impl Admin {
@@ -965,6 +968,17 @@ impl Admin {
                     }
                 }
                 Ok(json!({ "cleared": n }))
+            }
+            ("GET", "/traceprobability") => Ok(json!({ "probability": self.tracer.probability() })),
+            ("POST", "/traceprobability") => {
+                let p: f64 = q.get("value").and_then(|v| v.parse().ok()).ok_or((
+                    "400 Bad Request",
+                    "value must be a number between 0 and 1".to_string(),
+                ))?;
+                self.tracer
+                    .set_probability(p)
+                    .map_err(|e| ("400 Bad Request", e))?;
+                Ok(json!({ "probability": p }))
             }
             ("GET", "/compactionthroughput") => Ok(
                 json!({ "mb_per_sec": self.storage.compaction_throughput_bytes.load(Ordering::Relaxed) / (1024 * 1024) }),

@@ -87,6 +87,10 @@ struct RawConfig {
     hinted_handoff_disabled_datacenters: Option<Vec<String>>,
     max_hint_window: Option<String>,
     max_hint_window_in_ms: Option<u64>,
+    trace_type_query_ttl: Option<String>,
+    tracetype_query_ttl: Option<u64>,
+    trace_type_repair_ttl: Option<String>,
+    tracetype_repair_ttl: Option<u64>,
     hinted_handoff_throttle: Option<String>,
     hinted_handoff_throttle_in_kb: Option<u64>,
     max_hints_delivery_threads: Option<u32>,
@@ -225,6 +229,10 @@ pub struct Config {
     pub stream_throughput_outbound_bytes: u64,
     pub hinted_handoff_disabled_datacenters: Vec<String>,
     pub max_hint_window: Duration,
+    /// How long the rows of a traced query's session live (1 day).
+    pub trace_type_query_ttl: Duration,
+    /// How long the rows of a traced repair's session live (7 days).
+    pub trace_type_repair_ttl: Duration,
     /// Bytes per second (`hinted_handoff_throttle`, 1024KiB).
     pub hinted_handoff_throttle_bytes: u64,
     pub max_hints_delivery_threads: u32,
@@ -298,6 +306,8 @@ impl Default for Config {
             stream_throughput_outbound_bytes: 24 * 1024 * 1024,
             hinted_handoff_disabled_datacenters: Vec::new(),
             max_hint_window: Duration::from_secs(3 * 3600),
+            trace_type_query_ttl: Duration::from_secs(86_400),
+            trace_type_repair_ttl: Duration::from_secs(7 * 86_400),
             hinted_handoff_throttle_bytes: 1024 * 1024,
             max_hints_delivery_threads: 2,
             config_directory: None,
@@ -433,7 +443,9 @@ fn size_text(bytes: u64) -> String {
 /// A duration as Cassandra's `DurationSpec` prints its defaults (`5000ms`, `3h`).
 fn duration_text(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms > 0 && ms.is_multiple_of(3_600_000) {
+    if ms > 0 && ms.is_multiple_of(86_400_000) {
+        format!("{}d", ms / 86_400_000)
+    } else if ms > 0 && ms.is_multiple_of(3_600_000) {
         format!("{}h", ms / 3_600_000)
     } else {
         format!("{ms}ms")
@@ -562,6 +574,14 @@ impl Config {
             ("key_cache_size", some(size_text(self.key_cache_size_bytes))),
             ("listen_address", some(self.listen_address.clone())),
             ("max_hint_window", some(duration_text(self.max_hint_window))),
+            (
+                "trace_type_query_ttl",
+                some(duration_text(self.trace_type_query_ttl)),
+            ),
+            (
+                "trace_type_repair_ttl",
+                some(duration_text(self.trace_type_repair_ttl)),
+            ),
             (
                 "max_hints_delivery_threads",
                 some(self.max_hints_delivery_threads.to_string()),
@@ -800,6 +820,18 @@ impl Config {
             &raw.max_hint_window,
             raw.max_hint_window_in_ms,
             c.max_hint_window,
+        )?;
+        // the old names are in seconds
+        let secs = |s: Option<u64>| s.map(|v| v.saturating_mul(1000));
+        c.trace_type_query_ttl = dur(
+            &raw.trace_type_query_ttl,
+            secs(raw.tracetype_query_ttl),
+            c.trace_type_query_ttl,
+        )?;
+        c.trace_type_repair_ttl = dur(
+            &raw.trace_type_repair_ttl,
+            secs(raw.tracetype_repair_ttl),
+            c.trace_type_repair_ttl,
         )?;
         if let Some(s) = raw.hinted_handoff_throttle {
             c.hinted_handoff_throttle_bytes = parse_size(&s)?;

@@ -277,6 +277,8 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
     let shared_schema: SharedSchema = Arc::new(parking_lot::RwLock::new(Arc::new(schema.clone())));
     let messaging =
         cluster::bind_messaging(&config, listen, broadcast, shared_schema.clone()).await?;
+    let tracer = Arc::new(sibyl_tracing::Tracer::new(broadcast, config.storage_port));
+    messaging.set_tracer(tracer.clone());
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let replica = Arc::new(Replica::new(
         storage.clone(),
@@ -317,6 +319,13 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         })?,
     );
     proxy.set_hints(hints);
+    tracer.set_sink(sibyl_service::trace_keyspace::TraceWriter::start(
+        Arc::downgrade(&proxy),
+        sibyl_tracing::TraceTtls {
+            query_seconds: config.trace_type_query_ttl.as_secs().min(i32::MAX as u64) as i32,
+            repair_seconds: config.trace_type_repair_ttl.as_secs().min(i32::MAX as u64) as i32,
+        },
+    ));
     proxy
         .streams()
         .outbound
@@ -451,6 +460,7 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         events,
         config.native_transport_max_frame_size_bytes,
         RELEASE_VERSION.to_string(),
+        tracer.clone(),
         sibyl_transport::Limits {
             request_bytes: config.native_transport_max_request_data_in_flight,
             request_bytes_per_ip: config.native_transport_max_request_data_in_flight_per_ip,
@@ -502,6 +512,7 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
     let admin = Arc::new(admin::Admin {
         native: native.clone(),
         metrics: registry,
+        tracer: tracer.clone(),
         qp: qp.clone(),
         storage: storage.clone(),
         host_id,

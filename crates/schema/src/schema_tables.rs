@@ -45,8 +45,12 @@ pub fn row_mutation(
     let mut row = Row {
         liveness: Some(LivenessInfo {
             timestamp: wp.timestamp,
-            ttl: 0,
-            local_expiration_time: NO_DELETION_TIME,
+            ttl: wp.ttl.max(0),
+            local_expiration_time: if wp.ttl > 0 {
+                wp.now.saturating_add(wp.ttl)
+            } else {
+                NO_DELETION_TIME
+            },
         }),
         ..Default::default()
     };

@@ -59,6 +59,7 @@ impl StorageProxy {
     ) -> Result<()> {
         let schema = self.schema();
         let local = self.local_address();
+        sibyl_tracing::trace(|| "Determining replicas for atomic batch");
         // availability first: a batch that cannot be applied is not logged
         let mut all_local = true;
         for m in &mutations {
@@ -88,7 +89,9 @@ impl StorageProxy {
                 id,
                 mutations: mutations.clone(),
             };
-            tasks.spawn(async move { sender.send(to, request, timeout).await });
+            tasks.spawn(sibyl_tracing::traced(async move {
+                sender.send(to, request, timeout).await
+            }));
         }
         let mut stored = 0;
         while let Some(r) = tasks.join_next().await {
@@ -109,10 +112,10 @@ impl StorageProxy {
             });
         }
         self.write(&schema, mutations, cl, WriteType::Batch).await?;
-        // applied: the batch is removed, without waiting
+        // applied: the batch is removed, one way (as Cassandra's)
+        let sender = self.sender();
         for to in endpoints {
-            let sender = self.sender();
-            tokio::spawn(async move { sender.send(to, Request::BatchRemove(id), timeout).await });
+            sender.send_one_way(to, Request::BatchRemove(id));
         }
         Ok(())
     }

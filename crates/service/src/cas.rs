@@ -79,7 +79,9 @@ impl StorageProxy {
         for to in plan.replicas.iter().filter(|a| self.is_alive(**a)) {
             let (sender, to, request) = (self.sender(), *to, request.clone());
             let timeout = deadline.saturating_duration_since(Instant::now());
-            tasks.spawn(async move { (to, sender.send(to, request, timeout).await) });
+            tasks.spawn(sibyl_tracing::traced(async move {
+                (to, sender.send(to, request, timeout).await)
+            }));
         }
         let mut out = Vec::new();
         while !enough(&out) {
@@ -122,6 +124,7 @@ impl StorageProxy {
     ) -> Result<Prepared> {
         let at_least = self.last_ballot_micros.load(Ordering::Relaxed) + 1;
         let ballot = self.next_ballot(at_least);
+        sibyl_tracing::trace(|| format!("Preparing {}", ballot.0));
         let need = plan.block_for;
         let answers = self
             .paxos_round(
@@ -396,6 +399,7 @@ impl StorageProxy {
             };
             let now = self.clock.now_seconds();
             let cmd = ReadCommand::single(table.id, key.clone(), now);
+            sibyl_tracing::trace(|| "Reading existing values for CAS precondition");
             let current = self
                 .read_plain(cmd, serial_read_level(serial_cl))
                 .await?
@@ -406,8 +410,26 @@ impl StorageProxy {
             let Some(mut update) = mutations.next() else {
                 // the conditions do not hold: nothing to propose
                 self.metrics.requests.cas_condition_not_met.inc();
+                sibyl_tracing::trace(|| {
+                    format!(
+                        "CAS precondition does not match current values [{}.{}] key={}",
+                        table.keyspace,
+                        table.name,
+                        key.key
+                            .iter()
+                            .map(|b| format!("{b:02x}"))
+                            .collect::<String>()
+                    )
+                });
+                sibyl_tracing::trace(|| "CAS did not apply");
                 return Ok(out);
             };
+            sibyl_tracing::trace(|| {
+                format!(
+                    "CAS precondition is met; proposing client-requested updates for {}",
+                    ballot.0
+                )
+            });
             for m in mutations {
                 update.update.merge(m.update, now);
             }
@@ -429,6 +451,7 @@ impl StorageProxy {
             }
             self.commit_paxos(table, &key, &proposal, commit_cl, deadline)
                 .await?;
+            sibyl_tracing::trace(|| "CAS applied successfully");
             return Ok(out);
         }
     }

@@ -17,6 +17,7 @@ pub mod replica;
 pub mod stores;
 pub mod streaming;
 pub mod topology;
+pub mod trace_keyspace;
 
 pub use error::ServiceError;
 pub use proxy::StorageProxy;

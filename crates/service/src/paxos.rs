@@ -149,6 +149,7 @@ impl Replica {
         let state = self.paxos_state(table_id, &key)?;
         let promised = ballot > state.promised;
         if promised {
+            sibyl_tracing::trace(|| format!("Promising ballot {}", ballot.0));
             self.write_paxos(
                 table_id,
                 &key,
@@ -173,8 +174,21 @@ impl Replica {
         let _guard = self.paxos_lock(table_id, &key).lock().await;
         let state = self.paxos_state(table_id, &key)?;
         if proposal.ballot < state.promised {
+            sibyl_tracing::trace(|| {
+                format!(
+                    "Rejecting proposal for {} because in_progress is now {}",
+                    proposal.ballot.0, state.promised.0
+                )
+            });
             return Ok(false);
         }
+        sibyl_tracing::trace(|| {
+            format!(
+                "Accepting proposal Accepted({}, key={})",
+                proposal.ballot.0,
+                hex(&key)
+            )
+        });
         self.write_paxos(
             table_id,
             &key,
@@ -194,6 +208,13 @@ impl Replica {
     pub async fn paxos_commit(&self, commit: Commit) -> Result<(), ReplicaFailure> {
         let key = commit.update.key.key.clone();
         let table_id = commit.update.table_id;
+        sibyl_tracing::trace(|| {
+            format!(
+                "Committing proposal Committed({}, key={})",
+                commit.ballot.0,
+                hex(&key)
+            )
+        });
         if !commit.update.update.is_empty() {
             self.apply(vec![commit.update.clone()]).await?;
         }
@@ -223,4 +244,9 @@ impl Replica {
         self.write_paxos(table_id, &key, &commit.ballot, &cols)
             .await
     }
+}
+
+/// A partition key as traces show it.
+fn hex(key: &[u8]) -> String {
+    key.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -22,6 +22,7 @@ use sibyl_db::{
 use sibyl_protocol::Consistency;
 use sibyl_schema::schema::{KeyspaceMetadata, Schema, SpeculativeRetry, TableMetadata};
 use sibyl_schema::ReplicationStrategy;
+use sibyl_tracing::Stage;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -231,13 +232,31 @@ impl ReplicaSender {
         timeout: Duration,
     ) -> Option<Response> {
         if to == self.messaging.local_address() {
-            Some(self.replica.handle(request).await)
+            let stage = request.verb().stage();
+            Some(sibyl_tracing::scope_in_stage(stage, self.replica.handle(request)).await)
         } else {
             let started = tokio::time::Instant::now();
             let r = self.messaging.send_and_receive(to, request, timeout).await;
             // a lost or late answer counts as the whole timeout
             self.snitch.record(to, started.elapsed());
             r.ok()
+        }
+    }
+}
+
+impl ReplicaSender {
+    /// Sends `request` to `to` without waiting for an answer (Cassandra's
+    /// one-way messages: a batch's removal).
+    pub(crate) fn send_one_way(&self, to: IpAddr, request: Request) {
+        if to == self.messaging.local_address() {
+            let replica = self.replica.clone();
+            let stage = request.verb().stage();
+            tokio::spawn(sibyl_tracing::traced(sibyl_tracing::scope_in_stage(
+                stage,
+                async move { replica.handle(request).await },
+            )));
+        } else {
+            self.messaging.send_one_way(to, request);
         }
     }
 }
@@ -506,6 +525,7 @@ impl StorageProxy {
                 return self.mutate_atomically(mutations, cl).await;
             }
         }
+        sibyl_tracing::trace(|| "Determining replicas for mutation");
         self.write(&schema, mutations, cl, write_type).await
     }
 
@@ -541,7 +561,9 @@ impl StorageProxy {
         let all_local = plans.iter().all(|p| p.replicas == [local]);
         if all_local {
             // the ring of one, and local keyspaces: one local batch
-            return match tokio::time::timeout(timeout, self.replica.apply(mutations)).await {
+            let local_write =
+                sibyl_tracing::scope_in_stage(Stage::Mutation, self.replica.apply(mutations));
+            return match tokio::time::timeout(timeout, local_write).await {
                 Ok(Ok(())) => Ok(()),
                 Ok(Err(f)) => Err(Self::replica_failure(f)),
                 Err(_) => Err(ServiceError::WriteTimeout {
@@ -583,7 +605,7 @@ impl StorageProxy {
             let (sender, to) = (self.sender(), *to);
             let hints = self.hints.read().clone();
             let request = Request::Mutation(batch.clone());
-            tasks.spawn(async move {
+            tasks.spawn(sibyl_tracing::traced(async move {
                 let r = sender.send(to, request, timeout).await;
                 if r.is_none() {
                     // no answer in time: the replica gets a hint
@@ -592,7 +614,7 @@ impl StorageProxy {
                     }
                 }
                 (to, r)
-            });
+            }));
         }
         let mut failure: Option<ReplicaFailure> = None;
         let need = |acks: &[Vec<IpAddr>]| acks.iter().zip(&plans).all(|(a, p)| p.satisfied_by(a));
@@ -895,7 +917,8 @@ impl StorageProxy {
         let _guard = self.lock_of(m.table_id, &m.key).lock().await;
         if has_deltas(&m) {
             let cmd = ReadCommand::single(m.table_id, m.key.clone(), self.clock.now_seconds());
-            let current = match self.replica.read(&cmd) {
+            let current = match sibyl_tracing::in_stage(Stage::Counter, || self.replica.read(&cmd))
+            {
                 Ok(ReadResponse::Data(mut d)) => d.pop().map(|(_, p)| p),
                 Ok(ReadResponse::Digest(_)) => None,
                 Err(f) => return Err(Self::replica_failure(f)),
@@ -1047,11 +1070,19 @@ impl StorageProxy {
                     && ring.endpoint_of(local).is_some()
         };
         let first = start.as_ref().map_or(start_token, |b| b.key.token);
+        sibyl_tracing::trace(|| "Computing ranges to query");
         let pieces: Vec<(i64, i64)> = if everything_local {
             vec![(first, end_token)]
         } else {
             self.ring.read().split(first, end_token)
         };
+        // one range at a time: each continues after the last key read
+        sibyl_tracing::trace(|| {
+            format!(
+                "Submitting range requests on {} ranges with a concurrency of 1",
+                pieces.len()
+            )
+        });
         let mut out: Vec<(DecoratedKey, Partition)> = Vec::new();
         for (lo, hi) in pieces {
             if out.len() >= limit {
@@ -1100,7 +1131,7 @@ impl StorageProxy {
         let targets = plan.read_targets();
         if targets == [local] {
             // the ring of one, and ONE/LOCAL_ONE on a replica
-            return match self.replica.read(&cmd) {
+            return match sibyl_tracing::in_stage(Stage::Read, || self.replica.read(&cmd)) {
                 Ok(ReadResponse::Data(d)) => Ok(d),
                 Ok(ReadResponse::Digest(_)) => Ok(Vec::new()),
                 Err(ReplicaFailure::Error(m)) => {
@@ -1247,8 +1278,15 @@ impl StorageProxy {
         let spawn = |tasks: &mut tokio::task::JoinSet<_>, to: IpAddr, command: ReadCommand| {
             let sender = self.sender();
             let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
-            tasks
-                .spawn(async move { (to, sender.send(to, Request::Read(command), timeout).await) });
+            if to != sender.messaging.local_address() {
+                sibyl_tracing::trace_with(|t| {
+                    let what = if command.digest { "digest" } else { "data" };
+                    format!("reading {what} from {}", t.peer(to))
+                });
+            }
+            tasks.spawn(sibyl_tracing::traced(async move {
+                (to, sender.send(to, Request::Read(command), timeout).await)
+            }));
         };
         for (i, to) in targets.iter().enumerate() {
             let command = if i > 0 && digests {
@@ -1337,8 +1375,9 @@ impl StorageProxy {
             tracing::debug!("read repair: {} partitions to {to}", mutations.len());
             let sender = self.sender();
             let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
-            tasks
-                .spawn(async move { sender.send(to, Request::Mutation(mutations), timeout).await });
+            tasks.spawn(sibyl_tracing::traced(async move {
+                sender.send(to, Request::Mutation(mutations), timeout).await
+            }));
         }
         let _ = tokio::time::timeout_at(deadline, async {
             while tasks.join_next().await.is_some() {}
@@ -1373,7 +1412,9 @@ impl StorageProxy {
                 timestamp_micros: ts,
             };
             let timeout = self.timeouts.truncate;
-            tasks.spawn(async move { sender.send(to, request, timeout).await });
+            tasks.spawn(sibyl_tracing::traced(async move {
+                sender.send(to, request, timeout).await
+            }));
         }
         let mut done = 0;
         while let Some(r) = tasks.join_next().await {

@@ -76,10 +76,25 @@ impl Replica {
         let schema = self.schema();
         let entries = index::index_mutations(&schema, &mutations, self.clock.now_seconds());
         mutations.extend(entries);
+        let tables: Vec<String> = if sibyl_tracing::is_tracing() {
+            sibyl_tracing::trace(|| "Appending to commitlog");
+            let mut names: Vec<String> = mutations
+                .iter()
+                .filter_map(|m| schema.table_by_id(m.table_id).map(|t| t.name.clone()))
+                .collect();
+            names.dedup();
+            names
+        } else {
+            Vec::new()
+        };
         self.storage
             .apply_within(mutations, self.admission_timeout)
             .await
-            .map_err(failure)
+            .map_err(failure)?;
+        for t in tables {
+            sibyl_tracing::trace(|| format!("Adding to {t} memtable"));
+        }
+        Ok(())
     }
 
     /// Serves a read command (`READ_REQ`, `RANGE_REQ`).
@@ -98,6 +113,29 @@ impl Replica {
             .table(cmd.table_id)
             .ok_or(StorageError::UnknownTable(cmd.table_id))?;
         let started = std::time::Instant::now();
+        if sibyl_tracing::is_tracing() {
+            let schema = self.schema();
+            let (ks, name) = schema
+                .table_by_id(cmd.table_id)
+                .map_or(("", ""), |t| (t.keyspace.as_str(), t.name.as_str()));
+            sibyl_tracing::trace(|| match &cmd.kind {
+                ReadKind::SinglePartition { .. } => {
+                    format!("Executing single-partition query on {name}")
+                }
+                ReadKind::PartitionRange {
+                    start_token,
+                    end_token,
+                    ..
+                } => format!(
+                    "Executing seq scan across {} sstables for {}",
+                    cfs.sstables().len(),
+                    token_range(*start_token, *end_token)
+                ),
+                ReadKind::Index { index, .. } => {
+                    format!("Executing read on {ks}.{name} using index {index}")
+                }
+            });
+        }
         let data = self.read_from(&cfs, cmd)?;
         // what the command went through, once per command (Cassandra's
         // `ReadCommand.MetricRecording`)
@@ -107,6 +145,7 @@ impl Replica {
         });
         cfs.live_scanned.record(live);
         cfs.tombstones_scanned.record(tombstones);
+        sibyl_tracing::trace(|| format!("Read {live} live rows and {tombstones} tombstone cells"));
         if matches!(cmd.kind, ReadKind::PartitionRange { .. }) {
             cfs.range_latency.record_elapsed(started);
         }
@@ -477,4 +516,17 @@ impl VerbHandler for ReplicaVerbs {
         let replica = self.0.clone();
         Box::pin(async move { replica.handle(request).await })
     }
+}
+
+/// A token range as Cassandra's traces show a key range: `(min(t), max(t)]`
+/// bounds, the whole ring as `(min(-9223372036854775808), min(-9223372036854775808)]`.
+fn token_range(start: i64, end: i64) -> String {
+    if start == i64::MIN && end == i64::MAX {
+        return format!("(min({}), min({})]", i64::MIN, i64::MIN);
+    }
+    let low = match start {
+        i64::MIN => format!("min({})", i64::MIN),
+        s => format!("max({})", s - 1),
+    };
+    format!("({low}, max({end})]")
 }

@@ -543,6 +543,33 @@ pub fn run(tokens: Vec<String>) -> anyhow::Result<()> {
             )?;
             Ok(())
         }
+        "gettraceprobability" => {
+            let v = request(&host, port, "GET", "/traceprobability")?;
+            outln!("Current trace probability: {}", v["probability"]);
+            Ok(())
+        }
+        "settraceprobability" => {
+            let p = args
+                .first()
+                .context("settraceprobability needs a value between 0 and 1")?;
+            // checked by nodetool itself, as Cassandra's SetTraceProbability
+            if !p.parse::<f64>().is_ok_and(|v| (0.0..=1.0).contains(&v)) {
+                outln!(
+                    "{}",
+                    crate::nodetool_cli::UsageError(
+                        "Trace probability must be between 0 and 1".into()
+                    )
+                );
+                std::process::exit(1);
+            }
+            request(
+                &host,
+                port,
+                "POST",
+                &format!("/traceprobability?value={}", enc(p)),
+            )?;
+            Ok(())
+        }
         "getlogginglevels" => {
             let v = request(&host, port, "GET", "/logginglevels")?;
             // Cassandra's "%n%-50s%10s%n"

@@ -352,9 +352,13 @@ impl ColumnFamilyStore {
             out
         };
         match self.row_cache.lookup(self.table_id, &key.key) {
-            RowLookup::Hit(p) => Ok(Some(sliced(&p))),
+            RowLookup::Hit(p) => {
+                sibyl_tracing::trace(|| "Row cache hit");
+                Ok(Some(sliced(&p)))
+            }
             RowLookup::Busy => self.read_sources(key, slices),
             RowLookup::Miss(ticket) => {
+                sibyl_tracing::trace(|| "Row cache miss");
                 let whole = self.read_sources(key, None);
                 let keep = match &whole {
                     Ok(Some(p)) if p.rows.len() as u64 <= limit => Some(Arc::new(p.clone())),
@@ -386,9 +390,22 @@ impl ColumnFamilyStore {
                 merge(p, &mut out);
             }
         }
+        sibyl_tracing::trace(|| "Acquiring sstable references");
+        // rows named by their whole clustering: Cassandra reads those in
+        // timestamp order, and its trace says so
+        let by_name = slices.is_some_and(|sl| {
+            !sl.is_empty()
+                && sl.iter().all(|(a, b)| {
+                    a.values.len() == self.comparator.types.len() && a.values == b.values
+                })
+        });
+        if by_name {
+            sibyl_tracing::trace(|| "Merging memtable contents");
+        }
         let mut sstables = self.sstables.read().clone();
         sstables.sort_by_key(|s| std::cmp::Reverse(s.stats.max_timestamp));
         let mut touched = 0u64;
+        let mut skipped = 0usize;
         let kc = self
             .options
             .read()
@@ -406,10 +423,14 @@ impl ColumnFamilyStore {
             }
             if let Some(sl) = slices {
                 if !s.intersects(sl) {
+                    skipped += 1;
                     continue;
                 }
             }
             if !s.may_contain(key) {
+                sibyl_tracing::trace(|| {
+                    format!("Bloom filter allows skipping sstable {}", s.generation)
+                });
                 continue;
             }
             touched += 1;
@@ -423,6 +444,15 @@ impl ColumnFamilyStore {
             }
         }
         self.sstables_per_read.record(touched);
+        if !by_name {
+            sibyl_tracing::trace(|| {
+                format!(
+                    "Skipped {skipped}/{} non-slice-intersecting sstables, included 0 due to tombstones",
+                    sstables.len()
+                )
+            });
+            sibyl_tracing::trace(|| format!("Merged data from memtables and {touched} sstables"));
+        }
         let dropped = &self.options.read().dropped_columns;
         if let (Some(p), false) = (&mut out, dropped.is_empty()) {
             p.purge_dropped(dropped);

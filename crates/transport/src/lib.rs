@@ -15,7 +15,8 @@ use sibyl_protocol::{
     Values, HEADER_LEN,
 };
 use sibyl_service::ServiceError;
-use std::collections::HashMap;
+use sibyl_tracing::{TraceState, TraceType, Tracer};
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -160,6 +161,8 @@ pub struct Server {
     pub metrics: TransportMetrics,
     /// The open connections.
     pub clients: clients::Clients,
+    /// Opens the trace sessions of traced requests.
+    pub tracer: Arc<Tracer>,
 }
 
 /// Cassandra's `Client` and `CQL` metrics.
@@ -211,10 +214,12 @@ impl Server {
         events: broadcast::Sender<Event>,
         max_frame_bytes: usize,
         release_version: String,
+        tracer: Arc<Tracer>,
         limits: Limits,
     ) -> Server {
         Server {
             qp,
+            tracer,
             events,
             max_frame_bytes,
             release_version,
@@ -520,9 +525,18 @@ fn encode(
     resp: &Response,
     compression: Option<Compression>,
     warnings: &[String],
+    tracing_id: Option<[u8; 16]>,
 ) -> Vec<u8> {
     let mut out = Vec::with_capacity(128);
-    encode_response_frame(version, stream, resp, compression, warnings, None, &mut out);
+    encode_response_frame(
+        version,
+        stream,
+        resp,
+        compression,
+        warnings,
+        tracing_id,
+        &mut out,
+    );
     out
 }
 
@@ -575,6 +589,7 @@ impl Conn {
             resp,
             self.body_compression(),
             warnings,
+            None,
         );
         let _ = self.tx.send(Outgoing::Frame(f, None)).await;
     }
@@ -592,6 +607,7 @@ impl Conn {
             &Response::Error(err),
             None,
             &[],
+            None,
         );
         let _ = self.tx.send(Outgoing::Frame(f, None)).await;
     }
@@ -705,7 +721,7 @@ impl Conn {
                 self.info
                     .started(self.version, &opts, clients::Stage::Ready);
                 // READY itself is never compressed in v3/v4 (the client may not know yet)
-                let f = encode(self.version, h.stream, &Response::Ready, None, &[]);
+                let f = encode(self.version, h.stream, &Response::Ready, None, &[], None);
                 if self.version >= 5 {
                     self.v5_framing = true;
                     let _ = self
@@ -740,7 +756,7 @@ impl Conn {
                 self.events = Some(types);
                 self.send(h.stream, &Response::Ready, &[]).await;
             }
-            req => self.dispatch(h, body.len(), req).await,
+            req => self.dispatch(h, body.len(), req, env.tracing).await,
         }
         true
     }
@@ -748,7 +764,7 @@ impl Conn {
     /// Runs a request concurrently with the others of the connection, within
     /// its budgets: a slot, the request bytes of the node and of the client's
     /// address, and room for its response.
-    async fn dispatch(&mut self, h: FrameHeader, len: usize, req: Request) {
+    async fn dispatch(&mut self, h: FrameHeader, len: usize, req: Request, traced: bool) {
         let queued = sibyl_metrics::stages::NATIVE_TRANSPORT_REQUESTS.enqueue();
         self.info.request();
         let Ok(slot) = self.slots.clone().acquire_owned().await else {
@@ -782,18 +798,37 @@ impl Conn {
         let stream = h.stream;
         let is_use = matches!(&req, Request::Query { query, .. }
             if query.trim_start().get(..3).is_some_and(|w| w.eq_ignore_ascii_case("use")));
+        let client_ip = self.info.address.ip();
         let fut = async move {
             let _running = queued.start();
-            let (resp, warnings) = match Box::pin(server.process(req, &client, version)).await {
+            // traced when the client asks (the frame's TRACING flag) or, at
+            // the node's trace probability, when it does not
+            let trace = (traced || server.tracer.sampled())
+                .then(|| server.begin_trace(&req, client_ip))
+                .flatten();
+            let processed = sibyl_tracing::scope(
+                trace.clone(),
+                Box::pin(server.process(req, &client, version)),
+            )
+            .await;
+            let (resp, warnings, tracing_id) = match processed {
                 Ok(o) => {
                     if let Some(ev) = o.event {
                         let _ = server.events.send(Event::SchemaChange(ev));
                     }
-                    (Response::Result(o.body), o.warnings)
+                    // only a client that asked learns the session
+                    let id = trace
+                        .as_ref()
+                        .filter(|_| traced)
+                        .map(|t| *t.session_id.as_bytes());
+                    (Response::Result(o.body), o.warnings, id)
                 }
-                Err(e) => (Response::Error(error_response(&e)), Vec::new()),
+                Err(e) => (Response::Error(error_response(&e)), Vec::new(), None),
             };
-            let f = encode(version, stream, &resp, compression, &warnings);
+            if let Some(t) = &trace {
+                t.stop();
+            }
+            let f = encode(version, stream, &resp, compression, &warnings, tracing_id);
             estimates.store(f.len(), Ordering::Relaxed);
             // the response holds its real size from the budget until written
             let need = permits(f.len(), cap);
@@ -851,6 +886,75 @@ fn options_of(p: sibyl_protocol::QueryParameters) -> QueryOptions {
 }
 
 impl Server {
+    /// Opens the trace session of a request, named and with the parameters
+    /// Cassandra's messages give theirs (`QueryMessage.traceQuery`, …);
+    /// requests that are not statements are not traced.
+    fn begin_trace(&self, req: &Request, client: IpAddr) -> Option<Arc<TraceState>> {
+        let mut params = BTreeMap::new();
+        let mut options = |consistency: sibyl_protocol::Consistency,
+                           serial: Option<sibyl_protocol::Consistency>,
+                           page_size: Option<i32>| {
+            if let Some(n) = page_size.filter(|n| *n > 0) {
+                params.insert("page_size".to_string(), n.to_string());
+            }
+            params.insert(
+                "consistency_level".to_string(),
+                consistency.name().to_string(),
+            );
+            params.insert(
+                "serial_consistency_level".to_string(),
+                serial
+                    .unwrap_or(sibyl_protocol::Consistency::Serial)
+                    .name()
+                    .to_string(),
+            );
+        };
+        let request = match req {
+            Request::Query { query, params: p } => {
+                options(p.consistency, p.serial_consistency, p.page_size);
+                params.insert("query".to_string(), query.clone());
+                "Execute CQL3 query"
+            }
+            Request::Execute { id, params: p, .. } => {
+                options(p.consistency, p.serial_consistency, p.page_size);
+                if let Some(prepared) = self.qp.get_prepared(id) {
+                    params.insert("query".to_string(), prepared.query.clone());
+                    // the bound values as CQL literals, as Cassandra's ExecuteMessage
+                    if let Values::Positional(values) = &p.values {
+                        for (i, (spec, v)) in prepared.bind_specs.iter().zip(values).enumerate() {
+                            let mut literal = match v {
+                                Value::Set(b) => spec.typ.to_cql_literal(b),
+                                Value::Null => "null".to_string(),
+                                Value::Unset => continue,
+                            };
+                            if literal.len() > 1000 {
+                                let mut cut = 1000;
+                                while !literal.is_char_boundary(cut) {
+                                    cut -= 1;
+                                }
+                                literal.truncate(cut);
+                                literal.push_str("...'");
+                            }
+                            params.insert(format!("bound_var_{i}_{}", spec.name), literal);
+                        }
+                    }
+                }
+                "Execute CQL3 prepared query"
+            }
+            Request::Batch(b) => {
+                options(b.consistency, b.serial_consistency, None);
+                "Execute batch of CQL3 queries"
+            }
+            Request::Prepare { query, .. } => {
+                params.insert("query".to_string(), query.clone());
+                "Preparing CQL3 query"
+            }
+            _ => return None,
+        };
+        self.tracer
+            .begin(TraceType::Query, client, request.to_string(), params)
+    }
+
     async fn process(
         &self,
         req: Request,
@@ -860,7 +964,9 @@ impl Server {
         let qp = &self.qp;
         match req {
             Request::Query { query, params } => {
+                sibyl_tracing::trace(|| format!("Parsing {query}"));
                 let st = sibyl_cql::parse_statement(&query)?;
+                sibyl_tracing::trace(|| "Preparing statement");
                 let opts = options_of(params);
                 let mut c = client.lock().await.clone();
                 self.metrics.regular_executed.inc();

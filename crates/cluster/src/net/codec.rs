@@ -1,7 +1,9 @@
-//! The internode wire format, version 1: a handshake that names the cluster
+//! The internode wire format, version 2: a handshake that names the cluster
 //! and the messaging versions each side speaks, then checksummed frames, each
 //! one message (a request, its response, or a one-way message) with its
-//! request id and verb.
+//! request id and verb. Version 2 added traced requests (kinds 3 and 4),
+//! which carry their trace session; a node sends them only to peers that
+//! speak 2.
 //!
 //! ```text
 //! handshake   magic "SIBL" u32 | body length u16 | min version u8 | max version u8
@@ -10,7 +12,10 @@
 //! reply       magic u32 | status u8 (0 accepted, 1 refused) | version u8
 //!             | reason (u16 length, UTF-8)
 //! frame       payload length u32 | CRC32 of the payload u32 | payload
-//! payload     kind u8 (0 request, 1 response, 2 one-way) | id u64 | verb u8 | body
+//! payload     kind u8 (0 request, 1 response, 2 one-way, 3 traced request,
+//!             4 traced one-way) | id u64 | verb u8
+//!             | [kinds 3, 4: trace session uuid 16 bytes | trace type u8]
+//!             | body
 //! ```
 //!
 //! Every decoder here takes bytes from the network: it checks every length
@@ -23,6 +28,7 @@ use sibyl_db::paxos::{read_ballot, Commit, Promise};
 use sibyl_db::serde::{decode_mutation, encode_mutation, Reader};
 use sibyl_db::Mutation;
 use sibyl_db::{ReadCommand, ReadResponse};
+use sibyl_tracing::TraceParams;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -31,7 +37,9 @@ pub const MAGIC: u32 = 0x5349_424C;
 /// The oldest messaging version this build speaks.
 pub const MESSAGING_VERSION_MIN: u8 = 1;
 /// The newest messaging version this build speaks (the one it prefers).
-pub const MESSAGING_VERSION_CURRENT: u8 = 1;
+pub const MESSAGING_VERSION_CURRENT: u8 = 2;
+/// The first version with traced requests (frame kind 3).
+pub const MESSAGING_VERSION_TRACING: u8 = 2;
 /// Bytes of a frame header: payload length and checksum.
 pub const FRAME_HEADER_BYTES: usize = 8;
 /// A handshake body is small; anything longer is not a Sibyl node.
@@ -296,6 +304,8 @@ pub struct Frame {
     pub kind: FrameKind,
     pub id: u64,
     pub verb: Verb,
+    /// The trace session of a traced request.
+    pub trace: Option<TraceParams>,
     pub body: Bytes,
 }
 
@@ -311,17 +321,32 @@ fn verb_of(b: u8) -> Result<Verb, CodecError> {
         .ok_or_else(|| CodecError::Malformed(format!("unknown verb {b}")))
 }
 
-/// Appends a whole frame (header and payload) to `out`.
-pub fn encode_frame(kind: FrameKind, id: u64, verb: Verb, body: &[u8], out: &mut Vec<u8>) {
+/// Appends a whole frame (header and payload) to `out`; a request or a
+/// one-way message with `trace` is traced (only for peers that speak
+/// version 2).
+pub fn encode_frame(
+    kind: FrameKind,
+    id: u64,
+    verb: Verb,
+    trace: Option<&TraceParams>,
+    body: &[u8],
+    out: &mut Vec<u8>,
+) {
     let start = out.len();
     out.extend_from_slice(&[0; FRAME_HEADER_BYTES]);
+    let trace = trace.filter(|_| kind != FrameKind::Response);
     out.push(match kind {
+        FrameKind::Request if trace.is_some() => 3,
+        FrameKind::OneWay if trace.is_some() => 4,
         FrameKind::Request => 0,
         FrameKind::Response => 1,
         FrameKind::OneWay => 2,
     });
     out.extend_from_slice(&id.to_be_bytes());
     out.push(verb_byte(verb));
+    if let Some(t) = trace {
+        t.encode(out);
+    }
     out.extend_from_slice(body);
     let payload = &out[start + FRAME_HEADER_BYTES..];
     let len = (payload.len() as u32).to_be_bytes();
@@ -356,18 +381,28 @@ pub fn decode_payload(payload: Bytes, crc: u32) -> Result<Frame, CodecError> {
         )));
     }
     let kind = match payload[0] {
-        0 => FrameKind::Request,
+        0 | 3 => FrameKind::Request,
         1 => FrameKind::Response,
-        2 => FrameKind::OneWay,
+        2 | 4 => FrameKind::OneWay,
         k => return Err(CodecError::Malformed(format!("unknown frame kind {k}"))),
     };
     let mut id = [0u8; 8];
     id.copy_from_slice(&payload[1..9]);
+    let (trace, body) = if payload[0] >= 3 {
+        let t = payload
+            .get(10..10 + TraceParams::ENCODED_BYTES)
+            .and_then(TraceParams::decode)
+            .ok_or_else(|| CodecError::Malformed("bad trace parameters".into()))?;
+        (Some(t), payload.slice(10 + TraceParams::ENCODED_BYTES..))
+    } else {
+        (None, payload.slice(10..))
+    };
     Ok(Frame {
         kind,
         id: u64::from_be_bytes(id),
         verb: verb_of(payload[9])?,
-        body: payload.slice(10..),
+        trace,
+        body,
     })
 }
 
@@ -953,6 +988,67 @@ mod tests {
     }
 
     #[test]
+    fn a_traced_request_carries_its_session_in_version_2_bytes() {
+        let trace = TraceParams {
+            session_id: uuid::Uuid::from_u128(0x0102),
+            kind: sibyl_tracing::TraceType::Query,
+        };
+        let mut f = Vec::new();
+        encode_frame(
+            FrameKind::Request,
+            7,
+            Verb::Read,
+            Some(&trace),
+            &[0xAB],
+            &mut f,
+        );
+        // kind 3, id, verb 1 (READ_REQ), the session, type 1 (QUERY), the body
+        let mut payload = vec![3, 0, 0, 0, 0, 0, 0, 0, 7, 1];
+        payload.extend_from_slice(&0x0102u128.to_be_bytes());
+        payload.extend_from_slice(&[1, 0xAB]);
+        assert_eq!(&f[8..], &payload[..]);
+        let frame = decode_frame(&f, 1 << 20).expect("frame");
+        assert_eq!(frame.kind, FrameKind::Request);
+        assert_eq!(frame.trace, Some(trace));
+        assert_eq!(&frame.body[..], &[0xAB]);
+        // responses never carry a session; a truncated session is refused
+        let mut r = Vec::new();
+        encode_frame(
+            FrameKind::Response,
+            7,
+            Verb::Read,
+            Some(&trace),
+            &[],
+            &mut r,
+        );
+        assert_eq!(decode_frame(&r, 1 << 20).expect("frame").trace, None);
+        let mut o = Vec::new();
+        encode_frame(
+            FrameKind::OneWay,
+            8,
+            Verb::BatchRemove,
+            Some(&trace),
+            &[],
+            &mut o,
+        );
+        assert_eq!(o[8], 4);
+        let one_way = decode_frame(&o, 1 << 20).expect("frame");
+        assert_eq!(
+            (one_way.kind, one_way.trace),
+            (FrameKind::OneWay, Some(trace))
+        );
+        let mut short = vec![3, 0, 0, 0, 0, 0, 0, 0, 7, 1, 9, 9];
+        let crc = crc32fast::hash(&short).to_be_bytes();
+        let mut framed = (short.len() as u32).to_be_bytes().to_vec();
+        framed.extend_from_slice(&crc);
+        framed.append(&mut short);
+        assert!(matches!(
+            decode_frame(&framed, 1 << 20),
+            Err(CodecError::Malformed(_))
+        ));
+    }
+
+    #[test]
     fn frames_round_trip_and_a_flipped_bit_fails_the_checksum() {
         let req = Request::Truncate {
             table_id: uuid::Uuid::from_u128(5),
@@ -961,7 +1057,7 @@ mod tests {
         let mut body = Vec::new();
         encode_request(&req, &mut body);
         let mut f = Vec::new();
-        encode_frame(FrameKind::Request, 42, Verb::Truncate, &body, &mut f);
+        encode_frame(FrameKind::Request, 42, Verb::Truncate, None, &body, &mut f);
         let frame = decode_frame(&f, 1 << 20).expect("frame");
         assert_eq!(
             (frame.kind, frame.id, frame.verb),
@@ -1123,7 +1219,7 @@ mod tests {
             }
             let verb = Verb::ALL[i % Verb::ALL.len()];
             let mut f = Vec::new();
-            encode_frame(FrameKind::Request, i as u64, verb, &body, &mut f);
+            encode_frame(FrameKind::Request, i as u64, verb, None, &body, &mut f);
             let _ = decode_any(&f, &any_table);
             let _ = decode_any(&f, &no_tables);
             let cut = rng.gen_range(0..=f.len());
