@@ -8,6 +8,7 @@ import socket
 import struct
 import tempfile
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 GOLDEN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "golden")
 
 # cqlsh -e STATEMENT, run after tests/golden/describe_schema.cql; file name -> statement

@@ -79,12 +79,25 @@ pub fn write_params(
         },
         None => table.params.default_time_to_live,
     };
+    // a local deletion time is a signed 32-bit count of seconds: an
+    // expiration past it is refused (Cassandra's default REJECT policy)
+    if ttl > 0 && i64::from(ttl) + i64::from(now) > MAX_DELETION_TIME {
+        let default = if using.ttl.is_none() { "default " } else { "" };
+        return Err(Error::Invalid(format!(
+            "Request on table {}.{} with {default}ttl of {ttl} seconds exceeds maximum supported expiration date of 2038-01-19T03:14:06+00:00. In order to avoid this use a lower TTL, change the expiration date overflow policy or upgrade to a version where this limitation is fixed. See CASSANDRA-14092 and CASSANDRA-14227 for more details.",
+            table.keyspace, table.name
+        )));
+    }
     Ok(WriteParams {
         timestamp,
         ttl,
         now,
     })
 }
+
+/// The latest local deletion time a cell may have (Cassandra's
+/// `MAX_DELETION_TIME_2038_LEGACY_CAP`, 2038-01-19T03:14:06Z).
+pub const MAX_DELETION_TIME: i64 = i32::MAX as i64 - 1;
 
 /// A term as Cassandra shows it in messages.
 fn term_text(t: &Term) -> String {

@@ -90,6 +90,9 @@ impl Outcome {
 #[derive(Debug, Default, Clone)]
 pub struct ClientState {
     pub keyspace: Option<String>,
+    /// The connection was warned about `USE` with prepared statements
+    /// (once per connection, as Cassandra's).
+    pub use_warning_issued: bool,
 }
 
 /// Partitions per batch (Cassandra's `BatchMetrics`).
@@ -109,6 +112,8 @@ pub struct QueryProcessor {
     schema_lock: tokio::sync::Mutex<()>,
     pub batch_size_warn_threshold_bytes: u64,
     pub batch_size_fail_threshold_bytes: u64,
+    /// Partitions an unlogged batch may cover before it is warned about.
+    pub unlogged_batch_across_partitions_warn_threshold: usize,
     pub cluster_name: String,
     /// Called after every schema change (to refresh system.local's schema_version).
     pub on_schema_change: RwLock<Option<Box<dyn Fn(&Schema) + Send + Sync>>>,
@@ -164,6 +169,7 @@ impl QueryProcessor {
             schema_lock: tokio::sync::Mutex::new(()),
             batch_size_warn_threshold_bytes: warn,
             batch_size_fail_threshold_bytes: fail,
+            unlogged_batch_across_partitions_warn_threshold: 10,
             cluster_name: "Test Cluster".into(),
             on_schema_change: RwLock::new(None),
             virtual_tables: RwLock::new(None),
@@ -884,17 +890,14 @@ impl QueryProcessor {
                 .await;
         }
         let mut all: Vec<Mutation> = Vec::new();
-        let mut ks = String::new();
         for c in children {
             let ks_opt = c.keyspace.as_deref().or(opts.keyspace.as_deref());
-            let (k, muts) = self
+            let (_, muts) = self
                 .mutations_of(c.statement, client, ks_opt, c.ev, ts, now, opts.consistency)
                 .await?;
-            ks = k;
             all.extend(muts);
         }
-        self.apply_batch(batch_type, &ks, all, opts.consistency)
-            .await
+        self.apply_batch(batch_type, all, opts.consistency).await
     }
 
     /// Cassandra's `BatchStatement.validate()`: the rules on what a batch
@@ -983,15 +986,9 @@ impl QueryProcessor {
     }
 
     /// Cassandra's rules on what a batch may hold, and its size warnings.
-    fn check_batch(
-        &self,
-        batch_type: BatchType,
-        ks: &str,
-        mutations: &[Mutation],
-    ) -> Result<Vec<String>> {
+    fn check_batch(&self, batch_type: BatchType, mutations: &[Mutation]) -> Result<Vec<String>> {
         let schema = self.schema();
         let mut warnings = Vec::new();
-        let size: usize = mutations.iter().map(|m| m.update.estimated_size()).sum();
         for m in mutations {
             if let Some(t) = schema.table_by_id(m.table_id) {
                 if t.is_counter && batch_type == BatchType::Logged {
@@ -1006,33 +1003,67 @@ impl QueryProcessor {
                 }
             }
         }
-        if size as u64 > self.batch_size_fail_threshold_bytes {
-            return Err(Error::Invalid(format!(
-                "Batch too large: Batch for {} is of size {}, exceeding specified threshold of {} by {}.",
-                ks,
-                size,
-                self.batch_size_fail_threshold_bytes,
-                size as u64 - self.batch_size_fail_threshold_bytes
-            )));
+        if batch_type == BatchType::Logged {
+            let zero_gc_grace: Vec<String> = mutations
+                .iter()
+                .filter_map(|m| schema.table_by_id(m.table_id))
+                .filter(|t| t.params.gc_grace_seconds == 0)
+                .map(|t| format!("{}.{}", t.keyspace, t.name))
+                .collect();
+            if !zero_gc_grace.is_empty() {
+                let tables = java_hash_set(zero_gc_grace);
+                warnings.push(format!(
+                    "Executing a LOGGED BATCH on table{} [{}], configured with a gc_grace_seconds of 0. The gc_grace_seconds is used to TTL batchlog entries, so setting gc_grace_seconds too low on tables involved in an atomic batch might cause batchlog entries to expire before being replayed.",
+                    if tables.len() == 1 { "" } else { "s" },
+                    tables.join(", ")
+                ));
+            }
         }
-        if size as u64 > self.batch_size_warn_threshold_bytes {
+        // Cassandra's mutations: one per keyspace and partition key; a batch
+        // of one is neither checked for size nor warned about (CASSANDRA-10876)
+        let mut partitions: Vec<(&str, &Bytes)> = Vec::new();
+        let mut tables: Vec<String> = Vec::new();
+        let mut keys: Vec<&Bytes> = Vec::new();
+        for m in mutations {
+            let Some(t) = schema.table_by_id(m.table_id) else {
+                continue;
+            };
+            partitions.push((t.keyspace.as_str(), &m.key.key));
+            tables.push(format!("{}.{}", t.keyspace, t.name));
+            keys.push(&m.key.key);
+        }
+        partitions.sort_unstable();
+        partitions.dedup();
+        if partitions.len() <= 1 {
+            return Ok(warnings);
+        }
+        let tables = java_hash_set(tables);
+        let size = mutations
+            .iter()
+            .map(|m| m.update.data_size())
+            .sum::<usize>() as u64;
+        if size > self.batch_size_warn_threshold_bytes {
+            if size > self.batch_size_fail_threshold_bytes {
+                return Err(Error::Invalid("Batch too large".into()));
+            }
             warnings.push(format!(
                 "Batch for [{}] is of size {}, exceeding specified threshold of {} by {}.",
-                ks,
+                tables.join(", "),
                 size,
                 self.batch_size_warn_threshold_bytes,
-                size as u64 - self.batch_size_warn_threshold_bytes
+                size - self.batch_size_warn_threshold_bytes
             ));
         }
-        let mut keys: Vec<&Bytes> = mutations.iter().map(|m| &m.key.key).collect();
-        keys.sort();
+        keys.sort_unstable();
         keys.dedup();
-        if batch_type == BatchType::Unlogged && keys.len() > 10 {
+        if batch_type != BatchType::Logged
+            && keys.len() > self.unlogged_batch_across_partitions_warn_threshold
+        {
             warnings.push(format!(
                 "Unlogged batch covering {} partitions detected against table{} [{}]. You should use a logged batch for atomicity, or asynchronous writes for performance.",
                 keys.len(),
-                "",
-                ks
+                if tables.len() == 1 { "" } else { "s" },
+                tables.join(", ")
             ));
         }
         Ok(warnings)
@@ -1042,11 +1073,10 @@ impl QueryProcessor {
     pub async fn apply_batch(
         &self,
         batch_type: BatchType,
-        ks: &str,
         mutations: Vec<Mutation>,
         cl: Consistency,
     ) -> Result<Outcome> {
-        let warnings = self.check_batch(batch_type, ks, &mutations)?;
+        let warnings = self.check_batch(batch_type, &mutations)?;
         let mut partitions: Vec<(uuid::Uuid, &Bytes)> =
             mutations.iter().map(|m| (m.table_id, &m.key.key)).collect();
         partitions.sort_unstable();
@@ -1287,7 +1317,7 @@ impl QueryProcessor {
         };
         let table = request.table.clone();
         if let Some(batch_type) = batch {
-            self.check_batch(batch_type, &table.keyspace, &all)?;
+            self.check_batch(batch_type, &all)?;
         }
         let serial = opts.serial_consistency.unwrap_or(Consistency::Serial);
         self.proxy
@@ -1421,13 +1451,13 @@ impl QueryProcessor {
                     )));
                 }
                 let ks = self.keyspace_from_properties(name, properties, Some(old))?;
-                if ks.replication_factor() > old.replication_factor() {
-                    warnings.push("When increasing replication factor you need to run a full (-full) repair to distribute the data.".into());
-                }
                 // (Cassandra checks a system keyspace's RF against the nodes
                 // of each datacenter for user keyspaces only)
                 if !ks.is_system {
                     warnings.extend(self.replication_warnings(&ks));
+                }
+                if ks.replication_factor() > old.replication_factor() {
+                    warnings.push("When increasing replication factor you need to run a full (-full) repair to distribute the data.".into());
                 }
                 (
                     Some(ks),
@@ -1900,14 +1930,42 @@ impl QueryProcessor {
 
     /// Cassandra's warning when a keyspace asks for more replicas than a
     /// datacenter has nodes.
+    /// NetworkTopologyStrategy takes only data centers the cluster has (this
+    /// node's and those of the ring), as Cassandra's `validateExpectedOptions`.
+    fn check_datacenters(
+        &self,
+        keyspace: &str,
+        replication: &BTreeMap<String, String>,
+    ) -> Result<()> {
+        if !replication
+            .get("class")
+            .is_some_and(|c| c.ends_with("NetworkTopologyStrategy"))
+        {
+            return Ok(());
+        }
+        let ring = self.proxy.ring.read();
+        let local = self.proxy.local_dc();
+        for dc in replication
+            .keys()
+            .filter(|k| !matches!(k.as_str(), "class" | "replication_factor"))
+        {
+            if dc != local && !ring.endpoints.iter().any(|e| &e.datacenter == dc) {
+                return Err(Error::Config(format!(
+                    "Unrecognized strategy option {{{dc}}} passed to NetworkTopologyStrategy for keyspace {keyspace}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     fn replication_warnings(&self, ks: &KeyspaceMetadata) -> Vec<String> {
         let ring = self.proxy.ring.read();
+        // a data center without nodes is not warned about (Cassandra's nodeCount == 0)
         let nodes_in = |dc: Option<&str>| {
             ring.endpoints
                 .iter()
                 .filter(|e| dc.is_none_or(|d| e.datacenter == d))
                 .count()
-                .max(1)
         };
         let class = ks
             .replication
@@ -1919,7 +1977,7 @@ impl QueryProcessor {
             for (dc, rf) in ks.replication.iter().filter(|(k, _)| k.as_str() != "class") {
                 let rf: usize = rf.parse().unwrap_or(0);
                 let n = nodes_in(Some(dc));
-                if rf > n {
+                if rf > n && n > 0 {
                     out.push(format!("Your replication factor {rf} for keyspace {} is higher than the number of nodes {n} for datacenter {dc}", ks.name));
                 }
             }
@@ -1929,7 +1987,7 @@ impl QueryProcessor {
                 .get("replication_factor")
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0);
-            let n = nodes_in(None);
+            let n = nodes_in(None).max(1);
             if rf > n {
                 out.push(format!("Your replication factor {rf} for keyspace {} is higher than the number of nodes {n}", ks.name));
             }
@@ -1954,8 +2012,9 @@ impl QueryProcessor {
                         ));
                     };
                     let m: BTreeMap<String, String> = m.iter().cloned().collect();
-                    replication =
-                        Some(validate_replication(name, &m, self.proxy.local_dc())?.into());
+                    let validated = validate_replication(name, &m, self.proxy.local_dc())?;
+                    self.check_datacenters(name, &validated)?;
+                    replication = Some(validated.into());
                 }
                 "durable_writes" => {
                     durable_writes = match p.value.as_text().map(|s| s.to_lowercase()).as_deref() {
@@ -3287,6 +3346,40 @@ fn system_refusal(keyspace: &str, what: &str) -> Error {
     }
 }
 
+/// The elements of a Java `HashSet<String>` in its iteration order, as
+/// Cassandra's messages print them: distinct, by bucket of `String.hashCode`
+/// (spread as `HashMap.hash`) in a table of 16 slots doubled until the set
+/// fits under its 0.75 load factor, in insertion order within a bucket.
+pub fn java_hash_set(items: Vec<String>) -> Vec<String> {
+    let mut distinct: Vec<String> = Vec::new();
+    for i in items {
+        if !distinct.contains(&i) {
+            distinct.push(i);
+        }
+    }
+    let mut capacity = 16usize;
+    while distinct.len() * 4 > capacity * 3 {
+        capacity *= 2;
+    }
+    let bucket = |s: &String| {
+        let h = s
+            .encode_utf16()
+            .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32));
+        let spread = h ^ ((h as u32) >> 16) as i32;
+        (spread as u32 as usize) & (capacity - 1)
+    };
+    let mut order: Vec<(usize, usize)> = distinct
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (bucket(s), i))
+        .collect();
+    order.sort_unstable();
+    order
+        .into_iter()
+        .map(|(_, i)| distinct[i].clone())
+        .collect()
+}
+
 #[cfg(test)]
 mod lwt_tests {
     use super::*;
@@ -3401,6 +3494,19 @@ mod lwt_tests {
         assert_eq!(
             r.cells.get("w").and_then(|d| d.single()).unwrap().timestamp,
             99
+        );
+    }
+
+    #[test]
+    fn java_hash_set_iterates_as_javas() {
+        // the orders Cassandra 5.0.4 printed (client_warnings golden)
+        assert_eq!(
+            super::java_hash_set(vec!["cw.t".into(), "cw.t2".into()]),
+            ["cw.t2", "cw.t"]
+        );
+        assert_eq!(
+            super::java_hash_set(vec!["cw.gc0b".into(), "cw.gc0".into(), "cw.gc0".into()]),
+            ["cw.gc0", "cw.gc0b"]
         );
     }
 }

@@ -1190,8 +1190,9 @@ fn ann_plan(
             ));
         }
     }
-    let limit = int_value(ev, &stmt.limit, "[limit]")?;
-    if limit.is_none() || page_size.is_some_and(|p| p > 0 && limit.unwrap_or(0) > p as i64) {
+    // a page smaller than the limit is raised to it, with a warning (see execute)
+    let _ = page_size;
+    if int_value(ev, &stmt.limit, "[limit]")?.is_none() {
         return Err(Error::Invalid("Top-K queries must have a limit specified and the limit must be less than the query page size".into()));
     }
     let function = format!(
@@ -1415,9 +1416,37 @@ pub async fn execute(
     }
     let ann = ann_plan(table, stmt, ev, page_size)?;
     let mut warnings = Vec::new();
+    let mut cl = cl;
+    let mut page_size = page_size;
+    if ann.is_some() {
+        // Cassandra 5.0 runs top-k queries at ONE / LOCAL_ONE, and unpaged
+        if !matches!(
+            cl,
+            Consistency::One | Consistency::LocalOne | Consistency::Any
+        ) {
+            let down = if matches!(
+                cl,
+                Consistency::LocalQuorum | Consistency::LocalSerial | Consistency::LocalOne
+            ) {
+                Consistency::LocalOne
+            } else {
+                Consistency::One
+            };
+            warnings.push(format!("Top-K queries can only be run with consistency level ONE / LOCAL_ONE / NODE_LOCAL. Consistency level {cl} was requested. Downgrading the consistency level to {down}."));
+            cl = down;
+        }
+        let limit = int_value(ev, &stmt.limit, "[limit]")?.unwrap_or(0);
+        if let Some(p) = page_size.filter(|p| *p > 0 && i64::from(*p) < limit) {
+            warnings.push(format!("Top-K queries do not support paging and the page size is set to {p}, which is less than LIMIT {limit}. The page size has been set to {limit} to match the LIMIT."));
+            page_size = i32::try_from(limit).ok();
+        }
+    }
     if sel.outs.iter().any(|o| o.is_aggregate()) {
+        // a token restriction restricts the partition key too
         match &r.partition_keys {
-            None => warnings.push("Aggregation query used without partition key".to_string()),
+            None if r.token_range.is_none() => {
+                warnings.push("Aggregation query used without partition key".to_string())
+            }
             Some(k) if k.len() > 1 => warnings.push(
                 "Aggregation query used on multiple partition keys (IN restriction)".to_string(),
             ),

@@ -140,6 +140,7 @@ impl Harness {
         let st = parse_statement(q)?;
         let mut client = ClientState {
             keyspace: Some("ks".into()),
+            ..Default::default()
         };
         self.qp.execute(&st, &mut client, &opts).await
     }

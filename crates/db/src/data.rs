@@ -748,6 +748,51 @@ impl Partition {
         self.static_row.as_ref().map(row).unwrap_or(0) + self.rows.values().map(row).sum::<usize>()
     }
 
+    /// Cassandra's `PartitionUpdate.dataSize()`, what a batch's size
+    /// warning and limit count: per cell its timestamp, TTL and local
+    /// deletion time (8 + 4 + 8 bytes), value and path; per row its
+    /// clustering values, liveness (8 bytes, 20 when expiring) and deletion
+    /// (13); the static row always (20 when empty); the partition deletion
+    /// (8) and range tombstones (4 + bounds + 12 each).
+    pub fn data_size(&self) -> usize {
+        let cell = |c: &Cell| 20 + c.value.as_ref().map_or(0, |v| v.len());
+        let row = |clustering: usize, r: Option<&Row>| {
+            let liveness = match r.and_then(|r| r.liveness.as_ref()) {
+                Some(l) if l.ttl > 0 => 20,
+                _ => 8,
+            };
+            let cells: usize = r.map_or(0, |r| {
+                r.cells
+                    .values()
+                    .map(|d| match d {
+                        ColumnData::Simple(c) | ColumnData::Counter(c) => cell(c),
+                        ColumnData::Complex { cells, .. } => {
+                            12 + cells.iter().map(|(p, c)| p.len() + cell(c)).sum::<usize>()
+                        }
+                    })
+                    .sum()
+            });
+            clustering + liveness + 13 + cells
+        };
+        let bound = |k: &ClusteringKey| k.values.iter().map(|v| v.len()).sum::<usize>();
+        let ranges = if self.range_tombstones.is_empty() {
+            0
+        } else {
+            4 + self
+                .range_tombstones
+                .iter()
+                .map(|rt| bound(&rt.start) + bound(&rt.end) + 12)
+                .sum::<usize>()
+        };
+        8 + ranges
+            + row(0, self.static_row.as_ref())
+            + self
+                .rows
+                .iter()
+                .map(|(ck, r)| row(bound(ck), Some(r)))
+                .sum::<usize>()
+    }
+
     /// Estimated heap size, for memtable accounting.
     /// Bytes of memory an update adds, counting allocation overhead (a row
     /// slot, its cell vector, cell headers) as measured, not just payload.

@@ -106,6 +106,8 @@ struct RawConfig {
     batch_size_warn_threshold_in_kb: Option<u64>,
     batch_size_fail_threshold: Option<String>,
     batch_size_fail_threshold_in_kb: Option<u64>,
+    unlogged_batch_across_partitions_warn_threshold: Option<u32>,
+    tombstone_warn_threshold: Option<u32>,
     start_native_transport: Option<bool>,
     concurrent_compactors: Option<usize>,
     compaction_throughput: Option<String>,
@@ -187,6 +189,10 @@ pub struct Config {
     pub endpoint_snitch: String,
     pub batch_size_warn_threshold_bytes: u64,
     pub batch_size_fail_threshold_bytes: u64,
+    /// Partitions an unlogged batch covers before a client warning (10).
+    pub unlogged_batch_across_partitions_warn_threshold: u32,
+    /// Tombstones one read goes through before a client warning (1000).
+    pub tombstone_warn_threshold: u32,
     pub start_native_transport: bool,
     pub concurrent_compactors: usize,
     /// Bytes per second; 0 means unthrottled.
@@ -278,6 +284,8 @@ impl Default for Config {
             endpoint_snitch: "SimpleSnitch".into(),
             batch_size_warn_threshold_bytes: 5 * 1024,
             batch_size_fail_threshold_bytes: 50 * 1024,
+            unlogged_batch_across_partitions_warn_threshold: 10,
+            tombstone_warn_threshold: 1000,
             start_native_transport: true,
             concurrent_compactors: 2,
             compaction_throughput_bytes: 64 * 1024 * 1024,
@@ -485,6 +493,17 @@ impl Config {
             ),
             ("authenticator.class_name", some(self.authenticator.clone())),
             ("auto_bootstrap", some(self.auto_bootstrap.to_string())),
+            (
+                "tombstone_warn_threshold",
+                some(self.tombstone_warn_threshold.to_string()),
+            ),
+            (
+                "unlogged_batch_across_partitions_warn_threshold",
+                some(
+                    self.unlogged_batch_across_partitions_warn_threshold
+                        .to_string(),
+                ),
+            ),
             ("auto_snapshot", some(self.auto_snapshot.to_string())),
             (
                 "batch_size_fail_threshold",
@@ -867,6 +886,12 @@ impl Config {
             c.batch_size_warn_threshold_bytes = parse_size(&s)?;
         } else if let Some(kb) = raw.batch_size_warn_threshold_in_kb {
             c.batch_size_warn_threshold_bytes = scaled(kb, 1024)?;
+        }
+        if let Some(v) = raw.unlogged_batch_across_partitions_warn_threshold {
+            c.unlogged_batch_across_partitions_warn_threshold = v;
+        }
+        if let Some(v) = raw.tombstone_warn_threshold {
+            c.tombstone_warn_threshold = v;
         }
         if let Some(s) = raw.batch_size_fail_threshold {
             c.batch_size_fail_threshold_bytes = parse_size(&s)?;

@@ -335,6 +335,12 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         config.batch_size_warn_threshold_bytes,
         config.batch_size_fail_threshold_bytes,
     );
+    qp.unlogged_batch_across_partitions_warn_threshold =
+        config.unlogged_batch_across_partitions_warn_threshold as usize;
+    replica.tombstone_warn_threshold.store(
+        u64::from(config.tombstone_warn_threshold),
+        std::sync::atomic::Ordering::Relaxed,
+    );
     qp.cluster_name = config.cluster_name.clone();
     let qp = Arc::new(qp);
     write_system_schema_rows(&storage, &schema).await?;

@@ -5,6 +5,7 @@
 pub mod batch;
 pub mod batchlog;
 pub mod cas;
+pub mod client_warn;
 pub mod consistency;
 pub mod error;
 pub mod hints;

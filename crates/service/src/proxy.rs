@@ -1284,9 +1284,17 @@ impl StorageProxy {
                     format!("reading {what} from {}", t.peer(to))
                 });
             }
-            tasks.spawn(sibyl_tracing::traced(async move {
+            // a single-partition read this node serves itself warns its
+            // client (a range read's own part does not, as in Cassandra)
+            let own = matches!(command.kind, ReadKind::SinglePartition { .. });
+            let read = sibyl_tracing::traced(async move {
                 (to, sender.send(to, Request::Read(command), timeout).await)
-            }));
+            });
+            if own {
+                tasks.spawn(crate::client_warn::propagate(read));
+            } else {
+                tasks.spawn(read);
+            }
         };
         for (i, to) in targets.iter().enumerate() {
             let command = if i > 0 && digests {

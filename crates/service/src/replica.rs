@@ -33,6 +33,9 @@ pub struct Replica {
     /// How long a write may wait for memtable memory before it is refused
     /// as overloaded (the write timeout).
     admission_timeout: Duration,
+    /// Tombstones one read goes through before it is warned about
+    /// (`tombstone_warn_threshold`).
+    pub tombstone_warn_threshold: std::sync::atomic::AtomicU64,
 }
 
 fn failure(e: StorageError) -> ReplicaFailure {
@@ -55,6 +58,7 @@ impl Replica {
             schema,
             clock,
             admission_timeout,
+            tombstone_warn_threshold: std::sync::atomic::AtomicU64::new(1000),
             paxos_locks: (0..crate::paxos::LOCK_STRIPES)
                 .map(|_| tokio::sync::Mutex::new(()))
                 .collect(),
@@ -145,7 +149,34 @@ impl Replica {
         });
         cfs.live_scanned.record(live);
         cfs.tombstones_scanned.record(tombstones);
-        sibyl_tracing::trace(|| format!("Read {live} live rows and {tombstones} tombstone cells"));
+        let threshold = self
+            .tombstone_warn_threshold
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let schema = self.schema();
+        let table = schema.table_by_id(cmd.table_id);
+        // the node's own tables are not held to the thresholds
+        let over = tombstones > threshold && table.is_some_and(|t| t.keyspace != "system");
+        if over {
+            if let (Some(t), Some((key, _))) = (table, data.last()) {
+                let msg = format!(
+                    "Read {live} live rows and {tombstones} tombstone cells for query {:.512}; token {} (see tombstone_warn_threshold)",
+                    read_cql(t, cmd),
+                    key.token
+                );
+                tracing::warn!("{msg}");
+                crate::client_warn::warn(msg);
+            }
+        }
+        sibyl_tracing::trace(|| {
+            format!(
+                "Read {live} live rows and {tombstones} tombstone cells{}",
+                if over {
+                    " (see tombstone_warn_threshold)"
+                } else {
+                    ""
+                }
+            )
+        });
         if matches!(cmd.kind, ReadKind::PartitionRange { .. }) {
             cfs.range_latency.record_elapsed(started);
         }
@@ -529,4 +560,44 @@ fn token_range(start: i64, end: i64) -> String {
         s => format!("max({})", s - 1),
     };
     format!("({low}, max({end})]")
+}
+
+/// A read command as CQL, as Cassandra's `ReadCommand.toCQLString` prints it
+/// in warnings: every column, the partition key or token range, `ALLOW
+/// FILTERING` (the clustering filter and limits are left out).
+fn read_cql(t: &TableMetadata, cmd: &ReadCommand) -> String {
+    use sibyl_types::ident::maybe_quote;
+    let pk = t.partition_key();
+    let restriction = match &cmd.kind {
+        ReadKind::SinglePartition { key } => {
+            let values = if pk.len() == 1 {
+                vec![key.key.clone()]
+            } else {
+                sibyl_db::cells::split_partition_key(&key.key, pk.len())
+            };
+            pk.iter()
+                .zip(values)
+                .map(|(c, v)| format!("{} = {}", maybe_quote(&c.name), c.typ.to_cql_literal(&v)))
+                .collect::<Vec<_>>()
+                .join(" AND ")
+        }
+        ReadKind::PartitionRange {
+            start_token,
+            end_token,
+            ..
+        } => {
+            let names: Vec<String> = pk.iter().map(|c| maybe_quote(&c.name)).collect();
+            format!(
+                "token({names}) > {} AND token({names}) <= {end_token}",
+                start_token.saturating_sub(1),
+                names = names.join(", ")
+            )
+        }
+        ReadKind::Index { index, .. } => format!("{} = ?", maybe_quote(index)),
+    };
+    format!(
+        "SELECT * FROM {}.{} WHERE {restriction} ALLOW FILTERING",
+        maybe_quote(&t.keyspace),
+        maybe_quote(&t.name)
+    )
 }

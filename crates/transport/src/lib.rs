@@ -806,13 +806,17 @@ impl Conn {
             let trace = (traced || server.tracer.sampled())
                 .then(|| server.begin_trace(&req, client_ip))
                 .flatten();
-            let processed = sibyl_tracing::scope(
-                trace.clone(),
-                Box::pin(server.process(req, &client, version)),
-            )
-            .await;
+            let (processed, mut warned) =
+                sibyl_service::client_warn::capture(sibyl_tracing::scope(
+                    trace.clone(),
+                    Box::pin(server.process(req, &client, version)),
+                ))
+                .await;
             let (resp, warnings, tracing_id) = match processed {
-                Ok(o) => {
+                Ok(mut o) => {
+                    // the statement's own warnings first: they are decided
+                    // before it runs (Cassandra's order)
+                    o.warnings.append(&mut warned);
                     if let Some(ev) = o.event {
                         let _ = server.events.send(Event::SchemaChange(ev));
                     }
@@ -883,6 +887,26 @@ fn options_of(p: sibyl_protocol::QueryParameters) -> QueryOptions {
         now_in_seconds: p.now_in_seconds,
         skip_metadata: p.skip_metadata,
     }
+}
+
+/// Cassandra's warning about `USE` with prepared statements, once per
+/// connection.
+async fn use_warning(
+    client: &tokio::sync::Mutex<ClientState>,
+    id: &[u8],
+    statement_keyspace: Option<&str>,
+) -> Option<String> {
+    let mut c = client.lock().await;
+    if c.use_warning_issued {
+        return None;
+    }
+    c.use_warning_issued = true;
+    let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+    Some(format!(
+        "`USE <keyspace>` with prepared statements is considered to be an anti-pattern due to ambiguity in non-qualified table names. Please consider removing instances of `Session#setKeyspace(<keyspace>)`, `Session#execute(\"USE <keyspace>\")` and `cluster.newSession(<keyspace>)` from your code, and always use fully qualified table names (e.g. <keyspace>.<table>). Keyspace used: {}, statement keyspace: {}, statement id: {hex}",
+        c.keyspace.as_deref().unwrap_or("null"),
+        statement_keyspace.unwrap_or("null")
+    ))
 }
 
 impl Server {
@@ -981,9 +1005,14 @@ impl Server {
             Request::Prepare { query, keyspace } => {
                 let c = client.lock().await.clone();
                 let p = qp.prepare(&query, &c, keyspace.as_deref())?;
+                let mut warnings = Vec::new();
+                if !p.statement.statement.is_fully_qualified() {
+                    let id = sibyl_cql3::query::prepared_id(&query, c.keyspace.as_deref());
+                    warnings.extend(use_warning(client, &id, c.keyspace.as_deref()).await);
+                }
                 Ok(Outcome {
                     body: qp.prepared_result(&p),
-                    warnings: Vec::new(),
+                    warnings,
                     event: None,
                 })
             }
@@ -1001,7 +1030,18 @@ impl Server {
                 }
                 let mut c = client.lock().await.clone();
                 self.metrics.prepared_executed.inc();
+                // an unqualified statement run under another keyspace than it
+                // was prepared under (batches are not checked, as in Cassandra)
+                let warned = if !p.statement.statement.is_fully_qualified()
+                    && c.keyspace != p.keyspace
+                    && !matches!(p.statement.statement, Statement::Batch(_))
+                {
+                    use_warning(client, &id, p.keyspace.as_deref()).await
+                } else {
+                    None
+                };
                 let mut out = qp.execute(&p.statement, &mut c, &opts).await?;
+                out.warnings.splice(0..0, warned);
                 if let ResultBody::Rows { metadata, .. } = &mut out.body {
                     if version >= 5 {
                         if let Some(rid) = &result_metadata_id {

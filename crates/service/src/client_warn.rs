@@ -1,0 +1,70 @@
+//! Warnings for the client of the request being served (Cassandra's
+//! `ClientWarn`): code below the coordinator adds them with [`warn`], and
+//! the CQL server sends them with the response (the protocol's WARNING
+//! flag, v4+).
+//!
+//! The collector is a task-local the server opens per request
+//! ([`capture`]); work a request hands to another task takes it along only
+//! through [`propagate`], so a replica's warnings reach the client only when
+//! the coordinator itself did that replica's work, as in Cassandra with
+//! `read_thresholds_enabled: false`.
+
+use parking_lot::Mutex;
+use std::future::Future;
+use std::sync::Arc;
+
+/// Warnings one response carries at most: more are not worth a frame.
+const MAX_WARNINGS: usize = 64;
+
+tokio::task_local! {
+    static WARNINGS: Arc<Mutex<Vec<String>>>;
+}
+
+/// Adds a warning to the running request's response, if it collects them.
+pub fn warn(message: impl Into<String>) {
+    let _ = WARNINGS.try_with(|w| {
+        let mut w = w.lock();
+        if w.len() < MAX_WARNINGS {
+            w.push(message.into());
+        }
+    });
+}
+
+/// Runs `fut` collecting the warnings added within it.
+pub async fn capture<F: Future>(fut: F) -> (F::Output, Vec<String>) {
+    let w = Arc::new(Mutex::new(Vec::new()));
+    let out = WARNINGS.scope(w.clone(), fut).await;
+    let warnings = std::mem::take(&mut *w.lock());
+    (out, warnings)
+}
+
+/// `fut` adding its warnings to the running request's, if it collects them
+/// (work the coordinator hands to another task but does itself).
+pub fn propagate<F: Future>(fut: F) -> impl Future<Output = F::Output> {
+    let current = WARNINGS.try_with(|w| w.clone()).ok();
+    async move {
+        match current {
+            Some(w) => WARNINGS.scope(w, fut).await,
+            None => fut.await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn warnings_reach_the_request_that_collects_them_only() {
+        warn("nobody listens");
+        let ((), got) = capture(async {
+            warn("one");
+            propagate(async { warn("two") }).await;
+            // a task of its own, not propagated: its warnings are not this request's
+            tokio::spawn(async { warn("lost") }).await.ok();
+            tokio::spawn(propagate(async { warn("three") })).await.ok();
+        })
+        .await;
+        assert_eq!(got, ["one", "two", "three"]);
+    }
+}
