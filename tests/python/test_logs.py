@@ -107,3 +107,43 @@ def test_logging_levels_are_read_and_changed_at_run_time_as_with_nodetool(tmp_pa
         nt("enablebinary")
     finally:
         n.stop()
+
+
+def test_a_paused_node_shows_in_gcstats_gc_log_and_system_log(tmp_path):
+    """Sibyl has no garbage collector; its pauses are the times it could not
+    run (Cassandra's GCInspector counterpart): a process stopped for a while,
+    as a VM or swap stall does, is one. `nodetool gcstats` prints them in
+    Cassandra's layout and resets them; gc.log lists every one; system.log
+    the long ones."""
+    import signal
+    import time
+    from sibyl_node import SibylNode
+    node = SibylNode(data_dir=str(tmp_path)).start()
+    try:
+        header = ("%20s%20s%20s%20s%20s%20s%25s" % (
+            "Interval (ms)", "Max GC Elapsed (ms)", "Total GC Elapsed (ms)", "Stdev GC Elapsed (ms)",
+            "GC Reclaimed (MB)", "Collections", "Direct Memory Bytes"))
+        node.nodetool("gcstats")  # a new interval from here
+        node.proc.send_signal(signal.SIGSTOP)
+        time.sleep(0.6)
+        node.proc.send_signal(signal.SIGCONT)
+        logs = os.path.join(str(tmp_path), "logs")
+        wait_for("the pause in gc.log",
+                 lambda: re.search(r"Event loop paused for \d+ ms", read(os.path.join(logs, "gc.log"))), timeout=10)
+        lines = node.nodetool("gcstats").splitlines()
+        assert lines[0] == header
+        fields = lines[1].split()
+        assert len(lines[1]) == 20 * 6 + 25 and len(fields) == 7
+        interval, max_ms, total, stdev, reclaimed, count, direct = fields
+        assert int(count) >= 1 and int(max_ms) >= 400 and int(total) >= int(max_ms)
+        assert int(interval) >= int(max_ms) and int(reclaimed) == 0 and int(direct) == -1
+        # read and reset: the next interval starts empty, as Cassandra's
+        again = node.nodetool("gcstats").splitlines()[1].split()
+        assert again[3] == "NaN" or int(again[5]) < int(count)
+        system = read(os.path.join(logs, "system.log"))
+        line = next(l for l in system.splitlines() if "Event loop paused for" in l)
+        assert re.match(LAYOUT, line) and line.startswith("INFO ")
+        # gc.log lines stay out of system.log's stream of their own
+        assert "Event loop paused" not in read(os.path.join(logs, "debug.log")).replace(line, "")
+    finally:
+        node.stop()

@@ -10,6 +10,7 @@
 //! `cassandra-exporter`, so that its dashboards work as they are.
 
 pub mod histogram;
+pub mod pauses;
 pub mod prometheus;
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};

@@ -11,6 +11,7 @@
 //! | GET | `/tablestats?keyspace=K&table=T` |
 //! | GET / POST | `/compactionthroughput` (`?mb_per_sec=N` to set) |
 //! | GET / POST | `/traceprobability` (`?value=P` to set, 0 to 1) |
+//! | GET | `/gcstats`: the node's pauses since the last call (and resets them) |
 //! | GET | `/status`, `/info` |
 //! | GET / POST | `/binary` (`?enabled=true|false` to start or stop the native transport) |
 //! | POST | `/gossip?enabled=true|false` (`disablegossip`, `enablegossip`) |
@@ -968,6 +969,20 @@ impl Admin {
                     }
                 }
                 Ok(json!({ "cleared": n }))
+            }
+            ("GET", "/gcstats") => {
+                let s = sibyl_metrics::pauses::global().get_and_reset();
+                Ok(json!({
+                    "interval_ms": s.interval_ms,
+                    "max_ms": s.max_ms,
+                    "total_ms": s.total_ms,
+                    "sum_squares_ms": s.sum_squares_ms,
+                    "reclaimed_mb": s.reclaimed_mb,
+                    "count": s.count,
+                    // no direct (off-heap) buffer pool to report: -1, as
+                    // Cassandra prints when it cannot read it
+                    "direct_memory_bytes": -1,
+                }))
             }
             ("GET", "/traceprobability") => Ok(json!({ "probability": self.tracer.probability() })),
             ("POST", "/traceprobability") => {

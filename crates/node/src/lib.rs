@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod config;
 pub mod metrics;
 pub mod native;
+pub mod pauses;
 pub mod views;
 
 /// The running log levels (`nodetool getlogginglevels`, `setlogginglevel`),
@@ -277,6 +278,7 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
     let shared_schema: SharedSchema = Arc::new(parking_lot::RwLock::new(Arc::new(schema.clone())));
     let messaging =
         cluster::bind_messaging(&config, listen, broadcast, shared_schema.clone()).await?;
+    pauses::spawn_monitor();
     let tracer = Arc::new(sibyl_tracing::Tracer::new(broadcast, config.storage_port));
     messaging.set_tracer(tracer.clone());
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);

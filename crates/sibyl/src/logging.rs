@@ -258,17 +258,39 @@ pub fn init(dir: &Path) -> std::io::Result<Guards> {
     };
     let system = file_layer("system.log", tracing::Level::INFO)?;
     let debug = file_layer("debug.log", tracing::Level::DEBUG)?;
+    // gc.log: the node's pauses (no garbage collector here: event-loop and
+    // fsync stalls), which go nowhere else
+    let gc = {
+        let file = RollingFile::open(&dir.join("gc.log"), MAX_FILE_BYTES, KEEP_FILES)?;
+        let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+            .lossy(true)
+            .buffered_lines_limit(4 * 1024)
+            .thread_name("sibyl-log-writer")
+            .finish(file);
+        guards.push(guard);
+        tracing_subscriber::fmt::layer()
+            .with_ansi(false)
+            .event_format(CassandraLayout)
+            .with_writer(writer)
+            .with_filter(tracing_subscriber::filter::filter_fn(|m| {
+                m.target() == "gc"
+            }))
+            .boxed()
+    };
+    let not_gc = || tracing_subscriber::filter::filter_fn(|m| m.target() != "gc");
+    let system = system.with_filter(not_gc()).boxed();
+    let debug = debug.with_filter(not_gc()).boxed();
     let stdout = tracing_subscriber::fmt::layer()
         .with_target(false)
         // colours only on a terminal, not in a log file
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .with_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,openraft=off".into()),
+                .unwrap_or_else(|_| "info,openraft=off,gc=off".into()),
         )
         .boxed();
     let layers: Vec<Box<dyn Layer<tracing_subscriber::Registry> + Send + Sync>> =
-        vec![stdout, system, debug];
+        vec![stdout, system, debug, gc];
     // the loggers' levels, changed at run time by nodetool setlogginglevel
     let (levels, handle) = tracing_subscriber::reload::Layer::new(targets_of(&initial_levels()));
     tracing_subscriber::registry()

@@ -543,6 +543,35 @@ pub fn run(tokens: Vec<String>) -> anyhow::Result<()> {
             )?;
             Ok(())
         }
+        "gcstats" => {
+            let v = request(&host, port, "GET", "/gcstats")?;
+            let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
+            let count = f("count");
+            let mean = f("total_ms") / count;
+            let stdev = (f("sum_squares_ms") / count - mean * mean).sqrt();
+            // Cassandra's "%20s%20s%20s%20s%20s%20s%25s%n" and "%20.0f...%25d%n"
+            outln!(
+                "{:>20}{:>20}{:>20}{:>20}{:>20}{:>20}{:>25}",
+                "Interval (ms)",
+                "Max GC Elapsed (ms)",
+                "Total GC Elapsed (ms)",
+                "Stdev GC Elapsed (ms)",
+                "GC Reclaimed (MB)",
+                "Collections",
+                "Direct Memory Bytes"
+            );
+            outln!(
+                "{:>20}{:>20}{:>20}{:>20}{:>20}{:>20}{:>25}",
+                java_f0(f("interval_ms")),
+                java_f0(f("max_ms")),
+                java_f0(f("total_ms")),
+                java_f0(stdev),
+                java_f0(f("reclaimed_mb")),
+                java_f0(count),
+                v["direct_memory_bytes"].as_i64().unwrap_or(-1)
+            );
+            Ok(())
+        }
         "gettraceprobability" => {
             let v = request(&host, port, "GET", "/traceprobability")?;
             outln!("Current trace probability: {}", v["probability"]);
@@ -827,4 +856,13 @@ fn compactionhistory_document(v: &Value) -> Value {
         })
         .collect();
     serde_json::json!({ "CompactionHistory": rows })
+}
+
+/// A number as Java's `%.0f` prints it: rounded half up, `NaN` as is.
+fn java_f0(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else {
+        format!("{:.0}", (v + 0.5).floor())
+    }
 }

@@ -42,6 +42,7 @@ const HELP: &[(&str, &str)] = help_texts!(
     "getmaxhintwindow",
     "getstreamthroughput",
     "gettraceprobability",
+    "gcstats",
     "gossipinfo",
     "info",
     "invalidatekeycache",

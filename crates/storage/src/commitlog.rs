@@ -197,6 +197,9 @@ struct SyncState {
 /// lock never held across a system call. Writes of the buffer are serialized
 /// by `io`; a request thread that finds it taken awaits `written` instead of
 /// blocking, and segment files are created and fsynced by the syncer thread,
+/// An fsync this slow counts as a pause of the node (`nodetool gcstats`, gc.log).
+const FSYNC_STALL: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// so no request thread waits on the disk.
 pub struct CommitLog {
     writer: Mutex<Writer>,
@@ -863,8 +866,22 @@ impl CommitLog {
             files.push(w.file.clone());
             (files, w.written)
         };
+        let started = std::time::Instant::now();
         for f in files {
             f.sync_data().map_err(|e| e.to_string())?;
+        }
+        // a slow fsync holds back every synced write: a pause of the node
+        let took = started.elapsed();
+        if took >= FSYNC_STALL {
+            let pauses = sibyl_metrics::pauses::global();
+            pauses.record(took);
+            let ms = took.as_millis();
+            tracing::info!(target: "gc", "Commit log fsync stalled writes for {ms} ms");
+            if took >= sibyl_metrics::pauses::WARN_THRESHOLD {
+                tracing::warn!("Commit log fsync took {ms} ms");
+            } else if took >= sibyl_metrics::pauses::LOG_THRESHOLD {
+                tracing::info!("Commit log fsync took {ms} ms");
+            }
         }
         Ok(pos)
     }
