@@ -1,5 +1,7 @@
 """Start and stop real `sibyl` processes for tests."""
+import atexit
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -31,6 +33,15 @@ def free_port():
         return port
 
 
+_OWNED_DIRS = []
+
+
+@atexit.register
+def _remove_owned_dirs():
+    for d in _OWNED_DIRS:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 class SibylNode:
     """A `sibyl` process with its own data directory and port."""
 
@@ -39,7 +50,11 @@ class SibylNode:
         self.port = port or free_port()
         self.admin_port = free_port()
         self.storage_port = free_port()
-        self.data_dir = data_dir or tempfile.mkdtemp(prefix="sibyl-test-")
+        if data_dir is None:
+            data_dir = tempfile.mkdtemp(prefix="sibyl-test-")
+            # removed when the test run ends: a run leaves no data behind
+            _OWNED_DIRS.append(data_dir)
+        self.data_dir = data_dir
         self.extra_config = extra_config
         self.extra_args = []
         self.proc = None
