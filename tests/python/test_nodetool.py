@@ -309,3 +309,22 @@ def test_proxyhistograms_prints_cassandras_table(node, session):
     assert rows["Min"][0] <= rows["50%"][0] <= rows["99%"][0] <= rows["Max"][0]
     assert set(view) == {0.0}
 
+
+
+def test_netstats_prints_cassandras_sections_and_message_pools(node):
+    """Cassandra 5.0.4's NetStats layout: the mode, the streams (none here),
+    the read repair figures, then the messaging pools as
+    "%-25s%10s%10s%15s%10s" (Active is n/a in Cassandra too)."""
+    if not hasattr(node, "nodetool"):
+        pytest.skip("needs a local node")
+    lines = node.nodetool("netstats").splitlines()
+    assert lines[0] == "Mode: NORMAL"
+    assert lines[1] == "Not sending any streams."
+    assert lines[2:4] == ["Read Repair Statistics:", lines[3]] and lines[3].startswith("Attempted: ")
+    assert lines[4].startswith("Mismatch (Blocking): ") and lines[5] == "Mismatch (Background): 0"
+    assert lines[6] == "%-25s%10s%10s%15s%10s" % ("Pool Name", "Active", "Pending", "Completed", "Dropped")
+    names = [l[:25].rstrip() for l in lines[7:]]
+    assert names == ["Large messages", "Small messages", "Gossip messages"]
+    for l in lines[7:]:
+        assert len(l) == 70 and l[25:35].strip() == "n/a"
+        assert all(f.isdigit() for f in l[35:].split())

@@ -113,6 +113,25 @@ struct Inner {
     versions: Mutex<HashMap<IpAddr, u8>>,
     /// Traced requests from peers open their sessions here.
     tracer: RwLock<Option<Arc<Tracer>>>,
+    /// Per connection type, over every peer (`nodetool netstats`' pools).
+    pools: [Arc<PoolStats>; 3],
+}
+
+/// The messages of one kind of connection, to every peer (Cassandra's
+/// "Large messages", "Small messages", "Gossip messages" pools).
+#[derive(Debug, Default)]
+pub struct PoolStats {
+    pub pending: sibyl_metrics::Gauge,
+    pub completed: sibyl_metrics::Counter,
+    pub dropped: sibyl_metrics::Counter,
+}
+
+fn pool_index(kind: ConnectionType) -> usize {
+    match kind {
+        ConnectionType::Large => 0,
+        ConnectionType::Small => 1,
+        ConnectionType::Urgent => 2,
+    }
 }
 
 /// What this node measured of one peer: the time from sending a request to
@@ -209,9 +228,21 @@ impl TcpMessaging {
             peers: Mutex::new(HashMap::new()),
             versions: Mutex::new(HashMap::new()),
             tracer: RwLock::new(None),
+            pools: Default::default(),
         });
         tokio::spawn(accept_loop(Arc::downgrade(&inner), listener));
         Ok(TcpMessaging { inner })
+    }
+
+    /// The large, small and gossip (urgent) connections' messages, in
+    /// `nodetool netstats` order.
+    pub fn pools(&self) -> [(&'static str, &PoolStats); 3] {
+        let p = &self.inner.pools;
+        [
+            ("Large messages", &p[0]),
+            ("Small messages", &p[1]),
+            ("Gossip messages", &p[2]),
+        ]
     }
 
     /// Sets the tracing that traced requests from peers take part in.
@@ -334,14 +365,17 @@ impl Inner {
         };
         let bytes = message.frame.len();
         let out = &self.peer(to).outbound;
+        let pool = &self.pools[pool_index(kind)];
         match sender.try_send(message) {
             Ok(()) => {
                 out.pending_count.add(1);
                 out.pending_bytes.add(bytes as i64);
+                pool.pending.add(1);
                 true
             }
             Err(_) => {
                 out.overload.add(bytes);
+                pool.dropped.inc();
                 self.count_dropped(verb);
                 false
             }
@@ -553,14 +587,17 @@ async fn outbound_loop(
         let Some(node) = inner.upgrade() else { return };
         let stats = node.peer(to);
         let out = &stats.outbound;
+        let pool = node.pools[pool_index(kind)].clone();
         // a message leaves the queue: written, or lost
         let unqueue = |m: &Outgoing| {
             out.pending_count.add(-1);
             out.pending_bytes.add(-(m.frame.len() as i64));
+            pool.pending.add(-1);
         };
         let lost = |m: &Outgoing| {
             unqueue(m);
             out.error.add(m.frame.len());
+            pool.dropped.inc();
         };
         if retry_at.is_some_and(|t| Instant::now() < t) {
             // still backing off: the peer was unreachable a moment ago
@@ -645,6 +682,7 @@ async fn outbound_loop(
                 }
                 unqueue(&m);
                 out.sent.add(m.frame.len());
+                pool.completed.inc();
                 match rx.try_recv() {
                     Ok(more) => m = more,
                     Err(_) => break,

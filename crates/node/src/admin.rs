@@ -630,11 +630,26 @@ impl Admin {
                     .map(|(a, p, b)| json!({ "peer": a.to_string(), "partitions": p, "bytes": b }))
                     .collect();
                 let m = &self.qp.proxy.metrics;
+                let pools: Vec<Value> = self
+                    .cluster
+                    .messaging
+                    .pools()
+                    .iter()
+                    .map(|(name, p)| {
+                        json!({
+                            "name": name,
+                            "pending": p.pending.get().max(0),
+                            "completed": p.completed.get(),
+                            "dropped": p.dropped.get(),
+                        })
+                    })
+                    .collect();
                 Ok(json!({
                     "mode": mode,
                     "sessions": sessions,
                     "sent": sent,
                     "read_repair_attempted": m.read_repairs.get(),
+                    "pools": pools,
                 }))
             }
             ("POST", "/cleanup") => {

@@ -347,6 +347,25 @@ pub fn run(
                 v["read_repair_attempted"].as_u64().unwrap_or(0)
             );
             outln!("Mismatch (Background): 0");
+            // Cassandra's "%-25s%10s%10s%15s%10s%n"
+            outln!(
+                "{:<25}{:>10}{:>10}{:>15}{:>10}",
+                "Pool Name",
+                "Active",
+                "Pending",
+                "Completed",
+                "Dropped"
+            );
+            for p in v["pools"].as_array().into_iter().flatten() {
+                outln!(
+                    "{:<25}{:>10}{:>10}{:>15}{:>10}",
+                    s(p, "name"),
+                    "n/a",
+                    p["pending"].as_i64().unwrap_or(0),
+                    p["completed"].as_u64().unwrap_or(0),
+                    p["dropped"].as_u64().unwrap_or(0)
+                );
+            }
             Ok(true)
         }
         "cleanup" => {
