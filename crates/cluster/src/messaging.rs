@@ -114,7 +114,7 @@ impl Verb {
     pub fn stage(self) -> sibyl_tracing::Stage {
         use sibyl_tracing::Stage;
         match self {
-            Verb::Read | Verb::RangeRead | Verb::PaxosPrepare => Stage::Read,
+            Verb::Read | Verb::RangeRead => Stage::Read,
             Verb::CounterMutation => Stage::Counter,
             Verb::Validation => Stage::Repair,
             Verb::Gossip | Verb::Metadata | Verb::MetadataCatchUp => Stage::Messaging,

@@ -152,10 +152,14 @@ impl Replica {
         let threshold = self
             .tombstone_warn_threshold
             .load(std::sync::atomic::Ordering::Relaxed);
-        let schema = self.schema();
-        let table = schema.table_by_id(cmd.table_id);
-        // the node's own tables are not held to the thresholds
-        let over = tombstones > threshold && table.is_some_and(|t| t.keyspace != "system");
+        // the node's own tables are not held to the thresholds (and the
+        // schema is looked at only past one)
+        let schema = (tombstones > threshold).then(|| self.schema());
+        let table = schema
+            .as_ref()
+            .and_then(|s| s.table_by_id(cmd.table_id))
+            .filter(|t| t.keyspace != "system");
+        let over = table.is_some();
         if over {
             if let (Some(t), Some((key, _))) = (table, data.last()) {
                 let msg = format!(

@@ -827,7 +827,9 @@ impl Conn {
                         .map(|t| *t.session_id.as_bytes());
                     (Response::Result(o.body), o.warnings, id)
                 }
-                Err(e) => (Response::Error(error_response(&e)), Vec::new(), None),
+                // an error carries the warnings gathered until then, as
+                // Cassandra's (a read failing past the tombstone threshold)
+                Err(e) => (Response::Error(error_response(&e)), warned, None),
             };
             if let Some(t) = &trace {
                 t.stop();
