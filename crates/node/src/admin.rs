@@ -12,6 +12,7 @@
 //! | GET / POST | `/compactionthroughput` (`?mb_per_sec=N` to set) |
 //! | GET / POST | `/traceprobability` (`?value=P` to set, 0 to 1) |
 //! | GET | `/gcstats`: the node's pauses since the last call (and resets them) |
+//! | GET | `/dashboard`: the built-in dashboard (HTML); `/dashboard/data` every node with its state and figures, `/dashboard/local` this node's figures |
 //! | GET | `/status`, `/info` |
 //! | GET / POST | `/binary` (`?enabled=true|false` to start or stop the native transport) |
 //! | POST | `/gossip?enabled=true|false` (`disablegossip`, `enablegossip`) |
@@ -50,6 +51,40 @@ pub struct Admin {
     pub metrics: Arc<sibyl_metrics::Registry>,
     /// The node's tracing (`settraceprobability`).
     pub tracer: Arc<sibyl_tracing::Tracer>,
+    /// The admin port, the same on every node: the dashboard reads the
+    /// other nodes' figures there.
+    pub admin_port: u16,
+    pub cluster_name: String,
+}
+
+/// The built-in dashboard's page (`GET /dashboard`).
+const DASHBOARD_HTML: &str = include_str!("dashboard.html");
+
+/// GETs a JSON document from another node's admin interface, within
+/// `timeout` (HTTP/1.0: the answer ends with the connection).
+async fn peer_json(
+    address: &str,
+    port: u16,
+    path: &str,
+    timeout: std::time::Duration,
+) -> Option<Value> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let fetch = async {
+        let mut s = tokio::net::TcpStream::connect((address, port)).await.ok()?;
+        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").as_bytes())
+            .await
+            .ok()?;
+        let mut buf = Vec::new();
+        // a node's figures are small: a bound against a misbehaving peer
+        s.take(1 << 20).read_to_end(&mut buf).await.ok()?;
+        let text = String::from_utf8(buf).ok()?;
+        let (head, body) = text.split_once("\r\n\r\n")?;
+        head.starts_with("HTTP/1.")
+            .then_some(())
+            .filter(|_| head.split(' ').nth(1) == Some("200"))?;
+        serde_json::from_str(body).ok()
+    };
+    tokio::time::timeout(timeout, fetch).await.ok().flatten()
 }
 
 impl Admin {
@@ -154,6 +189,78 @@ impl Admin {
     }
 
     /// Every node of the cluster, as `nodetool status` and `ring` show them.
+    /// This node's figures for the dashboard: request rates and p99s over
+    /// the last minute or two, timeouts, pending compactions, hint files,
+    /// dropped messages.
+    fn dashboard_local(&self) -> Value {
+        let r = &self.qp.proxy.metrics.requests;
+        let (read, range, write) = (
+            r.read.latency.snapshot(),
+            r.range_slice.latency.snapshot(),
+            r.write.latency.snapshot(),
+        );
+        // QUANTILES: p50, p75, p95, p98, p99, p999, in microseconds
+        let p99_ms = |s: &sibyl_metrics::Snapshot| s.quantiles[4] / 1000.0;
+        let hints: usize = self
+            .qp
+            .proxy
+            .hints()
+            .map_or(0, |h| h.pending().iter().map(|p| p.files).sum());
+        json!({
+            "reads_per_second": read.rate + range.rate,
+            "writes_per_second": write.rate,
+            "read_p99_ms": p99_ms(&read),
+            "write_p99_ms": p99_ms(&write),
+            "timeouts": r.read.timeouts.get() + r.range_slice.timeouts.get()
+                + r.write.timeouts.get() + r.cas_read.timeouts.get() + r.cas_write.timeouts.get(),
+            "pending_compactions": self.storage.pending_compactions(),
+            "hints": hints,
+            "dropped": self.cluster.messaging.dropped().values().sum::<u64>(),
+        })
+    }
+
+    /// Every node of the cluster as this node sees it (state from gossip,
+    /// load), with each reachable node's own figures.
+    async fn dashboard_data(&self) -> Result<Value, (&'static str, String)> {
+        let mut c = self.cluster_json(&HashMap::new())?;
+        let me = self.qp.proxy.local_address().to_string();
+        let nodes = c["nodes"].as_array().cloned().unwrap_or_default();
+        let figures = futures::future::join_all(nodes.iter().map(|n| {
+            let address = n["address"].as_str().unwrap_or("").to_string();
+            let up = n["status"] == "UP";
+            let local = (address == me).then(|| self.dashboard_local());
+            let port = self.admin_port;
+            async move {
+                match local {
+                    Some(v) => Some(v),
+                    None if up => {
+                        peer_json(
+                            &address,
+                            port,
+                            "/dashboard/local",
+                            std::time::Duration::from_secs(1),
+                        )
+                        .await
+                    }
+                    None => None,
+                }
+            }
+        }))
+        .await;
+        let with: Vec<Value> = nodes
+            .into_iter()
+            .zip(figures)
+            .map(|(mut n, f)| {
+                n["figures"] = f.unwrap_or(Value::Null);
+                n
+            })
+            .collect();
+        c["nodes"] = Value::Array(with);
+        c["served_by"] = json!(me);
+        c["cluster_name"] = json!(self.cluster_name);
+        Ok(c)
+    }
+
     fn cluster_json(&self, q: &HashMap<String, String>) -> Result<Value, (&'static str, String)> {
         let schema = self.qp.schema();
         let strategy = match q.get("keyspace") {
@@ -397,6 +504,16 @@ impl Admin {
         &self,
         req: hyper::Request<hyper::body::Incoming>,
     ) -> hyper::Response<http_body_util::Full<bytes::Bytes>> {
+        if req.method() == hyper::Method::GET && req.uri().path() == "/dashboard" {
+            let mut resp = hyper::Response::new(http_body_util::Full::new(
+                bytes::Bytes::from_static(DASHBOARD_HTML.as_bytes()),
+            ));
+            resp.headers_mut().insert(
+                hyper::header::CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static("text/html; charset=utf-8"),
+            );
+            return resp;
+        }
         if req.method() == hyper::Method::GET && req.uri().path() == "/metrics" {
             let mut resp = hyper::Response::new(http_body_util::Full::new(bytes::Bytes::from(
                 self.prometheus_text(),
@@ -985,6 +1102,8 @@ impl Admin {
                 }
                 Ok(json!({ "cleared": n }))
             }
+            ("GET", "/dashboard/local") => Ok(self.dashboard_local()),
+            ("GET", "/dashboard/data") => self.dashboard_data().await,
             ("GET", "/gcstats") => {
                 let s = sibyl_metrics::pauses::global().get_and_reset();
                 Ok(json!({

@@ -521,6 +521,8 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         native: native.clone(),
         metrics: registry,
         tracer: tracer.clone(),
+        admin_port: config.admin_port,
+        cluster_name: config.cluster_name.clone(),
         qp: qp.clone(),
         storage: storage.clone(),
         host_id,
