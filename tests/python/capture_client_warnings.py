@@ -54,7 +54,6 @@ import argparse
 import json
 import os
 import re
-import socket
 import struct
 import sys
 import time
@@ -76,24 +75,6 @@ KS1 = "cw1"    # SimpleStrategy RF 1 (reads whose replica is or is not the coord
 
 
 # --- a minimal native protocol v4 client, for PREPARE / EXECUTE warnings -------------------------
-def _frame(opcode, body, stream=1):
-    return struct.pack(">BBhBI", 4, 0, stream, opcode, len(body)) + body
-
-
-def _read_frame(sock):
-    def exactly(n):
-        buf = b""
-        while len(buf) < n:
-            chunk = sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("connection closed")
-            buf += chunk
-        return buf
-
-    _, flags, _, opcode, length = struct.unpack(">BBhBI", exactly(9))
-    return flags, opcode, exactly(length)
-
-
 def _string(b, i):
     n = struct.unpack(">H", b[i:i + 2])[0]
     return b[i + 2:i + 2 + n].decode("utf-8"), i + 2 + n
@@ -143,26 +124,14 @@ def raw_request(sock, kind, arg):
         opcode = 0x0A
     else:
         raise ValueError(kind)
-    sock.sendall(_frame(opcode, body))
-    flags, op, rbody = _read_frame(sock)
+    sock.sendall(goldens.frame(opcode, body))
+    flags, op, rbody = goldens.read_frame(sock)
     warnings, err, rest = _parse(flags, op, rbody)
     pid = None
     if op == 0x08 and struct.unpack(">i", rest[:4])[0] == 0x0004:  # RESULT Prepared
         n = struct.unpack(">H", rest[4:6])[0]
         pid = rest[6:6 + n]
     return warnings, err, pid
-
-
-def raw_connect(host, port):
-    s = socket.create_connection((host, port), timeout=60)
-    startup = {"CQL_VERSION": "3.0.0"}
-    body = struct.pack(">H", len(startup))
-    for k, v in startup.items():
-        body += struct.pack(">H", len(k)) + k.encode() + struct.pack(">H", len(v)) + v.encode()
-    s.sendall(_frame(0x01, body))
-    _, opcode, _ = _read_frame(s)
-    assert opcode == 0x02, "expected READY, got opcode %d" % opcode
-    return s
 
 
 # --- driver helpers --------------------------------------------------------------------------------
@@ -426,7 +395,6 @@ def main():
     nodes = [str(s.execute("SELECT broadcast_address FROM system.local").one().broadcast_address)]
     nodes += [str(r.peer) for r in s.execute("SELECT peer FROM system.peers")]
     names = {a: "NODE%d" % (i + 1) for i, a in enumerate(sorted(nodes, key=lambda a: tuple(map(int, a.split(".")))))}
-    nnodes = len(nodes)
     print("nodes", names, file=sys.stderr)
     R = Recorder(s, args.host, args.port, names)
 
@@ -730,7 +698,7 @@ def main():
     for ks in ("cw_prep", "cw_prep2"):
         s.execute("CREATE KEYSPACE %s WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}" % ks)
         s.execute("CREATE TABLE %s.p (k int PRIMARY KEY, v int)" % ks)
-    sock = raw_connect(args.host, args.port)
+    sock = goldens.connect_v4(args.host, args.port, timeout=60)
     steps = []
     for kind, arg in (("QUERY", "USE cw_prep"), ("PREPARE", "SELECT * FROM p WHERE k = 1"),
                       ("PREPARE", "SELECT v FROM p WHERE k = 1"), ("PREPARE", "SELECT * FROM cw_prep.p")):
@@ -745,7 +713,7 @@ def main():
            "warnings": steps[1]["warnings"], "error": None, "threshold_key": "(none: once per connection)",
            "note": "native protocol v4, one connection: USE, then PREPARE of an unqualified statement (warned), "
                    "a second unqualified one (not warned again on the same connection), a qualified one"})
-    sock = raw_connect(args.host, args.port)
+    sock = goldens.connect_v4(args.host, args.port, timeout=60)
     steps = []
     for kind, arg in (("QUERY", "USE cw_prep2"), ("EXECUTE", unqualified_id), ("EXECUTE", unqualified_id)):
         w, err, _ = raw_request(sock, kind, arg)

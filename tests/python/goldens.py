@@ -131,12 +131,14 @@ def server_error(e):
 
 
 # A minimal native-protocol v4 client: it shows the server's own error code and
-# message, which drivers sometimes rewrite (AlreadyExists, for one).
-def _frame(opcode, body, stream=1):
+# message, which drivers sometimes rewrite (AlreadyExists, for one), and the
+# warnings of messages whose warnings drivers do not expose (PREPARE, EXECUTE).
+def frame(opcode, body, stream=1):
     return struct.pack(">BBhBI", 4, 0, stream, opcode, len(body)) + body
 
 
-def _read_frame(sock):
+def read_frame(sock):
+    """(flags, opcode, body) of the next frame."""
     def exactly(n):
         buf = b""
         while len(buf) < n:
@@ -146,14 +148,27 @@ def _read_frame(sock):
             buf += chunk
         return buf
 
-    _, _, stream, opcode, length = struct.unpack(">BBhBI", exactly(9))
-    return opcode, exactly(length)
+    _, flags, _, opcode, length = struct.unpack(">BBhBI", exactly(9))
+    return flags, opcode, exactly(length)
+
+
+def connect_v4(host, port, timeout=30):
+    """A socket past STARTUP / READY."""
+    s = socket.create_connection((host, port), timeout=timeout)
+    startup = {"CQL_VERSION": "3.0.0"}
+    body = struct.pack(">H", len(startup))
+    for k, v in startup.items():
+        body += struct.pack(">H", len(k)) + k.encode() + struct.pack(">H", len(v)) + v.encode()
+    s.sendall(frame(0x01, body))
+    _, opcode, _ = read_frame(s)
+    assert opcode == 0x02, f"expected READY, got opcode {opcode}"
+    return s
 
 
 def _query(sock, q):
     body = struct.pack(">i", len(q.encode())) + q.encode() + struct.pack(">HB", 1, 0)
-    sock.sendall(_frame(0x07, body))
-    opcode, body = _read_frame(sock)
+    sock.sendall(frame(0x07, body))
+    _, opcode, body = read_frame(sock)
     if opcode == 0x00:
         code = struct.unpack(">i", body[:4])[0]
         n = struct.unpack(">H", body[4:6])[0]
@@ -163,14 +178,7 @@ def _query(sock, q):
 
 def raw_error(host, port, keyspace, statement):
     """(code, message) of the error `statement` gets in `keyspace`, or None if it succeeds."""
-    with socket.create_connection((host, port), timeout=30) as s:
-        startup = {"CQL_VERSION": "3.0.0"}
-        body = struct.pack(">H", len(startup))
-        for k, v in startup.items():
-            body += struct.pack(">H", len(k)) + k.encode() + struct.pack(">H", len(v)) + v.encode()
-        s.sendall(_frame(0x01, body))
-        opcode, _ = _read_frame(s)
-        assert opcode == 0x02, f"expected READY, got opcode {opcode}"
+    with connect_v4(host, port) as s:
         err = _query(s, f"USE {keyspace}")
         assert err is None, err
         return _query(s, statement)

@@ -74,20 +74,15 @@ def test_wrong_type_literal_is_an_invalid_request(err_session):
 
 def test_wrong_size_bound_value_is_an_invalid_request(err_session, node):
     """A 3-byte value bound to an int column, sent as a raw QUERY with values."""
-    import socket
-
     ks = err_session.keyspace_name
-    with socket.create_connection((node.host, node.port), timeout=30) as s:
-        body = struct.pack(">H", 1) + struct.pack(">H", 11) + b"CQL_VERSION" + struct.pack(">H", 5) + b"3.0.0"
-        s.sendall(goldens._frame(0x01, body))
-        assert goldens._read_frame(s)[0] == 0x02
+    with goldens.connect_v4(node.host, node.port) as s:
         q = f"INSERT INTO {ks}.e (k, c, v) VALUES (?, ?, ?)".encode()
         values = [struct.pack(">i", 1), struct.pack(">i", 1), b"\x00\x01\x02"]
         body = struct.pack(">i", len(q)) + q + struct.pack(">HBH", 1, 0x01, len(values))
         for v in values:
             body += struct.pack(">i", len(v)) + v
-        s.sendall(goldens._frame(0x07, body))
-        opcode, resp = goldens._read_frame(s)
+        s.sendall(goldens.frame(0x07, body))
+        _, opcode, resp = goldens.read_frame(s)
     assert opcode == 0x00
     assert struct.unpack(">i", resp[:4])[0] == 0x2200
     assert b"Expected 4 or 0 byte int (3)" in resp

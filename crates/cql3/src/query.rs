@@ -1022,14 +1022,14 @@ impl QueryProcessor {
         // Cassandra's mutations: one per keyspace and partition key; a batch
         // of one is neither checked for size nor warned about (CASSANDRA-10876)
         let mut partitions: Vec<(&str, &Bytes)> = Vec::new();
-        let mut tables: Vec<String> = Vec::new();
+        let mut tables: Vec<&TableMetadata> = Vec::new();
         let mut keys: Vec<&Bytes> = Vec::new();
         for m in mutations {
             let Some(t) = schema.table_by_id(m.table_id) else {
                 continue;
             };
             partitions.push((t.keyspace.as_str(), &m.key.key));
-            tables.push(format!("{}.{}", t.keyspace, t.name));
+            tables.push(t);
             keys.push(&m.key.key);
         }
         partitions.sort_unstable();
@@ -1037,7 +1037,15 @@ impl QueryProcessor {
         if partitions.len() <= 1 {
             return Ok(warnings);
         }
-        let tables = java_hash_set(tables);
+        // the tables' names, made only for a warning
+        let names = || {
+            java_hash_set(
+                tables
+                    .iter()
+                    .map(|t| format!("{}.{}", t.keyspace, t.name))
+                    .collect(),
+            )
+        };
         let size = mutations
             .iter()
             .map(|m| m.update.data_size())
@@ -1048,7 +1056,7 @@ impl QueryProcessor {
             }
             warnings.push(format!(
                 "Batch for [{}] is of size {}, exceeding specified threshold of {} by {}.",
-                tables.join(", "),
+                names().join(", "),
                 size,
                 self.batch_size_warn_threshold_bytes,
                 size - self.batch_size_warn_threshold_bytes
@@ -1059,11 +1067,12 @@ impl QueryProcessor {
         if batch_type != BatchType::Logged
             && keys.len() > self.unlogged_batch_across_partitions_warn_threshold
         {
+            let names = names();
             warnings.push(format!(
                 "Unlogged batch covering {} partitions detected against table{} [{}]. You should use a logged batch for atomicity, or asynchronous writes for performance.",
                 keys.len(),
-                if tables.len() == 1 { "" } else { "s" },
-                tables.join(", ")
+                if names.len() == 1 { "" } else { "s" },
+                names.join(", ")
             ));
         }
         Ok(warnings)

@@ -211,8 +211,7 @@ impl Admin {
             "writes_per_second": write.rate,
             "read_p99_ms": p99_ms(&read),
             "write_p99_ms": p99_ms(&write),
-            "timeouts": r.read.timeouts.get() + r.range_slice.timeouts.get()
-                + r.write.timeouts.get() + r.cas_read.timeouts.get() + r.cas_write.timeouts.get(),
+            "timeouts": r.read_timeouts() + r.write_timeouts(),
             "pending_compactions": self.storage.pending_compactions(),
             "hints": hints,
             "dropped": self.cluster.messaging.dropped().values().sum::<u64>(),
@@ -1113,6 +1112,8 @@ impl Admin {
                     "sum_squares_ms": s.sum_squares_ms,
                     "reclaimed_mb": s.reclaimed_mb,
                     "count": s.count,
+                    // null (no pauses: Cassandra prints NaN)
+                    "stdev_ms": s.stdev_ms(),
                     // no direct (off-heap) buffer pool to report: -1, as
                     // Cassandra prints when it cannot read it
                     "direct_memory_bytes": -1,
@@ -1282,8 +1283,8 @@ impl Admin {
                     "writes": r.write.latency.count(),
                     "cas_writes": r.cas_write.latency.count(),
                     "cas_reads": r.cas_read.latency.count(),
-                    "read_timeouts": r.read.timeouts.get() + r.range_slice.timeouts.get() + r.cas_read.timeouts.get(),
-                    "write_timeouts": r.write.timeouts.get() + r.cas_write.timeouts.get(),
+                    "read_timeouts": r.read_timeouts(),
+                    "write_timeouts": r.write_timeouts(),
                     "cas_contention": m.cas_contention.get(),
                     "unavailables": all.iter().map(|x| x.unavailables.get()).sum::<u64>(),
                     "read_micros": r.read.latency.all().sum() + r.range_slice.latency.all().sum(),

@@ -73,6 +73,16 @@ fn level_index(cl: Consistency) -> usize {
 }
 
 impl ClientRequestMetrics {
+    /// Reads (single-partition, range, serial) that timed out.
+    pub fn read_timeouts(&self) -> u64 {
+        self.read.timeouts.get() + self.range_slice.timeouts.get() + self.cas_read.timeouts.get()
+    }
+
+    /// Writes (plain and conditional) that timed out.
+    pub fn write_timeouts(&self) -> u64 {
+        self.write.timeouts.get() + self.cas_write.timeouts.get()
+    }
+
     pub fn of(&self, op: Operation) -> &RequestMetrics {
         match op {
             Operation::Read => &self.read,

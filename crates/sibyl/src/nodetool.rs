@@ -547,8 +547,7 @@ pub fn run(tokens: Vec<String>) -> anyhow::Result<()> {
             let v = request(&host, port, "GET", "/gcstats")?;
             let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
             let count = f("count");
-            let mean = f("total_ms") / count;
-            let stdev = (f("sum_squares_ms") / count - mean * mean).sqrt();
+            let stdev = v["stdev_ms"].as_f64().unwrap_or(f64::NAN);
             // Cassandra's "%20s%20s%20s%20s%20s%20s%25s%n" and "%20.0f...%25d%n"
             outln!(
                 "{:>20}{:>20}{:>20}{:>20}{:>20}{:>20}{:>25}",

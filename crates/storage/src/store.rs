@@ -392,13 +392,14 @@ impl ColumnFamilyStore {
         }
         sibyl_tracing::trace(|| "Acquiring sstable references");
         // rows named by their whole clustering: Cassandra reads those in
-        // timestamp order, and its trace says so
-        let by_name = slices.is_some_and(|sl| {
-            !sl.is_empty()
-                && sl.iter().all(|(a, b)| {
-                    a.values.len() == self.comparator.types.len() && a.values == b.values
-                })
-        });
+        // timestamp order, and its trace says so (looked at only when traced)
+        let by_name = sibyl_tracing::is_tracing()
+            && slices.is_some_and(|sl| {
+                !sl.is_empty()
+                    && sl.iter().all(|(a, b)| {
+                        a.values.len() == self.comparator.types.len() && a.values == b.values
+                    })
+            });
         if by_name {
             sibyl_tracing::trace(|| "Merging memtable contents");
         }

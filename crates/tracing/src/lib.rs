@@ -220,7 +220,7 @@ impl TraceState {
 
     /// Records a step that runs in `stage`.
     pub fn trace_in(&self, stage: Stage, activity: impl Into<String>) {
-        let elapsed = self.started.elapsed().as_micros().min(i32::MAX as u128) as i32;
+        let elapsed = self.elapsed_micros();
         self.sink.event(TraceEvent {
             session_id: self.session_id,
             kind: self.kind,
