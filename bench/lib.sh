@@ -25,3 +25,25 @@ p = lambda q: lat[pcts.index(q)]["value"]
 print(f"{res['cycle_throughput']['value']:.0f} {p(50.0):.3f} {p(99.0):.3f}")
 PY
 }
+
+# `rss_mb PID`: the process's resident memory in MB.
+rss_mb() { awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$1/status"; }
+
+# `wait_port PORT` waits until 127.0.0.1:PORT accepts and prints the ms waited.
+wait_port() {
+  local start=$(date +%s%N)
+  until (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; do sleep 0.01; done
+  echo $(( ($(date +%s%N) - start) / 1000000 ))
+}
+
+# `latte_kv NAME PORT`: kv.rn's schema, ROWS rows (100,000), then `write` and
+# `read` for $dur at $conc in flight; latte's reports in $out/NAME-{write,read}.
+latte_kv() {
+  local name="$1" port="$2"
+  latte schema "$here/kv.rn" "127.0.0.1:$port" > /dev/null
+  latte load "$here/kv.rn" "127.0.0.1:$port" -P rows="${ROWS:-100000}" > /dev/null
+  for fn in write read; do
+    latte run "$here/kv.rn" -f "$fn" "127.0.0.1:$port" -p "$conc" -d "$dur" -P rows="${ROWS:-100000}" \
+      -o "$out/$name-$fn.json" > "$out/$name-$fn.txt" 2>&1
+  done
+}

@@ -147,3 +147,45 @@ def test_a_paused_node_shows_in_gcstats_gc_log_and_system_log(tmp_path):
         assert "Event loop paused" not in read(os.path.join(logs, "debug.log")).replace(line, "")
     finally:
         node.stop()
+
+
+def shape(message):
+    """A log message with its paths, ids and numbers replaced by
+    placeholders: what must match Cassandra's line word for word."""
+    message = re.sub(r"(?<=[\s\[])/[^\s,\]\)]+", "PATH", message)
+    message = re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "ID", message)
+    return re.sub(r"-?\d+(,\d{3})*(\.\d+)?", "N", message)
+
+
+def test_flush_and_compaction_lines_are_cassandras(tmp_path):
+    """A user flush and a major compaction log the lines Cassandra 5.0.4
+    logs (tests/golden/cassandra_flush_compaction_log_lines.txt, from a
+    real node flushing and compacting cs.t): the same words, sizes in
+    Cassandra's units, only paths, ids and figures differ."""
+    from cassandra.cluster import Cluster
+    from sibyl_node import SibylNode
+    with open(os.path.join(goldens.GOLDEN, "cassandra_flush_compaction_log_lines.txt")) as f:
+        golden = [line.split(" - ", 1)[1].rstrip("\n") for line in f]
+    n = SibylNode().start()
+    try:
+        c = Cluster(["127.0.0.1"], port=n.port)
+        s = c.connect()
+        s.execute("CREATE KEYSPACE cs WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        s.execute("CREATE TABLE cs.t (k int PRIMARY KEY, v blob)")
+        insert = s.prepare("INSERT INTO cs.t (k, v) VALUES (?, ?)")
+        for part in range(2):
+            for k in range(part * 2000, part * 2000 + 2000):
+                s.execute(insert, (k, os.urandom(1000)))
+            n.nodetool("flush", "cs", "t")
+        n.nodetool("compact", "cs", "t")
+        c.shutdown()
+        system = os.path.join(n.data_dir, "logs", "system.log")
+        for want in golden:
+            prefix = re.match(r"\S+ [A-Za-z]*", want).group(0)
+            mine = [l.split(" - ", 1)[1] for l in read(system).splitlines()
+                    if " - " in l and l.split(" - ", 1)[1].startswith(prefix)
+                    and ("/cs/" in l or "cs.t," in l or "Memtable-t@" in l)]
+            assert mine, f"no line like {want!r} in system.log"
+            assert shape(mine[-1]) == shape(want), (mine[-1], want)
+    finally:
+        n.stop()

@@ -26,7 +26,7 @@ pub fn bucket_offsets() -> &'static [u64] {
     })
 }
 
-fn bucket_of(value: u64) -> usize {
+pub(crate) fn bucket_of(value: u64) -> usize {
     bucket_offsets().partition_point(|o| *o < value)
 }
 
@@ -72,9 +72,23 @@ impl Default for Histogram {
 
 impl Histogram {
     pub fn record(&self, value: u64) {
-        self.counts[bucket_of(value)].fetch_add(1, Ordering::Relaxed);
+        self.record_in(bucket_of(value), value);
         self.sum.fetch_add(value, Ordering::Relaxed);
-        self.max.fetch_max(value, Ordering::Relaxed);
+    }
+
+    /// Counts `value` in its bucket `bucket` and keeps the maximum; not its
+    /// sum (a timer's recent windows need none). Recording is on every
+    /// request's path and the histogram shared by every thread: the
+    /// maximum is only written when it grows.
+    pub(crate) fn record_in(&self, bucket: usize, value: u64) {
+        self.counts[bucket].fetch_add(1, Ordering::Relaxed);
+        if value > self.max.load(Ordering::Relaxed) {
+            self.max.fetch_max(value, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn add_to_sum(&self, value: u64) {
+        self.sum.fetch_add(value, Ordering::Relaxed);
     }
 
     /// The bucket counts (for storing in SSTable statistics).

@@ -118,7 +118,12 @@ impl Timer {
 
     /// Records the time since `since`, reading the clock once.
     pub fn record_elapsed(&self, since: Instant) {
-        let now = Instant::now();
+        self.record_span(since, Instant::now());
+    }
+
+    /// Records the time from `since` to `now` (several timers of one
+    /// request share one reading of the clock).
+    pub fn record_span(&self, since: Instant, now: Instant) {
         self.record_in_minute(
             now.saturating_duration_since(since).as_micros() as u64,
             minute_of(now),
@@ -126,9 +131,11 @@ impl Timer {
     }
 
     fn record_in_minute(&self, micros: u64, minute: u64) {
-        self.all.record(micros);
+        let bucket = histogram::bucket_of(micros);
+        self.all.record_in(bucket, micros);
+        self.all.add_to_sum(micros);
         self.roll_to(minute);
-        self.windows[self.current.load(Ordering::Acquire) as usize & 1].record(micros);
+        self.windows[self.current.load(Ordering::Acquire) as usize & 1].record_in(bucket, micros);
     }
 
     /// Makes `windows[current]` the window of `minute`.
@@ -215,6 +222,111 @@ impl Timer {
     }
 }
 
+/// Events and their rates (Cassandra's `Meter`, after Codahale's): the
+/// count, the mean rate since start, and the one-, five- and fifteen-minute
+/// exponentially weighted moving averages, ticked every 5 seconds. Meant
+/// for rare events (compactions): marking takes a lock.
+#[derive(Debug)]
+pub struct Meter {
+    started: Instant,
+    state: parking_lot::Mutex<MeterState>,
+}
+
+#[derive(Debug)]
+struct MeterState {
+    count: u64,
+    /// Events since the last tick.
+    uncounted: u64,
+    last_tick: Instant,
+    /// Per-second rates of the 1, 5 and 15 minute averages; None before
+    /// the first tick.
+    rates: [Option<f64>; 3],
+}
+
+/// Codahale's tick interval and averaging windows.
+const METER_TICK_SECS: f64 = 5.0;
+const METER_WINDOWS_MINUTES: [f64; 3] = [1.0, 5.0, 15.0];
+
+impl Default for Meter {
+    fn default() -> Self {
+        Meter::starting_at(Instant::now())
+    }
+}
+
+impl Meter {
+    fn starting_at(at: Instant) -> Meter {
+        Meter {
+            started: at,
+            state: parking_lot::Mutex::new(MeterState {
+                count: 0,
+                uncounted: 0,
+                last_tick: at,
+                rates: [None; 3],
+            }),
+        }
+    }
+
+    pub fn mark(&self) {
+        self.mark_at(1, Instant::now());
+    }
+
+    fn mark_at(&self, n: u64, at: Instant) {
+        let mut s = self.state.lock();
+        Self::tick_until(&mut s, at);
+        s.count += n;
+        s.uncounted += n;
+    }
+
+    /// Applies the ticks due by `at`: the first folds the events since the
+    /// last tick, the others decay the averages towards zero.
+    fn tick_until(s: &mut MeterState, at: Instant) {
+        let due =
+            (at.saturating_duration_since(s.last_tick).as_secs_f64() / METER_TICK_SECS) as u64;
+        for _ in 0..due {
+            let instant = s.uncounted as f64 / METER_TICK_SECS;
+            s.uncounted = 0;
+            for (rate, minutes) in s.rates.iter_mut().zip(METER_WINDOWS_MINUTES) {
+                let alpha = 1.0 - (-METER_TICK_SECS / 60.0 / minutes).exp();
+                *rate = Some(match *rate {
+                    None => instant,
+                    Some(r) => r + alpha * (instant - r),
+                });
+            }
+        }
+        s.last_tick += std::time::Duration::from_secs_f64(due as f64 * METER_TICK_SECS);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.state.lock().count
+    }
+
+    /// Events per second since start.
+    pub fn mean_rate(&self) -> f64 {
+        self.mean_rate_at(Instant::now())
+    }
+
+    fn mean_rate_at(&self, at: Instant) -> f64 {
+        let count = self.state.lock().count;
+        let secs = at.saturating_duration_since(self.started).as_secs_f64();
+        if count == 0 || secs == 0.0 {
+            0.0
+        } else {
+            count as f64 / secs
+        }
+    }
+
+    /// Events per second, averaged over the last fifteen minutes.
+    pub fn fifteen_minute_rate(&self) -> f64 {
+        self.rate_at(2, Instant::now())
+    }
+
+    fn rate_at(&self, window: usize, at: Instant) -> f64 {
+        let mut s = self.state.lock();
+        Self::tick_until(&mut s, at);
+        s.rates[window].unwrap_or(0.0)
+    }
+}
+
 /// A thread pool's counts (Cassandra's `ThreadPoolMetrics`): Sibyl runs
 /// tasks on one async runtime, so a stage is the kind of work, counted
 /// where that work is queued, runs and ends.
@@ -223,8 +335,12 @@ pub struct Stage {
     /// Cassandra's pool name (`ReadStage`) and path (`request`).
     pub name: &'static str,
     pub path: &'static str,
-    active: AtomicI64,
-    pending: AtomicI64,
+    // counts that only grow, one write per event (pending is queued less
+    // dequeued, active started less completed): every request passes
+    // through two stages from every thread
+    queued: AtomicU64,
+    dequeued: AtomicU64,
+    started: AtomicU64,
     completed: AtomicU64,
     blocked: AtomicI64,
     blocked_total: AtomicU64,
@@ -242,8 +358,9 @@ impl Stage {
         Stage {
             name,
             path,
-            active: AtomicI64::new(0),
-            pending: AtomicI64::new(0),
+            queued: AtomicU64::new(0),
+            dequeued: AtomicU64::new(0),
+            started: AtomicU64::new(0),
             completed: AtomicU64::new(0),
             blocked: AtomicI64::new(0),
             blocked_total: AtomicU64::new(0),
@@ -251,13 +368,13 @@ impl Stage {
     }
 
     pub fn enqueue(&'static self) -> Queued {
-        self.pending.fetch_add(1, Ordering::Relaxed);
+        self.queued.fetch_add(1, Ordering::Relaxed);
         Queued(self)
     }
 
     /// Work that starts at once.
     pub fn start(&'static self) -> Running {
-        self.active.fetch_add(1, Ordering::Relaxed);
+        self.started.fetch_add(1, Ordering::Relaxed);
         Running(self)
     }
 
@@ -268,10 +385,14 @@ impl Stage {
     }
 
     pub fn active(&self) -> i64 {
-        self.active.load(Ordering::Relaxed)
+        // the end is read first: a task that starts and ends between the
+        // two reads is not counted as running
+        let completed = self.completed.load(Ordering::Relaxed);
+        (self.started.load(Ordering::Relaxed) as i64 - completed as i64).max(0)
     }
     pub fn pending(&self) -> i64 {
-        self.pending.load(Ordering::Relaxed)
+        let dequeued = self.dequeued.load(Ordering::Relaxed);
+        (self.queued.load(Ordering::Relaxed) as i64 - dequeued as i64).max(0)
     }
     pub fn completed(&self) -> u64 {
         self.completed.load(Ordering::Relaxed)
@@ -294,13 +415,12 @@ impl Queued {
 
 impl Drop for Queued {
     fn drop(&mut self) {
-        self.0.pending.fetch_sub(1, Ordering::Relaxed);
+        self.0.dequeued.fetch_add(1, Ordering::Relaxed);
     }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        self.0.active.fetch_sub(1, Ordering::Relaxed);
         self.0.completed.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -488,6 +608,22 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_meter_averages_as_codahales() {
+        let t0 = Instant::now();
+        let m = Meter::starting_at(t0);
+        let secs = |s: f64| t0 + std::time::Duration::from_secs_f64(s);
+        m.mark_at(3, secs(1.0));
+        assert_eq!(m.rate_at(2, secs(4.0)), 0.0, "no tick yet");
+        // the first tick: the events of its 5 s
+        assert!((m.rate_at(2, secs(5.0)) - 0.6).abs() < 1e-12);
+        // 15 minutes (180 ticks) without events decay it by (1-alpha)^180 = e^-1
+        let decayed = m.rate_at(2, secs(5.0 + 900.0));
+        assert!((decayed - 0.6 * (-1.0f64).exp()).abs() < 1e-9, "{decayed}");
+        assert_eq!(m.count(), 3);
+        assert!((m.mean_rate_at(secs(30.0)) - 0.1).abs() < 1e-12);
+    }
 
     #[test]
     fn a_timer_reports_recent_percentiles_and_counts_since_start() {

@@ -26,6 +26,7 @@
 use serde_json::{json, Value};
 use sibyl_cql3::query::QueryProcessor;
 use sibyl_schema::schema::TableMetadata;
+use sibyl_storage::store::FlushReason;
 use sibyl_storage::StorageEngine;
 use sibyl_types::CqlType;
 use std::collections::HashMap;
@@ -639,7 +640,7 @@ impl Admin {
                     for cfs in self.stores(&t) {
                         if self
                             .storage
-                            .flush(&cfs)
+                            .flush(&cfs, FlushReason::UserForced)
                             .await
                             .map_err(server_err)?
                             .is_some()
@@ -654,7 +655,10 @@ impl Admin {
                 let mut compacted = 0;
                 for t in self.tables(q)? {
                     for cfs in self.stores(&t) {
-                        self.storage.flush(&cfs).await.map_err(server_err)?;
+                        self.storage
+                            .flush(&cfs, FlushReason::UserForced)
+                            .await
+                            .map_err(server_err)?;
                         let split = q.get("split").is_some_and(|v| v == "true");
                         if self
                             .storage
@@ -928,25 +932,75 @@ impl Admin {
                 Ok(json!({ "drained": true }))
             }
             ("GET", "/compactionstats") => {
+                let schema = self.qp.schema();
+                let names = |id: uuid::Uuid| {
+                    schema
+                        .table_by_id(id)
+                        .map(|t| (t.keyspace.clone(), t.name.clone()))
+                        .unwrap_or_default()
+                };
                 let running: Vec<Value> = self
                     .storage
                     .compactions_running
                     .lock()
                     .iter()
                     .map(|p| {
-                        let t = self.qp.schema().table_by_id(p.table_id).cloned();
+                        let (keyspace, table) = names(p.table_id);
                         json!({
                             "id": p.id.to_string(),
-                            "keyspace": t.as_ref().map(|t| t.keyspace.clone()).unwrap_or_default(),
-                            "table": t.as_ref().map(|t| t.name.clone()).unwrap_or_default(),
-                            "completed": p.done_partitions,
-                            "total": p.total_partitions,
-                            "unit": "partitions",
-                            "bytes": p.total_bytes,
+                            "kind": p.kind,
+                            "keyspace": keyspace,
+                            "table": table,
+                            "completed": p.completed_bytes(),
+                            "total": p.total_bytes,
+                            "unit": "bytes",
+                            "sstables": p.sstables,
+                            "target_directory": p.target_directory.display().to_string(),
                         })
                     })
                     .collect();
-                Ok(json!({ "pending": self.storage.pending_compactions(), "running": running }))
+                // Cassandra's PendingTasksByTableName: keyspaces and tables
+                // in Java HashMap order
+                let mut by_keyspace: Vec<(String, Vec<(String, usize)>)> = Vec::new();
+                for (id, n) in self.storage.pending_compactions_by_table() {
+                    let (keyspace, table) = names(id);
+                    match by_keyspace.iter_mut().find(|k| k.0 == keyspace) {
+                        Some(k) => k.1.push((table, n)),
+                        None => by_keyspace.push((keyspace, vec![(table, n)])),
+                    }
+                }
+                let mut pending_by_table = Vec::new();
+                let keyspaces = sibyl_cql3::query::java_hash_set(
+                    by_keyspace.iter().map(|k| k.0.clone()).collect(),
+                );
+                for keyspace in keyspaces {
+                    let tables = &by_keyspace
+                        .iter()
+                        .find(|k| k.0 == keyspace)
+                        .expect("listed")
+                        .1;
+                    for table in sibyl_cql3::query::java_hash_set(
+                        tables.iter().map(|t| t.0.clone()).collect(),
+                    ) {
+                        let n = tables.iter().find(|t| t.0 == table).expect("listed").1;
+                        pending_by_table.push(json!([keyspace, table, n]));
+                    }
+                }
+                let completed = &self.storage.compactions_completed;
+                Ok(json!({
+                    "concurrent_compactors": self.storage.config.concurrent_compactors,
+                    "pending": self.storage.pending_compactions(),
+                    "pending_by_table": pending_by_table,
+                    "completed": completed.count(),
+                    "bytes_compacted": self.storage.bytes_compacted.get(),
+                    "aborted": self.storage.compactions_aborted.get(),
+                    "reduced": 0,
+                    "sstables_dropped": 0,
+                    "fifteen_minute_rate": completed.fifteen_minute_rate(),
+                    "mean_rate": completed.mean_rate(),
+                    "throughput_bytes": self.storage.compaction_throughput_bytes.load(Ordering::Relaxed),
+                    "running": running,
+                }))
             }
             ("GET", "/compactionhistory") => {
                 let schema = self.qp.schema();
@@ -1070,7 +1124,10 @@ impl Admin {
                 let mut n = 0;
                 for t in tables {
                     for cfs in self.stores(&t) {
-                        self.storage.flush(&cfs).await.map_err(server_err)?;
+                        self.storage
+                            .flush(&cfs, FlushReason::Snapshot)
+                            .await
+                            .map_err(server_err)?;
                         cfs.snapshot(&tag).map_err(server_err)?;
                         n += 1;
                     }

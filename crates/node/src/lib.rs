@@ -691,7 +691,9 @@ pub async fn set_bootstrap_state(
     );
     storage.apply(vec![m]).await?;
     if let Some(cfs) = storage.table(t.id) {
-        storage.flush(&cfs).await?;
+        storage
+            .flush(&cfs, sibyl_storage::store::FlushReason::InternallyForced)
+            .await?;
     }
     Ok(())
 }

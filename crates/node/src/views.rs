@@ -252,20 +252,27 @@ impl SystemViews {
             let Some(t) = schema.table_by_id(p.table_id) else {
                 continue;
             };
-            let ratio = if p.total_partitions == 0 {
-                0.0
+            let (done, total) = (p.completed_bytes(), p.total_bytes);
+            // Cassandra: a task with nothing to do is complete
+            let ratio = if total == 0 {
+                1.0
             } else {
-                p.done_partitions as f64 / p.total_partitions as f64
+                done as f64 / total as f64
             };
             r.row(
                 &[text(&t.keyspace)],
                 &[text(&t.name), timeuuid_of(p.id)],
                 vec![
                     ("completion_ratio", dbl(ratio)),
-                    ("kind", txt("compaction")),
-                    ("progress", bigint(p.done_partitions)),
-                    ("total", bigint(p.total_partitions)),
-                    ("unit", txt("partitions")),
+                    ("kind", txt(&p.kind.to_lowercase())),
+                    ("progress", bigint(done)),
+                    ("sstables", int32(p.sstables as i64)),
+                    ("total", bigint(total)),
+                    ("unit", txt("bytes")),
+                    (
+                        "target_directory",
+                        txt(&p.target_directory.display().to_string()),
+                    ),
                 ],
             );
         }

@@ -349,9 +349,13 @@ impl StorageProxy {
             Err(CasError::Service(e)) => Some(e),
             _ => None,
         };
-        self.metrics
-            .requests
-            .record(Operation::CasWrite, serial_cl, started, error);
+        self.metrics.requests.record(
+            Operation::CasWrite,
+            serial_cl,
+            started,
+            std::time::Instant::now(),
+            error,
+        );
         r.map_err(|e| match e {
             CasError::Service(e) => e.into(),
             CasError::Decided(e) => e,

@@ -358,7 +358,12 @@ pub async fn build(
         after = Some(last);
     }
     // the entries were not logged: make them durable before the index is used
-    storage.flush(&store).await?;
+    storage
+        .flush(
+            &store,
+            sibyl_storage::store::FlushReason::IndexBuildCompleted,
+        )
+        .await?;
     tracing::info!(
         "built index {}.{} ({written} entries)",
         table.keyspace,

@@ -18,8 +18,13 @@ pub struct RequestMetrics {
 }
 
 impl RequestMetrics {
-    fn record(&self, started: std::time::Instant, error: Option<&ServiceError>) {
-        self.latency.record_elapsed(started);
+    fn record(
+        &self,
+        started: std::time::Instant,
+        now: std::time::Instant,
+        error: Option<&ServiceError>,
+    ) {
+        self.latency.record_span(started, now);
         match error {
             Some(
                 ServiceError::Unavailable { .. } | ServiceError::UnavailableInDatacenter { .. },
@@ -93,19 +98,21 @@ impl ClientRequestMetrics {
         }
     }
 
-    /// Records one request that started at `started` and ended with `error`
-    /// (or none); reads and writes are also counted under their level.
+    /// Records one request that started at `started`, ended at `now` with
+    /// `error` (or none); reads and writes are also counted under their
+    /// level.
     pub fn record(
         &self,
         op: Operation,
         cl: Consistency,
         started: std::time::Instant,
+        now: std::time::Instant,
         error: Option<&ServiceError>,
     ) {
-        self.of(op).record(started, error);
+        self.of(op).record(started, now, error);
         match op {
-            Operation::Read => self.read_by_level[level_index(cl)].record(started, error),
-            Operation::Write => self.write_by_level[level_index(cl)].record(started, error),
+            Operation::Read => self.read_by_level[level_index(cl)].record(started, now, error),
+            Operation::Write => self.write_by_level[level_index(cl)].record(started, now, error),
             _ => {}
         }
     }
@@ -159,6 +166,20 @@ impl ProxyMetrics {
             return t.clone();
         }
         self.tables.write().entry(id).or_default().clone()
+    }
+
+    /// Runs `f` on a table's figures without taking a reference to them
+    /// (on every request's path: a shared reference count would be written
+    /// by every thread).
+    pub fn with_table<R>(
+        &self,
+        id: uuid::Uuid,
+        f: impl FnOnce(&CoordinatorTableMetrics) -> R,
+    ) -> R {
+        if let Some(t) = self.tables.read().get(&id) {
+            return f(t);
+        }
+        f(self.tables.write().entry(id).or_default())
     }
 
     /// Every table's figures so far.

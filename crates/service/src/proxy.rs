@@ -488,11 +488,13 @@ impl StorageProxy {
         tables.sort_unstable();
         tables.dedup();
         let r = self.mutate_inner(mutations, cl, write_type).await;
+        let now = std::time::Instant::now();
         self.metrics
             .requests
-            .record(Operation::Write, cl, started, r.as_ref().err());
+            .record(Operation::Write, cl, started, now, r.as_ref().err());
         for id in tables {
-            self.metrics.table(id).write.record_elapsed(started);
+            self.metrics
+                .with_table(id, |t| t.write.record_span(started, now));
         }
         r
     }
@@ -968,7 +970,7 @@ impl StorageProxy {
     ) -> Result<Vec<(DecoratedKey, Partition)>> {
         consistency::validate_for_read(cl)?;
         let started = std::time::Instant::now();
-        let table = self.metrics.table(cmd.table_id);
+        let table_id = cmd.table_id;
         let op = match (&cmd.kind, cl.is_serial()) {
             (_, true) => Operation::CasRead,
             (ReadKind::PartitionRange { .. }, false) => Operation::RangeSlice,
@@ -986,13 +988,14 @@ impl StorageProxy {
         } else {
             self.read_plain(cmd, cl).await
         };
+        let now = std::time::Instant::now();
         self.metrics
             .requests
-            .record(op, cl, started, r.as_ref().err());
-        match op {
-            Operation::RangeSlice => table.scan.record_elapsed(started),
-            _ => table.read.record_elapsed(started),
-        }
+            .record(op, cl, started, now, r.as_ref().err());
+        self.metrics.with_table(table_id, |table| match op {
+            Operation::RangeSlice => table.scan.record_span(started, now),
+            _ => table.read.record_span(started, now),
+        });
         r
     }
 

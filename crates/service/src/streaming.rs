@@ -395,7 +395,7 @@ impl StorageProxy {
             if let Some(t) = self.replica.storage.table(id) {
                 self.replica
                     .storage
-                    .flush(&t)
+                    .flush(&t, sibyl_storage::store::FlushReason::StreamsReceived)
                     .await
                     .map_err(|e| format!("flushing streamed data: {e}"))?;
             }

@@ -244,7 +244,9 @@ pub fn init(dir: &Path) -> std::io::Result<Guards> {
         let file = RollingFile::open(&dir.join(name), MAX_FILE_BYTES, KEEP_FILES)?;
         let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
             .lossy(true)
-            .buffered_lines_limit(64 * 1024)
+            // Cassandra's async appenders queue 1024 events; a channel this size
+            // is allocated and touched whole at start
+            .buffered_lines_limit(8 * 1024)
             .thread_name("sibyl-log-writer")
             .finish(file);
         guards.push(guard);

@@ -20,10 +20,15 @@ pub(crate) fn table(rows: &[Vec<String>], sep: &str) -> String {
         .collect();
     let mut out = String::new();
     for r in rows {
-        let cells: Vec<String> = r
-            .iter()
-            .enumerate()
-            .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
+        // a short row is padded to every column, as Java's
+        let cells: Vec<String> = (0..n)
+            .map(|i| {
+                format!(
+                    "{:<w$}",
+                    r.get(i).map(String::as_str).unwrap_or(""),
+                    w = widths[i]
+                )
+            })
             .collect();
         out.push_str(&cells.join(sep));
         out.push('\n');

@@ -240,6 +240,12 @@ pub struct CompactionResult {
     pub output_bytes: u64,
     pub input_partitions: u64,
     pub output_partitions: u64,
+    /// Rows read from the inputs (static rows included, as Cassandra's
+    /// `totalSourceCQLRows`).
+    pub input_rows: u64,
+    /// `merge_counts[n - 1]`: the keys found in `n` inputs (Cassandra's
+    /// "Partition merge counts").
+    pub merge_counts: Vec<u64>,
 }
 
 /// Merges `inputs` into new SSTables made by `new_writer`, starting a new one
@@ -284,10 +290,14 @@ pub fn compact(
             break;
         };
         let mut merged: Option<Partition> = None;
+        let mut sources = 0;
         for (i, h) in heads.iter_mut().enumerate() {
             if h.as_ref().map(|(k, _)| *k == min).unwrap_or(false) {
                 if let Some((_, p)) = h.take() {
                     result.input_partitions += 1;
+                    result.input_rows +=
+                        (p.rows.len() + usize::from(p.static_row.is_some())) as u64;
+                    sources += 1;
                     match &mut merged {
                         Some(m) => m.merge(p, now),
                         None => merged = Some(p),
@@ -295,6 +305,12 @@ pub fn compact(
                 }
                 *h = scanners[i].next().transpose()?;
             }
+        }
+        if result.merge_counts.len() < sources {
+            result.merge_counts.resize(sources, 0);
+        }
+        if sources > 0 {
+            result.merge_counts[sources - 1] += 1;
         }
         // `nodetool cleanup`: partitions this node no longer owns go
         let merged = merged.filter(|_| keep(&min));

@@ -74,6 +74,12 @@ pub fn component_path(dir: &Path, generation: u64, component: &str) -> PathBuf {
     dir.join(format!("sb-{generation}-{component}"))
 }
 
+/// An SSTable's path without its component (Cassandra's `baseFile`), for
+/// log lines.
+pub fn base_path(dir: &Path, generation: u64) -> PathBuf {
+    dir.join(format!("sb-{generation}"))
+}
+
 fn tmp_path(dir: &Path, generation: u64, component: &str) -> PathBuf {
     dir.join(format!("tmp-sb-{generation}-{component}"))
 }

@@ -67,14 +67,66 @@ pub struct CompactionRecord {
     pub inputs: usize,
 }
 
-/// A compaction in progress, for `nodetool compactionstats`.
+/// A compaction in progress, for `nodetool compactionstats` and
+/// `system_views.sstable_tasks`.
 #[derive(Debug, Clone)]
 pub struct CompactionProgress {
     pub table_id: uuid::Uuid,
     pub id: uuid::Uuid,
+    /// Cassandra's `OperationType` name: "Compaction", "Major compaction",
+    /// "Cleanup".
+    pub kind: &'static str,
+    /// The input SSTables, and the directory the output goes to.
+    pub sstables: usize,
+    pub target_directory: std::path::PathBuf,
     pub done_partitions: u64,
     pub total_partitions: u64,
+    /// The inputs' data bytes.
     pub total_bytes: u64,
+}
+
+impl CompactionProgress {
+    /// The input bytes compacted so far (Cassandra counts compaction
+    /// progress in bytes read), from the partitions merged at the inputs'
+    /// average partition size.
+    pub fn completed_bytes(&self) -> u64 {
+        if self.total_partitions == 0 {
+            return 0;
+        }
+        (self.total_bytes as u128 * self.done_partitions.min(self.total_partitions) as u128
+            / self.total_partitions as u128) as u64
+    }
+}
+
+/// Why a memtable is flushed, as Cassandra's `FlushReason` names it in
+/// "Enqueuing flush of ks.t, Reason: …".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushReason {
+    CommitlogDirty,
+    MemtableLimit,
+    IndexBuildCompleted,
+    InternallyForced,
+    UserForced,
+    Drain,
+    Snapshot,
+    Truncate,
+    StreamsReceived,
+}
+
+impl FlushReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            FlushReason::CommitlogDirty => "COMMITLOG_DIRTY",
+            FlushReason::MemtableLimit => "MEMTABLE_LIMIT",
+            FlushReason::IndexBuildCompleted => "INDEX_BUILD_COMPLETED",
+            FlushReason::InternallyForced => "INTERNALLY_FORCED",
+            FlushReason::UserForced => "USER_FORCED",
+            FlushReason::Drain => "DRAIN",
+            FlushReason::Snapshot => "SNAPSHOT",
+            FlushReason::Truncate => "TRUNCATE",
+            FlushReason::StreamsReceived => "STREAMS_RECEIVED",
+        }
+    }
 }
 
 /// `disk_failure_policy`, Cassandra's names.
@@ -496,6 +548,22 @@ impl ColumnFamilyStore {
         self.memtable.read().live_bytes()
     }
 
+    /// The keyspace and table names, from the table's directory
+    /// (`<keyspace>/<table>-<id>`), for log lines.
+    pub fn names(&self) -> (String, String) {
+        let name = |p: Option<&Path>| {
+            p.and_then(|p| p.file_name())
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        };
+        let dir = name(Some(&self.dir));
+        let table = dir
+            .rsplit_once('-')
+            .map(|(t, _)| t.to_string())
+            .unwrap_or(dir);
+        (name(self.dir.parent()), table)
+    }
+
     pub fn sstable_count(&self) -> usize {
         self.sstables.read().len()
     }
@@ -692,11 +760,13 @@ pub struct StorageEngine {
     dropped: Mutex<std::collections::HashSet<uuid::Uuid>>,
     pub compaction_history: Mutex<std::collections::VecDeque<CompactionRecord>>,
     pub compactions_running: Mutex<Vec<CompactionProgress>>,
-    /// Bytes compactions read and compactions finished since start
-    /// (Cassandra's `Compaction` metrics `BytesCompacted` and
-    /// `TotalCompactionsCompleted`).
+    /// Bytes compactions read, compactions finished and compactions that
+    /// failed for lack of disk space since start (Cassandra's `Compaction` metrics
+    /// `BytesCompacted`, `TotalCompactionsCompleted` and
+    /// `CompactionsAborted`).
     pub bytes_compacted: crate::metrics::Counter,
-    pub compactions_completed: crate::metrics::Counter,
+    pub compactions_completed: crate::metrics::Meter,
+    pub compactions_aborted: crate::metrics::Counter,
     /// `compaction_throughput` in bytes per second (0: unthrottled).
     pub compaction_throughput_bytes: AtomicU64,
     failures: Arc<FailureHandler>,
@@ -747,6 +817,7 @@ impl StorageEngine {
             compactions_running: Mutex::new(Vec::new()),
             bytes_compacted: Default::default(),
             compactions_completed: Default::default(),
+            compactions_aborted: Default::default(),
         }))
     }
 
@@ -972,6 +1043,17 @@ impl StorageEngine {
         self.pool.usage()
     }
 
+    /// `bytes` of memtable as Cassandra's `MemoryUsage` prints them
+    /// (memtables are on the heap in Cassandra's terms: nothing off-heap).
+    fn memory_usage(&self, bytes: usize) -> String {
+        let ratio = bytes as f64 / self.config.memtable_space_bytes.max(1) as f64;
+        format!(
+            "{} ({}%) on-heap, 0B (0%) off-heap",
+            sibyl_types::pretty::memory(bytes as i64),
+            sibyl_types::pretty::java_fixed(ratio * 100.0, 0)
+        )
+    }
+
     /// Cassandra's policy: when the live memtables together reach the cleanup
     /// threshold, the largest is flushed; when the commit log is over its
     /// space, every table with data is. A writer waits (back-pressure) while
@@ -1073,9 +1155,14 @@ impl StorageEngine {
                     failed
                 }
             };
+            let reason = if log_full {
+                FlushReason::CommitlogDirty
+            } else {
+                FlushReason::MemtableLimit
+            };
             for t in tables {
                 me.wait_for_compaction_backlog(&t).await;
-                if let Err(e) = me.flush(&t).await {
+                if let Err(e) = me.flush(&t, reason).await {
                     tracing::error!("flush of table {} failed: {e}", t.table_id);
                 }
             }
@@ -1089,6 +1176,7 @@ impl StorageEngine {
     pub async fn flush(
         self: &Arc<Self>,
         t: &Arc<ColumnFamilyStore>,
+        reason: FlushReason,
     ) -> Result<Option<u64>, StorageError> {
         let _one = t.flush_lock.lock().await;
         // memtables whose flush failed go first, oldest first: the commit log
@@ -1106,6 +1194,12 @@ impl StorageEngine {
                 return Ok(None);
             }
             let position = self.log().map(|l| l.current_position()).unwrap_or(0);
+            let (keyspace, table) = t.names();
+            tracing::info!(
+                "Enqueuing flush of {keyspace}.{table}, Reason: {}, Usage: {}",
+                reason.name(),
+                self.memory_usage(old.live_bytes())
+            );
             old.mark_flushing();
             t.flushing.write().push(old.clone());
             *t.memtable.write() = Arc::new(Memtable::in_pool(t.pool.clone()));
@@ -1141,6 +1235,22 @@ impl StorageEngine {
         let cmp = t.comparator.clone();
         let cache = self.cache.clone();
         let mt = old.clone();
+        let (keyspace, table) = t.names();
+        // the node's own keyspaces are on Cassandra's LocalPartitioner,
+        // whose range has no bounds to print
+        let range = if matches!(keyspace.as_str(), "system" | "system_schema") {
+            "[null, null)".to_string()
+        } else {
+            format!("[min({}), max({}))", i64::MIN, i64::MAX)
+        };
+        tracing::info!(
+            "Writing Memtable-{table}@{}({} serialized bytes, {} ops, {}), flushed range = {range}",
+            // an identity, as Java's hashCode
+            (Arc::as_ptr(old) as usize >> 4) as u32 & 0x7fff_ffff,
+            sibyl_types::pretty::memory(old.live_bytes() as i64),
+            old.operations(),
+            self.memory_usage(old.live_bytes())
+        );
         let reader = tokio::task::spawn_blocking(move || -> Result<SSTableReader, StorageError> {
             let written = SSTableWriter::create_with_header(
                 &dir,
@@ -1171,6 +1281,14 @@ impl StorageEngine {
             }
         };
         *self.flush_error.lock() = None;
+        let data = crate::sstable::component_path(&t.dir, generation, "Data.db");
+        tracing::info!(
+            "Completed flushing {} ({}) for commitlog position CommitLogPosition(segmentId={}, position={})",
+            data.display(),
+            sibyl_types::pretty::memory(std::fs::metadata(&data).map(|m| m.len()).unwrap_or(0) as i64),
+            position >> 32,
+            position & 0xffff_ffff
+        );
         t.bytes_flushed.add(reader.size_bytes());
         {
             let mut ss = t.sstables.write();
@@ -1310,11 +1428,15 @@ impl StorageEngine {
         c.counter(s("Exceptions"), self.failures.exceptions.get());
         let cm = |name: &str| MetricName::new("Compaction", name);
         c.counter(cm("BytesCompacted"), self.bytes_compacted.get());
-        c.counter(cm("CompletedTasks"), self.compactions_completed.get());
+        c.counter(cm("CompletedTasks"), self.compactions_completed.count());
         c.counter(
             cm("TotalCompactionsCompleted"),
-            self.compactions_completed.get(),
+            self.compactions_completed.count(),
         );
+        c.counter(cm("CompactionsAborted"), self.compactions_aborted.get());
+        // Sibyl never narrows a compaction for lack of disk space
+        c.counter(cm("CompactionsReduced"), 0);
+        c.counter(cm("SSTablesDroppedFromCompaction"), 0);
         if let Some(log) = self.commitlog.read().clone() {
             let l = |name: &str| MetricName::new("CommitLog", name);
             c.counter(l("CompletedTasks"), log.completed.get());
@@ -1328,13 +1450,27 @@ impl StorageEngine {
         }
     }
 
-    /// Pending compactions, estimated as Cassandra does (per table, what the
-    /// strategy would still do).
+    /// Pending compactions, counted as Cassandra's `PendingTasks`: per
+    /// table, what the strategy would still do, plus those running.
     pub fn pending_compactions(&self) -> usize {
+        self.pending_compactions_by_table()
+            .iter()
+            .map(|p| p.1)
+            .sum()
+    }
+
+    /// The tables with pending or running compactions, with their count
+    /// (Cassandra's `PendingTasksByTableName`).
+    pub fn pending_compactions_by_table(&self) -> Vec<(uuid::Uuid, usize)> {
+        let running = self.compactions_running.lock().clone();
         self.tables()
             .iter()
-            .map(|t| Self::pending_compactions_of(t))
-            .sum()
+            .map(|t| {
+                let active = running.iter().filter(|p| p.table_id == t.table_id).count();
+                (t.table_id, Self::pending_compactions_of(t) + active)
+            })
+            .filter(|p| p.1 > 0)
+            .collect()
     }
 
     fn pending_compactions_of(t: &ColumnFamilyStore) -> usize {
@@ -1425,7 +1561,7 @@ impl StorageEngine {
         t: &Arc<ColumnFamilyStore>,
         keep: Arc<dyn Fn(i64) -> bool + Send + Sync>,
     ) -> Result<(u64, u64), StorageError> {
-        self.flush(t).await?;
+        self.flush(t, FlushReason::InternallyForced).await?;
         let before = t.live_disk_bytes();
         self.compact_filtered(t, true, false, Some(keep)).await?;
         Ok((before, t.live_disk_bytes()))
@@ -1466,10 +1602,18 @@ impl StorageEngine {
         self.compactions_running.lock().push(CompactionProgress {
             table_id: t.table_id,
             id: progress_id,
+            kind: match (keep.is_some(), major) {
+                (true, _) => "Cleanup",
+                (false, true) => "Major compaction",
+                (false, false) => "Compaction",
+            },
+            sstables: inputs.len(),
+            target_directory: t.dir.clone(),
             done_partitions: 0,
             total_partitions,
             total_bytes,
         });
+        let began = std::time::Instant::now();
         let me = self.clone();
         let t2 = t.clone();
         let ins = inputs.clone();
@@ -1563,7 +1707,17 @@ impl StorageEngine {
         self.compactions_running
             .lock()
             .retain(|p| p.id != progress_id);
-        let (result, readers, log) = result??;
+        let (result, readers, log) = match result.and_then(|r| r) {
+            Ok(done) => done,
+            Err(e) => {
+                // Cassandra counts the compactions that failed for lack of
+                // disk space
+                if e.is_disk_full() {
+                    self.compactions_aborted.inc();
+                }
+                return Err(e);
+            }
+        };
         if output_level >= 2 {
             let from = output_level - 1;
             if let Some(end) = inputs
@@ -1575,6 +1729,15 @@ impl StorageEngine {
                 t.last_compacted.lock().insert(from, end);
             }
         }
+        let outputs: String = readers
+            .iter()
+            .map(|r| {
+                format!(
+                    "{},",
+                    crate::sstable::base_path(&t.dir, r.generation).display()
+                )
+            })
+            .collect();
         let in_gens: std::collections::HashSet<u64> = inputs.iter().map(|s| s.generation).collect();
         {
             let mut ss = t.sstables.write();
@@ -1588,7 +1751,7 @@ impl StorageEngine {
         log.finish();
         t.compaction_bytes_written.add(result.output_bytes);
         self.bytes_compacted.add(result.input_bytes);
-        self.compactions_completed.inc();
+        self.compactions_completed.mark();
         let mut h = self.compaction_history.lock();
         h.push_back(CompactionRecord {
             table_id: t.table_id,
@@ -1602,22 +1765,38 @@ impl StorageEngine {
         while h.len() > 1000 {
             h.pop_front();
         }
+        let nanos = began.elapsed().as_nanos().max(1) as u64;
+        let merges: String = result
+            .merge_counts
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(i, n)| format!("{}:{n}, ", i + 1))
+            .collect();
+        use sibyl_types::pretty::{memory, memory_per_second, thousands};
         tracing::info!(
-            "compacted {} SSTables of {} into generation {generation}: {} -> {} bytes, {} -> {} partitions",
+            "Compacted ({progress_id}) {} sstables to [{outputs}] to level={output_level}.  {} to {} (~{}% of original) in {}ms.  \
+             Read Throughput = {}, Write Throughput = {}, Row Throughput = ~{}/s.  {} total partitions merged to {}.  \
+             Partition merge counts were {{{merges}}}. Time spent writing keys = {}ms",
             inputs.len(),
-            t.table_id,
-            result.input_bytes,
-            result.output_bytes,
-            result.input_partitions,
-            result.output_partitions
+            memory(result.input_bytes as i64),
+            memory(result.output_bytes as i64),
+            (result.output_bytes as f64 / result.input_bytes.max(1) as f64 * 100.0) as i32,
+            thousands((nanos / 1_000_000) as i64),
+            memory_per_second(result.input_bytes, nanos),
+            memory_per_second(result.output_bytes, nanos),
+            thousands((result.input_rows / (nanos / 1_000_000_000 + 1)) as i64),
+            thousands(result.input_partitions as i64),
+            thousands(result.output_partitions as i64),
+            thousands((nanos / 1_000_000) as i64),
         );
         Ok(Some(generation))
     }
 
-    /// Flushes every table (nodetool flush, drain, shutdown).
+    /// Flushes every table (nodetool drain, shutdown).
     pub async fn flush_all(self: &Arc<Self>) -> Result<(), StorageError> {
         for t in self.tables() {
-            self.flush(&t).await?;
+            self.flush(&t, FlushReason::Drain).await?;
         }
         Ok(())
     }
@@ -1650,7 +1829,7 @@ impl StorageEngine {
         };
         if self.config.auto_snapshot {
             // as Cassandra: flush, then keep what is about to go in a snapshot
-            self.flush(&t).await?;
+            self.flush(&t, FlushReason::Truncate).await?;
             t.snapshot(&format!("truncated-{}", truncated_at_micros / 1000))?;
         }
         let _one = t.flush_lock.lock().await;
@@ -1766,7 +1945,10 @@ mod tests {
             "visible before durable"
         );
         // a flush switches the memtable now, and waits for the write logged for it
-        let flushed = engine.flush(&t).await.expect("flush");
+        let flushed = engine
+            .flush(&t, FlushReason::UserForced)
+            .await
+            .expect("flush");
         assert!(flushed.is_some(), "the flushed memtable held the write");
         assert_eq!(t.sstables().len(), 1);
         pending.await.expect("join").expect("apply");

@@ -9,6 +9,7 @@ pub mod ident;
 pub mod json;
 mod marshal;
 pub mod murmur3;
+pub mod pretty;
 pub mod timeuuid;
 pub mod value;
 pub use marshal::{
