@@ -69,6 +69,20 @@ def test_a_node_down_under_write_load_catches_up_from_hints_at_the_throttle(clus
         assert took >= 0.5 * size / (256 * 1024), (took, size)
         m = lc.admin(1, "/proxymetrics")
         assert m["hints_delivered"] >= 200, m
+        # node1's system.log says it as Cassandra's HintsDispatchExecutor
+        # and HintsStore do
+        import re
+        with open(os.path.join(lc.dir, "node1", "data", "logs", "system.log")) as f:
+            log = f.read()
+        host3 = lc.admin(3, "/info")["host_id"]
+        finished = re.findall(
+            rf"- Finished hinted handoff of file ({host3}-\d+-\d+\.hints) to endpoint /127\.0\.0\.3:{lc.storage_port}: {host3}$",
+            log, re.M)
+        assert finished, log[-3000:]
+        assert all(f"- Deleted hint file {name}" in log for name in finished)
+        # the mutations for node3 its connection could not take, every 5 s
+        assert re.search(r"- MUTATION_REQ messages were dropped in last 5000 ms: \d+ internal and 0 cross node\. "
+                         r"Mean internal dropped latency: 0 ms and Mean cross-node dropped latency: 0 ms$", log, re.M)
         # node3 alone (a read at ONE there is served by its own replica)
         c3, s3 = lc.connect(3, whitelist=True)
         try:

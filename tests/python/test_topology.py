@@ -3,6 +3,7 @@
 as a pending replica), decommission under write load, removenode of a dead
 node. Every row is checked afterwards, on the node that received it alone."""
 import threading
+import re
 import time
 
 from cassandra import ConsistencyLevel
@@ -99,6 +100,11 @@ def test_bootstrap_streams_existing_rows_and_takes_writes_while_joining(cluster_
         log3 = open(f"{lc.dir}/node3/sibyl.log").read()
         assert "bootstrap complete" in log3, log3[-3000:]
         assert "JOINING: streaming" in log3
+        # Cassandra's words in node3's system.log: the start, and the
+        # tokens as a Java list
+        system3 = open(f"{lc.dir}/node3/data/logs/system.log").read()
+        assert "- JOINING: Starting to bootstrap..." in system3
+        assert re.search(r"- Bootstrap completed for tokens \[-?\d+(, -?\d+){15}\]$", system3, re.M), system3[-3000:]
     finally:
         c1.shutdown()
     # node3 alone has every row written before and during its bootstrap,
@@ -140,6 +146,10 @@ def test_decommission_under_quorum_writes_loses_nothing(cluster_factory):
         assert bad == [], f"{len(bad)} rows lost, e.g. {bad[:10]}"
         log4 = open(f"{lc.dir}/node4/sibyl.log").read()
         assert "DECOMMISSIONED" in log4
+        system4 = open(f"{lc.dir}/node4/data/logs/system.log").read()
+        for line in ("LEAVING: replaying batch log and streaming data to other nodes",
+                     "LEAVING: streaming hints to other nodes", "DECOMMISSIONED"):
+            assert re.search(rf"- {line}$", system4, re.M), line
         # started again, it refuses to rejoin, in Cassandra's words
         again = lc.run("start", "node4", check=False)
         assert again.returncode != 0

@@ -884,8 +884,10 @@ impl Admin {
                             ));
                             progress("Repair completed successfully".into());
                             progress(format!(
-                                "Repair command #{command} finished in {} seconds",
-                                started.elapsed().as_secs()
+                                "Repair command #{command} finished in {}",
+                                sibyl_types::pretty::duration_words(
+                                    started.elapsed().as_millis() as u64
+                                )
                             ));
                             total.ranges += s.ranges;
                             total.leaves_checked += s.leaves_checked;

@@ -1149,7 +1149,7 @@ pub async fn join(
         *state.on_removed.write() = Some(Box::new(move |a| g.forget(a)));
     }
     if joining {
-        bootstrap(&metadata, &state, &proxy, host_id).await?;
+        bootstrap(&metadata, &state, &proxy, host_id, &sorted).await?;
         gossip.set_states(vec![
             (ApplicationState::StatusWithPort, format!("NORMAL,{first}")),
             (ApplicationState::Status, format!("NORMAL,{first}")),
@@ -1392,6 +1392,7 @@ async fn bootstrap(
     state: &ClusterState,
     proxy: &Arc<StorageProxy>,
     host_id: uuid::Uuid,
+    tokens: &[i64],
 ) -> Result<(), ClusterError> {
     let me = proxy.local_address();
     let started = std::time::Instant::now();
@@ -1431,6 +1432,8 @@ async fn bootstrap(
             .or_else(|| m.current.iter().copied().find(|a| live(a)))
     };
     let plans = movement_plans(state, proxy, "Bootstrap", Some(me), strategy_of_move)?;
+    // Cassandra's words, then what will be streamed
+    tracing::info!("JOINING: Starting to bootstrap...");
     tracing::info!(
         "JOINING: streaming {} ranges from {} nodes",
         plans
@@ -1441,6 +1444,14 @@ async fn bootstrap(
     );
     run_plans(proxy, plans).await?;
     set_state(metadata, host_id, NodeState::Normal).await?;
+    tracing::info!(
+        "Bootstrap completed for tokens [{}]",
+        tokens
+            .iter()
+            .map(|t| t.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     tracing::info!(
         "bootstrap complete in {:.1} s: this node is NORMAL",
         started.elapsed().as_secs_f64()
@@ -1483,18 +1494,20 @@ impl ClusterServices {
                 )));
             }
         }
-        tracing::info!("DECOMMISSIONING: leaving the ring");
+        tracing::debug!("DECOMMISSIONING");
         set_state(&self.metadata, host_id, NodeState::Leaving).await?;
         self.gossip.set_states(vec![
             (ApplicationState::StatusWithPort, "LEAVING".into()),
             (ApplicationState::Status, "LEAVING".into()),
         ]);
         let plans = movement_plans(&self.state, proxy, "Unbootstrap", None, |_| Some(me))?;
+        tracing::info!("LEAVING: replaying batch log and streaming data to other nodes");
         run_plans(proxy, plans).await?;
         // hints this node holds go to their targets before it goes
+        tracing::info!("LEAVING: streaming hints to other nodes");
         proxy.deliver_hints().await;
         commit_topology(&self.metadata, TopologyChange::Remove { host_id }).await?;
-        tracing::info!("DECOMMISSIONED: this node has left the ring");
+        tracing::info!("DECOMMISSIONED");
         self.gossip.announce_shutdown();
         Ok(())
     }

@@ -314,6 +314,7 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
             max_hint_window: config.max_hint_window,
             throttle_bytes_per_second: config.hinted_handoff_throttle_bytes,
             delivery_threads: config.max_hints_delivery_threads as usize,
+            log_port: config.storage_port,
         })
         .map_err(|source| StartError::Hints {
             dir: config.hints_directory.display().to_string(),

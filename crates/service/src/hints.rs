@@ -51,6 +51,9 @@ pub struct HintsConfig {
     pub throttle_bytes_per_second: u64,
     /// Hosts delivered to at once (`max_hints_delivery_threads`).
     pub delivery_threads: usize,
+    /// The storage port, to name endpoints in log lines as Cassandra
+    /// does (`/127.0.0.3:7000`).
+    pub log_port: u16,
 }
 
 /// Counts an operator watches (Cassandra's `HintsServiceMetrics` and
@@ -432,9 +435,11 @@ impl HintsService {
     /// delivered; a failure stops delivery, to be tried again later.
     /// `gc_grace` gives a mutation's expiry in seconds (None: its table is
     /// gone). Returns how many hints were delivered.
+    #[allow(clippy::too_many_arguments)]
     pub async fn deliver<F, Fut>(
         &self,
         host: uuid::Uuid,
+        address: std::net::IpAddr,
         other_nodes: usize,
         gc_grace: impl Fn(uuid::Uuid) -> Option<i32>,
         comparator: &(dyn Fn(uuid::Uuid) -> Option<std::sync::Arc<sibyl_db::clustering::ClusteringComparator>>
@@ -471,7 +476,12 @@ impl HintsService {
             return 0;
         };
         let mut delivered = 0;
+        let endpoint = std::net::SocketAddr::new(address, self.config.lock().log_port);
         for (_, path) in files {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
             let mut buf = Vec::new();
             if std::fs::File::open(&path)
                 .and_then(|mut f| f.read_to_end(&mut buf))
@@ -520,6 +530,9 @@ impl HintsService {
                 let n = page.len();
                 if !send(std::mem::take(&mut page)).await {
                     self.metrics.failed.fetch_add(n as u64, Ordering::Relaxed);
+                    tracing::info!(
+                        "Finished hinted handoff of file {name} to endpoint /{endpoint}: {host}, partially"
+                    );
                     return delivered;
                 }
                 delivered += n;
@@ -536,7 +549,13 @@ impl HintsService {
                 }
                 page_bytes = 0;
             }
-            let _ = std::fs::remove_file(&path);
+            match std::fs::remove_file(&path) {
+                Ok(()) => tracing::info!("Deleted hint file {name}"),
+                Err(e) => tracing::error!("Failed to delete hint file {name}: {e}"),
+            }
+            tracing::info!(
+                "Finished hinted handoff of file {name} to endpoint /{endpoint}: {host}"
+            );
         }
         delivered
     }
@@ -607,6 +626,7 @@ mod tests {
                     max_hint_window: Duration::from_secs(3600),
                     throttle_bytes_per_second: 0,
                     delivery_threads: threads,
+                    log_port: 7000,
                 })
                 .unwrap(),
             );
@@ -632,6 +652,7 @@ mod tests {
                     hints
                         .deliver(
                             h,
+                            std::net::IpAddr::from([127, 0, 0, 2]),
                             2,
                             |_| Some(864_000),
                             &comparator,

@@ -752,7 +752,7 @@ impl StorageProxy {
                 let comparator = |id| schema.table_by_id(id).map(|t| t.comparator.clone());
                 let timeout = me.timeouts.write;
                 let n = hints
-                    .deliver(p.host_id, others, gc_grace, &comparator, |ms| {
+                    .deliver(p.host_id, addr, others, gc_grace, &comparator, |ms| {
                         let sender = me.sender();
                         async move {
                             matches!(
@@ -762,9 +762,6 @@ impl StorageProxy {
                         }
                     })
                     .await;
-                if n > 0 {
-                    tracing::info!("delivered {n} hints to {addr}");
-                }
                 n
             });
         }

@@ -140,6 +140,32 @@ pub fn memory_per_second(bytes: u64, nanos: u64) -> String {
     binary(bytes as f64 * 1.0e9 / nanos.max(1) as f64, "B/s")
 }
 
+/// Commons Lang's `DurationFormatUtils.formatDurationWords(ms, true, true)`
+/// (Cassandra's repair messages): `0 seconds`, `1 second`, `1 minute 5
+/// seconds`, `1 hour 0 minutes 5 seconds`, `2 days`.
+pub fn duration_words(millis: u64) -> String {
+    let secs = millis / 1000;
+    let parts = [
+        (secs / 86_400, "day"),
+        (secs / 3600 % 24, "hour"),
+        (secs / 60 % 60, "minute"),
+        (secs % 60, "second"),
+    ];
+    let first = parts
+        .iter()
+        .position(|p| p.0 > 0)
+        .unwrap_or(parts.len() - 1);
+    let last = parts
+        .iter()
+        .rposition(|p| p.0 > 0)
+        .unwrap_or(parts.len() - 1);
+    parts[first..=last.max(first)]
+        .iter()
+        .map(|(n, unit)| format!("{n} {unit}{}", if *n == 1 { "" } else { "s" }))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// `FileUtils.stringifyFileSize`: at most two decimals, none when they
 /// are zero (`DecimalFormat("#.##")`), with KiB, MiB, GiB or TiB.
 pub fn file_size(value: f64) -> String {
@@ -206,5 +232,10 @@ mod tests {
         assert_eq!(memory_per_second(1_833_000, 942_000_000), "1.856MiB/s");
         assert_eq!(binary(512.0, "B/s"), "512.000B/s");
         assert_eq!(binary(0.0, "B/s"), "0.000B/s");
+        assert_eq!(duration_words(0), "0 seconds");
+        assert_eq!(duration_words(1_500), "1 second");
+        assert_eq!(duration_words(65_000), "1 minute 5 seconds");
+        assert_eq!(duration_words(3_605_000), "1 hour 0 minutes 5 seconds");
+        assert_eq!(duration_words(2 * 86_400_000), "2 days");
     }
 }
