@@ -40,16 +40,8 @@ pub(crate) fn request(host: &str, port: u16, method: &str, path: &str) -> anyhow
 }
 
 pub(crate) fn human(bytes: u64) -> String {
-    let b = bytes as f64;
-    if b < 1024.0 {
-        format!("{bytes} bytes")
-    } else if b < 1024.0 * 1024.0 {
-        format!("{:.2} KiB", b / 1024.0)
-    } else if b < 1024.0 * 1024.0 * 1024.0 {
-        format!("{:.2} MiB", b / 1024.0 / 1024.0)
-    } else {
-        format!("{:.2} GiB", b / 1024.0 / 1024.0 / 1024.0)
-    }
+    // Cassandra's FileUtils.stringifyFileSize: "1.5 KiB", not "1.50 KiB"
+    sibyl_types::pretty::file_size(bytes as f64)
 }
 
 /// A value for a query string: everything but unreserved characters as `%XX`.
