@@ -91,10 +91,12 @@ class SibylNode:
                 time.sleep(0.05)
         raise RuntimeError(f"sibyl did not start in {timeout}s: {self.log()}")
 
-    def log(self):
+    def log(self, tail=4000):
+        """The end of the node's standard output (all of it: tail=None)."""
         try:
             with open(self.log_path) as f:
-                return f.read()[-4000:]
+                text = f.read()
+                return text if tail is None else text[-tail:]
         except OSError:
             return ""
 
