@@ -267,7 +267,9 @@ def test_a_node_with_a_wiped_data_directory_does_not_take_the_old_nodes_place(cl
     assert p.returncode != 0, p.stderr
     with open(os.path.join(lc.dir, "node3", "sibyl.log")) as f:
         log = f.read()
-    assert "belongs to another host of the cluster" in log and "replace the old node" in log, log[-2000:]
+    # Cassandra's words (StorageService.checkForEndpointCollision)
+    assert ("A node with address 127.0.0.3:" in log and "already exists, cancelling join. "
+            "Use cassandra.replace_address if you want to replace this node." in log), log[-2000:]
 
 
 def test_a_node_of_another_cluster_is_refused(cluster_factory, tmp_path):

@@ -39,7 +39,7 @@ class Writer:
 
     def __init__(self, session, table, start, cl=ConsistencyLevel.QUORUM):
         self.session, self.table, self.i, self.cl = session, table, start, cl
-        self.acked, self.failed = [], 0
+        self.acked, self.failed, self.errors = [], 0, []
         self.stop = threading.Event()
         self.t = threading.Thread(target=self.run, daemon=True)
         self.t.start()
@@ -49,8 +49,9 @@ class Writer:
             try:
                 q(self.session, f"INSERT INTO {self.table} (k, v) VALUES ({self.i}, {self.i})", cl=self.cl)
                 self.acked.append(self.i)
-            except Exception:
+            except Exception as e:
                 self.failed += 1
+                self.errors.append(repr(e))
                 time.sleep(0.05)
             self.i += 1
 
@@ -301,3 +302,149 @@ def test_a_decommissioned_node_starts_again_only_when_the_operator_overrides(clu
     finally:
         p.terminate()
         p.wait(30)
+
+
+def host_ids(lc, node):
+    """address -> host id as node's nodetool status shows it."""
+    return {l.split()[1]: l.split()[-2] for l in status_lines(lc.nodetool(node, "status"))}
+
+
+def test_replace_a_dead_node_with_a_new_one_under_quorum_writes(cluster_factory):
+    """-Dcassandra.replace_address_first_boot: node4 takes dead node3's
+    tokens and streams its ranges from the live replicas while a QUORUM
+    writer goes on; a live node cannot be replaced."""
+    lc = cluster_factory(3)
+    lc.run("start")
+    c1, s1 = connect_only(lc, 1)
+    try:
+        q(s1, "CREATE KEYSPACE rep WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
+        q(s1, "CREATE TABLE rep.t (k int PRIMARY KEY, v int)")
+        ins = s1.prepare("INSERT INTO rep.t (k, v) VALUES (?, ?)")
+        ins.consistency_level = ConsistencyLevel.QUORUM
+        for k in range(2000):
+            s1.execute(ins, [k, k])
+        lc.run("add")
+        # a live node is not replaced, in Cassandra's words; the refused
+        # node leaves nothing behind, so it can start again
+        refused = lc.run("start", "node4", "--", "-Dcassandra.replace_address_first_boot=127.0.0.2", check=False)
+        assert refused.returncode != 0
+        assert "Cannot replace a live node..." in open(f"{lc.dir}/node4/sibyl.log").read()
+        old3 = host_ids(lc, 1)["127.0.0.3"]
+        lc.run("kill", "node3")
+        wait_for("node3 down", lambda: states(lc, 1).get("127.0.0.3") == "DN", timeout=60)
+        w = Writer(s1, "rep.t", 100_000)
+        time.sleep(0.5)
+        lc.run("start", "node4", "--", "-Dcassandra.replace_address_first_boot=127.0.0.3")
+        wait_for("node4 normal and node3 gone",
+                 lambda: states(lc, 1) == {"127.0.0.1": "UN", "127.0.0.2": "UN", "127.0.0.4": "UN"}, timeout=60)
+        time.sleep(0.5)
+        acked = w.finish()
+        assert len(acked) > 50 and w.failed == 0, (len(acked), w.errors)
+        assert old3 not in host_ids(lc, 2).values()
+        assert states(lc, 4) == {"127.0.0.1": "UN", "127.0.0.2": "UN", "127.0.0.4": "UN"}
+        log4 = open(f"{lc.dir}/node4/data/logs/system.log").read()
+        assert "Gathering node replacement information for /127.0.0.3" in log4
+        # node4 owns what node3 owned: its tokens
+        ring = lc.nodetool(1, "ring")
+        assert "127.0.0.3" not in ring and ring.count("127.0.0.4") == 16, ring
+        # the cluster metadata log still takes changes with node1 or node2 down
+        # (the dead node3 is no longer one of its voters)
+        lc.run("stop", "node2")
+        q(s1, "CREATE TABLE rep.after (k int PRIMARY KEY)", cl=ConsistencyLevel.ONE)
+        lc.run("start", "node2")
+    finally:
+        c1.shutdown()
+    lc.run("stop", "node1", "node2")
+    missing = missing_alone(lc, 4, "rep.t", list(range(2000)) + acked)
+    assert missing == [], f"{len(missing)} rows missing on node4, e.g. {missing[:10]}"
+
+
+def test_a_wiped_node_replaces_itself_at_the_same_address(cluster_factory):
+    """A node whose disk was lost starts empty at its own address with
+    -Dcassandra.replace_address_first_boot=<its address>: it gets a new
+    host id, hibernates while it streams (the others do not read from it),
+    and then has every row again."""
+    import shutil
+    lc = cluster_factory(3)
+    lc.run("start")
+    c1, s1 = connect_only(lc, 1)
+    try:
+        q(s1, "CREATE KEYSPACE w WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
+        q(s1, "CREATE TABLE w.t (k int PRIMARY KEY, v int)")
+        ins = s1.prepare("INSERT INTO w.t (k, v) VALUES (?, ?)")
+        ins.consistency_level = ConsistencyLevel.QUORUM
+        for k in range(2000):
+            s1.execute(ins, [k, k])
+        old3 = host_ids(lc, 1)["127.0.0.3"]
+        lc.run("kill", "node3")
+        shutil.rmtree(f"{lc.dir}/node3/data")
+        wait_for("node3 down", lambda: states(lc, 1).get("127.0.0.3") == "DN", timeout=60)
+        # without the flag the wiped node is refused, in Cassandra's words
+        plain = lc.run("start", "node3", check=False)
+        assert plain.returncode != 0
+        assert ("A node with address 127.0.0.3:" in open(f"{lc.dir}/node3/sibyl.log").read()
+                and "Use cassandra.replace_address if you want to replace this node."
+                in open(f"{lc.dir}/node3/sibyl.log").read())
+        shutil.rmtree(f"{lc.dir}/node3/data")
+        lc.run("start", "node3", "--", "-Dcassandra.replace_address_first_boot=127.0.0.3")
+        wait_for("node3 normal", lambda: states(lc, 1).get("127.0.0.3") == "UN", timeout=60)
+        new3 = host_ids(lc, 1)["127.0.0.3"]
+        assert new3 != old3 and len(host_ids(lc, 1)) == 3
+        log3 = open(f"{lc.dir}/node3/data/logs/system.log").read()
+        assert "Writes will not be forwarded to this node during replacement" in log3
+        # restarted with the flag still set, it is already bootstrapped
+        lc.run("stop", "node3")
+        lc.run("start", "node3", "--", "-Dcassandra.replace_address_first_boot=127.0.0.3")
+        assert "Replace address on the first boot requested; this node is already bootstrapped" in \
+            open(f"{lc.dir}/node3/data/logs/system.log").read()
+        assert host_ids(lc, 1)["127.0.0.3"] == new3
+    finally:
+        c1.shutdown()
+    lc.run("stop", "node1", "node2")
+    missing = missing_alone(lc, 3, "w.t", range(2000))
+    assert missing == [], f"{len(missing)} rows missing on node3, e.g. {missing[:10]}"
+
+
+def test_a_new_datacenter_is_rebuilt_from_the_first(cluster_factory):
+    """Cassandra's way to add a datacenter: its nodes join with
+    auto_bootstrap: false, the keyspace is altered to replicate there, and
+    `nodetool rebuild <src-dc>` on each new node streams its ranges from the
+    old datacenter. Afterwards dc2 alone answers every row at LOCAL_ONE."""
+    lc = cluster_factory(4, dcs=2)
+    for n in (3, 4):
+        with open(f"{lc.dir}/node{n}/sibyl.yaml", "a") as f:
+            f.write("auto_bootstrap: false\n")
+    lc.run("start", "node1", "node2")
+    c1, s1 = connect_only(lc, 1)
+    try:
+        q(s1, "CREATE KEYSPACE nd WITH replication = {'class': 'NetworkTopologyStrategy', 'dc1': 2}")
+        q(s1, "CREATE TABLE nd.t (k int PRIMARY KEY, v int)")
+        ins = s1.prepare("INSERT INTO nd.t (k, v) VALUES (?, ?)")
+        ins.consistency_level = ConsistencyLevel.ALL
+        for k in range(2000):
+            s1.execute(ins, [k, k])
+        lc.run("start", "node3", "node4")
+        q(s1, "ALTER KEYSPACE nd WITH replication = {'class': 'NetworkTopologyStrategy', 'dc1': 2, 'dc2': 2}")
+    finally:
+        c1.shutdown()
+    # Cassandra's checks, in its words
+    bad = lc.nodetool(3, "rebuild", "dc9", check=False)
+    assert bad.returncode != 0
+    assert ("Provided datacenter 'dc9' is not a valid datacenter, available datacenters are: dc1,dc2"
+            in bad.stdout + bad.stderr), bad.stdout + bad.stderr
+    bad = lc.nodetool(3, "rebuild", "-ts", "(1,2]", "dc1", check=False)
+    assert "Cannot specify tokens without keyspace." in bad.stdout + bad.stderr
+    bad = lc.nodetool(3, "rebuild", "--exclude-local-dc", "dc2", check=False)
+    assert ("Cannot set source data center to be local data center, when excludeLocalDataCenter flag is set"
+            in bad.stdout + bad.stderr)
+    # before the rebuild dc2 has nothing
+    lc.run("stop", "node1", "node2")
+    assert len(missing_alone(lc, 3, "nd.t", range(0, 2000, 100))) == 20
+    lc.run("start", "node1", "node2")
+    for n in (3, 4):
+        lc.nodetool(n, "rebuild", "dc1")
+        assert "rebuild from dc: dc1, (All keyspaces), (All tokens)" in \
+            open(f"{lc.dir}/node{n}/data/logs/system.log").read()
+    lc.run("stop", "node1", "node2")
+    missing = missing_alone(lc, 3, "nd.t", range(2000))
+    assert missing == [], f"{len(missing)} rows missing in dc2, e.g. {missing[:10]}"

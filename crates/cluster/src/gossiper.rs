@@ -38,8 +38,9 @@
 //!
 //! # Left out
 //!
-//! The shadow round of a starting node (only the answer to one is here),
-//! fat-client eviction (it needs the token ring), the expire time carried in
+//! The shadow round's wait: a starting node sends its empty SYN to the seeds
+//! ([`Gossiper::shadow_round`]) and takes what they answer as ordinary
+//! gossip, without waiting for it; fat-client eviction (it needs the token ring), the expire time carried in
 //! `LEFT`/`removed` statuses (a dead-state node is evicted three days after
 //! this node learned of it instead), and the messaging of Cassandra 3.x
 //! nodes.
@@ -536,6 +537,24 @@ impl Gossiper {
                     self.real_mark_alive(from, now_nanos, &mut out);
                 }
             }
+        }
+        out
+    }
+
+    /// A starting node's shadow round: an empty SYN to every seed, which
+    /// answers with every state it knows. A node that others do not gossip
+    /// to (one that hibernates while it replaces another) learns the
+    /// cluster from it; its own SYNs then name every node.
+    pub fn shadow_round(&mut self) -> GossipOutput {
+        let mut out = GossipOutput::default();
+        let syn = GossipMessage::Syn {
+            cluster_name: self.cluster_name.clone(),
+            partitioner: self.partitioner.clone(),
+            digests: Vec::new(),
+        };
+        for seed in self.seeds.iter().filter(|s| **s != self.local) {
+            out.messages.push((*seed, syn.clone()));
+            self.first_syn_sent = true;
         }
         out
     }

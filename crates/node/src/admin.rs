@@ -699,6 +699,22 @@ impl Admin {
                     .map_err(|e| ("409 Conflict", e.to_string()))?;
                 Ok(json!({ "removed": id.to_string() }))
             }
+            ("POST", "/rebuild") => {
+                let param = |k: &str| q.get(k).map(|v| v.to_string());
+                let r = crate::cluster::RebuildRequest {
+                    source_dc: param("dc"),
+                    keyspace: param("keyspace"),
+                    tokens: param("tokens"),
+                    sources: param("sources"),
+                    exclude_local_dc: q.get("exclude_local_dc").is_some_and(|v| v == "true"),
+                };
+                let proxy = self.qp.proxy.clone();
+                self.cluster
+                    .rebuild(&proxy, &r)
+                    .await
+                    .map_err(|e| ("409 Conflict", e.to_string()))?;
+                Ok(json!({}))
+            }
             ("POST", "/assassinate") => {
                 let a: std::net::IpAddr = q.get("address").and_then(|a| a.parse().ok()).ok_or((
                     "400 Bad Request",

@@ -41,7 +41,7 @@ use sibyl_service::error::ServiceError;
 use sibyl_service::proxy::StorageVerbs;
 use sibyl_service::proxy::{SchemaLog, StorageProxy};
 use sibyl_service::replica::Replica;
-use sibyl_service::topology::{movements, stream_plans, Movement};
+use sibyl_service::topology::{movements, replicated_ranges, stream_plans, Movement};
 use sibyl_tcm::{
     ClusterMetadataService, Epoch, MetadataStateMachine, MetadataTransport, NodeAddr, TcmError,
     Transformation, TransformationKind, TransportError,
@@ -78,6 +78,11 @@ pub struct NodeRecord {
     /// Joining, normal or leaving (entries of older builds: normal).
     #[serde(default)]
     pub state: NodeState,
+    /// The dead node this one replaces (`replace_address_first_boot`) while
+    /// it joins with that node's tokens; it leaves the ring when this one
+    /// becomes normal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replacing: Option<uuid::Uuid>,
 }
 
 /// Where a node is in its life in the ring (`nodetool status`'s State).
@@ -118,6 +123,17 @@ pub struct Directory {
     pub nodes: BTreeMap<uuid::Uuid, NodeRecord>,
 }
 
+impl NodeRecord {
+    fn endpoint(&self) -> Endpoint {
+        Endpoint {
+            host_id: self.host_id,
+            address: self.address,
+            datacenter: self.datacenter.clone(),
+            rack: self.rack.clone(),
+        }
+    }
+}
+
 impl Directory {
     /// The token ring of the nodes that own ranges now: normal and leaving
     /// ones.
@@ -128,10 +144,24 @@ impl Directory {
     /// The ring once the joining nodes have joined and the leaving ones
     /// left; `None` when no node is joining or leaving.
     pub fn future_ring(&self) -> Option<TokenMetadata> {
+        let replaced = self.replaced();
         self.nodes
             .values()
             .any(|n| n.state != NodeState::Normal)
-            .then(|| self.ring_of(|s| s != NodeState::Leaving))
+            .then(|| {
+                let mut ring = TokenMetadata::new();
+                for n in self.nodes.values() {
+                    if n.state != NodeState::Leaving && !replaced.contains(&n.host_id) {
+                        ring.add(n.endpoint(), &n.tokens);
+                    }
+                }
+                ring
+            })
+    }
+
+    /// The nodes that joining nodes replace.
+    pub fn replaced(&self) -> Vec<uuid::Uuid> {
+        self.nodes.values().filter_map(|n| n.replacing).collect()
     }
 
     /// Every node of the directory, whatever its state.
@@ -142,21 +172,22 @@ impl Directory {
     fn ring_of(&self, member: impl Fn(NodeState) -> bool) -> TokenMetadata {
         let mut ring = TokenMetadata::new();
         for n in self.nodes.values().filter(|n| member(n.state)) {
-            ring.add(
-                Endpoint {
-                    host_id: n.host_id,
-                    address: n.address,
-                    datacenter: n.datacenter.clone(),
-                    rack: n.rack.clone(),
-                },
-                &n.tokens,
-            );
+            ring.add(n.endpoint(), &n.tokens);
         }
         ring
     }
 
+    /// The node at `address`: while a node replaces a dead one at the same
+    /// address, the replacement.
     pub fn by_address(&self, address: IpAddr) -> Option<&NodeRecord> {
-        self.nodes.values().find(|n| n.address == address)
+        let mut at = self.nodes.values().filter(|n| n.address == address);
+        let first = at.next()?;
+        Some(
+            std::iter::once(first)
+                .chain(at)
+                .find(|n| n.replacing.is_some())
+                .unwrap_or(first),
+        )
     }
 }
 
@@ -317,10 +348,38 @@ impl ClusterState {
         match entry.change {
             TopologyChange::Register(rec) => {
                 let mut d = self.directory.read().clone();
+                if let Some(old) = rec.replacing {
+                    match d.nodes.get(&old) {
+                        None => {
+                            return Err(format!(
+                                "Cannot replace host {old}: it is not in the cluster"
+                            ))
+                        }
+                        Some(o) if o.state != NodeState::Normal || o.replacing.is_some() => {
+                            return Err(format!(
+                                "Cannot replace /{}: it is {}",
+                                o.address,
+                                o.state.name()
+                            ))
+                        }
+                        Some(_) => {}
+                    }
+                    if let Some(other) = d
+                        .nodes
+                        .values()
+                        .find(|n| n.replacing == Some(old) && n.host_id != rec.host_id)
+                    {
+                        return Err(format!(
+                            "Node /{} is already replacing host {old}",
+                            other.address
+                        ));
+                    }
+                }
+                let replaced = |n: &NodeRecord| Some(n.host_id) == rec.replacing;
                 if let Some(other) = d
                     .nodes
                     .values()
-                    .find(|n| n.address == rec.address && n.host_id != rec.host_id)
+                    .find(|n| n.address == rec.address && n.host_id != rec.host_id && !replaced(n))
                 {
                     return Err(format!(
                         "address {} belongs to host {} in the cluster; a node with a new host id ({}) cannot take it over: \
@@ -329,7 +388,9 @@ impl ClusterState {
                     ));
                 }
                 if let Some(clash) = d.nodes.values().find(|n| {
-                    n.host_id != rec.host_id && n.tokens.iter().any(|t| rec.tokens.contains(t))
+                    n.host_id != rec.host_id
+                        && !replaced(n)
+                        && n.tokens.iter().any(|t| rec.tokens.contains(t))
                 }) {
                     return Err(format!(
                         "token collision with {} ({})",
@@ -362,18 +423,44 @@ impl ClusterState {
                 let joined = n.state == NodeState::Joining && state == NodeState::Normal;
                 n.state = state;
                 let native = n.native_address;
+                let address = n.address;
+                // a replacement that becomes normal takes the replaced
+                // node's place in the same entry: the ring never lacks its
+                // tokens
+                let replaced = if joined { n.replacing.take() } else { None };
                 // Cassandra's words (StorageService: "state jump to")
                 tracing::info!(
                     "Node /{} state jump to {}",
                     std::net::SocketAddr::new(n.address, n.storage_port),
                     state.name()
                 );
+                let replaced = replaced.and_then(|old| d.nodes.remove(&old));
                 self.set_directory(d);
+                if let Some(old) = &replaced {
+                    tracing::info!(
+                        "Node /{} replaced /{} ({}), which left the ring",
+                        SocketAddr::new(address, old.storage_port),
+                        SocketAddr::new(old.address, old.storage_port),
+                        old.host_id
+                    );
+                }
                 if joined && host_id != self.local_host_id {
+                    if let Some(old) = replaced.as_ref().filter(|o| o.address != address) {
+                        let _ = self.events.send(Event::TopologyChange {
+                            change: "REMOVED_NODE".into(),
+                            addr: old.native_address,
+                        });
+                    }
                     let _ = self.events.send(Event::TopologyChange {
                         change: "NEW_NODE".into(),
                         addr: native,
                     });
+                }
+                // (at the same address gossip's state is the replacement's)
+                if let Some(old) = replaced.filter(|o| o.address != address) {
+                    if let Some(f) = self.on_removed.read().as_ref() {
+                        f(old.address);
+                    }
                 }
                 Ok(Vec::new())
             }
@@ -884,6 +971,69 @@ pub struct ClusterServices {
     pub tokens: Vec<i64>,
     pub datacenter: String,
     pub rack: String,
+    /// A `nodetool rebuild` is running.
+    rebuilding: std::sync::atomic::AtomicBool,
+}
+
+/// What `nodetool rebuild` is asked to stream.
+#[derive(Debug, Clone, Default)]
+pub struct RebuildRequest {
+    /// `<src-dc-name>`: sources only in this DC.
+    pub source_dc: Option<String>,
+    /// `-ks`: one keyspace (default: every keyspace on the ring).
+    pub keyspace: Option<String>,
+    /// `-ts`: these ranges of `keyspace` only, as `(start,end]` pieces.
+    pub tokens: Option<String>,
+    /// `-s`: sources only among these nodes.
+    pub sources: Option<String>,
+    /// `--exclude-local-dc`.
+    pub exclude_local_dc: bool,
+}
+
+/// Parses `(a,b],(c,d]` as Cassandra's `rebuild -ts` does.
+fn parse_token_ranges(text: &str) -> Result<Vec<(i64, i64)>, String> {
+    let mut out = Vec::new();
+    let mut rest = text.trim();
+    while !rest.is_empty() {
+        let open = rest
+            .find('(')
+            .filter(|i| rest[..*i].trim_matches([',', ' ']).is_empty());
+        let close = rest.find(']');
+        let (Some(open), Some(close)) = (open, close) else {
+            return Err(format!("Unexpected string: {rest}"));
+        };
+        let inner = &rest[open + 1..close];
+        let (a, b) = inner
+            .split_once(',')
+            .ok_or_else(|| format!("Unexpected string: {rest}"))?;
+        let parse = |t: &str| {
+            t.trim()
+                .parse::<i64>()
+                .map_err(|_| format!("Unexpected string: {rest}"))
+        };
+        out.push((parse(a)?, parse(b)?));
+        rest = rest[close + 1..].trim_start_matches([',', ' ']);
+    }
+    Ok(out)
+}
+
+/// `(start, end]` as non-wrapping pieces.
+fn unwrap_range((start, end): (i64, i64)) -> Vec<(i64, i64)> {
+    if start < end {
+        vec![(start, end)]
+    } else if end == i64::MIN {
+        vec![(start, i64::MAX)]
+    } else {
+        vec![(start, i64::MAX), (i64::MIN, end)]
+    }
+}
+
+/// Whether `outer` holds all of `inner` (both `(start, end]`).
+fn range_contains(outer: (i64, i64), inner: (i64, i64)) -> bool {
+    let outer = unwrap_range(outer);
+    unwrap_range(inner)
+        .iter()
+        .all(|(s, e)| outer.iter().any(|(os, oe)| os <= s && e <= oe))
 }
 
 /// Why the node could not join its cluster.
@@ -1017,10 +1167,19 @@ pub async fn join(
     // have it yet right after open)
     let member = metadata.is_member().await?;
     if !member {
-        if first_seed {
+        // (a seed that replaces a dead node joins the others: it must not
+        // start a cluster of its own)
+        if first_seed && config.replace_address.is_none() {
             metadata.initialize_single().await?;
         } else {
-            join_via_seeds(&metadata, &seeds, me, config.storage_port).await?;
+            join_via_seeds(
+                &metadata,
+                &seeds,
+                me,
+                config.storage_port,
+                config.replace_address,
+            )
+            .await?;
         }
     }
     // caught up with the log: the directory says whether this host is known
@@ -1029,51 +1188,6 @@ pub async fn join(
         "cluster metadata member: {member}, first seed: {first_seed}, known: {:?}",
         known.as_ref().map(|k| (k.address, k.tokens.len()))
     );
-    let (tokens, joining) = match known {
-        Some(rec)
-            if rec.address == me
-                && rec.datacenter == datacenter
-                && rec.rack == rack
-                && rec.native_address == native_address =>
-        {
-            // a bootstrap that did not finish starts again
-            (rec.tokens, rec.state == NodeState::Joining)
-        }
-        // a new node, or a known one at a new address or location
-        other => {
-            // a new node bootstraps (the first seed starts the cluster, as
-            // Cassandra's seeds do); the log makes it normal if it finds
-            // no other node when it applies the registration
-            let node_state = match &other {
-                Some(rec) => rec.state,
-                None if config.auto_bootstrap && !first_seed => NodeState::Joining,
-                None => NodeState::Normal,
-            };
-            let reuse = other.map(|rec| rec.tokens).or(stored_tokens);
-            let tokens = register(
-                &metadata,
-                &state,
-                NodeRecord {
-                    host_id,
-                    address: me,
-                    datacenter: datacenter.clone(),
-                    rack: rack.clone(),
-                    tokens: Vec::new(),
-                    storage_port: config.storage_port,
-                    native_address,
-                    release_version: crate::RELEASE_VERSION.into(),
-                    state: node_state,
-                },
-                reuse,
-                config,
-            )
-            .await?;
-            // as the log decided (applied here before the commit returned)
-            let decided = state.directory.read().nodes.get(&host_id).map(|r| r.state);
-            (tokens, decided == Some(NodeState::Joining))
-        }
-    };
-
     let mut gossiper = Gossiper::new(
         me,
         sibyl_storage::now_in_seconds(),
@@ -1092,16 +1206,10 @@ pub async fn join(
         state: state.clone(),
         on_change: RwLock::new(None),
     });
-    let mut sorted = tokens.clone();
-    sorted.sort_unstable();
-    let token_list = sorted
-        .iter()
-        .map(|t| t.to_string())
-        .collect::<Vec<_>>()
-        .join(",");
-    let first = sorted.first().copied().unwrap_or_default();
-    let status = if joining { "BOOT" } else { "NORMAL" };
-    gossip.set_states(vec![
+    // gossip starts before this node registers: the others see it up
+    // before it becomes a pending replica of anything (a replacement at the
+    // same address hibernates from the start, so that nobody reads from it)
+    let mut states = vec![
         (ApplicationState::Dc, datacenter.clone()),
         (ApplicationState::Rack, rack.clone()),
         (ApplicationState::HostId, host_id.to_string()),
@@ -1122,23 +1230,132 @@ pub async fn join(
             ApplicationState::InternalAddressAndPort,
             SocketAddr::new(me, config.storage_port).to_string(),
         ),
-        (ApplicationState::Tokens, token_list),
         (ApplicationState::Schema, proxy.schema().version.to_string()),
         (ApplicationState::Load, "0.0".into()),
         (ApplicationState::SstableVersions, "big-nb".into()),
-        (
-            ApplicationState::StatusWithPort,
-            format!("{status},{first}"),
-        ),
-        (ApplicationState::Status, format!("{status},{first}")),
-        (ApplicationState::RpcReady, "true".into()),
-    ]);
+    ];
+    if known.is_none() && config.replace_address == Some(me) {
+        states.push((ApplicationState::StatusWithPort, "hibernate,true".into()));
+        states.push((ApplicationState::Status, "hibernate,true".into()));
+    }
+    gossip.set_states(states);
     let _ = verbs.gossip.set(gossip.clone());
+    let shadow = gossip.gossiper.lock().shadow_round();
+    gossip.dispatch(shadow);
     tokio::spawn(gossip.clone().run());
     {
         let g = gossip.clone();
         proxy.set_failure_detector(Arc::new(move |a| g.is_alive(a)));
     }
+    let (tokens, joining) = match known {
+        Some(rec)
+            if rec.address == me
+                && rec.datacenter == datacenter
+                && rec.rack == rack
+                && rec.native_address == native_address =>
+        {
+            // a bootstrap that did not finish starts again
+            (rec.tokens, rec.state == NodeState::Joining)
+        }
+        // a new node, or a known one at a new address or location
+        other => {
+            // a new node that replaces a dead one takes its tokens
+            let replaced = match (&other, config.replace_address) {
+                (None, Some(address)) => {
+                    match prepare_replacement(&state, messaging.as_ref(), address, host_id).await {
+                        Ok(old) => Some(old),
+                        Err(e) => {
+                            // refused before it registered: it leaves the
+                            // metadata log it just joined, and forgets it,
+                            // so that it can start afresh
+                            leave_metadata_log(&metadata, host_id).await;
+                            let _ = metadata.shutdown().await;
+                            let _ = std::fs::remove_dir_all(&config.metadata_directory);
+                            return Err(e);
+                        }
+                    }
+                }
+                _ => None,
+            };
+            // a new node bootstraps (the first seed starts the cluster, as
+            // Cassandra's seeds do); the log makes it normal if it finds
+            // no other node when it applies the registration
+            let node_state = match &other {
+                Some(rec) => rec.state,
+                None if replaced.is_some() => NodeState::Joining,
+                None if config.auto_bootstrap && !first_seed => NodeState::Joining,
+                None => NodeState::Normal,
+            };
+            if node_state == NodeState::Joining {
+                settle(&gossip).await;
+            }
+            let replacing = replaced.as_ref().map(|r| r.host_id);
+            let reuse = replaced
+                .map(|r| r.tokens)
+                .or(other.map(|rec| rec.tokens))
+                .or(stored_tokens);
+            let tokens = register(
+                &metadata,
+                &state,
+                NodeRecord {
+                    host_id,
+                    address: me,
+                    datacenter: datacenter.clone(),
+                    rack: rack.clone(),
+                    tokens: Vec::new(),
+                    storage_port: config.storage_port,
+                    native_address,
+                    release_version: crate::RELEASE_VERSION.into(),
+                    state: node_state,
+                    replacing,
+                },
+                reuse,
+                config,
+            )
+            .await?;
+            // as the log decided (applied here before the commit returned)
+            let decided = state.directory.read().nodes.get(&host_id).map(|r| r.state);
+            (tokens, decided == Some(NodeState::Joining))
+        }
+    };
+
+    let mut sorted = tokens.clone();
+    sorted.sort_unstable();
+    let token_list = sorted
+        .iter()
+        .map(|t| t.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let first = sorted.first().copied().unwrap_or_default();
+    let replacing = state
+        .directory
+        .read()
+        .nodes
+        .get(&host_id)
+        .and_then(|r| r.replacing);
+    let replaced_address =
+        replacing.and_then(|old| state.directory.read().nodes.get(&old).map(|r| r.address));
+    // Cassandra's statuses: a replacement at the same address hibernates
+    // (the others must not take it for the dead node and read from it)
+    let status = match replaced_address {
+        Some(a) if joining && a == me => {
+            tracing::warn!(
+                "Writes will not be forwarded to this node during replacement because it has the same address as \
+                 the node to be replaced (/{a}). If the previous node has been down for longer than max_hint_window, \
+                 repair must be run after the replacement process in order to make this node consistent."
+            );
+            "hibernate,true".to_string()
+        }
+        Some(a) if joining => format!("BOOT_REPLACE,{a}"),
+        _ if joining => format!("BOOT,{first}"),
+        _ => format!("NORMAL,{first}"),
+    };
+    gossip.set_states(vec![
+        (ApplicationState::Tokens, token_list),
+        (ApplicationState::StatusWithPort, status.clone()),
+        (ApplicationState::Status, status),
+        (ApplicationState::RpcReady, "true".into()),
+    ]);
     proxy.set_schema_log(Arc::new(LogSchema {
         metadata: metadata.clone(),
         proxy: proxy.clone(),
@@ -1154,6 +1371,9 @@ pub async fn join(
             (ApplicationState::StatusWithPort, format!("NORMAL,{first}")),
             (ApplicationState::Status, format!("NORMAL,{first}")),
         ]);
+        if let Some(old) = replacing {
+            leave_metadata_log(&metadata, old).await;
+        }
     }
     Ok(ClusterServices {
         messaging,
@@ -1163,6 +1383,7 @@ pub async fn join(
         tokens,
         datacenter,
         rack,
+        rebuilding: std::sync::atomic::AtomicBool::new(false),
     })
 }
 
@@ -1171,7 +1392,13 @@ async fn join_via_seeds(
     seeds: &[IpAddr],
     me: IpAddr,
     storage_port: u16,
+    replace_address: Option<IpAddr>,
 ) -> Result<(), ClusterError> {
+    if !seeds.iter().any(|s| *s != me) {
+        return Err(ClusterError::Join(
+            "this node replaces another, but its seeds name no other node to join through".into(),
+        ));
+    }
     // seeds may still be starting: try each in turn for a while
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
     let mut last = String::new();
@@ -1192,10 +1419,24 @@ async fn join_via_seeds(
                         "the seed {via} does not accept this node: {m}"
                     )))
                 }
+                // the node replaced at this same address was a member of the
+                // metadata log: its membership goes first (it cannot be
+                // running: this node holds its address)
+                Err(TcmError::AddressInUse { member, .. }) if replace_address == Some(me) => {
+                    tracing::info!(
+                        "removing the replaced node (cluster metadata member {member}) from the cluster metadata log"
+                    );
+                    if let Err(e) = metadata
+                        .remove_via(&via, member, Duration::from_secs(30))
+                        .await
+                    {
+                        last = format!("{via}: {e}");
+                    }
+                }
                 Err(TcmError::AddressInUse { addr, .. }) => {
                     return Err(ClusterError::Join(format!(
-                        "address {addr} belongs to another host of the cluster; this node has a new host id \
-                         (was its data directory wiped?): replace the old node explicitly, or give this one another address"
+                        "A node with address {addr} already exists, cancelling join. \
+                         Use cassandra.replace_address if you want to replace this node."
                     )))
                 }
                 Err(e) => last = format!("{via}: {e}"),
@@ -1207,6 +1448,60 @@ async fn join_via_seeds(
             )));
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The node that `address` names, which this new node is to replace: it
+/// must be in the ring, normal, and not answer (Cassandra's
+/// `prepareForReplacement`, its words).
+async fn prepare_replacement(
+    state: &ClusterState,
+    messaging: &dyn MessagingService,
+    address: IpAddr,
+    me: uuid::Uuid,
+) -> Result<NodeRecord, ClusterError> {
+    tracing::info!("Gathering node replacement information for /{address}");
+    let old = state
+        .directory
+        .read()
+        .nodes
+        .values()
+        .find(|n| n.address == address && n.host_id != me)
+        .cloned()
+        .ok_or_else(|| {
+            ClusterError::Join(format!(
+                "Cannot replace_address /{address} because it doesn't exist in gossip"
+            ))
+        })?;
+    if address != messaging.local_address() {
+        let mut echo = Vec::new();
+        GossipMessage::EchoReq.encode(&mut echo);
+        let answer = messaging
+            .send_and_receive(address, Request::Gossip(echo), Duration::from_secs(2))
+            .await;
+        if answer.is_ok() {
+            tracing::error!("Unable to replace node /{address}: it is alive");
+            return Err(ClusterError::Join("Cannot replace a live node... ".into()));
+        }
+    }
+    Ok(old)
+}
+
+/// Waits for gossip to settle (Cassandra's `Gossiper.waitToSettle`): until
+/// the nodes seen up have not changed for three polls, at most 15 s.
+async fn settle(gossip: &GossipDriver) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    let mut last = None;
+    let mut unchanged = 0;
+    while unchanged < 3 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let live = gossip.live_peers();
+        if last.as_ref() == Some(&live) && !live.is_empty() {
+            unchanged += 1;
+        } else {
+            unchanged = 0;
+        }
+        last = Some(live);
     }
 }
 
@@ -1253,7 +1548,9 @@ async fn register(
                 );
                 return Ok(chosen);
             }
-            Err(TcmError::Rejected { message, .. }) if message.starts_with("token collision") => {
+            Err(TcmError::Rejected { message, .. })
+                if message.starts_with("token collision") && rec.replacing.is_none() =>
+            {
                 tracing::info!("{message}; choosing tokens again");
                 tokens = None;
             }
@@ -1290,6 +1587,16 @@ async fn set_state(
 /// Every table of every keyspace whose data is placed on the ring, with its
 /// strategy.
 fn ring_tables(schema: &Schema) -> Vec<(sibyl_schema::ReplicationStrategy, Vec<uuid::Uuid>)> {
+    ring_keyspaces(schema)
+        .into_iter()
+        .map(|(_, strategy, tables)| (strategy, tables))
+        .collect()
+}
+
+/// [`ring_tables`] with each keyspace's name.
+fn ring_keyspaces(
+    schema: &Schema,
+) -> Vec<(String, sibyl_schema::ReplicationStrategy, Vec<uuid::Uuid>)> {
     schema
         .keyspaces
         .values()
@@ -1297,7 +1604,7 @@ fn ring_tables(schema: &Schema) -> Vec<(sibyl_schema::ReplicationStrategy, Vec<u
         .filter(|k| k.replication.strategy != sibyl_schema::ReplicationStrategy::Local)
         .map(|k| {
             let tables = k.tables.values().map(|t| t.id).collect();
-            (k.replication.strategy.clone(), tables)
+            (k.name.clone(), k.replication.strategy.clone(), tables)
         })
         .collect()
 }
@@ -1351,6 +1658,63 @@ fn movement_plans(
         )));
     }
     Ok(plans)
+}
+
+/// The stream plans that give this node every range `old` replicates, each
+/// from the replica `source_of` picks (a replacement's bootstrap).
+fn replacement_plans(
+    state: &ClusterState,
+    proxy: &StorageProxy,
+    old: &NodeRecord,
+    source_of: impl Fn(&Movement) -> Option<IpAddr>,
+) -> Result<Vec<(IpAddr, StreamPlan)>, ClusterError> {
+    let me = proxy.local_address();
+    let current = state.directory.read().ring();
+    let schema = proxy.schema();
+    let mut plans = Vec::new();
+    for (keyspace, strategy, tables) in ring_keyspaces(&schema) {
+        let mut moves = Vec::new();
+        for (range, replicas) in replicated_ranges(&current, &strategy) {
+            if replicas.contains(&old.address) {
+                let m = Movement {
+                    target: me,
+                    range,
+                    current: replicas,
+                };
+                moves.push((tables.clone(), m));
+            }
+        }
+        let (mut found, unsourced) = stream_plans("Bootstrap", &moves, &source_of);
+        // Cassandra's RangeStreamer, its words: with RF 1 the only copy was
+        // on the dead node, and the replacement goes on without it
+        for m in &unsourced {
+            let range = format!("({},{}]", m.range.0, m.range.1);
+            if m.current.len() > 1 {
+                return Err(ClusterError::Join(format!(
+                    "Unable to find sufficient sources for streaming range {range} in keyspace {keyspace}"
+                )));
+            }
+            tracing::warn!(
+                "Unable to find sufficient sources for streaming range {range} in keyspace {keyspace} with RF=1. \
+                 Keyspace might be missing data."
+            );
+        }
+        plans.append(&mut found);
+    }
+    Ok(plans)
+}
+
+/// Takes a node that left the ring out of the cluster metadata log's
+/// members, so that a dead voter does not count against the majority.
+async fn leave_metadata_log(metadata: &ClusterMetadataService, host_id: uuid::Uuid) {
+    if let Err(e) = metadata
+        .remove_node(node_id_of(host_id), METADATA_TIMEOUT)
+        .await
+    {
+        tracing::warn!(
+            "host {host_id} left the ring but is still a member of the cluster metadata log: {e}"
+        );
+    }
 }
 
 /// Runs stream plans: each on its target (this node runs its own), all at
@@ -1415,6 +1779,13 @@ async fn bootstrap(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let future = state.directory.read().future_ring();
+    let replaced = state
+        .directory
+        .read()
+        .nodes
+        .get(&host_id)
+        .and_then(|r| r.replacing)
+        .and_then(|old| state.directory.read().nodes.get(&old).cloned());
     let live = |a: &IpAddr| *a != me && proxy.is_alive(*a);
     let strategy_of_move = |m: &Movement| -> Option<IpAddr> {
         // prefer the replica that stops replicating the range
@@ -1431,7 +1802,17 @@ async fn bootstrap(
             .find(|a| live(a))
             .or_else(|| m.current.iter().copied().find(|a| live(a)))
     };
-    let plans = movement_plans(state, proxy, "Bootstrap", Some(me), strategy_of_move)?;
+    let plans = match &replaced {
+        // every range the dead node replicated, from the other replicas
+        // (by host: at the same address the rings cannot tell them apart)
+        Some(old) => replacement_plans(state, proxy, old, |m| {
+            m.current
+                .iter()
+                .copied()
+                .find(|a| *a != old.address && live(a))
+        })?,
+        None => movement_plans(state, proxy, "Bootstrap", Some(me), strategy_of_move)?,
+    };
     // Cassandra's words, then what will be streamed
     tracing::info!("JOINING: Starting to bootstrap...");
     tracing::info!(
@@ -1507,6 +1888,7 @@ impl ClusterServices {
         tracing::info!("LEAVING: streaming hints to other nodes");
         proxy.deliver_hints().await;
         commit_topology(&self.metadata, TopologyChange::Remove { host_id }).await?;
+        leave_metadata_log(&self.metadata, host_id).await;
         tracing::info!("DECOMMISSIONED");
         self.gossip.announce_shutdown();
         Ok(())
@@ -1545,11 +1927,177 @@ impl ClusterServices {
         })?;
         run_plans(proxy, plans).await?;
         commit_topology(&self.metadata, TopologyChange::Remove { host_id }).await?;
+        leave_metadata_log(&self.metadata, host_id).await;
         if let Some(h) = proxy.hints() {
             h.truncate(Some(host_id)).await;
         }
         tracing::info!("removed node {gone} ({host_id})");
         Ok(())
+    }
+
+    /// `nodetool rebuild`: streams every range this node replicates (of
+    /// one keyspace, or some of its ranges) from another replica, as a
+    /// bootstrap does; for a node added to a new datacenter without
+    /// bootstrapping. Checks and words are Cassandra's.
+    pub async fn rebuild(
+        &self,
+        proxy: &Arc<StorageProxy>,
+        r: &RebuildRequest,
+    ) -> Result<(), ClusterError> {
+        use std::sync::atomic::Ordering;
+        let err = |m: String| ClusterError::Join(m);
+        let me = self.messaging.local_address();
+        let d = self.state.directory.read().clone();
+        if r.source_dc.as_deref() == Some(self.datacenter.as_str()) && r.exclude_local_dc {
+            return Err(err(
+                "Cannot set source data center to be local data center, when \
+                 excludeLocalDataCenter flag is set"
+                    .into(),
+            ));
+        }
+        if let Some(dc) = &r.source_dc {
+            let dcs: std::collections::BTreeSet<&str> =
+                d.nodes.values().map(|n| n.datacenter.as_str()).collect();
+            if !dcs.contains(dc.as_str()) {
+                return Err(err(format!(
+                    "Provided datacenter '{dc}' is not a valid datacenter, available datacenters are: {}",
+                    dcs.into_iter().collect::<Vec<_>>().join(",")
+                )));
+            }
+        }
+        if r.keyspace.is_none() && r.tokens.is_some() {
+            return Err(err("Cannot specify tokens without keyspace.".into()));
+        }
+        let schema = proxy.schema();
+        let keyspaces: Vec<_> = ring_keyspaces(&schema)
+            .into_iter()
+            .filter(|(name, _, _)| r.keyspace.as_ref().is_none_or(|k| k == name))
+            .collect();
+        if let Some(k) = &r.keyspace {
+            if keyspaces.is_empty() {
+                return Err(err(format!("Unknown keyspace {k}")));
+            }
+        }
+        let wanted = r
+            .tokens
+            .as_deref()
+            .map(parse_token_ranges)
+            .transpose()
+            .map_err(err)?;
+        let sources = match &r.sources {
+            None => None,
+            Some(list) => {
+                let mut set = Vec::new();
+                for h in list.split(',').map(str::trim) {
+                    let a: IpAddr = h
+                        .parse()
+                        .map_err(|_| err(format!("Unknown host specified {h}")))?;
+                    if a == me {
+                        return Err(err(
+                            "This host was specified as a source for rebuilding. Sources for a \
+                             rebuild can only be other nodes in the cluster."
+                                .into(),
+                        ));
+                    }
+                    set.push(a);
+                }
+                Some(set)
+            }
+        };
+        if self.rebuilding.swap(true, Ordering::SeqCst) {
+            return Err(err(
+                "Node is still rebuilding. Check nodetool netstats.".into()
+            ));
+        }
+        tracing::info!(
+            "rebuild from dc: {}, {}, {}",
+            r.source_dc.as_deref().unwrap_or("(any dc)"),
+            r.keyspace.as_deref().unwrap_or("(All keyspaces)"),
+            r.tokens.as_deref().unwrap_or("(All tokens)")
+        );
+        let ring = d.ring();
+        let dc_of = |a: IpAddr| d.by_address(a).map(|n| n.datacenter.clone());
+        let source_of = |m: &Movement| -> Option<IpAddr> {
+            let usable = |a: &IpAddr| {
+                *a != me
+                    && self.gossip.is_alive(*a)
+                    && r.source_dc
+                        .as_ref()
+                        .is_none_or(|dc| dc_of(*a).as_ref() == Some(dc))
+                    && (!r.exclude_local_dc || dc_of(*a).as_deref() != Some(&self.datacenter))
+                    && sources.as_ref().is_none_or(|s| s.contains(a))
+            };
+            // the closest first: this datacenter, then the others
+            let local = m
+                .current
+                .iter()
+                .copied()
+                .find(|a| usable(a) && dc_of(*a).as_deref() == Some(&self.datacenter));
+            local.or_else(|| m.current.iter().copied().find(usable))
+        };
+        let result = async {
+            let mut plans = Vec::new();
+            for (keyspace, strategy, tables) in keyspaces {
+                let mine: Vec<((i64, i64), Vec<IpAddr>)> = replicated_ranges(&ring, &strategy)
+                    .into_iter()
+                    .filter(|(_, replicas)| replicas.contains(&me))
+                    .collect();
+                let mut ranges = Vec::new();
+                match &wanted {
+                    None => ranges.extend(mine.iter().cloned()),
+                    Some(wanted) => {
+                        for w in wanted {
+                            let Some((_, replicas)) =
+                                mine.iter().find(|(range, _)| range_contains(*range, *w))
+                            else {
+                                return Err(err(format!(
+                                    "The specified range ({},{}] is not a range that is owned by this node. \
+                                     Please ensure that all token ranges specified to be rebuilt belong to this node.",
+                                    w.0, w.1
+                                )));
+                            };
+                            ranges.push((*w, replicas.clone()));
+                        }
+                    }
+                }
+                let moves: Vec<_> = ranges
+                    .into_iter()
+                    .map(|(range, replicas)| {
+                        let m = Movement {
+                            target: me,
+                            range,
+                            current: replicas.into_iter().filter(|a| *a != me).collect(),
+                        };
+                        (tables.clone(), m)
+                    })
+                    .collect();
+                let (mut found, unsourced) = stream_plans("Rebuild", &moves, &source_of);
+                for m in &unsourced {
+                    let range = format!("({},{}]", m.range.0, m.range.1);
+                    if m.current.is_empty() {
+                        continue;
+                    }
+                    if m.current.len() > 1 {
+                        return Err(err(format!(
+                            "Error while rebuilding node: Unable to find sufficient sources for streaming range \
+                             {range} in keyspace {keyspace}"
+                        )));
+                    }
+                    tracing::warn!(
+                        "Unable to find sufficient sources for streaming range {range} in keyspace {keyspace} \
+                         with RF=1. Keyspace might be missing data."
+                    );
+                }
+                plans.append(&mut found);
+            }
+            run_plans(proxy, plans).await
+        }
+        .await;
+        self.rebuilding.store(false, Ordering::SeqCst);
+        if let Err(e) = &result {
+            tracing::error!("Error while rebuilding node: {e}");
+        }
+        result
     }
 
     /// `nodetool assassinate ADDRESS`: the node leaves the ring at once,
@@ -1563,6 +2111,7 @@ impl ClusterServices {
             .map(|r| r.host_id)
             .ok_or_else(|| ClusterError::Join(format!("{address} is not in the ring")))?;
         commit_topology(&self.metadata, TopologyChange::Remove { host_id }).await?;
+        leave_metadata_log(&self.metadata, host_id).await;
         Ok(())
     }
 }
@@ -1588,6 +2137,22 @@ mod tests {
         assert_eq!(format!("{:?}", e.event), format!("{ev:?}"));
         assert!(decode_schema_entry(&b[..b.len() - 1], &schema).is_err());
         assert!(decode_schema_entry(&[9], &schema).is_err());
+    }
+
+    #[test]
+    fn rebuild_token_ranges_parse_and_nest_as_cassandras() {
+        assert_eq!(
+            parse_token_ranges("(1,5],(-10, 20]").unwrap(),
+            vec![(1, 5), (-10, 20)]
+        );
+        assert!(parse_token_ranges("(1,5] x").is_err());
+        assert!(parse_token_ranges("(a,5]").is_err());
+        assert!(range_contains((0, 100), (10, 20)));
+        assert!(!range_contains((0, 100), (90, 120)));
+        // a range that wraps around the ring holds both of its ends
+        assert!(range_contains((100, -100), (200, 300)));
+        assert!(range_contains((100, -100), (i64::MAX - 5, -200)));
+        assert!(!range_contains((100, -100), (-150, 0)));
     }
 
     #[test]

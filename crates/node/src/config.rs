@@ -173,6 +173,13 @@ pub struct Config {
     /// `-Dcassandra.override_decommission=true`: a decommissioned node may
     /// start again.
     pub override_decommission: bool,
+    /// `-Dcassandra.replace_address_first_boot=IP` (or `replace_address`):
+    /// this new node takes the dead node's place (its tokens) and streams
+    /// its data from the other replicas.
+    pub replace_address: Option<std::net::IpAddr>,
+    /// Whether it was `replace_address_first_boot`: ignored once this node
+    /// has bootstrapped, where `replace_address` is an error.
+    pub replace_address_first_boot: bool,
     pub compaction_backlog_limit: usize,
     /// `native_transport_max_request_data_in_flight` (and per IP): request
     /// bytes being processed before reading pauses.
@@ -270,6 +277,8 @@ impl Default for Config {
             native_transport_max_frame_size_bytes: 16 * 1024 * 1024,
             commitlog_ignore_replay_errors: false,
             override_decommission: false,
+            replace_address: None,
+            replace_address_first_boot: false,
             compaction_backlog_limit: 64,
             native_transport_max_request_data_in_flight: 256 << 20,
             native_transport_max_request_data_in_flight_per_ip: 64 << 20,

@@ -226,6 +226,7 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
     // the cluster metadata log's (the stored ones are reused when a node
     // registers again)
     let local_t = system_table(&schema, "system", "local");
+    let mut config = config;
     let (host_id, stored_tokens) = match read_local_identity(
         &storage,
         &local_t,
@@ -233,7 +234,31 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         &config.cluster_name,
         config.override_decommission,
     )? {
-        Some(identity) => identity,
+        Some(LocalIdentity {
+            host_id,
+            tokens,
+            bootstrapped,
+        }) => {
+            if bootstrapped.as_deref() == Some("DECOMMISSIONED") {
+                // it left the cluster metadata log too: it joins it afresh
+                let _ = std::fs::remove_dir_all(&config.metadata_directory);
+            }
+            let bootstrapped = bootstrapped.as_deref() == Some("COMPLETED");
+            // a node that has bootstrapped replaces nobody (Cassandra's
+            // StorageService: its words)
+            if config.replace_address.is_some() && bootstrapped {
+                if !config.replace_address_first_boot {
+                    return Err(StartError::Identity(
+                        "Cannot replace address with a node that is already bootstrapped".into(),
+                    ));
+                }
+                tracing::info!(
+                    "Replace address on the first boot requested; this node is already bootstrapped"
+                );
+                config.replace_address = None;
+            }
+            (host_id, tokens)
+        }
         None => {
             // a new identity only for a truly new node: nothing on disk
             let sstables: usize = storage.tables().iter().map(|t| t.sstables().len()).sum();
@@ -250,7 +275,11 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
                         .unwrap_or_default()
                 )));
             }
-            (uuid::Uuid::new_v4(), None)
+            // kept at once, as Cassandra's getOrInitializeLocalHostId: a
+            // node stopped before it joined starts again as itself
+            let host_id = uuid::Uuid::new_v4();
+            persist_host_id(&storage, &local_t, host_id, &config.cluster_name).await?;
+            (host_id, None)
         }
     };
     // an address, or a name to resolve (cassandra.yaml's `localhost`), IPv4 first
@@ -594,15 +623,24 @@ fn inet(ip: &IpAddr) -> Bytes {
     }
 }
 
-/// This node's host id and stored tokens from `system.local`: `None` when
-/// there is no row; an error when the row cannot be read or makes no sense.
+/// Who this node is, from `system.local`.
+struct LocalIdentity {
+    host_id: uuid::Uuid,
+    tokens: Option<Vec<i64>>,
+    /// `bootstrapped`: COMPLETED, DECOMMISSIONED, or none yet.
+    bootstrapped: Option<String>,
+}
+
+/// This node's host id, stored tokens and bootstrap state, from
+/// `system.local`: `None` when there is no row; an error when the row cannot
+/// be read or makes no sense.
 fn read_local_identity(
     storage: &StorageEngine,
     t: &TableMetadata,
     now: i32,
     cluster_name: &str,
     override_decommission: bool,
-) -> Result<Option<(uuid::Uuid, Option<Vec<i64>>)>, StartError> {
+) -> Result<Option<LocalIdentity>, StartError> {
     let cfs = storage
         .table(t.id)
         .ok_or_else(|| StartError::Identity("system.local is not open".into()))?;
@@ -666,7 +704,36 @@ fn read_local_identity(
         })
         .transpose()?
         .filter(|t| !t.is_empty());
-    Ok(Some((host_id, tokens)))
+    Ok(Some(LocalIdentity {
+        host_id,
+        tokens,
+        bootstrapped: bootstrapped.map(|b| String::from_utf8_lossy(&b).into_owned()),
+    }))
+}
+
+/// A new node's host id in `system.local`, before it joins anything.
+async fn persist_host_id(
+    storage: &Arc<StorageEngine>,
+    t: &TableMetadata,
+    host_id: uuid::Uuid,
+    cluster_name: &str,
+) -> Result<(), StorageError> {
+    let wp = WriteParams {
+        timestamp: sibyl_types::timeuuid::timestamp_micros_now(),
+        ttl: 0,
+        now: sibyl_storage::now_in_seconds(),
+    };
+    let m = row_mutation(
+        t,
+        &[text("local")],
+        &[],
+        &[
+            ("cluster_name", Some(text(cluster_name))),
+            ("host_id", Some(Bytes::copy_from_slice(host_id.as_bytes()))),
+        ],
+        &wp,
+    );
+    storage.apply(vec![m]).await
 }
 
 /// Records in `system.local` how this node stands in the ring

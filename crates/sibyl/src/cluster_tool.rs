@@ -17,8 +17,10 @@ commands:
          [--dcs D] [--racks R] [--name NAME] [--start] [-- KEY=VALUE ...]
                           lay out nodes node1..nodeN in DIR (node K on 127.0.0.K);
                           KEY=VALUE pairs go into every node's configuration
-  start [NODE...]         start nodes (all by default); returns when they answer
-                          CQL and see each other
+  start [NODE...] [-- ARG...]
+                          start nodes (all by default); returns when they answer
+                          CQL and see each other; ARGs go to each node's command
+                          line (-Dcassandra.replace_address_first_boot=IP, ...)
   stop [NODE...]          stop nodes (SIGTERM, then SIGKILL after 30 s)
   kill NODE...            SIGKILL
   pause NODE... / resume NODE...
@@ -227,7 +229,7 @@ fn signal(pid: u32, sig: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn start(l: &Layout, names: &[String]) -> anyhow::Result<()> {
+fn start(l: &Layout, names: &[String], args: &[String]) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("cannot find the sibyl executable")?;
     let nodes = l.selected(names)?;
     for n in &nodes {
@@ -245,6 +247,7 @@ fn start(l: &Layout, names: &[String]) -> anyhow::Result<()> {
             .process_group(0)
             .arg("--config")
             .arg(d.join("sibyl.yaml"))
+            .args(args)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -412,11 +415,11 @@ pub fn run(args: Vec<String>) -> anyhow::Result<()> {
             l.save()?;
             eprintln!("created {} nodes in {}", l.nodes.len(), dir.display());
             if start_after {
-                start(&l, &[])?;
+                start(&l, &[], &[])?;
             }
             Ok(())
         }
-        "start" => start(&Layout::load(&dir)?, &rest),
+        "start" => start(&Layout::load(&dir)?, &rest, &extra),
         "stop" => stop(&Layout::load(&dir)?, &rest),
         "kill" | "pause" | "resume" => {
             let l = Layout::load(&dir)?;

@@ -47,6 +47,7 @@ use std::path::PathBuf;
 
 const USAGE: &str = "usage: sibyl [--config FILE] [-Dcassandra.logdir=DIR] [-Dcassandra.commitlog.ignorereplayerrors=true]
                     [-Dcassandra.override_decommission=true]
+                    [-Dcassandra.replace_address_first_boot=IP | -Dcassandra.replace_address=IP]
        sibyl nodetool [-h HOST] [-p PORT] <command> [args]
        sibyl sstable dump|verify PATH
        sibyl stress COMMAND [options]   (cassandra-stress's command line)
@@ -73,6 +74,7 @@ fn main() -> anyhow::Result<()> {
     let mut config_path: Option<PathBuf> = None;
     let mut ignore_replay_errors = false;
     let mut override_decommission = false;
+    let mut replace: Option<(String, String)> = None;
     let mut log_dir: Option<PathBuf> = None;
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -80,6 +82,13 @@ fn main() -> anyhow::Result<()> {
             // past a damaged commit log entry
             "-Dcassandra.commitlog.ignorereplayerrors=true" => ignore_replay_errors = true,
             "-Dcassandra.override_decommission=true" => override_decommission = true,
+            // Cassandra's system properties for replacing a dead node
+            a if a.starts_with("-Dcassandra.replace_address_first_boot=")
+                || a.starts_with("-Dcassandra.replace_address=") =>
+            {
+                let (k, v) = a["-D".len()..].split_once('=').unwrap_or_default();
+                replace = Some((k.to_string(), v.to_string()));
+            }
             // Cassandra's system property for where system.log and debug.log go
             a if a.starts_with("-Dcassandra.logdir=") => {
                 log_dir = Some(PathBuf::from(&a["-Dcassandra.logdir=".len()..]))
@@ -119,6 +128,13 @@ fn main() -> anyhow::Result<()> {
         config.commitlog_ignore_replay_errors = true;
     }
     config.override_decommission = override_decommission;
+    if let Some((key, value)) = &replace {
+        let address = value
+            .parse()
+            .with_context(|| format!("-D{key}={value}: not an IP address"))?;
+        config.replace_address = Some(address);
+        config.replace_address_first_boot = key.ends_with("_first_boot");
+    }
     // the JVM properties' equivalents, as system_views.system_properties lists them
     let mut props = vec![(
         "cassandra.logdir".to_string(),
@@ -136,6 +152,9 @@ fn main() -> anyhow::Result<()> {
     }
     if override_decommission {
         props.push(("cassandra.override_decommission".into(), "true".into()));
+    }
+    if let Some((key, value)) = replace {
+        props.push((key, value));
     }
     config.system_properties = props;
     // Statements are bounded in nesting (sibyl_cql::MAX_NESTING) and every

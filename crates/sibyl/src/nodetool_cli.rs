@@ -55,6 +55,7 @@ const HELP: &[(&str, &str)] = help_texts!(
     "repair",
     "resumehandoff",
     "proxyhistograms",
+    "rebuild",
     "ring",
     "setcompactionthroughput",
     "setlogginglevel",

@@ -3,7 +3,7 @@
 //! getendpoints, statusgossip, version.
 
 use crate::nodetool::{enc, human, request};
-use anyhow::bail;
+use anyhow::{bail, Context};
 use serde_json::Value;
 
 /// Columns padded to their widest cell, joined by `sep` (Cassandra's
@@ -240,6 +240,32 @@ pub fn run(
         }
         "decommission" => {
             request(host, port, "POST", "/decommission")?;
+            Ok(true)
+        }
+        "rebuild" => {
+            let mut params: Vec<String> = Vec::new();
+            let mut it = args.iter();
+            while let Some(a) = it.next() {
+                let mut value = |name: &str| -> anyhow::Result<String> {
+                    let v = it.next().with_context(|| format!("{a} needs a value"))?;
+                    Ok(format!("{name}={}", enc(v)))
+                };
+                match a.as_str() {
+                    "-ks" | "--keyspace" => params.push(value("keyspace")?),
+                    "-ts" | "--tokens" => params.push(value("tokens")?),
+                    "-s" | "--sources" => params.push(value("sources")?),
+                    "--exclude-local-dc" => params.push("exclude_local_dc=true".into()),
+                    "--" => {}
+                    o if o.starts_with('-') => bail!("rebuild: unknown option {o}"),
+                    dc => params.push(format!("dc={}", enc(dc))),
+                }
+            }
+            request(
+                host,
+                port,
+                "POST",
+                &format!("/rebuild?{}", params.join("&")),
+            )?;
             Ok(true)
         }
         "removenode" => {

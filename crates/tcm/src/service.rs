@@ -315,6 +315,43 @@ impl ClusterMetadataService {
     /// node with a new metadata directory joins; calling it again after a
     /// restart is harmless.
     pub async fn join(&self, via: &NodeAddr, timeout: Duration) -> Result<(), TcmError> {
+        self.ask_via(via, timeout, "join", |remaining| RequestBody::AddNode {
+            node_id: self.inner.node_id,
+            addr: self.inner.addr.clone(),
+            timeout_ms: remaining.as_millis() as u64,
+        })
+        .await
+    }
+
+    /// Asks the metadata cluster, through the member at `via`, to remove the
+    /// member `node_id` (as [`remove_node`](Self::remove_node) does on a
+    /// member), from a node that is not a member yet: a node that replaces a
+    /// dead one at the same address removes the dead one's membership before
+    /// it joins.
+    pub async fn remove_via(
+        &self,
+        via: &NodeAddr,
+        node_id: NodeId,
+        timeout: Duration,
+    ) -> Result<(), TcmError> {
+        self.ask_via(via, timeout, "remove_node", |remaining| {
+            RequestBody::RemoveNode {
+                node_id,
+                timeout_ms: remaining.as_millis() as u64,
+            }
+        })
+        .await
+    }
+
+    /// Sends a membership request to `via` until it answers or `timeout`
+    /// passes (an unreachable member is tried again).
+    async fn ask_via(
+        &self,
+        via: &NodeAddr,
+        timeout: Duration,
+        what: &str,
+        body: impl Fn(Duration) -> RequestBody,
+    ) -> Result<(), TcmError> {
         let deadline = Instant::now() + timeout;
         loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
@@ -322,21 +359,17 @@ impl ClusterMetadataService {
                 return Err(TcmError::Transport {
                     addr: via.clone(),
                     source: TransportError::Unreachable(format!(
-                        "no answer to join within {timeout:?}"
+                        "no answer to {what} within {timeout:?}"
                     )),
                 });
             }
-            let request = self.request(RequestBody::AddNode {
-                node_id: self.inner.node_id,
-                addr: self.inner.addr.clone(),
-                timeout_ms: remaining.as_millis() as u64,
-            });
+            let request = self.request(body(remaining));
             match network::call(&self.inner.transport, via, &request, remaining).await {
                 Ok(Response::Done) => return Ok(()),
                 Ok(Response::Failed(f)) => return Err(f.into_error(via)),
                 Ok(_) => {
                     return Err(TcmError::Malformed(format!(
-                        "{via} answered a join with the wrong message"
+                        "{via} answered a {what} with the wrong message"
                     )))
                 }
                 Err(TransportError::Unreachable(_)) => self.pause(deadline).await,
