@@ -448,3 +448,79 @@ def test_a_new_datacenter_is_rebuilt_from_the_first(cluster_factory):
     lc.run("stop", "node1", "node2")
     missing = missing_alone(lc, 3, "nd.t", range(2000))
     assert missing == [], f"{len(missing)} rows missing in dc2, e.g. {missing[:10]}"
+
+
+def test_two_nodes_bootstrapping_at_the_same_moment_both_get_their_data(cluster_factory):
+    """node3 and node4 are started by one command, so they register and
+    stream at once (the metadata log orders their registrations; each
+    streams with the other as a pending replica). Afterwards, with node1
+    and node2 stopped, every row is read from node3 and node4."""
+    lc = cluster_factory(4)
+    lc.run("start", "node1", "node2")
+    c1, s1 = connect_only(lc, 1)
+    try:
+        q(s1, "CREATE KEYSPACE tb WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
+        q(s1, "CREATE TABLE tb.t (k int PRIMARY KEY, v int)")
+        ins = s1.prepare("INSERT INTO tb.t (k, v) VALUES (?, ?)")
+        ins.consistency_level = ConsistencyLevel.TWO
+        for k in range(3000):
+            s1.execute(ins, [k, k])
+        lc.run("start", "node3", "node4")
+        wait_for("both normal", lambda: set(states(lc, 1).values()) == {"UN"} and len(states(lc, 1)) == 4,
+                 timeout=60)
+        for n in (3, 4):
+            system = open(f"{lc.dir}/node{n}/data/logs/system.log").read()
+            assert "- JOINING: Starting to bootstrap..." in system, n
+        # the ring: 4 x 16 distinct tokens
+        ring = [l for l in lc.nodetool(1, "ring").splitlines() if l.startswith("127.0.0.")]
+        assert len(ring) == 64 and len({l.split()[-1] for l in ring}) == 64
+    finally:
+        c1.shutdown()
+    # RF 3 on 4 nodes: every row has a replica on node3 or node4
+    lc.run("stop", "node1", "node2")
+    missing = missing_alone(lc, 3, "tb.t", range(3000))
+    assert missing == [], f"{len(missing)} rows missing, e.g. {missing[:10]}"
+
+
+def test_removenode_status_and_force_as_cassandras(cluster_factory):
+    """A removal slowed by a stream throttle shows in `removenode status`
+    (Cassandra's words, with the nodes still streaming); `removenode force`
+    completes it without waiting for them."""
+    lc = cluster_factory(4)
+    lc.run("start")
+    c1, s1 = connect_only(lc, 1)
+    try:
+        q(s1, "CREATE KEYSPACE rf WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 2}")
+        q(s1, "CREATE TABLE rf.t (k int PRIMARY KEY, v text)")
+        ins = s1.prepare("INSERT INTO rf.t (k, v) VALUES (?, ?)")
+        ins.consistency_level = ConsistencyLevel.ALL
+        for k in range(3000):
+            s1.execute(ins, [k, "x" * 300])
+    finally:
+        c1.shutdown()
+    assert lc.nodetool(1, "removenode", "status").strip() == "RemovalStatus: No token removals in process."
+    host4 = host_ids(lc, 1)["127.0.0.4"]
+    lc.run("stop", "node4")
+    wait_for("node4 down", lambda: states(lc, 1).get("127.0.0.4") == "DN", timeout=60)
+    for n in (1, 2, 3):
+        lc.nodetool(n, "setstreamthroughput", "-m", "0.02")
+    missing = lc.nodetool(1, "removenode", "00000000-0000-0000-0000-000000000000", check=False)
+    assert "Host ID not found." in missing.stdout + missing.stderr
+    done = {}
+    t = threading.Thread(target=lambda: done.setdefault("r", lc.nodetool(1, "removenode", host4, check=False)))
+    t.start()
+    status = wait_for("a removal in process",
+                      lambda: (s := lc.nodetool(1, "removenode", "status")) and "Removing token (" in s and s,
+                      timeout=30)
+    assert re.match(r"RemovalStatus: Removing token \(-?\d+\)\. Waiting for replication confirmation "
+                    r"from \[(/127\.0\.0\.\d)(,/127\.0\.0\.\d)*\]\.$", status.strip()), status
+    again = lc.nodetool(1, "removenode", host4, check=False)
+    assert ("This node is already processing a removal. Wait for it to complete, or use 'removenode force' "
+            "if this has failed." in again.stdout + again.stderr)
+    forced = lc.nodetool(1, "removenode", "force")
+    assert forced.startswith("RemovalStatus: Removing token (")
+    t.join(timeout=60)
+    assert done["r"].returncode == 0, done["r"].stdout + done["r"].stderr
+    assert lc.nodetool(1, "removenode", "status").strip() == "RemovalStatus: No token removals in process."
+    assert "127.0.0.4" not in states(lc, 1)
+    assert "Removal not confirmed for for /127.0.0." in open(f"{lc.dir}/node1/data/logs/system.log").read()

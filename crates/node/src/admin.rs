@@ -687,6 +687,12 @@ impl Admin {
                 let _ = self.drained.send(true);
                 Ok(json!({ "mode": "DECOMMISSIONED" }))
             }
+            ("GET", "/removenode/status") => Ok(json!({ "status": self.cluster.removal_status() })),
+            ("POST", "/removenode/force") => {
+                let status = self.cluster.removal_status();
+                self.cluster.force_removal();
+                Ok(json!({ "status": status }))
+            }
             ("POST", "/removenode") => {
                 let id = q
                     .get("host_id")

@@ -973,6 +973,19 @@ pub struct ClusterServices {
     pub rack: String,
     /// A `nodetool rebuild` is running.
     rebuilding: std::sync::atomic::AtomicBool,
+    /// The `nodetool removenode` this node runs.
+    removal: Mutex<Option<Removal>>,
+}
+
+/// A removal in process (`nodetool removenode status`).
+struct Removal {
+    /// One of the removed node's tokens.
+    token: i64,
+    /// The nodes still streaming the removed node's ranges (`None` until
+    /// they are known: no removal shows before, as in Cassandra).
+    replicating: Option<std::collections::BTreeSet<IpAddr>>,
+    /// `removenode force`.
+    force: Arc<tokio::sync::Notify>,
 }
 
 /// What `nodetool rebuild` is asked to stream.
@@ -1384,6 +1397,7 @@ pub async fn join(
         datacenter,
         rack,
         rebuilding: std::sync::atomic::AtomicBool::new(false),
+        removal: Mutex::new(None),
     })
 }
 
@@ -1723,8 +1737,20 @@ async fn run_plans(
     proxy: &Arc<StorageProxy>,
     plans: Vec<(IpAddr, StreamPlan)>,
 ) -> Result<(), ClusterError> {
+    run_plans_tracking(proxy, plans, |_| {}).await
+}
+
+/// [`run_plans`], calling `done(target)` when a target has finished all of
+/// its plans.
+async fn run_plans_tracking(
+    proxy: &Arc<StorageProxy>,
+    plans: Vec<(IpAddr, StreamPlan)>,
+    done: impl Fn(IpAddr),
+) -> Result<(), ClusterError> {
+    let mut left: BTreeMap<IpAddr, usize> = BTreeMap::new();
     let mut tasks = tokio::task::JoinSet::new();
     for (target, plan) in plans {
+        *left.entry(target).or_default() += 1;
         let proxy = proxy.clone();
         tasks.spawn(async move {
             let what = format!(
@@ -1732,13 +1758,23 @@ async fn run_plans(
                 plan.operation, plan.id, plan.source
             );
             let r = proxy.stream_to(target, plan).await.map(|_| ());
-            r.map_err(|e| format!("{what}: {e}"))
+            (target, r.map_err(|e| format!("{what}: {e}")))
         });
     }
     let mut first_error = None;
     while let Some(r) = tasks.join_next().await {
-        if let Ok(Err(e)) = r {
-            first_error.get_or_insert(e);
+        match r {
+            Ok((target, Ok(()))) => {
+                let n = left.entry(target).or_default();
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    done(target);
+                }
+            }
+            Ok((_, Err(e))) => {
+                first_error.get_or_insert(e);
+            }
+            Err(_) => {}
         }
     }
     match first_error {
@@ -1903,8 +1939,9 @@ impl ClusterServices {
         host_id: uuid::Uuid,
     ) -> Result<(), ClusterError> {
         let rec = self.state.directory.read().nodes.get(&host_id).cloned();
+        // Cassandra's checks and words (StorageService.removeNode)
         let Some(rec) = rec else {
-            return Err(ClusterError::Join(format!("Host ID not found: {host_id}")));
+            return Err(ClusterError::Join("Host ID not found.".into()));
         };
         let me = self.messaging.local_address();
         if rec.address == me {
@@ -1913,26 +1950,117 @@ impl ClusterServices {
         if self.gossip.is_alive(rec.address) {
             return Err(ClusterError::Join(format!(
                 "Node /{} is alive and owns this ID. Use decommission command to remove it from the ring",
-                rec.address
+                SocketAddr::new(rec.address, rec.storage_port)
             )));
         }
-        tracing::info!("removing node {} ({host_id})", rec.address);
-        set_state(&self.metadata, host_id, NodeState::Leaving).await?;
+        if rec.state == NodeState::Leaving {
+            tracing::warn!(
+                "Node /{} is already being removed, continuing removal anyway",
+                SocketAddr::new(rec.address, rec.storage_port)
+            );
+        }
         let gone = rec.address;
-        let plans = movement_plans(&self.state, proxy, "Removenode", None, |m| {
-            m.current
-                .iter()
-                .copied()
-                .find(|a| *a != gone && *a != m.target && (*a == me || self.gossip.is_alive(*a)))
-        })?;
-        run_plans(proxy, plans).await?;
-        commit_topology(&self.metadata, TopologyChange::Remove { host_id }).await?;
+        let plans = {
+            let mut removal = self.removal.lock();
+            if removal.is_some() {
+                return Err(ClusterError::Join(
+                    "This node is already processing a removal. Wait for it to complete, or use \
+                     'removenode force' if this has failed."
+                        .into(),
+                ));
+            }
+            tracing::info!("removing node {} ({host_id})", rec.address);
+            *removal = Some(Removal {
+                token: rec.tokens.iter().min().copied().unwrap_or_default(),
+                replicating: Default::default(),
+                force: Arc::new(tokio::sync::Notify::new()),
+            });
+            Vec::new()
+        };
+        let result = async {
+            let mut plans = plans;
+            set_state(&self.metadata, host_id, NodeState::Leaving).await?;
+            plans.extend(movement_plans(&self.state, proxy, "Removenode", None, |m| {
+                m.current.iter().copied().find(|a| {
+                    *a != gone && *a != m.target && (*a == me || self.gossip.is_alive(*a))
+                })
+            })?);
+            let force = {
+                let mut removal = self.removal.lock();
+                let r = removal.as_mut().expect("set above");
+                r.replicating = Some(plans.iter().map(|(target, _)| *target).collect());
+                r.force.clone()
+            };
+            // streamed until every new replica confirms, or until the
+            // operator forces the removal through
+            let forced = force.notified();
+            tokio::pin!(forced);
+            tokio::select! {
+                r = run_plans_tracking(proxy, plans, |target| {
+                    if let Some(r) = self.removal.lock().as_mut().and_then(|r| r.replicating.as_mut()) {
+                        r.remove(&target);
+                    }
+                }) => r?,
+                _ = &mut forced => {
+                    let waiting = self.removal.lock().as_ref().and_then(|r| r.replicating.as_ref()).map(|r| {
+                        r.iter()
+                            .map(|a| format!("/{}", SocketAddr::new(*a, self.storage_port())))
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    });
+                    tracing::warn!("Removal not confirmed for for {}", waiting.unwrap_or_default());
+                }
+            }
+            commit_topology(&self.metadata, TopologyChange::Remove { host_id })
+                .await
+                .map_err(ClusterError::from)
+        }
+        .await;
+        *self.removal.lock() = None;
+        result?;
         leave_metadata_log(&self.metadata, host_id).await;
         if let Some(h) = proxy.hints() {
             h.truncate(Some(host_id)).await;
         }
         tracing::info!("removed node {gone} ({host_id})");
         Ok(())
+    }
+
+    /// `nodetool removenode status`, in Cassandra's words.
+    pub fn removal_status(&self) -> String {
+        let removal = self.removal.lock();
+        match removal
+            .as_ref()
+            .and_then(|r| Some((r.token, r.replicating.as_ref()?)))
+        {
+            None => "No token removals in process.".into(),
+            Some((token, replicating)) => format!(
+                "Removing token ({token}). Waiting for replication confirmation from [{}].",
+                replicating
+                    .iter()
+                    .map(|a| format!("/{a}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+        }
+    }
+
+    /// `nodetool removenode force`: the removal in process completes
+    /// without waiting for its streams.
+    pub fn force_removal(&self) {
+        match self.removal.lock().as_ref() {
+            Some(r) => r.force.notify_one(),
+            None => tracing::warn!("No nodes to force removal on, call 'removenode' first"),
+        }
+    }
+
+    fn storage_port(&self) -> u16 {
+        let me = self.messaging.local_address();
+        self.state
+            .directory
+            .read()
+            .by_address(me)
+            .map_or(7000, |r| r.storage_port)
     }
 
     /// `nodetool rebuild`: streams every range this node replicates (of

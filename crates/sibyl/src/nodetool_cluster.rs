@@ -272,10 +272,18 @@ pub fn run(
             match args.first().map(String::as_str) {
                 None => anyhow::bail!("removenode requires a host ID (or status, force)"),
                 Some("status") => {
-                    outln!("RemovalStatus: No removals in process.");
+                    let v = request(host, port, "GET", "/removenode/status")?;
+                    outln!(
+                        "RemovalStatus: {}",
+                        v["status"].as_str().unwrap_or_default()
+                    );
                 }
                 Some("force") => {
-                    outln!("RemovalStatus: No removals in process.");
+                    let v = request(host, port, "POST", "/removenode/force")?;
+                    outln!(
+                        "RemovalStatus: {}",
+                        v["status"].as_str().unwrap_or_default()
+                    );
                 }
                 Some(id) => {
                     request(
