@@ -158,7 +158,7 @@ def test_three_nodes_gossip_internode_and_pending_hints(tmp_path):
     try:
         c.run("start")
         cluster, s = c.connect(1, whitelist=True)
-        wait_for("three NORMAL nodes in gossip_info", lambda: [r.status.split(",")[0] for r in s.execute(
+        wait_for("three NORMAL nodes in gossip_info", lambda: [(r.status or "").split(",")[0] for r in s.execute(
             "SELECT * FROM system_views.gossip_info")] == ["NORMAL"] * 3, timeout=120)
         gossip = {str(r.address): r for r in s.execute("SELECT * FROM system_views.gossip_info")}
         assert sorted(gossip) == ["127.0.0.1", "127.0.0.2", "127.0.0.3"]

@@ -237,6 +237,24 @@ def test_repair_after_a_long_outage_restores_every_row_at_the_stream_throttle(cl
         # a second repair finds nothing out of sync
         again = lc.nodetool(3, "repair", "rp", "t1")
         assert " 0 leaves out of sync" in again, again
+        # both repairs are in system_distributed, as Cassandra records them
+        parents = list(q(s1, "SELECT * FROM system_distributed.parent_repair_history"))
+        assert len(parents) == 2, parents
+        for p in parents:
+            assert p.keyspace_name == "rp" and p.columnfamily_names == {"t1"}, p
+            assert p.finished_at is not None and p.exception_message is None, p
+            assert p.successful_ranges == p.requested_ranges and len(p.requested_ranges) > 0, p
+            assert p.options["incremental"] == "false", p.options
+        sessions = list(q(s1, "SELECT * FROM system_distributed.repair_history "
+                              "WHERE keyspace_name = 'rp' AND columnfamily_name = 't1'"))
+        assert len(sessions) == sum(len(p.requested_ranges) for p in parents), len(sessions)
+        for r in sessions:
+            assert r.status == "SUCCESS" and r.finished_at >= r.started_at, r
+            assert str(r.coordinator) == "127.0.0.3" and r.coordinator_port == lc.storage_port, r
+            assert {str(a) for a in r.participants} == {"127.0.0.1", "127.0.0.2", "127.0.0.3"}, r
+            assert r.parent_id in {p.parent_id for p in parents}
+            assert f"({r.range_begin},{r.range_end}]" in next(
+                p for p in parents if p.parent_id == r.parent_id).requested_ranges
     finally:
         c1.shutdown()
     lc.run("stop", "node1", "node2")

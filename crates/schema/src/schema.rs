@@ -1138,7 +1138,7 @@ pub fn system_keyspaces() -> Vec<KeyspaceMetadata> {
         ("replication_factor", "1"),
     ])
     .into();
-    let mut dist = local(Vec::new(), "system_distributed");
+    let mut dist = local(distributed_tables(), "system_distributed");
     dist.replication = map(&[
         ("class", "org.apache.cassandra.locator.SimpleStrategy"),
         ("replication_factor", "3"),
@@ -1152,6 +1152,106 @@ pub fn system_keyspaces() -> Vec<KeyspaceMetadata> {
         dist,
         vks,
         views,
+    ]
+}
+
+/// `system_distributed`'s tables, as Cassandra 5.0's
+/// `SystemDistributedKeyspace` (generation 6): the repair history tables
+/// keep 30 days (TTL) under time-window compaction by day; every table keeps
+/// tombstones 10 days.
+fn distributed_tables() -> Vec<Arc<TableMetadata>> {
+    let with = |t: Arc<TableMetadata>, repair: bool| {
+        let mut t = (*t).clone();
+        t.params.gc_grace_seconds = 864000;
+        if repair {
+            t.params.default_time_to_live = 30 * 86400;
+            t.params.compaction = map(&[
+                (
+                    "class",
+                    "org.apache.cassandra.db.compaction.TimeWindowCompactionStrategy",
+                ),
+                ("compaction_window_size", "1"),
+                ("compaction_window_unit", "DAYS"),
+                ("max_threshold", "32"),
+                ("min_threshold", "4"),
+            ]);
+        }
+        Arc::new(t)
+    };
+    const KS: &str = "system_distributed";
+    vec![
+        with(
+            sys_table(
+                KS,
+                "repair_history",
+                &[
+                    ("keyspace_name", "text", P, 0),
+                    ("columnfamily_name", "text", P, 1),
+                    ("id", "timeuuid", C, 0),
+                    ("coordinator", "inet", R, -1),
+                    ("coordinator_port", "int", R, -1),
+                    ("exception_message", "text", R, -1),
+                    ("exception_stacktrace", "text", R, -1),
+                    ("finished_at", "timestamp", R, -1),
+                    ("parent_id", "timeuuid", R, -1),
+                    ("participants", "set<inet>", R, -1),
+                    ("participants_v2", "set<text>", R, -1),
+                    ("range_begin", "text", R, -1),
+                    ("range_end", "text", R, -1),
+                    ("started_at", "timestamp", R, -1),
+                    ("status", "text", R, -1),
+                ],
+                "Repair history",
+            ),
+            true,
+        ),
+        with(
+            sys_table(
+                KS,
+                "parent_repair_history",
+                &[
+                    ("parent_id", "timeuuid", P, 0),
+                    ("columnfamily_names", "set<text>", R, -1),
+                    ("exception_message", "text", R, -1),
+                    ("exception_stacktrace", "text", R, -1),
+                    ("finished_at", "timestamp", R, -1),
+                    ("keyspace_name", "text", R, -1),
+                    ("options", "map<text, text>", R, -1),
+                    ("requested_ranges", "set<text>", R, -1),
+                    ("started_at", "timestamp", R, -1),
+                    ("successful_ranges", "set<text>", R, -1),
+                ],
+                "Repair history",
+            ),
+            true,
+        ),
+        with(
+            sys_table(
+                KS,
+                "view_build_status",
+                &[
+                    ("keyspace_name", "text", P, 0),
+                    ("view_name", "text", P, 1),
+                    ("host_id", "uuid", C, 0),
+                    ("status", "text", R, -1),
+                ],
+                "Materialized View build status",
+            ),
+            false,
+        ),
+        with(
+            sys_table(
+                KS,
+                "partition_denylist",
+                &[
+                    ("ks_name", "text", P, 0),
+                    ("table_name", "text", P, 1),
+                    ("key", "blob", C, 0),
+                ],
+                "Partition keys which have been denied access",
+            ),
+            false,
+        ),
     ]
 }
 

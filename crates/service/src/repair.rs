@@ -13,6 +13,7 @@ use crate::proxy::StorageProxy;
 use crate::streaming::inclusive_ranges;
 use crate::topology::{primary_ranges, replicated_ranges};
 use sibyl_cluster::messaging::{ReplicaFailure, Request, Response, StreamPlan};
+use sibyl_schema::schema_tables::text;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::Duration;
@@ -37,6 +38,8 @@ pub struct RepairOptions {
     pub local_dc_only: bool,
     /// The repair command's number on this node (`Starting repair command #N`).
     pub command: u64,
+    /// The internode port (`repair_history`'s `coordinator_port`).
+    pub storage_port: u16,
 }
 
 /// What a repair did.
@@ -100,9 +103,68 @@ fn intersect(piece: (i64, i64), sub: (i64, i64)) -> Vec<(i64, i64)> {
     out
 }
 
+/// `(start,end]` as Cassandra's `Range.toString` writes it.
+fn range_text((start, end): (i64, i64)) -> String {
+    format!("({start},{end}]")
+}
+
+fn timestamp_now() -> bytes::Bytes {
+    let ms = sibyl_types::timeuuid::timestamp_micros_now() / 1000;
+    bytes::Bytes::copy_from_slice(&ms.to_be_bytes())
+}
+
+fn timeuuid_bytes(id: uuid::Uuid) -> bytes::Bytes {
+    bytes::Bytes::copy_from_slice(id.as_bytes())
+}
+
+fn inet_bytes(a: IpAddr) -> bytes::Bytes {
+    match a {
+        IpAddr::V4(v) => bytes::Bytes::copy_from_slice(&v.octets()),
+        IpAddr::V6(v) => bytes::Bytes::copy_from_slice(&v.octets()),
+    }
+}
+
+fn set_of(items: impl IntoIterator<Item = bytes::Bytes>) -> bytes::Bytes {
+    let mut v: Vec<bytes::Bytes> = items.into_iter().collect();
+    v.sort();
+    v.dedup();
+    sibyl_types::value::serialize_collection(&v)
+}
+
 impl StorageProxy {
+    /// One row of a `system_distributed` table, written at ONE with the
+    /// table's default TTL, as Cassandra's `SystemDistributedKeyspace` does
+    /// (`processSilent`: a failure is logged, never the repair's).
+    async fn record_history(
+        &self,
+        table: &str,
+        pk: &[bytes::Bytes],
+        ck: &[bytes::Bytes],
+        cols: &[(&str, Option<bytes::Bytes>)],
+    ) {
+        let schema = self.schema();
+        let Some(t) = schema
+            .keyspace("system_distributed")
+            .and_then(|k| k.tables.get(table))
+            .cloned()
+        else {
+            return;
+        };
+        let wp = sibyl_db::cells::WriteParams {
+            timestamp: sibyl_types::timeuuid::timestamp_micros_now(),
+            ttl: t.params.default_time_to_live,
+            now: sibyl_storage::now_in_seconds(),
+        };
+        let m = sibyl_schema::schema_tables::row_mutation(&t, pk, ck, cols, &wp);
+        if let Err(e) = self.mutate(vec![m], sibyl_protocol::Consistency::One).await {
+            tracing::debug!("could not record repair history in system_distributed.{table}: {e}");
+        }
+    }
+
     /// Repairs a keyspace's tables; `progress` gets one line per finished
-    /// range (Cassandra's progress notifications).
+    /// range (Cassandra's progress notifications). The repair and each of
+    /// its range sessions are recorded in `system_distributed`'s
+    /// `parent_repair_history` and `repair_history`.
     pub async fn repair(
         &self,
         options: &RepairOptions,
@@ -176,20 +238,201 @@ impl StorageProxy {
             // nothing to compare: a keyspace of replication factor 1
             return Ok(summary);
         }
-        for (range, replicas) in &work {
+        let parent = sibyl_types::timeuuid::now_timeuuid();
+        let table_names = || set_of(tables.iter().map(|(n, _)| text(n)));
+        let mut repair_options = BTreeMap::new();
+        repair_options.insert("parallelism", "parallel".to_string());
+        repair_options.insert("primaryRange", options.primary_range.to_string());
+        repair_options.insert("incremental", "false".to_string());
+        repair_options.insert("jobThreads", "1".to_string());
+        repair_options.insert(
+            "dataCenters",
+            if options.local_dc_only {
+                self.local_dc().to_string()
+            } else {
+                String::new()
+            },
+        );
+        repair_options.insert("hosts", String::new());
+        repair_options.insert("previewKind", "NONE".to_string());
+        repair_options.insert("pullRepair", "false".to_string());
+        repair_options.insert("forceRepair", "false".to_string());
+        repair_options.insert("optimiseStreams", "false".to_string());
+        repair_options.insert("trace", "false".to_string());
+        repair_options.insert("subRangeRepair", options.sub_range.is_some().to_string());
+        let options_map: Vec<(bytes::Bytes, bytes::Bytes)> = repair_options
+            .iter()
+            .map(|(k, v)| (text(k), text(v)))
+            .collect();
+        self.record_history(
+            "parent_repair_history",
+            &[timeuuid_bytes(parent)],
+            &[],
+            &[
+                ("keyspace_name", Some(text(&ks.name))),
+                ("columnfamily_names", Some(table_names())),
+                (
+                    "requested_ranges",
+                    Some(set_of(work.iter().map(|(r, _)| text(&range_text(*r))))),
+                ),
+                ("started_at", Some(timestamp_now())),
+                (
+                    "options",
+                    Some(sibyl_types::value::serialize_map(&options_map)),
+                ),
+            ],
+        )
+        .await;
+        let outcome = self
+            .repair_ranges(
+                &work,
+                &tables,
+                &ks.name,
+                parent,
+                options.storage_port,
+                &mut summary,
+                progress,
+            )
+            .await;
+        match &outcome {
+            Ok(done) => {
+                self.record_history(
+                    "parent_repair_history",
+                    &[timeuuid_bytes(parent)],
+                    &[],
+                    &[
+                        ("finished_at", Some(timestamp_now())),
+                        (
+                            "successful_ranges",
+                            Some(set_of(done.iter().map(|r| text(&range_text(*r))))),
+                        ),
+                    ],
+                )
+                .await
+            }
+            Err(e) => {
+                self.record_history(
+                    "parent_repair_history",
+                    &[timeuuid_bytes(parent)],
+                    &[],
+                    &[
+                        ("finished_at", Some(timestamp_now())),
+                        ("exception_message", Some(text(e))),
+                        ("exception_stacktrace", Some(text(e))),
+                    ],
+                )
+                .await
+            }
+        }
+        outcome.map(|_| summary)
+    }
+
+    /// Repairs each range of `work` in turn, recording each range session in
+    /// `system_distributed.repair_history`; the ranges repaired.
+    async fn repair_ranges(
+        &self,
+        work: &[((i64, i64), Vec<IpAddr>)],
+        tables: &[(String, uuid::Uuid)],
+        keyspace: &str,
+        parent: uuid::Uuid,
+        port: u16,
+        summary: &mut RepairSummary,
+        progress: &(dyn Fn(String) + Send + Sync),
+    ) -> Result<Vec<(i64, i64)>, String> {
+        let me = self.local_address();
+        let mut done = Vec::new();
+        for (range, replicas) in work {
             if let Some(down) = replicas.iter().find(|a| !self.is_alive(**a)) {
                 return Err(format!("Endpoint not alive: /{down}"));
             }
             if replicas.len() < 2 {
                 continue;
             }
+            let session = sibyl_types::timeuuid::now_timeuuid();
+            for (name, _) in tables {
+                self.record_history(
+                    "repair_history",
+                    &[text(keyspace), text(name)],
+                    &[timeuuid_bytes(session)],
+                    &[
+                        ("parent_id", Some(timeuuid_bytes(parent))),
+                        ("range_begin", Some(text(&range.0.to_string()))),
+                        ("range_end", Some(text(&range.1.to_string()))),
+                        ("coordinator", Some(inet_bytes(me))),
+                        (
+                            "coordinator_port",
+                            Some(sibyl_schema::schema_tables::int(i32::from(port))),
+                        ),
+                        (
+                            "participants",
+                            Some(set_of(replicas.iter().map(|a| inet_bytes(*a)))),
+                        ),
+                        (
+                            "participants_v2",
+                            Some(set_of(replicas.iter().map(|a| {
+                                text(&std::net::SocketAddr::new(*a, port).to_string())
+                            }))),
+                        ),
+                        ("status", Some(text("STARTED"))),
+                        ("started_at", Some(timestamp_now())),
+                    ],
+                )
+                .await;
+            }
+            let result = self.repair_range(*range, replicas, tables, summary).await;
+            for (name, _) in tables {
+                let mut cols = vec![
+                    (
+                        "status",
+                        Some(text(if result.is_ok() { "SUCCESS" } else { "FAILED" })),
+                    ),
+                    ("finished_at", Some(timestamp_now())),
+                ];
+                if let Err(e) = &result {
+                    cols.push(("exception_message", Some(text(e))));
+                    cols.push(("exception_stacktrace", Some(text(e))));
+                }
+                self.record_history(
+                    "repair_history",
+                    &[text(keyspace), text(name)],
+                    &[timeuuid_bytes(session)],
+                    &cols,
+                )
+                .await;
+            }
+            result?;
+            done.push(*range);
+            progress(format!(
+                "Repair session for range ({}, {}] with {} finished",
+                range.0,
+                range.1,
+                replicas
+                    .iter()
+                    .map(|a| format!("/{a}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        Ok(done)
+    }
+
+    /// One range: each replica hashes its leaves of every table, and the
+    /// leaves that differ are streamed between the replicas that disagree.
+    async fn repair_range(
+        &self,
+        range: (i64, i64),
+        replicas: &[IpAddr],
+        tables: &[(String, uuid::Uuid)],
+        summary: &mut RepairSummary,
+    ) -> Result<(), String> {
+        {
             let leaves: Vec<(i64, i64)> = leaves(range.0, range.1, LEAVES)
                 .into_iter()
                 .flat_map(|(a, b)| inclusive_ranges(a, b))
                 .collect();
             let mut plans: BTreeMap<(IpAddr, IpAddr), BTreeMap<uuid::Uuid, Vec<(i64, i64)>>> =
                 BTreeMap::new();
-            for (_, table_id) in &tables {
+            for (_, table_id) in tables {
                 let hashes = self.validations(*table_id, &leaves, replicas).await?;
                 summary.leaves_checked += leaves.len();
                 for (i, leaf) in leaves.iter().enumerate() {
@@ -225,18 +468,8 @@ impl StorageProxy {
                 summary.partitions_streamed += p;
                 summary.bytes_streamed += b;
             }
-            progress(format!(
-                "Repair session for range ({}, {}] with {} finished",
-                range.0,
-                range.1,
-                replicas
-                    .iter()
-                    .map(|a| format!("/{a}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
         }
-        Ok(summary)
+        Ok(())
     }
 
     /// Each replica's hashes of `leaves`.
