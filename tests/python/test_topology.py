@@ -181,11 +181,23 @@ def test_removenode_rereplicates_a_dead_nodes_ranges(cluster_factory):
         host4 = [l.split()[-2] for l in status_lines(lc.nodetool(1, "status")) if " 127.0.0.4 " in l][0]
         refused = lc.nodetool(1, "removenode", host4, check=False)
         assert refused.returncode != 0 and "is alive and owns this ID" in refused.stdout + refused.stderr
+        q(s1, "CREATE KEYSPACE r3 WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
+        q(s1, "CREATE TABLE r3.t (k int PRIMARY KEY, v int)")
         lc.run("stop", "node4")
         wait_for("node4 down", lambda: states(lc, 1).get("127.0.0.4") == "DN", timeout=60)
+        # a QUORUM writer goes on while node4's ranges are re-replicated
+        w = Writer(s1, "r3.t", 0)
+        time.sleep(0.5)
         lc.nodetool(1, "removenode", host4)
+        time.sleep(0.5)
+        acked = w.finish()
+        assert len(acked) > 50 and w.failed == 0, (len(acked), w.errors[:3])
         assert "127.0.0.4" not in states(lc, 1)
         assert "127.0.0.4" not in states(lc, 2)
+        sel3 = s1.prepare("SELECT v FROM r3.t WHERE k = ?")
+        sel3.consistency_level = ConsistencyLevel.ALL
+        lost = [k for k in acked if (r := s1.execute(sel3, [k]).one()) is None or r.v != k]
+        assert lost == [], f"{len(lost)} acknowledged writes lost, e.g. {lost[:10]}"
         # RF 2 on three nodes again: every row readable at ALL
         sel = s1.prepare("SELECT v FROM r.t WHERE k = ?")
         sel.consistency_level = ConsistencyLevel.ALL
@@ -542,3 +554,67 @@ def test_removenode_status_and_force_as_cassandras(cluster_factory):
     assert lc.nodetool(1, "removenode", "status").strip() == "RemovalStatus: No token removals in process."
     assert "127.0.0.4" not in states(lc, 1)
     assert "Removal not confirmed for for /127.0.0." in open(f"{lc.dir}/node1/data/logs/system.log").read()
+
+
+def stress_write(lc, node, n, cl="ONE"):
+    """`sibyl stress write` of keys 1..n through `node`; its op rate."""
+    import subprocess
+    from sibyl_node import BIN
+    p = subprocess.run([BIN, "stress", "write", f"n={n}", "no-warmup", f"cl={cl}", "-rate", "threads=8",
+                        "-pop", f"seq=1..{n}", "-schema", "replication(factor=1)",
+                        "-node", f"127.0.0.{node}", "-port", f"native={lc.port}"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and "Total errors              :        0" in p.stdout, p.stdout + p.stderr
+    return float(re.search(r"Op rate\s+: ([\d,]+) op/s", p.stdout).group(1).replace(",", ""))
+
+
+def count_alone(lc, node, running):
+    """The rows of keyspace1.standard1 that `node` has, counted with the
+    other running nodes stopped (and started again afterwards)."""
+    others = [f"node{n}" for n in running if n != node]
+    lc.run("stop", *others)
+    c, s = connect_only(lc, node)
+    try:
+        return q(s, "SELECT count(*) FROM keyspace1.standard1", cl=ConsistencyLevel.ONE).one()[0]
+    finally:
+        c.shutdown()
+        lc.run("start", *others)
+
+
+def test_one_to_three_nodes_rf_raised_and_repaired_then_four_with_cleanup(cluster_factory):
+    """Seed 000's year: one node loaded by `sibyl stress`; two more
+    bootstrap; the keyspace goes from RF 1 to RF 3 and every node is
+    repaired, after which each node alone has every row; a fourth node
+    bootstraps and cleanup drops what moved: no row lost, the ownerships add
+    up to three copies. (The throughput at 1, 3 and 4 nodes is measured by
+    bench/topology_growth.sh.)"""
+    n = 3000
+    lc = cluster_factory(4, extra=("stream_throughput_outbound=0",))
+    lc.run("start", "node1")
+    stress_write(lc, 1, n)
+    lc.run("start", "node2", "node3")
+    c1, s1 = connect_only(lc, 1)
+    try:
+        q(s1, "ALTER KEYSPACE keyspace1 WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
+    finally:
+        c1.shutdown()
+    for node in (1, 2, 3):
+        out = lc.nodetool(node, "repair", "-full", "keyspace1")
+        assert "Repair completed successfully" in out, out
+    for node in (1, 2, 3):
+        assert count_alone(lc, node, (1, 2, 3)) == n, node
+    lc.run("start", "node4")
+    for node in (1, 2, 3):
+        out = lc.nodetool(node, "cleanup", "keyspace1")
+        assert "Cleaned up keyspace1.standard1" in out, out
+    # RF 3 on 4 nodes: the effective ownerships add up to 300%, each near
+    # 75% (16 vnodes each)
+    owns = [float(l.split()[-3].rstrip("%")) for l in status_lines(lc.nodetool(1, "status", "keyspace1"))]
+    assert len(owns) == 4 and abs(sum(owns) - 300) < 1 and all(50 <= o <= 100 for o in owns), owns
+    c1, s1 = connect_only(lc, 1)
+    try:
+        assert q(s1, "SELECT count(*) FROM keyspace1.standard1", cl=ConsistencyLevel.ALL).one()[0] == n
+    finally:
+        c1.shutdown()
+    # the same stress run as on one node, at QUORUM, on four
+    stress_write(lc, 1, n, cl="QUORUM")
