@@ -2,6 +2,7 @@
 (issue 17): bootstrap with streaming (and writes reaching the joining node
 as a pending replica), decommission under write load, removenode of a dead
 node. Every row is checked afterwards, on the node that received it alone."""
+import os
 import threading
 import re
 import time
@@ -618,3 +619,72 @@ def test_one_to_three_nodes_rf_raised_and_repaired_then_four_with_cleanup(cluste
         c1.shutdown()
     # the same stress run as on one node, at QUORUM, on four
     stress_write(lc, 1, n, cl="QUORUM")
+
+
+def partitions(lc, node, table):
+    out = lc.nodetool(node, "tablestats", table)
+    return int(re.search(r"Number of partitions \(estimate\): (\d+)", out).group(1))
+
+
+def test_tombstone_gc_repair_keeps_a_delete_until_every_replica_has_it(cluster_factory):
+    """node3 misses a delete (down, hints off) and gc_grace_seconds passes.
+    Under Cassandra's rule (tombstone_gc mode timeout, the default) nodes 1
+    and 2 purge the tombstone, and node3's old row comes back when it
+    returns: the resurrection operators fear. Under ScyllaDB's mode repair
+    the tombstone stays until a repair has run over its range after the
+    delete; then compaction purges it."""
+    lc = cluster_factory(3, extra=("hinted_handoff_enabled=false",))
+    lc.run("start")
+    c1, s1 = connect_only(lc, 1)
+    try:
+        q(s1, "CREATE KEYSPACE z WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
+        q(s1, "CREATE TABLE z.safe (k int PRIMARY KEY, v int) "
+              "WITH gc_grace_seconds = 1 AND tombstone_gc = {'mode': 'repair'}")
+        q(s1, "CREATE TABLE z.plain (k int PRIMARY KEY, v int) WITH gc_grace_seconds = 1")
+        bad = None
+        try:
+            q(s1, "CREATE TABLE z.bad (k int PRIMARY KEY) WITH tombstone_gc = {'mode': 'sometimes'}")
+        except Exception as e:
+            bad = str(e)
+        assert bad and "Invalid tombstone_gc mode 'sometimes'" in bad, bad
+        desc = "\n".join(r[3] for r in q(s1, "DESCRIBE TABLE z.safe"))
+        assert "AND tombstone_gc = {'mode': 'repair'}" in desc, desc
+        assert "tombstone_gc" not in "\n".join(r[3] for r in q(s1, "DESCRIBE TABLE z.plain"))
+        for t in ("safe", "plain"):
+            for k in range(10):
+                q(s1, f"INSERT INTO z.{t} (k, v) VALUES ({k}, {k})", cl=ConsistencyLevel.ALL)
+        for n in (1, 2, 3):
+            lc.nodetool(n, "flush", "z")
+        lc.run("stop", "node3")
+        wait_for("node3 down", lambda: states(lc, 1).get("127.0.0.3") == "DN", timeout=60)
+        for t in ("safe", "plain"):
+            q(s1, f"DELETE FROM z.{t} WHERE k = 1")
+    finally:
+        c1.shutdown()
+    time.sleep(3)  # past gc_grace_seconds
+    for n in (1, 2):
+        lc.nodetool(n, "flush", "z")
+        lc.nodetool(n, "compact", "z")
+    assert partitions(lc, 1, "z.plain") == 9   # the tombstone is gone
+    assert partitions(lc, 1, "z.safe") == 10   # kept: no repair yet
+    lc.run("start", "node3")
+    c1, s1 = connect_only(lc, 1)
+    try:
+        # Cassandra's rule: node3's row comes back
+        assert q(s1, "SELECT v FROM z.plain WHERE k = 1", cl=ConsistencyLevel.ALL).one() is not None
+        # repair mode: it stays deleted
+        assert q(s1, "SELECT v FROM z.safe WHERE k = 1", cl=ConsistencyLevel.ALL).one() is None
+        out = lc.nodetool(1, "repair", "z", "safe")
+        assert "Repair completed successfully" in out, out
+        # now every replica has the tombstone: compaction purges it
+        for n in (1, 2, 3):
+            lc.nodetool(n, "flush", "z")
+            lc.nodetool(n, "compact", "z")
+            assert partitions(lc, n, "z.safe") == 9, n
+            assert "repaired_ranges" in os.listdir(next(
+                f"{lc.dir}/node{n}/data/data/z/{d}" for d in os.listdir(f"{lc.dir}/node{n}/data/data/z")
+                if d.startswith("safe-")))
+        assert q(s1, "SELECT v FROM z.safe WHERE k = 1", cl=ConsistencyLevel.ALL).one() is None
+        assert len(list(q(s1, "SELECT k FROM z.safe", cl=ConsistencyLevel.ALL))) == 9
+    finally:
+        c1.shutdown()

@@ -61,11 +61,14 @@ pub enum Verb {
     StreamSession,
     /// Hashes of a table's data over token ranges (`VALIDATION_REQ`).
     Validation,
+    /// Ranges of a table a repair made consistent, and when it started
+    /// (for `tombstone_gc` mode `repair`).
+    RepairSynced,
 }
 
 impl Verb {
     /// Every verb.
-    pub const ALL: [Verb; 17] = [
+    pub const ALL: [Verb; 18] = [
         Verb::Mutation,
         Verb::Read,
         Verb::RangeRead,
@@ -83,6 +86,7 @@ impl Verb {
         Verb::StreamPage,
         Verb::StreamSession,
         Verb::Validation,
+        Verb::RepairSynced,
     ];
 
     /// Cassandra's name of the verb, as `nodetool tpstats` shows dropped messages.
@@ -105,6 +109,7 @@ impl Verb {
             Verb::StreamPage => "STREAM_PAGE_REQ",
             Verb::StreamSession => "STREAM_INIT",
             Verb::Validation => "VALIDATION_REQ",
+            Verb::RepairSynced => "REPAIR_SYNCED_REQ",
         }
     }
 }
@@ -116,7 +121,7 @@ impl Verb {
         match self {
             Verb::Read | Verb::RangeRead => Stage::Read,
             Verb::CounterMutation => Stage::Counter,
-            Verb::Validation => Stage::Repair,
+            Verb::Validation | Verb::RepairSynced => Stage::Repair,
             Verb::Gossip | Verb::Metadata | Verb::MetadataCatchUp => Stage::Messaging,
             _ => Stage::Mutation,
         }
@@ -181,6 +186,13 @@ pub enum Request {
         table_id: uuid::Uuid,
         ranges: Vec<(i64, i64)>,
     },
+    /// `ranges` (`(start, end]`) of the table are consistent as of a
+    /// repair that started at `repaired_at` (seconds).
+    RepairSynced {
+        table_id: uuid::Uuid,
+        ranges: Vec<(i64, i64)>,
+        repaired_at: i32,
+    },
 }
 
 /// What a stream session moves: token ranges (both ends included) of tables
@@ -214,6 +226,7 @@ impl Request {
             Request::StreamPage { .. } => Verb::StreamPage,
             Request::StreamSession(_) => Verb::StreamSession,
             Request::Validation { .. } => Verb::Validation,
+            Request::RepairSynced { .. } => Verb::RepairSynced,
         }
     }
 }

@@ -142,6 +142,10 @@ pub fn table_cql(t: &TableMetadata, with_internals: bool) -> String {
         "speculative_retry = {}",
         cql_string(&p.speculative_retry)
     ));
+    // ScyllaDB's option, shown only when it is not Cassandra's rule
+    if p.tombstone_gc() != "timeout" {
+        opts.push(format!("tombstone_gc = {{'mode': '{}'}}", p.tombstone_gc()));
+    }
     s.push_str(&opts.join("\n    AND "));
     s.push(';');
     s

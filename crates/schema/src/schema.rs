@@ -119,6 +119,20 @@ impl Default for TableParams {
     }
 }
 
+/// The `extensions` key that keeps a table's `tombstone_gc` mode (absent:
+/// `timeout`, Cassandra's rule).
+pub const TOMBSTONE_GC: &str = "tombstone_gc";
+
+impl TableParams {
+    /// `tombstone_gc`'s mode: `timeout`, `repair`, `disabled` or `immediate`.
+    pub fn tombstone_gc(&self) -> String {
+        self.extensions
+            .get(TOMBSTONE_GC)
+            .map(|m| String::from_utf8_lossy(m).into_owned())
+            .unwrap_or_else(|| "timeout".into())
+    }
+}
+
 fn prop_text(p: &Property) -> Result<String> {
     p.value
         .as_text()
@@ -321,6 +335,38 @@ impl TableParams {
                     self.default_time_to_live = v;
                 }
                 "extensions" => {}
+                // ScyllaDB's option (kept in `extensions`): when tombstones
+                // may be purged
+                "tombstone_gc" => {
+                    let m = prop_map(p)?;
+                    let mut mode = "timeout".to_string();
+                    for (k, v) in &m {
+                        match k.as_str() {
+                            "mode" => {
+                                let v = v.to_ascii_lowercase();
+                                if !["timeout", "repair", "disabled", "immediate"]
+                                    .contains(&v.as_str())
+                                {
+                                    return Err(Error::Config(format!(
+                                        "Invalid tombstone_gc mode '{v}': timeout, repair, disabled or immediate"
+                                    )));
+                                }
+                                mode = v;
+                            }
+                            other => {
+                                return Err(Error::Config(format!(
+                                    "Unknown tombstone_gc sub-option '{other}'"
+                                )))
+                            }
+                        }
+                    }
+                    if mode == "timeout" {
+                        self.extensions.remove(TOMBSTONE_GC);
+                    } else {
+                        self.extensions
+                            .insert(TOMBSTONE_GC.into(), bytes::Bytes::from(mode));
+                    }
+                }
                 "gc_grace_seconds" => {
                     let v = prop_int(p)?;
                     if v < 0 {

@@ -522,7 +522,15 @@ pub fn read_user_keyspaces(
                         .unwrap_or(1.0),
                     default_time_to_live: get_int(row, &tables_t, "default_time_to_live", now)
                         .unwrap_or(0),
-                    extensions: BTreeMap::new(),
+                    extensions: get_bytes(row, &tables_t, "extensions", now)
+                        .and_then(|b| value::deserialize_map(&b).ok())
+                        .map(|pairs| {
+                            pairs
+                                .into_iter()
+                                .map(|(k, v)| (String::from_utf8_lossy(&k).into_owned(), v))
+                                .collect()
+                        })
+                        .unwrap_or_default(),
                     gc_grace_seconds: get_int(row, &tables_t, "gc_grace_seconds", now)
                         .unwrap_or(d.gc_grace_seconds),
                     incremental_backups: get_bool(row, &tables_t, "incremental_backups", now)

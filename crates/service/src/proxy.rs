@@ -1634,6 +1634,14 @@ impl sibyl_cluster::messaging::VerbHandler for StorageVerbs {
                         Err(e) => Response::Failure(ReplicaFailure::Error(e.to_string())),
                     }
                 }
+                Request::RepairSynced {
+                    table_id,
+                    ranges,
+                    repaired_at,
+                } => match proxy.mark_repaired(table_id, &ranges, repaired_at) {
+                    Ok(()) => Response::Done,
+                    Err(f) => Response::Failure(f),
+                },
                 other => proxy.replica.handle(other).await,
             }
         })

@@ -6,7 +6,9 @@
 //!
 //! Cassandra builds a Merkle tree per range and compares it top-down; the
 //! leaves are what decides what streams, and here they are compared
-//! directly (a range is cut into `LEAVES` leaves). Repair is always full:
+//! directly. A range is cut into about one leaf per partition (a power of
+//! two, 32 to 65,536: [`leaves_for`]), as Cassandra sizes its trees, so
+//! that what streams is close to what differs. Repair is always full:
 //! there are no repaired / unrepaired SSTable sets yet.
 
 use crate::proxy::StorageProxy;
@@ -18,8 +20,28 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::Duration;
 
-/// Leaves per range.
+/// Leaves per range, at least (a range with fewer partitions).
 pub const LEAVES: u64 = 32;
+
+/// Leaves per range, at most: 16 bytes each in a validation answer (1 MiB),
+/// as Cassandra bounds its Merkle trees (depth 20 at most).
+pub const MAX_LEAVES: u64 = 1 << 16;
+
+/// How many leaves a range of a table gets: about one per partition (from
+/// this node's estimate of the table's partitions and the range's share of
+/// the ring), as Cassandra sizes its Merkle trees, so that a few missed
+/// writes make a few leaves differ, and only those stream.
+pub fn leaves_for(partitions: u64, range: (i64, i64)) -> u64 {
+    let width: u128 = if range.0 == range.1 {
+        1u128 << 64
+    } else {
+        range.1.wrapping_sub(range.0) as u64 as u128
+    };
+    let share = (partitions as u128).saturating_mul(width) >> 64;
+    (share.min(u128::from(MAX_LEAVES)) as u64)
+        .next_power_of_two()
+        .clamp(LEAVES, MAX_LEAVES)
+}
 
 /// How long a replica may take to hash a range.
 const VALIDATION_TIMEOUT: Duration = Duration::from_secs(600);
@@ -132,6 +154,67 @@ fn set_of(items: impl IntoIterator<Item = bytes::Bytes>) -> bytes::Bytes {
 }
 
 impl StorageProxy {
+    /// `REPAIR_SYNCED_REQ` (and the coordinator's own replica): the table's
+    /// `ranges` are consistent as of `repaired_at`.
+    pub(crate) fn mark_repaired(
+        &self,
+        table_id: uuid::Uuid,
+        ranges: &[(i64, i64)],
+        repaired_at: i32,
+    ) -> Result<(), ReplicaFailure> {
+        let cfs = self
+            .replica
+            .storage
+            .table(table_id)
+            .ok_or(ReplicaFailure::UnknownTable(table_id))?;
+        cfs.mark_repaired(ranges, repaired_at)
+            .map_err(|e| ReplicaFailure::Error(e.to_string()))
+    }
+
+    /// Tells every replica of a range that a repair which started at
+    /// `started` made it consistent (each records it for `tombstone_gc`
+    /// mode `repair`); a replica that does not hear it keeps its
+    /// tombstones longer, the safe side.
+    async fn announce_repaired(
+        &self,
+        range: (i64, i64),
+        replicas: &[IpAddr],
+        tables: &[(String, uuid::Uuid)],
+        started: i32,
+    ) {
+        let me = self.local_address();
+        for (_, table_id) in tables {
+            for a in replicas {
+                let outcome = if *a == me {
+                    self.mark_repaired(*table_id, &[range], started)
+                        .map_err(|e| format!("{e:?}"))
+                } else {
+                    let request = Request::RepairSynced {
+                        table_id: *table_id,
+                        ranges: vec![range],
+                        repaired_at: started,
+                    };
+                    match self
+                        .messaging
+                        .send_and_receive(*a, request, Duration::from_secs(10))
+                        .await
+                    {
+                        Ok(Response::Done) => Ok(()),
+                        Ok(other) => Err(format!("{other:?}")),
+                        Err(e) => Err(e.to_string()),
+                    }
+                };
+                if let Err(e) = outcome {
+                    tracing::warn!(
+                        "could not record the repair of ({}, {}] on /{a}: {e}",
+                        range.0,
+                        range.1
+                    );
+                }
+            }
+        }
+    }
+
     /// One row of a `system_distributed` table, written at ONE with the
     /// table's default TTL, as Cassandra's `SystemDistributedKeyspace` does
     /// (`processSilent`: a failure is logged, never the repair's).
@@ -290,6 +373,8 @@ impl StorageProxy {
                 &ks.name,
                 parent,
                 options.storage_port,
+                // only a repair of every replica lets tombstones go
+                !options.local_dc_only,
                 &mut summary,
                 progress,
             )
@@ -336,6 +421,7 @@ impl StorageProxy {
         keyspace: &str,
         parent: uuid::Uuid,
         port: u16,
+        every_replica: bool,
         summary: &mut RepairSummary,
         progress: &(dyn Fn(String) + Send + Sync),
     ) -> Result<Vec<(i64, i64)>, String> {
@@ -379,7 +465,14 @@ impl StorageProxy {
                 )
                 .await;
             }
+            // (a tombstone older than the session's start is on every
+            // replica once it succeeds)
+            let started = sibyl_storage::now_in_seconds();
             let result = self.repair_range(*range, replicas, tables, summary).await;
+            if result.is_ok() && every_replica {
+                self.announce_repaired(*range, replicas, tables, started)
+                    .await;
+            }
             for (name, _) in tables {
                 let mut cols = vec![
                     (
@@ -426,13 +519,19 @@ impl StorageProxy {
         summary: &mut RepairSummary,
     ) -> Result<(), String> {
         {
-            let leaves: Vec<(i64, i64)> = leaves(range.0, range.1, LEAVES)
-                .into_iter()
-                .flat_map(|(a, b)| inclusive_ranges(a, b))
-                .collect();
             let mut plans: BTreeMap<(IpAddr, IpAddr), BTreeMap<uuid::Uuid, Vec<(i64, i64)>>> =
                 BTreeMap::new();
             for (_, table_id) in tables {
+                let partitions = self
+                    .replica
+                    .storage
+                    .table(*table_id)
+                    .map_or(0, |t| t.estimated_partitions());
+                let leaves: Vec<(i64, i64)> =
+                    leaves(range.0, range.1, leaves_for(partitions, range))
+                        .into_iter()
+                        .flat_map(|(a, b)| inclusive_ranges(a, b))
+                        .collect();
                 let hashes = self.validations(*table_id, &leaves, replicas).await?;
                 summary.leaves_checked += leaves.len();
                 for (i, leaf) in leaves.iter().enumerate() {
@@ -461,7 +560,14 @@ impl StorageProxy {
                     id: sibyl_types::timeuuid::now_timeuuid(),
                     operation: "Repair".into(),
                     source,
-                    tables: tables.into_iter().collect(),
+                    // neighbouring leaves in one piece: fewer pages
+                    tables: tables
+                        .into_iter()
+                        .map(|(t, mut r)| {
+                            r.sort_unstable();
+                            (t, crate::topology::merge_adjacent(r))
+                        })
+                        .collect(),
                 };
                 let (p, b) = self.stream_to(target, plan).await?;
                 summary.streams += 1;
@@ -551,6 +657,17 @@ impl StorageProxy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_range_gets_about_one_leaf_per_partition() {
+        let half = (0, i64::MIN);
+        // 10,000 partitions, half of them in the range: 8,192 leaves
+        assert_eq!(leaves_for(10_000, half), 8192);
+        assert_eq!(leaves_for(0, half), LEAVES);
+        assert_eq!(leaves_for(u64::MAX, (5, 5)), MAX_LEAVES);
+        // a thin range of a big table
+        assert_eq!(leaves_for(1 << 40, (0, 1 << 30)), 64);
+    }
 
     #[test]
     fn ranges_cut_into_leaves_cover_them_exactly() {

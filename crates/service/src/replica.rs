@@ -534,7 +534,8 @@ impl Replica {
             | Request::CounterMutation { .. }
             | Request::StreamPage { .. }
             | Request::StreamSession(_)
-            | Request::Validation { .. } => Err(ReplicaFailure::Error(format!(
+            | Request::Validation { .. }
+            | Request::RepairSynced { .. } => Err(ReplicaFailure::Error(format!(
                 "{} is not a replica verb",
                 request.verb().name()
             ))),

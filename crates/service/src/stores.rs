@@ -78,6 +78,8 @@ pub fn table_options(t: &TableMetadata) -> TableOptions {
         .and_then(|v| v.parse().ok())
         .unwrap_or(16);
     TableOptions {
+        tombstone_gc: sibyl_storage::repaired::TombstoneGc::parse(&p.tombstone_gc())
+            .unwrap_or_default(),
         compression,
         chunk_length_bytes: chunk_kb.clamp(1, 64 * 1024) * 1024,
         bloom_filter_fp_chance: p.bloom_filter_fp_chance,

@@ -417,16 +417,36 @@ impl StorageProxy {
             .table(table_id)
             .ok_or(ReplicaFailure::UnknownTable(table_id))?;
         let err = |e: sibyl_storage::StorageError| ReplicaFailure::Error(e.to_string());
-        let mut out = Vec::with_capacity(ranges.len());
-        for (lo, hi) in ranges {
-            let mut h = md5::Md5::new();
+        let mut hashers: Vec<md5::Md5> = ranges.iter().map(|_| md5::Md5::new()).collect();
+        // the ranges in token order, scanned in runs of touching ranges: one
+        // scan per run rather than one per range (a range of many leaves)
+        let mut order: Vec<usize> = (0..ranges.len()).collect();
+        order.sort_by_key(|i| ranges[*i]);
+        let mut run_start = 0;
+        while run_start < order.len() {
+            let mut run_end = run_start + 1;
+            while run_end < order.len() {
+                let (_, prev_hi) = ranges[order[run_end - 1]];
+                let (lo, _) = ranges[order[run_end]];
+                if prev_hi == i64::MAX || prev_hi + 1 != lo {
+                    break;
+                }
+                run_end += 1;
+            }
+            let run = &order[run_start..run_end];
+            let lo = ranges[run[0]].0;
+            let hi = ranges[run[run.len() - 1]].1;
+            let mut leaf = 0;
             let mut cursor: Option<DecoratedKey> = None;
             loop {
-                let keys = cfs.keys(cursor.as_ref(), *lo, *hi, 256).map_err(err)?;
+                let keys = cfs.keys(cursor.as_ref(), lo, hi, 256).map_err(err)?;
                 for k in &keys {
+                    while leaf + 1 < run.len() && k.token > ranges[run[leaf]].1 {
+                        leaf += 1;
+                    }
                     if let Some(p) = cfs.read(k, None).map_err(err)? {
                         if !p.is_empty() {
-                            h.update(sibyl_db::read::digest(&[(k.clone(), p)]));
+                            hashers[run[leaf]].update(sibyl_db::read::digest(&[(k.clone(), p)]));
                         }
                     }
                 }
@@ -435,9 +455,9 @@ impl StorageProxy {
                 }
                 cursor = keys.last().cloned();
             }
-            out.push(h.finalize().into());
+            run_start = run_end;
         }
-        Ok(out)
+        Ok(hashers.into_iter().map(|h| h.finalize().into()).collect())
     }
 }
 

@@ -148,7 +148,7 @@ pub fn stream_plans(
 }
 
 /// Joins inclusive ranges that touch (sorted input).
-fn merge_adjacent(ranges: Vec<(i64, i64)>) -> Vec<(i64, i64)> {
+pub(crate) fn merge_adjacent(ranges: Vec<(i64, i64)>) -> Vec<(i64, i64)> {
     let mut out: Vec<(i64, i64)> = Vec::with_capacity(ranges.len());
     for (lo, hi) in ranges {
         match out.last_mut() {

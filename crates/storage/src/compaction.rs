@@ -259,7 +259,7 @@ pub fn compact(
     new_writer: &mut dyn FnMut() -> Result<SSTableWriter, StorageError>,
     max_output_bytes: &dyn Fn(usize) -> u64,
     now: i32,
-    gc_before: i32,
+    gc_before: &dyn Fn(&DecoratedKey) -> i32,
     dropped_columns: &[(String, i64)],
     outside: &dyn Fn(&DecoratedKey) -> bool,
     keep: &dyn Fn(&DecoratedKey) -> bool,
@@ -320,6 +320,7 @@ pub fn compact(
             }
             // whether other data of the key may exist is only asked when
             // there is something to purge
+            let gc_before = gc_before(&min);
             let purgeable = p.may_purge(gc_before) && !outside(&min);
             if p.compact(now, gc_before, purgeable) {
                 if writer.data_bytes() >= max_output_bytes(written.len()) {
@@ -618,7 +619,7 @@ mod tests {
                 },
                 &|_| u64::MAX,
                 now,
-                gc_before,
+                &|_| gc_before,
                 &[],
                 &|k| {
                     asked.lock().expect("lock").push(k.clone());

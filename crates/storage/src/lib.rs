@@ -9,6 +9,7 @@ pub mod commitlog;
 pub mod compaction;
 pub mod lifecycle;
 pub mod memtable;
+pub mod repaired;
 pub use sibyl_metrics as metrics;
 pub mod sstable;
 pub mod store;

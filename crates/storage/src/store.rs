@@ -36,6 +36,8 @@ pub struct TableOptions {
     /// `caching = {'rows_per_partition': ...}`: `None` for NONE, `u64::MAX`
     /// for ALL; partitions of at most this many rows go in the row cache.
     pub rows_per_partition: Option<u64>,
+    /// `tombstone_gc`'s mode: when compaction may purge a tombstone.
+    pub tombstone_gc: crate::repaired::TombstoneGc,
 }
 
 impl Default for TableOptions {
@@ -51,6 +53,7 @@ impl Default for TableOptions {
             dropped_columns: Vec::new(),
             cache_keys: true,
             rows_per_partition: None,
+            tombstone_gc: Default::default(),
         }
     }
 }
@@ -262,6 +265,8 @@ pub struct ColumnFamilyStore {
     failed_flushes: Mutex<Vec<(Arc<Memtable>, u64)>>,
     failures: Arc<FailureHandler>,
     pool: Arc<MemtablePool>,
+    /// When each range was last repaired (`tombstone_gc` mode `repair`).
+    repaired: Mutex<crate::repaired::RepairedRanges>,
 }
 
 impl ColumnFamilyStore {
@@ -318,7 +323,6 @@ impl ColumnFamilyStore {
         Ok(ColumnFamilyStore {
             table_id,
             comparator,
-            dir,
             options: RwLock::new(TableOptions::default()),
             memtable: RwLock::new(Arc::new(Memtable::in_pool(pool.clone()))),
             flushing: RwLock::new(Vec::new()),
@@ -342,7 +346,41 @@ impl ColumnFamilyStore {
             failed_flushes: Mutex::new(Vec::new()),
             failures,
             pool,
+            repaired: Mutex::new(crate::repaired::RepairedRanges::load(&dir)),
+            dir,
         })
+    }
+
+    /// Records that a repair which started at `at` (seconds) has made
+    /// `ranges` (`(start, end]`) consistent across the replicas: tombstones
+    /// deleted before `at` in them may be purged under `tombstone_gc`
+    /// mode `repair`.
+    pub fn mark_repaired(&self, ranges: &[(i64, i64)], at: i32) -> Result<(), StorageError> {
+        self.repaired
+            .lock()
+            .mark(&self.dir, ranges, at)
+            .map_err(|e| StorageError::Io {
+                path: self.dir.display().to_string(),
+                source: e,
+            })
+    }
+
+    /// The `gc_before` of a partition at `token`: tombstones deleted before
+    /// it may be purged (by `tombstone_gc`'s mode; `now` in seconds).
+    pub fn gc_before(&self, opts: &TableOptions, now: i32, token: Option<i64>) -> i32 {
+        use crate::repaired::TombstoneGc;
+        match opts.tombstone_gc {
+            TombstoneGc::Timeout => now.saturating_sub(opts.gc_grace_seconds),
+            TombstoneGc::Disabled => i32::MIN,
+            TombstoneGc::Immediate => now.saturating_add(1),
+            TombstoneGc::Repair => {
+                let r = self.repaired.lock();
+                match token {
+                    Some(t) => r.repaired_at(t),
+                    None => r.repaired_everywhere_at(),
+                }
+            }
+        }
     }
 
     fn apply(&self, m: Mutation, now: i32) {
@@ -546,6 +584,24 @@ impl ColumnFamilyStore {
 
     pub fn memtable_bytes(&self) -> usize {
         self.memtable.read().live_bytes()
+    }
+
+    /// Partitions in the SSTables and memtables (an estimate: a partition in
+    /// several of them counts once per each).
+    pub fn estimated_partitions(&self) -> u64 {
+        let on_disk: u64 = self
+            .sstables
+            .read()
+            .iter()
+            .map(|s| s.stats.partitions)
+            .sum();
+        let flushing: usize = self
+            .flushing
+            .read()
+            .iter()
+            .map(|m| m.partition_count())
+            .sum();
+        on_disk + (flushing + self.memtable.read().partition_count()) as u64
     }
 
     /// The keyspace and table names, from the table's directory
@@ -1583,7 +1639,8 @@ impl StorageEngine {
             .map_err(|_| StorageError::Decode("compaction stopped".into()))?;
         let opts = t.options.read().clone();
         let now = now_in_seconds();
-        let gc_before = now.saturating_sub(opts.gc_grace_seconds);
+        // (what holds for every partition: whole SSTables are dropped by it)
+        let gc_before = t.gc_before(&opts, now, None);
         let dropped = self.drop_fully_expired(t, gc_before);
         // cleanup rewrites even a single SSTable
         let min_inputs = if keep.is_some() { 1 } else { 2 };
@@ -1675,7 +1732,7 @@ impl StorageEngine {
                 &mut new_writer,
                 &|i| crate::compaction::output_limit(&task, total_bytes, i),
                 now,
-                gc_before,
+                &|k: &DecoratedKey| t2.gc_before(&opts, now, Some(k.token)),
                 &opts.dropped_columns,
                 &outside,
                 &|k: &DecoratedKey| keep.as_ref().is_none_or(|f| f(k.token)),

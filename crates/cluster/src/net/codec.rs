@@ -492,6 +492,15 @@ pub fn encode_request(request: &Request, out: &mut Vec<u8>) {
             out.extend_from_slice(table_id.as_bytes());
             put_ranges(out, ranges);
         }
+        Request::RepairSynced {
+            table_id,
+            ranges,
+            repaired_at,
+        } => {
+            out.extend_from_slice(table_id.as_bytes());
+            put_ranges(out, ranges);
+            out.extend_from_slice(&repaired_at.to_be_bytes());
+        }
     }
 }
 
@@ -756,6 +765,18 @@ pub fn decode_request(
             let ranges = get_ranges(&mut r)?;
             no_trailing(&r, "a validation request")?;
             Request::Validation { table_id, ranges }
+        }
+        Verb::RepairSynced => {
+            let mut r = Reader::new(body);
+            let table_id = get_uuid(&mut r)?;
+            let ranges = get_ranges(&mut r)?;
+            let repaired_at = r.i32()?;
+            no_trailing(&r, "a repair synced message")?;
+            Request::RepairSynced {
+                table_id,
+                ranges,
+                repaired_at,
+            }
         }
     }))
 }
@@ -1140,6 +1161,11 @@ mod tests {
                 table_id: m.table_id,
                 ranges: vec![(1, 2), (3, 4)],
             },
+            Request::RepairSynced {
+                table_id: m.table_id,
+                ranges: vec![(i64::MIN, 5), (9, -3)],
+                repaired_at: 1_700_000_000,
+            },
         ];
         for req in &requests {
             let mut body = Vec::new();
@@ -1155,6 +1181,7 @@ mod tests {
                     | Verb::StreamPage
                     | Verb::StreamSession
                     | Verb::Validation
+                    | Verb::RepairSynced
             ) {
                 // an unknown table is named, not an error
                 let unknown = decode_request(req.verb(), &Bytes::from(body), &no_tables);
