@@ -140,8 +140,10 @@ sleep 2
 stress cassandra-missed 127.0.0.1 QUORUM $(( n + 1 )) $(( n + tenth )) > /dev/null
 cstart 3
 t=$(now); cnt 3 repair -full keyspace1 > "$out/cassandra-repair-missed.txt" 2>&1; took=$(since "$t")
-bytes=$(cql 127.0.0.3 "SELECT operation, bytes_received FROM system_views.streaming" 2>/dev/null \
-  | awk '$1 == "Repair" {s += $2} END {print s + 0}' || echo "?")
+# (bytes_to_receive, the sessions' prepared sizes: 5.0.4's bytes_received
+# adds cumulative progress up, many times the truth)
+bytes=$(cql 127.0.0.3 "SELECT operation, bytes_to_receive FROM system_views.streaming" 2>/dev/null \
+  | awk '$1 == "Repair" {s += $2} END {printf "%d", s}' || echo "?")
 r[cassandra,missed]="$took s, $bytes bytes"
 for k in 1 2 3; do cnt "$k" enablehandoff; done
 t=$(now); cstart 4; r[cassandra,boot4]="$(since "$t") s"

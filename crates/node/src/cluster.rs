@@ -2199,7 +2199,7 @@ impl ClusterServices {
                         (tables.clone(), m)
                     })
                     .collect();
-                let (mut found, unsourced) = stream_plans("Rebuild", &moves, &source_of);
+                let (mut found, unsourced) = stream_plans("Rebuild", &moves, source_of);
                 for m in &unsourced {
                     let range = format!("({},{}]", m.range.0, m.range.1);
                     if m.current.is_empty() {

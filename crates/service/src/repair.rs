@@ -125,6 +125,40 @@ fn intersect(piece: (i64, i64), sub: (i64, i64)) -> Vec<(i64, i64)> {
     out
 }
 
+/// The hash of a leaf without partitions.
+fn empty_leaf() -> [u8; 16] {
+    use md5::Digest;
+    md5::Md5::new().finalize().into()
+}
+
+/// The leaves a replica with hashes `mine` pulls from one with `theirs`:
+/// those that differ, and between two of them the leaves the source has
+/// nothing in (they cost nothing and join the two into one range to
+/// stream: one page request instead of many).
+fn leaves_to_pull(
+    leaves: &[(i64, i64)],
+    mine: &[[u8; 16]],
+    theirs: &[[u8; 16]],
+) -> Vec<(i64, i64)> {
+    let empty = empty_leaf();
+    let mut out = Vec::new();
+    let mut bridge = Vec::new();
+    let mut open = false;
+    for (i, leaf) in leaves.iter().enumerate() {
+        if mine[i] != theirs[i] {
+            out.append(&mut bridge);
+            out.push(*leaf);
+            open = true;
+        } else if open && theirs[i] == empty {
+            bridge.push(*leaf);
+        } else {
+            open = false;
+            bridge.clear();
+        }
+    }
+    out
+}
+
 /// `(start,end]` as Cassandra's `Range.toString` writes it.
 fn range_text((start, end): (i64, i64)) -> String {
     format!("({start},{end}]")
@@ -534,22 +568,22 @@ impl StorageProxy {
                         .collect();
                 let hashes = self.validations(*table_id, &leaves, replicas).await?;
                 summary.leaves_checked += leaves.len();
-                for (i, leaf) in leaves.iter().enumerate() {
-                    let differs = hashes.iter().any(|(_, h)| h[i] != hashes[0].1[i]);
-                    if !differs {
-                        continue;
-                    }
-                    summary.leaves_out_of_sync += 1;
-                    for (a, ha) in &hashes {
-                        for (b, hb) in &hashes {
-                            if a != b && ha[i] != hb[i] {
-                                plans
-                                    .entry((*a, *b))
-                                    .or_default()
-                                    .entry(*table_id)
-                                    .or_default()
-                                    .push(*leaf);
-                            }
+                summary.leaves_out_of_sync += (0..leaves.len())
+                    .filter(|i| hashes.iter().any(|(_, h)| h[*i] != hashes[0].1[*i]))
+                    .count();
+                for (a, ha) in &hashes {
+                    for (b, hb) in &hashes {
+                        if a == b {
+                            continue;
+                        }
+                        let pulled = leaves_to_pull(&leaves, ha, hb);
+                        if !pulled.is_empty() {
+                            plans
+                                .entry((*a, *b))
+                                .or_default()
+                                .entry(*table_id)
+                                .or_default()
+                                .extend(pulled);
                         }
                     }
                 }
@@ -657,6 +691,22 @@ impl StorageProxy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn differing_leaves_are_pulled_with_the_empty_ones_between() {
+        let e = empty_leaf();
+        let (x, y) = ([1u8; 16], [2u8; 16]);
+        let leaves: Vec<(i64, i64)> = (0..6).map(|i| (i * 10 + 1, i * 10 + 10)).collect();
+        // differs, empty at both, differs, same data, empty, differs
+        let mine = [e, e, e, y, e, e];
+        let theirs = [x, e, x, y, e, x];
+        assert_eq!(
+            leaves_to_pull(&leaves, &mine, &theirs),
+            vec![(1, 10), (11, 20), (21, 30), (51, 60)]
+        );
+        // nothing differs: nothing pulled
+        assert!(leaves_to_pull(&leaves, &theirs, &theirs).is_empty());
+    }
 
     #[test]
     fn a_range_gets_about_one_leaf_per_partition() {
