@@ -62,6 +62,19 @@ class Writer:
         return self.acked
 
 
+def peers_of(lc, node):
+    """The addresses in `node`'s system.peers and system.peers_v2 (which
+    must agree)."""
+    c, s = connect_only(lc, node)
+    try:
+        v1 = {str(r.peer) for r in q(s, "SELECT peer FROM system.peers", cl=ConsistencyLevel.ONE)}
+        v2 = {str(r.peer) for r in q(s, "SELECT peer FROM system.peers_v2", cl=ConsistencyLevel.ONE)}
+        assert v1 == v2, (v1, v2)
+        return v1
+    finally:
+        c.shutdown()
+
+
 def missing_alone(lc, node, table, keys):
     """Keys `node` does not have when it answers alone (the others stopped
     by the caller): single-partition reads at ONE served by its own replica."""
@@ -138,6 +151,8 @@ def test_decommission_under_quorum_writes_loses_nothing(cluster_factory):
         assert w.failed == 0, (w.failed, out)
         wait_for("node4 gone from the ring", lambda: "127.0.0.4" not in states(lc, 1), timeout=30)
         assert set(states(lc, 1).values()) == {"UN"}
+        for n in (1, 2, 3):
+            assert "127.0.0.4" not in peers_of(lc, n), n
         wait_for("node4 stopped", lambda: "DOWN" in lc.run("status").stdout.split("node4")[1].splitlines()[0],
                  timeout=60)
         # every acknowledged row at QUORUM and at ALL from what is left
@@ -195,6 +210,10 @@ def test_removenode_rereplicates_a_dead_nodes_ranges(cluster_factory):
         assert len(acked) > 50 and w.failed == 0, (len(acked), w.errors[:3])
         assert "127.0.0.4" not in states(lc, 1)
         assert "127.0.0.4" not in states(lc, 2)
+        # drivers find nodes in system.peers: the removed node is gone from
+        # it on every node (Cassandra's SystemKeyspace.removeEndpoint)
+        for n in (1, 2, 3):
+            assert peers_of(lc, n) == {f"127.0.0.{m}" for m in (1, 2, 3) if m != n}, n
         sel3 = s1.prepare("SELECT v FROM r3.t WHERE k = ?")
         sel3.consistency_level = ConsistencyLevel.ALL
         lost = [k for k in acked if (r := s1.execute(sel3, [k]).one()) is None or r.v != k]
@@ -373,6 +392,8 @@ def test_replace_a_dead_node_with_a_new_one_under_quorum_writes(cluster_factory)
         assert len(acked) > 50 and w.failed == 0, (len(acked), w.errors)
         assert old3 not in host_ids(lc, 2).values()
         assert states(lc, 4) == {"127.0.0.1": "UN", "127.0.0.2": "UN", "127.0.0.4": "UN"}
+        assert peers_of(lc, 1) == {"127.0.0.2", "127.0.0.4"}
+        assert peers_of(lc, 4) == {"127.0.0.1", "127.0.0.2"}
         log4 = open(f"{lc.dir}/node4/data/logs/system.log").read()
         assert "Gathering node replacement information for /127.0.0.3" in log4
         # node4 owns what node3 owned: its tokens

@@ -79,7 +79,47 @@ pub async fn write_peer(
     t.storage.apply(vec![v1, v2]).await
 }
 
-/// Writes the rows of every node of `directory` but this one.
+/// Deletes the rows of peers that are no longer in `directory` (they left
+/// the ring: decommissioned, removed, assassinated or replaced at another
+/// address), as Cassandra's `SystemKeyspace.removeEndpoint` does, so that
+/// drivers stop looking for them.
+async fn prune(t: &Peers, directory: &Directory, local: uuid::Uuid) -> Result<(), StorageError> {
+    let keep: std::collections::BTreeSet<Bytes> = directory
+        .nodes
+        .values()
+        .filter(|n| n.host_id != local)
+        .map(|n| inet(&n.address))
+        .collect();
+    let wp = write_params();
+    let mut deletions = Vec::new();
+    for table in [&t.peers, &t.peers_v2] {
+        let Some(cfs) = t.storage.table(table.id) else {
+            continue;
+        };
+        for key in cfs.keys(None, i64::MIN, i64::MAX, 100_000)? {
+            if keep.contains(&key.key) {
+                continue;
+            }
+            let mut p = sibyl_db::Partition::new();
+            p.deletion = sibyl_db::DeletionTime {
+                marked_for_delete_at: wp.timestamp,
+                local_deletion_time: wp.now,
+            };
+            deletions.push(sibyl_db::Mutation {
+                table_id: table.id,
+                key,
+                update: p,
+            });
+        }
+    }
+    if deletions.is_empty() {
+        return Ok(());
+    }
+    t.storage.apply(deletions).await
+}
+
+/// Writes the rows of every node of `directory` but this one, and deletes
+/// those of nodes that left it.
 pub async fn write_all(
     t: &Peers,
     directory: &Directory,
@@ -90,5 +130,5 @@ pub async fn write_all(
         let v = gossip.schema_version_of(rec.address);
         write_peer(t, rec, v).await?;
     }
-    Ok(())
+    prune(t, directory, local).await
 }
