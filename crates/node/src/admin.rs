@@ -891,13 +891,7 @@ impl Admin {
                         sub_range,
                         local_dc_only: q.get("local_dc").is_some_and(|v| v == "true"),
                         command,
-                        storage_port: self
-                            .cluster
-                            .state
-                            .directory
-                            .read()
-                            .by_address(self.qp.proxy.local_address())
-                            .map_or(7000, |r| r.storage_port),
+                        storage_port: self.cluster.storage_port(),
                     };
                     match self.qp.proxy.repair(&options, &progress).await {
                         Ok(s) => {

@@ -1030,21 +1030,11 @@ fn parse_token_ranges(text: &str) -> Result<Vec<(i64, i64)>, String> {
     Ok(out)
 }
 
-/// `(start, end]` as non-wrapping pieces.
-fn unwrap_range((start, end): (i64, i64)) -> Vec<(i64, i64)> {
-    if start < end {
-        vec![(start, end)]
-    } else if end == i64::MIN {
-        vec![(start, i64::MAX)]
-    } else {
-        vec![(start, i64::MAX), (i64::MIN, end)]
-    }
-}
-
 /// Whether `outer` holds all of `inner` (both `(start, end]`).
 fn range_contains(outer: (i64, i64), inner: (i64, i64)) -> bool {
-    let outer = unwrap_range(outer);
-    unwrap_range(inner)
+    use sibyl_storage::repaired::pieces;
+    let outer = pieces(outer);
+    pieces(inner)
         .iter()
         .all(|(s, e)| outer.iter().any(|(os, oe)| os <= s && e <= oe))
 }
@@ -1699,23 +1689,34 @@ fn replacement_plans(
             }
         }
         let (mut found, unsourced) = stream_plans("Bootstrap", &moves, &source_of);
-        // Cassandra's RangeStreamer, its words: with RF 1 the only copy was
-        // on the dead node, and the replacement goes on without it
-        for m in &unsourced {
-            let range = format!("({},{}]", m.range.0, m.range.1);
-            if m.current.len() > 1 {
-                return Err(ClusterError::Join(format!(
-                    "Unable to find sufficient sources for streaming range {range} in keyspace {keyspace}"
-                )));
-            }
-            tracing::warn!(
-                "Unable to find sufficient sources for streaming range {range} in keyspace {keyspace} with RF=1. \
-                 Keyspace might be missing data."
-            );
-        }
+        // (the dead node is among `current`)
+        check_unsourced(&keyspace, &unsourced, |m| m.current.len()).map_err(ClusterError::Join)?;
         plans.append(&mut found);
     }
     Ok(plans)
+}
+
+/// Ranges no live replica can give (Cassandra's `RangeStreamer`, its
+/// words): with RF 1 the only copy is gone, a warning, and the operation
+/// goes on; with more replicas, an error. `rf` is a range's replica count.
+fn check_unsourced(
+    keyspace: &str,
+    unsourced: &[Movement],
+    rf: impl Fn(&Movement) -> usize,
+) -> Result<(), String> {
+    for m in unsourced {
+        let range = format!("({},{}]", m.range.0, m.range.1);
+        if rf(m) > 1 {
+            return Err(format!(
+                "Unable to find sufficient sources for streaming range {range} in keyspace {keyspace}"
+            ));
+        }
+        tracing::warn!(
+            "Unable to find sufficient sources for streaming range {range} in keyspace {keyspace} with RF=1. \
+             Keyspace might be missing data."
+        );
+    }
+    Ok(())
 }
 
 /// Takes a node that left the ring out of the cluster metadata log's
@@ -2054,7 +2055,8 @@ impl ClusterServices {
         }
     }
 
-    fn storage_port(&self) -> u16 {
+    /// This node's internode port, as the directory records it.
+    pub fn storage_port(&self) -> u16 {
         let me = self.messaging.local_address();
         self.state
             .directory
@@ -2200,22 +2202,10 @@ impl ClusterServices {
                     })
                     .collect();
                 let (mut found, unsourced) = stream_plans("Rebuild", &moves, source_of);
-                for m in &unsourced {
-                    let range = format!("({},{}]", m.range.0, m.range.1);
-                    if m.current.is_empty() {
-                        continue;
-                    }
-                    if m.current.len() > 1 {
-                        return Err(err(format!(
-                            "Error while rebuilding node: Unable to find sufficient sources for streaming range \
-                             {range} in keyspace {keyspace}"
-                        )));
-                    }
-                    tracing::warn!(
-                        "Unable to find sufficient sources for streaming range {range} in keyspace {keyspace} \
-                         with RF=1. Keyspace might be missing data."
-                    );
-                }
+                let unsourced: Vec<Movement> =
+                    unsourced.into_iter().filter(|m| !m.current.is_empty()).collect();
+                check_unsourced(&keyspace, &unsourced, |m| m.current.len())
+                    .map_err(|e| err(format!("Error while rebuilding node: {e}")))?;
                 plans.append(&mut found);
             }
             run_plans(proxy, plans).await

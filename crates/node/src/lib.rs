@@ -31,7 +31,7 @@ use sibyl_db::cells;
 use sibyl_db::cells::WriteParams;
 use sibyl_schema::schema::*;
 use sibyl_schema::schema_tables;
-use sibyl_schema::schema_tables::{boolean, int, row_mutation, text};
+use sibyl_schema::schema_tables::{boolean, inet, int, row_mutation, text};
 use sibyl_service::proxy::{StorageProxy, Timeouts};
 use sibyl_service::replica::{Replica, SharedSchema};
 use sibyl_service::stores::{open_store, LocalSchema};
@@ -616,13 +616,6 @@ struct LocalInfo {
     config: Config,
 }
 
-fn inet(ip: &IpAddr) -> Bytes {
-    match ip {
-        IpAddr::V4(v) => Bytes::copy_from_slice(&v.octets()),
-        IpAddr::V6(v) => Bytes::copy_from_slice(&v.octets()),
-    }
-}
-
 /// Who this node is, from `system.local`.
 struct LocalIdentity {
     host_id: uuid::Uuid,
@@ -785,7 +778,7 @@ async fn write_local_row(
         &[],
         &[
             ("bootstrapped", Some(text("COMPLETED"))),
-            ("broadcast_address", Some(inet(&l.listen))),
+            ("broadcast_address", Some(inet(l.listen))),
             ("broadcast_port", Some(int(l.config.storage_port as i32))),
             ("cluster_name", Some(text(&l.config.cluster_name))),
             ("cql_version", Some(text(CQL_VERSION))),
@@ -798,7 +791,7 @@ async fn write_local_row(
                 "host_id",
                 Some(Bytes::copy_from_slice(l.host_id.as_bytes())),
             ),
-            ("listen_address", Some(inet(&l.listen))),
+            ("listen_address", Some(inet(l.listen))),
             ("listen_port", Some(int(l.config.storage_port as i32))),
             ("native_protocol_version", Some(text("5"))),
             (
@@ -807,7 +800,7 @@ async fn write_local_row(
             ),
             ("rack", Some(text(&l.rack))),
             ("release_version", Some(text(RELEASE_VERSION))),
-            ("rpc_address", Some(inet(&l.rpc))),
+            ("rpc_address", Some(inet(l.rpc))),
             ("rpc_port", Some(int(l.config.native_transport_port as i32))),
             (
                 "schema_version",

@@ -5,10 +5,11 @@
 //! token.
 
 use crate::cluster::{Directory, GossipDriver, NodeRecord};
-use crate::{inet, RELEASE_VERSION};
+use crate::RELEASE_VERSION;
 use bytes::Bytes;
 use sibyl_db::cells::WriteParams;
 use sibyl_schema::schema::TableMetadata;
+use sibyl_schema::schema_tables::inet;
 use sibyl_schema::schema_tables::{int, row_mutation, text};
 use sibyl_storage::{StorageEngine, StorageError};
 use std::sync::Arc;
@@ -44,7 +45,7 @@ pub async fn write_peer(
     let wp = write_params();
     let v1 = row_mutation(
         peers,
-        &[inet(&rec.address)],
+        &[inet(rec.address)],
         &[],
         &[
             ("data_center", Some(text(&rec.datacenter))),
@@ -52,7 +53,7 @@ pub async fn write_peer(
             ("preferred_ip", None),
             ("rack", Some(text(&rec.rack))),
             ("release_version", Some(text(RELEASE_VERSION))),
-            ("rpc_address", Some(inet(&rec.native_address.ip()))),
+            ("rpc_address", Some(inet(rec.native_address.ip()))),
             ("schema_version", schema_version.clone()),
             ("tokens", Some(tokens.clone())),
         ],
@@ -60,12 +61,12 @@ pub async fn write_peer(
     );
     let v2 = row_mutation(
         peers_v2,
-        &[inet(&rec.address)],
+        &[inet(rec.address)],
         &[int(rec.storage_port as i32)],
         &[
             ("data_center", Some(text(&rec.datacenter))),
             ("host_id", Some(host)),
-            ("native_address", Some(inet(&rec.native_address.ip()))),
+            ("native_address", Some(inet(rec.native_address.ip()))),
             ("native_port", Some(int(rec.native_address.port() as i32))),
             ("preferred_ip", None),
             ("preferred_port", None),
@@ -88,7 +89,7 @@ async fn prune(t: &Peers, directory: &Directory, local: uuid::Uuid) -> Result<()
         .nodes
         .values()
         .filter(|n| n.host_id != local)
-        .map(|n| inet(&n.address))
+        .map(|n| inet(n.address))
         .collect();
     let wp = write_params();
     let mut deletions = Vec::new();

@@ -71,12 +71,7 @@ fn dbl(d: f64) -> Option<Bytes> {
 fn txt(s: &str) -> Option<Bytes> {
     Some(text(s))
 }
-fn inet(ip: IpAddr) -> Bytes {
-    match ip {
-        IpAddr::V4(v) => Bytes::copy_from_slice(&v.octets()),
-        IpAddr::V6(v) => Bytes::copy_from_slice(&v.octets()),
-    }
-}
+use sibyl_schema::schema_tables::inet;
 fn timestamp(millis: i64) -> Option<Bytes> {
     signed(millis)
 }

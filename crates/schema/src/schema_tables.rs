@@ -25,6 +25,16 @@ pub fn int(i: i32) -> Bytes {
 pub fn double(d: f64) -> Bytes {
     Bytes::copy_from_slice(&d.to_be_bytes())
 }
+pub fn inet(ip: std::net::IpAddr) -> Bytes {
+    match ip {
+        std::net::IpAddr::V4(v) => Bytes::copy_from_slice(&v.octets()),
+        std::net::IpAddr::V6(v) => Bytes::copy_from_slice(&v.octets()),
+    }
+}
+/// A `uuid` or `timeuuid` value.
+pub fn uuid(u: uuid::Uuid) -> Bytes {
+    Bytes::copy_from_slice(u.as_bytes())
+}
 pub fn text_map(m: &BTreeMap<String, String>) -> Bytes {
     let pairs: Vec<(Bytes, Bytes)> = m.iter().map(|(k, v)| (text(k), text(v))).collect();
     value::serialize_map(&pairs)

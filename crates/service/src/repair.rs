@@ -15,7 +15,7 @@ use crate::proxy::StorageProxy;
 use crate::streaming::inclusive_ranges;
 use crate::topology::{primary_ranges, replicated_ranges};
 use sibyl_cluster::messaging::{ReplicaFailure, Request, Response, StreamPlan};
-use sibyl_schema::schema_tables::text;
+use sibyl_schema::schema_tables::{inet, text, uuid};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::Duration;
@@ -167,17 +167,6 @@ fn range_text((start, end): (i64, i64)) -> String {
 fn timestamp_now() -> bytes::Bytes {
     let ms = sibyl_types::timeuuid::timestamp_micros_now() / 1000;
     bytes::Bytes::copy_from_slice(&ms.to_be_bytes())
-}
-
-fn timeuuid_bytes(id: uuid::Uuid) -> bytes::Bytes {
-    bytes::Bytes::copy_from_slice(id.as_bytes())
-}
-
-fn inet_bytes(a: IpAddr) -> bytes::Bytes {
-    match a {
-        IpAddr::V4(v) => bytes::Bytes::copy_from_slice(&v.octets()),
-        IpAddr::V6(v) => bytes::Bytes::copy_from_slice(&v.octets()),
-    }
 }
 
 fn set_of(items: impl IntoIterator<Item = bytes::Bytes>) -> bytes::Bytes {
@@ -383,7 +372,7 @@ impl StorageProxy {
             .collect();
         self.record_history(
             "parent_repair_history",
-            &[timeuuid_bytes(parent)],
+            &[uuid(parent)],
             &[],
             &[
                 ("keyspace_name", Some(text(&ks.name))),
@@ -413,36 +402,19 @@ impl StorageProxy {
                 progress,
             )
             .await;
+        let mut end = vec![("finished_at", Some(timestamp_now()))];
         match &outcome {
-            Ok(done) => {
-                self.record_history(
-                    "parent_repair_history",
-                    &[timeuuid_bytes(parent)],
-                    &[],
-                    &[
-                        ("finished_at", Some(timestamp_now())),
-                        (
-                            "successful_ranges",
-                            Some(set_of(done.iter().map(|r| text(&range_text(*r))))),
-                        ),
-                    ],
-                )
-                .await
-            }
+            Ok(done) => end.push((
+                "successful_ranges",
+                Some(set_of(done.iter().map(|r| text(&range_text(*r))))),
+            )),
             Err(e) => {
-                self.record_history(
-                    "parent_repair_history",
-                    &[timeuuid_bytes(parent)],
-                    &[],
-                    &[
-                        ("finished_at", Some(timestamp_now())),
-                        ("exception_message", Some(text(e))),
-                        ("exception_stacktrace", Some(text(e))),
-                    ],
-                )
-                .await
+                end.push(("exception_message", Some(text(e))));
+                end.push(("exception_stacktrace", Some(text(e))));
             }
         }
+        self.record_history("parent_repair_history", &[uuid(parent)], &[], &end)
+            .await;
         outcome.map(|_| summary)
     }
 
@@ -473,19 +445,19 @@ impl StorageProxy {
                 self.record_history(
                     "repair_history",
                     &[text(keyspace), text(name)],
-                    &[timeuuid_bytes(session)],
+                    &[uuid(session)],
                     &[
-                        ("parent_id", Some(timeuuid_bytes(parent))),
+                        ("parent_id", Some(uuid(parent))),
                         ("range_begin", Some(text(&range.0.to_string()))),
                         ("range_end", Some(text(&range.1.to_string()))),
-                        ("coordinator", Some(inet_bytes(me))),
+                        ("coordinator", Some(inet(me))),
                         (
                             "coordinator_port",
                             Some(sibyl_schema::schema_tables::int(i32::from(port))),
                         ),
                         (
                             "participants",
-                            Some(set_of(replicas.iter().map(|a| inet_bytes(*a)))),
+                            Some(set_of(replicas.iter().map(|a| inet(*a)))),
                         ),
                         (
                             "participants_v2",
@@ -522,7 +494,7 @@ impl StorageProxy {
                 self.record_history(
                     "repair_history",
                     &[text(keyspace), text(name)],
-                    &[timeuuid_bytes(session)],
+                    &[uuid(session)],
                     &cols,
                 )
                 .await;

@@ -13,9 +13,8 @@ use sibyl_db::cells::WriteParams;
 use sibyl_db::Mutation;
 use sibyl_protocol::Consistency;
 use sibyl_schema::schema::TableMetadata;
-use sibyl_schema::schema_tables::{int, row_mutation, text, text_map};
+use sibyl_schema::schema_tables::{inet, int, row_mutation, text, text_map, uuid};
 use sibyl_tracing::{SessionStart, TraceEvent, TraceSink, TraceTtls, TraceType};
-use std::net::IpAddr;
 use std::sync::{Arc, Weak};
 use tokio::sync::mpsc;
 
@@ -104,17 +103,6 @@ impl TraceSink for TraceWriter {
     }
 }
 
-fn inet(a: IpAddr) -> Bytes {
-    match a {
-        IpAddr::V4(v) => Bytes::copy_from_slice(&v.octets()),
-        IpAddr::V6(v) => Bytes::copy_from_slice(&v.octets()),
-    }
-}
-
-fn uuid_bytes(u: &uuid::Uuid) -> Bytes {
-    Bytes::copy_from_slice(u.as_bytes())
-}
-
 /// The row a record writes, as Cassandra's `TraceKeyspace.make*Mutation`.
 fn mutation(
     r: &Record,
@@ -130,7 +118,7 @@ fn mutation(
     match r {
         Record::Started(s) => row_mutation(
             sessions,
-            &[uuid_bytes(&s.session_id)],
+            &[uuid(s.session_id)],
             &[],
             &[
                 ("client", Some(inet(s.client))),
@@ -153,7 +141,7 @@ fn mutation(
         } => {
             let mut m = row_mutation(
                 sessions,
-                &[uuid_bytes(session_id)],
+                &[uuid(*session_id)],
                 &[],
                 &[("duration", Some(int(*duration_micros)))],
                 &params(*kind),
@@ -167,8 +155,8 @@ fn mutation(
         }
         Record::Event(e) => row_mutation(
             events,
-            &[uuid_bytes(&e.session_id)],
-            &[uuid_bytes(&e.event_id)],
+            &[uuid(e.session_id)],
+            &[uuid(e.event_id)],
             &[
                 ("activity", Some(text(&e.activity))),
                 ("source", Some(inet(e.source))),

@@ -55,14 +55,14 @@ pub struct RepairedRanges {
     ranges: Vec<(i64, i64, i32)>,
 }
 
-/// `(start, end]` as non-wrapping pieces.
-fn pieces((start, end): (i64, i64)) -> Vec<(i64, i64)> {
+/// `(start, end]` as non-wrapping pieces (the whole ring when
+/// `start == end`).
+pub fn pieces((start, end): (i64, i64)) -> Vec<(i64, i64)> {
     if start < end {
         vec![(start, end)]
     } else if end == i64::MIN {
         vec![(start, i64::MAX)]
     } else {
-        // the whole ring when start == end
         vec![(start, i64::MAX), (i64::MIN, end)]
     }
 }
