@@ -2204,7 +2204,8 @@ impl ClusterServices {
                 let (mut found, unsourced) = stream_plans("Rebuild", &moves, source_of);
                 let unsourced: Vec<Movement> =
                     unsourced.into_iter().filter(|m| !m.current.is_empty()).collect();
-                check_unsourced(&keyspace, &unsourced, |m| m.current.len())
+                // (this node is not among `current`: it counts too)
+                check_unsourced(&keyspace, &unsourced, |m| m.current.len() + 1)
                     .map_err(|e| err(format!("Error while rebuilding node: {e}")))?;
                 plans.append(&mut found);
             }
