@@ -314,13 +314,36 @@ impl ClusterMetadataService {
     /// node (as [`add_node`](Self::add_node) does on a member). Call it when a
     /// node with a new metadata directory joins; calling it again after a
     /// restart is harmless.
+    ///
+    /// It returns once this node's state machine has applied the log up to
+    /// the membership that admits it: what the cluster knew when it joined
+    /// is then known here (the leader answers as soon as the entries are
+    /// replicated; applying them here can lag a heartbeat behind).
     pub async fn join(&self, via: &NodeAddr, timeout: Duration) -> Result<(), TcmError> {
+        let deadline = Instant::now() + timeout;
         self.ask_via(via, timeout, "join", |remaining| RequestBody::AddNode {
             node_id: self.inner.node_id,
             addr: self.inner.addr.clone(),
             timeout_ms: remaining.as_millis() as u64,
         })
-        .await
+        .await?;
+        let me = self.inner.node_id;
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let caught_up = self
+            .wait_metrics(remaining.max(Duration::from_secs(5)), |m| {
+                let config = &m.membership_config;
+                config.membership().get_node(&me).is_some()
+                    && config.log_id().is_some()
+                    && m.last_applied >= *config.log_id()
+            })
+            .await;
+        if !caught_up {
+            return Err(self.timeout_error(
+                "join: applying the log up to this node's membership",
+                timeout,
+            ));
+        }
+        Ok(())
     }
 
     /// Asks the metadata cluster, through the member at `via`, to remove the
