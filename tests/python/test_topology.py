@@ -276,7 +276,8 @@ def test_repair_after_a_long_outage_restores_every_row_at_the_stream_throttle(cl
             assert p.keyspace_name == "rp" and p.columnfamily_names == {"t1"}, p
             assert p.finished_at is not None and p.exception_message is None, p
             assert p.successful_ranges == p.requested_ranges and len(p.requested_ranges) > 0, p
-            assert p.options["incremental"] == "false", p.options
+        # the first was -full, the second incremental (nodetool's default)
+        assert sorted(p.options["incremental"] for p in parents) == ["false", "true"], parents
         sessions = list(q(s1, "SELECT * FROM system_distributed.repair_history "
                               "WHERE keyspace_name = 'rp' AND columnfamily_name = 't1'"))
         assert len(sessions) == sum(len(p.requested_ranges) for p in parents), len(sessions)

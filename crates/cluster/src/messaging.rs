@@ -64,11 +64,23 @@ pub enum Verb {
     /// Ranges of a table a repair made consistent, and when it started
     /// (for `tombstone_gc` mode `repair`).
     RepairSynced,
+    /// Incremental repair (messaging version 3): set a table's unrepaired
+    /// data of some ranges aside for a session (`PREPARE_CONSISTENT_REQ`:
+    /// flush and anticompaction).
+    RepairPrepare,
+    /// Incremental repair: the session's pending SSTables become repaired,
+    /// or unrepaired again when it failed (`FINALIZE_COMMIT_MSG`).
+    RepairFinish,
+    /// [`Verb::Validation`], [`Verb::StreamPage`] and
+    /// [`Verb::StreamSession`] over a session's pending SSTables only.
+    PendingValidation,
+    PendingStreamPage,
+    PendingStreamSession,
 }
 
 impl Verb {
     /// Every verb.
-    pub const ALL: [Verb; 18] = [
+    pub const ALL: [Verb; 23] = [
         Verb::Mutation,
         Verb::Read,
         Verb::RangeRead,
@@ -87,6 +99,11 @@ impl Verb {
         Verb::StreamSession,
         Verb::Validation,
         Verb::RepairSynced,
+        Verb::RepairPrepare,
+        Verb::RepairFinish,
+        Verb::PendingValidation,
+        Verb::PendingStreamPage,
+        Verb::PendingStreamSession,
     ];
 
     /// Cassandra's name of the verb, as `nodetool tpstats` shows dropped messages.
@@ -110,6 +127,11 @@ impl Verb {
             Verb::StreamSession => "STREAM_INIT",
             Verb::Validation => "VALIDATION_REQ",
             Verb::RepairSynced => "REPAIR_SYNCED_REQ",
+            Verb::RepairPrepare => "PREPARE_CONSISTENT_REQ",
+            Verb::RepairFinish => "FINALIZE_COMMIT_MSG",
+            Verb::PendingValidation => "PENDING_VALIDATION_REQ",
+            Verb::PendingStreamPage => "PENDING_STREAM_PAGE_REQ",
+            Verb::PendingStreamSession => "PENDING_STREAM_INIT",
         }
     }
 }
@@ -121,7 +143,11 @@ impl Verb {
         match self {
             Verb::Read | Verb::RangeRead => Stage::Read,
             Verb::CounterMutation => Stage::Counter,
-            Verb::Validation | Verb::RepairSynced => Stage::Repair,
+            Verb::Validation
+            | Verb::RepairSynced
+            | Verb::RepairPrepare
+            | Verb::RepairFinish
+            | Verb::PendingValidation => Stage::Repair,
             Verb::Gossip | Verb::Metadata | Verb::MetadataCatchUp => Stage::Messaging,
             _ => Stage::Mutation,
         }
@@ -177,6 +203,8 @@ pub enum Request {
         range: (i64, i64),
         after: Option<Bytes>,
         max_bytes: u32,
+        /// Only the SSTables pending in this incremental repair session.
+        pending: Option<uuid::Uuid>,
     },
     /// Fetch `ranges` of tables from `source`, write them, flush them, and
     /// answer once they are durable.
@@ -185,6 +213,8 @@ pub enum Request {
     Validation {
         table_id: uuid::Uuid,
         ranges: Vec<(i64, i64)>,
+        /// Only the SSTables pending in this incremental repair session.
+        pending: Option<uuid::Uuid>,
     },
     /// `ranges` (`(start, end]`) of the table are consistent as of a
     /// repair that started at `repaired_at` (seconds).
@@ -192,6 +222,20 @@ pub enum Request {
         table_id: uuid::Uuid,
         ranges: Vec<(i64, i64)>,
         repaired_at: i32,
+    },
+    /// Incremental repair: flush the table and set what its unrepaired
+    /// SSTables hold of `ranges` (`(start, end]`) aside for `session`.
+    RepairPrepare {
+        session: uuid::Uuid,
+        table_id: uuid::Uuid,
+        ranges: Vec<(i64, i64)>,
+    },
+    /// Incremental repair: the session's pending SSTables of the table are
+    /// repaired as of `repaired_at` (ms), or unrepaired again (0: failed).
+    RepairFinish {
+        session: uuid::Uuid,
+        table_id: uuid::Uuid,
+        repaired_at: i64,
     },
 }
 
@@ -204,6 +248,9 @@ pub struct StreamPlan {
     pub operation: String,
     pub source: std::net::IpAddr,
     pub tables: Vec<(uuid::Uuid, Vec<(i64, i64)>)>,
+    /// An incremental repair session: the source serves its pending
+    /// SSTables only, and the receiver writes into that session's pending set.
+    pub pending: Option<uuid::Uuid>,
 }
 
 impl Request {
@@ -223,10 +270,15 @@ impl Request {
             Request::BatchStore { .. } => Verb::BatchStore,
             Request::BatchRemove(_) => Verb::BatchRemove,
             Request::Hint(_) => Verb::Hint,
-            Request::StreamPage { .. } => Verb::StreamPage,
-            Request::StreamSession(_) => Verb::StreamSession,
-            Request::Validation { .. } => Verb::Validation,
+            Request::StreamPage { pending: None, .. } => Verb::StreamPage,
+            Request::StreamPage { .. } => Verb::PendingStreamPage,
+            Request::StreamSession(p) if p.pending.is_none() => Verb::StreamSession,
+            Request::StreamSession(_) => Verb::PendingStreamSession,
+            Request::Validation { pending: None, .. } => Verb::Validation,
+            Request::Validation { .. } => Verb::PendingValidation,
             Request::RepairSynced { .. } => Verb::RepairSynced,
+            Request::RepairPrepare { .. } => Verb::RepairPrepare,
+            Request::RepairFinish { .. } => Verb::RepairFinish,
         }
     }
 }
@@ -310,6 +362,12 @@ pub trait MessagingService: Send + Sync {
         request: Request,
         timeout: Duration,
     ) -> BoxFuture<Result<Response, MessagingError>>;
+
+    /// The newest messaging version `peer` and this node both speak (this
+    /// node's own for itself): a verb newer than that is not sent to it.
+    fn messaging_version(&self, _peer: IpAddr) -> u8 {
+        crate::net::codec::MESSAGING_VERSION_CURRENT
+    }
 
     /// Sends a message that gets no response (gossip); it may be lost.
     fn send_one_way(&self, to: IpAddr, request: Request) {

@@ -66,6 +66,11 @@ pub struct MessagingConfig {
     /// (Cassandra: 64 KiB).
     pub large_message_bytes: usize,
     pub connect_timeout: Duration,
+    /// The newest messaging version this node speaks: the build's, or an
+    /// older one while a rolling upgrade is under way
+    /// (`-Dsibyl.messaging_version=N`), so that a new build can stand in
+    /// for an old one and new verbs are not sent until every node has them.
+    pub max_version: u8,
 }
 
 impl MessagingConfig {
@@ -79,6 +84,7 @@ impl MessagingConfig {
             max_frame_bytes: 128 << 20,
             large_message_bytes: 64 << 10,
             connect_timeout: Duration::from_secs(2),
+            max_version: MESSAGING_VERSION_CURRENT,
         }
     }
 }
@@ -510,6 +516,14 @@ impl Inner {
 }
 
 impl MessagingService for TcpMessaging {
+    fn messaging_version(&self, peer: IpAddr) -> u8 {
+        if peer == self.inner.config.broadcast_address || peer == self.inner.config.listen_address {
+            self.inner.config.max_version
+        } else {
+            self.inner.version_of(peer)
+        }
+    }
+
     fn local_address(&self) -> IpAddr {
         self.inner.config.broadcast_address
     }
@@ -554,7 +568,7 @@ async fn connect(inner: &Inner, to: IpAddr, kind: ConnectionType) -> Result<TcpS
     let _ = stream.set_nodelay(true);
     let hello = Handshake {
         min_version: MESSAGING_VERSION_MIN,
-        max_version: MESSAGING_VERSION_CURRENT,
+        max_version: c.max_version,
         connection: kind,
         from: c.broadcast_address,
         cluster_name: c.cluster_name.clone(),
@@ -782,7 +796,7 @@ async fn inbound(inner: Arc<Inner>, mut stream: TcpStream, peer: SocketAddr) {
         }
     };
     let from = hello.from;
-    match hello.negotiate(&inner.config.cluster_name) {
+    match hello.negotiate_up_to(&inner.config.cluster_name, inner.config.max_version) {
         Ok(version) => {
             if stream
                 .write_all(&HandshakeReply::Accepted { version }.encode())

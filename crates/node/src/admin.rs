@@ -892,6 +892,8 @@ impl Admin {
                         local_dc_only: q.get("local_dc").is_some_and(|v| v == "true"),
                         command,
                         storage_port: self.cluster.storage_port(),
+                        incremental: q.get("full").is_none_or(|v| v != "true"),
+                        job_threads: q.get("j").and_then(|v| v.parse().ok()).unwrap_or(1),
                     };
                     match self.qp.proxy.repair(&options, &progress).await {
                         Ok(s) => {
@@ -1073,9 +1075,23 @@ impl Admin {
                             h.mean() / 1000.0
                         }
                     };
+                    // Cassandra's bytes of each repair set (uncompressed data)
+                    let (mut repaired, mut unrepaired, mut pending) = (0u64, 0u64, 0u64);
+                    for s in &ss {
+                        use sibyl_storage::sstable::RepairState;
+                        *match s.repair_state() {
+                            RepairState::Repaired(_) => &mut repaired,
+                            RepairState::Pending(_) => &mut pending,
+                            RepairState::Unrepaired => &mut unrepaired,
+                        } += s.stats.data_bytes;
+                    }
                     out.push(json!({
                         "keyspace": t.keyspace,
                         "table": t.name,
+                        "percent_repaired": (cfs.percent_repaired() * 100.0).round() / 100.0,
+                        "bytes_repaired": repaired,
+                        "bytes_unrepaired": unrepaired,
+                        "bytes_pending_repair": pending,
                         "local_read_latency_ms": ms(cfs.read_latency.all()),
                         "local_write_latency_ms": ms(cfs.write_latency.all()),
                         "pending_flushes": cfs.pending_flushes(),

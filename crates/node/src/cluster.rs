@@ -906,9 +906,11 @@ fn stage_of(request: &Request) -> &'static sibyl_metrics::Stage {
         Request::CounterMutation { .. } => &stages::COUNTER_MUTATION,
         Request::Gossip(_) => &stages::GOSSIP,
         Request::Metadata(_) | Request::MetadataCatchUp(_) => &stages::MIGRATION,
-        Request::StreamPage { .. } | Request::StreamSession(_) | Request::Validation { .. } => {
-            &stages::ANTI_ENTROPY
-        }
+        Request::StreamPage { .. }
+        | Request::StreamSession(_)
+        | Request::Validation { .. }
+        | Request::RepairPrepare { .. }
+        | Request::RepairFinish { .. } => &stages::ANTI_ENTROPY,
         _ => &stages::MUTATION,
     }
 }
@@ -1104,6 +1106,9 @@ pub async fn bind_messaging(
     let mut mc =
         sibyl_cluster::net::MessagingConfig::new(listen, config.storage_port, &config.cluster_name);
     mc.broadcast_address = broadcast;
+    if let Some(v) = config.messaging_version {
+        mc.max_version = v;
+    }
     let lookup: sibyl_cluster::net::ComparatorLookup =
         Arc::new(move |id| schema.read().table_by_id(id).map(|t| t.comparator.clone()));
     Ok(Arc::new(TcpMessaging::bind(mc, lookup).await?))

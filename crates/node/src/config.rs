@@ -173,6 +173,9 @@ pub struct Config {
     /// `-Dcassandra.override_decommission=true`: a decommissioned node may
     /// start again.
     pub override_decommission: bool,
+    /// `-Dsibyl.messaging_version=N`: the newest internode messaging version
+    /// this node speaks (a rolling upgrade holds new builds at the old one).
+    pub messaging_version: Option<u8>,
     /// `-Dcassandra.replace_address_first_boot=IP` (or `replace_address`):
     /// this new node takes the dead node's place (its tokens) and streams
     /// its data from the other replicas.
@@ -277,6 +280,7 @@ impl Default for Config {
             native_transport_max_frame_size_bytes: 16 * 1024 * 1024,
             commitlog_ignore_replay_errors: false,
             override_decommission: false,
+            messaging_version: None,
             replace_address: None,
             replace_address_first_boot: false,
             compaction_backlog_limit: 64,

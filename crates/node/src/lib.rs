@@ -10,6 +10,9 @@ pub mod native;
 pub mod pauses;
 pub mod views;
 
+/// The internode messaging versions this build speaks (`-Dsibyl.messaging_version`).
+pub use sibyl_cluster::net::codec::{MESSAGING_VERSION_CURRENT, MESSAGING_VERSION_MIN};
+
 /// The running log levels (`nodetool getlogginglevels`, `setlogginglevel`),
 /// set by whoever set up logging (the `sibyl` binary).
 pub trait LogLevels: Send + Sync {

@@ -1613,9 +1613,10 @@ impl sibyl_cluster::messaging::VerbHandler for StorageVerbs {
                     range,
                     after,
                     max_bytes,
+                    pending,
                 } => {
                     proxy
-                        .serve_stream_page(from, table_id, range, after, max_bytes)
+                        .serve_stream_page(from, table_id, range, after, max_bytes, pending)
                         .await
                 }
                 Request::StreamSession(plan) => match proxy.run_stream_session(plan).await {
@@ -1625,10 +1626,18 @@ impl sibyl_cluster::messaging::VerbHandler for StorageVerbs {
                     },
                     Err(e) => Response::Failure(ReplicaFailure::Error(e)),
                 },
-                Request::Validation { table_id, ranges } => {
+                Request::Validation {
+                    table_id,
+                    ranges,
+                    pending,
+                } => {
                     // hashing reads every partition: off the async workers
                     let p = proxy.clone();
-                    match tokio::task::spawn_blocking(move || p.validate(table_id, &ranges)).await {
+                    match tokio::task::spawn_blocking(move || {
+                        p.validate(table_id, &ranges, pending)
+                    })
+                    .await
+                    {
                         Ok(Ok(h)) => Response::Validation(h),
                         Ok(Err(f)) => Response::Failure(f),
                         Err(e) => Response::Failure(ReplicaFailure::Error(e.to_string())),
@@ -1639,6 +1648,22 @@ impl sibyl_cluster::messaging::VerbHandler for StorageVerbs {
                     ranges,
                     repaired_at,
                 } => match proxy.mark_repaired(table_id, &ranges, repaired_at) {
+                    Ok(()) => Response::Done,
+                    Err(f) => Response::Failure(f),
+                },
+                Request::RepairPrepare {
+                    session,
+                    table_id,
+                    ranges,
+                } => match proxy.prepare_pending(session, table_id, &ranges).await {
+                    Ok(()) => Response::Done,
+                    Err(f) => Response::Failure(f),
+                },
+                Request::RepairFinish {
+                    session,
+                    table_id,
+                    repaired_at,
+                } => match proxy.finish_pending(session, table_id, repaired_at) {
                     Ok(()) => Response::Done,
                     Err(f) => Response::Failure(f),
                 },

@@ -8,8 +8,17 @@
 //! leaves are what decides what streams, and here they are compared
 //! directly. A range is cut into about one leaf per partition (a power of
 //! two, 32 to 65,536: [`leaves_for`]), as Cassandra sizes its trees, so
-//! that what streams is close to what differs. Repair is always full:
-//! there are no repaired / unrepaired SSTable sets yet.
+//! that what streams is close to what differs.
+//!
+//! Incremental repair (the default, as in Cassandra 4+; `-full` is the
+//! other): every participant first sets what its unrepaired SSTables hold
+//! of the ranges aside as the session's pending set (`PREPARE_CONSISTENT_REQ`:
+//! flush, anticompaction); validation hashes only pending SSTables, streams
+//! serve only them and write into the receiver's pending set; when every
+//! range succeeded the pending sets become repaired (`FINALIZE_COMMIT_MSG`),
+//! else unrepaired again. Data repaired once is never validated again.
+//! It needs every participant at messaging version 3; otherwise the repair
+//! runs as a full one and says so.
 
 use crate::proxy::StorageProxy;
 use crate::streaming::inclusive_ranges;
@@ -62,7 +71,14 @@ pub struct RepairOptions {
     pub command: u64,
     /// The internode port (`repair_history`'s `coordinator_port`).
     pub storage_port: u16,
+    /// Incremental (the default of `nodetool repair`), or full (`-full`).
+    pub incremental: bool,
+    /// `-j`: tables validated at once (1 to 4).
+    pub job_threads: usize,
 }
+
+/// Cassandra's bound on `-j` (`RepairOption.MAX_JOB_THREADS`).
+pub const MAX_JOB_THREADS: usize = 4;
 
 /// What a repair did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -176,7 +192,164 @@ fn set_of(items: impl IntoIterator<Item = bytes::Bytes>) -> bytes::Bytes {
     sibyl_types::value::serialize_collection(&v)
 }
 
+/// How the ranges of one repair command run.
+#[derive(Debug, Clone, Copy)]
+struct RunOptions {
+    /// The incremental session whose pending SSTables are compared.
+    pending: Option<uuid::Uuid>,
+    job_threads: usize,
+}
+
+/// Each participant of `work` with the ranges it replicates.
+fn ranges_by_participant(work: &[((i64, i64), Vec<IpAddr>)]) -> BTreeMap<IpAddr, Vec<(i64, i64)>> {
+    let mut by: BTreeMap<IpAddr, Vec<(i64, i64)>> = BTreeMap::new();
+    for (range, replicas) in work {
+        if replicas.len() < 2 {
+            continue;
+        }
+        for a in replicas {
+            by.entry(*a).or_default().push(*range);
+        }
+    }
+    by
+}
+
 impl StorageProxy {
+    /// `PREPARE_CONSISTENT_REQ` (and the coordinator's own part): flush the
+    /// table and set its unrepaired data of `ranges` aside for `session`.
+    pub(crate) async fn prepare_pending(
+        &self,
+        session: uuid::Uuid,
+        table_id: uuid::Uuid,
+        ranges: &[(i64, i64)],
+    ) -> Result<(), ReplicaFailure> {
+        let cfs = self
+            .replica
+            .storage
+            .table(table_id)
+            .ok_or(ReplicaFailure::UnknownTable(table_id))?;
+        self.replica
+            .storage
+            .anticompact(&cfs, ranges, session)
+            .await
+            .map(|_| ())
+            .map_err(|e| ReplicaFailure::Error(e.to_string()))
+    }
+
+    /// `FINALIZE_COMMIT_MSG` (and the coordinator's own part): the
+    /// session's pending SSTables become repaired as of `repaired_at` (ms),
+    /// or unrepaired again (0).
+    pub(crate) fn finish_pending(
+        &self,
+        session: uuid::Uuid,
+        table_id: uuid::Uuid,
+        repaired_at: i64,
+    ) -> Result<(), ReplicaFailure> {
+        let cfs = self
+            .replica
+            .storage
+            .table(table_id)
+            .ok_or(ReplicaFailure::UnknownTable(table_id))?;
+        let n = self
+            .replica
+            .storage
+            .finish_pending(&cfs, session, (repaired_at > 0).then_some(repaired_at))
+            .map_err(|e| ReplicaFailure::Error(e.to_string()))?;
+        if n > 0 {
+            let (ks, t) = cfs.names();
+            tracing::info!(
+                "[repair #{session}] {} {n} sstables of {ks}.{t}",
+                if repaired_at > 0 {
+                    "Marked repaired"
+                } else {
+                    "Released"
+                }
+            );
+        }
+        Ok(())
+    }
+
+    /// Every participant prepares its pending set of every table.
+    async fn prepare_session(
+        &self,
+        session: uuid::Uuid,
+        work: &[((i64, i64), Vec<IpAddr>)],
+        tables: &[(String, uuid::Uuid)],
+    ) -> Result<(), String> {
+        let me = self.local_address();
+        for (participant, ranges) in ranges_by_participant(work) {
+            for (name, table_id) in tables {
+                let outcome = if participant == me {
+                    self.prepare_pending(session, *table_id, &ranges)
+                        .await
+                        .map_err(|f| format!("{f:?}"))
+                } else {
+                    let request = Request::RepairPrepare {
+                        session,
+                        table_id: *table_id,
+                        ranges: ranges.clone(),
+                    };
+                    match self
+                        .messaging
+                        .send_and_receive(participant, request, VALIDATION_TIMEOUT)
+                        .await
+                    {
+                        Ok(Response::Done) => Ok(()),
+                        Ok(other) => Err(format!("{other:?}")),
+                        Err(e) => Err(e.to_string()),
+                    }
+                };
+                outcome.map_err(|e| {
+                    format!("Prepare phase for incremental repair of {name} failed on /{participant}: {e}")
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every participant ends the session: repaired as of `repaired_at`
+    /// (ms), or unrepaired again (`None`). A participant that does not hear
+    /// it keeps the pending set until it is told (Cassandra's cleanup of
+    /// orphaned sessions is left for later); its data stays readable.
+    async fn finish_session(
+        &self,
+        session: uuid::Uuid,
+        work: &[((i64, i64), Vec<IpAddr>)],
+        tables: &[(String, uuid::Uuid)],
+        repaired_at: Option<i64>,
+    ) {
+        let me = self.local_address();
+        let at = repaired_at.unwrap_or(0);
+        for participant in ranges_by_participant(work).into_keys() {
+            for (_, table_id) in tables {
+                let outcome = if participant == me {
+                    self.finish_pending(session, *table_id, at)
+                        .map_err(|f| format!("{f:?}"))
+                } else {
+                    let request = Request::RepairFinish {
+                        session,
+                        table_id: *table_id,
+                        repaired_at: at,
+                    };
+                    match self
+                        .messaging
+                        .send_and_receive(participant, request, Duration::from_secs(60))
+                        .await
+                    {
+                        Ok(Response::Done) => Ok(()),
+                        Ok(other) => Err(format!("{other:?}")),
+                        Err(e) => Err(e.to_string()),
+                    }
+                };
+                if let Err(e) = outcome {
+                    tracing::warn!(
+                        "[repair #{session}] could not finish the session on /{participant}: {e}"
+                    );
+                }
+            }
+        }
+    }
+
     /// `REPAIR_SYNCED_REQ` (and the coordinator's own replica): the table's
     /// `ranges` are consistent as of `repaired_at`.
     pub(crate) fn mark_repaired(
@@ -323,9 +496,39 @@ impl StorageProxy {
                 None => work.push((range, replicas)),
             }
         }
+        if options.job_threads > MAX_JOB_THREADS {
+            return Err(format!("Too many job threads. Max is {MAX_JOB_THREADS}"));
+        }
+        let job_threads = options.job_threads.max(1);
+        // incremental repair needs every participant to know its verbs, and
+        // a repaired set that holds on every replica (not one DC's)
+        let mut incremental = options.incremental;
+        if incremental {
+            let mut participants: Vec<IpAddr> =
+                work.iter().flat_map(|(_, r)| r.iter().copied()).collect();
+            participants.sort();
+            participants.dedup();
+            let version = sibyl_cluster::net::codec::MESSAGING_VERSION_INCREMENTAL_REPAIR;
+            if let Some(old) = participants
+                .iter()
+                .find(|a| self.messaging.messaging_version(**a) < version)
+            {
+                progress(format!(
+                    "/{old} speaks messaging version {}, older than incremental repair needs ({version}): running a full repair",
+                    self.messaging.messaging_version(*old)
+                ));
+                incremental = false;
+            } else if options.local_dc_only {
+                progress(
+                    "Incremental repair of one data center cannot mark data repaired on every replica: running a full repair"
+                        .to_string(),
+                );
+                incremental = false;
+            }
+        }
         progress(format!(
             "Starting repair command #{} ({}), repairing keyspace {} with repair options (parallelism: parallel, \
-             primary range: {}, incremental: false, job threads: 1, ColumnFamilies: [{}], dataCenters: [{}], hosts: [], \
+             primary range: {}, incremental: {incremental}, job threads: {job_threads}, ColumnFamilies: [{}], dataCenters: [{}], hosts: [], \
              previewKind: NONE, # of ranges: {}, pull repair: false, force repair: false, optimise streams: false, \
              ignore unreplicated keyspaces: false, repairPaxos: true, paxosOnly: false)",
             options.command,
@@ -349,8 +552,8 @@ impl StorageProxy {
         let mut repair_options = BTreeMap::new();
         repair_options.insert("parallelism", "parallel".to_string());
         repair_options.insert("primaryRange", options.primary_range.to_string());
-        repair_options.insert("incremental", "false".to_string());
-        repair_options.insert("jobThreads", "1".to_string());
+        repair_options.insert("incremental", incremental.to_string());
+        repair_options.insert("jobThreads", job_threads.to_string());
         repair_options.insert(
             "dataCenters",
             if options.local_dc_only {
@@ -389,6 +592,18 @@ impl StorageProxy {
             ],
         )
         .await;
+        // incremental: the parent session's pending sets, prepared first
+        let pending = if incremental {
+            match self.prepare_session(parent, &work, &tables).await {
+                Ok(()) => Some(parent),
+                Err(e) => {
+                    self.finish_session(parent, &work, &tables, None).await;
+                    return Err(e);
+                }
+            }
+        } else {
+            None
+        };
         let outcome = self
             .repair_ranges(
                 &work,
@@ -398,10 +613,21 @@ impl StorageProxy {
                 options.storage_port,
                 // only a repair of every replica lets tombstones go
                 !options.local_dc_only,
+                RunOptions {
+                    pending,
+                    job_threads,
+                },
                 &mut summary,
                 progress,
             )
             .await;
+        if let Some(session) = pending {
+            let repaired_at = outcome
+                .is_ok()
+                .then(|| sibyl_types::timeuuid::timestamp_micros_now() / 1000);
+            self.finish_session(session, &work, &tables, repaired_at)
+                .await;
+        }
         let mut end = vec![("finished_at", Some(timestamp_now()))];
         match &outcome {
             Ok(done) => end.push((
@@ -428,6 +654,7 @@ impl StorageProxy {
         parent: uuid::Uuid,
         port: u16,
         every_replica: bool,
+        run: RunOptions,
         summary: &mut RepairSummary,
         progress: &(dyn Fn(String) + Send + Sync),
     ) -> Result<Vec<(i64, i64)>, String> {
@@ -474,7 +701,9 @@ impl StorageProxy {
             // (a tombstone older than the session's start is on every
             // replica once it succeeds)
             let started = sibyl_storage::now_in_seconds();
-            let result = self.repair_range(*range, replicas, tables, summary).await;
+            let result = self
+                .repair_range(*range, replicas, tables, run, summary)
+                .await;
             if result.is_ok() && every_replica {
                 self.announce_repaired(*range, replicas, tables, started)
                     .await;
@@ -522,23 +751,37 @@ impl StorageProxy {
         range: (i64, i64),
         replicas: &[IpAddr],
         tables: &[(String, uuid::Uuid)],
+        run: RunOptions,
         summary: &mut RepairSummary,
     ) -> Result<(), String> {
         {
             let mut plans: BTreeMap<(IpAddr, IpAddr), BTreeMap<uuid::Uuid, Vec<(i64, i64)>>> =
                 BTreeMap::new();
-            for (_, table_id) in tables {
-                let partitions = self
-                    .replica
-                    .storage
-                    .table(*table_id)
-                    .map_or(0, |t| t.estimated_partitions());
-                let leaves: Vec<(i64, i64)> =
-                    leaves(range.0, range.1, leaves_for(partitions, range))
-                        .into_iter()
-                        .flat_map(|(a, b)| inclusive_ranges(a, b))
-                        .collect();
-                let hashes = self.validations(*table_id, &leaves, replicas).await?;
+            // the tables' validations, `-j` of them at a time
+            let mut validated = Vec::new();
+            for chunk in tables.chunks(run.job_threads) {
+                let jobs = chunk.iter().map(|(_, table_id)| async move {
+                    let partitions = self
+                        .replica
+                        .storage
+                        .table(*table_id)
+                        .map_or(0, |t| t.estimated_partitions());
+                    let leaves: Vec<(i64, i64)> =
+                        leaves(range.0, range.1, leaves_for(partitions, range))
+                            .into_iter()
+                            .flat_map(|(a, b)| inclusive_ranges(a, b))
+                            .collect();
+                    let hashes = self
+                        .validations(*table_id, &leaves, replicas, run.pending)
+                        .await?;
+                    Ok::<_, String>((*table_id, leaves, hashes))
+                });
+                for r in futures::future::join_all(jobs).await {
+                    validated.push(r?);
+                }
+            }
+            for (table_id, leaves, hashes) in validated {
+                let table_id = &table_id;
                 summary.leaves_checked += leaves.len();
                 summary.leaves_out_of_sync += (0..leaves.len())
                     .filter(|i| hashes.iter().any(|(_, h)| h[*i] != hashes[0].1[*i]))
@@ -566,6 +809,7 @@ impl StorageProxy {
                     id: sibyl_types::timeuuid::now_timeuuid(),
                     operation: "Repair".into(),
                     source,
+                    pending: run.pending,
                     // neighbouring leaves in one piece: fewer pages
                     tables: tables
                         .into_iter()
@@ -590,6 +834,7 @@ impl StorageProxy {
         table_id: uuid::Uuid,
         leaves: &[(i64, i64)],
         replicas: &[IpAddr],
+        pending: Option<uuid::Uuid>,
     ) -> Result<Vec<(IpAddr, Vec<[u8; 16]>)>, String> {
         let me = self.local_address();
         let mut tasks = tokio::task::JoinSet::new();
@@ -598,6 +843,7 @@ impl StorageProxy {
             let request = Request::Validation {
                 table_id,
                 ranges: leaves.to_vec(),
+                pending,
             };
             if r == me {
                 continue;
@@ -615,7 +861,7 @@ impl StorageProxy {
         if replicas.contains(&me) {
             out.push((
                 me,
-                self.validate(table_id, leaves)
+                self.validate(table_id, leaves, pending)
                     .map_err(|f| format!("{f:?}"))?,
             ));
         }

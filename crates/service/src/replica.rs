@@ -535,7 +535,9 @@ impl Replica {
             | Request::StreamPage { .. }
             | Request::StreamSession(_)
             | Request::Validation { .. }
-            | Request::RepairSynced { .. } => Err(ReplicaFailure::Error(format!(
+            | Request::RepairSynced { .. }
+            | Request::RepairPrepare { .. }
+            | Request::RepairFinish { .. } => Err(ReplicaFailure::Error(format!(
                 "{} is not a replica verb",
                 request.verb().name()
             ))),

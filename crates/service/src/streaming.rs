@@ -180,6 +180,47 @@ pub fn inclusive_ranges(start: i64, end: i64) -> Vec<(i64, i64)> {
     }
 }
 
+/// What a stream page or a validation reads: everything a table holds, or
+/// only the SSTables pending in an incremental repair session.
+struct View {
+    cfs: Arc<sibyl_storage::ColumnFamilyStore>,
+    set: Option<Vec<Arc<sibyl_storage::sstable::SSTableReader>>>,
+}
+
+impl View {
+    fn new(cfs: Arc<sibyl_storage::ColumnFamilyStore>, pending: Option<uuid::Uuid>) -> View {
+        let set = pending.map(|s| cfs.sstables_in(sibyl_storage::sstable::RepairState::Pending(s)));
+        View { cfs, set }
+    }
+
+    fn keys(
+        &self,
+        after: Option<&DecoratedKey>,
+        lo: i64,
+        hi: i64,
+        limit: usize,
+    ) -> Result<Vec<DecoratedKey>, sibyl_storage::StorageError> {
+        match &self.set {
+            None => self.cfs.keys(after, lo, hi, limit),
+            Some(set) => self.cfs.keys_in(set, after, lo, hi, limit),
+        }
+    }
+
+    fn read(
+        &self,
+        key: &DecoratedKey,
+    ) -> Result<Option<sibyl_db::Partition>, sibyl_storage::StorageError> {
+        match &self.set {
+            None => self.cfs.read(key, None),
+            Some(set) => self.cfs.read_in(set, key),
+        }
+    }
+}
+
+/// Partitions an incremental repair session receives are written to the
+/// session's pending SSTables in pieces of at most this many bytes.
+const PENDING_MEMTABLE_BYTES: usize = 64 << 20;
+
 impl StorageProxy {
     /// The stream sessions of this node.
     pub fn streams(&self) -> &StreamManager {
@@ -195,10 +236,12 @@ impl StorageProxy {
         range: (i64, i64),
         after: Option<bytes::Bytes>,
         max_bytes: u32,
+        pending: Option<uuid::Uuid>,
     ) -> Response {
         let Some(cfs) = self.replica.storage.table(table_id) else {
             return Response::Failure(ReplicaFailure::UnknownTable(table_id));
         };
+        let cfs = View::new(cfs, pending);
         let mut cursor = after.map(DecoratedKey::new);
         let mut mutations = Vec::new();
         let mut bytes = 0usize;
@@ -212,7 +255,7 @@ impl StorageProxy {
             let mut full = false;
             for k in keys {
                 cursor = Some(k.clone());
-                let p = match cfs.read(&k, None) {
+                let p = match cfs.read(&k) {
                     Ok(Some(p)) if !p.is_empty() => p,
                     Ok(_) => continue,
                     Err(e) => return Response::Failure(ReplicaFailure::Error(e.to_string())),
@@ -317,6 +360,18 @@ impl StorageProxy {
                 continue;
             }
             written.push(*table_id);
+            // an incremental repair session writes what it receives into
+            // its pending SSTables, unless the table has indexes (those are
+            // kept by the normal write path; the data is unrepaired then)
+            let cfs = self.replica.storage.table(*table_id);
+            let indexed = self
+                .schema()
+                .table_by_id(*table_id)
+                .is_some_and(|t| !t.indexes.is_empty());
+            let mut received = plan
+                .pending
+                .filter(|_| !indexed)
+                .map(|_| Arc::new(sibyl_storage::memtable::Memtable::new()));
             for range in ranges {
                 let mut after: Option<bytes::Bytes> = None;
                 loop {
@@ -325,6 +380,7 @@ impl StorageProxy {
                         range: *range,
                         after: after.clone(),
                         max_bytes: PAGE_BYTES,
+                        pending: plan.pending,
                     };
                     let mut tries = 0;
                     let (mutations, more) = loop {
@@ -337,6 +393,7 @@ impl StorageProxy {
                                     *range,
                                     after.clone(),
                                     PAGE_BYTES,
+                                    plan.pending,
                                 )
                                 .await,
                             )
@@ -375,11 +432,26 @@ impl StorageProxy {
                         size += buf.len() as u64;
                     }
                     let n = mutations.len() as u64;
-                    if !mutations.is_empty() {
-                        self.replica
-                            .apply(mutations)
-                            .await
-                            .map_err(|f| format!("applying streamed partitions: {f:?}"))?;
+                    match (&received, &cfs) {
+                        // an incremental repair's data goes to its pending set
+                        (Some(mt), Some(cfs)) => {
+                            let now = sibyl_storage::now_in_seconds();
+                            for m in mutations {
+                                mt.apply(m, now);
+                            }
+                            if mt.live_bytes() >= PENDING_MEMTABLE_BYTES {
+                                let full = received
+                                    .replace(Arc::new(sibyl_storage::memtable::Memtable::new()));
+                                self.write_pending(cfs, full, plan.pending).await?;
+                            }
+                        }
+                        _ if !mutations.is_empty() => {
+                            self.replica
+                                .apply(mutations)
+                                .await
+                                .map_err(|f| format!("applying streamed partitions: {f:?}"))?;
+                        }
+                        _ => {}
                     }
                     state.partitions.fetch_add(n, Ordering::Relaxed);
                     state.bytes.fetch_add(size, Ordering::Relaxed);
@@ -388,6 +460,9 @@ impl StorageProxy {
                     }
                 }
                 state.ranges_done.fetch_add(1, Ordering::Relaxed);
+            }
+            if let Some(cfs) = &cfs {
+                self.write_pending(cfs, received, plan.pending).await?;
             }
         }
         // durable before success: what was received is in SSTables
@@ -403,12 +478,32 @@ impl StorageProxy {
         Ok(())
     }
 
+    /// Writes what an incremental repair session received into its pending
+    /// SSTables.
+    async fn write_pending(
+        &self,
+        cfs: &Arc<sibyl_storage::ColumnFamilyStore>,
+        received: Option<Arc<sibyl_storage::memtable::Memtable>>,
+        session: Option<uuid::Uuid>,
+    ) -> Result<(), String> {
+        if let (Some(mt), Some(session)) = (received, session) {
+            self.replica
+                .storage
+                .write_pending(cfs, mt, session)
+                .await
+                .map_err(|e| format!("writing streamed partitions: {e}"))?;
+        }
+        Ok(())
+    }
+
     /// Repair's validation: one MD5 per range over the table's partitions
-    /// in token order (each partition's key and reconciled content).
+    /// in token order (each partition's key and reconciled content); an
+    /// incremental repair hashes its session's pending SSTables only.
     pub(crate) fn validate(
         &self,
         table_id: uuid::Uuid,
         ranges: &[(i64, i64)],
+        pending: Option<uuid::Uuid>,
     ) -> Result<Vec<[u8; 16]>, ReplicaFailure> {
         use md5::Digest;
         let cfs = self
@@ -416,6 +511,7 @@ impl StorageProxy {
             .storage
             .table(table_id)
             .ok_or(ReplicaFailure::UnknownTable(table_id))?;
+        let cfs = View::new(cfs, pending);
         let err = |e: sibyl_storage::StorageError| ReplicaFailure::Error(e.to_string());
         let mut hashers: Vec<md5::Md5> = ranges.iter().map(|_| md5::Md5::new()).collect();
         // the ranges in token order, scanned in runs of touching ranges: one
@@ -444,7 +540,7 @@ impl StorageProxy {
                     while leaf + 1 < run.len() && k.token > ranges[run[leaf]].1 {
                         leaf += 1;
                     }
-                    if let Some(p) = cfs.read(k, None).map_err(err)? {
+                    if let Some(p) = cfs.read(k).map_err(err)? {
                         if !p.is_empty() {
                             hashers[run[leaf]].update(sibyl_db::read::digest(&[(k.clone(), p)]));
                         }

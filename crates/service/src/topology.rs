@@ -133,6 +133,7 @@ pub fn stream_plans(
                     id: sibyl_types::timeuuid::now_timeuuid(),
                     operation: operation.to_string(),
                     source,
+                    pending: None,
                     tables: tables
                         .into_iter()
                         .map(|(t, mut r)| {

@@ -46,7 +46,7 @@ use sibyl_node::config::Config;
 use std::path::PathBuf;
 
 const USAGE: &str = "usage: sibyl [--config FILE] [-Dcassandra.logdir=DIR] [-Dcassandra.commitlog.ignorereplayerrors=true]
-                    [-Dcassandra.override_decommission=true]
+                    [-Dcassandra.override_decommission=true] [-Dsibyl.messaging_version=N]
                     [-Dcassandra.replace_address_first_boot=IP | -Dcassandra.replace_address=IP]
        sibyl nodetool [-h HOST] [-p PORT] <command> [args]
        sibyl sstable dump|verify PATH
@@ -76,6 +76,7 @@ fn main() -> anyhow::Result<()> {
     let mut override_decommission = false;
     let mut replace: Option<(String, String)> = None;
     let mut log_dir: Option<PathBuf> = None;
+    let mut messaging_version: Option<String> = None;
     while let Some(a) = args.next() {
         match a.as_str() {
             // Cassandra's JVM option, for the operator who must start a node
@@ -88,6 +89,11 @@ fn main() -> anyhow::Result<()> {
             {
                 let (k, v) = a["-D".len()..].split_once('=').unwrap_or_default();
                 replace = Some((k.to_string(), v.to_string()));
+            }
+            // a rolling upgrade: speak an older internode version until
+            // every node runs the new build
+            a if a.starts_with("-Dsibyl.messaging_version=") => {
+                messaging_version = Some(a["-Dsibyl.messaging_version=".len()..].to_string())
             }
             // Cassandra's system property for where system.log and debug.log go
             a if a.starts_with("-Dcassandra.logdir=") => {
@@ -135,6 +141,23 @@ fn main() -> anyhow::Result<()> {
         config.replace_address = Some(address);
         config.replace_address_first_boot = key.ends_with("_first_boot");
     }
+    if let Some(v) = &messaging_version {
+        let (min, max) = (
+            sibyl_node::MESSAGING_VERSION_MIN,
+            sibyl_node::MESSAGING_VERSION_CURRENT,
+        );
+        let n: u8 = v
+            .parse()
+            .ok()
+            .filter(|n| (min..=max).contains(n))
+            .with_context(|| {
+                format!("-Dsibyl.messaging_version={v}: this build speaks versions {min} to {max}")
+            })?;
+        tracing::info!(
+            "Speaking internode messaging version {n} at most (this build's newest is {max})"
+        );
+        config.messaging_version = Some(n);
+    }
     // the JVM properties' equivalents, as system_views.system_properties lists them
     let mut props = vec![(
         "cassandra.logdir".to_string(),
@@ -155,6 +178,9 @@ fn main() -> anyhow::Result<()> {
     }
     if let Some((key, value)) = replace {
         props.push((key, value));
+    }
+    if let Some(v) = messaging_version {
+        props.push(("sibyl.messaging_version".into(), v));
     }
     config.system_properties = props;
     // Statements are bounded in nesting (sibyl_cql::MAX_NESTING) and every

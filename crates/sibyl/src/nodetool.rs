@@ -322,6 +322,19 @@ pub fn run(tokens: Vec<String>) -> anyhow::Result<()> {
                 );
                 outln!("\t\tPending flushes: {}", t["pending_flushes"]);
                 outln!(
+                    "\t\tPercent repaired: {}",
+                    java_double(t["percent_repaired"].as_f64().unwrap_or(100.0))
+                );
+                outln!("\t\tBytes repaired: {}", human_bytes(&t["bytes_repaired"]));
+                outln!(
+                    "\t\tBytes unrepaired: {}",
+                    human_bytes(&t["bytes_unrepaired"])
+                );
+                outln!(
+                    "\t\tBytes pending repair: {}",
+                    human_bytes(&t["bytes_pending_repair"])
+                );
+                outln!(
                     "\t\tBloom filter false positives: {}",
                     t["bloom_filter_false_positives"]
                 );
@@ -734,6 +747,20 @@ fn latency_text(v: &Value) -> String {
         .unwrap_or_else(|| "NaN".into())
 }
 
+/// A double as Java's `Double.toString` writes a short one: `100.0`, `47.37`.
+fn java_double(v: f64) -> String {
+    if v.fract() == 0.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v}")
+    }
+}
+
+/// Bytes as Cassandra's tablestats prints the repair sets (`FBUtilities.prettyPrintMemory`).
+fn human_bytes(v: &Value) -> String {
+    sibyl_types::pretty::memory(v.as_u64().unwrap_or(0) as i64)
+}
+
 /// `tablestats -F json|yaml`: Cassandra's document, with the statistics Sibyl
 /// keeps, under Cassandra's names and types. Statistics Sibyl does not keep
 /// are left out rather than made up.
@@ -770,6 +797,10 @@ fn tablestats_document(tables: &[Value]) -> Value {
                     "memtable_data_size": n("memtable_data_size").to_string(),
                     "local_write_latency_ms": latency_text(&t["local_write_latency_ms"]),
                     "pending_flushes": n("pending_flushes"),
+                    "percent_repaired": t["percent_repaired"].as_f64().unwrap_or(100.0),
+                    "bytes_repaired": n("bytes_repaired"),
+                    "bytes_unrepaired": n("bytes_unrepaired"),
+                    "bytes_pending_repair": n("bytes_pending_repair"),
                     "local_read_count": n("local_read_count"),
                     "bloom_filter_false_positives": n("bloom_filter_false_positives"),
                     "local_write_count": n("local_write_count"),

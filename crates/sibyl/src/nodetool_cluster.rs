@@ -454,7 +454,8 @@ pub fn run(
             let mut it = args.iter();
             while let Some(a) = it.next() {
                 match a.as_str() {
-                    "-full" | "--full" | "-seq" | "--sequential" | "-inc" => {}
+                    "-full" | "--full" => params.push("full=true".into()),
+                    "-seq" | "--sequential" | "-inc" => {}
                     "-pr" | "--partitioner-range" => params.push("pr=true".into()),
                     "-dcpar" | "--dc-parallel" => {}
                     "--in-local-dc" | "-local" | "--in-local-datacenter" => {
@@ -468,9 +469,10 @@ pub fn run(
                         Some(t) => params.push(format!("et={}", enc(t))),
                         None => bail!("-et needs a token"),
                     },
-                    "-j" | "--job-threads" => {
-                        it.next();
-                    }
+                    "-j" | "--job-threads" => match it.next() {
+                        Some(n) => params.push(format!("j={}", enc(n))),
+                        None => bail!("-j needs a number"),
+                    },
                     o if o.starts_with('-') => bail!("repair: unknown option {o}"),
                     _ => positional.push(a),
                 }

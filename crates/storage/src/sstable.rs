@@ -337,6 +337,56 @@ pub struct Statistics {
     pub partition_sizes: Vec<u64>,
     #[serde(default)]
     pub cell_counts: Vec<u64>,
+    /// When an incremental repair made this data consistent across its
+    /// replicas (ms since the epoch; 0: unrepaired), Cassandra's
+    /// `repairedAt`. A build that does not know it reads the SSTable as
+    /// unrepaired, the safe side.
+    #[serde(default)]
+    pub repaired_at: i64,
+    /// The incremental repair session this SSTable is set aside for
+    /// (Cassandra's `pendingRepair`), until the session is finalized
+    /// (repaired) or fails (unrepaired again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_repair: Option<String>,
+}
+
+/// Which of a table's SSTable sets an SSTable is in: compaction never mixes
+/// them, incremental repair validates and streams only a session's pending
+/// set, and a finalized session makes its set repaired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RepairState {
+    Unrepaired,
+    Pending(uuid::Uuid),
+    /// Repaired as of this time (ms since the epoch).
+    Repaired(i64),
+}
+
+impl RepairState {
+    fn of(stats: &Statistics) -> RepairState {
+        match stats
+            .pending_repair
+            .as_deref()
+            .and_then(|s| uuid::Uuid::parse_str(s).ok())
+        {
+            Some(id) => RepairState::Pending(id),
+            None if stats.repaired_at > 0 => RepairState::Repaired(stats.repaired_at),
+            None => RepairState::Unrepaired,
+        }
+    }
+
+    fn apply(self, stats: &mut Statistics) {
+        let (at, pending) = match self {
+            RepairState::Unrepaired => (0, None),
+            RepairState::Pending(id) => (0, Some(id.to_string())),
+            RepairState::Repaired(at) => (at, None),
+        };
+        stats.repaired_at = at;
+        stats.pending_repair = pending;
+    }
+
+    pub fn is_repaired(self) -> bool {
+        matches!(self, RepairState::Repaired(_))
+    }
 }
 
 fn never() -> i32 {
@@ -551,6 +601,8 @@ impl SSTableWriter {
                 indexed_partitions: 0,
                 partition_sizes: Vec::new(),
                 cell_counts: Vec::new(),
+                repaired_at: 0,
+                pending_repair: None,
             },
             partition_sizes: Default::default(),
             cell_counts: Default::default(),
@@ -729,6 +781,11 @@ impl SSTableWriter {
 
     pub fn set_level(&mut self, level: u32) {
         self.stats.level = level;
+    }
+
+    /// The repair set the SSTable is written into.
+    pub fn set_repair_state(&mut self, state: RepairState) {
+        state.apply(&mut self.stats);
     }
 
     pub fn generation(&self) -> u64 {
@@ -922,6 +979,8 @@ pub struct SSTableReader {
     comparator: Arc<ClusteringComparator>,
     cache: Arc<ChunkCache>,
     pub bloom_false_positives: AtomicU64,
+    /// The repair set it is in now (`stats` has the one it was opened with).
+    repair: Mutex<RepairState>,
     /// Clustering bounds a slice must overlap for this SSTable to matter;
     /// `None` when it cannot be skipped that way (version 1, or partition
     /// deletions or static rows, which every slice reads).
@@ -1091,11 +1150,42 @@ impl SSTableReader {
             index_len: ibytes.len() as u64,
             summary,
             bloom,
-            stats,
             comparator,
             cache,
             bloom_false_positives: AtomicU64::new(0),
+            repair: Mutex::new(RepairState::of(&stats)),
+            stats,
         })
+    }
+
+    /// The repair set this SSTable is in.
+    pub fn repair_state(&self) -> RepairState {
+        *self.repair.lock()
+    }
+
+    /// Moves the SSTable to another repair set: its Statistics component is
+    /// rewritten (under a `tmp-` name, synced, renamed), as Cassandra's
+    /// `mutateRepairedAndReload`.
+    pub fn set_repair_state(&self, state: RepairState) -> Result<(), StorageError> {
+        let mut current = self.repair.lock();
+        if *current == state {
+            return Ok(());
+        }
+        let mut stats = self.stats.clone();
+        state.apply(&mut stats);
+        let bytes =
+            serde_json::to_vec_pretty(&stats).map_err(|e| StorageError::Decode(e.to_string()))?;
+        let tmp = tmp_path(&self.dir, self.generation, "Statistics.db");
+        let mut f = File::create(&tmp).map_err(|e| io(&tmp, e))?;
+        f.write_all(&bytes).map_err(|e| io(&tmp, e))?;
+        f.sync_all().map_err(|e| io(&tmp, e))?;
+        let target = component_path(&self.dir, self.generation, "Statistics.db");
+        std::fs::rename(&tmp, &target).map_err(|e| io(&tmp, e))?;
+        if let Ok(d) = File::open(&self.dir) {
+            let _ = d.sync_all();
+        }
+        *current = state;
+        Ok(())
     }
 
     /// Index entries from the summary sample at or before `key` (or from the start).

@@ -8,7 +8,7 @@ use crate::commitlog::{self, CommitLog, Entry, ReplayStats, SyncMode};
 use crate::data::{DecoratedKey, Mutation, Partition};
 use crate::memtable::{Memtable, MemtablePool, Slice};
 use crate::serde::{decode_mutation, encode_mutation};
-use crate::sstable::{list_generations, ChunkCache, SSTableReader, SSTableWriter};
+use crate::sstable::{list_generations, ChunkCache, RepairState, SSTableReader, SSTableWriter};
 use crate::{now_in_seconds, StorageError};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
@@ -114,6 +114,7 @@ pub enum FlushReason {
     Snapshot,
     Truncate,
     StreamsReceived,
+    Anticompaction,
 }
 
 impl FlushReason {
@@ -128,6 +129,7 @@ impl FlushReason {
             FlushReason::Snapshot => "SNAPSHOT",
             FlushReason::Truncate => "TRUNCATE",
             FlushReason::StreamsReceived => "STREAMS_RECEIVED",
+            FlushReason::Anticompaction => "ANTICOMPACTION",
         }
     }
 }
@@ -631,6 +633,83 @@ impl ColumnFamilyStore {
     /// The SSTables, oldest first.
     pub fn sstables(&self) -> Vec<Arc<SSTableReader>> {
         self.sstables.read().clone()
+    }
+
+    /// The SSTables of one repair set.
+    pub fn sstables_in(&self, state: RepairState) -> Vec<Arc<SSTableReader>> {
+        self.sstables
+            .read()
+            .iter()
+            .filter(|s| s.repair_state() == state)
+            .cloned()
+            .collect()
+    }
+
+    /// The share of the SSTables' data that is repaired, in percent
+    /// (Cassandra's `PercentRepaired`: 100 for a table with no data).
+    pub fn percent_repaired(&self) -> f64 {
+        let ss = self.sstables.read();
+        let total: u64 = ss.iter().map(|s| s.stats.data_bytes).sum();
+        if total == 0 {
+            return 100.0;
+        }
+        let repaired: u64 = ss
+            .iter()
+            .filter(|s| s.repair_state().is_repaired())
+            .map(|s| s.stats.data_bytes)
+            .sum();
+        repaired as f64 * 100.0 / total as f64
+    }
+
+    /// A partition as `set` alone holds it (no memtable, no other SSTable):
+    /// what incremental repair validates and streams.
+    pub fn read_in(
+        &self,
+        set: &[Arc<SSTableReader>],
+        key: &DecoratedKey,
+    ) -> Result<Option<Partition>, StorageError> {
+        let now = now_in_seconds();
+        let mut out: Option<Partition> = None;
+        for s in set {
+            if !s.may_contain(key) {
+                continue;
+            }
+            match s.read_filtered(key, None, None) {
+                Ok(Some(p)) => match &mut out {
+                    Some(o) => o.merge(p, now),
+                    None => out = Some(p),
+                },
+                Ok(None) => {}
+                Err(e @ StorageError::CorruptSSTable { .. }) => {
+                    return Err(self.failures.corrupt_sstable(e))
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let dropped = &self.options.read().dropped_columns;
+        if let (Some(p), false) = (&mut out, dropped.is_empty()) {
+            p.purge_dropped(dropped);
+        }
+        Ok(out)
+    }
+
+    /// [`Self::keys`] over `set` alone.
+    pub fn keys_in(
+        &self,
+        set: &[Arc<SSTableReader>],
+        after: Option<&DecoratedKey>,
+        start_token: i64,
+        end_token: i64,
+        limit: usize,
+    ) -> Result<Vec<DecoratedKey>, StorageError> {
+        let mut all = Vec::new();
+        for s in set {
+            all.extend(s.keys(after, start_token, end_token, limit)?);
+        }
+        all.sort();
+        all.dedup();
+        all.truncate(limit);
+        Ok(all)
     }
 
     /// Hard-links the current SSTables into `snapshots/<tag>/`.
@@ -1240,7 +1319,8 @@ impl StorageEngine {
         loop {
             let failed = t.failed_flushes.lock().first().cloned();
             let Some((mt, position)) = failed else { break };
-            self.write_memtable(t, &mt, position).await?;
+            self.write_memtable(t, &mt, position, RepairState::Unrepaired)
+                .await?;
             t.failed_flushes.lock().remove(0);
         }
         let (old, position) = {
@@ -1262,7 +1342,10 @@ impl StorageEngine {
             (old, position)
         };
         old.wait_for_writes().await;
-        match self.write_memtable(t, &old, position).await {
+        match self
+            .write_memtable(t, &old, position, RepairState::Unrepaired)
+            .await
+        {
             Ok(g) => {
                 // freeing a large memtable takes a while: not on a request thread
                 tokio::task::spawn_blocking(move || drop(old));
@@ -1283,6 +1366,7 @@ impl StorageEngine {
         t: &Arc<ColumnFamilyStore>,
         old: &Arc<Memtable>,
         position: u64,
+        state: RepairState,
     ) -> Result<u64, StorageError> {
         let _running = crate::metrics::stages::MEMTABLE_FLUSH.start();
         let generation = t.next_generation.fetch_add(1, Ordering::Relaxed);
@@ -1317,6 +1401,7 @@ impl StorageEngine {
                 opts.header.clone(),
             )
             .and_then(|mut w| {
+                w.set_repair_state(state);
                 mt.for_each(|k, p| w.append(k, p))?;
                 w.finish(position)
             });
@@ -1367,17 +1452,41 @@ impl StorageEngine {
         t: &ColumnFamilyStore,
         major: bool,
     ) -> Option<crate::compaction::CompactionTask> {
-        Self::major_or_next_task(t, major, 2)
+        Self::major_or_next_task(t, major, 2, None)
     }
 
-    /// A major compaction of at least `min_inputs` SSTables, or the
-    /// strategy's next task.
+    /// A major compaction of at least `min_inputs` SSTables of the repaired
+    /// or unrepaired set, or the strategy's next task in one of them (the
+    /// unrepaired first; `None`: either).
     fn major_or_next_task(
         t: &ColumnFamilyStore,
         major: bool,
         min_inputs: usize,
+        set: Option<bool>,
     ) -> Option<crate::compaction::CompactionTask> {
-        let ss = t.sstables();
+        let all = t.sstables();
+        let of_set = |repaired: bool| -> Vec<Arc<SSTableReader>> {
+            all.iter()
+                .filter(|s| match s.repair_state() {
+                    RepairState::Pending(_) => false,
+                    st => st.is_repaired() == repaired,
+                })
+                .cloned()
+                .collect()
+        };
+        match set {
+            Some(repaired) => Self::task_in(t, of_set(repaired), major, min_inputs),
+            None => Self::task_in(t, of_set(false), major, min_inputs)
+                .or_else(|| Self::task_in(t, of_set(true), major, min_inputs)),
+        }
+    }
+
+    fn task_in(
+        t: &ColumnFamilyStore,
+        ss: Vec<Arc<SSTableReader>>,
+        major: bool,
+        min_inputs: usize,
+    ) -> Option<crate::compaction::CompactionTask> {
         let strategy = t.options.read().strategy.clone();
         if major {
             if ss.len() < min_inputs.max(1) {
@@ -1472,10 +1581,9 @@ impl StorageEngine {
                 .map(|m| m.len())
                 .sum();
             c.gauge(n("BloomFilterDiskSpaceUsed"), filters as f64);
-            // no SSTable is marked repaired (there is no incremental repair):
-            // a table with data on disk is 0% repaired, one without is 100%,
-            // as Cassandra computes it
-            c.gauge(n("PercentRepaired"), if live == 0 { 100.0 } else { 0.0 });
+            // the repaired share of the data on disk; 100% without any, as
+            // Cassandra computes it
+            c.gauge(n("PercentRepaired"), t.percent_repaired());
             let snapshots: u64 = t.snapshots().iter().map(|s| s.2).sum();
             c.gauge(n("SnapshotsSize"), snapshots as f64);
         }
@@ -1623,12 +1731,40 @@ impl StorageEngine {
         Ok((before, t.live_disk_bytes()))
     }
 
+    /// A major compaction (and cleanup) compacts the unrepaired and the
+    /// repaired SSTables each on their own, as Cassandra does; SSTables
+    /// pending in an incremental repair are left alone.
     async fn compact_filtered(
         self: &Arc<Self>,
         t: &Arc<ColumnFamilyStore>,
         major: bool,
         split_output: bool,
         keep: Option<Arc<dyn Fn(i64) -> bool + Send + Sync>>,
+    ) -> Result<Option<u64>, StorageError> {
+        if !major {
+            return self.compact_set(t, false, false, keep, None).await;
+        }
+        let mut last = None;
+        for repaired in [false, true] {
+            if let Some(g) = self
+                .compact_set(t, true, split_output, keep.clone(), Some(repaired))
+                .await?
+            {
+                last = Some(g);
+            }
+        }
+        Ok(last)
+    }
+
+    /// One compaction of the repaired (`Some(true)`) or unrepaired SSTables,
+    /// or of whichever set the strategy finds work in (`None`).
+    async fn compact_set(
+        self: &Arc<Self>,
+        t: &Arc<ColumnFamilyStore>,
+        major: bool,
+        split_output: bool,
+        keep: Option<Arc<dyn Fn(i64) -> bool + Send + Sync>>,
+        set: Option<bool>,
     ) -> Result<Option<u64>, StorageError> {
         let queued = crate::metrics::stages::COMPACTION.enqueue();
         let _one = t.compaction_lock.lock().await;
@@ -1644,7 +1780,7 @@ impl StorageEngine {
         let dropped = self.drop_fully_expired(t, gc_before);
         // cleanup rewrites even a single SSTable
         let min_inputs = if keep.is_some() { 1 } else { 2 };
-        let Some(mut task) = Self::major_or_next_task(t, major, min_inputs) else {
+        let Some(mut task) = Self::major_or_next_task(t, major, min_inputs, set) else {
             return Ok(if dropped > 0 { Some(0) } else { None });
         };
         let _running = queued.start();
@@ -1678,6 +1814,16 @@ impl StorageEngine {
         let throughput = self.compaction_throughput_bytes.load(Ordering::Relaxed);
         let t3 = t.clone();
         let input_gens: Vec<u64> = inputs.iter().map(|s| s.generation).collect();
+        // repaired inputs make repaired outputs, as of the oldest repair
+        let output_state = inputs
+            .iter()
+            .map(|s| match s.repair_state() {
+                RepairState::Repaired(at) => Some(at),
+                _ => None,
+            })
+            .min()
+            .flatten()
+            .map_or(RepairState::Unrepaired, RepairState::Repaired);
         let result = tokio::task::spawn_blocking(move || {
             let log =
                 std::cell::RefCell::new(crate::lifecycle::CompactionLog::begin(&dir, &input_gens)?);
@@ -1693,6 +1839,7 @@ impl StorageEngine {
                     opts.header.clone(),
                 )?;
                 w.set_level(task.output_level);
+                w.set_repair_state(output_state);
                 Ok(w)
             };
             let in_gens: std::collections::HashSet<u64> =
@@ -1848,6 +1995,180 @@ impl StorageEngine {
             thousands((nanos / 1_000_000) as i64),
         );
         Ok(Some(generation))
+    }
+
+    /// Writes partitions an incremental repair session received into an
+    /// SSTable of the session's pending set (not through the commit log:
+    /// the SSTable is synced before the session reports success).
+    pub async fn write_pending(
+        self: &Arc<Self>,
+        t: &Arc<ColumnFamilyStore>,
+        received: Arc<Memtable>,
+        session: uuid::Uuid,
+    ) -> Result<Option<u64>, StorageError> {
+        if received.partition_count() == 0 {
+            return Ok(None);
+        }
+        self.write_memtable(t, &received, 0, RepairState::Pending(session))
+            .await
+            .map(Some)
+    }
+
+    /// Incremental repair's preparation (Cassandra's anticompaction): flushes
+    /// the table, then puts what its unrepaired SSTables hold of `ranges`
+    /// (`(start, end]`) into the session's pending set. An SSTable inside
+    /// the ranges is moved whole; one that straddles them is split into the
+    /// part inside (pending) and the rest (unrepaired). Returns the
+    /// SSTables moved and split.
+    pub async fn anticompact(
+        self: &Arc<Self>,
+        t: &Arc<ColumnFamilyStore>,
+        ranges: &[(i64, i64)],
+        session: uuid::Uuid,
+    ) -> Result<(usize, usize), StorageError> {
+        self.flush(t, FlushReason::Anticompaction).await?;
+        let _one = t.compaction_lock.lock().await;
+        let pending = RepairState::Pending(session);
+        let (mut moved, mut split) = (0, 0);
+        for s in t.sstables() {
+            if s.repair_state() != RepairState::Unrepaired {
+                continue;
+            }
+            let (lo, hi) = (s.stats.min_token, s.stats.max_token);
+            if !ranges.iter().any(|r| overlaps(*r, lo, hi)) {
+                continue;
+            }
+            if ranges.iter().any(|r| within(*r, lo, hi)) {
+                s.set_repair_state(pending)?;
+                moved += 1;
+                continue;
+            }
+            self.split_for_repair(t, s, ranges.to_vec(), session)
+                .await?;
+            split += 1;
+        }
+        if moved + split > 0 {
+            let (keyspace, table) = t.names();
+            tracing::info!(
+                "[repair #{session}] Starting anticompaction for {keyspace}.{table} on {} sstables: {moved} moved whole, {split} split",
+                moved + split
+            );
+        }
+        Ok((moved, split))
+    }
+
+    /// Rewrites one SSTable as its part inside `ranges` (pending in
+    /// `session`) and the rest (unrepaired), under a compaction transaction.
+    async fn split_for_repair(
+        self: &Arc<Self>,
+        t: &Arc<ColumnFamilyStore>,
+        input: Arc<SSTableReader>,
+        ranges: Vec<(i64, i64)>,
+        session: uuid::Uuid,
+    ) -> Result<(), StorageError> {
+        let opts = t.options.read().clone();
+        let (t2, me, inp) = (t.clone(), self.clone(), input.clone());
+        let progress_id = sibyl_types::timeuuid::now_timeuuid();
+        self.compactions_running.lock().push(CompactionProgress {
+            table_id: t.table_id,
+            id: progress_id,
+            kind: "Anticompaction after repair",
+            sstables: 1,
+            target_directory: t.dir.clone(),
+            done_partitions: 0,
+            total_partitions: input.stats.partitions,
+            total_bytes: input.stats.data_bytes,
+        });
+        let result = tokio::task::spawn_blocking(move || {
+            let dir = t2.dir.clone();
+            let mut log = crate::lifecycle::CompactionLog::begin(&dir, &[inp.generation])?;
+            let mut outputs: [Option<SSTableWriter>; 2] = [None, None];
+            let written = (|| -> Result<Vec<u64>, StorageError> {
+                for item in inp.scanner()? {
+                    let (k, p) = item?;
+                    let inside = ranges.iter().any(|r| contains(*r, k.token));
+                    let slot = &mut outputs[usize::from(inside)];
+                    if slot.is_none() {
+                        let g = t2.next_generation.fetch_add(1, Ordering::Relaxed);
+                        log.add(g)?;
+                        let mut w = SSTableWriter::create_with_header(
+                            &dir,
+                            g,
+                            opts.chunk_length_bytes,
+                            opts.compression,
+                            opts.bloom_filter_fp_chance,
+                            opts.header.clone(),
+                        )?;
+                        w.set_level(inp.stats.level);
+                        w.set_repair_state(if inside {
+                            RepairState::Pending(session)
+                        } else {
+                            RepairState::Unrepaired
+                        });
+                        *slot = Some(w);
+                    }
+                    if let Some(w) = slot.as_mut() {
+                        w.append(&k, &p)?;
+                    }
+                }
+                let mut gens = Vec::new();
+                for w in outputs.into_iter().flatten() {
+                    gens.push(w.finish(inp.stats.commitlog_position)?);
+                }
+                Ok(gens)
+            })();
+            let readers = written.and_then(|gens| {
+                gens.into_iter()
+                    .map(|g| SSTableReader::open(&dir, g, t2.comparator.clone(), me.cache.clone()))
+                    .collect::<Result<Vec<_>, _>>()
+            });
+            match readers.and_then(|r| log.commit().map(|_| r)) {
+                Ok(r) => Ok((r, log)),
+                Err(e) => {
+                    log.abort();
+                    Err(e)
+                }
+            }
+        })
+        .await
+        .map_err(|e| StorageError::Decode(format!("anticompaction task failed: {e}")));
+        self.compactions_running
+            .lock()
+            .retain(|p| p.id != progress_id);
+        let (readers, log) = result??;
+        {
+            let mut ss = t.sstables.write();
+            ss.retain(|s| s.generation != input.generation);
+            ss.extend(readers.into_iter().map(Arc::new));
+            ss.sort_by_key(|s| s.generation);
+        }
+        input.delete_files();
+        log.finish();
+        Ok(())
+    }
+
+    /// Ends an incremental repair session on this node: its pending
+    /// SSTables become repaired as of `repaired_at` (ms), or unrepaired
+    /// again when the session failed (`None`). Returns how many moved.
+    pub fn finish_pending(
+        self: &Arc<Self>,
+        t: &Arc<ColumnFamilyStore>,
+        session: uuid::Uuid,
+        repaired_at: Option<i64>,
+    ) -> Result<usize, StorageError> {
+        let to = repaired_at.map_or(RepairState::Unrepaired, RepairState::Repaired);
+        let mut n = 0;
+        for s in t.sstables() {
+            if s.repair_state() == RepairState::Pending(session) {
+                s.set_repair_state(to)?;
+                n += 1;
+            }
+        }
+        if n > 0 && t.options.read().auto_compaction {
+            let (me, t2) = (self.clone(), t.clone());
+            tokio::spawn(async move { while let Ok(Some(_)) = me.compact(&t2, false).await {} });
+        }
+        Ok(n)
     }
 
     /// Flushes every table (nodetool drain, shutdown).
@@ -2012,5 +2333,152 @@ mod tests {
         // the memtable in use now is empty: the write is in the SSTable
         assert_eq!(t.memtable.read().partition_count(), 0);
         assert!(t.read(&key, None).expect("read").is_some());
+    }
+
+    /// Incremental repair's sets: anticompaction splits an SSTable at the
+    /// repaired ranges, the pending part is what the session sees, finishing
+    /// makes it repaired (on disk too), and compaction never mixes sets.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn anticompaction_sets_a_range_aside_and_compaction_keeps_sets_apart() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let engine = StorageEngine::new(StorageConfig::small(dir.path())).expect("engine");
+        let id = uuid::Uuid::new_v4();
+        let tdir = dir.path().join("data/ks/t");
+        let t = engine
+            .add_table(id, sibyl_db::no_clustering(), tdir.clone())
+            .expect("table");
+        engine.start_commitlog(&[]).expect("log");
+        let keys: Vec<DecoratedKey> = (0..200u32)
+            .map(|i| DecoratedKey::new(Bytes::from(i.to_be_bytes().to_vec())))
+            .collect();
+        engine
+            .apply(keys.iter().map(|k| write(id, k)).collect())
+            .await
+            .expect("apply");
+        // the ring's upper half, (0, MAX]
+        let session = uuid::Uuid::new_v4();
+        let (moved, split) = engine
+            .anticompact(&t, &[(0, i64::MAX)], session)
+            .await
+            .expect("anticompact");
+        assert_eq!((moved, split), (0, 1), "the flushed SSTable straddles 0");
+        let pending = t.sstables_in(RepairState::Pending(session));
+        let unrepaired = t.sstables_in(RepairState::Unrepaired);
+        assert_eq!((pending.len(), unrepaired.len()), (1, 1));
+        assert!(pending[0].stats.min_token > 0);
+        assert!(unrepaired[0].stats.max_token <= 0);
+        let upper = keys.iter().filter(|k| k.token > 0).count();
+        let seen = t
+            .keys_in(&pending, None, i64::MIN, i64::MAX, 1000)
+            .expect("keys");
+        assert_eq!(seen.len(), upper);
+        assert!(t.read_in(&pending, &seen[0]).expect("read").is_some());
+        // every key is still read through the table
+        for k in &keys {
+            assert!(t.read(k, None).expect("read").is_some());
+        }
+        // finished: repaired, also after the table is opened again
+        assert_eq!(
+            engine
+                .finish_pending(&t, session, Some(1_700_000_000_000))
+                .expect("finish"),
+            1
+        );
+        assert_eq!(
+            t.sstables_in(RepairState::Repaired(1_700_000_000_000))
+                .len(),
+            1
+        );
+        let pct = t.percent_repaired();
+        assert!(pct > 0.0 && pct < 100.0, "{pct}");
+        // more unrepaired SSTables: compaction merges them, never with the repaired one
+        for round in 0..3u32 {
+            let k = DecoratedKey::new(Bytes::from((1000 + round).to_be_bytes().to_vec()));
+            engine.apply(vec![write(id, &k)]).await.expect("apply");
+            engine
+                .flush(&t, FlushReason::UserForced)
+                .await
+                .expect("flush");
+        }
+        while engine.compact(&t, true).await.expect("compact").is_some() {
+            if t.sstable_count() <= 2 {
+                break;
+            }
+        }
+        let states: Vec<RepairState> = t.sstables().iter().map(|s| s.repair_state()).collect();
+        assert_eq!(states.len(), 2, "{states:?}");
+        assert!(states.contains(&RepairState::Repaired(1_700_000_000_000)));
+        assert!(states.contains(&RepairState::Unrepaired));
+        let reopened = crate::sstable::SSTableReader::open(
+            &tdir,
+            t.sstables_in(RepairState::Repaired(1_700_000_000_000))[0].generation,
+            t.comparator.clone(),
+            crate::sstable::ChunkCache::new(1 << 20),
+        )
+        .expect("open");
+        assert_eq!(
+            reopened.repair_state(),
+            RepairState::Repaired(1_700_000_000_000)
+        );
+    }
+}
+
+/// The ring range `(start, end]` (wrapping; `start == end` is the whole
+/// ring) as inclusive token intervals.
+fn inclusive(start: i64, end: i64) -> Vec<(i128, i128)> {
+    let (s, e) = (i128::from(start), i128::from(end));
+    let (min, max) = (i128::from(i64::MIN), i128::from(i64::MAX));
+    if s < e {
+        vec![(s + 1, e)]
+    } else if s > e {
+        vec![(s + 1, max), (min, e)]
+    } else {
+        vec![(min, max)]
+    }
+}
+
+/// Whether `token` is in `(start, end]`.
+fn contains((start, end): (i64, i64), token: i64) -> bool {
+    let t = i128::from(token);
+    inclusive(start, end).iter().any(|&(a, b)| a <= t && t <= b)
+}
+
+/// Whether all of `[lo, hi]` is in `(start, end]`.
+fn within((start, end): (i64, i64), lo: i64, hi: i64) -> bool {
+    let (lo, hi) = (i128::from(lo), i128::from(hi));
+    inclusive(start, end)
+        .iter()
+        .any(|&(a, b)| a <= lo && hi <= b)
+}
+
+/// Whether `(start, end]` and `[lo, hi]` share a token.
+fn overlaps((start, end): (i64, i64), lo: i64, hi: i64) -> bool {
+    let (lo, hi) = (i128::from(lo), i128::from(hi));
+    inclusive(start, end)
+        .iter()
+        .any(|&(a, b)| a <= hi && lo <= b)
+}
+
+#[cfg(test)]
+mod range_tests {
+    use super::*;
+
+    #[test]
+    fn ring_ranges_hold_their_tokens() {
+        assert!(contains((0, 10), 10) && !contains((0, 10), 0));
+        assert!(contains((10, -10), 11) && contains((10, -10), -10) && !contains((10, -10), 0));
+        assert!(contains((5, 5), 42));
+        assert!(within((0, 10), 1, 10));
+        assert!(within((10, -10), 11, 100));
+        assert!(within((10, -10), -100, -10));
+        assert!(!within((10, -10), -100, 100));
+        assert!(
+            overlaps((0, 10), 5, 20) && !overlaps((0, 10), 11, 20) && !overlaps((0, 10), -5, 0)
+        );
+        assert!(
+            overlaps((10, -10), 0, 11)
+                && overlaps((10, -10), -20, -10)
+                && !overlaps((10, -10), -9, 10)
+        );
     }
 }

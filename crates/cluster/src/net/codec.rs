@@ -1,9 +1,11 @@
-//! The internode wire format, version 2: a handshake that names the cluster
+//! The internode wire format, version 3: a handshake that names the cluster
 //! and the messaging versions each side speaks, then checksummed frames, each
 //! one message (a request, its response, or a one-way message) with its
 //! request id and verb. Version 2 added traced requests (kinds 3 and 4),
 //! which carry their trace session; a node sends them only to peers that
-//! speak 2.
+//! speak 2. Version 3 added incremental repair's verbs (prepare, finish,
+//! and validation and streaming over a session's pending SSTables); a
+//! repair uses them only when every participant speaks 3.
 //!
 //! ```text
 //! handshake   magic "SIBL" u32 | body length u16 | min version u8 | max version u8
@@ -37,9 +39,11 @@ pub const MAGIC: u32 = 0x5349_424C;
 /// The oldest messaging version this build speaks.
 pub const MESSAGING_VERSION_MIN: u8 = 1;
 /// The newest messaging version this build speaks (the one it prefers).
-pub const MESSAGING_VERSION_CURRENT: u8 = 2;
+pub const MESSAGING_VERSION_CURRENT: u8 = 3;
 /// The first version with traced requests (frame kind 3).
 pub const MESSAGING_VERSION_TRACING: u8 = 2;
+/// The first version with incremental repair's verbs.
+pub const MESSAGING_VERSION_INCREMENTAL_REPAIR: u8 = 3;
 /// Bytes of a frame header: payload length and checksum.
 pub const FRAME_HEADER_BYTES: usize = 8;
 /// A handshake body is small; anything longer is not a Sibyl node.
@@ -219,21 +223,24 @@ impl Handshake {
 
     /// The version both sides speak (the highest), or why they cannot talk.
     pub fn negotiate(&self, local_name: &str) -> Result<u8, String> {
+        self.negotiate_up_to(local_name, MESSAGING_VERSION_CURRENT)
+    }
+
+    /// [`Self::negotiate`] for a node that speaks versions up to `local_max`
+    /// (a node held at an older version during a rolling upgrade).
+    pub fn negotiate_up_to(&self, local_name: &str, local_max: u8) -> Result<u8, String> {
         if self.cluster_name != local_name {
             return Err(format!(
                 "cluster name '{}' of {} differs from this node's '{}'",
                 self.cluster_name, self.from, local_name
             ));
         }
-        let version = self.max_version.min(MESSAGING_VERSION_CURRENT);
+        let local_max = local_max.min(MESSAGING_VERSION_CURRENT);
+        let version = self.max_version.min(local_max);
         if version < self.min_version.max(MESSAGING_VERSION_MIN) {
             return Err(format!(
                 "{} speaks messaging versions {}..={}, this node {}..={}",
-                self.from,
-                self.min_version,
-                self.max_version,
-                MESSAGING_VERSION_MIN,
-                MESSAGING_VERSION_CURRENT
+                self.from, self.min_version, self.max_version, MESSAGING_VERSION_MIN, local_max
             ));
         }
         Ok(version)
@@ -465,6 +472,7 @@ pub fn encode_request(request: &Request, out: &mut Vec<u8>) {
             range,
             after,
             max_bytes,
+            pending,
         } => {
             out.extend_from_slice(table_id.as_bytes());
             out.extend_from_slice(&range.0.to_be_bytes());
@@ -477,6 +485,7 @@ pub fn encode_request(request: &Request, out: &mut Vec<u8>) {
                 None => out.push(0),
             }
             out.extend_from_slice(&max_bytes.to_be_bytes());
+            put_session(out, pending);
         }
         Request::StreamSession(p) => {
             out.extend_from_slice(p.id.as_bytes());
@@ -487,10 +496,34 @@ pub fn encode_request(request: &Request, out: &mut Vec<u8>) {
                 out.extend_from_slice(id.as_bytes());
                 put_ranges(out, ranges);
             }
+            put_session(out, &p.pending);
         }
-        Request::Validation { table_id, ranges } => {
+        Request::Validation {
+            table_id,
+            ranges,
+            pending,
+        } => {
             out.extend_from_slice(table_id.as_bytes());
             put_ranges(out, ranges);
+            put_session(out, pending);
+        }
+        Request::RepairPrepare {
+            session,
+            table_id,
+            ranges,
+        } => {
+            out.extend_from_slice(session.as_bytes());
+            out.extend_from_slice(table_id.as_bytes());
+            put_ranges(out, ranges);
+        }
+        Request::RepairFinish {
+            session,
+            table_id,
+            repaired_at,
+        } => {
+            out.extend_from_slice(session.as_bytes());
+            out.extend_from_slice(table_id.as_bytes());
+            out.extend_from_slice(&repaired_at.to_be_bytes());
         }
         Request::RepairSynced {
             table_id,
@@ -501,6 +534,23 @@ pub fn encode_request(request: &Request, out: &mut Vec<u8>) {
             put_ranges(out, ranges);
             out.extend_from_slice(&repaired_at.to_be_bytes());
         }
+    }
+}
+
+/// A pending session goes at the end of the body, and only under the
+/// pending verbs: the version 2 bodies are unchanged.
+fn put_session(out: &mut Vec<u8>, session: &Option<uuid::Uuid>) {
+    if let Some(s) = session {
+        out.extend_from_slice(s.as_bytes());
+    }
+}
+
+fn get_session(r: &mut Reader, verb: Verb) -> Result<Option<uuid::Uuid>, CodecError> {
+    match verb {
+        Verb::PendingStreamPage | Verb::PendingStreamSession | Verb::PendingValidation => {
+            Ok(Some(get_uuid(r)?))
+        }
+        _ => Ok(None),
     }
 }
 
@@ -723,7 +773,7 @@ pub fn decode_request(
             no_trailing(&r, "a batch id")?;
             Request::BatchRemove(id)
         }
-        Verb::StreamPage => {
+        Verb::StreamPage | Verb::PendingStreamPage => {
             let mut r = Reader::new(body);
             let table_id = get_uuid(&mut r)?;
             let range = (r.i64()?, r.i64()?);
@@ -733,15 +783,17 @@ pub fn decode_request(
                 k => return Err(CodecError::Malformed(format!("bad key flag {k}"))),
             };
             let max_bytes = r.u32()?;
+            let pending = get_session(&mut r, verb)?;
             no_trailing(&r, "a stream page request")?;
             Request::StreamPage {
                 table_id,
                 range,
                 after,
                 max_bytes,
+                pending,
             }
         }
-        Verb::StreamSession => {
+        Verb::StreamSession | Verb::PendingStreamSession => {
             let mut r = Reader::new(body);
             let id = get_uuid(&mut r)?;
             let operation = String::from_utf8_lossy(&r.bytes()?).into_owned();
@@ -751,20 +803,51 @@ pub fn decode_request(
             for _ in 0..n {
                 tables.push((get_uuid(&mut r)?, get_ranges(&mut r)?));
             }
+            let pending = get_session(&mut r, verb)?;
             no_trailing(&r, "a stream session")?;
             Request::StreamSession(crate::messaging::StreamPlan {
                 id,
                 operation,
                 source,
                 tables,
+                pending,
             })
         }
-        Verb::Validation => {
+        Verb::Validation | Verb::PendingValidation => {
             let mut r = Reader::new(body);
             let table_id = get_uuid(&mut r)?;
             let ranges = get_ranges(&mut r)?;
+            let pending = get_session(&mut r, verb)?;
             no_trailing(&r, "a validation request")?;
-            Request::Validation { table_id, ranges }
+            Request::Validation {
+                table_id,
+                ranges,
+                pending,
+            }
+        }
+        Verb::RepairPrepare => {
+            let mut r = Reader::new(body);
+            let session = get_uuid(&mut r)?;
+            let table_id = get_uuid(&mut r)?;
+            let ranges = get_ranges(&mut r)?;
+            no_trailing(&r, "a repair prepare message")?;
+            Request::RepairPrepare {
+                session,
+                table_id,
+                ranges,
+            }
+        }
+        Verb::RepairFinish => {
+            let mut r = Reader::new(body);
+            let session = get_uuid(&mut r)?;
+            let table_id = get_uuid(&mut r)?;
+            let repaired_at = r.i64()?;
+            no_trailing(&r, "a repair finish message")?;
+            Request::RepairFinish {
+                session,
+                table_id,
+                repaired_at,
+            }
         }
         Verb::RepairSynced => {
             let mut r = Reader::new(body);
@@ -970,6 +1053,27 @@ mod tests {
     }
 
     #[test]
+    fn a_node_held_at_an_older_version_negotiates_it() {
+        let h = Handshake {
+            min_version: 1,
+            max_version: MESSAGING_VERSION_CURRENT,
+            connection: ConnectionType::Small,
+            from: IpAddr::from([127, 0, 0, 2]),
+            cluster_name: "Test Cluster".into(),
+        };
+        assert_eq!(h.negotiate_up_to("Test Cluster", 2), Ok(2));
+        assert_eq!(
+            h.negotiate_up_to("Test Cluster", 9),
+            Ok(MESSAGING_VERSION_CURRENT)
+        );
+        let old = Handshake {
+            max_version: 2,
+            ..h.clone()
+        };
+        assert_eq!(old.negotiate("Test Cluster"), Ok(2));
+    }
+
+    #[test]
     fn handshakes_round_trip_and_negotiate() {
         let h = Handshake {
             min_version: 1,
@@ -1150,16 +1254,48 @@ mod tests {
                 range: (-5, i64::MAX),
                 after: Some(Bytes::from_static(b"k")),
                 max_bytes: 1 << 20,
+                pending: None,
+            },
+            Request::StreamPage {
+                table_id: m.table_id,
+                range: (-5, i64::MAX),
+                after: None,
+                max_bytes: 1 << 20,
+                pending: Some(uuid::Uuid::from_u128(42)),
             },
             Request::StreamSession(crate::messaging::StreamPlan {
                 id: uuid::Uuid::from_u128(5),
                 operation: "Bootstrap".into(),
                 source: IpAddr::from([127, 0, 0, 2]),
                 tables: vec![(m.table_id, vec![(i64::MIN, -1), (7, 9)])],
+                pending: None,
+            }),
+            Request::StreamSession(crate::messaging::StreamPlan {
+                id: uuid::Uuid::from_u128(5),
+                operation: "Repair".into(),
+                source: IpAddr::from([127, 0, 0, 2]),
+                tables: vec![(m.table_id, vec![(7, 9)])],
+                pending: Some(uuid::Uuid::from_u128(42)),
             }),
             Request::Validation {
                 table_id: m.table_id,
                 ranges: vec![(1, 2), (3, 4)],
+                pending: None,
+            },
+            Request::Validation {
+                table_id: m.table_id,
+                ranges: vec![(1, 2)],
+                pending: Some(uuid::Uuid::from_u128(42)),
+            },
+            Request::RepairPrepare {
+                session: uuid::Uuid::from_u128(42),
+                table_id: m.table_id,
+                ranges: vec![(i64::MIN, 5), (9, -3)],
+            },
+            Request::RepairFinish {
+                session: uuid::Uuid::from_u128(42),
+                table_id: m.table_id,
+                repaired_at: 1_700_000_000_000,
             },
             Request::RepairSynced {
                 table_id: m.table_id,
@@ -1182,6 +1318,11 @@ mod tests {
                     | Verb::StreamSession
                     | Verb::Validation
                     | Verb::RepairSynced
+                    | Verb::PendingStreamPage
+                    | Verb::PendingStreamSession
+                    | Verb::PendingValidation
+                    | Verb::RepairPrepare
+                    | Verb::RepairFinish
             ) {
                 // an unknown table is named, not an error
                 let unknown = decode_request(req.verb(), &Bytes::from(body), &no_tables);

@@ -1,0 +1,156 @@
+"""Incremental repair (issue 17, item 4) and a rolling upgrade of the
+internode messaging version (item 5), on real `sibyl` processes started by
+`sibyl cluster`.
+
+Incremental repair is `nodetool repair`'s default, as in Cassandra 4+: each
+replica sets its unrepaired data of the ranges aside (anticompaction), only
+that is compared and streamed, and it is marked repaired when every range
+succeeded. Repaired data is not compared again: what a replica loses of it
+is restored by `-full`, not by another incremental repair (Cassandra's
+semantics)."""
+import glob
+import json
+import os
+
+from cassandra import ConsistencyLevel
+
+from local_cluster import cluster_factory, wait_for  # noqa: F401
+from test_topology import connect_only, missing_alone, q, states
+
+
+def tablestats(lc, node, table):
+    """The table's figures from `nodetool tablestats -F json`."""
+    ks, t = table.split(".")
+    doc = json.loads(lc.nodetool(node, "tablestats", "-F", "json", table))
+    return doc[ks]["tables"][t]
+
+
+def summary_of(out):
+    line = [l for l in out.splitlines() if "Repair summary" in l][0]
+    partitions = int(line.split(" streams, ")[1].split(" partitions")[0])
+    out_of_sync = int(line.split(" leaves out of sync")[0].rsplit(" ", 1)[1])
+    return partitions, out_of_sync
+
+
+def sstable_states(lc, node, ks, table):
+    """repaired_at / pending_repair of each SSTable of a table on disk."""
+    out = []
+    pattern = f"{lc.dir}/node{node}/data/data/{ks}/{table}-*/sb-*-Statistics.db"
+    for p in glob.glob(pattern):
+        s = json.load(open(p))
+        out.append((s.get("repaired_at", 0), s.get("pending_repair")))
+    return out
+
+
+def write_rows(session, table, keys, cl=ConsistencyLevel.QUORUM):
+    ins = session.prepare(f"INSERT INTO {table} (k, v) VALUES (?, ?)")
+    ins.consistency_level = cl
+    for k in keys:
+        session.execute(ins, [k, k])
+
+
+def test_incremental_repair_marks_data_repaired_and_compares_only_the_rest(cluster_factory):
+    lc = cluster_factory(3, extra=("hinted_handoff_enabled=false",))
+    lc.run("start")
+    c1, s1 = connect_only(lc, 1)
+    try:
+        q(s1, "CREATE KEYSPACE ir WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
+        q(s1, "CREATE TABLE ir.t (k int PRIMARY KEY, v int)")
+        write_rows(s1, "ir.t", range(2000), cl=ConsistencyLevel.ALL)
+        for n in (1, 2, 3):
+            assert tablestats(lc, n, "ir.t")["bytes_repaired"] == 0
+        # the first incremental repair: everything unrepaired is compared
+        # (all in sync) and marked repaired on every replica
+        out = lc.nodetool(1, "repair", "ir", "t")
+        assert "incremental: true" in out and "Repair completed successfully" in out, out
+        assert summary_of(out) == (0, 0), out
+        for n in (1, 2, 3):
+            st = tablestats(lc, n, "ir.t")
+            assert st["percent_repaired"] == 100.0 and st["bytes_unrepaired"] == 0, st
+            assert st["bytes_pending_repair"] == 0 and st["bytes_repaired"] > 0, st
+            states_on_disk = sstable_states(lc, n, "ir", "t")
+            assert states_on_disk and all(at > 0 and p is None for at, p in states_on_disk), states_on_disk
+        text = lc.nodetool(2, "tablestats", "ir.t")
+        assert "\t\tPercent repaired: 100.0\n" in text, text
+        # node3 misses 500 writes (no hints): only they are unrepaired
+        lc.run("stop", "node3")
+        wait_for("node3 down", lambda: states(lc, 1).get("127.0.0.3") == "DN", timeout=60)
+        write_rows(s1, "ir.t", range(2000, 2500))
+        lc.run("start", "node3")
+        wait_for("node3 up", lambda: states(lc, 1).get("127.0.0.3") == "UN", timeout=60)
+        out = lc.nodetool(3, "repair", "ir", "t")
+        partitions, out_of_sync = summary_of(out)
+        # node3 pulls the 500 from both others; the 2,000 repaired rows are
+        # not compared again (a full repair's leaves would cover them too)
+        assert 500 <= partitions <= 1000 and out_of_sync > 0, out
+        for n in (1, 2, 3):
+            st = tablestats(lc, n, "ir.t")
+            assert st["percent_repaired"] == 100.0, (n, st)
+        # repaired data a replica loses is not seen by incremental repair
+        # (drained first: its commit log holds nothing to replay)
+        lc.nodetool(3, "drain")
+        lc.run("stop", "node3")
+        for f in glob.glob(f"{lc.dir}/node3/data/data/ir/t-*/sb-*"):
+            os.remove(f)
+        lc.run("start", "node3")
+        wait_for("node3 up", lambda: states(lc, 1).get("127.0.0.3") == "UN", timeout=60)
+        out = lc.nodetool(3, "repair", "ir", "t")
+        assert summary_of(out) == (0, 0), out
+        # ... and is restored by a full repair, which leaves the sets alone
+        out = lc.nodetool(3, "repair", "-full", "ir", "t")
+        assert "incremental: false" in out and summary_of(out)[0] >= 2500, out
+        parents = {p.options["incremental"] for p in q(s1, "SELECT options FROM system_distributed.parent_repair_history")}
+        assert parents == {"true", "false"}, parents
+    finally:
+        c1.shutdown()
+    lc.run("stop", "node1", "node2")
+    assert missing_alone(lc, 3, "ir.t", range(2500)) == []
+
+
+def test_a_node_held_at_the_old_messaging_version_joins_and_comes_back(cluster_factory):
+    """A rolling upgrade: node3 runs held at messaging version 2 (the
+    previous format) among nodes at 3. Reads and writes at QUORUM go on,
+    repair falls back to a full repair (the old version has no incremental
+    repair verbs), and once node3 speaks 3 again incremental repair works."""
+    lc = cluster_factory(3, extra=("hinted_handoff_enabled=false",))
+    lc.run("start", "node1", "node2")
+    lc.run("start", "node3", "--", "-Dsibyl.messaging_version=2")
+    wait_for("three up", lambda: sorted(states(lc, 1).values()) == ["UN"] * 3, timeout=90)
+    log3 = open(f"{lc.dir}/node3/sibyl.log").read()
+    assert "Speaking internode messaging version 2 at most" in log3
+    c1, s1 = connect_only(lc, 1)
+    try:
+        q(s1, "CREATE KEYSPACE up WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
+        q(s1, "CREATE TABLE up.t (k int PRIMARY KEY, v int)")
+        write_rows(s1, "up.t", range(1000))
+        out = lc.nodetool(1, "repair", "up", "t")
+        assert "speaks messaging version 2, older than incremental repair needs (3): running a full repair" in out, out
+        assert "incremental: false" in out and "Repair completed successfully" in out, out
+        assert tablestats(lc, 1, "up.t")["bytes_repaired"] == 0
+        # node3 back on the current version
+        lc.run("stop", "node3")
+        lc.run("start", "node3")
+        wait_for("node3 up", lambda: states(lc, 1).get("127.0.0.3") == "UN", timeout=60)
+        write_rows(s1, "up.t", range(1000, 1200))
+        out = wait_for_incremental(lc)
+        assert "incremental: true" in out and "Repair completed successfully" in out, out
+        for n in (1, 2, 3):
+            assert tablestats(lc, n, "up.t")["percent_repaired"] == 100.0
+    finally:
+        c1.shutdown()
+    lc.run("stop", "node1", "node2")
+    assert missing_alone(lc, 3, "up.t", range(1200)) == []
+
+
+def wait_for_incremental(lc):
+    """Repairs until node1's connections to node3 are remade at version 3
+    (they reconnect when node3 restarts)."""
+    outs = []
+
+    def attempt():
+        out = lc.nodetool(1, "repair", "up", "t")
+        outs.append(out)
+        return "incremental: true" in out
+
+    wait_for("an incremental repair", attempt, timeout=60, every=2)
+    return outs[-1]
