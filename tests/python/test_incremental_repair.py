@@ -154,3 +154,48 @@ def wait_for_incremental(lc):
 
     wait_for("an incremental repair", attempt, timeout=60, every=2)
     return outs[-1]
+
+
+def test_automatic_repair_restores_a_node_pauses_while_one_is_down_and_is_visible(cluster_factory):
+    """Every node repairs its primary ranges of each replicated table once
+    per auto_repair_interval: node3 missed writes (no hints) and gets them
+    back without an operator; while a node is down the scheduler pauses and
+    says so in nodetool and in metrics."""
+    import urllib.request
+    lc = cluster_factory(3, extra=("hinted_handoff_enabled=false", "auto_repair_enabled=true",
+                                   "auto_repair_interval=3s"))
+    lc.run("start")
+    c1, s1 = connect_only(lc, 1)
+    try:
+        q(s1, "CREATE KEYSPACE ar WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
+        q(s1, "CREATE TABLE ar.t (k int PRIMARY KEY, v int)")
+        lc.run("stop", "node3")
+        wait_for("node3 down", lambda: states(lc, 1).get("127.0.0.3") == "DN", timeout=60)
+        write_rows(s1, "ar.t", range(300))
+        wait_for("paused", lambda: "paused (/127.0.0.3 down)" in lc.nodetool(1, "autorepairstatus"), timeout=30)
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{lc.admin_port}/metrics", timeout=30).read().decode()
+        paused = [l for l in metrics.splitlines() if "autorepair" in l.lower() and "paused" in l.lower()
+                  and not l.startswith("#")]
+        assert paused and paused[0].rstrip().endswith(("1", "1.0")), paused
+        back = __import__("time").time() * 1000
+        lc.run("start", "node3")
+        wait_for("node3 up", lambda: states(lc, 1).get("127.0.0.3") == "UN", timeout=60)
+
+        def repaired_everywhere():
+            for n in (1, 2, 3):
+                t = [t for t in lc.admin(n, "/autorepair")["tables"] if (t["keyspace"], t["table"]) == ("ar", "t")]
+                if not t or (t[0]["last_repaired_ms"] or 0) < back:
+                    return False
+            return True
+
+        wait_for("ar.t auto-repaired by every node", repaired_everywhere, timeout=120, every=1)
+        status = lc.nodetool(2, "autorepairstatus")
+        assert "Interval: 3 seconds, incremental" in status, status
+        row = [l for l in status.splitlines() if l.startswith("ar ")][0]
+        assert " ago " in row + " " and "never" not in row, status
+        lc.nodetool(1, "setautorepairconfig", "enabled", "false")
+        assert "Auto repair: disabled" in lc.nodetool(1, "autorepairstatus")
+    finally:
+        c1.shutdown()
+    lc.run("stop", "node1", "node2")
+    assert missing_alone(lc, 3, "ar.t", range(300)) == []

@@ -483,6 +483,45 @@ fn map(n: &MetricName) -> Option<Mapped> {
             };
             mapped(f("table", suffix), help, labels, conv)
         }
+        // Sibyl's automatic repair (no exporter family: named after
+        // Cassandra 5.1's AutoRepairMetrics in the exporter's style)
+        "AutoRepair" => {
+            let (suffix, help, conv) = match n.name.as_str() {
+                "RepairsInProgress" => (
+                    "repairs_in_progress",
+                    "Whether an automatic repair is running.",
+                    Gauge,
+                ),
+                "Paused" => (
+                    "paused",
+                    "Whether automatic repair waits for a node that is down.",
+                    Gauge,
+                ),
+                "Enabled" => ("enabled", "Whether automatic repair is on.", Gauge),
+                "LongestUnrepairedSec" => (
+                    "longest_unrepaired_seconds",
+                    "Seconds since the table repaired longest ago was repaired.",
+                    Gauge,
+                ),
+                "SucceededTokenRangesCount" => (
+                    "succeeded_token_ranges_total",
+                    "Token ranges automatic repair repaired.",
+                    Counter,
+                ),
+                "FailedRepairsCount" => (
+                    "failed_repairs_total",
+                    "Automatic repairs that failed.",
+                    Counter,
+                ),
+                "SkippedRoundsCount" => (
+                    "skipped_rounds_total",
+                    "Rounds automatic repair skipped because a node was down.",
+                    Counter,
+                ),
+                _ => return None,
+            };
+            mapped(f("autorepair", suffix), help, vec![], conv)
+        }
         _ => None,
     }
 }

@@ -56,6 +56,8 @@ pub struct Admin {
     /// other nodes' figures there.
     pub admin_port: u16,
     pub cluster_name: String,
+    /// The automatic repair scheduler (`nodetool autorepairstatus`).
+    pub auto_repair: Arc<sibyl_service::auto_repair::AutoRepair>,
 }
 
 /// The built-in dashboard's page (`GET /dashboard`).
@@ -793,6 +795,48 @@ impl Admin {
                     "read_repair_attempted": m.read_repairs.get(),
                     "pools": pools,
                 }))
+            }
+            ("GET", "/autorepair") => {
+                let a = &self.auto_repair;
+                let tables: Vec<serde_json::Value> = a
+                    .tables(&self.qp.proxy)
+                    .into_iter()
+                    .map(|(_, t)| json!(t))
+                    .collect();
+                Ok(json!({
+                    "enabled": a.enabled(),
+                    "interval_ms": a.config.interval.as_millis() as u64,
+                    "incremental": a.config.incremental,
+                    "paused": *a.paused.lock(),
+                    "running": a.running.lock().as_ref().map(|(k, t)| format!("{k}.{t}")),
+                    "tables": tables,
+                }))
+            }
+            ("POST", "/autorepair") => {
+                let on = match q.get("enabled").map(String::as_str) {
+                    Some("true") => true,
+                    Some("false") => false,
+                    _ => {
+                        return Err(("400 Bad Request", "enabled=true|false expected".to_string()))
+                    }
+                };
+                self.auto_repair.set_enabled(on);
+                Ok(json!({ "enabled": on }))
+            }
+            ("POST", "/upgradesstables") => {
+                // every table of the scope, system ones included, as Cassandra's
+                let all = q.get("all").is_some_and(|v| v == "true");
+                let mut upgraded = 0;
+                for t in self.tables(q)? {
+                    if let Some(cfs) = self.storage.table(t.id) {
+                        upgraded += self
+                            .storage
+                            .upgrade_sstables(&cfs, all)
+                            .await
+                            .map_err(server_err)?;
+                    }
+                }
+                Ok(json!({ "upgraded": upgraded }))
             }
             ("POST", "/cleanup") => {
                 // partitions whose token this node neither replicates nor

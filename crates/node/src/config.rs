@@ -141,6 +141,12 @@ struct RawConfig {
     /// Sibyl: the metadata log takes a snapshot after this many entries and
     /// keeps as many behind it (default 1000).
     metadata_snapshot_entries: Option<u64>,
+    /// Sibyl: automatic repair of every replicated table's primary ranges
+    /// (default off), at least once per interval (default 1d), incremental
+    /// (default) or full.
+    auto_repair_enabled: Option<bool>,
+    auto_repair_interval: Option<String>,
+    auto_repair_incremental: Option<bool>,
 }
 
 /// `commitlog_sync`.
@@ -237,6 +243,9 @@ pub struct Config {
     pub allocate_tokens_for_local_replication_factor: Option<u32>,
     pub metadata_directory: PathBuf,
     pub metadata_snapshot_entries: u64,
+    pub auto_repair_enabled: bool,
+    pub auto_repair_interval: Duration,
+    pub auto_repair_incremental: bool,
     pub hints_directory: PathBuf,
     pub hinted_handoff_enabled: bool,
     /// A new node streams the data of its ranges before it serves them.
@@ -321,6 +330,9 @@ impl Default for Config {
             allocate_tokens_for_local_replication_factor: Some(3),
             metadata_directory: PathBuf::from("data/metadata"),
             metadata_snapshot_entries: 1000,
+            auto_repair_enabled: false,
+            auto_repair_interval: Duration::from_secs(24 * 3600),
+            auto_repair_incremental: true,
             hints_directory: PathBuf::from("data/hints"),
             hinted_handoff_enabled: true,
             auto_bootstrap: true,
@@ -1022,6 +1034,19 @@ impl Config {
         }
         if let Some(n) = raw.compaction_backlog_limit {
             c.compaction_backlog_limit = n;
+        }
+        if let Some(v) = raw.auto_repair_enabled {
+            c.auto_repair_enabled = v;
+        }
+        if let Some(v) = &raw.auto_repair_interval {
+            c.auto_repair_interval =
+                parse_duration(v).map_err(|e| format!("auto_repair_interval: {e}"))?;
+            if c.auto_repair_interval.is_zero() {
+                return Err("auto_repair_interval must be more than 0".into());
+            }
+        }
+        if let Some(v) = raw.auto_repair_incremental {
+            c.auto_repair_incremental = v;
         }
         if let Some(n) = raw.metadata_snapshot_entries {
             if n == 0 {

@@ -516,6 +516,22 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         server.clone(),
         cluster.clone(),
     );
+    // automatic repair: its state beside the data, its figures in metrics
+    let auto_repair = sibyl_service::auto_repair::AutoRepair::new(
+        sibyl_service::auto_repair::AutoRepairConfig {
+            enabled: config.auto_repair_enabled,
+            interval: config.auto_repair_interval,
+            incremental: config.auto_repair_incremental,
+            check_every: (config.auto_repair_interval / 10).clamp(
+                std::time::Duration::from_secs(1),
+                std::time::Duration::from_secs(60),
+            ),
+            storage_port: config.storage_port,
+        },
+        storage.data_directory().to_path_buf(),
+    );
+    auto_repair.spawn(qp.proxy.clone());
+    metrics::register_auto_repair(&registry, auto_repair.clone(), qp.proxy.clone());
     *qp.virtual_tables.write() = Some(Arc::new(views::SystemViews {
         qp: Arc::downgrade(&qp),
         server: Arc::downgrade(&server),
@@ -556,6 +572,7 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         tracer: tracer.clone(),
         admin_port: config.admin_port,
         cluster_name: config.cluster_name.clone(),
+        auto_repair,
         qp: qp.clone(),
         storage: storage.clone(),
         host_id,

@@ -59,6 +59,36 @@ pub fn register(
     registry.register(move |c| process(c, &mut cpu.lock()));
 }
 
+/// The automatic repair scheduler's figures (Cassandra 5.1's
+/// `AutoRepairMetrics` names).
+pub fn register_auto_repair(
+    registry: &Registry,
+    a: Arc<sibyl_service::auto_repair::AutoRepair>,
+    proxy: Arc<sibyl_service::proxy::StorageProxy>,
+) {
+    use std::sync::atomic::Ordering;
+    let started = sibyl_types::timeuuid::timestamp_micros_now() / 1000;
+    registry.register(move |c| {
+        let n = |name: &str| sibyl_metrics::MetricName::new("AutoRepair", name);
+        c.gauge(
+            n("RepairsInProgress"),
+            f64::from(u8::from(a.running.lock().is_some())),
+        );
+        c.gauge(n("Paused"), f64::from(u8::from(a.paused.lock().is_some())));
+        c.gauge(n("Enabled"), f64::from(u8::from(a.enabled())));
+        c.gauge(
+            n("LongestUnrepairedSec"),
+            a.longest_unrepaired_secs(&proxy, started),
+        );
+        c.counter(
+            n("SucceededTokenRangesCount"),
+            a.succeeded.load(Ordering::Relaxed),
+        );
+        c.counter(n("FailedRepairsCount"), a.failed.load(Ordering::Relaxed));
+        c.counter(n("SkippedRoundsCount"), a.skipped.load(Ordering::Relaxed));
+    });
+}
+
 pub(crate) fn table_name(
     schema: &sibyl_schema::schema::Schema,
     id: uuid::Uuid,

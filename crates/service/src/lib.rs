@@ -2,6 +2,7 @@
 //! (`StorageProxy`) that every read and write goes through, and the replica
 //! side that serves the coordinator's verbs from local storage.
 
+pub mod auto_repair;
 pub mod batch;
 pub mod batchlog;
 pub mod cas;

@@ -19,6 +19,7 @@ macro_rules! help_texts {
 /// Every verb Sibyl carries out, with Cassandra's help for it.
 const HELP: &[(&str, &str)] = help_texts!(
     "assassinate",
+    "autorepairstatus",
     "cleanup",
     "clearsnapshot",
     "compact",
@@ -57,6 +58,7 @@ const HELP: &[(&str, &str)] = help_texts!(
     "proxyhistograms",
     "rebuild",
     "ring",
+    "setautorepairconfig",
     "setcompactionthroughput",
     "setlogginglevel",
     "sethintedhandoffthrottlekb",
@@ -72,6 +74,7 @@ const HELP: &[(&str, &str)] = help_texts!(
     "tablestats",
     "tpstats",
     "truncatehints",
+    "upgradesstables",
     "version",
 );
 
@@ -122,6 +125,7 @@ pub const UNSUPPORTED: &[(&str, &str)] = &[
     ("tablestats", "--sort"),
     ("tablestats", "--top"),
     ("tablestats", "-i"),
+    ("upgradesstables", "--max-timestamp"),
 ];
 
 /// One option as the help describes it: its names (`-pr`,

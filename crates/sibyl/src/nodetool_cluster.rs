@@ -407,6 +407,96 @@ pub fn run(
             }
             Ok(true)
         }
+        "autorepairstatus" => {
+            let v = request(host, port, "GET", "/autorepair")?;
+            let state = if !v["enabled"].as_bool().unwrap_or(false) {
+                "disabled".to_string()
+            } else if let Some(p) = v["paused"].as_str() {
+                format!("paused ({p})")
+            } else if let Some(r) = v["running"].as_str() {
+                format!("repairing {r}")
+            } else {
+                "idle".to_string()
+            };
+            let interval = v["interval_ms"].as_u64().unwrap_or(0);
+            outln!("Auto repair: {state}");
+            outln!(
+                "Interval: {}, {}",
+                sibyl_types::pretty::duration_words(interval),
+                if v["incremental"].as_bool().unwrap_or(true) {
+                    "incremental"
+                } else {
+                    "full"
+                }
+            );
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as i64)
+                .unwrap_or(0);
+            let mut rows = vec![vec![
+                "Keyspace".to_string(),
+                "Table".into(),
+                "Last repaired".into(),
+                "Next due".into(),
+                "Last error".into(),
+            ]];
+            for t in v["tables"].as_array().into_iter().flatten() {
+                let last = t["last_repaired_ms"].as_i64();
+                let ago = |ms: i64| sibyl_types::pretty::duration_words(ms.max(0) as u64) + " ago";
+                rows.push(vec![
+                    t["keyspace"].as_str().unwrap_or("").to_string(),
+                    t["table"].as_str().unwrap_or("").to_string(),
+                    last.map_or("never".into(), |at| ago(now - at)),
+                    match last {
+                        Some(at) if at + interval as i64 > now => format!(
+                            "in {}",
+                            sibyl_types::pretty::duration_words(
+                                (at + interval as i64 - now) as u64
+                            )
+                        ),
+                        _ => "now".into(),
+                    },
+                    t["last_error"].as_str().unwrap_or("").to_string(),
+                ]);
+            }
+            out!("{}", table(&rows, " "));
+            Ok(true)
+        }
+        "setautorepairconfig" => {
+            let (Some(key), Some(value)) = (positional.first(), positional.get(1)) else {
+                bail!("setautorepairconfig needs a setting and its value");
+            };
+            if key != "enabled" || !matches!(value.as_str(), "true" | "false") {
+                bail!("setautorepairconfig: only 'enabled true|false' is supported");
+            }
+            request(host, port, "POST", &format!("/autorepair?enabled={value}"))?;
+            Ok(true)
+        }
+        "upgradesstables" => {
+            // -j only bounds parallelism: each table's SSTables are rewritten
+            // one at a time here
+            let mut params = Vec::new();
+            if args
+                .iter()
+                .any(|a| a == "-a" || a == "--include-all-sstables")
+            {
+                params.push("all=true".to_string());
+            }
+            if let Some(ks) = positional.first() {
+                params.push(format!("keyspace={}", enc(ks)));
+            }
+            let tables: Vec<&str> = positional.iter().skip(1).map(|s| s.as_str()).collect();
+            if !tables.is_empty() {
+                params.push(format!("table={}", enc(&tables.join(","))));
+            }
+            request(
+                host,
+                port,
+                "POST",
+                &format!("/upgradesstables?{}", params.join("&")),
+            )?;
+            Ok(true)
+        }
         "cleanup" => {
             let mut params = Vec::new();
             if let Some(ks) = positional.first() {

@@ -1629,6 +1629,45 @@ pub fn list_generations(dir: &Path) -> Result<Vec<u64>, StorageError> {
     Ok(gens)
 }
 
+/// Test support: rewrites a published format-2 SSTable without wide
+/// partitions the way format 1 laid it out (no row index field in the Index
+/// component, no clustering bounds in Statistics).
+#[cfg(test)]
+pub(crate) fn rewrite_as_format_1(dir: &Path, generation: u64) {
+    // Index.db: drop each entry's row_index_len (all zero), version 1
+    let ip = component_path(dir, generation, "Index.db");
+    let v2 = std::fs::read(&ip).expect("index");
+    let mut v1 = INDEX_MAGIC.to_vec();
+    v1.extend_from_slice(&1u32.to_be_bytes());
+    let mut pos = 8;
+    while pos < v2.len() {
+        let e = read_index_entry(&v2, pos, 2).expect("entry");
+        assert!(e.row_index.is_empty());
+        v1.extend_from_slice(&v2[pos..e.next - 4]);
+        pos = e.next;
+    }
+    std::fs::write(&ip, &v1).expect("write");
+    // Statistics.db: version 1, without the fields version 1 did not have
+    let sp = component_path(dir, generation, "Statistics.db");
+    let mut stats: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&sp).expect("stats")).expect("json");
+    let o = stats.as_object_mut().expect("object");
+    for f in [
+        "min_clustering",
+        "max_clustering",
+        "partition_deletions",
+        "static_rows",
+        "indexed_partitions",
+        "partition_sizes",
+        "cell_counts",
+    ] {
+        o.remove(f);
+    }
+    o.insert("version".into(), 1.into());
+    o.insert("index_crc".into(), crc32fast::hash(&v1).into());
+    std::fs::write(&sp, serde_json::to_vec(&stats).expect("json")).expect("write");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1976,38 +2015,7 @@ mod tests {
             w.append(k, &part(&cmp, 3)).expect("append");
         }
         w.finish(5).expect("finish");
-        // Index.db: drop each entry's row_index_len (all zero), version 1
-        let ip = component_path(dir.path(), 1, "Index.db");
-        let v2 = std::fs::read(&ip).expect("index");
-        let mut v1 = INDEX_MAGIC.to_vec();
-        v1.extend_from_slice(&1u32.to_be_bytes());
-        let mut pos = 8;
-        while pos < v2.len() {
-            let e = read_index_entry(&v2, pos, 2).expect("entry");
-            assert!(e.row_index.is_empty());
-            v1.extend_from_slice(&v2[pos..e.next - 4]);
-            pos = e.next;
-        }
-        std::fs::write(&ip, &v1).expect("write");
-        // Statistics.db: version 1, without the fields version 1 did not have
-        let sp = component_path(dir.path(), 1, "Statistics.db");
-        let mut stats: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(&sp).expect("stats")).expect("json");
-        let o = stats.as_object_mut().expect("object");
-        for f in [
-            "min_clustering",
-            "max_clustering",
-            "partition_deletions",
-            "static_rows",
-            "indexed_partitions",
-            "partition_sizes",
-            "cell_counts",
-        ] {
-            o.remove(f);
-        }
-        o.insert("version".into(), 1.into());
-        o.insert("index_crc".into(), crc32fast::hash(&v1).into());
-        std::fs::write(&sp, serde_json::to_vec(&stats).expect("json")).expect("write");
+        rewrite_as_format_1(dir.path(), 1);
         let r = SSTableReader::open(dir.path(), 1, cmp.clone(), ChunkCache::new(1 << 20))
             .expect("open v1");
         assert_eq!(r.stats.version, 1);
