@@ -215,6 +215,15 @@ fn ranges_by_participant(work: &[((i64, i64), Vec<IpAddr>)]) -> BTreeMap<IpAddr,
 }
 
 impl StorageProxy {
+    /// Sends a repair message that is answered `Done`.
+    async fn ask(&self, to: IpAddr, request: Request, timeout: Duration) -> Result<(), String> {
+        match self.messaging.send_and_receive(to, request, timeout).await {
+            Ok(Response::Done) => Ok(()),
+            Ok(other) => Err(format!("{other:?}")),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
     /// `PREPARE_CONSISTENT_REQ` (and the coordinator's own part): flush the
     /// table and set its unrepaired data of `ranges` aside for `session`.
     pub(crate) async fn prepare_pending(
@@ -289,15 +298,7 @@ impl StorageProxy {
                         table_id: *table_id,
                         ranges: ranges.clone(),
                     };
-                    match self
-                        .messaging
-                        .send_and_receive(participant, request, VALIDATION_TIMEOUT)
-                        .await
-                    {
-                        Ok(Response::Done) => Ok(()),
-                        Ok(other) => Err(format!("{other:?}")),
-                        Err(e) => Err(e.to_string()),
-                    }
+                    self.ask(participant, request, VALIDATION_TIMEOUT).await
                 };
                 outcome.map_err(|e| {
                     format!("Prepare phase for incremental repair of {name} failed on /{participant}: {e}")
@@ -331,15 +332,8 @@ impl StorageProxy {
                         table_id: *table_id,
                         repaired_at: at,
                     };
-                    match self
-                        .messaging
-                        .send_and_receive(participant, request, Duration::from_secs(60))
+                    self.ask(participant, request, Duration::from_secs(60))
                         .await
-                    {
-                        Ok(Response::Done) => Ok(()),
-                        Ok(other) => Err(format!("{other:?}")),
-                        Err(e) => Err(e.to_string()),
-                    }
                 };
                 if let Err(e) = outcome {
                     tracing::warn!(
@@ -390,15 +384,7 @@ impl StorageProxy {
                         ranges: vec![range],
                         repaired_at: started,
                     };
-                    match self
-                        .messaging
-                        .send_and_receive(*a, request, Duration::from_secs(10))
-                        .await
-                    {
-                        Ok(Response::Done) => Ok(()),
-                        Ok(other) => Err(format!("{other:?}")),
-                        Err(e) => Err(e.to_string()),
-                    }
+                    self.ask(*a, request, Duration::from_secs(10)).await
                 };
                 if let Err(e) = outcome {
                     tracing::warn!(

@@ -340,8 +340,9 @@ pub struct Statistics {
     /// When an incremental repair made this data consistent across its
     /// replicas (ms since the epoch; 0: unrepaired), Cassandra's
     /// `repairedAt`. A build that does not know it reads the SSTable as
-    /// unrepaired, the safe side.
-    #[serde(default)]
+    /// unrepaired, the safe side; left out when 0, so an unrepaired SSTable
+    /// is written as before.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub repaired_at: i64,
     /// The incremental repair session this SSTable is set aside for
     /// (Cassandra's `pendingRepair`), until the session is finalized
@@ -391,6 +392,10 @@ impl RepairState {
 
 fn never() -> i32 {
     i32::MAX
+}
+
+fn is_zero(v: &i64) -> bool {
+    *v == 0
 }
 
 /// The latest local deletion time in `p` (`i32::MAX` when anything lives
