@@ -293,6 +293,17 @@ impl ColumnFamilyStore {
             match SSTableReader::open(&dir, *g, comparator.clone(), cache.clone()) {
                 Ok(r) => {
                     replay_after = replay_after.max(r.stats.commitlog_position);
+                    // no incremental repair session outlives a restart of its
+                    // participant: what it had set aside is unrepaired again
+                    // (the safe side; Cassandra fails such sessions too), so
+                    // compaction takes it again
+                    if let RepairState::Pending(session) = r.repair_state() {
+                        tracing::info!(
+                            "SSTable {} was pending in repair session {session}, which did not finish: unrepaired again",
+                            r.generation
+                        );
+                        r.set_repair_state(RepairState::Unrepaired)?;
+                    }
                     sstables.push(Arc::new(r));
                 }
                 Err(e @ StorageError::CorruptSSTable { .. })
@@ -2426,6 +2437,25 @@ mod tests {
             .expect("keys");
         assert_eq!(seen.len(), upper);
         assert!(t.read_in(&pending, &seen[0]).expect("read").is_some());
+        // a node that restarts mid-session gets its pending SSTables back as
+        // unrepaired (another engine opens the same directory)
+        {
+            let other = tempfile::tempdir().expect("tmp");
+            let e2 = StorageEngine::new(StorageConfig::small(other.path())).expect("engine");
+            let copy = other.path().join("copy");
+            std::fs::create_dir_all(&copy).expect("dir");
+            for f in std::fs::read_dir(&tdir).expect("ls") {
+                let f = f.expect("entry").path();
+                if f.is_file() {
+                    std::fs::copy(&f, copy.join(f.file_name().expect("name"))).expect("copy");
+                }
+            }
+            let t2 = e2
+                .add_table(id, sibyl_db::no_clustering(), copy)
+                .expect("table");
+            assert!(t2.sstables_in(RepairState::Pending(session)).is_empty());
+            assert_eq!(t2.sstables_in(RepairState::Unrepaired).len(), 2);
+        }
         // every key is still read through the table
         for k in &keys {
             assert!(t.read(k, None).expect("read").is_some());
