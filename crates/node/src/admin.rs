@@ -1119,16 +1119,7 @@ impl Admin {
                             h.mean() / 1000.0
                         }
                     };
-                    // Cassandra's bytes of each repair set (uncompressed data)
-                    let (mut repaired, mut unrepaired, mut pending) = (0u64, 0u64, 0u64);
-                    for s in &ss {
-                        use sibyl_storage::sstable::RepairState;
-                        *match s.repair_state() {
-                            RepairState::Repaired(_) => &mut repaired,
-                            RepairState::Pending(_) => &mut pending,
-                            RepairState::Unrepaired => &mut unrepaired,
-                        } += s.stats.data_bytes;
-                    }
+                    let (repaired, unrepaired, pending) = cfs.repair_bytes();
                     out.push(json!({
                         "keyspace": t.keyspace,
                         "table": t.name,

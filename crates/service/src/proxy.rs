@@ -1643,27 +1643,9 @@ impl sibyl_cluster::messaging::VerbHandler for StorageVerbs {
                         Err(e) => Response::Failure(ReplicaFailure::Error(e.to_string())),
                     }
                 }
-                Request::RepairSynced {
-                    table_id,
-                    ranges,
-                    repaired_at,
-                } => match proxy.mark_repaired(table_id, &ranges, repaired_at) {
-                    Ok(()) => Response::Done,
-                    Err(f) => Response::Failure(f),
-                },
-                Request::RepairPrepare {
-                    session,
-                    table_id,
-                    ranges,
-                } => match proxy.prepare_pending(session, table_id, &ranges).await {
-                    Ok(()) => Response::Done,
-                    Err(f) => Response::Failure(f),
-                },
-                Request::RepairFinish {
-                    session,
-                    table_id,
-                    repaired_at,
-                } => match proxy.finish_pending(session, table_id, repaired_at) {
+                r @ (Request::RepairSynced { .. }
+                | Request::RepairPrepare { .. }
+                | Request::RepairFinish { .. }) => match proxy.carry_out_repair_message(r).await {
                     Ok(()) => Response::Done,
                     Err(f) => Response::Failure(f),
                 },

@@ -215,8 +215,44 @@ fn ranges_by_participant(work: &[((i64, i64), Vec<IpAddr>)]) -> BTreeMap<IpAddr,
 }
 
 impl StorageProxy {
-    /// Sends a repair message that is answered `Done`.
+    /// What a node does with `REPAIR_SYNCED_REQ`, `PREPARE_CONSISTENT_REQ`
+    /// and `FINALIZE_COMMIT_MSG`, from a peer or from itself.
+    pub(crate) async fn carry_out_repair_message(
+        &self,
+        request: Request,
+    ) -> Result<(), ReplicaFailure> {
+        match request {
+            Request::RepairPrepare {
+                session,
+                table_id,
+                ranges,
+            } => self.prepare_pending(session, table_id, &ranges).await,
+            Request::RepairFinish {
+                session,
+                table_id,
+                repaired_at,
+            } => self.finish_pending(session, table_id, repaired_at),
+            Request::RepairSynced {
+                table_id,
+                ranges,
+                repaired_at,
+            } => self.mark_repaired(table_id, &ranges, repaired_at),
+            other => Err(ReplicaFailure::Error(format!(
+                "{} is not a repair message",
+                other.verb().name()
+            ))),
+        }
+    }
+
+    /// A repair message answered `Done`, to another node or carried out
+    /// here when `to` is this node.
     async fn ask(&self, to: IpAddr, request: Request, timeout: Duration) -> Result<(), String> {
+        if to == self.local_address() {
+            return self
+                .carry_out_repair_message(request)
+                .await
+                .map_err(|f| format!("{f:?}"));
+        }
         match self.messaging.send_and_receive(to, request, timeout).await {
             Ok(Response::Done) => Ok(()),
             Ok(other) => Err(format!("{other:?}")),
@@ -226,7 +262,7 @@ impl StorageProxy {
 
     /// `PREPARE_CONSISTENT_REQ` (and the coordinator's own part): flush the
     /// table and set its unrepaired data of `ranges` aside for `session`.
-    pub(crate) async fn prepare_pending(
+    async fn prepare_pending(
         &self,
         session: uuid::Uuid,
         table_id: uuid::Uuid,
@@ -248,7 +284,7 @@ impl StorageProxy {
     /// `FINALIZE_COMMIT_MSG` (and the coordinator's own part): the
     /// session's pending SSTables become repaired as of `repaired_at` (ms),
     /// or unrepaired again (0).
-    pub(crate) fn finish_pending(
+    fn finish_pending(
         &self,
         session: uuid::Uuid,
         table_id: uuid::Uuid,
@@ -285,21 +321,14 @@ impl StorageProxy {
         work: &[((i64, i64), Vec<IpAddr>)],
         tables: &[(String, uuid::Uuid)],
     ) -> Result<(), String> {
-        let me = self.local_address();
         for (participant, ranges) in ranges_by_participant(work) {
             for (name, table_id) in tables {
-                let outcome = if participant == me {
-                    self.prepare_pending(session, *table_id, &ranges)
-                        .await
-                        .map_err(|f| format!("{f:?}"))
-                } else {
-                    let request = Request::RepairPrepare {
-                        session,
-                        table_id: *table_id,
-                        ranges: ranges.clone(),
-                    };
-                    self.ask(participant, request, VALIDATION_TIMEOUT).await
+                let request = Request::RepairPrepare {
+                    session,
+                    table_id: *table_id,
+                    ranges: ranges.clone(),
                 };
+                let outcome = self.ask(participant, request, VALIDATION_TIMEOUT).await;
                 outcome.map_err(|e| {
                     format!("Prepare phase for incremental repair of {name} failed on /{participant}: {e}")
                 })?;
@@ -319,22 +348,17 @@ impl StorageProxy {
         tables: &[(String, uuid::Uuid)],
         repaired_at: Option<i64>,
     ) {
-        let me = self.local_address();
         let at = repaired_at.unwrap_or(0);
         for participant in ranges_by_participant(work).into_keys() {
             for (_, table_id) in tables {
-                let outcome = if participant == me {
-                    self.finish_pending(session, *table_id, at)
-                        .map_err(|f| format!("{f:?}"))
-                } else {
-                    let request = Request::RepairFinish {
-                        session,
-                        table_id: *table_id,
-                        repaired_at: at,
-                    };
-                    self.ask(participant, request, Duration::from_secs(60))
-                        .await
+                let request = Request::RepairFinish {
+                    session,
+                    table_id: *table_id,
+                    repaired_at: at,
                 };
+                let outcome = self
+                    .ask(participant, request, Duration::from_secs(60))
+                    .await;
                 if let Err(e) = outcome {
                     tracing::warn!(
                         "[repair #{session}] could not finish the session on /{participant}: {e}"
@@ -346,7 +370,7 @@ impl StorageProxy {
 
     /// `REPAIR_SYNCED_REQ` (and the coordinator's own replica): the table's
     /// `ranges` are consistent as of `repaired_at`.
-    pub(crate) fn mark_repaired(
+    fn mark_repaired(
         &self,
         table_id: uuid::Uuid,
         ranges: &[(i64, i64)],
@@ -372,20 +396,14 @@ impl StorageProxy {
         tables: &[(String, uuid::Uuid)],
         started: i32,
     ) {
-        let me = self.local_address();
         for (_, table_id) in tables {
             for a in replicas {
-                let outcome = if *a == me {
-                    self.mark_repaired(*table_id, &[range], started)
-                        .map_err(|e| format!("{e:?}"))
-                } else {
-                    let request = Request::RepairSynced {
-                        table_id: *table_id,
-                        ranges: vec![range],
-                        repaired_at: started,
-                    };
-                    self.ask(*a, request, Duration::from_secs(10)).await
+                let request = Request::RepairSynced {
+                    table_id: *table_id,
+                    ranges: vec![range],
+                    repaired_at: started,
                 };
+                let outcome = self.ask(*a, request, Duration::from_secs(10)).await;
                 if let Err(e) = outcome {
                     tracing::warn!(
                         "could not record the repair of ({}, {}] on /{a}: {e}",

@@ -557,10 +557,7 @@ impl ColumnFamilyStore {
             });
             sibyl_tracing::trace(|| format!("Merged data from memtables and {touched} sstables"));
         }
-        let dropped = &self.options.read().dropped_columns;
-        if let (Some(p), false) = (&mut out, dropped.is_empty()) {
-            p.purge_dropped(dropped);
-        }
+        self.purge_dropped(&mut out);
         Ok(out)
     }
 
@@ -581,13 +578,7 @@ impl ColumnFamilyStore {
             all.extend(m.keys(after, start_token, end_token, limit));
         }
         let sstables = self.sstables.read().clone();
-        for s in sstables.iter() {
-            all.extend(s.keys(after, start_token, end_token, limit)?);
-        }
-        all.sort();
-        all.dedup();
-        all.truncate(limit);
-        Ok(all)
+        keys_of(&sstables, all, after, (start_token, end_token), limit)
     }
 
     /// Memtables switched out and not yet written to SSTables.
@@ -646,6 +637,14 @@ impl ColumnFamilyStore {
         self.sstables.read().clone()
     }
 
+    /// Leaves out the cells of dropped columns older than their drop.
+    fn purge_dropped(&self, out: &mut Option<Partition>) {
+        let dropped = &self.options.read().dropped_columns;
+        if let (Some(p), false) = (out, dropped.is_empty()) {
+            p.purge_dropped(dropped);
+        }
+    }
+
     /// The SSTables of one repair set.
     pub fn sstables_in(&self, state: RepairState) -> Vec<Arc<SSTableReader>> {
         self.sstables
@@ -656,20 +655,28 @@ impl ColumnFamilyStore {
             .collect()
     }
 
+    /// The data bytes of the repaired, unrepaired and pending SSTables
+    /// (Cassandra's `BytesRepaired`, `BytesUnrepaired`, `BytesPendingRepair`).
+    pub fn repair_bytes(&self) -> (u64, u64, u64) {
+        let (mut repaired, mut unrepaired, mut pending) = (0, 0, 0);
+        for s in self.sstables.read().iter() {
+            *match s.repair_state() {
+                RepairState::Repaired(_) => &mut repaired,
+                RepairState::Pending(_) => &mut pending,
+                RepairState::Unrepaired => &mut unrepaired,
+            } += s.stats.data_bytes;
+        }
+        (repaired, unrepaired, pending)
+    }
+
     /// The share of the SSTables' data that is repaired, in percent
     /// (Cassandra's `PercentRepaired`: 100 for a table with no data).
     pub fn percent_repaired(&self) -> f64 {
-        let ss = self.sstables.read();
-        let total: u64 = ss.iter().map(|s| s.stats.data_bytes).sum();
-        if total == 0 {
-            return 100.0;
+        let (repaired, unrepaired, pending) = self.repair_bytes();
+        match repaired + unrepaired + pending {
+            0 => 100.0,
+            total => repaired as f64 * 100.0 / total as f64,
         }
-        let repaired: u64 = ss
-            .iter()
-            .filter(|s| s.repair_state().is_repaired())
-            .map(|s| s.stats.data_bytes)
-            .sum();
-        repaired as f64 * 100.0 / total as f64
     }
 
     /// A partition as `set` alone holds it (no memtable, no other SSTable):
@@ -697,10 +704,7 @@ impl ColumnFamilyStore {
                 Err(e) => return Err(e),
             }
         }
-        let dropped = &self.options.read().dropped_columns;
-        if let (Some(p), false) = (&mut out, dropped.is_empty()) {
-            p.purge_dropped(dropped);
-        }
+        self.purge_dropped(&mut out);
         Ok(out)
     }
 
@@ -713,14 +717,7 @@ impl ColumnFamilyStore {
         end_token: i64,
         limit: usize,
     ) -> Result<Vec<DecoratedKey>, StorageError> {
-        let mut all = Vec::new();
-        for s in set {
-            all.extend(s.keys(after, start_token, end_token, limit)?);
-        }
-        all.sort();
-        all.dedup();
-        all.truncate(limit);
-        Ok(all)
+        keys_of(set, Vec::new(), after, (start_token, end_token), limit)
     }
 
     /// Hard-links the current SSTables into `snapshots/<tag>/`.
@@ -2399,26 +2396,40 @@ mod tests {
         assert!(t.read(&key, None).expect("read").is_some());
     }
 
-    /// Incremental repair's sets: anticompaction splits an SSTable at the
-    /// repaired ranges, the pending part is what the session sees, finishing
-    /// makes it repaired (on disk too), and compaction never mixes sets.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn anticompaction_sets_a_range_aside_and_compaction_keeps_sets_apart() {
+    /// A table in `dir/data/ks/t` with `n` partitions in its memtable.
+    async fn table_with_keys(
+        n: u32,
+    ) -> (
+        tempfile::TempDir,
+        Arc<StorageEngine>,
+        uuid::Uuid,
+        Arc<ColumnFamilyStore>,
+        Vec<DecoratedKey>,
+    ) {
         let dir = tempfile::tempdir().expect("tmp");
         let engine = StorageEngine::new(StorageConfig::small(dir.path())).expect("engine");
         let id = uuid::Uuid::new_v4();
-        let tdir = dir.path().join("data/ks/t");
         let t = engine
-            .add_table(id, sibyl_db::no_clustering(), tdir.clone())
+            .add_table(id, sibyl_db::no_clustering(), dir.path().join("data/ks/t"))
             .expect("table");
         engine.start_commitlog(&[]).expect("log");
-        let keys: Vec<DecoratedKey> = (0..200u32)
+        let keys: Vec<DecoratedKey> = (0..n)
             .map(|i| DecoratedKey::new(Bytes::from(i.to_be_bytes().to_vec())))
             .collect();
         engine
             .apply(keys.iter().map(|k| write(id, k)).collect())
             .await
             .expect("apply");
+        (dir, engine, id, t, keys)
+    }
+
+    /// Incremental repair's sets: anticompaction splits an SSTable at the
+    /// repaired ranges, the pending part is what the session sees, finishing
+    /// makes it repaired (on disk too), and compaction never mixes sets.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn anticompaction_sets_a_range_aside_and_compaction_keeps_sets_apart() {
+        let (_dir, engine, id, t, keys) = table_with_keys(200).await;
+        let tdir = t.dir.clone();
         // the ring's upper half, (0, MAX]
         let session = uuid::Uuid::new_v4();
         let (moved, split) = engine
@@ -2510,21 +2521,8 @@ mod tests {
     /// only with `-a`.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn upgradesstables_rewrites_old_formats_only() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let engine = StorageEngine::new(StorageConfig::small(dir.path())).expect("engine");
-        let id = uuid::Uuid::new_v4();
-        let tdir = dir.path().join("data/ks/t");
-        let t = engine
-            .add_table(id, sibyl_db::no_clustering(), tdir.clone())
-            .expect("table");
-        engine.start_commitlog(&[]).expect("log");
-        let keys: Vec<DecoratedKey> = (0..50u32)
-            .map(|i| DecoratedKey::new(Bytes::from(i.to_be_bytes().to_vec())))
-            .collect();
-        engine
-            .apply(keys.iter().map(|k| write(id, k)).collect())
-            .await
-            .expect("apply");
+        let (_dir, engine, id, t, keys) = table_with_keys(50).await;
+        let tdir = t.dir.clone();
         let g = engine
             .flush(&t, FlushReason::UserForced)
             .await
@@ -2562,6 +2560,24 @@ mod tests {
         );
         assert_eq!(engine.upgrade_sstables(&t, true).await.expect("upgrade"), 1);
     }
+}
+
+/// `found` and the keys of `sstables` in token order after `after` within
+/// `[start, end]`, without repeats, at most `limit`.
+fn keys_of(
+    sstables: &[Arc<SSTableReader>],
+    mut found: Vec<DecoratedKey>,
+    after: Option<&DecoratedKey>,
+    (start, end): (i64, i64),
+    limit: usize,
+) -> Result<Vec<DecoratedKey>, StorageError> {
+    for s in sstables {
+        found.extend(s.keys(after, start, end, limit)?);
+    }
+    found.sort();
+    found.dedup();
+    found.truncate(limit);
+    Ok(found)
 }
 
 /// The ring range `(start, end]` (wrapping; `start == end` is the whole
