@@ -712,3 +712,44 @@ def test_tombstone_gc_repair_keeps_a_delete_until_every_replica_has_it(cluster_f
         assert len(list(q(s1, "SELECT k FROM z.safe", cl=ConsistencyLevel.ALL))) == 9
     finally:
         c1.shutdown()
+
+
+def test_streams_to_another_datacenter_keep_to_the_inter_dc_throttle(cluster_factory):
+    """inter_dc_stream_throughput_outbound (and nodetool
+    set/getinterdcstreamthroughput) paces what a node streams to nodes of
+    other data centers, whatever stream_throughput_outbound allows: node2
+    (dc2) rebuilds from node1 (dc1) at node1's inter-DC cap."""
+    lc = cluster_factory(2, dcs=2, extra=("stream_throughput_outbound=0",
+                                          "inter_dc_stream_throughput_outbound=64MiB/s"))
+    with open(f"{lc.dir}/node2/sibyl.yaml", "a") as f:
+        f.write("auto_bootstrap: false\n")
+    lc.run("start")
+    c1, s1 = connect_only(lc, 1)
+    try:
+        q(s1, "CREATE KEYSPACE xd WITH replication = {'class': 'NetworkTopologyStrategy', 'dc1': 1}")
+        q(s1, "CREATE TABLE xd.t (k int PRIMARY KEY, v int, pad text)")
+        ins = s1.prepare(f"INSERT INTO xd.t (k, v, pad) VALUES (?, ?, '{'x' * 300}')")
+        for k in range(8000):
+            s1.execute(ins, [k, k])
+        q(s1, "ALTER KEYSPACE xd WITH replication = {'class': 'NetworkTopologyStrategy', 'dc1': 1, 'dc2': 1}")
+    finally:
+        c1.shutdown()
+    assert "Current inter-datacenter stream throughput: 536 megabits per second" in \
+        lc.nodetool(1, "getinterdcstreamthroughput")
+    lc.nodetool(1, "setinterdcstreamthroughput", "-m", "0.5")
+    assert "Current inter-datacenter stream throughput: 0.5 MiB/s" in \
+        lc.nodetool(1, "getinterdcstreamthroughput", "-m")
+    # the intra-DC throttle is untouched (off)
+    assert "Current stream throughput: unlimited" in lc.nodetool(1, "getstreamthroughput")
+    lc.nodetool(2, "rebuild", "dc1")
+    done = [l for l in open(f"{lc.dir}/node2/sibyl.log").read().splitlines()
+            if "Rebuild session with" in l and " complete: " in l]
+    assert done, "no finished rebuild session in node2's log"
+    line = done[-1]
+    streamed = int(line.split(" partitions, ")[1].split(" bytes")[0])
+    took = float(line.split(" bytes in ")[1].split(" s")[0])
+    assert streamed > 3_000_000, line
+    # one source at 0.5 MiB/s; the first page (1 MiB) goes at once
+    assert (streamed - 1024 * 1024) / took <= 0.5 * 1.1 * 1024 * 1024, ((streamed - 1024 * 1024) / took, line)
+    lc.run("stop", "node1")
+    assert missing_alone(lc, 2, "xd.t", range(0, 8000, 7)) == []

@@ -986,15 +986,28 @@ impl Admin {
                     "bytes_streamed": total.bytes_streamed,
                 }))
             }
-            ("GET", "/streamthroughput") => Ok(json!({
-                "bytes_per_second": self.qp.proxy.streams().outbound.rate()
-            })),
+            // the outbound throttle, or with inter_dc=true the one for
+            // nodes of other data centers
+            ("GET", "/streamthroughput") => {
+                let streams = self.qp.proxy.streams();
+                let throttle = if q.get("inter_dc").is_some_and(|v| v == "true") {
+                    &streams.inter_dc
+                } else {
+                    &streams.outbound
+                };
+                Ok(json!({ "bytes_per_second": throttle.rate() }))
+            }
             ("POST", "/streamthroughput") => {
                 let b: u64 = q
                     .get("bytes_per_second")
                     .and_then(|v| v.parse().ok())
                     .ok_or(("400 Bad Request", "bytes_per_second expected".to_string()))?;
-                self.qp.proxy.streams().outbound.set_rate(b);
+                let streams = self.qp.proxy.streams();
+                if q.get("inter_dc").is_some_and(|v| v == "true") {
+                    streams.inter_dc.set_rate(b);
+                } else {
+                    streams.outbound.set_rate(b);
+                }
                 Ok(json!({ "bytes_per_second": b }))
             }
             ("POST", "/drain") => {

@@ -84,6 +84,8 @@ struct RawConfig {
     auto_bootstrap: Option<bool>,
     stream_throughput_outbound: Option<String>,
     stream_throughput_outbound_megabits_per_sec: Option<u64>,
+    inter_dc_stream_throughput_outbound: Option<String>,
+    inter_dc_stream_throughput_outbound_megabits_per_sec: Option<u64>,
     hinted_handoff_disabled_datacenters: Option<Vec<String>>,
     max_hint_window: Option<String>,
     max_hint_window_in_ms: Option<u64>,
@@ -252,6 +254,7 @@ pub struct Config {
     pub auto_bootstrap: bool,
     /// Bytes per second this node streams out (0: unthrottled).
     pub stream_throughput_outbound_bytes: u64,
+    pub inter_dc_stream_throughput_outbound_bytes: u64,
     pub hinted_handoff_disabled_datacenters: Vec<String>,
     pub max_hint_window: Duration,
     /// How long the rows of a traced query's session live (1 day).
@@ -337,6 +340,7 @@ impl Default for Config {
             hinted_handoff_enabled: true,
             auto_bootstrap: true,
             stream_throughput_outbound_bytes: 24 * 1024 * 1024,
+            inter_dc_stream_throughput_outbound_bytes: 24 * 1024 * 1024,
             hinted_handoff_disabled_datacenters: Vec::new(),
             max_hint_window: Duration::from_secs(3 * 3600),
             trace_type_query_ttl: Duration::from_secs(86_400),
@@ -615,6 +619,13 @@ impl Config {
                     t.join(",")
                 }),
             ),
+            (
+                "inter_dc_stream_throughput_outbound",
+                some(format!(
+                    "{}/s",
+                    size_text(self.inter_dc_stream_throughput_outbound_bytes)
+                )),
+            ),
             ("key_cache_size", some(size_text(self.key_cache_size_bytes))),
             ("listen_address", some(self.listen_address.clone())),
             ("max_hint_window", some(duration_text(self.max_hint_window))),
@@ -853,6 +864,11 @@ impl Config {
             c.stream_throughput_outbound_bytes = parse_size(s.trim_end_matches("/s"))?;
         } else if let Some(mbit) = raw.stream_throughput_outbound_megabits_per_sec {
             c.stream_throughput_outbound_bytes = scaled(mbit, 1_000_000)? / 8;
+        }
+        if let Some(s) = raw.inter_dc_stream_throughput_outbound {
+            c.inter_dc_stream_throughput_outbound_bytes = parse_size(s.trim_end_matches("/s"))?;
+        } else if let Some(mbit) = raw.inter_dc_stream_throughput_outbound_megabits_per_sec {
+            c.inter_dc_stream_throughput_outbound_bytes = scaled(mbit, 1_000_000)? / 8;
         }
         if let Some(v) = raw.hinted_handoff_enabled {
             c.hinted_handoff_enabled = v;

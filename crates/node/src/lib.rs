@@ -365,6 +365,10 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         .streams()
         .outbound
         .set_rate(config.stream_throughput_outbound_bytes);
+    proxy
+        .streams()
+        .inter_dc
+        .set_rate(config.inter_dc_stream_throughput_outbound_bytes);
     let mut qp = QueryProcessor::new(
         proxy.clone(),
         config.batch_size_warn_threshold_bytes,

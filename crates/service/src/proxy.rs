@@ -307,6 +307,13 @@ impl StorageProxy {
         self.messaging.local_address()
     }
 
+    /// The data center of a node of the ring.
+    pub fn datacenter_of(&self, address: IpAddr) -> Option<String> {
+        let ring = self.ring.read();
+        ring.endpoint_of(address)
+            .map(|i| ring.endpoints[i].datacenter.clone())
+    }
+
     pub fn local_dc(&self) -> &str {
         &self.local_dc
     }

@@ -9,8 +9,10 @@
 //! it received is durable. A page that fails is asked for again from the
 //! last partition received (a session resumes where it stopped, up to
 //! three times per page). The source paces its pages at
-//! `stream_throughput_outbound` (shared by all the sessions it serves), as
-//! Cassandra throttles on the sending side.
+//! `stream_throughput_outbound` (shared by all the sessions it serves), and
+//! pages to a node of another data center also at
+//! `inter_dc_stream_throughput_outbound`, as Cassandra throttles on the
+//! sending side.
 //!
 //! Partitions travel whole, with their tombstones, as mutations: the
 //! receiver reconciles them with what it has, cell by cell, so streaming the
@@ -115,6 +117,8 @@ pub struct StreamSummary {
 #[derive(Debug)]
 pub struct StreamManager {
     pub outbound: Throttle,
+    /// What goes to nodes of other data centers, on top of `outbound`.
+    pub inter_dc: Throttle,
     sessions: Mutex<VecDeque<Arc<SessionState>>>,
     sent: Mutex<HashMap<IpAddr, (u64, u64)>>,
 }
@@ -124,6 +128,8 @@ impl Default for StreamManager {
         // Cassandra's default `stream_throughput_outbound`: 24 MiB/s
         StreamManager {
             outbound: Throttle::new(24 * 1024 * 1024),
+            // and its `inter_dc_stream_throughput_outbound`
+            inter_dc: Throttle::new(24 * 1024 * 1024),
             sessions: Mutex::new(VecDeque::new()),
             sent: Mutex::new(HashMap::new()),
         }
@@ -286,6 +292,12 @@ impl StorageProxy {
             }
         };
         self.streams.outbound.acquire(bytes as u64).await;
+        if self
+            .datacenter_of(from)
+            .is_some_and(|dc| dc != self.local_dc())
+        {
+            self.streams.inter_dc.acquire(bytes as u64).await;
+        }
         {
             let mut sent = self.streams.sent.lock();
             let e = sent.entry(from).or_default();

@@ -6,6 +6,16 @@ use crate::nodetool::{enc, human, request};
 use anyhow::{bail, Context};
 use serde_json::Value;
 
+/// The stream throttle a `get/set[interdc]streamthroughput` verb is about:
+/// its name in the output and the admin query that picks it.
+fn throttle_of(cmd: &str) -> (&'static str, &'static str) {
+    if cmd.contains("interdc") {
+        ("inter-datacenter stream throughput", "?inter_dc=true")
+    } else {
+        ("stream throughput", "")
+    }
+}
+
 /// Columns padded to their widest cell, joined by `sep` (Cassandra's
 /// `TableBuilder`).
 pub(crate) fn table(rows: &[Vec<String>], sep: &str) -> String {
@@ -308,28 +318,24 @@ pub fn run(
             )?;
             Ok(true)
         }
-        "getstreamthroughput" => {
-            let v = request(host, port, "GET", "/streamthroughput")?;
+        "getstreamthroughput" | "getinterdcstreamthroughput" => {
+            let (what, scope) = throttle_of(cmd);
+            let v = request(host, port, "GET", &format!("/streamthroughput{scope}"))?;
             let b = v["bytes_per_second"].as_u64().unwrap_or(0);
             if b == 0 {
-                outln!("Current stream throughput: unlimited");
+                outln!("Current {what}: unlimited");
             } else if args.iter().any(|a| a == "-m" || a == "--mib") {
-                outln!(
-                    "Current stream throughput: {:?} MiB/s",
-                    b as f64 / 1048576.0
-                );
+                outln!("Current {what}: {:?} MiB/s", b as f64 / 1048576.0);
             } else {
-                outln!(
-                    "Current stream throughput: {} megabits per second",
-                    b * 8 / 1_000_000
-                );
+                outln!("Current {what}: {} megabits per second", b * 8 / 1_000_000);
             }
             Ok(true)
         }
-        "setstreamthroughput" => {
+        "setstreamthroughput" | "setinterdcstreamthroughput" => {
+            let (_, scope) = throttle_of(cmd);
             let mib = args.iter().any(|a| a == "-m" || a == "--mib");
             let Some(v) = positional.first() else {
-                anyhow::bail!("setstreamthroughput requires stream throughput");
+                anyhow::bail!("{cmd} requires stream throughput");
             };
             let n: f64 = v
                 .parse()
@@ -345,7 +351,14 @@ pub fn run(
                 host,
                 port,
                 "POST",
-                &format!("/streamthroughput?bytes_per_second={bytes}"),
+                &format!(
+                    "/streamthroughput{}bytes_per_second={bytes}",
+                    if scope.is_empty() {
+                        "?"
+                    } else {
+                        "?inter_dc=true&"
+                    }
+                ),
             )?;
             Ok(true)
         }
