@@ -199,3 +199,47 @@ def test_automatic_repair_restores_a_node_pauses_while_one_is_down_and_is_visibl
         c1.shutdown()
     lc.run("stop", "node1", "node2")
     assert missing_alone(lc, 3, "ar.t", range(300)) == []
+
+
+def test_a_session_whose_coordinator_dies_is_failed_after_the_timeout(cluster_factory):
+    """The coordinator of an incremental repair is killed after the others
+    set their data aside: with -Dcassandra.repair_fail_timeout_seconds the
+    participants fail the session themselves, and what was pending is
+    unrepaired again (Cassandra's LocalSessions auto-fail)."""
+    import subprocess
+    import threading
+    lc = cluster_factory(3, extra=("hinted_handoff_enabled=false",))
+    lc.run("start", "node1")
+    for n in (2, 3):
+        lc.run("start", f"node{n}", "--", "-Dcassandra.repair_fail_timeout_seconds=8")
+    wait_for("three up", lambda: sorted(states(lc, 1).values()) == ["UN"] * 3, timeout=90)
+    c1, s1 = connect_only(lc, 1)
+    try:
+        q(s1, "CREATE KEYSPACE orph WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
+        q(s1, "CREATE TABLE orph.t (k int PRIMARY KEY, v int, pad text)")
+        lc.run("stop", "node3")
+        wait_for("node3 down", lambda: states(lc, 1).get("127.0.0.3") == "DN", timeout=60)
+        ins = s1.prepare(f"INSERT INTO orph.t (k, v, pad) VALUES (?, ?, '{'x' * 300}')")
+        ins.consistency_level = ConsistencyLevel.QUORUM
+        for k in range(3000):
+            s1.execute(ins, [k, k])
+    finally:
+        c1.shutdown()
+    lc.run("start", "node3", "--", "-Dcassandra.repair_fail_timeout_seconds=8")
+    wait_for("node3 up", lambda: states(lc, 1).get("127.0.0.3") == "UN", timeout=60)
+    # slow streams, so that the session is still running when node1 dies
+    for n in (1, 2, 3):
+        lc.nodetool(n, "setstreamthroughput", "-m", "0.1")
+    repair = threading.Thread(target=lambda: lc.nodetool(1, "repair", "orph", "t", check=False), daemon=True)
+    repair.start()
+    wait_for("node2's data set aside", lambda: tablestats(lc, 2, "orph.t")["bytes_pending_repair"] > 0,
+             timeout=60, every=0.2)
+    lc.run("kill", "node1")
+    assert tablestats(lc, 2, "orph.t")["bytes_pending_repair"] > 0
+    for n in (2, 3):
+        wait_for(f"node{n} fails the session", lambda n=n: tablestats(lc, n, "orph.t")["bytes_pending_repair"] == 0,
+                 timeout=60, every=1)
+        st = tablestats(lc, n, "orph.t")
+        assert st["bytes_unrepaired"] > 0 and st["bytes_repaired"] == 0, st
+        assert "Auto failing timed out repair session" in open(f"{lc.dir}/node{n}/sibyl.log").read()
+    repair.join(timeout=30)

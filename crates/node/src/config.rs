@@ -184,6 +184,9 @@ pub struct Config {
     /// `-Dsibyl.messaging_version=N`: the newest internode messaging version
     /// this node speaks (a rolling upgrade holds new builds at the old one).
     pub messaging_version: Option<u8>,
+    /// `-Dcassandra.repair_fail_timeout_seconds=N`: an incremental repair
+    /// session this node prepared and nobody finished is failed after it.
+    pub repair_fail_timeout: Duration,
     /// `-Dcassandra.replace_address_first_boot=IP` (or `replace_address`):
     /// this new node takes the dead node's place (its tokens) and streams
     /// its data from the other replicas.
@@ -293,6 +296,7 @@ impl Default for Config {
             commitlog_ignore_replay_errors: false,
             override_decommission: false,
             messaging_version: None,
+            repair_fail_timeout: Duration::from_secs(24 * 3600),
             replace_address: None,
             replace_address_first_boot: false,
             compaction_backlog_limit: 64,

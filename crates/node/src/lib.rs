@@ -366,6 +366,9 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
         .outbound
         .set_rate(config.stream_throughput_outbound_bytes);
     proxy
+        .repair_sessions
+        .set_timeout(config.repair_fail_timeout);
+    proxy
         .streams()
         .inter_dc
         .set_rate(config.inter_dc_stream_throughput_outbound_bytes);
@@ -425,6 +428,7 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
                 every.tick().await;
                 proxy.deliver_hints().await;
                 proxy.replay_batchlog().await;
+                proxy.fail_timed_out_repair_sessions();
             }
         });
     }

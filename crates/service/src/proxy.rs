@@ -86,6 +86,8 @@ pub struct StorageProxy {
     latencies: parking_lot::Mutex<std::collections::HashMap<uuid::Uuid, LatencyHistogram>>,
     /// Stream sessions and the outbound stream throttle.
     pub(crate) streams: crate::streaming::StreamManager,
+    /// The incremental repair sessions this node takes part in.
+    pub repair_sessions: crate::repair::LocalSessions,
 }
 
 /// Read latencies in buckets 20% apart, halved every 10,000 samples so that
@@ -290,6 +292,7 @@ impl StorageProxy {
             metrics: ProxyMetrics::default(),
             latencies: parking_lot::Mutex::new(std::collections::HashMap::new()),
             streams: crate::streaming::StreamManager::default(),
+            repair_sessions: crate::repair::LocalSessions::default(),
         }
     }
 

@@ -192,6 +192,61 @@ fn set_of(items: impl IntoIterator<Item = bytes::Bytes>) -> bytes::Bytes {
     sibyl_types::value::serialize_collection(&v)
 }
 
+/// The incremental repair sessions this node takes part in (Cassandra's
+/// `LocalSessions`): the tables each prepared and when, so that a session
+/// whose coordinator never finishes it (it died, or its message was lost)
+/// is failed after `repair_fail_timeout`, and its pending SSTables become
+/// unrepaired again instead of staying out of compaction for good.
+pub struct LocalSessions {
+    prepared: parking_lot::Mutex<BTreeMap<uuid::Uuid, (std::time::Instant, Vec<uuid::Uuid>)>>,
+    timeout: parking_lot::Mutex<Duration>,
+}
+
+impl Default for LocalSessions {
+    fn default() -> Self {
+        LocalSessions {
+            prepared: parking_lot::Mutex::new(BTreeMap::new()),
+            // Cassandra's -Dcassandra.repair_fail_timeout_seconds default: a day
+            timeout: parking_lot::Mutex::new(Duration::from_secs(24 * 3600)),
+        }
+    }
+}
+
+impl LocalSessions {
+    pub fn set_timeout(&self, timeout: Duration) {
+        *self.timeout.lock() = timeout;
+    }
+
+    fn prepared(&self, session: uuid::Uuid, table_id: uuid::Uuid) {
+        let mut all = self.prepared.lock();
+        let e = all
+            .entry(session)
+            .or_insert_with(|| (std::time::Instant::now(), Vec::new()));
+        e.1.push(table_id);
+    }
+
+    fn finished(&self, session: uuid::Uuid, table_id: uuid::Uuid) {
+        let mut all = self.prepared.lock();
+        if let Some(e) = all.get_mut(&session) {
+            e.1.retain(|t| *t != table_id);
+            if e.1.is_empty() {
+                all.remove(&session);
+            }
+        }
+    }
+
+    /// Sessions prepared longer ago than the timeout, with their tables.
+    fn timed_out(&self) -> Vec<(uuid::Uuid, Vec<uuid::Uuid>)> {
+        let timeout = *self.timeout.lock();
+        self.prepared
+            .lock()
+            .iter()
+            .filter(|(_, (at, _))| at.elapsed() >= timeout)
+            .map(|(s, (_, tables))| (*s, tables.clone()))
+            .collect()
+    }
+}
+
 /// How the ranges of one repair command run.
 #[derive(Debug, Clone, Copy)]
 struct RunOptions {
@@ -273,6 +328,7 @@ impl StorageProxy {
             .storage
             .table(table_id)
             .ok_or(ReplicaFailure::UnknownTable(table_id))?;
+        self.repair_sessions.prepared(session, table_id);
         self.replica
             .storage
             .anticompact(&cfs, ranges, session)
@@ -290,6 +346,7 @@ impl StorageProxy {
         table_id: uuid::Uuid,
         repaired_at: i64,
     ) -> Result<(), ReplicaFailure> {
+        self.repair_sessions.finished(session, table_id);
         let cfs = self
             .replica
             .storage
@@ -312,6 +369,19 @@ impl StorageProxy {
             );
         }
         Ok(())
+    }
+
+    /// Fails the sessions this node prepared that nobody finished within
+    /// the timeout (their pending SSTables become unrepaired again).
+    pub fn fail_timed_out_repair_sessions(&self) {
+        for (session, tables) in self.repair_sessions.timed_out() {
+            tracing::info!("Auto failing timed out repair session {session}");
+            for table_id in tables {
+                if let Err(e) = self.finish_pending(session, table_id, 0) {
+                    tracing::warn!("[repair #{session}] could not release its SSTables: {e:?}");
+                }
+            }
+        }
     }
 
     /// Every participant prepares its pending set of every table.
@@ -339,8 +409,8 @@ impl StorageProxy {
 
     /// Every participant ends the session: repaired as of `repaired_at`
     /// (ms), or unrepaired again (`None`). A participant that does not hear
-    /// it keeps the pending set until it is told (Cassandra's cleanup of
-    /// orphaned sessions is left for later); its data stays readable.
+    /// it fails the session itself after `repair_fail_timeout`
+    /// ([`LocalSessions`]); its data stays readable meanwhile.
     async fn finish_session(
         &self,
         session: uuid::Uuid,

@@ -47,6 +47,7 @@ use std::path::PathBuf;
 
 const USAGE: &str = "usage: sibyl [--config FILE] [-Dcassandra.logdir=DIR] [-Dcassandra.commitlog.ignorereplayerrors=true]
                     [-Dcassandra.override_decommission=true] [-Dsibyl.messaging_version=N]
+                    [-Dcassandra.repair_fail_timeout_seconds=N]
                     [-Dcassandra.replace_address_first_boot=IP | -Dcassandra.replace_address=IP]
        sibyl nodetool [-h HOST] [-p PORT] <command> [args]
        sibyl sstable dump|verify PATH
@@ -77,6 +78,7 @@ fn main() -> anyhow::Result<()> {
     let mut replace: Option<(String, String)> = None;
     let mut log_dir: Option<PathBuf> = None;
     let mut messaging_version: Option<String> = None;
+    let mut repair_fail_timeout: Option<String> = None;
     while let Some(a) = args.next() {
         match a.as_str() {
             // Cassandra's JVM option, for the operator who must start a node
@@ -94,6 +96,11 @@ fn main() -> anyhow::Result<()> {
             // every node runs the new build
             a if a.starts_with("-Dsibyl.messaging_version=") => {
                 messaging_version = Some(a["-Dsibyl.messaging_version=".len()..].to_string())
+            }
+            // Cassandra's: when an unfinished incremental repair session fails
+            a if a.starts_with("-Dcassandra.repair_fail_timeout_seconds=") => {
+                repair_fail_timeout =
+                    Some(a["-Dcassandra.repair_fail_timeout_seconds=".len()..].to_string())
             }
             // Cassandra's system property for where system.log and debug.log go
             a if a.starts_with("-Dcassandra.logdir=") => {
@@ -158,6 +165,12 @@ fn main() -> anyhow::Result<()> {
         );
         config.messaging_version = Some(n);
     }
+    if let Some(v) = &repair_fail_timeout {
+        let secs: u64 = v.parse().with_context(|| {
+            format!("-Dcassandra.repair_fail_timeout_seconds={v}: not a number of seconds")
+        })?;
+        config.repair_fail_timeout = std::time::Duration::from_secs(secs);
+    }
     // the JVM properties' equivalents, as system_views.system_properties lists them
     let mut props = vec![(
         "cassandra.logdir".to_string(),
@@ -181,6 +194,9 @@ fn main() -> anyhow::Result<()> {
     }
     if let Some(v) = messaging_version {
         props.push(("sibyl.messaging_version".into(), v));
+    }
+    if let Some(v) = repair_fail_timeout {
+        props.push(("cassandra.repair_fail_timeout_seconds".into(), v));
     }
     config.system_properties = props;
     // Statements are bounded in nesting (sibyl_cql::MAX_NESTING) and every
