@@ -328,3 +328,20 @@ def test_netstats_prints_cassandras_sections_and_message_pools(node):
     for l in lines[7:]:
         assert len(l) == 70 and l[25:35].strip() == "n/a"
         assert all(f.isdigit() for f in l[35:].split())
+
+
+def test_stream_throughput_verbs_answer_as_cassandras(node):
+    """set/get[interdc]streamthroughput with and without -m and -d: the same
+    output and exit status as Cassandra 5.0.4's nodetool for the same
+    sequence (golden stream_throughput.txt, its Java stack frames and blank
+    lines left out), its quirks included: a rate that is not a whole number
+    of megabits needs -d, `getinterdcstreamthroughput` prints the rate as a
+    double before its line, and a rate must be a Java int."""
+    blocks = golden("stream_throughput.txt").split("== ")[1:]
+    for block in blocks:
+        cmd, rest = block.split("\n", 1)
+        want_out, want_rc = rest.rsplit("[rc=", 1)
+        p = subprocess.run([BIN, "nodetool", "-p", str(node.admin_port), *cmd.split()],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+        got = "".join(l + "\n" for l in p.stdout.splitlines() if l.strip() and not re.match(r"^\s*at ", l))
+        assert (got, p.returncode) == (want_out, int(want_rc.split("]")[0])), cmd

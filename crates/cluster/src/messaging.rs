@@ -71,10 +71,11 @@ pub enum Verb {
     /// Incremental repair: the session's pending SSTables become repaired,
     /// or unrepaired again when it failed (`FINALIZE_COMMIT_MSG`).
     RepairFinish,
-    /// [`Verb::Validation`], [`Verb::StreamPage`] and
-    /// [`Verb::StreamSession`] over a session's pending SSTables only.
+    /// [`Verb::Validation`] and [`Verb::StreamSession`] over a session's
+    /// pending SSTables only.
     PendingValidation,
-    PendingStreamPage,
+    /// [`Verb::StreamPage`] over one repair set of the source's data.
+    StreamSetPage,
     PendingStreamSession,
 }
 
@@ -102,7 +103,7 @@ impl Verb {
         Verb::RepairPrepare,
         Verb::RepairFinish,
         Verb::PendingValidation,
-        Verb::PendingStreamPage,
+        Verb::StreamSetPage,
         Verb::PendingStreamSession,
     ];
 
@@ -130,7 +131,7 @@ impl Verb {
             Verb::RepairPrepare => "PREPARE_CONSISTENT_REQ",
             Verb::RepairFinish => "FINALIZE_COMMIT_MSG",
             Verb::PendingValidation => "PENDING_VALIDATION_REQ",
-            Verb::PendingStreamPage => "PENDING_STREAM_PAGE_REQ",
+            Verb::StreamSetPage => "STREAM_SET_PAGE_REQ",
             Verb::PendingStreamSession => "PENDING_STREAM_INIT",
         }
     }
@@ -203,8 +204,8 @@ pub enum Request {
         range: (i64, i64),
         after: Option<Bytes>,
         max_bytes: u32,
-        /// Only the SSTables pending in this incremental repair session.
-        pending: Option<uuid::Uuid>,
+        /// Which of the source's data.
+        set: StreamSet,
     },
     /// Fetch `ranges` of tables from `source`, write them, flush them, and
     /// answer once they are durable.
@@ -239,6 +240,23 @@ pub enum Request {
     },
 }
 
+/// Which of a table's data a stream page reads. A stream keeps the repaired
+/// status of what it moves, as Cassandra's does (its streamed SSTables keep
+/// their `repairedAt`): the receiver asks for the repaired data and the rest
+/// apart, and writes the repaired part into repaired SSTables, so that the
+/// next incremental repair does not compare it again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamSet {
+    /// Everything: memtables and every SSTable (the only one of version 2).
+    All,
+    /// The SSTables pending in an incremental repair session.
+    Pending(uuid::Uuid),
+    /// The repaired SSTables.
+    Repaired,
+    /// The rest: memtables, unrepaired and pending SSTables.
+    NotRepaired,
+}
+
 /// What a stream session moves: token ranges (both ends included) of tables
 /// from one source, for an operation (`Bootstrap`, `Decommission`,
 /// `Removenode`, `Repair`, `Rebuild`).
@@ -270,8 +288,11 @@ impl Request {
             Request::BatchStore { .. } => Verb::BatchStore,
             Request::BatchRemove(_) => Verb::BatchRemove,
             Request::Hint(_) => Verb::Hint,
-            Request::StreamPage { pending: None, .. } => Verb::StreamPage,
-            Request::StreamPage { .. } => Verb::PendingStreamPage,
+            Request::StreamPage {
+                set: StreamSet::All,
+                ..
+            } => Verb::StreamPage,
+            Request::StreamPage { .. } => Verb::StreamSetPage,
             Request::StreamSession(p) if p.pending.is_none() => Verb::StreamSession,
             Request::StreamSession(_) => Verb::PendingStreamSession,
             Request::Validation { pending: None, .. } => Verb::Validation,
@@ -297,10 +318,12 @@ pub enum Response {
     Promise(Box<Promise>),
     /// Whether a replica accepted a Paxos proposal.
     Accepted(bool),
-    /// A page of streamed partitions, and whether the range has more.
+    /// A page of streamed partitions, and whether the range has more; of
+    /// the repaired set, the oldest repair of the SSTables it comes from (ms).
     StreamPage {
         mutations: Vec<Mutation>,
         more: bool,
+        repaired_at: Option<i64>,
     },
     /// Repair's hashes, one per range asked.
     Validation(Vec<[u8; 16]>),

@@ -1623,10 +1623,10 @@ impl sibyl_cluster::messaging::VerbHandler for StorageVerbs {
                     range,
                     after,
                     max_bytes,
-                    pending,
+                    set,
                 } => {
                     proxy
-                        .serve_stream_page(from, table_id, range, after, max_bytes, pending)
+                        .serve_stream_page(from, table_id, range, after, max_bytes, set)
                         .await
                 }
                 Request::StreamSession(plan) => match proxy.run_stream_session(plan).await {

@@ -20,8 +20,10 @@
 
 use crate::proxy::StorageProxy;
 use parking_lot::Mutex;
-use sibyl_cluster::messaging::{ReplicaFailure, Request, Response, StreamPlan};
+use sibyl_cluster::messaging::{ReplicaFailure, Request, Response, StreamPlan, StreamSet};
 use sibyl_db::{DecoratedKey, Mutation};
+use sibyl_storage::sstable::{RepairState, SSTableReader};
+use sibyl_storage::Sources;
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -186,17 +188,36 @@ pub fn inclusive_ranges(start: i64, end: i64) -> Vec<(i64, i64)> {
     }
 }
 
-/// What a stream page or a validation reads: everything a table holds, or
-/// only the SSTables pending in an incremental repair session.
+/// What a stream page or a validation reads of a table: one of its repair
+/// sets, or everything.
 struct View {
     cfs: Arc<sibyl_storage::ColumnFamilyStore>,
-    set: Option<Vec<Arc<sibyl_storage::sstable::SSTableReader>>>,
+    set: StreamSet,
 }
 
 impl View {
-    fn new(cfs: Arc<sibyl_storage::ColumnFamilyStore>, pending: Option<uuid::Uuid>) -> View {
-        let set = pending.map(|s| cfs.sstables_in(sibyl_storage::sstable::RepairState::Pending(s)));
+    fn new(cfs: Arc<sibyl_storage::ColumnFamilyStore>, set: StreamSet) -> View {
         View { cfs, set }
+    }
+
+    /// Whether an SSTable is in the set.
+    fn keeps(&self, s: &SSTableReader) -> bool {
+        match self.set {
+            StreamSet::All => true,
+            StreamSet::Pending(id) => s.repair_state() == RepairState::Pending(id),
+            StreamSet::Repaired => s.repair_state().is_repaired(),
+            StreamSet::NotRepaired => !s.repair_state().is_repaired(),
+        }
+    }
+
+    /// The set as the storage engine reads it.
+    fn with_sources<R>(&self, f: impl FnOnce(Sources) -> R) -> R {
+        let keep = |s: &SSTableReader| self.keeps(s);
+        f(Sources {
+            memtables: matches!(self.set, StreamSet::All | StreamSet::NotRepaired),
+            sstables: (self.set != StreamSet::All)
+                .then_some(&keep as &dyn Fn(&SSTableReader) -> bool),
+        })
     }
 
     fn keys(
@@ -206,26 +227,64 @@ impl View {
         hi: i64,
         limit: usize,
     ) -> Result<Vec<DecoratedKey>, sibyl_storage::StorageError> {
-        match &self.set {
-            None => self.cfs.keys(after, lo, hi, limit),
-            Some(set) => self.cfs.keys_in(set, after, lo, hi, limit),
-        }
+        self.with_sources(|src| self.cfs.keys_from(after, lo, hi, limit, src))
     }
 
     fn read(
         &self,
         key: &DecoratedKey,
     ) -> Result<Option<sibyl_db::Partition>, sibyl_storage::StorageError> {
-        match &self.set {
-            None => self.cfs.read(key, None),
-            Some(set) => self.cfs.read_in(set, key),
+        match self.set {
+            // (through the caches, as a query)
+            StreamSet::All => self.cfs.read(key, None),
+            _ => self.with_sources(|src| self.cfs.read_from(key, None, src)),
         }
+    }
+
+    /// Of the repaired set, its oldest repair (ms): what the receiver's
+    /// copy is repaired as of.
+    fn repaired_at(&self) -> Option<i64> {
+        (self.set == StreamSet::Repaired).then(|| {
+            self.cfs
+                .sstables()
+                .iter()
+                .filter_map(|s| match s.repair_state() {
+                    RepairState::Repaired(at) => Some(at),
+                    _ => None,
+                })
+                .min()
+                .unwrap_or(1)
+        })
     }
 }
 
-/// Partitions an incremental repair session receives are written to the
-/// session's pending SSTables in pieces of at most this many bytes.
-const PENDING_MEMTABLE_BYTES: usize = 64 << 20;
+/// Partitions a stream writes into a repair set (pending or repaired) go
+/// into SSTables of at most about this many bytes.
+const RECEIVED_MEMTABLE_BYTES: usize = 64 << 20;
+
+/// What a stream has received for a repair set and not yet written.
+#[derive(Default)]
+struct Received {
+    memtable: Arc<sibyl_storage::memtable::Memtable>,
+    /// The oldest repair of the repaired pages among it (ms).
+    repaired_at: Option<i64>,
+}
+
+impl Received {
+    fn add(&mut self, mutations: Vec<sibyl_db::Mutation>, repaired_at: Option<i64>) {
+        let now = sibyl_storage::now_in_seconds();
+        for m in mutations {
+            self.memtable.apply(m, now);
+        }
+        if let Some(at) = repaired_at {
+            self.repaired_at = Some(self.repaired_at.map_or(at, |r| r.min(at)));
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        self.memtable.live_bytes()
+    }
+}
 
 impl StorageProxy {
     /// The stream sessions of this node.
@@ -242,12 +301,12 @@ impl StorageProxy {
         range: (i64, i64),
         after: Option<bytes::Bytes>,
         max_bytes: u32,
-        pending: Option<uuid::Uuid>,
+        set: StreamSet,
     ) -> Response {
         let Some(cfs) = self.replica.storage.table(table_id) else {
             return Response::Failure(ReplicaFailure::UnknownTable(table_id));
         };
-        let cfs = View::new(cfs, pending);
+        let cfs = View::new(cfs, set);
         let mut cursor = after.map(DecoratedKey::new);
         let mut mutations = Vec::new();
         let mut bytes = 0usize;
@@ -304,7 +363,11 @@ impl StorageProxy {
             e.0 += mutations.len() as u64;
             e.1 += bytes as u64;
         }
-        Response::StreamPage { mutations, more }
+        Response::StreamPage {
+            mutations,
+            more,
+            repaired_at: cfs.repaired_at(),
+        }
     }
 
     /// Runs a session on this node, the receiver: pulls every range of the
@@ -366,115 +429,75 @@ impl StorageProxy {
     async fn pull(&self, plan: &StreamPlan, state: &SessionState) -> Result<(), String> {
         let mut written = Vec::new();
         for (table_id, ranges) in &plan.tables {
-            if self.replica.storage.table(*table_id).is_none() {
+            let Some(cfs) = self.replica.storage.table(*table_id) else {
                 // dropped since the plan was made
                 state.ranges_done.fetch_add(ranges.len(), Ordering::Relaxed);
                 continue;
-            }
+            };
             written.push(*table_id);
-            // an incremental repair session writes what it receives into
-            // its pending SSTables, unless the table has indexes (those are
-            // kept by the normal write path; the data is unrepaired then)
-            let cfs = self.replica.storage.table(*table_id);
+            // What arrives keeps its repair set, as in Cassandra: an
+            // incremental repair's into its pending set; otherwise, from a
+            // source that speaks version 3, the repaired data into repaired
+            // SSTables and the rest through the write path. A table with
+            // indexes takes everything through the write path, which keeps
+            // its index entries (the data is unrepaired then).
             let indexed = self
                 .schema()
                 .table_by_id(*table_id)
                 .is_some_and(|t| !t.indexes.is_empty());
-            let mut received = plan
-                .pending
-                .filter(|_| !indexed)
-                .map(|_| Arc::new(sibyl_storage::memtable::Memtable::new()));
-            for range in ranges {
-                let mut after: Option<bytes::Bytes> = None;
-                loop {
-                    let request = Request::StreamPage {
-                        table_id: *table_id,
-                        range: *range,
-                        after: after.clone(),
-                        max_bytes: PAGE_BYTES,
-                        pending: plan.pending,
-                    };
-                    let mut tries = 0;
-                    let (mutations, more) = loop {
-                        tries += 1;
-                        let answer = if plan.source == self.local_address() {
-                            Some(
-                                self.serve_stream_page(
-                                    plan.source,
-                                    *table_id,
-                                    *range,
-                                    after.clone(),
-                                    PAGE_BYTES,
-                                    plan.pending,
-                                )
-                                .await,
-                            )
-                        } else {
-                            self.messaging
-                                .send_and_receive(plan.source, request.clone(), PAGE_TIMEOUT)
-                                .await
-                                .ok()
-                        };
-                        match answer {
-                            Some(Response::StreamPage { mutations, more }) => {
-                                break (mutations, more)
-                            }
-                            Some(Response::Failure(ReplicaFailure::UnknownTable(_))) => {
-                                break (Vec::new(), false)
-                            }
-                            other if tries >= PAGE_TRIES => {
-                                return Err(format!(
-                                "no page of range ({}, {}] from {} after {tries} tries: {other:?}",
-                                range.0.saturating_sub(1),
-                                range.1,
-                                plan.source
-                            ))
-                            }
-                            _ => tokio::time::sleep(Duration::from_millis(500)).await,
+            let by_set = !indexed
+                && self.messaging.messaging_version(plan.source)
+                    >= sibyl_cluster::net::codec::MESSAGING_VERSION_INCREMENTAL_REPAIR;
+            let passes = match plan.pending {
+                Some(session) => vec![StreamSet::Pending(session)],
+                None if by_set => vec![StreamSet::Repaired, StreamSet::NotRepaired],
+                None => vec![StreamSet::All],
+            };
+            for set in passes {
+                let into_set = match set {
+                    StreamSet::Pending(_) | StreamSet::Repaired => !indexed,
+                    _ => false,
+                };
+                let mut received = Received::default();
+                for range in ranges {
+                    let mut after: Option<bytes::Bytes> = None;
+                    loop {
+                        let (mutations, more, repaired_at) = self
+                            .page(plan, *table_id, *range, after.clone(), set)
+                            .await?;
+                        if let Some(last) = mutations.last() {
+                            after = Some(last.key.key.clone());
                         }
-                    };
-                    if let Some(last) = mutations.last() {
-                        after = Some(last.key.key.clone());
-                    }
-                    let mut size = 0u64;
-                    let mut buf = Vec::new();
-                    for m in &mutations {
-                        buf.clear();
-                        sibyl_db::serde::encode_mutation(m, &mut buf);
-                        size += buf.len() as u64;
-                    }
-                    let n = mutations.len() as u64;
-                    match (&received, &cfs) {
-                        // an incremental repair's data goes to its pending set
-                        (Some(mt), Some(cfs)) => {
-                            let now = sibyl_storage::now_in_seconds();
-                            for m in mutations {
-                                mt.apply(m, now);
-                            }
-                            if mt.live_bytes() >= PENDING_MEMTABLE_BYTES {
-                                let full = received
-                                    .replace(Arc::new(sibyl_storage::memtable::Memtable::new()));
-                                self.write_pending(cfs, full, plan.pending).await?;
-                            }
+                        let mut size = 0u64;
+                        let mut buf = Vec::new();
+                        for m in &mutations {
+                            buf.clear();
+                            sibyl_db::serde::encode_mutation(m, &mut buf);
+                            size += buf.len() as u64;
                         }
-                        _ if !mutations.is_empty() => {
+                        let n = mutations.len() as u64;
+                        if into_set {
+                            received.add(mutations, repaired_at);
+                            if received.bytes() >= RECEIVED_MEMTABLE_BYTES {
+                                self.write_received(&cfs, &mut received, set).await?;
+                            }
+                        } else if !mutations.is_empty() {
                             self.replica
                                 .apply(mutations)
                                 .await
                                 .map_err(|f| format!("applying streamed partitions: {f:?}"))?;
                         }
-                        _ => {}
+                        state.partitions.fetch_add(n, Ordering::Relaxed);
+                        state.bytes.fetch_add(size, Ordering::Relaxed);
+                        if !more {
+                            break;
+                        }
                     }
-                    state.partitions.fetch_add(n, Ordering::Relaxed);
-                    state.bytes.fetch_add(size, Ordering::Relaxed);
-                    if !more {
-                        break;
+                    if set != StreamSet::Repaired {
+                        state.ranges_done.fetch_add(1, Ordering::Relaxed);
                     }
                 }
-                state.ranges_done.fetch_add(1, Ordering::Relaxed);
-            }
-            if let Some(cfs) = &cfs {
-                self.write_pending(cfs, received, plan.pending).await?;
+                self.write_received(&cfs, &mut received, set).await?;
             }
         }
         // durable before success: what was received is in SSTables
@@ -490,22 +513,86 @@ impl StorageProxy {
         Ok(())
     }
 
-    /// Writes what an incremental repair session received into its pending
-    /// SSTables.
-    async fn write_pending(
+    /// One page of a range of a set from the plan's source, asked again
+    /// (from the last partition received) when it fails.
+    async fn page(
+        &self,
+        plan: &StreamPlan,
+        table_id: uuid::Uuid,
+        range: (i64, i64),
+        after: Option<bytes::Bytes>,
+        set: StreamSet,
+    ) -> Result<(Vec<sibyl_db::Mutation>, bool, Option<i64>), String> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let answer = if plan.source == self.local_address() {
+                Some(
+                    self.serve_stream_page(
+                        plan.source,
+                        table_id,
+                        range,
+                        after.clone(),
+                        PAGE_BYTES,
+                        set,
+                    )
+                    .await,
+                )
+            } else {
+                let request = Request::StreamPage {
+                    table_id,
+                    range,
+                    after: after.clone(),
+                    max_bytes: PAGE_BYTES,
+                    set,
+                };
+                self.messaging
+                    .send_and_receive(plan.source, request, PAGE_TIMEOUT)
+                    .await
+                    .ok()
+            };
+            match answer {
+                Some(Response::StreamPage {
+                    mutations,
+                    more,
+                    repaired_at,
+                }) => return Ok((mutations, more, repaired_at)),
+                Some(Response::Failure(ReplicaFailure::UnknownTable(_))) => {
+                    return Ok((Vec::new(), false, None))
+                }
+                other if tries >= PAGE_TRIES => {
+                    return Err(format!(
+                        "no page of range ({}, {}] from {} after {tries} tries: {other:?}",
+                        range.0.saturating_sub(1),
+                        range.1,
+                        plan.source
+                    ))
+                }
+                _ => tokio::time::sleep(Duration::from_millis(500)).await,
+            }
+        }
+    }
+
+    /// Writes what a stream received for a repair set (an incremental
+    /// session's pending set, or the repaired set) into SSTables of that set.
+    async fn write_received(
         &self,
         cfs: &Arc<sibyl_storage::ColumnFamilyStore>,
-        received: Option<Arc<sibyl_storage::memtable::Memtable>>,
-        session: Option<uuid::Uuid>,
+        received: &mut Received,
+        set: StreamSet,
     ) -> Result<(), String> {
-        if let (Some(mt), Some(session)) = (received, session) {
-            self.replica
-                .storage
-                .write_pending(cfs, mt, session)
-                .await
-                .map_err(|e| format!("writing streamed partitions: {e}"))?;
-        }
-        Ok(())
+        let state = match set {
+            StreamSet::Pending(session) => RepairState::Pending(session),
+            StreamSet::Repaired => RepairState::Repaired(received.repaired_at.unwrap_or(1)),
+            _ => return Ok(()),
+        };
+        let full = std::mem::take(received);
+        self.replica
+            .storage
+            .write_received(cfs, full.memtable, state)
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("writing streamed partitions: {e}"))
     }
 
     /// Repair's validation: one MD5 per range over the table's partitions
@@ -523,7 +610,7 @@ impl StorageProxy {
             .storage
             .table(table_id)
             .ok_or(ReplicaFailure::UnknownTable(table_id))?;
-        let cfs = View::new(cfs, pending);
+        let cfs = View::new(cfs, pending.map_or(StreamSet::All, StreamSet::Pending));
         let err = |e: sibyl_storage::StorageError| ReplicaFailure::Error(e.to_string());
         let mut hashers: Vec<md5::Md5> = ranges.iter().map(|_| md5::Md5::new()).collect();
         // the ranges in token order, scanned in runs of touching ranges: one

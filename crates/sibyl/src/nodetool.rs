@@ -748,7 +748,7 @@ fn latency_text(v: &Value) -> String {
 }
 
 /// A double as Java's `Double.toString` writes a short one: `100.0`, `47.37`.
-fn java_double(v: f64) -> String {
+pub(crate) fn java_double(v: f64) -> String {
     if v.fract() == 0.0 {
         format!("{v:.1}")
     } else {

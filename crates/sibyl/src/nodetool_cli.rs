@@ -98,8 +98,6 @@ pub const UNSUPPORTED: &[(&str, &str)] = &[
     ("decommission", "--force"),
     ("disablebinary", "--force"),
     ("getcompactionthroughput", "--precise-mib"),
-    ("getstreamthroughput", "--precise-mbit"),
-    ("getinterdcstreamthroughput", "--precise-mbit"),
     ("getinterdcstreamthroughput", "--entire-sstable-throughput"),
     ("setinterdcstreamthroughput", "--entire-sstable-throughput"),
     ("getstreamthroughput", "--entire-sstable-throughput"),

@@ -318,16 +318,46 @@ pub fn run(
             )?;
             Ok(true)
         }
+        // Cassandra 5.0.4's output, its quirks included (seen from its
+        // nodetool): without -d a rate that is not a whole number of megabits
+        // is an error (exit status 2); `getinterdcstreamthroughput` prints the
+        // rate as a double before its line, and with -d says "stream
+        // throughput" and ends without a newline
         "getstreamthroughput" | "getinterdcstreamthroughput" => {
             let (what, scope) = throttle_of(cmd);
+            let inter_dc = !scope.is_empty();
             let v = request(host, port, "GET", &format!("/streamthroughput{scope}"))?;
             let b = v["bytes_per_second"].as_u64().unwrap_or(0);
-            if b == 0 {
+            let has = |short: &str, long: &str| args.iter().any(|a| a == short || a == long);
+            let megabits = b as f64 * 8.0 / 1_000_000.0;
+            let double = crate::nodetool::java_double;
+            if has("-m", "--mib") {
+                if b == 0 {
+                    outln!("Current {what}: unlimited");
+                } else {
+                    outln!("Current {what}: {} MiB/s", double(b as f64 / 1048576.0));
+                }
+            } else if has("-d", "--precise-mbit") {
+                let line = if b == 0 {
+                    "Current stream throughput: unlimited".to_string()
+                } else {
+                    format!("Current stream throughput: {} Mb/s", double(megabits))
+                };
+                if inter_dc {
+                    out!("{line}");
+                } else {
+                    outln!("{line}");
+                }
+            } else if b == 0 {
                 outln!("Current {what}: unlimited");
-            } else if args.iter().any(|a| a == "-m" || a == "--mib") {
-                outln!("Current {what}: {:?} MiB/s", b as f64 / 1048576.0);
+            } else if megabits.fract() != 0.0 {
+                let e = "Use the -d flag to quiet this error and get the exact throughput in megabits/s";
+                outln!("error: {e}\n-- StackTrace --\njava.lang.RuntimeException: {e}");
+                std::process::exit(2);
+            } else if inter_dc {
+                outln!("{}Current {what}: {megabits} Mb/s", double(megabits));
             } else {
-                outln!("Current {what}: {} megabits per second", b * 8 / 1_000_000);
+                outln!("Current {what}: {megabits} Mb/s");
             }
             Ok(true)
         }
@@ -337,16 +367,23 @@ pub fn run(
             let Some(v) = positional.first() else {
                 anyhow::bail!("{cmd} requires stream throughput");
             };
-            let n: f64 = v
-                .parse()
-                .ok()
-                .filter(|n: &f64| n.is_finite() && *n >= 0.0 && *n < 1e12)
-                .ok_or_else(|| anyhow::anyhow!("invalid throughput '{v}'"))?;
-            let bytes = if mib {
-                (n * 1048576.0) as u64
-            } else {
-                (n * 1_000_000.0 / 8.0) as u64
+            // a Java int, megabits per second (MiB/s with -m)
+            let Ok(n) = v.parse::<i32>() else {
+                let key = if scope.is_empty() {
+                    "stream_throughput"
+                } else {
+                    "inter_dc_stream_throughput"
+                };
+                outln!(
+                    "{}",
+                    crate::nodetool_cli::UsageError(format!(
+                        "{key}: can not convert \"{v}\" to a int"
+                    ))
+                );
+                std::process::exit(1);
             };
+            let n = u64::try_from(n).unwrap_or(0);
+            let bytes = if mib { n * 1048576 } else { n * 1_000_000 / 8 };
             request(
                 host,
                 port,

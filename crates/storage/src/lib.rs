@@ -18,7 +18,7 @@ pub mod store;
 pub use sibyl_db::data::*;
 pub use sibyl_db::{clustering, counter, data, rows, serde};
 pub use sibyl_db::{now_in_seconds, Bound, BoundKind, ClusteringComparator, ClusteringKey};
-pub use store::{ColumnFamilyStore, StorageEngine};
+pub use store::{ColumnFamilyStore, Sources, StorageEngine};
 
 /// Errors from the storage engine.
 #[derive(Debug, thiserror::Error)]

@@ -134,6 +134,23 @@ impl FlushReason {
     }
 }
 
+/// What a read sees of a table: its memtables or not, and its SSTables or
+/// those `sstables` keeps (incremental repair and streaming read one repair
+/// set at a time).
+#[derive(Clone, Copy)]
+pub struct Sources<'a> {
+    pub memtables: bool,
+    pub sstables: Option<&'a dyn Fn(&SSTableReader) -> bool>,
+}
+
+impl Sources<'_> {
+    /// Everything: what a query reads.
+    pub const ALL: Sources<'static> = Sources {
+        memtables: true,
+        sstables: None,
+    };
+}
+
 /// `disk_failure_policy`, Cassandra's names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DiskFailurePolicy {
@@ -478,19 +495,32 @@ impl ColumnFamilyStore {
         key: &DecoratedKey,
         slices: Option<&[Slice]>,
     ) -> Result<Option<Partition>, StorageError> {
+        self.read_from(key, slices, Sources::ALL)
+    }
+
+    /// A partition as `sources` hold it (a repair set, for incremental
+    /// repair and streaming; everything, for a read).
+    pub fn read_from(
+        &self,
+        key: &DecoratedKey,
+        slices: Option<&[Slice]>,
+        sources: Sources,
+    ) -> Result<Option<Partition>, StorageError> {
         let now = now_in_seconds();
         let mut out: Option<Partition> = None;
         let merge = |p: Partition, out: &mut Option<Partition>| match out {
             Some(o) => o.merge(p, now),
             None => *out = Some(p),
         };
-        let mt = self.memtable.read().clone();
-        if let Some(p) = mt.read(key, slices) {
-            merge(p, &mut out);
-        }
-        for m in self.flushing.read().iter() {
-            if let Some(p) = m.read(key, slices) {
+        if sources.memtables {
+            let mt = self.memtable.read().clone();
+            if let Some(p) = mt.read(key, slices) {
                 merge(p, &mut out);
+            }
+            for m in self.flushing.read().iter() {
+                if let Some(p) = m.read(key, slices) {
+                    merge(p, &mut out);
+                }
             }
         }
         sibyl_tracing::trace(|| "Acquiring sstable references");
@@ -506,7 +536,13 @@ impl ColumnFamilyStore {
         if by_name {
             sibyl_tracing::trace(|| "Merging memtable contents");
         }
-        let mut sstables = self.sstables.read().clone();
+        let mut sstables: Vec<Arc<SSTableReader>> = self
+            .sstables
+            .read()
+            .iter()
+            .filter(|s| sources.sstables.is_none_or(|keep| keep(s)))
+            .cloned()
+            .collect();
         sstables.sort_by_key(|s| std::cmp::Reverse(s.stats.max_timestamp));
         let mut touched = 0u64;
         let mut skipped = 0usize;
@@ -557,7 +593,10 @@ impl ColumnFamilyStore {
             });
             sibyl_tracing::trace(|| format!("Merged data from memtables and {touched} sstables"));
         }
-        self.purge_dropped(&mut out);
+        let dropped = &self.options.read().dropped_columns;
+        if let (Some(p), false) = (&mut out, dropped.is_empty()) {
+            p.purge_dropped(dropped);
+        }
         Ok(out)
     }
 
@@ -570,15 +609,37 @@ impl ColumnFamilyStore {
         end_token: i64,
         limit: usize,
     ) -> Result<Vec<DecoratedKey>, StorageError> {
-        let mut all = self
-            .memtable
-            .read()
-            .keys(after, start_token, end_token, limit);
-        for m in self.flushing.read().iter() {
-            all.extend(m.keys(after, start_token, end_token, limit));
+        self.keys_from(after, start_token, end_token, limit, Sources::ALL)
+    }
+
+    /// [`Self::keys`] of `sources` only.
+    pub fn keys_from(
+        &self,
+        after: Option<&DecoratedKey>,
+        start_token: i64,
+        end_token: i64,
+        limit: usize,
+        sources: Sources,
+    ) -> Result<Vec<DecoratedKey>, StorageError> {
+        let mut all = Vec::new();
+        if sources.memtables {
+            all = self
+                .memtable
+                .read()
+                .keys(after, start_token, end_token, limit);
+            for m in self.flushing.read().iter() {
+                all.extend(m.keys(after, start_token, end_token, limit));
+            }
         }
-        let sstables = self.sstables.read().clone();
-        keys_of(&sstables, all, after, (start_token, end_token), limit)
+        for s in self.sstables.read().iter() {
+            if sources.sstables.is_none_or(|keep| keep(s)) {
+                all.extend(s.keys(after, start_token, end_token, limit)?);
+            }
+        }
+        all.sort();
+        all.dedup();
+        all.truncate(limit);
+        Ok(all)
     }
 
     /// Memtables switched out and not yet written to SSTables.
@@ -637,14 +698,6 @@ impl ColumnFamilyStore {
         self.sstables.read().clone()
     }
 
-    /// Leaves out the cells of dropped columns older than their drop.
-    fn purge_dropped(&self, out: &mut Option<Partition>) {
-        let dropped = &self.options.read().dropped_columns;
-        if let (Some(p), false) = (out, dropped.is_empty()) {
-            p.purge_dropped(dropped);
-        }
-    }
-
     /// The SSTables of one repair set.
     pub fn sstables_in(&self, state: RepairState) -> Vec<Arc<SSTableReader>> {
         self.sstables
@@ -677,47 +730,6 @@ impl ColumnFamilyStore {
             0 => 100.0,
             total => repaired as f64 * 100.0 / total as f64,
         }
-    }
-
-    /// A partition as `set` alone holds it (no memtable, no other SSTable):
-    /// what incremental repair validates and streams.
-    pub fn read_in(
-        &self,
-        set: &[Arc<SSTableReader>],
-        key: &DecoratedKey,
-    ) -> Result<Option<Partition>, StorageError> {
-        let now = now_in_seconds();
-        let mut out: Option<Partition> = None;
-        for s in set {
-            if !s.may_contain(key) {
-                continue;
-            }
-            match s.read_filtered(key, None, None) {
-                Ok(Some(p)) => match &mut out {
-                    Some(o) => o.merge(p, now),
-                    None => out = Some(p),
-                },
-                Ok(None) => {}
-                Err(e @ StorageError::CorruptSSTable { .. }) => {
-                    return Err(self.failures.corrupt_sstable(e))
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        self.purge_dropped(&mut out);
-        Ok(out)
-    }
-
-    /// [`Self::keys`] over `set` alone.
-    pub fn keys_in(
-        &self,
-        set: &[Arc<SSTableReader>],
-        after: Option<&DecoratedKey>,
-        start_token: i64,
-        end_token: i64,
-        limit: usize,
-    ) -> Result<Vec<DecoratedKey>, StorageError> {
-        keys_of(set, Vec::new(), after, (start_token, end_token), limit)
     }
 
     /// Hard-links the current SSTables into `snapshots/<tag>/`.
@@ -2005,21 +2017,20 @@ impl StorageEngine {
         Ok(Some(generation))
     }
 
-    /// Writes partitions an incremental repair session received into an
-    /// SSTable of the session's pending set (not through the commit log:
-    /// the SSTable is synced before the session reports success).
-    pub async fn write_pending(
+    /// Writes partitions a stream received into an SSTable of a repair set
+    /// (an incremental repair session's pending set, or the repaired set)
+    /// without the commit log: the SSTable is synced before the stream
+    /// session reports success.
+    pub async fn write_received(
         self: &Arc<Self>,
         t: &Arc<ColumnFamilyStore>,
         received: Arc<Memtable>,
-        session: uuid::Uuid,
+        state: RepairState,
     ) -> Result<Option<u64>, StorageError> {
         if received.partition_count() == 0 {
             return Ok(None);
         }
-        self.write_memtable(t, &received, 0, RepairState::Pending(session))
-            .await
-            .map(Some)
+        self.write_memtable(t, &received, 0, state).await.map(Some)
     }
 
     /// Incremental repair's preparation (Cassandra's anticompaction): flushes
@@ -2443,11 +2454,24 @@ mod tests {
         assert!(pending[0].stats.min_token > 0);
         assert!(unrepaired[0].stats.max_token <= 0);
         let upper = keys.iter().filter(|k| k.token > 0).count();
+        let in_session = |s: &SSTableReader| s.repair_state() == RepairState::Pending(session);
+        let only_pending = Sources {
+            memtables: false,
+            sstables: Some(&in_session),
+        };
         let seen = t
-            .keys_in(&pending, None, i64::MIN, i64::MAX, 1000)
+            .keys_from(None, i64::MIN, i64::MAX, 1000, only_pending)
             .expect("keys");
         assert_eq!(seen.len(), upper);
-        assert!(t.read_in(&pending, &seen[0]).expect("read").is_some());
+        assert!(t
+            .read_from(&seen[0], None, only_pending)
+            .expect("read")
+            .is_some());
+        let lower = keys.iter().find(|k| k.token <= 0).expect("a key below 0");
+        assert!(t
+            .read_from(lower, None, only_pending)
+            .expect("read")
+            .is_none());
         // a node that restarts mid-session gets its pending SSTables back as
         // unrepaired (another engine opens the same directory)
         {
@@ -2560,24 +2584,6 @@ mod tests {
         );
         assert_eq!(engine.upgrade_sstables(&t, true).await.expect("upgrade"), 1);
     }
-}
-
-/// `found` and the keys of `sstables` in token order after `after` within
-/// `[start, end]`, without repeats, at most `limit`.
-fn keys_of(
-    sstables: &[Arc<SSTableReader>],
-    mut found: Vec<DecoratedKey>,
-    after: Option<&DecoratedKey>,
-    (start, end): (i64, i64),
-    limit: usize,
-) -> Result<Vec<DecoratedKey>, StorageError> {
-    for s in sstables {
-        found.extend(s.keys(after, start, end, limit)?);
-    }
-    found.sort();
-    found.dedup();
-    found.truncate(limit);
-    Ok(found)
 }
 
 /// The ring range `(start, end]` (wrapping; `start == end` is the whole

@@ -23,7 +23,7 @@
 //! Every decoder here takes bytes from the network: it checks every length
 //! against what is left and never panics.
 
-use crate::messaging::{ReplicaFailure, Request, Response, Verb};
+use crate::messaging::{ReplicaFailure, Request, Response, StreamSet, Verb};
 use bytes::Bytes;
 use sibyl_db::clustering::ClusteringComparator;
 use sibyl_db::paxos::{read_ballot, Commit, Promise};
@@ -472,7 +472,7 @@ pub fn encode_request(request: &Request, out: &mut Vec<u8>) {
             range,
             after,
             max_bytes,
-            pending,
+            set,
         } => {
             out.extend_from_slice(table_id.as_bytes());
             out.extend_from_slice(&range.0.to_be_bytes());
@@ -485,7 +485,16 @@ pub fn encode_request(request: &Request, out: &mut Vec<u8>) {
                 None => out.push(0),
             }
             out.extend_from_slice(&max_bytes.to_be_bytes());
-            put_session(out, pending);
+            // (the set goes at the end, under STREAM_SET_PAGE_REQ only)
+            match set {
+                StreamSet::All => {}
+                StreamSet::Pending(s) => {
+                    out.push(0);
+                    out.extend_from_slice(s.as_bytes());
+                }
+                StreamSet::Repaired => out.push(1),
+                StreamSet::NotRepaired => out.push(2),
+            }
         }
         Request::StreamSession(p) => {
             out.extend_from_slice(p.id.as_bytes());
@@ -547,9 +556,7 @@ fn put_session(out: &mut Vec<u8>, session: &Option<uuid::Uuid>) {
 
 fn get_session(r: &mut Reader, verb: Verb) -> Result<Option<uuid::Uuid>, CodecError> {
     match verb {
-        Verb::PendingStreamPage | Verb::PendingStreamSession | Verb::PendingValidation => {
-            Ok(Some(get_uuid(r)?))
-        }
+        Verb::PendingStreamSession | Verb::PendingValidation => Ok(Some(get_uuid(r)?)),
         _ => Ok(None),
     }
 }
@@ -773,7 +780,7 @@ pub fn decode_request(
             no_trailing(&r, "a batch id")?;
             Request::BatchRemove(id)
         }
-        Verb::StreamPage | Verb::PendingStreamPage => {
+        Verb::StreamPage | Verb::StreamSetPage => {
             let mut r = Reader::new(body);
             let table_id = get_uuid(&mut r)?;
             let range = (r.i64()?, r.i64()?);
@@ -783,14 +790,23 @@ pub fn decode_request(
                 k => return Err(CodecError::Malformed(format!("bad key flag {k}"))),
             };
             let max_bytes = r.u32()?;
-            let pending = get_session(&mut r, verb)?;
+            let set = if verb == Verb::StreamPage {
+                StreamSet::All
+            } else {
+                match r.u8()? {
+                    0 => StreamSet::Pending(get_uuid(&mut r)?),
+                    1 => StreamSet::Repaired,
+                    2 => StreamSet::NotRepaired,
+                    k => return Err(CodecError::Malformed(format!("bad stream set {k}"))),
+                }
+            };
             no_trailing(&r, "a stream page request")?;
             Request::StreamPage {
                 table_id,
                 range,
                 after,
                 max_bytes,
-                pending,
+                set,
             }
         }
         Verb::StreamSession | Verb::PendingStreamSession => {
@@ -917,8 +933,19 @@ pub fn encode_response(response: &Response, out: &mut Vec<u8>) {
             out.push(5);
             out.push(u8::from(*a));
         }
-        Response::StreamPage { mutations, more } => {
-            out.push(6);
+        Response::StreamPage {
+            mutations,
+            more,
+            repaired_at,
+        } => {
+            // 9: a page of the repaired set (version 3), with its time
+            match repaired_at {
+                None => out.push(6),
+                Some(at) => {
+                    out.push(9);
+                    out.extend_from_slice(&at.to_be_bytes());
+                }
+            }
             out.push(u8::from(*more));
             put_mutations(out, mutations);
         }
@@ -993,14 +1020,19 @@ pub fn decode_response(
             1 => true,
             k => return Err(CodecError::Malformed(format!("bad accept flag {k}"))),
         }),
-        6 => {
+        tag @ (6 | 9) => {
+            let repaired_at = if tag == 9 { Some(r.i64()?) } else { None };
             let more = match r.u8()? {
                 0 => false,
                 1 => true,
                 k => return Err(CodecError::Malformed(format!("bad page flag {k}"))),
             };
             match get_mutations(&mut r, comparator_of)? {
-                Ok(mutations) => Response::StreamPage { mutations, more },
+                Ok(mutations) => Response::StreamPage {
+                    mutations,
+                    more,
+                    repaired_at,
+                },
                 Err(id) => {
                     return Err(CodecError::Malformed(format!(
                         "streamed partitions of unknown table {id}"
@@ -1254,14 +1286,28 @@ mod tests {
                 range: (-5, i64::MAX),
                 after: Some(Bytes::from_static(b"k")),
                 max_bytes: 1 << 20,
-                pending: None,
+                set: StreamSet::All,
             },
             Request::StreamPage {
                 table_id: m.table_id,
                 range: (-5, i64::MAX),
                 after: None,
                 max_bytes: 1 << 20,
-                pending: Some(uuid::Uuid::from_u128(42)),
+                set: StreamSet::Pending(uuid::Uuid::from_u128(42)),
+            },
+            Request::StreamPage {
+                table_id: m.table_id,
+                range: (-5, 6),
+                after: None,
+                max_bytes: 1 << 20,
+                set: StreamSet::Repaired,
+            },
+            Request::StreamPage {
+                table_id: m.table_id,
+                range: (-5, 6),
+                after: Some(Bytes::from_static(b"k")),
+                max_bytes: 1 << 20,
+                set: StreamSet::NotRepaired,
             },
             Request::StreamSession(crate::messaging::StreamPlan {
                 id: uuid::Uuid::from_u128(5),
@@ -1318,7 +1364,7 @@ mod tests {
                     | Verb::StreamSession
                     | Verb::Validation
                     | Verb::RepairSynced
-                    | Verb::PendingStreamPage
+                    | Verb::StreamSetPage
                     | Verb::PendingStreamSession
                     | Verb::PendingValidation
                     | Verb::RepairPrepare
@@ -1355,6 +1401,12 @@ mod tests {
             Response::StreamPage {
                 mutations: vec![m.clone(), m.clone()],
                 more: true,
+                repaired_at: None,
+            },
+            Response::StreamPage {
+                mutations: vec![m.clone()],
+                more: false,
+                repaired_at: Some(1_700_000_000_000),
             },
             Response::Validation(vec![[7u8; 16], [0u8; 16]]),
             Response::Streamed {
