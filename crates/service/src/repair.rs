@@ -27,6 +27,7 @@ use sibyl_cluster::messaging::{ReplicaFailure, Request, Response, StreamPlan};
 use sibyl_schema::schema_tables::{inet, text, uuid};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Leaves per range, at least (a range with fewer partitions).
@@ -270,6 +271,17 @@ fn ranges_by_participant(work: &[((i64, i64), Vec<IpAddr>)]) -> BTreeMap<IpAddr,
 }
 
 impl StorageProxy {
+    /// A table's store on this node, or the failure that names the table.
+    pub(crate) fn store_of(
+        &self,
+        table_id: uuid::Uuid,
+    ) -> Result<Arc<sibyl_storage::ColumnFamilyStore>, ReplicaFailure> {
+        self.replica
+            .storage
+            .table(table_id)
+            .ok_or(ReplicaFailure::UnknownTable(table_id))
+    }
+
     /// What a node does with `REPAIR_SYNCED_REQ`, `PREPARE_CONSISTENT_REQ`
     /// and `FINALIZE_COMMIT_MSG`, from a peer or from itself.
     pub(crate) async fn carry_out_repair_message(
@@ -323,11 +335,7 @@ impl StorageProxy {
         table_id: uuid::Uuid,
         ranges: &[(i64, i64)],
     ) -> Result<(), ReplicaFailure> {
-        let cfs = self
-            .replica
-            .storage
-            .table(table_id)
-            .ok_or(ReplicaFailure::UnknownTable(table_id))?;
+        let cfs = self.store_of(table_id)?;
         self.repair_sessions.prepared(session, table_id);
         self.replica
             .storage
@@ -347,11 +355,7 @@ impl StorageProxy {
         repaired_at: i64,
     ) -> Result<(), ReplicaFailure> {
         self.repair_sessions.finished(session, table_id);
-        let cfs = self
-            .replica
-            .storage
-            .table(table_id)
-            .ok_or(ReplicaFailure::UnknownTable(table_id))?;
+        let cfs = self.store_of(table_id)?;
         let n = self
             .replica
             .storage
@@ -446,11 +450,7 @@ impl StorageProxy {
         ranges: &[(i64, i64)],
         repaired_at: i32,
     ) -> Result<(), ReplicaFailure> {
-        let cfs = self
-            .replica
-            .storage
-            .table(table_id)
-            .ok_or(ReplicaFailure::UnknownTable(table_id))?;
+        let cfs = self.store_of(table_id)?;
         cfs.mark_repaired(ranges, repaired_at)
             .map_err(|e| ReplicaFailure::Error(e.to_string()))
     }

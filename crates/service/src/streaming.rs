@@ -605,11 +605,7 @@ impl StorageProxy {
         pending: Option<uuid::Uuid>,
     ) -> Result<Vec<[u8; 16]>, ReplicaFailure> {
         use md5::Digest;
-        let cfs = self
-            .replica
-            .storage
-            .table(table_id)
-            .ok_or(ReplicaFailure::UnknownTable(table_id))?;
+        let cfs = self.store_of(table_id)?;
         let cfs = View::new(cfs, pending.map_or(StreamSet::All, StreamSet::Pending));
         let err = |e: sibyl_storage::StorageError| ReplicaFailure::Error(e.to_string());
         let mut hashers: Vec<md5::Md5> = ranges.iter().map(|_| md5::Md5::new()).collect();

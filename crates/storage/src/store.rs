@@ -698,6 +698,21 @@ impl ColumnFamilyStore {
         self.sstables.read().clone()
     }
 
+    /// Publishes what a compaction (or a rewrite) wrote in place of its
+    /// inputs, and deletes the inputs' files.
+    fn replace_sstables(&self, inputs: &[Arc<SSTableReader>], outputs: Vec<SSTableReader>) {
+        let gone: std::collections::HashSet<u64> = inputs.iter().map(|s| s.generation).collect();
+        {
+            let mut ss = self.sstables.write();
+            ss.retain(|s| !gone.contains(&s.generation));
+            ss.extend(outputs.into_iter().map(Arc::new));
+            ss.sort_by_key(|s| s.generation);
+        }
+        for s in inputs {
+            s.delete_files();
+        }
+    }
+
     /// The SSTables of one repair set.
     pub fn sstables_in(&self, state: RepairState) -> Vec<Arc<SSTableReader>> {
         self.sstables
@@ -1962,16 +1977,7 @@ impl StorageEngine {
                 )
             })
             .collect();
-        let in_gens: std::collections::HashSet<u64> = inputs.iter().map(|s| s.generation).collect();
-        {
-            let mut ss = t.sstables.write();
-            ss.retain(|s| !in_gens.contains(&s.generation));
-            ss.extend(readers.into_iter().map(Arc::new));
-            ss.sort_by_key(|s| s.generation);
-        }
-        for s in &inputs {
-            s.delete_files();
-        }
+        t.replace_sstables(&inputs, readers);
         log.finish();
         t.compaction_bytes_written.add(result.output_bytes);
         self.bytes_compacted.add(result.input_bytes);
@@ -2208,13 +2214,7 @@ impl StorageEngine {
             .lock()
             .retain(|p| p.id != progress_id);
         let (readers, log) = result??;
-        {
-            let mut ss = t.sstables.write();
-            ss.retain(|s| s.generation != input.generation);
-            ss.extend(readers.into_iter().map(Arc::new));
-            ss.sort_by_key(|s| s.generation);
-        }
-        input.delete_files();
+        t.replace_sstables(std::slice::from_ref(&input), readers);
         log.finish();
         Ok(())
     }
