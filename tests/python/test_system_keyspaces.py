@@ -76,3 +76,44 @@ def test_system_auth_goes_to_rf_3_on_three_nodes_and_stays_there(tmp_path):
         assert sorted(out.split()) == ["127.0.0.1", "127.0.0.2", "127.0.0.3"], out
     finally:
         lc.stop()
+
+
+def test_index_info_and_size_estimates_as_tools_read_them(node, session):
+    """Issue 16, group 6: `system."IndexInfo"` lists the indexes built;
+    `system.size_estimates` / `table_estimates` give, per table and primary
+    range of this node, Cassandra's SizeEstimatesRecorder figures: the
+    SSTables' index summary samples in the range times 128 (at least 1 for
+    an SSTable overlapping it), memtables not counted."""
+    ks = session.keyspace_name
+    session.execute("CREATE TABLE est (k int PRIMARY KEY, v int)")
+    ins = session.prepare("INSERT INTO est (k, v) VALUES (?, ?)")
+    for k in range(1000):
+        session.execute(ins, (k, k % 7))
+    session.execute("CREATE INDEX est_v ON est (v)")
+    built = [(r.table_name, r.index_name, r.value) for r in session.execute('SELECT * FROM system."IndexInfo"')]
+    assert (ks, "est_v", None) in built
+    q = "SELECT * FROM system.size_estimates WHERE keyspace_name = %s AND table_name = 'est'"
+    before = list(session.execute(q, (ks,)))
+    tokens = 16  # num_tokens' default
+    # one row per primary range, the wrapping one split at the minimum token
+    assert len(before) == tokens + 1
+    assert sum(r.partitions_count for r in before) == 0  # only SSTables count
+    node.nodetool("flush", ks, "est")
+    after = list(session.execute(q, (ks,)))
+    assert [(r.range_start, r.range_end) for r in after] == [(r.range_start, r.range_end) for r in before]
+    assert "-9223372036854775808" in {r.range_start for r in after} | {r.range_end for r in after}
+    total = sum(r.partitions_count for r in after)
+    # 1000 keys: 8 summary samples of 128, and 1 for each range without one
+    assert 8 * 128 <= total <= 8 * 128 + len(after)
+    assert all(r.mean_partition_size > 0 for r in after if r.partitions_count > 0)
+    te = list(session.execute(
+        "SELECT range_type, partitions_count FROM system.table_estimates WHERE keyspace_name = %s AND table_name = 'est'", (ks,)))
+    assert sorted({r.range_type for r in te}) == ["local_primary", "primary"]
+    assert sum(r.partitions_count for r in te if r.range_type == "primary") == total
+    # a filter on them needs ALLOW FILTERING, as on any stored table
+    import pytest
+    from cassandra import InvalidRequest
+    with pytest.raises(InvalidRequest, match="ALLOW FILTERING"):
+        session.execute("SELECT * FROM system.size_estimates WHERE keyspace_name = %s AND partitions_count > 0", (ks,))
+    session.execute("DROP INDEX est_v")
+    assert (ks, "est_v", None) not in [(r.table_name, r.index_name, r.value) for r in session.execute('SELECT * FROM system."IndexInfo"')]

@@ -1382,7 +1382,8 @@ pub async fn execute(
     let r = analyse(table, &stmt.where_clause, ev, Purpose::Select)?;
     // virtual tables filter without being asked (Cassandra's
     // `allowFilteringImplicitly`)
-    let allow_filtering = stmt.allow_filtering || table.is_virtual;
+    let allow_filtering =
+        stmt.allow_filtering || sibyl_schema::schema::is_virtual_keyspace(&table.keyspace);
     let mut needs_filtering = r.needs_filtering;
     if r.partition_keys.is_none() && r.has_clustering_restriction && r.token_range.is_none() {
         needs_filtering = true;

@@ -119,6 +119,14 @@ impl VirtualTables for SystemViews {
             },
             out: Vec::new(),
         };
+        if table.keyspace == "system" {
+            match table.name.as_str() {
+                "IndexInfo" => self.built_indexes(&mut r),
+                "size_estimates" | "table_estimates" => self.size_estimates(&mut r),
+                _ => {} // the views' tables: Sibyl has no materialized views
+            }
+            return r.out;
+        }
         match table.name.as_str() {
             "settings" => self.settings(&mut r),
             "system_properties" => self.system_properties(&mut r),
@@ -275,6 +283,128 @@ impl SystemViews {
 
     /// `disk_usage`, `max_partition_size`, `max_sstable_size` and
     /// `max_sstable_duration`: every table's.
+    /// `system."IndexInfo"`: one row per index built on this node, keyed
+    /// by its keyspace (the column is called `table_name`, Cassandra's
+    /// legacy).
+    fn built_indexes(&self, r: &mut Rows) {
+        let Some(qp) = self.qp.upgrade() else { return };
+        let schema = qp.schema();
+        for ks in schema.keyspaces.values() {
+            for t in ks.tables.values() {
+                for ix in &t.indexes {
+                    let built = self
+                        .storage
+                        .table(ix.store_id(t))
+                        .is_some_and(|s| !s.building.load(std::sync::atomic::Ordering::SeqCst));
+                    if built {
+                        r.row(&[text(&ks.name)], &[text(&ix.name)], vec![]);
+                    }
+                }
+            }
+        }
+    }
+
+    /// This node's primary ranges and local primary ranges (`(start, end]`):
+    /// each of its tokens with the token before it in the whole ring, and
+    /// in its own data center (Cassandra's `getPrimaryRanges` and
+    /// `getLocalPrimaryRange`).
+    fn primary_ranges(&self) -> (Vec<(i64, i64)>, Vec<(i64, i64)>) {
+        let ring = self.cluster.state.directory.read().ring();
+        let all: Vec<(i64, usize)> = ring.tokens().collect();
+        let dc = &self.cluster.datacenter;
+        let local: Vec<i64> = all
+            .iter()
+            .filter(|(_, e)| ring.endpoints.get(*e).is_some_and(|e| &e.datacenter == dc))
+            .map(|(t, _)| *t)
+            .collect();
+        let every: Vec<i64> = all.iter().map(|(t, _)| *t).collect();
+        let before = |tokens: &[i64], t: i64| {
+            let i = tokens.partition_point(|x| *x < t);
+            if i == 0 {
+                tokens.last().copied().unwrap_or(t)
+            } else {
+                tokens[i - 1]
+            }
+        };
+        let mut mine = self.cluster.tokens.clone();
+        mine.sort_unstable();
+        let of = |tokens: &[i64]| {
+            let tokens = if tokens.is_empty() { &mine[..] } else { tokens };
+            mine.iter().map(|t| (before(tokens, *t), *t)).collect()
+        };
+        (of(&every), of(&local))
+    }
+
+    /// `system.size_estimates` and `system.table_estimates`: for every table
+    /// of the keyspaces placed on the ring, and each of this node's primary
+    /// ranges (wrapping ones split at the minimum token), the partitions and
+    /// their mean size estimated from the SSTables as Cassandra's
+    /// `SizeEstimatesRecorder` does (memtables are not counted).
+    fn size_estimates(&self, r: &mut Rows) {
+        let Some(qp) = self.qp.upgrade() else { return };
+        let schema = qp.schema();
+        let (primary, local) = self.primary_ranges();
+        let unwrap = |ranges: &[(i64, i64)]| {
+            let mut out = Vec::new();
+            for &(s, e) in ranges {
+                if s < e || e == i64::MIN {
+                    out.push((s, e));
+                } else {
+                    out.push((s, i64::MIN));
+                    out.push((i64::MIN, e));
+                }
+            }
+            out
+        };
+        let types: Vec<(&str, Vec<(i64, i64)>)> = if r.table.name == "size_estimates" {
+            vec![("", unwrap(&local))]
+        } else {
+            vec![
+                ("local_primary", unwrap(&local)),
+                ("primary", unwrap(&primary)),
+            ]
+        };
+        for ks in schema.keyspaces.values() {
+            if ks.is_virtual || ks.replication.strategy == sibyl_schema::ReplicationStrategy::Local
+            {
+                continue;
+            }
+            for t in ks.tables.values() {
+                let sstables = self
+                    .storage
+                    .table(t.id)
+                    .map(|s| s.sstables())
+                    .unwrap_or_default();
+                for (kind, ranges) in &types {
+                    for &(start, end) in ranges {
+                        let (mut count, mut sum, mut n) = (0u64, 0u128, 0u64);
+                        for s in sstables.iter().filter(|s| s.intersects_tokens(start, end)) {
+                            count += s.estimated_keys_in(start, end);
+                            let (mean, parts) = s.partition_size_mean();
+                            sum += mean as u128 * parts as u128;
+                            n += parts;
+                        }
+                        let mean = if n > 0 { (sum / n as u128) as u64 } else { 0 };
+                        let mut ck = vec![text(&t.name)];
+                        if !kind.is_empty() {
+                            ck.push(text(kind));
+                        }
+                        ck.push(text(&start.to_string()));
+                        ck.push(text(&end.to_string()));
+                        r.row(
+                            &[text(&ks.name)],
+                            &ck,
+                            vec![
+                                ("mean_partition_size", bigint(mean)),
+                                ("partitions_count", bigint(count)),
+                            ],
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     fn table_sizes(&self, r: &mut Rows) {
         let Some(qp) = self.qp.upgrade() else { return };
         let schema = qp.schema();

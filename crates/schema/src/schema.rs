@@ -424,7 +424,8 @@ pub struct TableMetadata {
     pub is_counter: bool,
     /// Secondary indexes, by name order.
     pub indexes: Vec<crate::index::IndexMetadata>,
-    /// Rows made on read (the tables of `system_views`).
+    /// Rows made on read: the tables of `system_views`, and the computed
+    /// tables of `system` (`IndexInfo`, the size estimates).
     pub is_virtual: bool,
 }
 
@@ -839,6 +840,19 @@ fn sys_table(
 
 use ColumnKind::{Clustering as C, PartitionKey as P, Regular as R};
 
+/// A stored system table whose rows the node makes when it is read, from
+/// what it knows now, instead of keeping them up to date in a store:
+/// `system."IndexInfo"` (the indexes built), `system.size_estimates` and
+/// `system.table_estimates` (Cassandra's `SizeEstimatesRecorder` writes
+/// them every 5 minutes), and the materialized views' tables (Sibyl has no
+/// views: no rows). Read like any system table (ALLOW FILTERING is needed
+/// where Cassandra needs it); nobody writes them.
+fn computed(t: Arc<TableMetadata>) -> Arc<TableMetadata> {
+    let mut t = (*t).clone();
+    t.is_virtual = true;
+    Arc::new(t)
+}
+
 /// The layout of `system_schema.columns` and `system_virtual_schema.columns`.
 const COLUMNS_TABLE: &[(&str, &str, ColumnKind, i32)] = &[
     ("keyspace_name", "text", P, 0),
@@ -1103,6 +1117,66 @@ pub fn system_keyspaces() -> Vec<KeyspaceMetadata> {
             ],
             "batches awaiting replay",
         ),
+        computed(sys_table(
+            "system",
+            "IndexInfo",
+            &[
+                ("table_name", "text", P, 0),
+                ("index_name", "text", C, 0),
+                ("value", "blob", R, -1),
+            ],
+            "built column indexes",
+        )),
+        computed(sys_table(
+            "system",
+            "size_estimates",
+            &[
+                ("keyspace_name", "text", P, 0),
+                ("table_name", "text", C, 0),
+                ("range_start", "text", C, 1),
+                ("range_end", "text", C, 2),
+                ("mean_partition_size", "bigint", R, -1),
+                ("partitions_count", "bigint", R, -1),
+            ],
+            "per-table primary range size estimates, table is deprecated in favor of table_estimates",
+        )),
+        computed(sys_table(
+            "system",
+            "table_estimates",
+            &[
+                ("keyspace_name", "text", P, 0),
+                ("table_name", "text", C, 0),
+                ("range_type", "text", C, 1),
+                ("range_start", "text", C, 2),
+                ("range_end", "text", C, 3),
+                ("mean_partition_size", "bigint", R, -1),
+                ("partitions_count", "bigint", R, -1),
+            ],
+            "per-table range size estimates",
+        )),
+        computed(sys_table(
+            "system",
+            "built_views",
+            &[
+                ("keyspace_name", "text", P, 0),
+                ("view_name", "text", C, 0),
+                ("status_replicated", "boolean", R, -1),
+            ],
+            "built views",
+        )),
+        computed(sys_table(
+            "system",
+            "view_builds_in_progress",
+            &[
+                ("keyspace_name", "text", P, 0),
+                ("view_name", "text", C, 0),
+                ("start_token", "text", C, 1),
+                ("end_token", "text", C, 2),
+                ("keys_built", "bigint", R, -1),
+                ("last_token", "text", R, -1),
+            ],
+            "views builds current progress",
+        )),
     ];
     let traces = vec![
         sys_table(

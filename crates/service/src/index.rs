@@ -333,6 +333,9 @@ pub async fn build(
     else {
         return Ok(0);
     };
+    store
+        .building
+        .store(true, std::sync::atomic::Ordering::SeqCst);
     let now = sibyl_db::now_in_seconds();
     let only = TableMetadata {
         indexes: vec![ix.clone()],
@@ -369,5 +372,9 @@ pub async fn build(
         table.keyspace,
         ix.name
     );
+    // a build that failed leaves the index unbuilt (until the node restarts)
+    store
+        .building
+        .store(false, std::sync::atomic::Ordering::SeqCst);
     Ok(written)
 }

@@ -1396,6 +1396,41 @@ impl SSTableReader {
         Ok(None)
     }
 
+    /// Whether any partition here may have a token in `(start, end]`; an
+    /// `end` of `i64::MIN` (the minimum token) runs to the end of the ring.
+    pub fn intersects_tokens(&self, start: i64, end: i64) -> bool {
+        self.stats.max_token > start && (end == i64::MIN || self.stats.min_token <= end)
+    }
+
+    /// The partitions with a token in `(start, end]` (as in `intersects_tokens`)
+    /// as Cassandra's `SSTableReader.estimatedKeysForRanges` counts them:
+    /// the summary's samples in the range times the sampling interval, and
+    /// never less than 1 (it is asked only of SSTables that overlap).
+    pub fn estimated_keys_in(&self, start: i64, end: i64) -> u64 {
+        let samples = self
+            .summary
+            .iter()
+            .filter(|(k, _)| k.token > start && (end == i64::MIN || k.token <= end))
+            .count() as u64;
+        (samples * SUMMARY_INTERVAL as u64).max(1)
+    }
+
+    /// The mean partition size and the number of partitions, from the
+    /// partition size histogram (Cassandra's `EstimatedHistogram.mean`: the
+    /// buckets' upper offsets, rounded up).
+    pub fn partition_size_mean(&self) -> (u64, u64) {
+        let offsets = sibyl_metrics::histogram::bucket_offsets();
+        let (mut n, mut sum) = (0u64, 0u128);
+        for (i, c) in self.stats.partition_sizes.iter().enumerate() {
+            n += c;
+            sum += *c as u128 * offsets.get(i).copied().unwrap_or(u64::MAX) as u128;
+        }
+        if n == 0 {
+            return (0, 0);
+        }
+        (sum.div_ceil(n as u128) as u64, n)
+    }
+
     /// Keys after `after` (or from `start_token`) up to `end_token`, at most `limit`.
     pub fn keys(
         &self,

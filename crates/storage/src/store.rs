@@ -286,6 +286,9 @@ pub struct ColumnFamilyStore {
     pool: Arc<MemtablePool>,
     /// When each range was last repaired (`tombstone_gc` mode `repair`).
     repaired: Mutex<crate::repaired::RepairedRanges>,
+    /// An index's store while the index is built from its base table's
+    /// data (it is not listed in `system."IndexInfo"` until done).
+    pub building: std::sync::atomic::AtomicBool,
 }
 
 impl ColumnFamilyStore {
@@ -377,6 +380,7 @@ impl ColumnFamilyStore {
             failures,
             pool,
             repaired: Mutex::new(crate::repaired::RepairedRanges::load(&dir)),
+            building: std::sync::atomic::AtomicBool::new(false),
             dir,
         })
     }
