@@ -418,8 +418,13 @@ pub enum AlterTableOp {
     Add(Vec<ColumnDef>),
     Drop(Vec<String>),
     Rename(Vec<(String, String)>),
-    Alter { column: String, typ: String },
+    Alter {
+        column: String,
+        typ: String,
+    },
     With(Vec<Property>),
+    /// `DROP COMPACT STORAGE`.
+    DropCompactStorage,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -1623,6 +1623,12 @@ impl Parser {
                     });
                 }
                 AlterTableOp::Add(cols)
+            } else if self.is_kw("drop")
+                && self.is_kw_at(1, "compact")
+                && self.is_kw_at(2, "storage")
+            {
+                self.pos += 3;
+                AlterTableOp::DropCompactStorage
             } else if self.eat_kw("drop") {
                 let _ = self.if_exists()?;
                 let mut cols = Vec::new();

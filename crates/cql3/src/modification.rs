@@ -143,8 +143,17 @@ pub fn insert(
 ) -> Result<Vec<Mutation>> {
     let wp = write_params(table, &ins.using, ev, default_ts, now)?;
     let Some(json) = &ins.json else {
-        return insert_values(table, ins, ev, wp, now);
+        return insert_values(table, ins, ev, wp, now, false);
     };
+    // Cassandra's INSERT JSON names every column, a static-compact table's
+    // hidden clustering column too, which no statement may name
+    if let Some(hidden) = table
+        .compact
+        .as_ref()
+        .and_then(|c| c.hidden_clustering.as_ref())
+    {
+        return Err(undefined(table, hidden));
+    }
     // INSERT JSON: every column gets the document's value, or null (or is
     // left unset with DEFAULT UNSET) when the document does not name it
     let text = match ev.value(json, &CqlType::Text, "[json]")? {
@@ -163,7 +172,7 @@ pub fn insert(
         ..ins.clone()
     };
     let bound = crate::terms::Bindings { values: &values };
-    insert_values(table, &synthetic, &Eval { bindings: &bound }, wp, now)
+    insert_values(table, &synthetic, &Eval { bindings: &bound }, wp, now, true)
 }
 
 /// The values of an INSERT JSON document, one per table column in order.
@@ -247,6 +256,7 @@ fn insert_values(
     ev: &Eval,
     wp: WriteParams,
     now: i32,
+    json: bool,
 ) -> Result<Vec<Mutation>> {
     if ins.columns.len() != ins.values.len() {
         return Err(Error::Invalid("Unmatched column names/values".into()));
@@ -298,11 +308,55 @@ fn insert_values(
     if only_static && ck.is_empty() {
         missing.clear();
     }
+    // a dense COMPACT STORAGE table takes a row under a clustering prefix
+    // (its missing clustering columns read as null)
+    if table.is_dense() && !ck.is_empty() {
+        let given: Vec<bool> = table
+            .clustering()
+            .iter()
+            .map(|c| find(&c.name).is_some())
+            .collect();
+        if let Some(gap) = given.iter().position(|g| !g) {
+            if let Some(after) = given[gap..].iter().position(|g| *g) {
+                return Err(Error::Invalid(format!(
+                    "PRIMARY KEY column \"{}\" cannot be restricted as preceding column \"{}\" is not restricted",
+                    table.clustering()[gap + after].name,
+                    table.clustering()[gap].name
+                )));
+            }
+        }
+        missing.clear();
+    }
     if !missing.is_empty() {
         return Err(Error::Invalid(format!(
             "Some clustering keys are missing: {}",
             missing.join(", ")
         )));
+    }
+    if let Some(cs) = &table.compact {
+        // a static-compact row is its declared (static) columns: naming
+        // none of them leaves Cassandra's hidden clustering column unset
+        if let Some(hidden) = &cs.hidden_clustering {
+            if ins
+                .columns
+                .iter()
+                .all(|c| table.column(c).is_some_and(|c| c.kind.is_primary_key()))
+            {
+                return Err(Error::Invalid(format!(
+                    "Some clustering keys are missing: {hidden}"
+                )));
+            }
+        }
+        if cs.hidden_value.is_none() {
+            if let Some(value) = table.regular_and_static().first() {
+                if !ins.columns.contains(&value.name) {
+                    return Err(Error::Invalid(format!(
+                        "Column {} is mandatory for this COMPACT STORAGE table",
+                        value.name
+                    )));
+                }
+            }
+        }
     }
     if table.is_counter {
         return Err(Error::Invalid(
@@ -311,8 +365,15 @@ fn insert_values(
     }
     let key = sibyl_db::cells::make_partition_key(&pk);
     check_key_size(&key)?;
+    // a COMPACT STORAGE row has no row marker: it lives while a cell does
+    // (a dense table without a value column writes the marker in place of
+    // Cassandra's empty value cell, which INSERT JSON writes null)
+    let marker = table
+        .compact
+        .as_ref()
+        .is_none_or(|c| !json && c.hidden_value.as_ref().is_some_and(|(_, t)| t == "empty"));
     let mut row = Row {
-        liveness: Some(LivenessInfo {
+        liveness: marker.then_some(LivenessInfo {
             timestamp: wp.timestamp,
             ttl: wp.ttl,
             local_expiration_time: if wp.ttl > 0 {
@@ -791,6 +852,15 @@ pub fn delete(
         }
     }
     let r = analyse(table, &del.where_clause, ev, Purpose::Delete)?;
+    // a static-compact table's row is Cassandra's static row under a hidden
+    // clustering column: a conditional delete of the whole row leaves that
+    // column unrestricted
+    if table.is_static_compact()
+        && del.columns.is_empty()
+        && del.conditions != sibyl_cql::Conditions::None
+    {
+        return Err(Error::Invalid("DELETE statements must restrict all PRIMARY KEY columns with equality relations in order to delete non static columns".into()));
+    }
     let wp = write_params(table, &del.using, ev, default_ts, now)?;
     let deletion = DeletionTime {
         marked_for_delete_at: wp.timestamp,

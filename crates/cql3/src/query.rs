@@ -3129,6 +3129,11 @@ fn build_table(ks_name: &str, ct: &CreateTable, ks: &KeyspaceMetadata) -> Result
                 c.typ
             )));
         }
+        if c.typ.is_counter() {
+            return Err(Error::Invalid(format!(
+                "counter type is not supported for PRIMARY KEY column '{ck}'"
+            )));
+        }
         if c.kind == ColumnKind::Static {
             return Err(Error::Invalid(format!(
                 "Static column '{ck}' cannot be part of the PRIMARY KEY"
@@ -3137,24 +3142,49 @@ fn build_table(ks_name: &str, ct: &CreateTable, ks: &KeyspaceMetadata) -> Result
         c.kind = ColumnKind::Clustering;
         c.position = i as i32;
     }
-    if ct.clustering_key.is_empty() && columns.iter().any(|c| c.kind == ColumnKind::Static) {
-        return Err(Error::Invalid(
-            "Static columns are only useful (and thus allowed) if the table has at least one clustering column".into(),
-        ));
-    }
     // CLUSTERING ORDER
+    for (i, o) in ct.clustering_order.iter().enumerate() {
+        if ct.clustering_order[..i]
+            .iter()
+            .any(|x| x.column == o.column)
+        {
+            return Err(Error::Invalid(format!(
+                "Duplicate column '{}' in CLUSTERING ORDER BY clause for table '{}'",
+                o.column, ct.name.name
+            )));
+        }
+    }
     if !ct.clustering_order.is_empty() {
         for (i, o) in ct.clustering_order.iter().enumerate() {
             let Some(pos) = ct.clustering_key.iter().position(|c| c == &o.column) else {
                 return Err(Error::Invalid(format!("Only clustering key columns can be defined in CLUSTERING ORDER directive: [{}] are not clustering columns", o.column)));
             };
             if pos != i {
-                return Err(Error::Invalid("The order of columns in the CLUSTERING ORDER directive must match that of the clustering columns".into()));
+                let Some(expected) = ct.clustering_key.get(i) else {
+                    return Err(Error::Invalid(
+                        "Only clustering columns can be defined in CLUSTERING ORDER directive"
+                            .into(),
+                    ));
+                };
+                return Err(Error::Invalid(
+                    if ct.clustering_order.iter().any(|x| &x.column == expected) {
+                        format!("The order of columns in the CLUSTERING ORDER directive must match that of the clustering columns ({expected} must appear before {})", o.column)
+                    } else {
+                        format!("Missing CLUSTERING ORDER for column {expected}")
+                    },
+                ));
             }
             if let Some(c) = columns.iter_mut().find(|c| c.name == o.column) {
                 c.reversed = o.descending;
             }
         }
+    }
+    if ct.compact_storage {
+        validate_compact_table(&columns, !ct.clustering_key.is_empty())?;
+    } else if ct.clustering_key.is_empty() && columns.iter().any(|c| c.kind == ColumnKind::Static) {
+        return Err(Error::Invalid(
+            "Static columns are only useful (and thus allowed) if the table has at least one clustering column".into(),
+        ));
     }
     let counters = columns
         .iter()
@@ -3164,11 +3194,6 @@ fn build_table(ks_name: &str, ct: &CreateTable, ks: &KeyspaceMetadata) -> Result
     if counters > 0 && counters != regulars {
         return Err(Error::Invalid(
             "Cannot mix counter and non counter columns in the same table".into(),
-        ));
-    }
-    if ct.compact_storage {
-        return Err(Error::Invalid(
-            "COMPACT STORAGE tables are not supported starting with version 4.0".into(),
         ));
     }
     let mut params = TableParams::default();
@@ -3191,13 +3216,86 @@ fn build_table(ks_name: &str, ct: &CreateTable, ks: &KeyspaceMetadata) -> Result
             "Cannot set default_time_to_live on a table with counters".into(),
         ));
     }
-    Ok(TableMetadata::new(
-        ks_name,
-        &ct.name.name,
-        id.unwrap_or_else(uuid::Uuid::new_v4),
-        columns,
-        params,
-    ))
+    let compact = ct
+        .compact_storage
+        .then(|| compact_storage_of(&columns, counters > 0));
+    Ok(TableMetadata {
+        compact,
+        ..TableMetadata::new(
+            ks_name,
+            &ct.name.name,
+            id.unwrap_or_else(uuid::Uuid::new_v4),
+            columns,
+            params,
+        )
+    })
+}
+
+/// Cassandra's `CreateTableStatement.validateCompactTable`: what a COMPACT
+/// STORAGE table cannot have (checked before the counter rules).
+fn validate_compact_table(columns: &[ColumnMetadata], dense: bool) -> Result<()> {
+    let regular: Vec<&ColumnMetadata> = columns
+        .iter()
+        .filter(|c| !c.kind.is_primary_key())
+        .collect();
+    if regular.iter().any(|c| c.typ.is_multi_cell()) {
+        return Err(Error::Invalid(
+            "Non-frozen collections and UDTs are not supported with COMPACT STORAGE".into(),
+        ));
+    }
+    if regular.iter().any(|c| c.kind == ColumnKind::Static) {
+        return Err(Error::Invalid(
+            "Static columns are not supported in COMPACT STORAGE tables".into(),
+        ));
+    }
+    if !dense && regular.is_empty() {
+        return Err(Error::Invalid(
+            "No definition found that is not part of the PRIMARY KEY".into(),
+        ));
+    }
+    if dense && regular.len() > 1 {
+        let names: Vec<&str> = regular.iter().map(|c| c.name.as_str()).collect();
+        return Err(Error::Invalid(format!(
+            "COMPACT STORAGE with composite PRIMARY KEY allows no more than one column not part of the PRIMARY KEY (got: {})",
+            names.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// Cassandra's `fixupCompactTable`: the hidden columns a COMPACT STORAGE
+/// table gets, named as its `DefaultNames` picks them (`column1`,
+/// `column2`...; `value`, `value1`...: the first not taken).
+fn compact_storage_of(columns: &[ColumnMetadata], counters: bool) -> CompactStorage {
+    let mut used: std::collections::HashSet<String> =
+        columns.iter().map(|c| c.name.clone()).collect();
+    let mut pick = |stem: &str, first: usize| {
+        (first..)
+            .map(|i| {
+                if i == 0 {
+                    stem.to_string()
+                } else {
+                    format!("{stem}{i}")
+                }
+            })
+            .find(|n| used.insert(n.clone()))
+            .unwrap_or_default()
+    };
+    let dense = columns.iter().any(|c| c.kind == ColumnKind::Clustering);
+    if !dense {
+        let clustering = pick("column", 1);
+        let value = pick("value", 0);
+        let typ = if counters { "counter" } else { "blob" };
+        return CompactStorage {
+            hidden_clustering: Some(clustering),
+            hidden_value: Some((value, typ.into())),
+        };
+    }
+    let has_value = columns.iter().any(|c| !c.kind.is_primary_key());
+    CompactStorage {
+        hidden_clustering: None,
+        hidden_value: (!has_value).then(|| (pick("value", 0), "empty".into())),
+    }
 }
 
 fn alter_table(
@@ -3208,6 +3306,11 @@ fn alter_table(
     let mut nt = t.clone();
     match op {
         AlterTableOp::Add(cols) => {
+            if t.compact.is_some() {
+                return Err(Error::Invalid(
+                    "Cannot add new column to a COMPACT STORAGE table".into(),
+                ));
+            }
             for c in cols {
                 if nt.column(&c.name).is_some() {
                     return Err(Error::Invalid(format!(
@@ -3255,6 +3358,17 @@ fn alter_table(
         }
         AlterTableOp::Drop(cols) => {
             for c in cols {
+                // a static-compact table's hidden clustering column is found
+                // (and is part of the key)
+                if t.compact
+                    .as_ref()
+                    .and_then(|cs| cs.hidden_clustering.as_ref())
+                    .is_some_and(|h| h == c)
+                {
+                    return Err(Error::Invalid(format!(
+                        "Cannot drop PRIMARY KEY column {c}"
+                    )));
+                }
                 let Some(col) = nt.column(c) else {
                     return Err(Error::Invalid(format!(
                         "Column {c} was not found in table '{}.{}'",
@@ -3290,6 +3404,15 @@ fn alter_table(
         }
         AlterTableOp::Rename(pairs) => {
             for (from, to) in pairs {
+                if hidden_column(t, from).is_some() {
+                    return Err(Error::Invalid(format!(
+                        "Undefined column name {from} in table {}.{}",
+                        t.keyspace, t.name
+                    )));
+                }
+                if hidden_column(t, to).is_some() {
+                    return Err(Error::Invalid(format!("Cannot rename column {from} to {to} in table '{}.{}'; another column with that name already exists", t.keyspace, t.name)));
+                }
                 let Some(i) = nt.column_index(from) else {
                     return Err(Error::Invalid(format!(
                         "Column {from} was not found in table {}.{}",
@@ -3319,6 +3442,13 @@ fn alter_table(
         AlterTableOp::With(props) => {
             nt.params.apply(props)?;
         }
+        AlterTableOp::DropCompactStorage => {
+            // Cassandra's `drop_compact_storage_enabled` (off by default;
+            // Sibyl does not turn a COMPACT STORAGE table into a CQL one)
+            return Err(Error::Invalid(
+                "DROP COMPACT STORAGE is disabled. Enable in cassandra.yaml to use.".into(),
+            ));
+        }
     }
     let rebuilt = TableMetadata::new(
         &nt.keyspace,
@@ -3330,8 +3460,20 @@ fn alter_table(
     Ok(TableMetadata {
         dropped: nt.dropped,
         indexes: nt.indexes,
+        compact: nt.compact,
         ..rebuilt
     })
+}
+
+/// A COMPACT STORAGE table's hidden column named `name`, if any: no
+/// statement may name it (Cassandra's `CompactTableMetadata.getExistingColumn`).
+fn hidden_column<'a>(t: &'a TableMetadata, name: &str) -> Option<&'a str> {
+    let c = t.compact.as_ref()?;
+    c.hidden_clustering
+        .iter()
+        .chain(c.hidden_value.iter().map(|(n, _)| n))
+        .find(|n| n.as_str() == name)
+        .map(|n| n.as_str())
 }
 
 /// Writes non-durable rows straight into memtables (system data regenerated at start).

@@ -651,7 +651,16 @@ pub fn analyse(
         let _ = j;
     }
     let full = prefixes.first().map(|p| p.len()).unwrap_or(0) == ck_n && slice_at.is_none();
-    let clusterings = if full { Some(prefixes.clone()) } else { None };
+    // a dense COMPACT STORAGE table takes writes under a clustering prefix
+    let dense_prefix = purpose == Purpose::Update
+        && table.is_dense()
+        && slice_at.is_none()
+        && prefixes.first().is_some_and(|p| !p.is_empty());
+    let clusterings = if full || dense_prefix {
+        Some(prefixes.clone())
+    } else {
+        None
+    };
     let slices = if !has_clustering_restriction {
         None
     } else {
@@ -740,7 +749,7 @@ pub fn analyse(
         }
         Some(out)
     };
-    if purpose == Purpose::Update && ck_n > 0 && !full {
+    if purpose == Purpose::Update && ck_n > 0 && !full && !dense_prefix {
         let missing: Vec<&str> = table
             .clustering()
             .iter()

@@ -174,7 +174,10 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
     let mut outs = Vec::new();
     if sel.selectors.is_empty() {
         for (i, c) in table.columns.iter().enumerate() {
-            if sel.distinct && !matches!(c.kind, ColumnKind::PartitionKey | ColumnKind::Static) {
+            if sel.distinct
+                && !matches!(c.kind, ColumnKind::PartitionKey | ColumnKind::Static)
+                && !table.is_static_compact()
+            {
                 continue;
             }
             columns.push(spec(c.name.clone(), c.typ.clone()));
@@ -1460,10 +1463,12 @@ pub async fn execute(
     if stmt.distinct {
         for item in &sel.outs {
             if let Out::Column(i) = item {
+                // a static-compact table's columns are Cassandra's statics
                 if !matches!(
                     table.columns[*i].kind,
                     ColumnKind::PartitionKey | ColumnKind::Static
-                ) {
+                ) && !table.is_static_compact()
+                {
                     return Err(Error::Invalid(format!(
                         "SELECT DISTINCT queries must only request partition key columns and/or static columns (not {})",
                         table.columns[*i].name
@@ -1702,13 +1707,19 @@ pub async fn execute(
                     continue;
                 }
             }
+            // a static-compact table's one row holds Cassandra's statics
+            let only_row = if table.is_static_compact() {
+                part.rows.values().next()
+            } else {
+                None
+            };
             if !row_passes(
                 table,
                 &r,
                 &pk_values,
                 None,
                 part.static_row.as_ref(),
-                None,
+                only_row,
                 now,
             ) {
                 continue;
@@ -1719,7 +1730,7 @@ pub async fn execute(
                 &pk_values,
                 None,
                 part.static_row.as_ref(),
-                None,
+                only_row,
                 &key,
                 now,
             )?;

@@ -247,6 +247,20 @@ pub fn validate_create(
             "Secondary indexes on counter tables aren't supported".into(),
         ));
     }
+    if table.compact.is_some() {
+        if col.kind.is_primary_key() {
+            return Err(Error::Invalid(
+                "Secondary indexes are not supported on PRIMARY KEY columns in COMPACT STORAGE tables"
+                    .into(),
+            ));
+        }
+        if table.is_dense() {
+            return Err(Error::Invalid(
+                "Secondary indexes are not supported on compact value column of COMPACT STORAGE tables"
+                    .into(),
+            ));
+        }
+    }
     if col.kind == ColumnKind::PartitionKey && table.partition_key_count == 1 {
         return Err(Error::Invalid(format!(
             "Cannot create secondary index on the only partition key column {column}"

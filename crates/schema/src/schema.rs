@@ -427,6 +427,31 @@ pub struct TableMetadata {
     /// Rows made on read: the tables of `system_views`, and the computed
     /// tables of `system` (`IndexInfo`, the size estimates).
     pub is_virtual: bool,
+    /// `WITH COMPACT STORAGE`: one of Cassandra's legacy layouts.
+    pub compact: Option<CompactStorage>,
+}
+
+/// What makes a COMPACT STORAGE table (still created by Cassandra 5.0 while
+/// `compact_tables_enabled`) differ from a CQL table. Its rows have no row
+/// marker: a row lives only while one of its cells does.
+///
+/// A table declared without clustering columns is *static-compact*:
+/// Cassandra makes its declared columns static and adds a hidden clustering
+/// column (`column1 text`) and a hidden value column (`value blob`, or
+/// `counter`). Sibyl keeps the declared columns as the regular columns of
+/// the partition's one row (what a reader sees is the same) and the hidden
+/// columns only as names, for `system_schema` and DESCRIBE.
+///
+/// A table with clustering columns is *dense*: at most one regular column,
+/// the value. Declared without one, Cassandra adds a hidden `value` column
+/// of type `empty`, always written empty; Sibyl writes a row marker in its
+/// place (the row lives while it does, as the empty cell would).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompactStorage {
+    /// A static-compact table's hidden clustering column (`column1`...).
+    pub hidden_clustering: Option<String>,
+    /// The hidden value column's name and type (`blob`, `counter`, `empty`).
+    pub hidden_value: Option<(String, String)>,
 }
 
 impl TableMetadata {
@@ -476,7 +501,43 @@ impl TableMetadata {
             is_counter,
             indexes: Vec::new(),
             is_virtual: false,
+            compact: None,
         }
+    }
+
+    /// A static-compact table (see [`CompactStorage`]).
+    pub fn is_static_compact(&self) -> bool {
+        self.compact
+            .as_ref()
+            .is_some_and(|c| c.hidden_clustering.is_some())
+    }
+
+    /// A dense COMPACT STORAGE table (see [`CompactStorage`]).
+    pub fn is_dense(&self) -> bool {
+        self.compact.is_some() && self.clustering_count > 0
+    }
+
+    /// `system_schema.tables.flags`, sorted: `compound` for CQL tables,
+    /// `dense` (and `compound` with several clustering columns) for dense
+    /// ones, none for static-compact ones; `counter` for counter tables.
+    pub fn flags(&self) -> Vec<&'static str> {
+        let mut f = Vec::new();
+        if self.compact.is_none() || self.clustering_count > 1 {
+            f.push("compound");
+        }
+        if self.is_counter
+            || self
+                .compact
+                .as_ref()
+                .and_then(|c| c.hidden_value.as_ref())
+                .is_some_and(|(_, t)| t == "counter")
+        {
+            f.push("counter");
+        }
+        if self.is_dense() {
+            f.push("dense");
+        }
+        f
     }
 
     pub fn column(&self, name: &str) -> Option<&ColumnMetadata> {

@@ -86,13 +86,59 @@ pub fn column_row(c: &ColumnMetadata) -> [(&'static str, Option<Bytes>); 5] {
         (ColumnKind::Clustering, false) => "asc",
         _ => "none",
     };
+    column_row_of(&c.name, c.kind, c.position, order, &c.typ.to_string())
+}
+
+fn column_row_of(
+    name: &str,
+    kind: ColumnKind,
+    position: i32,
+    order: &str,
+    typ: &str,
+) -> [(&'static str, Option<Bytes>); 5] {
     [
         ("clustering_order", Some(text(order))),
-        ("column_name_bytes", Some(text(&c.name))),
-        ("kind", Some(text(c.kind.as_str()))),
-        ("position", Some(int(c.position))),
-        ("type", Some(text(&c.typ.to_string()))),
+        ("column_name_bytes", Some(text(name))),
+        ("kind", Some(text(kind.as_str()))),
+        ("position", Some(int(position))),
+        ("type", Some(text(typ))),
     ]
+}
+
+/// A table's rows of `system_schema.columns` as Cassandra writes them:
+/// a static-compact table's declared columns are static there, and a
+/// COMPACT STORAGE table's hidden columns are listed too.
+fn table_column_rows(t: &TableMetadata) -> Vec<(String, [(&'static str, Option<Bytes>); 5])> {
+    let mut out: Vec<(String, [(&'static str, Option<Bytes>); 5])> = t
+        .columns
+        .iter()
+        .map(|c| {
+            let row = if t.is_static_compact() && c.kind == ColumnKind::Regular {
+                column_row(&ColumnMetadata {
+                    kind: ColumnKind::Static,
+                    ..c.clone()
+                })
+            } else {
+                column_row(c)
+            };
+            (c.name.clone(), row)
+        })
+        .collect();
+    if let Some(cs) = &t.compact {
+        if let Some(name) = &cs.hidden_clustering {
+            out.push((
+                name.clone(),
+                column_row_of(name, ColumnKind::Clustering, 0, "asc", "text"),
+            ));
+        }
+        if let Some((name, typ)) = &cs.hidden_value {
+            out.push((
+                name.clone(),
+                column_row_of(name, ColumnKind::Regular, -1, "none", typ),
+            ));
+        }
+    }
+    out
 }
 
 fn schema_table(name: &str) -> Arc<TableMetadata> {
@@ -216,7 +262,7 @@ pub fn keyspace_mutations(ks: &KeyspaceMetadata, ts: i64, now: i32) -> Vec<Mutat
     let dropped_t = schema_table("dropped_columns");
     for t in ks.tables.values() {
         let p = &t.params;
-        let flags: Vec<Bytes> = vec![text("compound")];
+        let flags: Vec<Bytes> = t.flags().into_iter().map(text).collect();
         let ext: Vec<(Bytes, Bytes)> = p
             .extensions
             .iter()
@@ -262,12 +308,12 @@ pub fn keyspace_mutations(ks: &KeyspaceMetadata, ts: i64, now: i32) -> Vec<Mutat
             ],
             &wp,
         ));
-        for c in &t.columns {
+        for (name, row) in table_column_rows(t) {
             out.push(row_mutation(
                 &columns_t,
                 std::slice::from_ref(&ksname),
-                &[text(&t.name), text(&c.name)],
-                &column_row(c),
+                &[text(&t.name), text(&name)],
+                &row,
                 &wp,
             ));
         }
@@ -293,7 +339,14 @@ pub fn keyspace_mutations(ks: &KeyspaceMetadata, ts: i64, now: i32) -> Vec<Mutat
                         "dropped_time",
                         Some(Bytes::copy_from_slice(&(dropped_at / 1000).to_be_bytes())),
                     ),
-                    ("kind", Some(text("regular"))),
+                    (
+                        "kind",
+                        Some(text(if t.is_static_compact() {
+                            "static"
+                        } else {
+                            "regular"
+                        })),
+                    ),
                     ("type", Some(text(&typ.to_string()))),
                 ],
                 &wp,
@@ -563,6 +616,22 @@ pub fn read_user_keyspaces(
                         .unwrap_or(d.speculative_retry),
                 };
                 let mut columns = Vec::new();
+                let flags: Vec<String> = get_bytes(row, &tables_t, "flags", now)
+                    .and_then(|b| value::deserialize_collection(&b).ok())
+                    .map(|items| {
+                        items
+                            .into_iter()
+                            .map(|i| String::from_utf8_lossy(&i).into_owned())
+                            .collect()
+                    })
+                    .unwrap_or_else(|| vec!["compound".to_string()]);
+                let has = |f: &str| flags.iter().any(|x| x == f);
+                let static_compact = !has("compound") && !has("dense") && !has("super");
+                let dense = has("dense");
+                let mut compact = (static_compact || dense).then(|| CompactStorage {
+                    hidden_clustering: None,
+                    hidden_value: None,
+                });
                 if let Some(cp) = &cols_p {
                     for (cck, crow) in &cp.rows {
                         if cck.values.first().map(|v| v.as_ref()) != Some(tname.as_bytes()) {
@@ -579,6 +648,25 @@ pub fn read_user_keyspaces(
                         let tstr = get_text(crow, &columns_t, "type", now).ok_or_else(|| {
                             format!("column {name}.{tname}.{cname} has no type in system_schema.columns")
                         })?;
+                        // a COMPACT STORAGE table's hidden columns (see
+                        // CompactStorage): known by name only
+                        if let Some(cs) = compact.as_mut() {
+                            let hidden_value =
+                                kind == ColumnKind::Regular && (static_compact || tstr == "empty");
+                            if hidden_value {
+                                cs.hidden_value = Some((cname, tstr));
+                                continue;
+                            }
+                            if static_compact && kind == ColumnKind::Clustering {
+                                cs.hidden_clustering = Some(cname);
+                                continue;
+                            }
+                        }
+                        let kind = if static_compact && kind == ColumnKind::Static {
+                            ColumnKind::Regular
+                        } else {
+                            kind
+                        };
                         let resolve = |n: &str| ks.types.get(n).cloned();
                         let typ = CqlType::parse(&tstr, &resolve).map_err(|e| {
                             format!("column {name}.{tname}.{cname} has type '{tstr}' that cannot be read: {e}")
@@ -595,6 +683,7 @@ pub fn read_user_keyspaces(
                     }
                 }
                 let mut tm = TableMetadata::new(&name, &tname, id, columns, params);
+                tm.compact = compact;
                 if let Some(dp) = &dropped_p {
                     for (dck, drow) in &dp.rows {
                         if dck.values.first().map(|v| v.as_ref()) != Some(tname.as_bytes()) {

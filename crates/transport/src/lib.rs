@@ -809,7 +809,7 @@ impl Conn {
             let (processed, mut warned) =
                 sibyl_service::client_warn::capture(sibyl_tracing::scope(
                     trace.clone(),
-                    Box::pin(server.process(req, &client, version)),
+                    Box::pin(unpanicked(server.process(req, &client, version))),
                 ))
                 .await;
             let (resp, warnings, tracing_id) = match processed {
@@ -865,6 +865,27 @@ impl Conn {
                 .set_keyspace(self.client.lock().await.keyspace.clone());
         } else {
             tokio::spawn(fut);
+        }
+    }
+}
+
+/// A request whose processing panicked is answered with a server error
+/// (and logged), never left without an answer: a bug in one statement's
+/// path must not hang the client or take the connection down.
+async fn unpanicked(
+    f: impl std::future::Future<Output = Result<Outcome, Error>>,
+) -> Result<Outcome, Error> {
+    use futures::FutureExt;
+    match std::panic::AssertUnwindSafe(f).catch_unwind().await {
+        Ok(r) => r,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            tracing::error!("Unexpected exception during request: {what}");
+            Err(Error::Server(format!("java.lang.RuntimeException: {what}")))
         }
     }
 }
@@ -1123,6 +1144,27 @@ impl Server {
                 "Unexpected message {}",
                 opcode_name(other.opcode())
             ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod panics {
+    use super::*;
+
+    fn boom() -> Result<Outcome, Error> {
+        panic!("index out of bounds: the len is 1 but the index is 1")
+    }
+
+    /// No panic on a statement's path goes unanswered: it becomes a server
+    /// error the client reads (and the connection lives on).
+    #[test]
+    fn a_panicking_request_is_answered_with_a_server_error() {
+        let r = futures::executor::block_on(unpanicked(async { boom() }));
+        match r {
+            Err(Error::Server(m)) => assert!(m.contains("index out of bounds"), "{m}"),
+            Err(e) => panic!("unexpected error {e}"),
+            Ok(_) => panic!("expected an error"),
         }
     }
 }
