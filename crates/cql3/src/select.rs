@@ -1410,6 +1410,9 @@ pub async fn execute(
     }
     // the index whose entries drive the read, with the value looked up
     let driver: Option<(IndexMetadata, Bytes)> = plan.and_then(|p| p.driver);
+    if let (Some(e), false) = (&r.order_error, allow_filtering) {
+        return Err(Error::Invalid(e.clone()));
+    }
     if let (Some((col, prev)), false) = (&r.clustering_gap, allow_filtering) {
         if !table.indexes.iter().any(|ix| &ix.column == col) {
             return Err(Error::Invalid(format!("PRIMARY KEY column \"{col}\" cannot be restricted as preceding column \"{prev}\" is not restricted")));
