@@ -1408,24 +1408,13 @@ fn int_value(ev: &Eval, t: &Option<Term>, what: &str) -> Result<Option<i64>> {
         Val::Set(b) if b.len() == 4 => {
             let v = i32::from_be_bytes([b[0], b[1], b[2], b[3]]) as i64;
             if v <= 0 {
-                let w = if what == "[limit]" {
-                    "LIMIT"
-                } else {
-                    "PER PARTITION LIMIT"
-                };
-                return Err(Error::Invalid(format!("{w} must be strictly positive")));
+                // Cassandra's one check for LIMIT and PER PARTITION LIMIT
+                return Err(Error::Invalid("LIMIT must be strictly positive".into()));
             }
             Ok(Some(v))
         }
         Val::Unset => Ok(None),
-        _ => Err(Error::Invalid(format!(
-            "Invalid null value of {}",
-            if what == "[limit]" {
-                "limit"
-            } else {
-                "per partition limit"
-            }
-        ))),
+        _ => Err(Error::Invalid("Invalid null value of limit".into())),
     }
 }
 
