@@ -74,6 +74,14 @@ fn fold_ident(t: &Token) -> Option<String> {
     }
 }
 
+/// A token's text as ANTLR reports it: a string literal's value, unquoted.
+fn shown_text(t: &Token) -> &str {
+    match &t.tok {
+        Tok::Str(v) => v,
+        _ => &t.text,
+    }
+}
+
 impl Parser {
     fn new(src: &str) -> PResult<Parser> {
         let toks = tokenize(src).map_err(|e| ParseError {
@@ -167,15 +175,22 @@ impl Parser {
         let from = starts[offending.saturating_sub(10)];
         let off = &self.toks[pos];
         let off_start = self.offset(off);
+        // ANTLR shows as many source characters as the token's text has (a
+        // string literal's text is its value, without the quotes)
+        let shown_len = shown_text(off).len();
+        let shown = self
+            .src
+            .get(off_start..off_start + shown_len)
+            .unwrap_or(&off.text);
         let mut s = String::new();
         if from > 0 {
             s.push_str("...");
         }
         s.push_str(&self.src[from..off_start].replace(['\n', '\r'], ""));
         s.push('[');
-        s.push_str(&off.text);
+        s.push_str(shown);
         s.push(']');
-        if off_start + off.text.len() < self.src.trim_end_matches('\n').len() {
+        if off_start + shown_len < self.src.trim_end_matches('\n').len() {
             s.push_str("...");
         }
         s
@@ -191,7 +206,7 @@ impl Parser {
                 "line {}:{} mismatched input '{}' {} ({})",
                 t.line,
                 t.col,
-                t.text,
+                shown_text(t),
                 expecting,
                 self.context()
             )
@@ -211,7 +226,7 @@ impl Parser {
                 "line {}:{} no viable alternative at input '{}' ({})",
                 t.line,
                 t.col,
-                t.text,
+                shown_text(t),
                 self.context()
             ),
         }
@@ -406,6 +421,24 @@ impl Parser {
         };
         self.advance();
         Some(c)
+    }
+
+    /// A LIMIT's value: an integer or a bind marker only.
+    fn limit_value(&mut self) -> PResult<Term> {
+        if let Some(m) = self.bind_marker()? {
+            return Ok(Term::Bind(m));
+        }
+        let int = match &self.peek().tok {
+            Tok::Integer(_) => true,
+            Tok::Sym("-") => matches!(self.peek_at(1).tok, Tok::Integer(_)),
+            _ => false,
+        };
+        if !int {
+            return Err(self.no_viable());
+        }
+        Ok(Term::Constant(
+            self.constant().ok_or_else(|| self.no_viable())?,
+        ))
     }
 
     fn term(&mut self) -> PResult<Term> {
@@ -656,10 +689,10 @@ impl Parser {
             self.advance();
             self.expect_kw("partition")?;
             self.expect_kw("limit")?;
-            per_partition_limit = Some(self.term()?);
+            per_partition_limit = Some(self.limit_value()?);
         }
         let limit = if self.eat_kw("limit") {
-            Some(self.term()?)
+            Some(self.limit_value()?)
         } else {
             None
         };
@@ -891,6 +924,18 @@ impl Parser {
         Ok(op)
     }
 
+    /// An operator among `allowed` (the grammar of token and multi-column
+    /// relations): anything else is no viable alternative.
+    fn operator_of(&mut self, allowed: &[Operator]) -> PResult<Operator> {
+        let at = self.pos;
+        let op = self.operator()?;
+        if !allowed.contains(&op) {
+            self.pos = at;
+            return Err(self.no_viable());
+        }
+        Ok(op)
+    }
+
     fn rhs(&mut self, op: Operator) -> PResult<RelationRhs> {
         if op == Operator::IsNotNull {
             return Ok(RelationRhs::NotNull);
@@ -931,7 +976,14 @@ impl Parser {
                 }
                 self.expect_sym(",")?;
             }
-            let op = self.operator()?;
+            let op = self.operator_of(&[
+                Operator::Eq,
+                Operator::Lt,
+                Operator::Le,
+                Operator::Gt,
+                Operator::Ge,
+                Operator::Ne,
+            ])?;
             let rhs = self.rhs(op)?;
             return Ok(Relation {
                 lhs: RelationLhs::Token(cols),
@@ -948,7 +1000,15 @@ impl Parser {
                 }
                 self.expect_sym(",")?;
             }
-            let op = self.operator()?;
+            let op = self.operator_of(&[
+                Operator::Eq,
+                Operator::Lt,
+                Operator::Le,
+                Operator::Gt,
+                Operator::Ge,
+                Operator::Ne,
+                Operator::In,
+            ])?;
             let rhs = self.rhs(op)?;
             return Ok(Relation {
                 lhs: RelationLhs::Columns(cols),

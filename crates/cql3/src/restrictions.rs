@@ -50,15 +50,33 @@ pub struct Restrictions {
     /// The first clustering column restricted after an unrestricted one, and
     /// that one: without ALLOW FILTERING (or an index) Cassandra refuses it.
     pub clustering_gap: Option<(String, String)>,
+    /// A clustering restriction after a slice (or a slice before an
+    /// equality): refused without ALLOW FILTERING.
+    pub order_error: Option<String>,
 }
 
 fn rhs_values(ev: &Eval, rel: &Relation, col: &str, t: &CqlType) -> Result<Vec<Bytes>> {
+    rhs_values_or(
+        ev,
+        rel,
+        col,
+        t,
+        &format!("Invalid null value in condition for column {col}"),
+    )
+}
+
+/// The values of a relation; `null_msg`: the error for a null value.
+fn rhs_values_or(
+    ev: &Eval,
+    rel: &Relation,
+    col: &str,
+    t: &CqlType,
+    null_msg: &str,
+) -> Result<Vec<Bytes>> {
     let one = |v: Val| -> Result<Bytes> {
         match v {
             Val::Set(b) => Ok(b),
-            Val::Null => Err(Error::Invalid(format!(
-                "Invalid null value in condition for column {col}"
-            ))),
+            Val::Null => Err(Error::Invalid(null_msg.to_string())),
             Val::Unset => Err(Error::Invalid(format!(
                 "Invalid unset value for column {col}"
             ))),
@@ -152,14 +170,14 @@ pub fn analyse(
         vec![(None, None); ck_n];
     let mut multi: Option<(
         usize,
-        Vec<Vec<Bytes>>,
+        Option<Vec<Vec<Bytes>>>,
         Option<(Vec<Bytes>, bool)>,
         Option<(Vec<Bytes>, bool)>,
     )> = None;
     let mut filters = Vec::new();
     let mut non_pk_in_where = Vec::new();
 
-    let mut eq_seen: Vec<&str> = Vec::new();
+    let mut merger = Merger::default();
     for rel in relations {
         if rel.op == Operator::Ne {
             return Err(Error::Invalid(format!(
@@ -167,25 +185,11 @@ pub fn analyse(
                 rel_text(rel)
             )));
         }
-        if let RelationLhs::Column(c) = &rel.lhs {
-            let has_eq = relations
-                .iter()
-                .filter(|r| matches!(&r.lhs, RelationLhs::Column(x) if x == c))
-                .any(|r| matches!(r.op, Operator::Eq | Operator::In));
-            let count = relations
-                .iter()
-                .filter(|r| matches!(&r.lhs, RelationLhs::Column(x) if x == c))
-                .count();
-            if has_eq
-                && count > 1
-                && !eq_seen.contains(&c.as_str())
-                && table.column(c).is_some_and(|col| col.kind.is_primary_key())
-            {
-                eq_seen.push(c);
-                return Err(Error::Invalid(format!(
-                    "{c} cannot be restricted by more than one relation if it includes an Equal"
-                )));
-            }
+        if rel.op == Operator::IsNotNull {
+            return Err(Error::Invalid(format!(
+                "Unsupported restriction: {}",
+                rel_text(rel)
+            )));
         }
         match &rel.lhs {
             RelationLhs::Token(cols) => {
@@ -194,12 +198,7 @@ pub fn analyse(
                     .iter()
                     .map(|c| c.name.as_str())
                     .collect();
-                if cols.iter().map(|s| s.as_str()).collect::<Vec<_>>() != names {
-                    return Err(Error::Invalid(format!(
-                        "The token function arguments must be in the partition key order: {}",
-                        names.join(", ")
-                    )));
-                }
+                check_token_columns(table, cols, &names)?;
                 let v = match &rel.rhs {
                     RelationRhs::Term(Term::Function { name, args })
                         if name.eq_ignore_ascii_case("token") =>
@@ -209,8 +208,15 @@ pub fn analyse(
                             return Err(Error::Invalid(format!("Invalid number of arguments in call to function system.token: {} required but {} provided", pk.len(), args.len())));
                         }
                         let mut parts = Vec::new();
-                        for (a, c) in args.iter().zip(pk) {
-                            match ev.value(a, &c.typ, &c.name)? {
+                        for (n, (a, c)) in args.iter().zip(pk).enumerate() {
+                            let v = ev.value(a, &c.typ, &c.name).map_err(|_| {
+                                Error::Invalid(format!(
+                                    "Type error: {} cannot be passed as argument {n} of function system.token of type {}",
+                                    sibyl_cql::term_text(a),
+                                    c.typ
+                                ))
+                            })?;
+                            match v {
                                 Val::Set(b) => parts.push(b),
                                 _ => {
                                     return Err(Error::Invalid(
@@ -228,6 +234,7 @@ pub fn analyse(
                     return Err(Error::Invalid("Invalid token restriction".into()));
                 };
                 let tok = token_of(v)?;
+                merger.add_token(table, Kind::of(rel))?;
                 let r = token_range.get_or_insert(TokenRange {
                     start: i64::MIN,
                     end: i64::MAX,
@@ -264,28 +271,69 @@ pub fn analyse(
                             "Multi-column relations can only be applied to clustering columns but was applied to: {c}"
                         )));
                     }
+                    if idxs.contains(&(i - pk_n)) {
+                        return Err(Error::Invalid(format!(
+                            "Column \"{c}\" appeared twice in a relation: {}",
+                            rel_text(rel)
+                        )));
+                    }
+                    if idxs.last().is_some_and(|&p| i - pk_n != p + 1) {
+                        return Err(Error::Invalid(format!(
+                            "Clustering columns must appear in the PRIMARY KEY order in multi-column relations: {}",
+                            rel_text(rel)
+                        )));
+                    }
                     idxs.push(i - pk_n);
                 }
                 let first = idxs[0];
-                if idxs.iter().enumerate().any(|(k, i)| *i != first + k) {
-                    return Err(Error::Invalid(format!(
-                        "Clustering columns must appear in the PRIMARY KEY order in multi-column relations: {}",
-                        rel_text(rel)
-                    )));
-                }
                 let types: Vec<CqlType> = idxs
                     .iter()
                     .map(|i| table.columns[pk_n + i].typ.clone())
                     .collect();
                 let tt = CqlType::Tuple(types.clone());
-                let tuples: Vec<Vec<Bytes>> = match &rel.rhs {
-                    RelationRhs::Term(t) => {
-                        vec![tuple_values(ev.value(t, &tt, "tuple")?, types.len())?]
+                // a tuple literal's elements are typed by their columns
+                let one = |t: &Term| -> Result<Vec<Bytes>> {
+                    let Term::Tuple(items) = t else {
+                        return tuple_values(ev.value(t, &tt, "tuple")?, types.len());
+                    };
+                    if items.len() != idxs.len() {
+                        return Err(Error::Invalid(format!(
+                            "Expected {} elements in value tuple, but got {}: {}",
+                            idxs.len(),
+                            items.len(),
+                            sibyl_cql::term_text(t)
+                        )));
                     }
+                    let mut vals = Vec::with_capacity(items.len());
+                    for (it, i) in items.iter().zip(&idxs) {
+                        let col = &table.columns[pk_n + i];
+                        vals.push(ev.value(it, &col.typ, &col.name)?);
+                    }
+                    let mut out = Vec::with_capacity(vals.len());
+                    for (v, i) in vals.into_iter().zip(&idxs) {
+                        let name = &table.columns[pk_n + i].name;
+                        match v {
+                            Val::Set(b) => out.push(b),
+                            Val::Null => {
+                                return Err(Error::Invalid(format!(
+                                    "Invalid null value for column {name}"
+                                )))
+                            }
+                            Val::Unset => {
+                                return Err(Error::Invalid(format!(
+                                    "Invalid unset value for column {name}"
+                                )))
+                            }
+                        }
+                    }
+                    Ok(out)
+                };
+                let tuples: Vec<Vec<Bytes>> = match &rel.rhs {
+                    RelationRhs::Term(t) => vec![one(t)?],
                     RelationRhs::InList(items) => {
                         let mut out = Vec::new();
                         for it in items {
-                            out.push(tuple_values(ev.value(it, &tt, "tuple")?, types.len())?);
+                            out.push(one(it)?);
                         }
                         out
                     }
@@ -308,9 +356,13 @@ pub fn analyse(
                         return Err(Error::Invalid("IS NOT NULL is not supported here".into()))
                     }
                 };
-                let entry = multi.get_or_insert((first, Vec::new(), None, None));
+                merger.add(table, rel, idxs.iter().map(|i| pk_n + i).collect(), false)?;
+                let entry = multi.get_or_insert((first, None, None, None));
+                if first < entry.0 {
+                    entry.0 = first;
+                }
                 match rel.op {
-                    Operator::Eq | Operator::In => entry.1 = tuples,
+                    Operator::Eq | Operator::In => entry.1 = Some(tuples),
                     Operator::Gt => entry.2 = Some((tuples[0].clone(), false)),
                     Operator::Ge => entry.2 = Some((tuples[0].clone(), true)),
                     Operator::Lt => entry.3 = Some((tuples[0].clone(), false)),
@@ -331,20 +383,43 @@ pub fn analyse(
                     )));
                 };
                 let col = &table.columns[i];
+                if matches!(col.typ.unfrozen(), CqlType::List(_)) {
+                    return Err(Error::Invalid(format!(
+                        "Indexes on list entries ({c}[index] = value) are not currently supported."
+                    )));
+                }
                 let CqlType::Map(kt, vt) = col.typ.unfrozen() else {
                     return Err(Error::Invalid(format!(
                         "Column {c} cannot be used as a map"
                     )));
                 };
-                let key = match ev.value(key, kt, &format!("key({c})"))? {
+                if !col.typ.is_multi_cell() {
+                    return Err(Error::Invalid(format!(
+                        "Map-entry equality predicates on frozen map column {c} are not supported"
+                    )));
+                }
+                if rel.op != Operator::Eq {
+                    return Err(Error::Invalid(
+                        "Only EQ relations are supported on map entries".into(),
+                    ));
+                }
+                let key = ev.value(key, kt, &format!("key({c})"))?;
+                let vals = rhs_values_or(
+                    ev,
+                    rel,
+                    &format!("value({c})"),
+                    vt,
+                    &format!("Unsupported null map value for column {c}"),
+                )?;
+                let key = match key {
                     Val::Set(b) => b,
                     _ => {
                         return Err(Error::Invalid(format!(
-                            "Invalid null value for map key of column {c}"
+                            "Unsupported null map key for column {c}"
                         )))
                     }
                 };
-                let vals = rhs_values(ev, rel, &format!("value({c})"), vt)?;
+                merger.add(table, rel, vec![i], false)?;
                 if purpose != Purpose::Select {
                     non_pk_in_where.push(c.clone());
                 }
@@ -363,7 +438,52 @@ pub fn analyse(
                     )));
                 };
                 let col = &table.columns[i];
-                let vals = rhs_values(ev, rel, c, &col.typ)?;
+                if col.typ.is_multi_cell() {
+                    if matches!(col.typ, CqlType::Udt(_)) {
+                        return Err(Error::Invalid(format!(
+                            "Non-frozen UDT column '{c}' ({}) cannot be restricted by any relation",
+                            col.typ
+                        )));
+                    }
+                    if !matches!(rel.op, Operator::Contains | Operator::ContainsKey) {
+                        return Err(Error::Invalid(format!(
+                            "Collection column '{c}' ({}) cannot be restricted by a '{}' relation",
+                            col.typ,
+                            rel.op.as_str()
+                        )));
+                    }
+                }
+                let indexed = table
+                    .indexes
+                    .iter()
+                    .any(|ix| &ix.column == c && ix.supports(rel.op, false, col.typ.unfrozen()));
+                if rel.op == Operator::Like && !indexed {
+                    return Err(Error::Invalid(format!(
+                        "LIKE restriction is only supported on properly indexed columns. {} is not valid.",
+                        rel_text(rel)
+                    )));
+                }
+                // a slice on a clustering column with a null bound is no bound
+                let null_bound = col.kind == ColumnKind::Clustering
+                    && matches!(
+                        rel.op,
+                        Operator::Gt | Operator::Ge | Operator::Lt | Operator::Le
+                    )
+                    && matches!(&rel.rhs, RelationRhs::Term(t) if matches!(ev.value(t, &col.typ, c), Ok(Val::Null)));
+                let vals = if null_bound {
+                    Vec::new()
+                } else if matches!(col.kind, ColumnKind::Regular | ColumnKind::Static) {
+                    rhs_values_or(
+                        ev,
+                        rel,
+                        c,
+                        &col.typ,
+                        &format!("Unsupported null value for column {c}"),
+                    )?
+                } else {
+                    rhs_values(ev, rel, c, &col.typ)?
+                };
+                merger.add(table, rel, vec![i], indexed)?;
                 match col.kind {
                     ColumnKind::PartitionKey if matches!(rel.op, Operator::Eq | Operator::In) => {
                         pk_vals[i] = Some(sort_dedup(&col.typ, vals));
@@ -438,7 +558,11 @@ pub fn analyse(
             }
             keys = next;
         }
-        Some(keys.iter().map(|k| make_partition_key(k)).collect())
+        Some(
+            keys.iter()
+                .map(|k| make_partition_key(k))
+                .collect::<Vec<Bytes>>(),
+        )
     } else {
         if purpose != Purpose::Select {
             let missing: Vec<&str> = table
@@ -479,17 +603,32 @@ pub fn analyse(
             non_pk_in_where.join(", ")
         )));
     }
-    if token_range.is_some() && partition_keys.is_some() {
-        return Err(Error::Invalid(
-            "Columns \"".to_string()
-                + &table
-                    .partition_key()
-                    .iter()
-                    .map(|c| c.name.clone())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-                + "\" cannot be restricted by both a normal relation and a token relation",
-        ));
+    let mut partition_keys = partition_keys;
+    let mut token_range = token_range;
+    if let (Some(range), Some(keys)) = (token_range, &partition_keys) {
+        if purpose != Purpose::Select {
+            return Err(Error::Invalid(
+                "Columns \"".to_string()
+                    + &table
+                        .partition_key()
+                        .iter()
+                        .map(|c| c.name.clone())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                    + "\" cannot be restricted by both a normal relation and a token relation",
+            ));
+        }
+        // Cassandra's TokenFilter: the keys whose token is in the range
+        partition_keys = Some(
+            keys.iter()
+                .filter(|k| {
+                    let t = sibyl_types::murmur3::token(k);
+                    t >= range.start && t <= range.end
+                })
+                .cloned()
+                .collect(),
+        );
+        token_range = None;
     }
 
     // clustering
@@ -499,88 +638,53 @@ pub fn analyse(
     let mut has_clustering_restriction = false;
     let mut stopped_at: Option<usize> = None;
     let mut k = 0;
-    if let Some((first, eqs, lo, hi)) = &multi {
-        if *first != 0 {
-            return Err(Error::Invalid(
-                "Multi-column relations must start with the first clustering column".into(),
-            ));
+    // a multi-column slice: its ranges, built on the equality prefixes
+    let mut multi_slices: Option<Vec<(ClusteringKey, ClusteringKey)>> = None;
+    if let Some((first, _, lo, hi)) = &mut multi {
+        // `(a, b) > (1, 2) AND a < 3`: the single-column bound joins the tuple's
+        let f = *first;
+        if lo.is_none() {
+            if let Some((v, incl)) = ck_slice[f].0.take() {
+                *lo = Some((vec![v], incl));
+            }
         }
-        has_clustering_restriction = true;
-        if !eqs.is_empty() {
-            prefixes = eqs.clone();
-            k = eqs[0].len();
-        } else {
-            // multi-column slice: build bounds directly
-            let reversed = table
-                .clustering()
-                .first()
-                .map(|c| c.reversed)
-                .unwrap_or(false);
-            let (mut start, mut end) = (
-                ClusteringKey::bottom(cmp.clone()),
-                ClusteringKey::top(cmp.clone()),
-            );
-            if let Some((v, incl)) = lo {
-                let b = ClusteringKey::bound(
-                    v.clone(),
-                    if *incl {
-                        BoundKind::StartInclusive
-                    } else {
-                        BoundKind::StartExclusive
-                    },
-                    cmp.clone(),
-                );
-                if reversed {
-                    end = ClusteringKey::bound(
-                        v.clone(),
-                        if *incl {
-                            BoundKind::EndInclusive
-                        } else {
-                            BoundKind::EndExclusive
-                        },
-                        cmp.clone(),
-                    );
-                } else {
-                    start = b;
-                }
+        if hi.is_none() {
+            if let Some((v, incl)) = ck_slice[f].1.take() {
+                *hi = Some((vec![v], incl));
             }
-            if let Some((v, incl)) = hi {
-                if reversed {
-                    start = ClusteringKey::bound(
-                        v.clone(),
-                        if *incl {
-                            BoundKind::StartInclusive
-                        } else {
-                            BoundKind::StartExclusive
-                        },
-                        cmp.clone(),
-                    );
-                } else {
-                    end = ClusteringKey::bound(
-                        v.clone(),
-                        if *incl {
-                            BoundKind::EndInclusive
-                        } else {
-                            BoundKind::EndExclusive
-                        },
-                        cmp.clone(),
-                    );
-                }
-            }
-            return finish(
-                partition_keys,
-                token_range,
-                Some(vec![(start, end)]),
-                None,
-                true,
-                filters,
-                needs_filtering,
-                table,
-                purpose,
-            );
         }
     }
+    let multi_first = multi.as_ref().map(|m| m.0);
     while k < ck_n {
+        if let (Some((first, eqs, lo, hi)), true) = (&multi, multi_first == Some(k)) {
+            has_clustering_restriction = true;
+            if let Some(eqs) = eqs {
+                let width = eqs.first().map(|t| t.len()).unwrap_or(1);
+                let mut next = Vec::with_capacity(prefixes.len() * eqs.len());
+                for p in &prefixes {
+                    for t in eqs {
+                        let mut np = p.clone();
+                        np.extend(t.iter().cloned());
+                        next.push(np);
+                    }
+                }
+                prefixes = next;
+                k += width;
+                if eqs.is_empty() {
+                    // `(a, b) IN ()`: nothing
+                    k = prefixes.first().map(|p| p.len()).unwrap_or(*first + width);
+                }
+                continue;
+            }
+            let mut out = Vec::new();
+            for p in &prefixes {
+                out.extend(tuple_slices(table, p, lo.as_ref(), hi.as_ref()));
+            }
+            multi_slices = Some(out);
+            k += 1;
+            stopped_at = Some(k);
+            break;
+        }
         if let Some(vals) = &ck_eq[k] {
             has_clustering_restriction = true;
             let mut next = Vec::with_capacity(prefixes.len() * vals.len());
@@ -608,7 +712,10 @@ pub fn analyse(
     for j in resume..ck_n {
         if ck_eq[j].is_some() || ck_slice[j].0.is_some() || ck_slice[j].1.is_some() {
             if purpose != Purpose::Select {
-                let prev = &table.clustering()[j.saturating_sub(1)].name;
+                let prev = &table.clustering()[(0..j)
+                    .find(|&i| ck_eq[i].is_none())
+                    .unwrap_or(j.saturating_sub(1))]
+                .name;
                 return Err(Error::Invalid(format!(
                     "PRIMARY KEY column \"{}\" cannot be restricted as preceding column \"{}\" is not restricted",
                     table.clustering()[j].name, prev
@@ -650,11 +757,14 @@ pub fn analyse(
         // the slice column's own values were consumed; they are in ck_slice[j]
         let _ = j;
     }
-    let full = prefixes.first().map(|p| p.len()).unwrap_or(0) == ck_n && slice_at.is_none();
+    let full = prefixes.first().map(|p| p.len()).unwrap_or(0) == ck_n
+        && slice_at.is_none()
+        && multi_slices.is_none();
     // a dense COMPACT STORAGE table takes writes under a clustering prefix
     let dense_prefix = purpose == Purpose::Update
         && table.is_dense()
         && slice_at.is_none()
+        && multi_slices.is_none()
         && prefixes.first().is_some_and(|p| !p.is_empty());
     let clusterings = if full || dense_prefix {
         Some(prefixes.clone())
@@ -663,6 +773,8 @@ pub fn analyse(
     };
     let slices = if !has_clustering_restriction {
         None
+    } else if let Some(ms) = multi_slices {
+        Some(ms)
     } else {
         let mut out = Vec::new();
         for p in &prefixes {
@@ -762,6 +874,11 @@ pub fn analyse(
             missing.join(", ")
         )));
     }
+    if let Some(e) = &merger.order_error {
+        if purpose != Purpose::Select {
+            return Err(Error::Invalid(e.clone()));
+        }
+    }
     let mut r = finish(
         partition_keys,
         token_range,
@@ -773,15 +890,37 @@ pub fn analyse(
         table,
         purpose,
     )?;
-    let restricted =
-        |j: usize| ck_eq[j].is_some() || ck_slice[j].0.is_some() || ck_slice[j].1.is_some();
+    let multi_cols = multi
+        .as_ref()
+        .map(|(first, eqs, lo, hi)| {
+            let width = [
+                eqs.as_ref().and_then(|e| e.first()).map(|t| t.len()),
+                lo.as_ref().map(|t| t.0.len()),
+                hi.as_ref().map(|t| t.0.len()),
+            ]
+            .into_iter()
+            .flatten()
+            .max()
+            .unwrap_or(1);
+            *first..*first + width
+        })
+        .unwrap_or(0..0);
+    let restricted = |j: usize| {
+        ck_eq[j].is_some()
+            || ck_slice[j].0.is_some()
+            || ck_slice[j].1.is_some()
+            || multi_cols.contains(&j)
+    };
+    // Cassandra names the first restricted column out of place and the
+    // first unrestricted one
     if let Some(j) = (0..ck_n).find(|&j| restricted(j) && (0..j).any(|i| !restricted(i))) {
-        let i = j - 1;
+        let i = (0..j).find(|&i| !restricted(i)).unwrap_or(j - 1);
         r.clustering_gap = Some((
             table.clustering()[j].name.clone(),
             table.clustering()[i].name.clone(),
         ));
     }
+    r.order_error = merger.order_error;
     Ok(r)
 }
 
@@ -806,7 +945,149 @@ fn finish(
         filters,
         needs_filtering,
         clustering_gap: None,
+        order_error: None,
     })
+}
+
+/// The clustering ranges, in clustering order, of the rows starting with
+/// `prefix` whose next columns, as a tuple, are within `lo` and `hi` (values
+/// and inclusiveness). The tuple compares by value, column after column,
+/// whatever each column's clustering order: with mixed orders one tuple bound
+/// is several ranges.
+fn tuple_slices(
+    table: &TableMetadata,
+    prefix: &[Bytes],
+    lo: Option<&(Vec<Bytes>, bool)>,
+    hi: Option<&(Vec<Bytes>, bool)>,
+) -> Vec<(ClusteringKey, ClusteringKey)> {
+    let cmp = &table.comparator;
+    let p = prefix.len();
+    let bound = |vals: Vec<Bytes>, kind| ClusteringKey::bound(vals, kind, cmp.clone());
+    let with = |extra: &[Bytes]| {
+        let mut v = prefix.to_vec();
+        v.extend_from_slice(extra);
+        v
+    };
+    let reversed = |i: usize| table.clustering().get(i).is_some_and(|c| c.reversed);
+    let whole = || {
+        vec![(
+            bound(prefix.to_vec(), BoundKind::StartInclusive),
+            bound(prefix.to_vec(), BoundKind::EndInclusive),
+        )]
+    };
+    let width = lo
+        .map(|l| l.0.len())
+        .max(hi.map(|h| h.0.len()))
+        .unwrap_or(0);
+    if (p..p + width).all(|i| reversed(i) == reversed(p)) {
+        // one order: the bounds are the tuple's prefix bounds
+        let (mut start, mut end) = whole().remove(0);
+        let rev = reversed(p);
+        for (b, lower) in [(lo, true), (hi, false)] {
+            let Some((v, incl)) = b else { continue };
+            if lower != rev {
+                start = bound(
+                    with(v),
+                    if *incl {
+                        BoundKind::StartInclusive
+                    } else {
+                        BoundKind::StartExclusive
+                    },
+                );
+            } else {
+                end = bound(
+                    with(v),
+                    if *incl {
+                        BoundKind::EndInclusive
+                    } else {
+                        BoundKind::EndExclusive
+                    },
+                );
+            }
+        }
+        return if start < end {
+            vec![(start, end)]
+        } else {
+            Vec::new()
+        };
+    }
+    // t > v is the union, over i, of t[..i] = v[..i] AND t[i] > v[i]
+    let side = |b: Option<&(Vec<Bytes>, bool)>, lower: bool| {
+        let Some((vals, incl)) = b else {
+            return whole();
+        };
+        let mut out = Vec::new();
+        for i in 0..vals.len() {
+            let (q, qv) = (with(&vals[..i]), with(&vals[..=i]));
+            if lower != reversed(p + i) {
+                out.push((
+                    bound(qv, BoundKind::StartExclusive),
+                    bound(q, BoundKind::EndInclusive),
+                ));
+            } else {
+                out.push((
+                    bound(q, BoundKind::StartInclusive),
+                    bound(qv, BoundKind::EndExclusive),
+                ));
+            }
+        }
+        if *incl {
+            let all = with(vals);
+            out.push((
+                bound(all.clone(), BoundKind::StartInclusive),
+                bound(all, BoundKind::EndInclusive),
+            ));
+        }
+        out
+    };
+    let (l, u) = (side(lo, true), side(hi, false));
+    let mut out = Vec::new();
+    for (ls, le) in &l {
+        for (us, ue) in &u {
+            let start = ls.max(us).clone();
+            let end = le.min(ue).clone();
+            if start < end {
+                out.push((start, end));
+            }
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// Cassandra's checks of the columns of `token(...)` in a WHERE clause.
+fn check_token_columns(table: &TableMetadata, cols: &[String], names: &[&str]) -> Result<()> {
+    if cols.iter().map(|s| s.as_str()).eq(names.iter().copied()) {
+        return Ok(());
+    }
+    for c in cols {
+        if table.column(c).is_none() {
+            return Err(Error::Invalid(format!(
+                "Undefined column name {c} in table {}.{}",
+                table.keyspace, table.name
+            )));
+        }
+    }
+    if !names.iter().all(|n| cols.iter().any(|c| c == n)) {
+        return Err(Error::Invalid(
+            "The token() function must be applied to all partition key components or none of them"
+                .into(),
+        ));
+    }
+    if (1..cols.len()).any(|i| cols[..i].contains(&cols[i])) {
+        return Err(Error::Invalid(
+            "The token() function contains duplicate partition key components".into(),
+        ));
+    }
+    if cols.iter().any(|c| !names.contains(&c.as_str())) {
+        return Err(Error::Invalid(
+            "The token() function must contains only partition key components".into(),
+        ));
+    }
+    Err(Error::Invalid(format!(
+        "The token function arguments must be in the partition key order: {}",
+        names.join(", ")
+    )))
 }
 
 fn tuple_values(v: Val, n: usize) -> Result<Vec<Bytes>> {
@@ -838,6 +1119,241 @@ fn rel_text_short(rel: &Relation) -> String {
         RelationLhs::Column(c) => format!("{c} {} ...", rel.op.as_str()),
         RelationLhs::Token(c) => format!("token({}) {} ...", c.join(", "), rel.op.as_str()),
         RelationLhs::Element(c, _) => format!("{c}[...] {} ...", rel.op.as_str()),
+    }
+}
+
+/// A restriction's kind, as Cassandra's `RestrictionSet` merges them: a
+/// second relation on a column is merged with the first one (in the order of
+/// the WHERE clause), and refused unless both are slices (or CONTAINS).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Eq,
+    In,
+    Slice { start: bool, end: bool },
+    Contains,
+    Other,
+}
+
+impl Kind {
+    fn of(rel: &Relation) -> Kind {
+        match (&rel.lhs, rel.op) {
+            (RelationLhs::Element(..), _) => Kind::Contains,
+            (_, Operator::Eq) => Kind::Eq,
+            // an IN of one value is an equality
+            (_, Operator::In) => match &rel.rhs {
+                RelationRhs::InList(items) if items.len() == 1 => Kind::Eq,
+                _ => Kind::In,
+            },
+            (_, Operator::Gt | Operator::Ge) => Kind::Slice {
+                start: true,
+                end: false,
+            },
+            (_, Operator::Lt | Operator::Le) => Kind::Slice {
+                start: false,
+                end: true,
+            },
+            (_, Operator::Contains | Operator::ContainsKey) => Kind::Contains,
+            _ => Kind::Other,
+        }
+    }
+
+    fn is_slice(self) -> bool {
+        matches!(self, Kind::Slice { .. })
+    }
+
+    /// Cassandra converts these single-column restrictions to multi-column
+    /// ones to merge them with a multi-column relation.
+    fn convertible(self) -> bool {
+        matches!(self, Kind::Eq | Kind::In | Kind::Slice { .. })
+    }
+}
+
+/// One restriction held for a column (or several, for a multi-column one).
+#[derive(Debug, Clone)]
+struct Held {
+    cols: Vec<usize>,
+    multi: bool,
+    kind: Kind,
+}
+
+/// Cassandra's merge of `existing` (an earlier relation) with `new`: the
+/// errors name the earlier restriction's kind.
+fn merge_held(table: &TableMetadata, e: &Held, n: &Held) -> Result<Held> {
+    let name = |i: &usize| table.columns[*i].name.clone();
+    let slices = |what: &str| -> Result<Kind> {
+        let (Kind::Slice { start, end }, Kind::Slice { start: s2, end: e2 }) = (e.kind, n.kind)
+        else {
+            return Err(Error::Invalid(format!(
+                "Column \"{what}\" cannot be restricted by both an equality and an inequality relation"
+            )));
+        };
+        if start && s2 {
+            return Err(Error::Invalid(format!(
+                "More than one restriction was found for the start bound on {what}"
+            )));
+        }
+        if end && e2 {
+            return Err(Error::Invalid(format!(
+                "More than one restriction was found for the end bound on {what}"
+            )));
+        }
+        Ok(Kind::Slice {
+            start: start || s2,
+            end: end || e2,
+        })
+    };
+    let multi = e.multi || (n.multi && e.kind.convertible());
+    let what = if multi {
+        e.cols
+            .iter()
+            .filter(|c| n.cols.contains(c))
+            .map(name)
+            .collect::<Vec<_>>()
+            .join(" ,")
+    } else {
+        name(&e.cols[0])
+    };
+    match e.kind {
+        Kind::Eq => Err(Error::Invalid(format!(
+            "{what} cannot be restricted by more than one relation if it includes an Equal"
+        ))),
+        Kind::In => Err(Error::Invalid(format!(
+            "{what} cannot be restricted by more than one relation if it includes a IN"
+        ))),
+        Kind::Slice { .. } => {
+            let kind = slices(&what)?;
+            let cols = if n.cols.len() > e.cols.len() {
+                n.cols.clone()
+            } else {
+                e.cols.clone()
+            };
+            Ok(Held {
+                cols,
+                multi,
+                kind,
+            })
+        }
+        Kind::Contains if !multi && n.kind != Kind::Contains => Err(Error::Invalid(format!(
+            "Collection column {what} can only be restricted by CONTAINS, CONTAINS KEY, or map-entry equality"
+        ))),
+        _ => Ok(e.clone()),
+    }
+}
+
+/// The restrictions of a WHERE clause so far, merged as Cassandra merges them.
+#[derive(Default)]
+struct Merger {
+    held: Vec<Held>,
+    token: Option<Kind>,
+    /// The first clustering restriction refused without ALLOW FILTERING
+    /// because of the one before it (Cassandra's
+    /// `ClusteringColumnRestrictions.mergeWith`).
+    order_error: Option<String>,
+}
+
+impl Merger {
+    fn add_token(&mut self, table: &TableMetadata, kind: Kind) -> Result<()> {
+        let Some(e) = self.token else {
+            self.token = Some(kind);
+            return Ok(());
+        };
+        let names = table
+            .partition_key()
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        match e {
+            Kind::Eq => Err(Error::Invalid(format!(
+                "{names} cannot be restricted by more than one relation if it includes an Equal"
+            ))),
+            Kind::Slice { start, end } => {
+                let Kind::Slice { start: s2, end: e2 } = kind else {
+                    return Err(Error::Invalid(format!(
+                        "Columns \"{names}\" cannot be restricted by both an equality and an inequality relation"
+                    )));
+                };
+                if start && s2 {
+                    return Err(Error::Invalid(format!(
+                        "More than one restriction was found for the start bound on {names}"
+                    )));
+                }
+                if end && e2 {
+                    return Err(Error::Invalid(format!(
+                        "More than one restriction was found for the end bound on {names}"
+                    )));
+                }
+                self.token = Some(Kind::Slice {
+                    start: start || s2,
+                    end: end || e2,
+                });
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Adds the restriction `rel` puts on the columns `cols` (table column
+    /// indexes); `indexed`: an index supports it.
+    fn add(
+        &mut self,
+        table: &TableMetadata,
+        rel: &Relation,
+        cols: Vec<usize>,
+        indexed: bool,
+    ) -> Result<()> {
+        let new = Held {
+            multi: matches!(rel.lhs, RelationLhs::Columns(_)),
+            kind: Kind::of(rel),
+            cols,
+        };
+        let is_ck = |i: usize| table.columns[i].kind == ColumnKind::Clustering;
+        // the clustering restrictions before this one, for the prefix rules
+        let last_ck = self
+            .held
+            .iter()
+            .filter(|h| is_ck(h.cols[0]))
+            .max_by_key(|h| h.cols.iter().max().copied());
+        let prefix_error = match last_ck {
+            Some(last) if is_ck(new.cols[0]) && !indexed && self.order_error.is_none() => {
+                let (ls, ns) = (last.cols[0], new.cols[0]);
+                if last.kind.is_slice() && ns > ls {
+                    Some(format!(
+                        "Clustering column \"{}\" cannot be restricted (preceding column \"{}\" is restricted by a non-EQ relation)",
+                        table.columns[ns].name, table.columns[ls].name
+                    ))
+                } else if ns < ls && new.kind.is_slice() {
+                    let next = self
+                        .held
+                        .iter()
+                        .flat_map(|h| h.cols.iter().copied())
+                        .filter(|&c| c > ns && is_ck(c))
+                        .min()
+                        .unwrap_or(ls);
+                    Some(format!(
+                        "PRIMARY KEY column \"{}\" cannot be restricted (preceding column \"{}\" is restricted by a non-EQ relation)",
+                        table.columns[next].name, table.columns[ns].name
+                    ))
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        };
+        let existing: Vec<usize> = (0..self.held.len())
+            .filter(|&h| self.held[h].cols.iter().any(|c| new.cols.contains(c)))
+            .collect();
+        if existing.is_empty() {
+            self.held.push(new);
+        } else {
+            for &h in &existing {
+                self.held[h] = merge_held(table, &self.held[h], &new)?;
+            }
+        }
+        if prefix_error.is_some() {
+            self.order_error = prefix_error;
+        }
+        Ok(())
     }
 }
 

@@ -1208,6 +1208,100 @@ fn ann_plan(
     Ok(Some((i, query, function)))
 }
 
+/// The columns a selector reads.
+fn selector_columns(s: &Selector, out: &mut Vec<String>) {
+    match s {
+        Selector::Column(c) | Selector::WriteTime(c) | Selector::Ttl(c) => {
+            if !out.contains(c) {
+                out.push(c.clone())
+            }
+        }
+        Selector::Function { args, .. } => args.iter().for_each(|a| selector_columns(a, out)),
+        Selector::Cast { selector, .. }
+        | Selector::Field { selector, .. }
+        | Selector::Element { selector, .. }
+        | Selector::Slice { selector, .. } => selector_columns(selector, out),
+        Selector::Arith { lhs, rhs, .. } => {
+            selector_columns(lhs, out);
+            selector_columns(rhs, out);
+        }
+        Selector::CountRows | Selector::Term(_) => {}
+    }
+}
+
+/// Cassandra's checks of what a SELECT reads against its WHERE clause:
+/// selections of static columns only, and SELECT DISTINCT.
+fn validate_shape(table: &TableMetadata, stmt: &Select, r: &Restrictions) -> Result<()> {
+    use sibyl_cql::RelationLhs;
+    let kind_of = |c: &str| table.column(c).map(|c| c.kind);
+    let rel_kinds = |rel: &sibyl_cql::Relation| -> Vec<Option<ColumnKind>> {
+        match &rel.lhs {
+            RelationLhs::Column(c) | RelationLhs::Element(c, _) => vec![kind_of(c)],
+            RelationLhs::Columns(cs) => cs.iter().map(|c| kind_of(c)).collect(),
+            RelationLhs::Token(_) => Vec::new(),
+        }
+    };
+    let restricts = |k: ColumnKind| {
+        stmt.where_clause
+            .iter()
+            .any(|rel| rel_kinds(rel).contains(&Some(k)))
+    };
+    let mut cols = Vec::new();
+    for item in &stmt.selectors {
+        selector_columns(&item.selector, &mut cols);
+    }
+    let kinds: Vec<Option<ColumnKind>> = cols.iter().map(|c| kind_of(c)).collect();
+    let only_static = !stmt.selectors.is_empty()
+        && kinds.contains(&Some(ColumnKind::Static))
+        && kinds
+            .iter()
+            .all(|k| matches!(k, Some(ColumnKind::Static | ColumnKind::PartitionKey)));
+    if only_static && restricts(ColumnKind::Clustering) {
+        return Err(Error::Invalid(
+            "Cannot restrict clustering columns when selecting only static columns".into(),
+        ));
+    }
+    if !stmt.distinct {
+        return Ok(());
+    }
+    if stmt.per_partition_limit.is_some() {
+        return Err(Error::Invalid(
+            "PER PARTITION LIMIT is not allowed with SELECT DISTINCT queries".into(),
+        ));
+    }
+    if restricts(ColumnKind::Clustering) || restricts(ColumnKind::Regular) {
+        return Err(Error::Invalid(
+            "SELECT DISTINCT with WHERE clause only supports restriction by partition key and/or static columns.".into(),
+        ));
+    }
+    let requested: Vec<&str> = if stmt.selectors.is_empty() {
+        table.columns.iter().map(|c| c.name.as_str()).collect()
+    } else {
+        cols.iter().map(|c| c.as_str()).collect()
+    };
+    for c in &requested {
+        if !matches!(
+            kind_of(c),
+            Some(ColumnKind::PartitionKey | ColumnKind::Static) | None
+        ) {
+            return Err(Error::Invalid(format!(
+                "SELECT DISTINCT queries must only request partition key columns and/or static columns (not {c})"
+            )));
+        }
+    }
+    if r.partition_keys.is_none() {
+        for pk in table.partition_key() {
+            if !requested.contains(&pk.name.as_str()) {
+                return Err(Error::Invalid(format!(
+                    "SELECT DISTINCT queries must request all the partition key columns (missing {})",
+                    pk.name
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn reversed_or_ordered(stmt: &Select) -> bool {
     !stmt.order_by.is_empty()
 }
@@ -1317,24 +1411,13 @@ fn int_value(ev: &Eval, t: &Option<Term>, what: &str) -> Result<Option<i64>> {
         Val::Set(b) if b.len() == 4 => {
             let v = i32::from_be_bytes([b[0], b[1], b[2], b[3]]) as i64;
             if v <= 0 {
-                let w = if what == "[limit]" {
-                    "LIMIT"
-                } else {
-                    "PER PARTITION LIMIT"
-                };
-                return Err(Error::Invalid(format!("{w} must be strictly positive")));
+                // Cassandra's one check for LIMIT and PER PARTITION LIMIT
+                return Err(Error::Invalid("LIMIT must be strictly positive".into()));
             }
             Ok(Some(v))
         }
         Val::Unset => Ok(None),
-        _ => Err(Error::Invalid(format!(
-            "Invalid null value of {}",
-            if what == "[limit]" {
-                "limit"
-            } else {
-                "per partition limit"
-            }
-        ))),
+        _ => Err(Error::Invalid("Invalid null value of limit".into())),
     }
 }
 
@@ -1394,6 +1477,7 @@ pub async fn execute(
     if r.partition_keys.is_none() && r.has_clustering_restriction && r.token_range.is_some() {
         needs_filtering = true;
     }
+    validate_shape(table, stmt, &r)?;
     let plan = index_plan(table, stmt, &r, ev)?;
     if let Some(p) = &plan {
         needs_filtering = p.needs_filtering;
@@ -1405,14 +1489,12 @@ pub async fn execute(
                 "ORDER BY with 2ndary indexes is not supported, except for ANN queries.".into(),
             ));
         }
-        if stmt.distinct {
-            return Err(Error::Invalid(
-                "SELECT DISTINCT with WHERE clause only supports restriction by partition key and/or static columns.".into(),
-            ));
-        }
     }
     // the index whose entries drive the read, with the value looked up
     let driver: Option<(IndexMetadata, Bytes)> = plan.and_then(|p| p.driver);
+    if let (Some(e), false) = (&r.order_error, allow_filtering) {
+        return Err(Error::Invalid(e.clone()));
+    }
     if let (Some((col, prev)), false) = (&r.clustering_gap, allow_filtering) {
         if !table.indexes.iter().any(|ix| &ix.column == col) {
             return Err(Error::Invalid(format!("PRIMARY KEY column \"{col}\" cannot be restricted as preceding column \"{prev}\" is not restricted")));
@@ -1521,6 +1603,21 @@ pub async fn execute(
         group_len = idx + 1;
     }
     let grouped = group_len > 0;
+    if grouped && group_len < table.partition_key_count {
+        return Err(Error::Invalid(
+            "Group by is not supported on only a part of the partition key".into(),
+        ));
+    }
+    if stmt.distinct && group_len > table.partition_key_count {
+        return Err(Error::Invalid(
+            "Grouping on clustering columns is not allowed for SELECT DISTINCT queries".into(),
+        ));
+    }
+    if sel.aggregate && !grouped && stmt.per_partition_limit.is_some() {
+        return Err(Error::Invalid(
+            "PER PARTITION LIMIT is not allowed with aggregate queries.".into(),
+        ));
+    }
 
     let mut group: Option<Vec<Bytes>> = None;
     let limit = int_value(ev, &stmt.limit, "[limit]")?;
@@ -1532,7 +1629,15 @@ pub async fn execute(
             return Err(Error::Invalid("ORDER BY is only supported when the partition key is restricted by an EQ or an IN.".into()));
         }
         let ck = table.clustering();
-        for (i, o) in stmt.order_by.iter().enumerate() {
+        // a column ordered twice keeps its place and takes the later direction
+        let mut order_by: Vec<sibyl_cql::Ordering> = Vec::new();
+        for o in &stmt.order_by {
+            match order_by.iter_mut().find(|x| x.column == o.column) {
+                Some(x) => x.descending = o.descending,
+                None => order_by.push(o.clone()),
+            }
+        }
+        for (i, o) in order_by.iter().enumerate() {
             let Some(col) = table.column(&o.column) else {
                 return Err(undefined(table, &o.column));
             };
@@ -1557,8 +1662,7 @@ pub async fn execute(
     }
     if reversed_or_ordered(stmt)
         && r.partition_keys.as_ref().is_some_and(|k| k.len() > 1)
-        && page_size.is_some_and(|p| p > 0)
-        && !sel.aggregate
+        && (page_size.is_some_and(|p| p > 0) || sel.aggregate || grouped)
     {
         return Err(Error::Invalid("Cannot page queries with both ORDER BY and a IN restriction on the partition key; you must either remove the ORDER BY or the IN and sort client side, or disable paging for this query".into()));
     }
@@ -1775,7 +1879,7 @@ pub async fn execute(
                     continue;
                 }
             }
-            if in_partition >= ppl {
+            if !grouped && in_partition >= ppl {
                 break;
             }
             if !row_passes(
@@ -1832,10 +1936,19 @@ pub async fn execute(
                         *last = f;
                     }
                 }
+                // PER PARTITION LIMIT counts a partition's groups
+                if group.as_ref() != Some(&gk) {
+                    if in_partition >= ppl {
+                        break;
+                    }
+                    in_partition += 1;
+                }
                 next_group(sel, table, &mut group, gk, &mut out, &mut agg);
             }
             emit(sel, &mut out, &mut agg, built, now, table);
-            in_partition += 1;
+            if !grouped {
+                in_partition += 1;
+            }
             remaining -= 1;
             last_ck = Some(ck.values.clone());
             if remaining <= 0 {
