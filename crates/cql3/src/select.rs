@@ -1233,7 +1233,13 @@ fn selector_columns(s: &Selector, out: &mut Vec<String>) {
 /// selections of static columns only, and SELECT DISTINCT.
 fn validate_shape(table: &TableMetadata, stmt: &Select, r: &Restrictions) -> Result<()> {
     use sibyl_cql::RelationLhs;
-    let kind_of = |c: &str| table.column(c).map(|c| c.kind);
+    // a static-compact table's columns are Cassandra's statics
+    let kind_of = |c: &str| {
+        table.column(c).map(|c| match c.kind {
+            ColumnKind::Regular if table.is_static_compact() => ColumnKind::Static,
+            k => k,
+        })
+    };
     let rel_kinds = |rel: &sibyl_cql::Relation| -> Vec<Option<ColumnKind>> {
         match &rel.lhs {
             RelationLhs::Column(c) | RelationLhs::Element(c, _) => vec![kind_of(c)],
