@@ -834,6 +834,31 @@ impl Parser {
                 typ,
             });
         }
+        // `ks.fn(...)`: a function named with its keyspace
+        if matches!(self.peek().tok, Tok::Ident(_) | Tok::QuotedIdent(_))
+            && self.peek_at(1).tok == Tok::Sym(".")
+            && matches!(self.peek_at(2).tok, Tok::Ident(_) | Tok::QuotedIdent(_))
+            && self.peek_at(3).tok == Tok::Sym("(")
+        {
+            let ks = self.ident()?;
+            self.advance(); // .
+            let f = self.ident()?;
+            self.advance(); // (
+            let mut args = Vec::new();
+            if !self.eat_sym(")") {
+                loop {
+                    args.push(self.selector()?);
+                    if self.eat_sym(")") {
+                        break;
+                    }
+                    self.expect_sym(",")?;
+                }
+            }
+            return Ok(Selector::Function {
+                name: format!("{ks}.{f}"),
+                args,
+            });
+        }
         if matches!(self.peek().tok, Tok::Ident(_) | Tok::QuotedIdent(_))
             && self.peek_at(1).tok == Tok::Sym("(")
         {

@@ -604,7 +604,6 @@ pub fn analyse(
         )));
     }
     let mut partition_keys = partition_keys;
-    let mut token_range = token_range;
     if let (Some(range), Some(keys)) = (token_range, &partition_keys) {
         if purpose != Purpose::Select {
             return Err(Error::Invalid(

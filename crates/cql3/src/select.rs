@@ -256,6 +256,22 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
                     outs.push(Out::Expr(e));
                     continue;
                 }
+                let is_aggregate = |a: &Selector| {
+                    matches!(a, Selector::CountRows)
+                        || matches!(a, Selector::Function { name, .. }
+                            if matches!(name.strip_prefix("system.").unwrap_or(name), "count" | "min" | "max" | "sum" | "avg"))
+                };
+                if lname != "token" && args.iter().any(is_aggregate) {
+                    return Err(Error::Invalid(
+                        "aggregate functions cannot be used as arguments of aggregate functions"
+                            .into(),
+                    ));
+                }
+                if matches!(lname, "min" | "max") && args.len() != 1 {
+                    return Err(Error::Invalid(format!(
+                        "Invalid number of arguments for function system.{lname}(any)"
+                    )));
+                }
                 let arg_cols: Vec<String> = args
                     .iter()
                     .map(|a| match a {
@@ -272,6 +288,22 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
                             .iter()
                             .map(|c| c.name.as_str())
                             .collect();
+                        if arg_cols.len() != pk.len() {
+                            return Err(Error::Invalid(format!(
+                                "Invalid number of arguments in call to function system.token: {} required but {} provided",
+                                pk.len(),
+                                arg_cols.len()
+                            )));
+                        }
+                        for (n, (a, p)) in arg_cols.iter().zip(table.partition_key()).enumerate() {
+                            let t = table.column(a).ok_or_else(|| undefined(table, a))?;
+                            if t.typ != p.typ {
+                                return Err(Error::Invalid(format!(
+                                    "Type error: {a} cannot be passed as argument {n} of function system.token of type {}",
+                                    p.typ
+                                )));
+                            }
+                        }
                         if arg_cols.iter().map(|s| s.as_str()).collect::<Vec<_>>() != pk {
                             return Err(Error::Invalid(format!(
                                 "Type error: {} cannot be passed as argument 0 of function system.token of type {}",
@@ -286,6 +318,20 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
                         )
                     }
                     "count" | "min" | "max" | "sum" | "avg" => {
+                        let signatures = || {
+                            let sigs = [
+                                "bigint", "counter", "decimal", "double", "float", "int",
+                                "smallint", "tinyint", "varint",
+                            ]
+                            .iter()
+                            .map(|t| format!("system.{lname} : ({t}) -> {t}"))
+                            .collect::<Vec<_>>()
+                            .join(", ");
+                            Error::Invalid(format!("Invalid call to function {lname}, none of its type signatures match (known type signatures: {sigs})"))
+                        };
+                        if matches!(lname, "sum" | "avg") && arg_cols.len() != 1 {
+                            return Err(signatures());
+                        }
                         if arg_cols.len() != 1 {
                             return Err(Error::Invalid(format!("Invalid number of arguments in call to function system.{lname}: 1 required but {} provided", arg_cols.len())));
                         }
@@ -308,7 +354,10 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
                                         | CqlType::Double
                                         | CqlType::Counter
                                 ) {
-                                    return Err(Error::Invalid(format!("Invalid call to function {lname}: type {t} not supported yet")));
+                                    if matches!(t, CqlType::Decimal | CqlType::Varint) {
+                                        return Err(Error::Invalid(format!("Invalid call to function {lname}: type {t} not supported yet")));
+                                    }
+                                    return Err(signatures());
                                 }
                                 (
                                     name,
@@ -453,6 +502,9 @@ fn expr(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, Expr)> 
             ))
         }
         Selector::Function { name, args } => {
+            if name.contains('.') && !name.starts_with("system.") {
+                return Err(Error::Invalid(format!("Unknown function '{name}'")));
+            }
             let lname = name.strip_prefix("system.").unwrap_or(name).to_string();
             if let Some(native) = native_function(table, &lname, args)? {
                 return Ok(native);
@@ -556,7 +608,7 @@ fn expr(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, Expr)> 
                             .map_err(|_| Error::Invalid(format!("Unknown function '{lname}'")))?;
                         return Ok((fname, t.clone(), Expr::BlobAs(Box::new(e), t)));
                     }
-                    Err(Error::Invalid(format!("Unknown function '{lname}'")))
+                    Err(Error::Invalid(format!("Unknown function '{name}'")))
                 }
             }
         }
