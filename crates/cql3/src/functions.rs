@@ -624,16 +624,17 @@ pub fn math(name: &str, t: &CqlType, v: &[u8]) -> Result<Option<Bytes>> {
     };
     let out = match (&n, name) {
         (Num::Int(_), "round") | (Num::Big(_), "round") => n.clone(),
-        (Num::Int(i), "exp") => Num::Int((*i as f64).exp() as i64),
-        (Num::Int(i), "log" | "log10") => {
-            if *i <= 0 {
-                return Err(log_failure(name == "log10"));
-            }
-            Num::Int(if name == "log" {
-                (*i as f64).ln()
-            } else {
-                (*i as f64).log10()
-            } as i64)
+        (Num::Int(i), "exp" | "log" | "log10") => {
+            let f = match name {
+                "exp" => (*i as f64).exp(),
+                "log" => (*i as f64).ln(),
+                _ => (*i as f64).log10(),
+            };
+            // Java's (int) / (long) casts saturate (log(0) is Integer.MIN_VALUE)
+            Num::Int(match t.unfrozen() {
+                CqlType::Bigint | CqlType::Counter => f as i64,
+                _ => (f as i32) as i64,
+            })
         }
         (Num::Float(f), _) => {
             let single = t.unfrozen() == &CqlType::Float;
@@ -698,7 +699,14 @@ pub fn collection_aggregate(name: &str, elem: &CqlType, v: &[u8]) -> Option<Byte
                 let count = nums.len() as i64;
                 match sum {
                     Num::Float(f) => Num::Float(f / count as f64),
-                    Num::Dec(d) => Num::Dec(d / BigDecimal::from(count)),
+                    // BigDecimal.divide(count, HALF_EVEN): the scale of the sum
+                    Num::Dec(d) => {
+                        let scale = d.as_bigint_and_exponent().1;
+                        Num::Dec(
+                            (d / BigDecimal::from(count))
+                                .with_scale_round(scale, bigdecimal::RoundingMode::HalfEven),
+                        )
+                    }
                     other => Num::Big(to_big(&other) / BigInt::from(count)),
                 }
             } else {

@@ -137,15 +137,11 @@ impl Selection {
 /// A selected column's name as a JSON key: column names that need quoting in
 /// CQL are quoted (`"\"Caps\""`), function names are not.
 fn json_key(name: &str) -> String {
-    let plain = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-    let special = name.contains('(') || name.contains(' ');
-    if plain || special {
+    // Cassandra's Selection.rowToJson: quoted when not all lower case
+    if name == name.to_lowercase() {
         name.to_string()
     } else {
-        format!("\"{}\"", name.replace('"', "\"\""))
+        format!("\"{name}\"")
     }
 }
 
@@ -374,9 +370,20 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
 /// tree. A bare literal takes the type it prefers (as function arguments
 /// whose signature does not type them).
 fn expr(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, Expr)> {
-    if let Selector::Term(Term::Constant(c)) = s {
-        let t = crate::operations::preferred_type(c);
-        return expr_typed(table, s, Some(&t));
+    if let Selector::Term(t) = s {
+        let preferred = |items: &[Term]| match items.first() {
+            Some(Term::Constant(c)) => Some(crate::operations::preferred_type(c)),
+            _ => None,
+        };
+        let t = match t {
+            Term::Constant(c) => Some(crate::operations::preferred_type(c)),
+            Term::List(items) => preferred(items).map(|e| CqlType::List(Box::new(e))),
+            Term::Set(items) => preferred(items).map(|e| CqlType::Set(Box::new(e))),
+            _ => None,
+        };
+        if let Some(t) = t {
+            return expr_typed(table, s, Some(&t));
+        }
     }
     expr_typed(table, s, None)
 }
@@ -1036,7 +1043,7 @@ fn native_function(
         },
         "collection_min" | "collection_max" => match types.first() {
             Some(CqlType::List(e) | CqlType::Set(e)) if one => e.as_ref().clone(),
-            _ => return Err(requires("a set/list argument")),
+            _ => return Err(requires("a set or list argument")),
         },
         "collection_sum" | "collection_avg" => match types.first() {
             Some(CqlType::List(e) | CqlType::Set(e)) if one && crate::functions::is_numeric(e) => {
