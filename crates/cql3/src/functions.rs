@@ -925,7 +925,25 @@ mod tests {
                 .as_ref(),
             &3i32.to_be_bytes()
         );
-        assert!(math("log", &CqlType::Int, &int(0)).is_err());
+        // (int) Math.log(0) saturates, as Cassandra 5.0.4 answers
+        assert_eq!(
+            math("log", &CqlType::Int, &int(0))
+                .unwrap()
+                .unwrap()
+                .as_ref(),
+            &i32::MIN.to_be_bytes()
+        );
+        // 10.75 / 3 has 32 decimals, 10.75 / 100000 keeps its 7
+        let q = arithmetic(
+            '/',
+            &CqlType::Decimal,
+            Some(&dec("10.75")),
+            &CqlType::Int,
+            Some(&int(100000)),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(dec_text(&q), "0.0001075");
         // Math.round(-2.5) = -2 (ties up), BigDecimal HALF_UP rounds -0.5 to -1
         let d = Bytes::copy_from_slice(&(-2.5f64).to_be_bytes());
         assert_eq!(

@@ -338,9 +338,25 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
                 let (n, t, e) = expr_typed(table, &item.selector, None)?;
                 (n, t, Out::Expr(e))
             }
+            Selector::MetaOf {
+                kind,
+                column,
+                selector,
+            } => {
+                // the element or field must exist (list elements are refused)
+                table
+                    .column_index(column)
+                    .ok_or_else(|| undefined(table, column))?;
+                expr(table, selector)?;
+                return Err(Error::Invalid(format!(
+                    "{kind}() of an element or field ({}) is not supported yet",
+                    sel_text(&item.selector)
+                )));
+            }
             other => {
                 return Err(Error::Invalid(format!(
-                    "Selector {other:?} is not supported yet"
+                    "Selector {} is not supported yet",
+                    sel_text(other)
                 )))
             }
         };
@@ -769,7 +785,7 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
                 }
                 _ => {
                     return Err(Error::Invalid(format!(
-                        "Element selection is only allowed on sets and maps, but {n} is a {t}"
+                        "Invalid element selection: {n} is of type {t} is not a collection"
                     )))
                 }
             };
@@ -792,7 +808,7 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
                 }
                 _ => {
                     return Err(Error::Invalid(format!(
-                        "Slice selection is only allowed on sets and maps, but {n} is a {t}"
+                        "Invalid slice selection: {n} of type {t} is not a collection"
                     )))
                 }
             };
@@ -814,7 +830,8 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
             ))
         }
         other => Err(Error::Invalid(format!(
-            "Selector {other:?} is not supported here"
+            "Selector {} is not supported here",
+            sel_text(other)
         ))),
     }
 }
