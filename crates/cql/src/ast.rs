@@ -42,6 +42,13 @@ pub enum Term {
     },
     /// `-term` on a bind marker or function (negative literals are folded).
     Negate(Box<Term>),
+    /// `a + b`, `a - b`, `a * b`, `a / b`, `a % b` between terms (Cassandra's
+    /// operation functions `system._add`, ...).
+    Arith {
+        op: char,
+        lhs: Box<Term>,
+        rhs: Box<Term>,
+    },
 }
 
 /// One item of a SELECT clause.
@@ -82,6 +89,23 @@ pub enum Selector {
         selector: Box<Selector>,
         from: Option<Term>,
         to: Option<Term>,
+    },
+    /// `-x`: Cassandra's `system._negate`.
+    Negate(Box<Selector>),
+    /// `(x)` or the tuple `(x, y)`: the parser cannot tell a single element
+    /// between parentheses from a tuple of one element.
+    Parens(Vec<Selector>),
+    /// `(type) x`: a type hint.
+    Hint {
+        typ: String,
+        selector: Box<Selector>,
+    },
+    /// `writetime(m['a'])`, `ttl(u.f)`, `maxwritetime(m['a'..'b'])`: the write
+    /// time or TTL of an element, slice or field of a column.
+    MetaOf {
+        kind: String,
+        column: String,
+        selector: Box<Selector>,
     },
 }
 
@@ -338,6 +362,7 @@ pub fn term_text(t: &Term) -> String {
         Term::Function { name, args } => format!("{name}({})", join(args)),
         Term::Cast { typ, term } => format!("({typ}){}", term_text(term)),
         Term::Negate(x) => format!("-{}", term_text(x)),
+        Term::Arith { op, lhs, rhs } => format!("{} {op} {}", term_text(lhs), term_text(rhs)),
     }
 }
 

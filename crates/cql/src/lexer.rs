@@ -269,7 +269,7 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, LexError> {
                         i += 1;
                     }
                 } else if s.get(i) == Some(&'.')
-                    && !matches!(s.get(i + 1), Some(c) if c.is_alphabetic())
+                    && !matches!(s.get(i + 1), Some(c) if c.is_alphabetic() || *c == '.')
                 {
                     // "1." is a float in CQL
                     is_float = true;

@@ -445,7 +445,127 @@ impl Parser {
         self.nested(0, |p| p.term_nested())
     }
 
+    /// Cassandra's `termAddition`: `*`, `/`, `%` bind tighter than `+`, `-`.
     fn term_nested(&mut self) -> PResult<Term> {
+        let mut t = self.term_product()?;
+        let mut chain = 0;
+        loop {
+            let op = if self.is_sym("+") {
+                '+'
+            } else if self.is_sym("-") {
+                '-'
+            } else {
+                break;
+            };
+            // `[1] + l` (a prepend): the operator is not followed by a term
+            if !self.starts_term(1) {
+                break;
+            }
+            self.advance();
+            chain += 1;
+            let rhs = self.nested(chain, |p| p.term_product())?;
+            t = Term::Arith {
+                op,
+                lhs: Box::new(t),
+                rhs: Box::new(rhs),
+            };
+        }
+        Ok(t)
+    }
+
+    fn term_product(&mut self) -> PResult<Term> {
+        let mut t = self.term_group()?;
+        let mut chain = 0;
+        loop {
+            let op = if self.is_sym("*") {
+                '*'
+            } else if self.is_sym("/") {
+                '/'
+            } else if self.is_sym("%") {
+                '%'
+            } else {
+                break;
+            };
+            self.advance();
+            chain += 1;
+            let rhs = self.nested(chain, |p| p.term_group())?;
+            t = Term::Arith {
+                op,
+                lhs: Box::new(t),
+                rhs: Box::new(rhs),
+            };
+        }
+        Ok(t)
+    }
+
+    /// `-x` on a term that is not a number literal (those are folded).
+    fn term_group(&mut self) -> PResult<Term> {
+        if self.is_sym("-")
+            && !matches!(
+                self.peek_at(1).tok,
+                Tok::Integer(_) | Tok::Float(_) | Tok::Duration(_)
+            )
+        {
+            self.advance();
+            let t = self.nested(1, |p| p.simple_term())?;
+            return Ok(Term::Negate(Box::new(t)));
+        }
+        self.simple_term()
+    }
+
+    /// Whether the token `n` ahead starts a term (Cassandra's `simpleTerm`
+    /// or `'-' simpleTerm`).
+    fn starts_term(&self, n: usize) -> bool {
+        match &self.peek_at(n).tok {
+            Tok::Str(_)
+            | Tok::Integer(_)
+            | Tok::Float(_)
+            | Tok::Hex(_)
+            | Tok::Uuid(_)
+            | Tok::Duration(_)
+            | Tok::Sym("[")
+            | Tok::Sym("{")
+            | Tok::Sym("(")
+            | Tok::Sym("?") => true,
+            Tok::Sym("-") => self.starts_term(n + 1),
+            Tok::Sym(":") => matches!(self.peek_at(n + 1).tok, Tok::Ident(_) | Tok::QuotedIdent(_)),
+            Tok::Ident(s)
+                if ["null", "true", "false"]
+                    .iter()
+                    .any(|k| s.eq_ignore_ascii_case(k)) =>
+            {
+                true
+            }
+            Tok::Ident(_) | Tok::QuotedIdent(_) => {
+                self.peek_at(n + 1).tok == Tok::Sym("(")
+                    || (self.peek_at(n + 1).tok == Tok::Sym(".")
+                        && matches!(self.peek_at(n + 2).tok, Tok::Ident(_) | Tok::QuotedIdent(_))
+                        && self.peek_at(n + 3).tok == Tok::Sym("("))
+            }
+            _ => false,
+        }
+    }
+
+    /// After `(`: a type followed by `)` and something `follows` accepts
+    /// (a type cast or hint); the position is left unchanged when not.
+    fn type_hint(&mut self, follows: impl Fn(&Self) -> bool) -> Option<String> {
+        let save = self.pos;
+        let markers = self.markers.len();
+        let looks_like_type = matches!(self.peek().tok, Tok::Ident(_) | Tok::QuotedIdent(_))
+            && !matches!(&self.peek().tok, Tok::Ident(s) if ["null", "true", "false"].iter().any(|k| s.eq_ignore_ascii_case(k)));
+        if looks_like_type {
+            if let Ok(typ) = self.type_text() {
+                if self.eat_sym(")") && follows(self) {
+                    return Some(typ);
+                }
+            }
+        }
+        self.pos = save;
+        self.markers.truncate(markers);
+        None
+    }
+
+    fn simple_term(&mut self) -> PResult<Term> {
         if let Some(m) = self.bind_marker()? {
             return Ok(Term::Bind(m));
         }
@@ -473,23 +593,19 @@ impl Parser {
         }
         if self.eat_sym("(") {
             // cast `(type) term` or tuple
-            if matches!(self.peek().tok, Tok::Ident(_))
-                && matches!(self.peek_at(1).tok, Tok::Sym(")"))
-            {
-                let lookahead = self.peek_at(2).tok.clone();
-                let starts_term = !matches!(
-                    lookahead,
-                    Tok::Sym(",") | Tok::Sym(")") | Tok::Eof | Tok::Sym(";")
-                ) && !matches!(&lookahead, Tok::Ident(s) if ["and","where","if","using","set","from","limit","allow","order","group","per"].contains(&s.to_lowercase().as_str()));
-                if starts_term {
-                    let typ = self.ident_any()?;
-                    self.expect_sym(")")?;
-                    let term = self.term()?;
-                    return Ok(Term::Cast {
-                        typ,
-                        term: Box::new(term),
-                    });
-                }
+            if let Some(typ) = self.type_hint(|p| {
+                p.starts_term(0)
+                    && (!p.is_sym("-")
+                        || matches!(
+                            p.peek_at(1).tok,
+                            Tok::Integer(_) | Tok::Float(_) | Tok::Duration(_)
+                        ))
+            }) {
+                let term = self.nested(1, |p| p.simple_term())?;
+                return Ok(Term::Cast {
+                    typ,
+                    term: Box::new(term),
+                });
             }
             let mut items = Vec::new();
             loop {
@@ -501,9 +617,8 @@ impl Parser {
             }
             return Ok(Term::Tuple(items));
         }
-        if self.eat_sym("-") {
-            let t = self.term()?;
-            return Ok(Term::Negate(Box::new(t)));
+        if self.is_sym("-") {
+            return self.term_group();
         }
         // function call
         if matches!(self.peek().tok, Tok::Ident(_) | Tok::QuotedIdent(_)) {
@@ -748,7 +863,7 @@ impl Parser {
     }
 
     fn selector_product(&mut self) -> PResult<Selector> {
-        let mut s = self.selector_postfix()?;
+        let mut s = self.selector_group()?;
         let mut chain = 0;
         loop {
             let op = if self.is_sym("*") {
@@ -762,7 +877,7 @@ impl Parser {
             };
             self.advance();
             chain += 1;
-            let rhs = self.nested(chain, |p| p.selector_postfix())?;
+            let rhs = self.nested(chain, |p| p.selector_group())?;
             s = Selector::Arith {
                 op,
                 lhs: Box::new(s),
@@ -772,8 +887,61 @@ impl Parser {
         Ok(s)
     }
 
+    /// A `-` glued to a number at token `n` is part of the literal (Cassandra
+    /// lexes `-1` as one INTEGER token); anywhere else it is a negation.
+    fn negative_literal_at(&self, n: usize) -> bool {
+        let (m, x) = (self.peek_at(n), self.peek_at(n + 1));
+        m.tok == Tok::Sym("-")
+            && matches!(x.tok, Tok::Integer(_) | Tok::Float(_) | Tok::Duration(_))
+            && m.line == x.line
+            && m.col + 1 == x.col
+    }
+
+    /// Cassandra's `selectionGroup`: `'-' selectionGroup` or a selector with
+    /// its field and element modifiers.
+    fn selector_group(&mut self) -> PResult<Selector> {
+        if self.is_sym("-") && !self.negative_literal_at(0) {
+            self.advance();
+            let inner = self.nested(1, |p| p.selector_group())?;
+            return Ok(Selector::Negate(Box::new(inner)));
+        }
+        self.selector_postfix()
+    }
+
+    /// Whether the current token starts Cassandra's `selectionGroupWithoutField`.
+    fn starts_selector_atom(&self) -> bool {
+        match &self.peek().tok {
+            Tok::Str(_)
+            | Tok::Integer(_)
+            | Tok::Float(_)
+            | Tok::Hex(_)
+            | Tok::Uuid(_)
+            | Tok::Duration(_)
+            | Tok::Sym("[")
+            | Tok::Sym("{")
+            | Tok::Sym("(")
+            | Tok::Sym("?")
+            | Tok::QuotedIdent(_) => true,
+            Tok::Sym("-") => self.negative_literal_at(0),
+            Tok::Sym(":") => matches!(self.peek_at(1).tok, Tok::Ident(_) | Tok::QuotedIdent(_)),
+            Tok::Ident(s) => {
+                !sibyl_types::ident::is_reserved(s)
+                    || self.peek_at(1).tok == Tok::Sym("(")
+                    || ["null", "true", "false"]
+                        .iter()
+                        .any(|k| s.eq_ignore_ascii_case(k))
+            }
+            _ => false,
+        }
+    }
+
     fn selector_postfix(&mut self) -> PResult<Selector> {
-        let mut s = self.selector_atom()?;
+        let s = self.selector_atom()?;
+        self.selector_modifiers(s)
+    }
+
+    /// `.field` and `[key]`, `[from..to]` after a selector.
+    fn selector_modifiers(&mut self, mut s: Selector) -> PResult<Selector> {
         let mut chain = 0;
         loop {
             chain += 1;
@@ -786,6 +954,13 @@ impl Parser {
                     field,
                 };
             } else if self.is_sym("[") {
+                // `m[..]` and `m[]` select nothing: ANTLR gives up at the `[`
+                if self.peek_at(1).tok == Tok::Sym("]")
+                    || (self.peek_at(1).tok == Tok::Sym("..")
+                        && self.peek_at(2).tok == Tok::Sym("]"))
+                {
+                    return Err(self.error_here("expecting K_FROM"));
+                }
                 self.advance();
                 let from = if self.is_sym("..") {
                     None
@@ -859,6 +1034,25 @@ impl Parser {
                 args,
             });
         }
+        if self.is_sym("(") {
+            self.advance();
+            if let Some(typ) = self.type_hint(|p| p.starts_selector_atom()) {
+                let inner = self.nested(1, |p| p.selector_atom())?;
+                return Ok(Selector::Hint {
+                    typ,
+                    selector: Box::new(inner),
+                });
+            }
+            let mut items = Vec::new();
+            loop {
+                items.push(self.selector()?);
+                if self.eat_sym(")") {
+                    break;
+                }
+                self.expect_sym(",")?;
+            }
+            return Ok(Selector::Parens(items));
+        }
         if matches!(self.peek().tok, Tok::Ident(_) | Tok::QuotedIdent(_))
             && self.peek_at(1).tok == Tok::Sym("(")
         {
@@ -878,13 +1072,22 @@ impl Parser {
                 self.advance();
                 return Ok(Selector::CountRows);
             }
-            if lname == "writetime" || lname == "ttl" {
+            if lname == "writetime" || lname == "ttl" || lname == "maxwritetime" {
                 let col = self.ident()?;
+                let target = self.selector_modifiers(Selector::Column(col.clone()))?;
                 self.expect_sym(")")?;
-                return Ok(if lname == "ttl" {
-                    Selector::Ttl(col)
-                } else {
-                    Selector::WriteTime(col)
+                return Ok(match (lname.as_str(), target) {
+                    ("ttl", Selector::Column(c)) => Selector::Ttl(c),
+                    ("writetime", Selector::Column(c)) => Selector::WriteTime(c),
+                    (_, Selector::Column(c)) => Selector::Function {
+                        name: lname,
+                        args: vec![Selector::Column(c)],
+                    },
+                    (_, target) => Selector::MetaOf {
+                        kind: lname,
+                        column: col,
+                        selector: Box::new(target),
+                    },
                 });
             }
             let mut args = Vec::new();
@@ -906,7 +1109,7 @@ impl Parser {
         {
             return Ok(Selector::Column(self.ident()?));
         }
-        Ok(Selector::Term(self.term()?))
+        Ok(Selector::Term(self.nested(0, |p| p.simple_term())?))
     }
 
     fn relations(&mut self) -> PResult<Vec<Relation>> {
@@ -1150,9 +1353,17 @@ impl Parser {
         // c = c + t | c = c - t
         if let ColumnTarget::Column(_) = &target {
             let t = self.peek().clone();
-            if fold_ident(&t).as_deref() == Some(col.as_str())
-                && matches!(self.peek_at(1).tok, Tok::Sym("+") | Tok::Sym("-"))
-            {
+            let is_column = matches!(&t.tok, Tok::QuotedIdent(_))
+                || matches!(&t.tok, Tok::Ident(s) if !["null", "true", "false"].iter().any(|k| s.eq_ignore_ascii_case(k)));
+            if is_column && matches!(self.peek_at(1).tok, Tok::Sym("+") | Tok::Sym("-")) {
+                if fold_ident(&t).as_deref() != Some(col.as_str()) {
+                    return Err(ParseError {
+                        message: format!(
+                            "Only expressions of the form X = X {}<value> are supported.",
+                            self.peek_at(1).text
+                        ),
+                    });
+                }
                 self.advance();
                 let plus = self.advance().tok == Tok::Sym("+");
                 let term = self.term()?;

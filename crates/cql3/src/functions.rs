@@ -93,23 +93,38 @@ pub fn is_numeric(t: &CqlType) -> bool {
     rank(t).is_some()
 }
 
-/// The result type of `a op b` (Cassandra's numeric promotion; an exact
-/// integer mixed with a floating type becomes decimal when it is a varint).
+/// The result type of `a op b` (Cassandra's `OperationFcts.returnType`):
+/// floating point when either side is (float, double, decimal), as wide as
+/// the wider side (counter counts as bigint, varint and decimal as unbounded).
 pub fn arithmetic_type(a: &CqlType, b: &CqlType) -> Option<CqlType> {
-    let (ra, rb) = (rank(a)?, rank(b)?);
-    let floating = |r: u8| r == 6 || r == 7;
-    if (ra == 5 && floating(rb)) || (rb == 5 && floating(ra)) {
-        return Some(CqlType::Decimal);
-    }
-    let t = if ra >= rb {
-        a.unfrozen().clone()
-    } else {
-        b.unfrozen().clone()
+    let (a, b) = (a.unfrozen(), b.unfrozen());
+    rank(a)?;
+    rank(b)?;
+    let size = |t: &CqlType| -> u32 {
+        match t {
+            CqlType::Tinyint => 1,
+            CqlType::Smallint => 2,
+            CqlType::Int | CqlType::Float => 4,
+            CqlType::Bigint | CqlType::Counter | CqlType::Double => 8,
+            _ => u32::MAX,
+        }
     };
-    Some(if t == CqlType::Counter {
-        CqlType::Bigint
+    let floating = |t: &CqlType| matches!(t, CqlType::Float | CqlType::Double | CqlType::Decimal);
+    let n = size(a).max(size(b));
+    Some(if floating(a) || floating(b) {
+        match n {
+            4 => CqlType::Float,
+            8 => CqlType::Double,
+            _ => CqlType::Decimal,
+        }
     } else {
-        t
+        match n {
+            1 => CqlType::Tinyint,
+            2 => CqlType::Smallint,
+            4 => CqlType::Int,
+            8 => CqlType::Bigint,
+            _ => CqlType::Varint,
+        }
     })
 }
 
@@ -225,14 +240,27 @@ pub fn arithmetic(
     tb: &CqlType,
     b: Option<&Bytes>,
 ) -> Result<Option<Bytes>> {
+    let (Some(a), Some(b)) = (a, b) else {
+        return Ok(None);
+    };
+    if a.is_empty() || b.is_empty() {
+        return Ok(None);
+    }
+    let (ta, tb) = (ta.unfrozen(), tb.unfrozen());
+    if matches!(ta, CqlType::Timestamp | CqlType::Date) && tb == &CqlType::Duration {
+        return temporal(op, ta, a, b).map(Some);
+    }
+    if matches!(ta, CqlType::Text | CqlType::Ascii) && matches!(tb, CqlType::Text | CqlType::Ascii)
+    {
+        let mut out = a.to_vec();
+        out.extend_from_slice(b);
+        return Ok(Some(Bytes::from(out)));
+    }
     let rt = arithmetic_type(ta, tb).ok_or_else(|| {
         Error::Invalid(format!(
             "the '{op}' operation is not supported between {ta} and {tb}"
         ))
     })?;
-    let (Some(a), Some(b)) = (a, b) else {
-        return Ok(None);
-    };
     let (Some(x), Some(y)) = (num_of(ta, a), num_of(tb, b)) else {
         return Ok(None);
     };
@@ -273,13 +301,136 @@ pub fn arithmetic(
         _ => {
             let (p, q) = (to_dec(&x), to_dec(&y));
             if matches!(op, '/' | '%') && q == 0 {
-                return Err(arith_failure(op, ta, tb, "Division by zero".into()));
+                let m = if op == '/' {
+                    "BigInteger divide by zero"
+                } else {
+                    "Division by zero"
+                };
+                return Err(arith_failure(op, ta, tb, m.into()));
             }
-            let r = apply(op, p, q);
-            Num::Dec(if op == '/' { r.with_prec(34) } else { r })
+            Num::Dec(if op == '/' {
+                decimal_divide(&p, &q)
+            } else {
+                apply(op, p, q)
+            })
         }
     };
     Ok(Some(encode_num(&rt, &out)))
+}
+
+/// Cassandra's `DecimalType.divide`: at least 32 significant digits (and
+/// never fewer decimals than either operand), rounded half up, trailing
+/// zeros stripped.
+fn decimal_divide(p: &BigDecimal, q: &BigDecimal) -> BigDecimal {
+    let digits = |d: &BigDecimal| -> i64 {
+        let (u, scale) = d.as_bigint_and_exponent();
+        let len = u.magnitude().to_string().len() as i64;
+        let precision = if u.magnitude() == &num_bigint::BigUint::from(0u8) {
+            1
+        } else {
+            len
+        };
+        precision - scale
+    };
+    let first = digits(p) - digits(q);
+    let scale = (32 - first)
+        .max(p.as_bigint_and_exponent().1)
+        .max(q.as_bigint_and_exponent().1)
+        .clamp(32, 1000);
+    (p / q)
+        .with_scale_round(scale, bigdecimal::RoundingMode::HalfUp)
+        .normalized()
+}
+
+/// `timestamp ± duration`, `date ± duration` (Cassandra's `Duration.addTo`:
+/// months in the UTC calendar, the day clamped to the month's length).
+fn temporal(op: char, t: &CqlType, v: &[u8], d: &[u8]) -> Result<Bytes> {
+    let failure = |m: String| arith_failure(op, t, &CqlType::Duration, m);
+    let (months, a) =
+        sibyl_types::value::read_signed_vint(d).map_err(|e| Error::Invalid(e.to_string()))?;
+    let (days, b) =
+        sibyl_types::value::read_signed_vint(&d[a..]).map_err(|e| Error::Invalid(e.to_string()))?;
+    let (nanos, _) = sibyl_types::value::read_signed_vint(&d[a + b..])
+        .map_err(|e| Error::Invalid(e.to_string()))?;
+    let text = || CqlType::Duration.to_text(d);
+    if t == &CqlType::Date {
+        if nanos != 0 {
+            return Err(failure(format!(
+                "The duration must have a day precision. Was: {}",
+                text()
+            )));
+        }
+    } else if nanos % 1_000_000 != 0 {
+        return Err(failure(format!(
+            "The duration must have a millisecond precision. Was: {}",
+            text()
+        )));
+    }
+    let sign = if op == '-' { -1 } else { 1 };
+    let millis = millis_of(t, v).ok_or_else(|| Error::Invalid(format!("Invalid {t} value")))?;
+    let (months, days, nanos) = (months * sign, days * sign, nanos * sign);
+    let out = if months == 0 {
+        millis + days * DAY_MILLIS + nanos / 1_000_000
+    } else {
+        let day = millis.div_euclid(DAY_MILLIS);
+        let in_day = millis.rem_euclid(DAY_MILLIS);
+        let (y, m, dd) = civil_from_days(day);
+        let total = y * 12 + (m as i64 - 1) + months;
+        let (ny, nm) = (total.div_euclid(12), (total.rem_euclid(12) + 1) as u32);
+        let nd = dd.min(days_in_month(ny, nm));
+        (days_from_civil(ny, nm, nd) + days) * DAY_MILLIS + in_day + nanos / 1_000_000
+    };
+    Ok(if t == &CqlType::Date {
+        date_value(out)
+    } else {
+        timestamp_value(out)
+    })
+}
+
+fn days_in_month(y: i64, m: u32) -> u32 {
+    match m {
+        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date.
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m as i64 + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d as i64 - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The proleptic Gregorian date of a day since 1970-01-01.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
+    (y, m, d)
+}
+
+/// `-x` of a numeric value in its own type (Java's wrapping negation).
+pub fn negate(t: &CqlType, v: &Bytes) -> Option<Bytes> {
+    let n = num_of(t, v)?;
+    let r = match n {
+        Num::Int(i) => Num::Int(i.wrapping_neg()),
+        Num::Float(f) => Num::Float(-f),
+        Num::Big(b) => Num::Big(-b),
+        Num::Dec(d) => Num::Dec(-d),
+    };
+    Some(encode_num(t, &r))
 }
 
 /// `p op q` in a type with the arithmetic operators.
@@ -473,16 +624,17 @@ pub fn math(name: &str, t: &CqlType, v: &[u8]) -> Result<Option<Bytes>> {
     };
     let out = match (&n, name) {
         (Num::Int(_), "round") | (Num::Big(_), "round") => n.clone(),
-        (Num::Int(i), "exp") => Num::Int((*i as f64).exp() as i64),
-        (Num::Int(i), "log" | "log10") => {
-            if *i <= 0 {
-                return Err(log_failure(name == "log10"));
-            }
-            Num::Int(if name == "log" {
-                (*i as f64).ln()
-            } else {
-                (*i as f64).log10()
-            } as i64)
+        (Num::Int(i), "exp" | "log" | "log10") => {
+            let f = match name {
+                "exp" => (*i as f64).exp(),
+                "log" => (*i as f64).ln(),
+                _ => (*i as f64).log10(),
+            };
+            // Java's (int) / (long) casts saturate (log(0) is Integer.MIN_VALUE)
+            Num::Int(match t.unfrozen() {
+                CqlType::Bigint | CqlType::Counter => f as i64,
+                _ => (f as i32) as i64,
+            })
         }
         (Num::Float(f), _) => {
             let single = t.unfrozen() == &CqlType::Float;
@@ -547,7 +699,14 @@ pub fn collection_aggregate(name: &str, elem: &CqlType, v: &[u8]) -> Option<Byte
                 let count = nums.len() as i64;
                 match sum {
                     Num::Float(f) => Num::Float(f / count as f64),
-                    Num::Dec(d) => Num::Dec(d / BigDecimal::from(count)),
+                    // BigDecimal.divide(count, HALF_EVEN): the scale of the sum
+                    Num::Dec(d) => {
+                        let scale = d.as_bigint_and_exponent().1;
+                        Num::Dec(
+                            (d / BigDecimal::from(count))
+                                .with_scale_round(scale, bigdecimal::RoundingMode::HalfEven),
+                        )
+                    }
                     other => Num::Big(to_big(&other) / BigInt::from(count)),
                 }
             } else {
@@ -766,7 +925,25 @@ mod tests {
                 .as_ref(),
             &3i32.to_be_bytes()
         );
-        assert!(math("log", &CqlType::Int, &int(0)).is_err());
+        // (int) Math.log(0) saturates, as Cassandra 5.0.4 answers
+        assert_eq!(
+            math("log", &CqlType::Int, &int(0))
+                .unwrap()
+                .unwrap()
+                .as_ref(),
+            &i32::MIN.to_be_bytes()
+        );
+        // 10.75 / 3 has 32 decimals, 10.75 / 100000 keeps its 7
+        let q = arithmetic(
+            '/',
+            &CqlType::Decimal,
+            Some(&dec("10.75")),
+            &CqlType::Int,
+            Some(&int(100000)),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(dec_text(&q), "0.0001075");
         // Math.round(-2.5) = -2 (ties up), BigDecimal HALF_UP rounds -0.5 to -1
         let d = Bytes::copy_from_slice(&(-2.5f64).to_be_bytes());
         assert_eq!(

@@ -8,6 +8,7 @@ pub mod describe;
 pub mod error;
 pub mod functions;
 pub mod modification;
+pub mod operations;
 pub mod query;
 pub mod restrictions;
 pub mod select;

@@ -72,6 +72,10 @@ pub enum Expr {
     /// A native function of Cassandra 5.0 (math, collection, masking,
     /// similarity), with its arguments and their types.
     Native(String, Vec<Expr>, Vec<CqlType>),
+    /// `-x` of a number of the given type (`system._negate`).
+    Negate(Box<Expr>, CqlType),
+    /// `minTimeuuid(ts)` (true) or `maxTimeuuid(ts)` of a timestamp.
+    Timeuuid(bool, Box<Expr>),
 }
 
 impl Out {
@@ -133,15 +137,11 @@ impl Selection {
 /// A selected column's name as a JSON key: column names that need quoting in
 /// CQL are quoted (`"\"Caps\""`), function names are not.
 fn json_key(name: &str) -> String {
-    let plain = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-    let special = name.contains('(') || name.contains(' ');
-    if plain || special {
+    // Cassandra's Selection.rowToJson: quoted when not all lower case
+    if name == name.to_lowercase() {
         name.to_string()
     } else {
-        format!("\"{}\"", name.replace('"', "\"\""))
+        format!("\"{name}\"")
     }
 }
 
@@ -382,18 +382,33 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
             | Selector::Arith { .. }
             | Selector::Field { .. }
             | Selector::Element { .. }
-            | Selector::Slice { .. } => {
-                let (n, t, e) = expr(table, &item.selector)?;
+            | Selector::Slice { .. }
+            | Selector::Negate(_)
+            | Selector::Parens(_)
+            | Selector::Hint { .. }
+            | Selector::Term(Term::Constant(_)) => {
+                let (n, t, e) = expr_typed(table, &item.selector, None)?;
                 (n, t, Out::Expr(e))
             }
-            Selector::Term(Term::Constant(c)) => {
-                let t = constant_type(c);
-                let v = crate::terms::constant_value(c, &t, "selection")?;
-                (sibyl_cql::constant_text(c), t, Out::Const(Some(v)))
+            Selector::MetaOf {
+                kind,
+                column,
+                selector,
+            } => {
+                // the element or field must exist (list elements are refused)
+                table
+                    .column_index(column)
+                    .ok_or_else(|| undefined(table, column))?;
+                expr(table, selector)?;
+                return Err(Error::Invalid(format!(
+                    "{kind}() of an element or field ({}) is not supported yet",
+                    sel_text(&item.selector)
+                )));
             }
             other => {
                 return Err(Error::Invalid(format!(
-                    "Selector {other:?} is not supported yet"
+                    "Selector {} is not supported yet",
+                    sel_text(other)
                 )))
             }
         };
@@ -419,21 +434,199 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
     })
 }
 
-/// The type a constant selector takes on its own.
-fn constant_type(c: &sibyl_types::Constant) -> CqlType {
-    match c {
-        sibyl_types::Constant::Integer(_) => CqlType::Int,
-        sibyl_types::Constant::Float(_) => CqlType::Double,
-        sibyl_types::Constant::Boolean(_) => CqlType::Boolean,
-        sibyl_types::Constant::Uuid(_) => CqlType::Uuid,
-        sibyl_types::Constant::Hex(_) => CqlType::Blob,
-        sibyl_types::Constant::Duration(_) => CqlType::Duration,
-        sibyl_types::Constant::String(_) => CqlType::Text,
+/// Resolves a selector into an expression: its default column name, type and
+/// tree. A bare literal takes the type it prefers (as function arguments
+/// whose signature does not type them).
+fn expr(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, Expr)> {
+    if let Selector::Term(t) = s {
+        let preferred = |items: &[Term]| match items.first() {
+            Some(Term::Constant(c)) => Some(crate::operations::preferred_type(c)),
+            _ => None,
+        };
+        let t = match t {
+            Term::Constant(c) => Some(crate::operations::preferred_type(c)),
+            Term::List(items) => preferred(items).map(|e| CqlType::List(Box::new(e))),
+            Term::Set(items) => preferred(items).map(|e| CqlType::Set(Box::new(e))),
+            _ => None,
+        };
+        if let Some(t) = t {
+            return expr_typed(table, s, Some(&t));
+        }
+    }
+    expr_typed(table, s, None)
+}
+
+fn cannot_infer(text: &str) -> Error {
+    Error::Invalid(format!(
+        "Cannot infer type for term {text} in selection clause (try using a cast to force a type)"
+    ))
+}
+
+/// A selector as Cassandra prints it in messages (`Selectable.toString`).
+fn sel_text(s: &Selector) -> String {
+    match s {
+        Selector::Column(c) => c.clone(),
+        Selector::WriteTime(c) => format!("writetime({c})"),
+        Selector::Ttl(c) => format!("ttl({c})"),
+        Selector::CountRows => "count".into(),
+        Selector::Function { name, args } => format!(
+            "system.{}({})",
+            name.strip_prefix("system.").unwrap_or(name),
+            args.iter().map(sel_text).collect::<Vec<_>>().join(", ")
+        ),
+        Selector::Cast { selector, typ } => {
+            format!("cast({} as {})", sel_text(selector), typ.to_lowercase())
+        }
+        Selector::Term(t) => sibyl_cql::term_text(t),
+        Selector::Field { selector, field } => format!("{}.{field}", sel_text(selector)),
+        Selector::Arith { op, lhs, rhs } => {
+            format!("{} {op} {}", sel_text(lhs), sel_text(rhs))
+        }
+        Selector::Element { selector, key } => {
+            format!("{}[{}]", sel_text(selector), term_name(key))
+        }
+        Selector::Slice { selector, from, to } => format!(
+            "{}[{}..{}]",
+            sel_text(selector),
+            from.as_ref().map(term_name).unwrap_or_default(),
+            to.as_ref().map(term_name).unwrap_or_default()
+        ),
+        Selector::Negate(x) => format!("-{}", sel_text(x)),
+        Selector::Parens(items) => format!(
+            "({})",
+            items.iter().map(sel_text).collect::<Vec<_>>().join(", ")
+        ),
+        Selector::Hint { typ, selector } => format!("({typ}){}", sel_text(selector)),
+        Selector::MetaOf { kind, selector, .. } => format!("{kind}({})", sel_text(selector)),
     }
 }
 
-/// Resolves a selector into an expression: its default column name, type and tree.
-fn expr(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, Expr)> {
+/// `(x)` is `x` when its receiver is not a tuple.
+fn unparen(s: &Selector) -> &Selector {
+    match s {
+        Selector::Parens(items) if items.len() == 1 => unparen(&items[0]),
+        other => other,
+    }
+}
+
+/// The type of a selector when it does not depend on a receiver (literals,
+/// markers and parentheses do).
+fn exact_type(table: &TableMetadata, s: &Selector) -> Result<Option<CqlType>> {
+    Ok(match s {
+        Selector::Term(_) | Selector::Parens(_) => None,
+        Selector::Hint { typ, .. } => Some(hint_type(typ)?),
+        other => Some(expr_typed(table, other, None)?.1),
+    })
+}
+
+fn hint_type(typ: &str) -> Result<CqlType> {
+    CqlType::parse(typ, &|_| None).map_err(|e| Error::Invalid(e.to_string()))
+}
+
+/// How a selector fits an argument of type `receiver`, its exact type known.
+fn fit_with(s: &Selector, exact: &Option<CqlType>, receiver: &CqlType) -> crate::operations::Fit {
+    use crate::operations::{type_fit, Fit};
+    if let Some(t) = exact {
+        return type_fit(t, receiver);
+    }
+    match s {
+        Selector::Term(term) => {
+            let ev = crate::terms::Eval {
+                bindings: &crate::terms::Bindings { values: &[] },
+            };
+            ev.fit(term, receiver)
+        }
+        _ => Fit::No,
+    }
+}
+
+/// A selector resolved for a receiver of type `expected`, when it has one
+/// (a function's argument): literals, markers and parentheses need it.
+fn expr_typed(
+    table: &TableMetadata,
+    s: &Selector,
+    expected: Option<&CqlType>,
+) -> Result<(String, CqlType, Expr)> {
+    match s {
+        Selector::Term(Term::Null) => match expected {
+            Some(t) => Ok(("null".into(), t.clone(), Expr::Const(None))),
+            None => expr_plain(table, s),
+        },
+        Selector::Term(term) => {
+            let Some(t) = expected else {
+                return Err(cannot_infer(&sel_text(s)));
+            };
+            let text = term_name(term);
+            let v = const_term(term, t, &text)?;
+            Ok((text, t.clone(), Expr::Const(Some(v))))
+        }
+        Selector::Parens(items) => {
+            let Some(t) = expected else {
+                return Err(cannot_infer(&sel_text(s)));
+            };
+            if items.len() != 1 {
+                return Err(cannot_infer(&sel_text(s)));
+            }
+            let (n, ty, e) = expr_typed(table, &items[0], Some(t))?;
+            Ok((format!("({n})"), ty, e))
+        }
+        Selector::Hint { typ, selector } => {
+            let ty = hint_type(typ)?;
+            let text = sel_text(s);
+            let inner = unparen(selector);
+            let exact = exact_type(table, inner)?;
+            if !fit_with(inner, &exact, &ty).assignable() {
+                return Err(Error::Invalid(format!(
+                    "Cannot assign value {text} to {text} of type {ty}"
+                )));
+            }
+            let (n, _, e) = expr_typed(table, selector, Some(&ty))?;
+            Ok((format!("({typ}){n}"), ty, e))
+        }
+        Selector::Negate(x) => {
+            let inner = unparen(x);
+            let exact = exact_type(table, inner)?;
+            let nt = crate::operations::resolve_numeric(
+                &mut |ty| Ok(fit_with(inner, &exact, ty)),
+                None,
+                "\"_negate\"",
+                "system._negate",
+            )?;
+            let (n, _, e) = expr_typed(table, x, Some(&nt))?;
+            Ok((format!("-{n}"), nt.clone(), Expr::Negate(Box::new(e), nt)))
+        }
+        Selector::Arith { op, lhs, rhs } => {
+            let (l, r) = (unparen(lhs), unparen(rhs));
+            let (el, er) = (exact_type(table, l)?, exact_type(table, r)?);
+            let markers = [l, r]
+                .iter()
+                .any(|x| matches!(x, Selector::Term(Term::Bind(_))));
+            let (lt, rt, ret) = crate::operations::resolve_operation(
+                *op,
+                &mut |i, ty| {
+                    Ok(if i == 0 {
+                        fit_with(l, &el, ty)
+                    } else {
+                        fit_with(r, &er, ty)
+                    })
+                },
+                None,
+                (&sel_text(lhs), &sel_text(rhs)),
+                markers,
+            )?;
+            let (ln, _, le) = expr_typed(table, lhs, Some(&lt))?;
+            let (rn, _, re) = expr_typed(table, rhs, Some(&rt))?;
+            Ok((
+                format!("{ln} {op} {rn}"),
+                ret,
+                Expr::Arith(*op, Box::new(le), lt, Box::new(re), rt),
+            ))
+        }
+        _ => expr_plain(table, s),
+    }
+}
+
+fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, Expr)> {
     match s {
         Selector::Column(c) => {
             let i = table.column_index(c).ok_or_else(|| undefined(table, c))?;
@@ -451,11 +644,6 @@ fn expr(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, Expr)> 
                 (format!("ttl({c})"), CqlType::Int, Expr::Ttl(i))
             })
         }
-        Selector::Term(Term::Constant(c)) => {
-            let t = constant_type(c);
-            let v = crate::terms::constant_value(c, &t, "selection")?;
-            Ok((sibyl_cql::constant_text(c), t, Expr::Const(Some(v))))
-        }
         Selector::Term(Term::Null) => Ok(("null".into(), CqlType::Blob, Expr::Const(None))),
         Selector::Cast { selector, typ } => {
             let (n, from, e) = expr(table, selector)?;
@@ -467,20 +655,6 @@ fn expr(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, Expr)> 
                 format!("cast({n} as {})", typ.to_lowercase()),
                 to.clone(),
                 Expr::Cast(Box::new(e), from, to),
-            ))
-        }
-        Selector::Arith { op, lhs, rhs } => {
-            let (ln, lt, le) = expr(table, lhs)?;
-            let (rn, rt, re) = expr(table, rhs)?;
-            let t = crate::functions::arithmetic_type(&lt, &rt).ok_or_else(|| {
-                Error::Invalid(format!(
-                    "the '{op}' operation is not supported between {ln} and {rn}"
-                ))
-            })?;
-            Ok((
-                format!("{ln} {op} {rn}"),
-                t,
-                Expr::Arith(*op, Box::new(le), lt, Box::new(re), rt),
             ))
         }
         Selector::Field { selector, field } => {
@@ -509,8 +683,38 @@ fn expr(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, Expr)> 
             if let Some(native) = native_function(table, &lname, args)? {
                 return Ok(native);
             }
-            let resolved: Vec<(String, CqlType, Expr)> =
-                args.iter().map(|a| expr(table, a)).collect::<Result<_>>()?;
+            // literals take the type of the function's argument
+            let arg_type: Option<CqlType> = match lname.as_str() {
+                "abs" if args.len() == 1 => {
+                    let inner = unparen(&args[0]);
+                    let exact = exact_type(table, inner)?;
+                    Some(crate::operations::resolve_numeric(
+                        &mut |ty| Ok(fit_with(inner, &exact, ty)),
+                        None,
+                        "abs",
+                        name,
+                    )?)
+                }
+                "mintimeuuid" | "maxtimeuuid" | "min_timeuuid" | "max_timeuuid" => {
+                    Some(CqlType::Timestamp)
+                }
+                n => match (n.strip_suffix("asblob"), n.strip_prefix("blobas")) {
+                    (Some(t), _) => CqlType::parse(t, &|_| None).ok(),
+                    (_, Some(_)) => Some(CqlType::Blob),
+                    _ => None,
+                },
+            };
+            let resolved: Vec<(String, CqlType, Expr)> = match &arg_type {
+                Some(t)
+                    if args.len() == 1
+                        && lname != "mintimeuuid"
+                        && !lname.ends_with("_timeuuid")
+                        && lname != "maxtimeuuid" =>
+                {
+                    vec![typed_arg(table, &args[0], t, &lname, 0)?]
+                }
+                _ => args.iter().map(|a| expr(table, a)).collect::<Result<_>>()?,
+            };
             let names: Vec<&str> = resolved.iter().map(|(n, _, _)| n.as_str()).collect();
             let fname = format!("system.{lname}({})", names.join(", "));
             let arity = |n: usize| -> Result<()> {
@@ -541,9 +745,21 @@ fn expr(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, Expr)> 
                         .next()
                         .ok_or_else(|| Error::Invalid("abs needs an argument".into()))?;
                     if !crate::functions::is_numeric(&t) {
-                        return Err(Error::Invalid(format!("Invalid call to function abs, none of its type signatures match (argument of type {t})")));
+                        return Err(Error::Invalid(format!(
+                            "Invalid call to function {name}, none of its type signatures match (known type signatures: {})",
+                            crate::operations::numeric_signatures("abs")
+                        )));
                     }
                     Ok((fname, t.clone(), Expr::Abs(Box::new(e), t)))
+                }
+                "mintimeuuid" | "maxtimeuuid" | "min_timeuuid" | "max_timeuuid" => {
+                    arity(1)?;
+                    let (n, _, e) = typed_arg(table, &args[0], &CqlType::Timestamp, &lname, 0)?;
+                    Ok((
+                        format!("system.{lname}({n})"),
+                        CqlType::Timeuuid,
+                        Expr::Timeuuid(lname.starts_with("min"), Box::new(e)),
+                    ))
                 }
                 "fromjson" => Err(Error::Invalid(
                     "fromjson() cannot be used in the selection clause of a SELECT statement"
@@ -624,7 +840,7 @@ fn expr(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, Expr)> 
                 }
                 _ => {
                     return Err(Error::Invalid(format!(
-                        "Element selection is only allowed on sets and maps, but {n} is a {t}"
+                        "Invalid element selection: {n} is of type {t} is not a collection"
                     )))
                 }
             };
@@ -647,7 +863,7 @@ fn expr(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, Expr)> 
                 }
                 _ => {
                     return Err(Error::Invalid(format!(
-                        "Slice selection is only allowed on sets and maps, but {n} is a {t}"
+                        "Invalid slice selection: {n} of type {t} is not a collection"
                     )))
                 }
             };
@@ -669,9 +885,30 @@ fn expr(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, Expr)> 
             ))
         }
         other => Err(Error::Invalid(format!(
-            "Selector {other:?} is not supported here"
+            "Selector {} is not supported here",
+            sel_text(other)
         ))),
     }
+}
+
+/// Argument `i` of function `fname`, of type `t` (Cassandra's
+/// `FunctionResolver.validateTypes` for a function of one signature).
+fn typed_arg(
+    table: &TableMetadata,
+    a: &Selector,
+    t: &CqlType,
+    fname: &str,
+    i: usize,
+) -> Result<(String, CqlType, Expr)> {
+    let inner = unparen(a);
+    let exact = exact_type(table, inner)?;
+    if !fit_with(inner, &exact, t).assignable() {
+        return Err(Error::Invalid(format!(
+            "Type error: {} cannot be passed as argument {i} of function system.{fname} of type {t}",
+            sel_text(a)
+        )));
+    }
+    expr_typed(table, a, Some(t))
 }
 
 /// A literal in a selection, typed by its receiver.
@@ -724,6 +961,27 @@ fn term_name(t: &Term) -> String {
             items.iter().map(term_name).collect::<Vec<_>>().join(", ")
         ),
         Term::Negate(x) => format!("-{}", term_name(x)),
+        Term::Function { name, args } => format!(
+            "{}({})",
+            name.to_lowercase(),
+            args.iter().map(term_name).collect::<Vec<_>>().join(", ")
+        ),
+        Term::Arith { op, lhs, rhs } => {
+            let f = match op {
+                '+' => "_add",
+                '-' => "_substract",
+                '*' => "_multiply",
+                '/' => "_divide",
+                _ => "_modulo",
+            };
+            format!("system.\"{f}\"({}, {})", term_name(lhs), term_name(rhs))
+        }
+        Term::Cast { typ, term } => format!("({typ}){}", term_name(term)),
+        Term::Bind(m) => m
+            .name
+            .as_ref()
+            .map(|n| format!(":{n}"))
+            .unwrap_or_else(|| "?".into()),
         _ => "?".into(),
     }
 }
@@ -857,7 +1115,7 @@ fn native_function(
         },
         "collection_min" | "collection_max" => match types.first() {
             Some(CqlType::List(e) | CqlType::Set(e)) if one => e.as_ref().clone(),
-            _ => return Err(requires("a set/list argument")),
+            _ => return Err(requires("a set or list argument")),
         },
         "collection_sum" | "collection_avg" => match types.first() {
             Some(CqlType::List(e) | CqlType::Set(e)) if one && crate::functions::is_numeric(e) => {
@@ -1058,6 +1316,24 @@ fn eval(
             crate::functions::arithmetic(*op, ta, x.as_ref(), tb, y.as_ref())?
         }
         Expr::Abs(x, t) => eval(x, cell, meta)?.and_then(|v| crate::functions::abs(t, &v)),
+        Expr::Negate(x, t) => eval(x, cell, meta)?.and_then(|v| {
+            if v.is_empty() {
+                Some(v)
+            } else {
+                crate::functions::negate(t, &v)
+            }
+        }),
+        Expr::Timeuuid(min, x) => eval(x, cell, meta)?
+            .and_then(|v| <[u8; 8]>::try_from(v.as_ref()).ok())
+            .map(|a| {
+                let millis = i64::from_be_bytes(a);
+                let u = if *min {
+                    sibyl_types::timeuuid::min_timeuuid(millis)
+                } else {
+                    sibyl_types::timeuuid::max_timeuuid(millis)
+                };
+                Bytes::copy_from_slice(u.as_bytes())
+            }),
         Expr::Field(x, i) => match eval(x, cell, meta)? {
             Some(v) => sibyl_types::value::deserialize_tuple(&v)
                 .ok()
@@ -1272,7 +1548,11 @@ fn selector_columns(s: &Selector, out: &mut Vec<String>) {
         Selector::Cast { selector, .. }
         | Selector::Field { selector, .. }
         | Selector::Element { selector, .. }
-        | Selector::Slice { selector, .. } => selector_columns(selector, out),
+        | Selector::Slice { selector, .. }
+        | Selector::Negate(selector)
+        | Selector::Hint { selector, .. }
+        | Selector::MetaOf { selector, .. } => selector_columns(selector, out),
+        Selector::Parens(items) => items.iter().for_each(|a| selector_columns(a, out)),
         Selector::Arith { lhs, rhs, .. } => {
             selector_columns(lhs, out);
             selector_columns(rhs, out);

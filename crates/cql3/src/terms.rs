@@ -2,6 +2,7 @@
 //! calls) into serialized values of a receiver's type.
 
 use crate::error::{Error, Result};
+use crate::operations::Fit;
 use bytes::Bytes;
 use sibyl_cql::{BindMarker, Term};
 use sibyl_protocol::Value;
@@ -163,11 +164,35 @@ impl<'a> Eval<'a> {
             }
             Term::Constant(c) => Ok(Val::Set(constant_value(c, t, receiver)?)),
             Term::Negate(inner) => {
-                let v = self.value(inner, t, receiver)?;
-                match v {
-                    Val::Set(b) => negate(t, &b).map(Val::Set),
+                let nt = self.resolve_negation(inner, Some(t))?;
+                match self.value(inner, &nt, receiver)? {
+                    Val::Set(b) if b.is_empty() => Ok(Val::Set(b)),
+                    Val::Set(b) => {
+                        crate::functions::negate(&nt, &b)
+                            .map(Val::Set)
+                            .ok_or_else(|| {
+                                Error::Invalid(format!("Cannot negate a value of type {nt}"))
+                            })
+                    }
                     other => Ok(other),
                 }
+            }
+            Term::Arith { op, lhs, rhs } => {
+                let (lt, rt, _) = self.resolve_operation(*op, lhs, rhs, Some(t))?;
+                let a = self.value(lhs, &lt, receiver)?;
+                let b = self.value(rhs, &rt, receiver)?;
+                Ok(
+                    match crate::functions::arithmetic(*op, &lt, a.bytes(), &rt, b.bytes())? {
+                        Some(v) => Val::Set(v),
+                        None => Val::Null,
+                    },
+                )
+            }
+            // a single term between parentheses, not a tuple of one element
+            Term::Tuple(items)
+                if items.len() == 1 && !matches!(t.unfrozen(), CqlType::Tuple(_)) =>
+            {
+                self.value(&items[0], t, receiver)
             }
             Term::List(items) | Term::Set(items) => {
                 let (elem_t, is_set) = match t.unfrozen() {
@@ -407,6 +432,80 @@ impl<'a> Eval<'a> {
         }
     }
 
+    /// How well `term` fits a receiver of type `t` (Cassandra's `testAssignment`).
+    pub fn fit(&self, term: &Term, t: &CqlType) -> Fit {
+        use crate::operations::{literal_fit, null_fit, type_fit};
+        match term {
+            Term::Constant(c) => literal_fit(c, t),
+            Term::Null => null_fit(t),
+            Term::Bind(_) | Term::Function { .. } => Fit::Weak,
+            Term::Cast { typ, .. } => match CqlType::parse(typ, &|_| None) {
+                Ok(ct) => type_fit(&ct, t),
+                Err(_) => Fit::No,
+            },
+            Term::Arith { op, lhs, rhs } => match self.resolve_operation(*op, lhs, rhs, Some(t)) {
+                Ok((_, _, rt)) => type_fit(&rt, t),
+                Err(_) => Fit::Weak,
+            },
+            Term::Negate(x) => match self.resolve_negation(x, Some(t)) {
+                Ok(nt) => type_fit(&nt, t),
+                Err(_) => Fit::Weak,
+            },
+            Term::Tuple(items)
+                if items.len() == 1 && !matches!(t.unfrozen(), CqlType::Tuple(_)) =>
+            {
+                self.fit(&items[0], t)
+            }
+            Term::List(_) | Term::Set(_) | Term::Map(_) | Term::Tuple(_) | Term::UserType(_) => {
+                let kind_matches = matches!(
+                    (term, t.unfrozen()),
+                    (Term::List(_), CqlType::List(_) | CqlType::Vector(..))
+                        | (Term::Set(_), CqlType::Set(_))
+                        | (
+                            Term::Map(_),
+                            CqlType::Map(..) | CqlType::Set(_) | CqlType::Udt(_)
+                        )
+                        | (Term::Tuple(_), CqlType::Tuple(_))
+                        | (Term::UserType(_), CqlType::Udt(_))
+                );
+                if kind_matches {
+                    Fit::Weak
+                } else {
+                    Fit::No
+                }
+            }
+        }
+    }
+
+    /// The signature of `lhs op rhs` assigned to a receiver of type `receiver`.
+    pub fn resolve_operation(
+        &self,
+        op: char,
+        lhs: &Term,
+        rhs: &Term,
+        receiver: Option<&CqlType>,
+    ) -> Result<(CqlType, CqlType, CqlType)> {
+        let names = (sibyl_cql::term_text(lhs), sibyl_cql::term_text(rhs));
+        let markers = matches!(lhs, Term::Bind(_)) || matches!(rhs, Term::Bind(_));
+        crate::operations::resolve_operation(
+            op,
+            &mut |i, ty| Ok(self.fit(if i == 0 { lhs } else { rhs }, ty)),
+            receiver,
+            (&names.0, &names.1),
+            markers,
+        )
+    }
+
+    /// The type `-x` negates in, assigned to a receiver of type `receiver`.
+    pub fn resolve_negation(&self, x: &Term, receiver: Option<&CqlType>) -> Result<CqlType> {
+        crate::operations::resolve_numeric(
+            &mut |ty| Ok(self.fit(x, ty)),
+            receiver,
+            "\"_negate\"",
+            "system._negate",
+        )
+    }
+
     /// Evaluates a function call, returning its result type and value.
     pub fn call(&self, name: &str, args: &[Term]) -> Result<(CqlType, Val)> {
         let lname = name.to_lowercase();
@@ -607,24 +706,4 @@ fn compatible(from: &CqlType, to: &CqlType) -> bool {
             (f, t),
             (CqlType::Timeuuid, CqlType::Uuid) | (CqlType::Ascii, CqlType::Text)
         )
-}
-
-fn negate(t: &CqlType, b: &[u8]) -> Result<Bytes> {
-    let out = match (t.unfrozen(), b.len()) {
-        (CqlType::Int, 4) => (-(i32::from_be_bytes([b[0], b[1], b[2], b[3]])))
-            .to_be_bytes()
-            .to_vec(),
-        (CqlType::Bigint | CqlType::Counter, 8) => {
-            let mut a = [0u8; 8];
-            a.copy_from_slice(b);
-            (-(i64::from_be_bytes(a))).to_be_bytes().to_vec()
-        }
-        (CqlType::Double, 8) => {
-            let mut a = [0u8; 8];
-            a.copy_from_slice(b);
-            (-(f64::from_be_bytes(a))).to_be_bytes().to_vec()
-        }
-        _ => return Err(Error::Invalid(format!("Cannot negate a value of type {t}"))),
-    };
-    Ok(Bytes::from(out))
 }
