@@ -53,6 +53,10 @@ pub struct Restrictions {
     /// A clustering restriction after a slice (or a slice before an
     /// equality): refused without ALLOW FILTERING.
     pub order_error: Option<String>,
+    /// A restriction Cassandra cannot turn into a row filter (a multi-column
+    /// slice or IN after the clustering prefix): refused once filtering is
+    /// allowed.
+    pub filter_error: Option<String>,
 }
 
 fn rhs_values(ev: &Eval, rel: &Relation, col: &str, t: &CqlType) -> Result<Vec<Bytes>> {
@@ -654,8 +658,10 @@ pub fn analyse(
         }
     }
     let multi_first = multi.as_ref().map(|m| m.0);
+    let mut multi_used = false;
     while k < ck_n {
         if let (Some((first, eqs, lo, hi)), true) = (&multi, multi_first == Some(k)) {
+            multi_used = true;
             has_clustering_restriction = true;
             if let Some(eqs) = eqs {
                 let width = eqs.first().map(|t| t.len()).unwrap_or(1);
@@ -755,6 +761,37 @@ pub fn analyse(
     if let Some(j) = slice_at {
         // the slice column's own values were consumed; they are in ck_slice[j]
         let _ = j;
+    }
+    // a multi-column relation that does not continue the clustering prefix
+    // is a row filter (Cassandra's MultiColumnRestriction.addToRowFilter)
+    let mut filter_error = None;
+    let multi_unused = multi.as_ref().filter(|_| !multi_used);
+    if let (Some((first, eqs, lo, hi)), Purpose::Select) = (multi_unused, purpose) {
+        needs_filtering = true;
+        if lo.is_some() || hi.is_some() {
+            filter_error =
+                Some("Multi-column slice restrictions cannot be used for filtering.".to_string());
+        } else if let Some(eqs) = eqs {
+            match eqs.as_slice() {
+                [one] => {
+                    for (n, v) in one.iter().enumerate() {
+                        filters.push(Filter {
+                            column: pk_n + first + n,
+                            op: Operator::Eq,
+                            values: vec![v.clone()],
+                            key: None,
+                        });
+                    }
+                }
+                _ if eqs.iter().all(|t| t.len() == 1) => filters.push(Filter {
+                    column: pk_n + first,
+                    op: Operator::In,
+                    values: eqs.iter().filter_map(|t| t.first().cloned()).collect(),
+                    key: None,
+                }),
+                _ => filter_error = Some("Multicolumn IN filters are not supported".to_string()),
+            }
+        }
     }
     let full = prefixes.first().map(|p| p.len()).unwrap_or(0) == ck_n
         && slice_at.is_none()
@@ -860,12 +897,16 @@ pub fn analyse(
         }
         Some(out)
     };
+    let multi_eq_cols = match &multi {
+        Some((first, Some(eqs), _, _)) => *first..*first + eqs.first().map_or(0, |t| t.len()),
+        _ => 0..0,
+    };
     if purpose == Purpose::Update && ck_n > 0 && !full && !dense_prefix {
         let missing: Vec<&str> = table
             .clustering()
             .iter()
             .enumerate()
-            .filter(|(j, _)| ck_eq[*j].is_none())
+            .filter(|(j, _)| ck_eq[*j].is_none() && !multi_eq_cols.contains(j))
             .map(|(_, c)| c.name.as_str())
             .collect();
         return Err(Error::Invalid(format!(
@@ -877,6 +918,17 @@ pub fn analyse(
         if purpose != Purpose::Select {
             return Err(Error::Invalid(e.clone()));
         }
+    }
+    if let (Some((first, ..)), false) = (multi_unused, purpose == Purpose::Select) {
+        // UPDATE and DELETE cannot filter: the relation leaves a gap
+        let prev = (0..*first)
+            .find(|&i| ck_eq[i].is_none())
+            .unwrap_or(first.saturating_sub(1));
+        return Err(Error::Invalid(format!(
+            "PRIMARY KEY column \"{}\" cannot be restricted as preceding column \"{}\" is not restricted",
+            table.clustering()[*first].name,
+            table.clustering()[prev].name
+        )));
     }
     let mut r = finish(
         partition_keys,
@@ -920,6 +972,7 @@ pub fn analyse(
         ));
     }
     r.order_error = merger.order_error;
+    r.filter_error = filter_error;
     Ok(r)
 }
 
@@ -945,6 +998,7 @@ fn finish(
         needs_filtering,
         clustering_gap: None,
         order_error: None,
+        filter_error: None,
     })
 }
 

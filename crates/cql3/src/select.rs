@@ -1880,6 +1880,9 @@ pub async fn execute(
     if needs_filtering && !allow_filtering && ann.is_none() {
         return Err(Error::Invalid(ALLOW_FILTERING_MSG.into()));
     }
+    if let Some(e) = &r.filter_error {
+        return Err(Error::Invalid(e.clone()));
+    }
     if stmt.distinct {
         for item in &sel.outs {
             if let Out::Column(i) = item {

@@ -529,3 +529,44 @@ async fn truncate_and_paging_go_through_the_coordinator() {
     );
     assert!(rows(&h.exec("SELECT * FROM t").await.expect("select")).is_empty());
 }
+
+#[tokio::test]
+async fn a_multi_column_relation_after_the_clustering_prefix_filters_rows() {
+    let h = Harness::with_table(
+        "CREATE TABLE ks.t (k int, c1 int, c2 int, c3 int, v int, PRIMARY KEY (k, c1, c2, c3))",
+    )
+    .await;
+    for (c1, c2, c3) in [(1, 1, 1), (2, 1, 1), (2, 2, 2)] {
+        h.exec(&format!(
+            "INSERT INTO t (k, c1, c2, c3, v) VALUES (1, {c1}, {c2}, {c3}, 0)"
+        ))
+        .await
+        .expect("insert");
+    }
+    let o = h
+        .exec("SELECT c1 FROM t WHERE k = 1 AND c1 > 0 AND (c2, c3) = (1, 1) ALLOW FILTERING")
+        .await
+        .expect("select");
+    assert_eq!(rows(&o), vec![vec![Some(int(1))], vec![Some(int(2))]]);
+    let e = h
+        .exec("SELECT c1 FROM t WHERE k = 1 AND (c2, c3) > (1, 1) ALLOW FILTERING")
+        .await
+        .err()
+        .expect("a multi-column slice cannot filter");
+    assert!(e.to_string().contains("Multi-column slice"), "{e}");
+    let e = h
+        .exec("SELECT c1 FROM t WHERE k = 1 AND (c2, c3) IN ((1, 1), (2, 2)) ALLOW FILTERING")
+        .await
+        .err()
+        .expect("a multi-column IN cannot filter");
+    assert!(e.to_string().contains("Multicolumn IN filters"), "{e}");
+    h.take();
+    // a DELETE cannot filter: refused, nothing deleted
+    let e = h
+        .exec("DELETE FROM t WHERE k = 1 AND (c2, c3) = (1, 1)")
+        .await
+        .err()
+        .expect("a gap in the clustering columns");
+    assert!(e.to_string().contains("cannot be restricted"), "{e}");
+    assert!(h.take().is_empty(), "a refused statement sent requests");
+}
