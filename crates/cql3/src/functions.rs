@@ -178,6 +178,42 @@ fn to_dec(n: &Num) -> BigDecimal {
     }
 }
 
+/// An operand of a decimal operation as Cassandra converts it: integers and
+/// floating point numbers go through a Java double and `BigDecimal.valueOf`
+/// (so `2` is `2.0`, `1e7` is `1.0E+7`), varints and decimals are exact.
+fn operand_dec(n: &Num) -> BigDecimal {
+    match n {
+        Num::Int(i) => java_double_decimal(*i as f64),
+        Num::Float(f) => java_double_decimal(*f),
+        other => to_dec(other),
+    }
+}
+
+/// `BigDecimal.valueOf(d)`: the decimal written by Java's `Double.toString`.
+fn java_double_decimal(f: f64) -> BigDecimal {
+    if !f.is_finite() {
+        return BigDecimal::from(0);
+    }
+    let a = f.abs();
+    let text = if a == 0.0 || (1e-3..1e7).contains(&a) {
+        let t = format!("{f}");
+        if t.contains('.') {
+            t
+        } else {
+            format!("{t}.0")
+        }
+    } else {
+        // d.dddE±n, with at least one fractional digit
+        let t = format!("{f:e}");
+        match t.split_once('e') {
+            Some((m, e)) if !m.contains('.') => format!("{m}.0E{e}"),
+            Some((m, e)) => format!("{m}E{e}"),
+            None => t,
+        }
+    };
+    text.parse().unwrap_or_default()
+}
+
 fn to_i64(n: &Num) -> i64 {
     match n {
         Num::Int(i) => *i,
@@ -299,7 +335,7 @@ pub fn arithmetic(
             Num::Big(apply(op, p, q))
         }
         _ => {
-            let (p, q) = (to_dec(&x), to_dec(&y));
+            let (p, q) = (operand_dec(&x), operand_dec(&y));
             if matches!(op, '/' | '%') && q == 0 {
                 let m = if op == '/' {
                     "BigInteger divide by zero"
@@ -310,6 +346,10 @@ pub fn arithmetic(
             }
             Num::Dec(if op == '/' {
                 decimal_divide(&p, &q)
+            } else if op == '*' {
+                // Java's scale is the sum of the scales, even times one
+                let ((a, s), (b, t)) = (p.as_bigint_and_exponent(), q.as_bigint_and_exponent());
+                BigDecimal::new(a * b, s + t)
             } else {
                 apply(op, p, q)
             })
@@ -828,6 +868,15 @@ pub fn similarity(name: &str, a: &[u8], b: &[u8]) -> Result<Option<Bytes>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decimal_operands_go_through_java_doubles() {
+        let d = |f: f64| java_double_decimal(f).as_bigint_and_exponent();
+        assert_eq!(d(2.0), (BigInt::from(20), 1));
+        assert_eq!(d(1.5), (BigInt::from(15), 1));
+        assert_eq!(d(1e7), (BigInt::from(10), -6));
+        assert_eq!(d(0.0), (BigInt::from(0), 1));
+    }
 
     fn int(v: i32) -> Bytes {
         Bytes::copy_from_slice(&v.to_be_bytes())

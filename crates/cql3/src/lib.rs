@@ -4,6 +4,7 @@
 //! hand them to the coordinator; results are post-processed here (filtering,
 //! aggregates, paging, JSON).
 
+pub mod aggregates;
 pub mod describe;
 pub mod error;
 pub mod functions;

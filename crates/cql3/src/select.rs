@@ -2,6 +2,7 @@
 //! iteration (keys, IN, token ranges, full scans), clustering slices, filtering,
 //! ordering, limits and paging.
 
+use crate::aggregates::{AggKind, AggState};
 use crate::error::{Error, Result};
 use crate::restrictions::{analyse, filter_matches, Purpose, Restrictions, ALLOW_FILTERING_MSG};
 use crate::terms::{Eval, Val};
@@ -27,12 +28,6 @@ pub enum Out {
     WriteTime(usize),
     Ttl(usize),
     Token,
-    CountRows,
-    Count(usize),
-    Min(usize),
-    Max(usize),
-    Sum(usize),
-    Avg(usize),
     Const(Option<Bytes>),
     /// `floor(timestamp_column, duration)`: the start of the time bucket (millis per bucket).
     Floor(usize, i64),
@@ -76,14 +71,85 @@ pub enum Expr {
     Negate(Box<Expr>, CqlType),
     /// `minTimeuuid(ts)` (true) or `maxTimeuuid(ts)` of a timestamp.
     Timeuuid(bool, Box<Expr>),
+    /// An aggregate over the rows of a group: its number in
+    /// [`Selection::aggs`], its kind, its argument and the argument's type.
+    Aggregate(usize, AggKind, Box<Expr>, CqlType),
+}
+
+impl Expr {
+    /// The expressions this one is computed from.
+    fn children_mut(&mut self) -> Vec<&mut Expr> {
+        match self {
+            Expr::ToJson(x, _)
+            | Expr::TimeConversion(_, x, _)
+            | Expr::Cast(x, _, _)
+            | Expr::BlobAs(x, _)
+            | Expr::Abs(x, _)
+            | Expr::Field(x, _)
+            | Expr::Element(x, _, _)
+            | Expr::Slice(x, _, _, _)
+            | Expr::Negate(x, _)
+            | Expr::Timeuuid(_, x)
+            | Expr::Aggregate(_, _, x, _) => vec![x.as_mut()],
+            Expr::Arith(_, a, _, b, _) => vec![a.as_mut(), b.as_mut()],
+            Expr::Native(_, args, _) => args.iter_mut().collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn children(&self) -> Vec<&Expr> {
+        match self {
+            Expr::ToJson(x, _)
+            | Expr::TimeConversion(_, x, _)
+            | Expr::Cast(x, _, _)
+            | Expr::BlobAs(x, _)
+            | Expr::Abs(x, _)
+            | Expr::Field(x, _)
+            | Expr::Element(x, _, _)
+            | Expr::Slice(x, _, _, _)
+            | Expr::Negate(x, _)
+            | Expr::Timeuuid(_, x)
+            | Expr::Aggregate(_, _, x, _) => vec![x.as_ref()],
+            Expr::Arith(_, a, _, b, _) => vec![a.as_ref(), b.as_ref()],
+            Expr::Native(_, args, _) => args.iter().collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn has_aggregate(&self) -> bool {
+        matches!(self, Expr::Aggregate(..))
+            || self.children().into_iter().any(|c| c.has_aggregate())
+    }
+
+    /// Numbers the aggregates in `out` order and lists them; the columns
+    /// read outside of them go to `free` (they take the group's first row).
+    fn collect_aggregates(
+        &mut self,
+        aggs: &mut Vec<(AggKind, Expr, CqlType)>,
+        free: &mut Vec<usize>,
+    ) {
+        match self {
+            Expr::Aggregate(id, kind, arg, t) => {
+                *id = aggs.len();
+                aggs.push((*kind, arg.as_ref().clone(), t.clone()));
+            }
+            Expr::Column(i) => {
+                if !free.contains(i) {
+                    free.push(*i);
+                }
+            }
+            other => {
+                for c in other.children_mut() {
+                    c.collect_aggregates(aggs, free);
+                }
+            }
+        }
+    }
 }
 
 impl Out {
     fn is_aggregate(&self) -> bool {
-        matches!(
-            self,
-            Out::CountRows | Out::Count(_) | Out::Min(_) | Out::Max(_) | Out::Sum(_) | Out::Avg(_)
-        )
+        matches!(self, Out::Expr(e) if e.has_aggregate())
     }
 }
 
@@ -93,6 +159,10 @@ pub struct Selection {
     pub columns: Vec<ColumnSpec>,
     pub outs: Vec<Out>,
     pub aggregate: bool,
+    /// The aggregates of the selection: kind, argument, argument type.
+    pub aggs: Vec<(AggKind, Expr, CqlType)>,
+    /// The columns that expressions holding aggregates read outside of them.
+    pub agg_columns: Vec<usize>,
     /// The statement has GROUP BY.
     pub grouped: bool,
     /// SELECT JSON: the selected columns, folded into the one `[json]` column.
@@ -187,6 +257,8 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
             columns,
             outs,
             aggregate: false,
+            aggs: Vec::new(),
+            agg_columns: Vec::new(),
             grouped: !sel.group_by.is_empty(),
             json: None,
         });
@@ -223,7 +295,10 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
                     (format!("ttl({c})"), CqlType::Int, Out::Ttl(i))
                 }
             }
-            Selector::CountRows => ("count".into(), CqlType::Bigint, Out::CountRows),
+            Selector::CountRows => {
+                let (n, t, e) = expr(table, &item.selector)?;
+                (n, t, Out::Expr(e))
+            }
             Selector::Function { name, args } => {
                 let lname = name.strip_prefix("system.").unwrap_or(name);
                 if lname == "floor" {
@@ -249,28 +324,12 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
                     outs.push(Out::Floor(i, millis));
                     continue;
                 }
-                let plain = matches!(lname, "token" | "count" | "min" | "max" | "sum" | "avg");
+                let plain = lname == "token";
                 if !plain {
                     let (n, t, e) = expr(table, &item.selector)?;
                     columns.push(spec(item.alias.clone().unwrap_or(n), t));
                     outs.push(Out::Expr(e));
                     continue;
-                }
-                let is_aggregate = |a: &Selector| {
-                    matches!(a, Selector::CountRows)
-                        || matches!(a, Selector::Function { name, .. }
-                            if matches!(name.strip_prefix("system.").unwrap_or(name), "count" | "min" | "max" | "sum" | "avg"))
-                };
-                if lname != "token" && args.iter().any(is_aggregate) {
-                    return Err(Error::Invalid(
-                        "aggregate functions cannot be used as arguments of aggregate functions"
-                            .into(),
-                    ));
-                }
-                if matches!(lname, "min" | "max") && args.len() != 1 {
-                    return Err(Error::Invalid(format!(
-                        "Invalid number of arguments for function system.{lname}(any)"
-                    )));
                 }
                 let arg_cols: Vec<String> = args
                     .iter()
@@ -317,61 +376,6 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
                             Out::Token,
                         )
                     }
-                    "count" | "min" | "max" | "sum" | "avg" => {
-                        let signatures = || {
-                            let sigs = [
-                                "bigint", "counter", "decimal", "double", "float", "int",
-                                "smallint", "tinyint", "varint",
-                            ]
-                            .iter()
-                            .map(|t| format!("system.{lname} : ({t}) -> {t}"))
-                            .collect::<Vec<_>>()
-                            .join(", ");
-                            Error::Invalid(format!("Invalid call to function {lname}, none of its type signatures match (known type signatures: {sigs})"))
-                        };
-                        if matches!(lname, "sum" | "avg") && arg_cols.len() != 1 {
-                            return Err(signatures());
-                        }
-                        if arg_cols.len() != 1 {
-                            return Err(Error::Invalid(format!("Invalid number of arguments in call to function system.{lname}: 1 required but {} provided", arg_cols.len())));
-                        }
-                        let c = &arg_cols[0];
-                        let i = table.column_index(c).ok_or_else(|| undefined(table, c))?;
-                        let t = table.columns[i].typ.clone();
-                        let name = format!("system.{lname}({c})");
-                        match lname {
-                            "count" => (name, CqlType::Bigint, Out::Count(i)),
-                            "min" => (name, t, Out::Min(i)),
-                            "max" => (name, t, Out::Max(i)),
-                            "sum" | "avg" => {
-                                if !matches!(
-                                    t,
-                                    CqlType::Int
-                                        | CqlType::Bigint
-                                        | CqlType::Smallint
-                                        | CqlType::Tinyint
-                                        | CqlType::Float
-                                        | CqlType::Double
-                                        | CqlType::Counter
-                                ) {
-                                    if matches!(t, CqlType::Decimal | CqlType::Varint) {
-                                        return Err(Error::Invalid(format!("Invalid call to function {lname}: type {t} not supported yet")));
-                                    }
-                                    return Err(signatures());
-                                }
-                                (
-                                    name,
-                                    t,
-                                    if lname == "sum" {
-                                        Out::Sum(i)
-                                    } else {
-                                        Out::Avg(i)
-                                    },
-                                )
-                            }
-                            _ => unreachable_out(),
-                        }
-                    }
                     _ => {
                         let (n, t, e) = expr(table, &item.selector)?;
                         (n, t, Out::Expr(e))
@@ -415,20 +419,21 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
         columns.push(spec(item.alias.clone().unwrap_or(default_name), typ));
         outs.push(out);
     }
-    let aggregate = outs.iter().any(|o| o.is_aggregate());
-    if aggregate
-        && outs
-            .iter()
-            .any(|o| matches!(o, Out::WriteTime(_) | Out::Ttl(_)))
-    {
-        return Err(Error::Invalid(
-            "Cannot mix aggregate and writetime/ttl selectors".into(),
-        ));
+    let mut aggs = Vec::new();
+    let mut agg_columns = Vec::new();
+    for o in outs.iter_mut() {
+        if let Out::Expr(e) = o {
+            if e.has_aggregate() {
+                e.collect_aggregates(&mut aggs, &mut agg_columns);
+            }
+        }
     }
     Ok(Selection {
         columns,
         outs,
-        aggregate,
+        aggregate: !aggs.is_empty(),
+        aggs,
+        agg_columns,
         grouped: !sel.group_by.is_empty(),
         json: None,
     })
@@ -645,6 +650,16 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
             })
         }
         Selector::Term(Term::Null) => Ok(("null".into(), CqlType::Blob, Expr::Const(None))),
+        Selector::CountRows => Ok((
+            "count".into(),
+            CqlType::Bigint,
+            Expr::Aggregate(
+                0,
+                AggKind::CountRows,
+                Box::new(Expr::Const(None)),
+                CqlType::Bigint,
+            ),
+        )),
         Selector::Cast { selector, typ } => {
             let (n, from, e) = expr(table, selector)?;
             let to = CqlType::parse(typ, &|_| None).map_err(|e| Error::Invalid(e.to_string()))?;
@@ -680,6 +695,9 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
                 return Err(Error::Invalid(format!("Unknown function '{name}'")));
             }
             let lname = name.strip_prefix("system.").unwrap_or(name).to_string();
+            if let Some(kind) = AggKind::of(&lname) {
+                return aggregate_expr(table, &lname, kind, args);
+            }
             if let Some(native) = native_function(table, &lname, args)? {
                 return Ok(native);
             }
@@ -889,6 +907,68 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
             sel_text(other)
         ))),
     }
+}
+
+/// `count(x)`, `min(x)`, `max(x)`, `sum(x)`, `avg(x)` of any expression.
+fn aggregate_expr(
+    table: &TableMetadata,
+    lname: &str,
+    kind: AggKind,
+    args: &[Selector],
+) -> Result<(String, CqlType, Expr)> {
+    let is_aggregate = |a: &Selector| {
+        matches!(a, Selector::CountRows)
+            || matches!(a, Selector::Function { name, .. }
+                if AggKind::of(name.strip_prefix("system.").unwrap_or(name)).is_some())
+    };
+    let nested = || {
+        Error::Invalid(
+            "aggregate functions cannot be used as arguments of aggregate functions".into(),
+        )
+    };
+    if args.iter().any(is_aggregate) {
+        return Err(nested());
+    }
+    let signatures = || {
+        let sigs = [
+            "bigint", "counter", "decimal", "double", "float", "int", "smallint", "tinyint",
+            "varint",
+        ]
+        .iter()
+        .map(|t| format!("system.{lname} : ({t}) -> {t}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+        Error::Invalid(format!("Invalid call to function {lname}, none of its type signatures match (known type signatures: {sigs})"))
+    };
+    if args.len() != 1 {
+        return Err(match kind {
+            AggKind::Min | AggKind::Max => Error::Invalid(format!(
+                "Invalid number of arguments for function system.{lname}(any)"
+            )),
+            AggKind::Sum | AggKind::Avg => signatures(),
+            _ => Error::Invalid(format!(
+                "Invalid number of arguments in call to function system.{lname}: 1 required but {} provided",
+                args.len()
+            )),
+        });
+    }
+    let (n, t, e) = expr(table, &args[0])?;
+    if e.has_aggregate() {
+        return Err(nested());
+    }
+    if matches!(kind, AggKind::Sum | AggKind::Avg) && !crate::functions::is_numeric(&t) {
+        return Err(signatures());
+    }
+    let rt = if kind == AggKind::Count {
+        CqlType::Bigint
+    } else {
+        t.clone()
+    };
+    Ok((
+        format!("system.{lname}({n})"),
+        rt,
+        Expr::Aggregate(0, kind, Box::new(e), t),
+    ))
 }
 
 /// Argument `i` of function `fname`, of type `t` (Cassandra's
@@ -1229,7 +1309,11 @@ fn eval(
 ) -> Result<Option<Bytes>> {
     Ok(match e {
         Expr::Column(i) => cell(*i),
-        Expr::WriteTime(_) | Expr::Ttl(_) | Expr::Token | Expr::MaxWriteTime(_) => meta(e),
+        Expr::WriteTime(_)
+        | Expr::Ttl(_)
+        | Expr::Token
+        | Expr::MaxWriteTime(_)
+        | Expr::Aggregate(..) => meta(e),
         Expr::Element(x, t, key) => match eval(x, cell, meta)? {
             Some(v) => match t {
                 CqlType::Map(kt, _) => sibyl_types::value::deserialize_map(&v).ok().and_then(|p| {
@@ -1384,10 +1468,6 @@ fn floor_timestamp(v: &[u8], millis: i64) -> Option<Bytes> {
     Some(Bytes::copy_from_slice(
         &(t - t.rem_euclid(millis)).to_be_bytes(),
     ))
-}
-
-fn unreachable_out() -> (String, CqlType, Out) {
-    (String::new(), CqlType::Blob, Out::Const(None))
 }
 
 /// Where a page stopped.
@@ -1760,11 +1840,7 @@ fn int_value(ev: &Eval, t: &Option<Term>, what: &str) -> Result<Option<i64>> {
 }
 
 struct Agg {
-    count: i64,
-    values: Vec<Option<Bytes>>,
-    sums: Vec<f64>,
-    isums: Vec<i128>,
-    counts: Vec<i64>,
+    states: Vec<AggState>,
     first_row: Option<Vec<Option<Bytes>>>,
 }
 
@@ -2026,7 +2102,7 @@ pub async fn execute(
         remaining = i64::MAX;
     }
     let mut out: Vec<Vec<Option<Bytes>>> = Vec::new();
-    let mut agg = Agg::new(sel.outs.len());
+    let mut agg = Agg::new(sel.aggs.len());
     let mut next_state: Option<PagingState> = None;
 
     // partition iteration
@@ -2181,7 +2257,7 @@ pub async fn execute(
             )?;
             if grouped {
                 let gk: Vec<Bytes> = pk_values.iter().take(group_len).cloned().collect();
-                next_group(sel, table, &mut group, gk, &mut out, &mut agg);
+                next_group(sel, table, &mut group, gk, &mut out, &mut agg)?;
             }
             emit(sel, &mut out, &mut agg, row, now, table);
             remaining -= 1;
@@ -2284,7 +2360,7 @@ pub async fn execute(
                     }
                     in_partition += 1;
                 }
-                next_group(sel, table, &mut group, gk, &mut out, &mut agg);
+                next_group(sel, table, &mut group, gk, &mut out, &mut agg)?;
             }
             emit(sel, &mut out, &mut agg, built, now, table);
             if !grouped {
@@ -2323,7 +2399,7 @@ pub async fn execute(
     }
     if grouped {
         if group.is_some() {
-            flush_group(sel, table, &mut out, &mut agg);
+            flush_group(sel, table, &mut out, &mut agg)?;
         }
         if let Some(l) = limit {
             out.truncate(l as usize);
@@ -2336,7 +2412,7 @@ pub async fn execute(
     }
     if sel.aggregate {
         return Ok(SelectResult {
-            rows: vec![finish_aggregate(sel, table, &agg)],
+            rows: vec![finish_aggregate(sel, table, &agg)?],
             paging_state: None,
             warnings,
         });
@@ -2439,26 +2515,31 @@ fn build_row(
                 .map(|t| Bytes::copy_from_slice(&t.to_be_bytes()))
         }
     };
-    sel.outs
+    let mut out: Vec<Option<Bytes>> = sel
+        .outs
         .iter()
         .map(|o| {
             Ok(match o {
-                Out::Column(i)
-                | Out::Count(i)
-                | Out::Min(i)
-                | Out::Max(i)
-                | Out::Sum(i)
-                | Out::Avg(i) => cell(*i),
+                Out::Column(i) => cell(*i),
                 Out::WriteTime(i) => meta(&Expr::WriteTime(*i)),
                 Out::Ttl(i) => meta(&Expr::Ttl(*i)),
                 Out::Token => meta(&Expr::Token),
                 Out::Floor(i, millis) => cell(*i).and_then(|v| floor_timestamp(&v, *millis)),
-                Out::CountRows => None,
                 Out::Const(v) => v.clone(),
+                // computed once per group
+                Out::Expr(e) if sel.aggregate && e.has_aggregate() => None,
                 Out::Expr(e) => eval(e, &cell, &meta)?,
             })
         })
-        .collect()
+        .collect::<Result<_>>()?;
+    if sel.aggregate {
+        // then each aggregate's input, then the columns read around them
+        for (_, arg, _) in &sel.aggs {
+            out.push(eval(arg, &cell, &meta)?);
+        }
+        out.extend(sel.agg_columns.iter().map(|i| cell(*i)));
+    }
+    Ok(out)
 }
 
 /// Closes the current group (its aggregate, or its first row) into `out`.
@@ -2467,13 +2548,14 @@ fn flush_group(
     table: &TableMetadata,
     out: &mut Vec<Vec<Option<Bytes>>>,
     agg: &mut Agg,
-) {
+) -> Result<()> {
     if sel.aggregate {
-        out.push(finish_aggregate(sel, table, agg));
+        out.push(finish_aggregate(sel, table, agg)?);
     } else if let Some(r) = agg.first_row.take() {
         out.push(r);
     }
-    *agg = Agg::new(sel.outs.len());
+    *agg = Agg::new(sel.aggs.len());
+    Ok(())
 }
 
 /// Starts a new group when the row's group key differs from the current one.
@@ -2484,13 +2566,14 @@ fn next_group(
     key: Vec<Bytes>,
     out: &mut Vec<Vec<Option<Bytes>>>,
     agg: &mut Agg,
-) {
+) -> Result<()> {
     if group.as_ref() != Some(&key) {
         if group.is_some() {
-            flush_group(sel, table, out, agg);
+            flush_group(sel, table, out, agg)?;
         }
         *group = Some(key);
     }
+    Ok(())
 }
 
 fn emit(
@@ -2499,7 +2582,7 @@ fn emit(
     agg: &mut Agg,
     row: Vec<Option<Bytes>>,
     _now: i32,
-    table: &TableMetadata,
+    _table: &TableMetadata,
 ) {
     if !sel.aggregate {
         if sel.grouped {
@@ -2512,131 +2595,55 @@ fn emit(
         out.push(row);
         return;
     }
-    agg.count += 1;
     if agg.first_row.is_none() {
         agg.first_row = Some(row.clone());
     }
-    for (j, o) in sel.outs.iter().enumerate() {
-        let v = &row[j];
-        match o {
-            Out::Count(_) if v.is_some() => {
-                agg.counts[j] += 1;
-            }
-            Out::Min(i) | Out::Max(i) => {
-                if let Some(v) = v {
-                    let t = &table.columns[*i].typ;
-                    let better = match &agg.values[j] {
-                        None => true,
-                        Some(cur) => {
-                            let o2 = t.compare(v, cur);
-                            if matches!(o, Out::Min(_)) {
-                                o2 == Ordering::Less
-                            } else {
-                                o2 == Ordering::Greater
-                            }
-                        }
-                    };
-                    if better {
-                        agg.values[j] = Some(v.clone());
-                    }
-                }
-            }
-            Out::Sum(i) | Out::Avg(i) => {
-                if let Some(v) = v {
-                    agg.counts[j] += 1;
-                    match &table.columns[*i].typ {
-                        CqlType::Float if v.len() == 4 => {
-                            agg.sums[j] += f32::from_be_bytes([v[0], v[1], v[2], v[3]]) as f64
-                        }
-                        CqlType::Double if v.len() == 8 => {
-                            let mut a = [0u8; 8];
-                            a.copy_from_slice(v);
-                            agg.sums[j] += f64::from_be_bytes(a)
-                        }
-                        _ => agg.isums[j] += int_of(v),
-                    }
-                }
-            }
-            _ => {}
-        }
+    let base = sel.outs.len();
+    for (k, ((kind, _, t), st)) in sel.aggs.iter().zip(agg.states.iter_mut()).enumerate() {
+        st.add(*kind, t, row.get(base + k).and_then(|v| v.as_ref()));
     }
 }
 
 impl Agg {
     fn new(n: usize) -> Agg {
         Agg {
-            count: 0,
-            values: vec![None; n],
-            sums: vec![0.0; n],
-            isums: vec![0; n],
-            counts: vec![0; n],
+            states: vec![AggState::default(); n],
             first_row: None,
         }
     }
 }
 
-fn int_of(v: &[u8]) -> i128 {
-    let mut x: i128 = if v.first().map(|b| b & 0x80 != 0).unwrap_or(false) {
-        -1
-    } else {
-        0
+/// The row of a group: its aggregates, and the first row's other values.
+fn finish_aggregate(
+    sel: &Selection,
+    _table: &TableMetadata,
+    agg: &Agg,
+) -> Result<Vec<Option<Bytes>>> {
+    let results: Vec<Option<Bytes>> = sel
+        .aggs
+        .iter()
+        .zip(&agg.states)
+        .map(|((kind, _, t), st)| st.result(*kind, t))
+        .collect();
+    let first = agg.first_row.as_ref();
+    let base = sel.outs.len() + sel.aggs.len();
+    let cell = |i: usize| -> Option<Bytes> {
+        let p = sel.agg_columns.iter().position(|c| *c == i)?;
+        first.and_then(|r| r.get(base + p).cloned().flatten())
     };
-    for b in v {
-        x = (x << 8) | *b as i128;
-    }
-    x
-}
-
-fn encode_int(t: &CqlType, v: i128) -> Bytes {
-    match t {
-        CqlType::Int => Bytes::copy_from_slice(&(v as i32).to_be_bytes()),
-        CqlType::Smallint => Bytes::copy_from_slice(&(v as i16).to_be_bytes()),
-        CqlType::Tinyint => Bytes::copy_from_slice(&(v as i8).to_be_bytes()),
-        _ => Bytes::copy_from_slice(&(v as i64).to_be_bytes()),
-    }
-}
-
-fn finish_aggregate(sel: &Selection, table: &TableMetadata, agg: &Agg) -> Vec<Option<Bytes>> {
+    let meta = |e: &Expr| -> Option<Bytes> {
+        match e {
+            Expr::Aggregate(id, ..) => results.get(*id).cloned().flatten(),
+            _ => None,
+        }
+    };
     sel.outs
         .iter()
         .enumerate()
         .map(|(j, o)| match o {
-            Out::CountRows => Some(Bytes::copy_from_slice(&agg.count.to_be_bytes())),
-            Out::Count(_) => Some(Bytes::copy_from_slice(&agg.counts[j].to_be_bytes())),
-            Out::Min(_) | Out::Max(_) => agg.values[j].clone(),
-            Out::Sum(i) | Out::Avg(i) => {
-                let t = &table.columns[*i].typ;
-                let is_avg = matches!(o, Out::Avg(_));
-                let n = agg.counts[j].max(1);
-                match t {
-                    CqlType::Float => {
-                        let s = if is_avg {
-                            agg.sums[j] / n as f64
-                        } else {
-                            agg.sums[j]
-                        };
-                        Some(Bytes::copy_from_slice(&(s as f32).to_be_bytes()))
-                    }
-                    CqlType::Double => {
-                        let s = if is_avg {
-                            agg.sums[j] / n as f64
-                        } else {
-                            agg.sums[j]
-                        };
-                        Some(Bytes::copy_from_slice(&s.to_be_bytes()))
-                    }
-                    _ => {
-                        let s = if is_avg {
-                            agg.isums[j] / n as i128
-                        } else {
-                            agg.isums[j]
-                        };
-                        Some(encode_int(t, s))
-                    }
-                }
-            }
+            Out::Expr(e) if e.has_aggregate() => eval(e, &cell, &meta),
             // plain columns in an aggregate query take the first row's value
-            _ => agg.first_row.as_ref().and_then(|r| r[j].clone()),
+            _ => Ok(first.and_then(|r| r[j].clone())),
         })
         .collect()
 }
