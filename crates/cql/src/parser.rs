@@ -1017,7 +1017,12 @@ impl Parser {
         {
             let ks = self.ident()?;
             self.advance(); // .
-            let f = self.ident()?;
+                            // Parser.g's allowedFunctionName: also the keywords TOKEN and COUNT
+            let f = if self.is_kw("token") || self.is_kw("count") {
+                self.ident_any()?.to_lowercase()
+            } else {
+                self.ident()?
+            };
             self.advance(); // (
             let mut args = Vec::new();
             if !self.eat_sym(")") {

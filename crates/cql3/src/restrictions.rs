@@ -232,7 +232,16 @@ pub fn analyse(
                         let tok = sibyl_types::murmur3::token(&make_partition_key(&parts));
                         vec![Bytes::copy_from_slice(&tok.to_be_bytes())]
                     }
-                    _ => rhs_values(ev, rel, "partition key token", &CqlType::Bigint)?,
+                    _ => {
+                        let types = table
+                            .partition_key()
+                            .iter()
+                            .map(|c| c.typ.clone())
+                            .collect();
+                        crate::terms::with_token_types(types, || {
+                            rhs_values(ev, rel, "partition key token", &CqlType::Bigint)
+                        })?
+                    }
                 };
                 let Some(v) = v.first() else {
                     return Err(Error::Invalid("Invalid token restriction".into()));

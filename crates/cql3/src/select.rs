@@ -324,63 +324,8 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
                     outs.push(Out::Floor(i, millis));
                     continue;
                 }
-                let plain = lname == "token";
-                if !plain {
-                    let (n, t, e) = expr(table, &item.selector)?;
-                    columns.push(spec(item.alias.clone().unwrap_or(n), t));
-                    outs.push(Out::Expr(e));
-                    continue;
-                }
-                let arg_cols: Vec<String> = args
-                    .iter()
-                    .map(|a| match a {
-                        Selector::Column(c) => Ok(c.clone()),
-                        _ => Err(Error::Invalid(format!(
-                            "Unsupported argument to function {lname}"
-                        ))),
-                    })
-                    .collect::<Result<_>>()?;
-                match lname {
-                    "token" => {
-                        let pk: Vec<&str> = table
-                            .partition_key()
-                            .iter()
-                            .map(|c| c.name.as_str())
-                            .collect();
-                        if arg_cols.len() != pk.len() {
-                            return Err(Error::Invalid(format!(
-                                "Invalid number of arguments in call to function system.token: {} required but {} provided",
-                                pk.len(),
-                                arg_cols.len()
-                            )));
-                        }
-                        for (n, (a, p)) in arg_cols.iter().zip(table.partition_key()).enumerate() {
-                            let t = table.column(a).ok_or_else(|| undefined(table, a))?;
-                            if t.typ != p.typ {
-                                return Err(Error::Invalid(format!(
-                                    "Type error: {a} cannot be passed as argument {n} of function system.token of type {}",
-                                    p.typ
-                                )));
-                            }
-                        }
-                        if arg_cols.iter().map(|s| s.as_str()).collect::<Vec<_>>() != pk {
-                            return Err(Error::Invalid(format!(
-                                "Type error: {} cannot be passed as argument 0 of function system.token of type {}",
-                                arg_cols.join(", "),
-                                table.partition_key().first().map(|c| c.typ.to_string()).unwrap_or_default()
-                            )));
-                        }
-                        (
-                            format!("system.token({})", arg_cols.join(", ")),
-                            CqlType::Bigint,
-                            Out::Token,
-                        )
-                    }
-                    _ => {
-                        let (n, t, e) = expr(table, &item.selector)?;
-                        (n, t, Out::Expr(e))
-                    }
-                }
+                let (n, t, e) = expr(table, &item.selector)?;
+                (n, t, Out::Expr(e))
             }
             Selector::Cast { .. }
             | Selector::Arith { .. }
@@ -554,7 +499,7 @@ fn expr_typed(
 ) -> Result<(String, CqlType, Expr)> {
     match s {
         Selector::Term(Term::Null) => match expected {
-            Some(t) => Ok(("null".into(), t.clone(), Expr::Const(None))),
+            Some(t) => Ok(("NULL".into(), t.clone(), Expr::Const(None))),
             None => expr_plain(table, s),
         },
         Selector::Term(term) => {
@@ -649,7 +594,7 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
                 (format!("ttl({c})"), CqlType::Int, Expr::Ttl(i))
             })
         }
-        Selector::Term(Term::Null) => Ok(("null".into(), CqlType::Blob, Expr::Const(None))),
+        Selector::Term(Term::Null) => Ok(("NULL".into(), CqlType::Blob, Expr::Const(None))),
         Selector::CountRows => Ok((
             "count".into(),
             CqlType::Bigint,
@@ -695,6 +640,9 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
                 return Err(Error::Invalid(format!("Unknown function '{name}'")));
             }
             let lname = name.strip_prefix("system.").unwrap_or(name).to_string();
+            if lname == "token" {
+                return token_expr(table, args);
+            }
             if let Some(kind) = AggKind::of(&lname) {
                 return aggregate_expr(table, &lname, kind, args);
             }
@@ -907,6 +855,33 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
             sel_text(other)
         ))),
     }
+}
+
+/// `token(x, y)`: the token of the partition key made of the arguments,
+/// typed as the table's partition key columns.
+fn token_expr(table: &TableMetadata, args: &[Selector]) -> Result<(String, CqlType, Expr)> {
+    let pk = table.partition_key();
+    if args.len() != pk.len() {
+        return Err(Error::Invalid(format!(
+            "Invalid number of arguments in call to function system.token: {} required but {} provided",
+            pk.len(),
+            args.len()
+        )));
+    }
+    let mut names = Vec::with_capacity(args.len());
+    let mut exprs = Vec::with_capacity(args.len());
+    let mut types = Vec::with_capacity(args.len());
+    for (i, (a, c)) in args.iter().zip(pk).enumerate() {
+        let (n, t, e) = typed_arg(table, a, &c.typ, "token", i)?;
+        names.push(n);
+        exprs.push(e);
+        types.push(t);
+    }
+    Ok((
+        format!("system.token({})", names.join(", ")),
+        CqlType::Bigint,
+        Expr::Native("token".into(), exprs, types),
+    ))
 }
 
 /// `count(x)`, `min(x)`, `max(x)`, `sum(x)`, `avg(x)` of any expression.
@@ -1246,6 +1221,14 @@ fn native_eval(name: &str, types: &[CqlType], vals: &[Option<Bytes>]) -> Result<
             .map(|b| String::from_utf8_lossy(&b).to_string())
     };
     match name {
+        "token" => {
+            // the partition key of these values; none when one is null
+            let parts: Option<Vec<Bytes>> = vals.iter().cloned().collect();
+            return Ok(parts.map(|p| {
+                let key = sibyl_db::cells::make_partition_key(&p);
+                Bytes::copy_from_slice(&sibyl_types::murmur3::token(&key).to_be_bytes())
+            }));
+        }
         "mask_null" => return Ok(None),
         "mask_default" => return Ok(Some(f::mask_default(&types[0]))),
         "mask_replace" => return Ok(vals.get(1).cloned().flatten()),

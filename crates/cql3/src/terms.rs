@@ -600,6 +600,31 @@ impl<'a> Eval<'a> {
                 };
                 Ok((rt, Val::Set(out)))
             }
+            "token" => {
+                let Some(types) = TOKEN_TYPES.with(|t| t.borrow().clone()) else {
+                    return Err(unknown_function(&lname));
+                };
+                arity(types.len())?;
+                let mut parts = Vec::with_capacity(types.len());
+                for (i, (a, t)) in args.iter().zip(&types).enumerate() {
+                    let v = self.value(a, t, "token").map_err(|_| {
+                        Error::Invalid(format!(
+                            "Type error: {} cannot be passed as argument {i} of function system.token of type {t}",
+                            sibyl_cql::term_text(a)
+                        ))
+                    })?;
+                    match v {
+                        Val::Set(b) => parts.push(b),
+                        _ => return Ok((CqlType::Bigint, Val::Null)),
+                    }
+                }
+                let key = sibyl_db::cells::make_partition_key(&parts);
+                let tok = sibyl_types::murmur3::token(&key);
+                Ok((
+                    CqlType::Bigint,
+                    Val::Set(Bytes::copy_from_slice(&tok.to_be_bytes())),
+                ))
+            }
             "mintimeuuid" | "maxtimeuuid" => {
                 arity(1)?;
                 let v = self.value(&args[0], &CqlType::Timestamp, "arg0")?;
@@ -684,6 +709,21 @@ fn literal_element(
         }
         (r, _) => r,
     }
+}
+
+thread_local! {
+    /// The partition key types `token(...)` takes while a token relation's
+    /// value is evaluated (see [`with_token_types`]).
+    static TOKEN_TYPES: std::cell::RefCell<Option<Vec<CqlType>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` with `token(...)` callable in terms, its arguments typed as
+/// `types` (a table's partition key): `token(k) > token(1) + 10`.
+pub fn with_token_types<R>(types: Vec<CqlType>, f: impl FnOnce() -> R) -> R {
+    let before = TOKEN_TYPES.with(|t| t.replace(Some(types)));
+    let r = f();
+    TOKEN_TYPES.with(|t| *t.borrow_mut() = before);
+    r
 }
 
 fn unknown_function(name: &str) -> Error {
