@@ -74,6 +74,34 @@ pub enum Expr {
     /// An aggregate over the rows of a group: its number in
     /// [`Selection::aggs`], its kind, its argument and the argument's type.
     Aggregate(usize, AggKind, Box<Expr>, CqlType),
+    /// `writetime`, `ttl` or `maxwritetime` of an element, slice or field.
+    CellMeta(Box<CellMeta>),
+}
+
+/// `writetime(m['a'])`, `ttl(u.f)`, `maxwritetime(s[1..3])`: the timestamps
+/// or TTLs of the cells holding a selected part of a column.
+#[derive(Debug, Clone)]
+pub struct CellMeta {
+    /// `writetime`, `ttl` or `maxwritetime`.
+    kind: &'static str,
+    column: usize,
+    cells: CellPath,
+    /// The selected part: no cell when it is null or empty.
+    value: Expr,
+    value_type: CqlType,
+}
+
+/// Which cells of a column a selection reads.
+#[derive(Debug, Clone)]
+enum CellPath {
+    /// The column's one cell (frozen and simple columns).
+    Whole,
+    /// The element of a non-frozen map or set with this key.
+    Key(Bytes),
+    /// The elements of a non-frozen map or set with keys in the range.
+    Range(CqlType, Option<Bytes>, Option<Bytes>),
+    /// The cell of field `i` of a non-frozen UDT.
+    Field(usize),
 }
 
 impl Expr {
@@ -91,6 +119,7 @@ impl Expr {
             | Expr::Negate(x, _)
             | Expr::Timeuuid(_, x)
             | Expr::Aggregate(_, _, x, _) => vec![x.as_mut()],
+            Expr::CellMeta(m) => vec![&mut m.value],
             Expr::Arith(_, a, _, b, _) => vec![a.as_mut(), b.as_mut()],
             Expr::Native(_, args, _) => args.iter_mut().collect(),
             _ => Vec::new(),
@@ -110,6 +139,7 @@ impl Expr {
             | Expr::Negate(x, _)
             | Expr::Timeuuid(_, x)
             | Expr::Aggregate(_, _, x, _) => vec![x.as_ref()],
+            Expr::CellMeta(m) => vec![&m.value],
             Expr::Arith(_, a, _, b, _) => vec![a.as_ref(), b.as_ref()],
             Expr::Native(_, args, _) => args.iter().collect(),
             _ => Vec::new(),
@@ -279,11 +309,6 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
                         "Cannot use selection function {fname} on PRIMARY KEY part {c}"
                     )));
                 }
-                if col.typ.is_multi_cell() && !is_wt {
-                    return Err(Error::Invalid(format!(
-                        "Cannot use selection function {fname} on non-frozen collection {c}"
-                    )));
-                }
                 if is_wt {
                     let t = if col.typ.is_multi_cell() {
                         CqlType::List(Box::new(CqlType::Bigint))
@@ -291,6 +316,9 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
                         CqlType::Bigint
                     };
                     (format!("writetime({c})"), t, Out::WriteTime(i))
+                } else if col.typ.is_multi_cell() {
+                    let t = CqlType::List(Box::new(CqlType::Int));
+                    (format!("ttl({c})"), t, Out::Ttl(i))
                 } else {
                     (format!("ttl({c})"), CqlType::Int, Out::Ttl(i))
                 }
@@ -344,15 +372,8 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
                 column,
                 selector,
             } => {
-                // the element or field must exist (list elements are refused)
-                table
-                    .column_index(column)
-                    .ok_or_else(|| undefined(table, column))?;
-                expr(table, selector)?;
-                return Err(Error::Invalid(format!(
-                    "{kind}() of an element or field ({}) is not supported yet",
-                    sel_text(&item.selector)
-                )));
+                let (n, t, e) = cell_meta(table, kind, column, selector, true)?;
+                (n, t, Out::Expr(e))
             }
             other => {
                 return Err(Error::Invalid(format!(
@@ -584,17 +605,30 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
         }
         Selector::WriteTime(c) | Selector::Ttl(c) => {
             let i = table.column_index(c).ok_or_else(|| undefined(table, c))?;
+            // a multi-cell column has one per cell
+            let many = |t: CqlType| {
+                if table.columns[i].typ.is_multi_cell() {
+                    CqlType::List(Box::new(t))
+                } else {
+                    t
+                }
+            };
             Ok(if matches!(s, Selector::WriteTime(_)) {
                 (
                     format!("writetime({c})"),
-                    CqlType::Bigint,
+                    many(CqlType::Bigint),
                     Expr::WriteTime(i),
                 )
             } else {
-                (format!("ttl({c})"), CqlType::Int, Expr::Ttl(i))
+                (format!("ttl({c})"), many(CqlType::Int), Expr::Ttl(i))
             })
         }
         Selector::Term(Term::Null) => Ok(("NULL".into(), CqlType::Blob, Expr::Const(None))),
+        Selector::MetaOf {
+            kind,
+            column,
+            selector,
+        } => cell_meta(table, kind, column, selector, false),
         Selector::CountRows => Ok((
             "count".into(),
             CqlType::Bigint,
@@ -855,6 +889,92 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
             sel_text(other)
         ))),
     }
+}
+
+/// `writetime`, `ttl` or `maxwritetime` of `selector`, an element, slice or
+/// field of `column`: the cells it reads are those of its first subscript
+/// when the column is multi-cell, else the column's one cell. As an
+/// argument (`top` false) it has the type Cassandra gives it, a list for any
+/// multi-cell column but with maxwritetime.
+fn cell_meta(
+    table: &TableMetadata,
+    kind: &str,
+    column: &str,
+    selector: &Selector,
+    top: bool,
+) -> Result<(String, CqlType, Expr)> {
+    let i = table
+        .column_index(column)
+        .ok_or_else(|| undefined(table, column))?;
+    let col = &table.columns[i];
+    if col.kind.is_primary_key() {
+        return Err(Error::Invalid(format!(
+            "Cannot use selection function {kind} on PRIMARY KEY part {column}"
+        )));
+    }
+    // resolves (and checks) the selection
+    let (n, value_type, value) = expr(table, selector)?;
+    // the subscript applied to the column itself
+    let mut first = selector;
+    loop {
+        let inner = match first {
+            Selector::Element { selector, .. }
+            | Selector::Slice { selector, .. }
+            | Selector::Field { selector, .. } => selector.as_ref(),
+            _ => break,
+        };
+        if matches!(inner, Selector::Column(_)) {
+            break;
+        }
+        first = inner;
+    }
+    let cells = if !col.typ.is_multi_cell() {
+        CellPath::Whole
+    } else {
+        match (first, col.typ.unfrozen()) {
+            (Selector::Element { key, .. }, CqlType::Map(kt, _) | CqlType::Set(kt)) => {
+                CellPath::Key(const_term(key, kt, &term_name(key))?)
+            }
+            (Selector::Slice { from, to, .. }, CqlType::Map(kt, _) | CqlType::Set(kt)) => {
+                let bound = |b: &Option<Term>| -> Result<Option<Bytes>> {
+                    b.as_ref()
+                        .map(|t| const_term(t, kt, &term_name(t)))
+                        .transpose()
+                };
+                CellPath::Range(kt.as_ref().clone(), bound(from)?, bound(to)?)
+            }
+            (Selector::Field { field, .. }, CqlType::Udt(u)) => CellPath::Field(
+                u.fields
+                    .iter()
+                    .position(|(f, _)| f == field)
+                    .unwrap_or_default(),
+            ),
+            _ => CellPath::Whole,
+        }
+    };
+    let list = matches!(cells, CellPath::Range(..)) && std::ptr::eq(first, selector);
+    let (kind, t): (&'static str, CqlType) = match kind {
+        "ttl" => ("ttl", CqlType::Int),
+        "maxwritetime" => ("maxwritetime", CqlType::Bigint),
+        _ => ("writetime", CqlType::Bigint),
+    };
+    let list = list || (!top && col.typ.is_multi_cell());
+    let t = if list && kind != "maxwritetime" {
+        CqlType::List(Box::new(t))
+    } else {
+        t
+    };
+    Ok((
+        format!("{kind}({n})"),
+        t,
+        Expr::CellMeta(Box::new(CellMeta {
+            kind,
+            column: i,
+            cells,
+            value,
+            value_type,
+        })),
+    ))
 }
 
 /// `token(x, y)`: the token of the partition key made of the arguments,
@@ -1297,6 +1417,21 @@ fn eval(
         | Expr::Token
         | Expr::MaxWriteTime(_)
         | Expr::Aggregate(..) => meta(e),
+        Expr::CellMeta(m) => {
+            // nothing selected, no cell
+            let v = eval(&m.value, cell, meta)?;
+            let empty = v.as_ref().is_none_or(|v| match m.value_type.unfrozen() {
+                CqlType::Map(..) | CqlType::Set(_) | CqlType::List(_) => {
+                    v.len() >= 4 && v[..4] == [0, 0, 0, 0]
+                }
+                _ => false,
+            });
+            if empty {
+                None
+            } else {
+                meta(e)
+            }
+        }
         Expr::Element(x, t, key) => match eval(x, cell, meta)? {
             Some(v) => match t {
                 CqlType::Map(kt, _) => sibyl_types::value::deserialize_map(&v).ok().and_then(|p| {
@@ -2454,6 +2589,7 @@ fn build_row(
     let cell = |i: usize| cell_of(table, i, pk, ck, srow, row, now);
     let meta = |e: &Expr| -> Option<Bytes> {
         let (i, wt) = match e {
+            Expr::CellMeta(m) => return cell_meta_value(table, m, srow, row, now),
             Expr::WriteTime(i) | Expr::MaxWriteTime(i) => (*i, true),
             Expr::Ttl(i) => (*i, false),
             Expr::Token => return Some(Bytes::copy_from_slice(&key.token.to_be_bytes())),
@@ -2468,6 +2604,18 @@ fn build_row(
         if let Some(sibyl_db::ColumnData::Complex { cells, .. }) =
             r.and_then(|r| r.cells.get(&col.name))
         {
+            if !wt {
+                // the TTL of each element, null without one
+                let ttls: Vec<Option<Bytes>> = cells
+                    .values()
+                    .filter(|c| c.is_live(now))
+                    .map(|c| {
+                        c.remaining_ttl(now)
+                            .map(|t| Bytes::copy_from_slice(&t.to_be_bytes()))
+                    })
+                    .collect();
+                return (!ttls.is_empty()).then(|| collection_with_nulls(&ttls));
+            }
             let stamps: Vec<i64> = cells
                 .values()
                 .filter(|c| c.is_live(now))
@@ -2523,6 +2671,94 @@ fn build_row(
         out.extend(sel.agg_columns.iter().map(|i| cell(*i)));
     }
     Ok(out)
+}
+
+/// The timestamps or TTLs of the cells a [`CellMeta`] reads.
+fn cell_meta_value(
+    table: &TableMetadata,
+    m: &CellMeta,
+    srow: Option<&Row>,
+    row: Option<&Row>,
+    now: i32,
+) -> Option<Bytes> {
+    let col = &table.columns[m.column];
+    let r = if col.kind == ColumnKind::Static {
+        srow
+    } else {
+        row
+    }?;
+    let data = r.cells.get(&col.name)?;
+    let mut cells: Vec<(&Bytes, &sibyl_db::Cell)> = Vec::new();
+    let single;
+    match (data, &m.cells) {
+        (sibyl_db::ColumnData::Complex { cells: all, .. }, path) => {
+            let live = all.iter().filter(|(_, c)| c.is_live(now));
+            match path {
+                CellPath::Key(k) => cells.extend(live.filter(|(p, _)| *p == k)),
+                CellPath::Field(f) => {
+                    let p = (*f as u16).to_be_bytes();
+                    cells.extend(live.filter(|(k, _)| k.as_ref() == p));
+                }
+                CellPath::Range(kt, from, to) => {
+                    cells.extend(live.filter(|(k, _)| {
+                        from.as_ref()
+                            .is_none_or(|f| kt.compare(k, f) != Ordering::Less)
+                            && to
+                                .as_ref()
+                                .is_none_or(|t| kt.compare(k, t) != Ordering::Greater)
+                    }));
+                    cells.sort_by(|a, b| kt.compare(a.0, b.0));
+                }
+                CellPath::Whole => cells.extend(live),
+            }
+            single = !matches!(path, CellPath::Range(..));
+        }
+        (other, _) => {
+            let c = other.single().filter(|c| c.is_live(now))?;
+            return match m.kind {
+                "ttl" => c
+                    .remaining_ttl(now)
+                    .map(|t| Bytes::copy_from_slice(&t.to_be_bytes())),
+                _ => Some(Bytes::copy_from_slice(&c.timestamp.to_be_bytes())),
+            };
+        }
+    }
+    if cells.is_empty() {
+        return None;
+    }
+    let one = |c: &sibyl_db::Cell| -> Option<Bytes> {
+        match m.kind {
+            "ttl" => c
+                .remaining_ttl(now)
+                .map(|t| Bytes::copy_from_slice(&t.to_be_bytes())),
+            _ => Some(Bytes::copy_from_slice(&c.timestamp.to_be_bytes())),
+        }
+    };
+    if m.kind == "maxwritetime" {
+        let t = cells.iter().map(|(_, c)| c.timestamp).max()?;
+        return Some(Bytes::copy_from_slice(&t.to_be_bytes()));
+    }
+    if single {
+        return one(cells[0].1);
+    }
+    let items: Vec<Option<Bytes>> = cells.iter().map(|(_, c)| one(c)).collect();
+    Some(collection_with_nulls(&items))
+}
+
+/// A serialized list whose elements may be null (length -1).
+fn collection_with_nulls(items: &[Option<Bytes>]) -> Bytes {
+    let mut out = Vec::new();
+    out.extend_from_slice(&(items.len() as i32).to_be_bytes());
+    for it in items {
+        match it {
+            Some(b) => {
+                out.extend_from_slice(&(b.len() as i32).to_be_bytes());
+                out.extend_from_slice(b);
+            }
+            None => out.extend_from_slice(&(-1i32).to_be_bytes()),
+        }
+    }
+    Bytes::from(out)
 }
 
 /// Closes the current group (its aggregate, or its first row) into `out`.
