@@ -3049,6 +3049,15 @@ fn freeze_tuples(t: CqlType) -> CqlType {
     }
 }
 
+const NESTED_NON_FROZEN: &str =
+    "Non-frozen UDTs with nested non-frozen collections are not supported";
+
+/// A non-frozen UDT with a non-frozen collection field: Cassandra cannot
+/// store it (one cell per field only).
+fn nested_non_frozen(t: &CqlType) -> bool {
+    matches!(t, CqlType::Udt(u) if u.fields.iter().any(|(_, f)| f.is_multi_cell()))
+}
+
 fn build_table(ks_name: &str, ct: &CreateTable, ks: &KeyspaceMetadata) -> Result<TableMetadata> {
     let mut columns: Vec<ColumnMetadata> = Vec::new();
     for c in &ct.columns {
@@ -3059,6 +3068,9 @@ fn build_table(ks_name: &str, ct: &CreateTable, ks: &KeyspaceMetadata) -> Result
             )));
         }
         let typ = parse_type(&c.typ, ks)?;
+        if nested_non_frozen(&typ) {
+            return Err(Error::Invalid(NESTED_NON_FROZEN.into()));
+        }
         columns.push(ColumnMetadata {
             name: c.name.clone(),
             typ,
@@ -3319,6 +3331,12 @@ fn alter_table(
                     )));
                 }
                 let typ = parse_type(&c.typ, ks)?;
+                if nested_non_frozen(&typ) {
+                    return Err(Error::Invalid(format!(
+                        "{NESTED_NON_FROZEN} for column {}",
+                        c.name
+                    )));
+                }
                 if c.is_static && nt.clustering_count == 0 {
                     return Err(Error::Invalid(format!("Static columns are not allowed in COMPACT STORAGE tables or tables without clustering columns (column {})", c.name)));
                 }

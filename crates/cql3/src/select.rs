@@ -881,7 +881,7 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
             Ok((
                 format!("{n}[{ft}..{tt}]"),
                 t.clone(),
-                Expr::Slice(Box::new(e), t.unfrozen().clone(), fv, tv),
+                Expr::Slice(Box::new(e), t.clone(), fv, tv),
             ))
         }
         other => Err(Error::Invalid(format!(
@@ -1452,6 +1452,9 @@ fn eval(
         },
         Expr::Slice(x, t, from, to) => match eval(x, cell, meta)? {
             Some(v) => {
+                // a frozen collection's slice is a collection, maybe empty; a
+                // non-frozen one's is null when empty
+                let frozen = !(matches!(x.as_ref(), Expr::Column(_)) && t.is_multi_cell());
                 let inside = |kt: &CqlType, k: &Bytes| {
                     from.as_ref()
                         .is_none_or(|f| kt.compare(k, f) != Ordering::Less)
@@ -1459,14 +1462,15 @@ fn eval(
                             .as_ref()
                             .is_none_or(|e| kt.compare(k, e) != Ordering::Greater)
                 };
-                match t {
+                match t.unfrozen() {
                     CqlType::Map(kt, _) => {
                         let kept: Vec<(Bytes, Bytes)> = sibyl_types::value::deserialize_map(&v)
                             .unwrap_or_default()
                             .into_iter()
                             .filter(|(k, _)| inside(kt, k))
                             .collect();
-                        (!kept.is_empty()).then(|| sibyl_types::value::serialize_map(&kept))
+                        (frozen || !kept.is_empty())
+                            .then(|| sibyl_types::value::serialize_map(&kept))
                     }
                     CqlType::Set(et) => {
                         let kept: Vec<Bytes> = sibyl_types::value::deserialize_collection(&v)
@@ -1474,7 +1478,8 @@ fn eval(
                             .into_iter()
                             .filter(|k| inside(et, k))
                             .collect();
-                        (!kept.is_empty()).then(|| sibyl_types::value::serialize_collection(&kept))
+                        (frozen || !kept.is_empty())
+                            .then(|| sibyl_types::value::serialize_collection(&kept))
                     }
                     _ => None,
                 }
