@@ -74,10 +74,11 @@ fn fold_ident(t: &Token) -> Option<String> {
     }
 }
 
-/// A token's text as ANTLR reports it: a string literal's value, unquoted.
+/// A token's text as ANTLR reports it: a string literal's value or a quoted
+/// name, unquoted.
 fn shown_text(t: &Token) -> &str {
     match &t.tok {
-        Tok::Str(v) => v,
+        Tok::Str(v) | Tok::QuotedIdent(v) => v,
         _ => &t.text,
     }
 }
@@ -1002,6 +1003,33 @@ impl Parser {
             self.advance();
             let inner = self.selector()?;
             self.expect_kw("as")?;
+            // Parser.g: CAST (... AS native_type)
+            const NATIVE: [&str; 21] = [
+                "ascii",
+                "bigint",
+                "blob",
+                "boolean",
+                "counter",
+                "date",
+                "decimal",
+                "double",
+                "duration",
+                "float",
+                "inet",
+                "int",
+                "smallint",
+                "text",
+                "time",
+                "timestamp",
+                "timeuuid",
+                "tinyint",
+                "uuid",
+                "varchar",
+                "varint",
+            ];
+            if !NATIVE.iter().any(|n| self.is_kw(n)) {
+                return Err(self.no_viable());
+            }
             let typ = self.ident_any()?;
             self.expect_sym(")")?;
             return Ok(Selector::Cast {

@@ -506,50 +506,65 @@ fn i32_op(op: char, p: i32, q: i32) -> i32 {
 /// Whether `CAST(x AS to)` exists for a value of type `from` (Cassandra's `CastFcts`).
 pub fn cast_supported(from: &CqlType, to: &CqlType) -> bool {
     let (f, t) = (from.unfrozen(), to.unfrozen());
-    if f == t {
-        return true;
-    }
-    if is_numeric(f) && is_numeric(t) && !matches!(t, CqlType::Counter) {
-        return true;
-    }
-    if matches!(t, CqlType::Text | CqlType::Ascii) {
-        return !f.is_collection()
-            && !matches!(f, CqlType::Udt(_) | CqlType::Tuple(_) | CqlType::Vector(..));
-    }
-    matches!(
-        (f, t),
-        (CqlType::Timestamp, CqlType::Date)
-            | (CqlType::Date, CqlType::Timestamp)
-            | (CqlType::Timeuuid, CqlType::Date)
-            | (CqlType::Timeuuid, CqlType::Timestamp)
-    )
+    f == t || cast_sources(t).is_some_and(|s| s.contains(&f.to_string().as_str()))
 }
 
-/// Cassandra's error for a CAST it has no function for.
-pub fn cast_error(to: &CqlType) -> Error {
-    let order = [
-        "decimal", "float", "smallint", "tinyint", "double", "varint", "bigint", "int", "counter",
+/// The types Cassandra's `CastFcts` casts to `to` from (none: no cast
+/// function for that type).
+fn cast_sources(to: &CqlType) -> Option<Vec<&'static str>> {
+    const NUMERIC: [&str; 9] = [
+        "tinyint", "smallint", "int", "bigint", "counter", "varint", "float", "double", "decimal",
     ];
-    let to_name = to.to_string();
-    let sources: Vec<String> = if is_numeric(to) {
-        order
-            .iter()
-            .filter(|n| **n != to_name)
-            .map(|n| format!("system.cast_as_{to_name} : ({n}) -> {to_name}"))
-            .collect()
-    } else {
-        match to.unfrozen() {
-            CqlType::Date => vec!["timestamp", "timeuuid"],
-            CqlType::Timestamp => vec!["date", "timeuuid"],
-            _ => vec![],
-        }
-        .into_iter()
-        .map(|n| format!("system.cast_as_{to_name} : ({n}) -> {to_name}"))
-        .collect()
+    const TO_TEXT: [&str; 17] = [
+        "ascii",
+        "bigint",
+        "boolean",
+        "counter",
+        "date",
+        "decimal",
+        "double",
+        "float",
+        "inet",
+        "int",
+        "smallint",
+        "time",
+        "timestamp",
+        "timeuuid",
+        "tinyint",
+        "uuid",
+        "varint",
+    ];
+    let name = to.to_string();
+    Some(match to {
+        CqlType::Counter => return None,
+        t if is_numeric(t) => NUMERIC.iter().copied().filter(|n| *n != name).collect(),
+        CqlType::Text => TO_TEXT.to_vec(),
+        CqlType::Ascii => TO_TEXT.iter().copied().filter(|n| *n != "ascii").collect(),
+        CqlType::Date => vec!["timestamp", "timeuuid"],
+        CqlType::Timestamp => vec!["date", "timeuuid"],
+        _ => return None,
+    })
+}
+
+/// Cassandra's error for a CAST it has no function for: `selector` is the
+/// cast value's text, `written` the type as the query wrote it.
+pub fn cast_error(to: &CqlType, selector: &str, written: &str) -> Error {
+    // the function is named after the type as written: there is no cast_as_varchar
+    let sources = cast_sources(to.unfrozen()).filter(|_| !written.eq_ignore_ascii_case("varchar"));
+    let Some(sources) = sources else {
+        return Error::Invalid(format!(
+            "{selector} cannot be cast to {}",
+            written.to_lowercase()
+        ));
     };
+    let to_name = to.to_string();
+    let sigs: Vec<String> = sources
+        .iter()
+        .map(|n| format!("system.cast_as_{to_name} : ({n}) -> {to_name}"))
+        .collect();
     Error::Invalid(format!(
         "Invalid call to function system.cast_as_{to_name}, none of its type signatures match (known type signatures: {})",
-        sources.join(", ")
+        sigs.join(", ")
     ))
 }
 

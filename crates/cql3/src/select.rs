@@ -640,10 +640,17 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
             ),
         )),
         Selector::Cast { selector, typ } => {
+            if matches!(unparen(selector), Selector::Term(_)) {
+                return Err(cannot_infer(&sel_text(selector)));
+            }
             let (n, from, e) = expr(table, selector)?;
             let to = CqlType::parse(typ, &|_| None).map_err(|e| Error::Invalid(e.to_string()))?;
+            if from.unfrozen() == to.unfrozen() {
+                // Cassandra keeps the value as it is, and its name
+                return Ok((n, from, e));
+            }
             if !crate::functions::cast_supported(&from, &to) {
-                return Err(crate::functions::cast_error(&to));
+                return Err(crate::functions::cast_error(&to, &n, typ));
             }
             Ok((
                 format!("cast({n} as {})", typ.to_lowercase()),
