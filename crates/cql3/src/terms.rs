@@ -195,6 +195,22 @@ impl<'a> Eval<'a> {
                 self.value(&items[0], t, receiver)
             }
             Term::List(items) | Term::Set(items) => {
+                // Cassandra's ArrayLiteral (lists and vectors) and Sets.Literal
+                match (term, t.unfrozen()) {
+                    (Term::List(_), CqlType::List(_) | CqlType::Vector(..))
+                    | (Term::Set(_), CqlType::Set(_)) => {}
+                    (Term::Set(_), CqlType::Map(..)) if items.is_empty() => {}
+                    (Term::List(_), _) => {
+                        return Err(Error::Invalid(format!(
+                            "Unexpected receiver type '{t}'; only list and vector are expected"
+                        )))
+                    }
+                    _ => {
+                        return Err(Error::Invalid(format!(
+                            "Invalid set literal for {receiver} of type {t}"
+                        )))
+                    }
+                }
                 let (elem_t, is_set) = match t.unfrozen() {
                     CqlType::List(e) => (e.as_ref().clone(), false),
                     CqlType::Set(e) => (e.as_ref().clone(), true),
@@ -326,7 +342,7 @@ impl<'a> Eval<'a> {
                     CqlType::Tuple(ts) => ts.clone(),
                     _ => {
                         return Err(Error::Invalid(format!(
-                            "Invalid tuple literal for {receiver} of type {t}"
+                            "Invalid tuple type literal for {receiver} of type {t}"
                         )))
                     }
                 };
