@@ -152,46 +152,68 @@ impl Parser {
             .unwrap_or(self.src.len())
     }
 
-    /// Cassandra's `ErrorCollector` snippet: the source from ten tokens
-    /// before the failing one (whitespace runs count as tokens, line breaks
-    /// are dropped) up to it, the failing token in brackets, `...` where the
-    /// query goes on: `(SELECT * FRM [t]...)`.
+    /// Cassandra's `ErrorCollector` snippet for an error at the current
+    /// token: see [`Parser::context_at`].
     fn context(&self) -> String {
         let pos = self.pos.min(self.toks.len() - 1);
-        // token starts, with a pseudo-token for each gap of whitespace or comments
-        let mut starts: Vec<usize> = Vec::new();
+        self.context_at(pos, pos)
+    }
+
+    /// Cassandra's `ErrorCollector` snippet: the source from ten tokens
+    /// before the parser's position `index` (whitespace runs count as tokens,
+    /// line breaks are dropped) to two tokens after it, but no further than
+    /// the last token the parser has looked at (`seen`); the token at
+    /// `index` in brackets, `...` where the query goes on:
+    /// `(SELECT * FRM [t]...)`.
+    fn context_at(&self, index: usize, seen: usize) -> String {
+        let last = self.toks.len() - 1;
+        let (index, seen) = (index.min(last), seen.min(last).max(index.min(last)));
+        // token starts and ends, with a pseudo-token for each gap of whitespace
+        // or comments
+        let mut spans: Vec<(usize, usize)> = Vec::new();
         let mut prev_end = 0;
         let mut offending = 0;
-        for (i, t) in self.toks.iter().enumerate().take(pos + 1) {
+        let mut seen_unit = 0;
+        for (i, t) in self.toks.iter().enumerate().take(seen + 1) {
             let start = self.offset(t);
             if start > prev_end {
-                starts.push(prev_end);
+                spans.push((prev_end, start));
             }
-            if i == pos {
-                offending = starts.len();
+            if i == index {
+                offending = spans.len();
             }
-            starts.push(start);
+            if i == seen {
+                seen_unit = spans.len();
+            }
+            // the end of input has no text
+            let len = if t.tok == Tok::Eof {
+                0
+            } else {
+                shown_text(t).len()
+            };
+            spans.push((start, start + len));
             prev_end = start + t.text.len();
         }
-        let from = starts[offending.saturating_sub(10)];
-        let off = &self.toks[pos];
-        let off_start = self.offset(off);
-        // ANTLR shows as many source characters as the token's text has (a
-        // string literal's text is its value, without the quotes)
-        let shown_len = shown_text(off).len();
-        let shown = self
-            .src
-            .get(off_start..off_start + shown_len)
-            .unwrap_or(&off.text);
+        let from = spans[offending.saturating_sub(10)].0;
+        let to_unit = seen_unit.min(offending + 2);
+        let to = spans[to_unit].1.max(spans[to_unit].0);
+        let (off_start, off_end) = spans[offending];
+        let part = |a: usize, b: usize| {
+            self.src
+                .get(a..b.max(a))
+                .unwrap_or("")
+                .replace(['\n', '\r'], "")
+        };
         let mut s = String::new();
         if from > 0 {
             s.push_str("...");
         }
-        s.push_str(&self.src[from..off_start].replace(['\n', '\r'], ""));
+        s.push_str(&part(from, off_start));
         s.push('[');
-        s.push_str(shown);
+        s.push_str(&part(off_start, off_end));
         s.push(']');
-        if off_start + shown_len < self.src.trim_end_matches('\n').len() {
+        s.push_str(&part(off_end, to.max(off_end)));
+        if to.max(off_end) < self.src.trim_end_matches('\n').len() {
             s.push_str("...");
         }
         s
@@ -213,6 +235,25 @@ impl Parser {
             )
         };
         ParseError { message: msg }
+    }
+
+    /// ANTLR's NoViableAltException of a decision that started at token
+    /// `start` and failed at the current one: the message names the current
+    /// token, the snippet highlights the decision's start.
+    fn no_viable_from(&self, start: usize) -> ParseError {
+        let t = self.peek();
+        if t.tok == Tok::Eof {
+            return self.no_viable();
+        }
+        ParseError {
+            message: format!(
+                "line {}:{} no viable alternative at input '{}' ({})",
+                t.line,
+                t.col,
+                shown_text(t),
+                self.context_at(start, self.pos)
+            ),
+        }
     }
 
     fn no_viable(&self) -> ParseError {
@@ -623,6 +664,7 @@ impl Parser {
         }
         // function call
         if matches!(self.peek().tok, Tok::Ident(_) | Tok::QuotedIdent(_)) {
+            let start = self.pos;
             let mut name = self.ident_any()?;
             if self.is_sym(".")
                 && matches!(self.peek_at(1).tok, Tok::Ident(_) | Tok::QuotedIdent(_))
@@ -643,8 +685,8 @@ impl Parser {
                 }
                 return Ok(Term::Function { name, args });
             }
-            self.pos -= 1;
-            return Err(self.no_viable());
+            // ANTLR's decision for a function call looked past the name
+            return Err(self.no_viable_from(start));
         }
         Err(self.no_viable())
     }
