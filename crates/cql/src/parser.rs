@@ -403,6 +403,13 @@ impl Parser {
 
     // ---- terms ----
 
+    /// Whether a bind marker (`?` or `:name`) starts here.
+    fn starts_marker(&self) -> bool {
+        self.is_sym("?")
+            || (self.is_sym(":")
+                && matches!(self.peek_at(1).tok, Tok::Ident(_) | Tok::QuotedIdent(_)))
+    }
+
     fn bind_marker(&mut self) -> PResult<Option<BindMarker>> {
         if self.eat_sym("?") {
             let m = BindMarker {
@@ -1303,6 +1310,7 @@ impl Parser {
                 }
                 self.expect_sym(",")?;
             }
+            let op_pos = self.pos;
             let op = self.operator_of(&[
                 Operator::Eq,
                 Operator::Lt,
@@ -1312,6 +1320,10 @@ impl Parser {
                 Operator::Ne,
                 Operator::In,
             ])?;
+            // Parser.g: a tuple literal or a marker after the operator
+            if op != Operator::In && !self.is_sym("(") && !self.starts_marker() {
+                return Err(self.no_viable_from(op_pos));
+            }
             let rhs = self.rhs(op)?;
             return Ok(Relation {
                 lhs: RelationLhs::Columns(cols),
@@ -1319,11 +1331,20 @@ impl Parser {
                 rhs,
             });
         }
+        let start = self.pos;
         let col = self.ident()?;
         if self.eat_sym("[") {
             let key = self.term()?;
             self.expect_sym("]")?;
-            let op = self.operator()?;
+            // Parser.g: only a relationType after an element
+            let op = self.operator_of(&[
+                Operator::Eq,
+                Operator::Lt,
+                Operator::Le,
+                Operator::Gt,
+                Operator::Ge,
+                Operator::Ne,
+            ])?;
             let rhs = self.rhs(op)?;
             return Ok(Relation {
                 lhs: RelationLhs::Element(col, key),
@@ -1331,7 +1352,21 @@ impl Parser {
                 rhs,
             });
         }
-        let op = self.operator()?;
+        // ANTLR decides among the relations on the tokens after the name
+        // (and after IN): when none fits, the name is where it failed
+        if self.is_kw("in")
+            && self.peek_at(1).tok != Tok::Sym("(")
+            && !matches!(self.peek_at(1).tok, Tok::Sym("?") | Tok::Sym(":"))
+        {
+            self.advance();
+            return Err(self.no_viable_from(start));
+        }
+        let at = self.pos;
+        let op = match self.operator() {
+            Ok(op) => op,
+            Err(_) if self.pos == at => return Err(self.no_viable_from(start)),
+            Err(e) => return Err(e),
+        };
         let rhs = self.rhs(op)?;
         Ok(Relation {
             lhs: RelationLhs::Column(col),
