@@ -20,7 +20,7 @@ pub fn parse_statement(src: &str) -> PResult<ParsedStatement> {
     let st = p.statement()?;
     p.eat_sym(";");
     if !p.at_eof() {
-        return Err(p.error_here("expecting EOF"));
+        return Err(p.trailing("expecting EOF"));
     }
     Ok(ParsedStatement {
         statement: st,
@@ -44,7 +44,7 @@ pub fn parse_statements(src: &str) -> PResult<Vec<ParsedStatement>> {
             bind_markers: std::mem::take(&mut p.markers),
         });
         if !p.eat_sym(";") && !p.at_eof() {
-            return Err(p.error_here("expecting ';'"));
+            return Err(p.trailing("expecting ';'"));
         }
     }
     Ok(out)
@@ -57,6 +57,12 @@ struct Parser {
     src: String,
     /// Nesting of terms, selectors, types and relations being parsed.
     depth: usize,
+    /// Where the last unqualified table name started and ended: ANTLR's
+    /// decision on it looks at the token after it.
+    name_end: Option<(usize, usize)>,
+    /// Where the last term ended, and the token a failing decision after it
+    /// highlights (a bind marker's own, else the next).
+    term_end: Option<(usize, usize)>,
 }
 
 /// The deepest nesting of terms, selectors, types and relations (and the
@@ -94,6 +100,8 @@ impl Parser {
             markers: Vec::new(),
             src: src.to_string(),
             depth: 0,
+            name_end: None,
+            term_end: None,
         })
     }
 
@@ -220,6 +228,17 @@ impl Parser {
     }
 
     fn error_here(&self, expecting: &str) -> ParseError {
+        // the decision on an unqualified table name looked at this token
+        if let Some((start, end)) = self.name_end {
+            if end == self.pos && self.peek().tok != Tok::Sym(".") {
+                return self.no_viable_from(start);
+            }
+        }
+        self.error_seen(expecting, self.pos)
+    }
+
+    /// A mismatched token after the parser looked ahead up to token `seen`.
+    fn error_seen(&self, expecting: &str, seen: usize) -> ParseError {
         let t = self.peek();
         let msg = if t.tok == Tok::Eof {
             // ANTLR reports the end of input at line 0:-1
@@ -231,7 +250,7 @@ impl Parser {
                 t.col,
                 shown_text(t),
                 expecting,
-                self.context()
+                self.context_at(self.pos, seen)
             )
         };
         ParseError { message: msg }
@@ -334,7 +353,9 @@ impl Parser {
     }
 
     fn qualified_name(&mut self) -> PResult<QualifiedName> {
+        let start = self.pos;
         let first = self.ident()?;
+        self.name_end = Some((start, self.pos));
         if self.eat_sym(".") {
             let second = self.ident()?;
             Ok(QualifiedName {
@@ -492,6 +513,17 @@ impl Parser {
 
     fn term(&mut self) -> PResult<Term> {
         self.nested(0, |p| p.term_nested())
+    }
+
+    /// The error for a token the statement cannot end with: after a term or
+    /// a table name ANTLR's decision fails (no viable alternative), elsewhere
+    /// the token is not the `expected` end.
+    fn trailing(&self, expected: &str) -> ParseError {
+        match (self.term_end, self.name_end) {
+            (Some((end, shown)), _) if end == self.pos => self.no_viable_from(shown),
+            (_, Some((start, end))) if end == self.pos => self.no_viable_from(start),
+            _ => self.error_here(expected),
+        }
     }
 
     /// Cassandra's `termAddition`: `*`, `/`, `%` bind tighter than `+`, `-`.
@@ -758,39 +790,17 @@ impl Parser {
 
     fn select(&mut self) -> PResult<Select> {
         self.expect_kw("select")?;
-        let json = if self.is_kw("json")
-            && !self.is_kw_at(1, "from")
-            && !matches!(self.peek_at(1).tok, Tok::Sym(","))
-        {
+        // Parser.g: `((K_JSON selectClause)=> K_JSON)?` and the same for
+        // DISTINCT: a modifier only when a select clause follows it
+        let json = self.is_kw("json") && self.select_clause_after(true);
+        if json {
             self.advance();
-            true
-        } else {
-            false
-        };
-        let distinct = if self.is_kw("distinct")
-            && !self.is_kw_at(1, "from")
-            && !matches!(self.peek_at(1).tok, Tok::Sym(","))
-        {
-            self.advance();
-            true
-        } else {
-            false
-        };
-        let mut selectors = Vec::new();
-        if !self.eat_sym("*") {
-            loop {
-                let selector = self.selector()?;
-                let alias = if self.eat_kw("as") {
-                    Some(self.ident_any()?)
-                } else {
-                    None
-                };
-                selectors.push(SelectItem { selector, alias });
-                if !self.eat_sym(",") {
-                    break;
-                }
-            }
         }
+        let distinct = self.is_kw("distinct") && self.select_clause_after(false);
+        if distinct {
+            self.advance();
+        }
+        let selectors = self.select_clause()?;
         self.expect_kw("from")?;
         let table = self.qualified_name()?;
         let where_clause = if self.eat_kw("where") {
@@ -991,6 +1001,41 @@ impl Parser {
     }
 
     /// `.field` and `[key]`, `[from..to]` after a selector.
+    /// `*` (no selectors) or selectors with their aliases.
+    fn select_clause(&mut self) -> PResult<Vec<SelectItem>> {
+        let mut selectors = Vec::new();
+        if !self.eat_sym("*") {
+            loop {
+                let selector = self.selector()?;
+                let alias = if self.eat_kw("as") {
+                    Some(self.ident_any()?)
+                } else {
+                    None
+                };
+                selectors.push(SelectItem { selector, alias });
+                if !self.eat_sym(",") {
+                    break;
+                }
+            }
+        }
+        Ok(selectors)
+    }
+
+    /// Whether a select clause parses after the current token (ANTLR's
+    /// syntactic predicate); nothing is consumed.
+    fn select_clause_after(&mut self, distinct: bool) -> bool {
+        let (pos, markers, depth) = (self.pos, self.markers.len(), self.depth);
+        self.advance();
+        if distinct && self.is_kw("distinct") && self.select_clause_after(false) {
+            self.advance();
+        }
+        let ok = self.select_clause().is_ok();
+        self.pos = pos;
+        self.markers.truncate(markers);
+        self.depth = depth;
+        ok
+    }
+
     fn selector_modifiers(&mut self, mut s: Selector) -> PResult<Selector> {
         let mut chain = 0;
         loop {
@@ -1005,11 +1050,11 @@ impl Parser {
                 };
             } else if self.is_sym("[") {
                 // `m[..]` and `m[]` select nothing: ANTLR gives up at the `[`
-                if self.peek_at(1).tok == Tok::Sym("]")
-                    || (self.peek_at(1).tok == Tok::Sym("..")
-                        && self.peek_at(2).tok == Tok::Sym("]"))
-                {
-                    return Err(self.error_here("expecting K_FROM"));
+                if self.peek_at(1).tok == Tok::Sym("]") {
+                    return Err(self.error_seen("expecting K_FROM", self.pos + 1));
+                }
+                if self.peek_at(1).tok == Tok::Sym("..") && self.peek_at(2).tok == Tok::Sym("]") {
+                    return Err(self.error_seen("expecting K_FROM", self.pos + 2));
                 }
                 self.advance();
                 let from = if self.is_sym("..") {
@@ -1146,17 +1191,28 @@ impl Parser {
             } else {
                 name.to_lowercase()
             };
+            if lname == "count" && self.eat_sym("*") {
+                self.expect_sym(")")?;
+                return Ok(Selector::CountRows);
+            }
             if lname == "count"
-                && (self.is_sym("*") || matches!(&self.peek().tok, Tok::Integer(s) if s == "1"))
+                && matches!(&self.peek().tok, Tok::Integer(s) if s == "1")
                 && self.peek_at(1).tok == Tok::Sym(")")
             {
                 self.advance();
                 self.advance();
                 return Ok(Selector::CountRows);
             }
+            // no argument starts with `*`: the argument list is empty
+            if self.is_sym("*") {
+                return Err(self.error_here("expecting ')'"));
+            }
             if lname == "writetime" || lname == "ttl" || lname == "maxwritetime" {
                 let col = self.ident()?;
                 let target = self.selector_modifiers(Selector::Column(col.clone()))?;
+                if !self.is_sym(")") && !self.is_sym(",") {
+                    return Err(self.no_viable());
+                }
                 self.expect_sym(")")?;
                 return Ok(match (lname.as_str(), target) {
                     ("ttl", Selector::Column(c)) => Selector::Ttl(c),
@@ -1189,7 +1245,19 @@ impl Parser {
             && !self.is_kw("false")
             && !self.is_kw("null")
         {
-            return Ok(Selector::Column(self.ident()?));
+            let start = self.pos;
+            let c = self.ident()?;
+            // ANTLR's selector decision looks at the next token: a name or
+            // a literal cannot follow a column
+            let next_is_name = match &self.peek().tok {
+                Tok::Ident(s) => !s.eq_ignore_ascii_case("from") && !s.eq_ignore_ascii_case("as"),
+                Tok::Sym(_) | Tok::Eof => false,
+                _ => true,
+            };
+            if next_is_name {
+                return Err(self.no_viable_from(start));
+            }
+            return Ok(Selector::Column(c));
         }
         Ok(Selector::Term(self.nested(0, |p| p.simple_term())?))
     }
@@ -1267,7 +1335,16 @@ impl Parser {
             }
             return Ok(RelationRhs::InList(items));
         }
-        Ok(RelationRhs::Term(self.term()?))
+        let start = self.pos;
+        let t = self.term()?;
+        // what follows a relation's term is decided by looking past it
+        let shown = if matches!(t, Term::Bind(_)) {
+            start
+        } else {
+            self.pos
+        };
+        self.term_end = Some((self.pos, shown));
+        Ok(RelationRhs::Term(t))
     }
 
     fn relation(&mut self) -> PResult<Relation> {
@@ -2159,6 +2236,32 @@ mod tests {
             Ok(p) => p.statement,
             Err(e) => panic!("{s}: {e}"),
         }
+    }
+
+    fn syntax_error(s: &str) -> String {
+        match parse_statement(s) {
+            Ok(_) => panic!("{s}: parsed"),
+            Err(e) => e.message,
+        }
+    }
+
+    #[test]
+    fn syntax_errors_are_reported_where_antlr_decisions_fail() {
+        // answers of Cassandra 5.0.4
+        for (q, want) in [
+            ("SELECT * FROM t WHERE pk1 IN 1 AND pk2 = 'a'", "line 1:29 no viable alternative at input '1' (SELECT * FROM t WHERE [pk1] IN...)"),
+            ("UPDATE n SET c32 = -c32 WHERE k = 5", "line 1:24 no viable alternative at input 'WHERE' (... n SET c32 = -[c32] WHERE...)"),
+            ("SELECT * FROM t WHERE a = 1 AND (c1, c2) = 1", "line 1:43 no viable alternative at input '1' (... AND (c1, c2) [=] 1)"),
+            ("SELECT m[..] FROM t WHERE k = 1", "line 1:8 mismatched input '[' expecting K_FROM (SELECT m[[]..]...)"),
+            ("SELECT DISTINCT JSON pk1, pk2 FROM t", "line 1:16 no viable alternative at input 'JSON' (SELECT [DISTINCT] JSON...)"),
+            ("SELECT count(*, v) FROM t", "line 1:14 mismatched input ',' expecting ')' (SELECT count(*[,]...)"),
+            ("SELECT * FROM ct foo", "line 1:17 no viable alternative at input 'foo' (SELECT * FROM [ct] foo)"),
+            ("SELECT * FROM ct WHERE k = ? foo", "line 1:29 no viable alternative at input 'foo' (...FROM ct WHERE k = [?] foo)"),
+            ("SELECT * FROM ct LIMIT 1 foo", "line 1:25 mismatched input 'foo' expecting EOF (...* FROM ct LIMIT 1 [foo])"),
+        ] {
+            assert_eq!(syntax_error(q), want, "{q}");
+        }
+        parse("SELECT JSON DISTINCT k FROM t");
     }
 
     #[test]
