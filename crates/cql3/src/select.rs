@@ -1194,6 +1194,71 @@ fn native_function(
             Expr::MaxWriteTime(i),
         )));
     }
+    // the arities of Cassandra's native functions, named by their signature
+    let arity: Option<(std::ops::RangeInclusive<usize>, &str)> = match name {
+        "map_keys" | "map_values" => Some((1..=1, "map")),
+        "collection_count" => Some((1..=1, "collection")),
+        "collection_min" | "collection_max" | "collection_sum" | "collection_avg" => {
+            Some((1..=1, "numeric_set_or_list"))
+        }
+        "mask_null" | "mask_default" => Some((1..=1, "any")),
+        "mask_replace" => Some((2..=2, "any, any")),
+        "mask_inner" | "mask_outer" => Some((3..=4, "[text|varchar|ascii], int, int, [text]")),
+        "mask_hash" => Some((1..=2, "any, [text]")),
+        n if n.starts_with("similarity_") => Some((2..=2, "vector<float, n>, vector<float, n>")),
+        _ => None,
+    };
+    if let Some((n, sig)) = arity {
+        if !n.contains(&args.len()) {
+            return Err(Error::Invalid(format!(
+                "Invalid number of arguments for function system.{name}({sig})"
+            )));
+        }
+    }
+    // the masking functions' own checks of their int and text arguments
+    let requires_type = |i: usize| -> Option<CqlType> {
+        match (name, i) {
+            ("mask_inner" | "mask_outer", 1 | 2) => Some(CqlType::Int),
+            ("mask_inner" | "mask_outer", 3) | ("mask_hash", 1) => Some(CqlType::Text),
+            _ => None,
+        }
+    };
+    let requires_error = |t: &CqlType, arg: &str, found: &CqlType| {
+        Error::Invalid(format!(
+            "Function system.{name} requires an argument of type {t}, but found argument {arg} of type {found}"
+        ))
+    };
+    for (i, a) in args.iter().enumerate() {
+        let Some(t) = requires_type(i) else { continue };
+        let found = match a {
+            Selector::Term(Term::Constant(c)) => crate::operations::preferred_type(c),
+            Selector::Term(_) => continue,
+            other => expr(table, other)?.1,
+        };
+        let fits = match (&t, found.unfrozen()) {
+            (CqlType::Int, CqlType::Int) => true,
+            (CqlType::Int, CqlType::Bigint | CqlType::Varint) => {
+                // an integer literal too large for an int is refused below
+                matches!(a, Selector::Term(_))
+            }
+            (CqlType::Text, CqlType::Text | CqlType::Ascii) => true,
+            _ => false,
+        };
+        if !fits {
+            return Err(requires_error(&t, &sel_text(a), &found));
+        }
+        if let Selector::Term(Term::Constant(sibyl_types::Constant::String(v))) = a {
+            let n = v.chars().count();
+            if i == 3 && n != 1 {
+                return Err(Error::Invalid(format!(
+                    "The padding argument for function system.{name} should be single-character, but '{v}' has {n} characters."
+                )));
+            }
+            if name == "mask_hash" {
+                crate::functions::mask_hash(b"", v)?;
+            }
+        }
+    }
     // columns and expressions first: their types give literals theirs
     let mut resolved: Vec<Option<(String, CqlType, Expr)>> = Vec::new();
     for a in args {
