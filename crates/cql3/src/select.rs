@@ -923,14 +923,17 @@ fn cell_meta(
     let (n, value_type, value) = expr(table, selector)?;
     // the subscript applied to the column itself
     let mut first = selector;
-    loop {
-        let inner = match first {
-            Selector::Element { selector, .. }
-            | Selector::Slice { selector, .. }
-            | Selector::Field { selector, .. } => selector.as_ref(),
-            _ => break,
-        };
-        if matches!(inner, Selector::Column(_)) {
+    while let Selector::Element {
+        selector: inner, ..
+    }
+    | Selector::Slice {
+        selector: inner, ..
+    }
+    | Selector::Field {
+        selector: inner, ..
+    } = first
+    {
+        if matches!(inner.as_ref(), Selector::Column(_)) {
             break;
         }
         first = inner;
@@ -2766,7 +2769,7 @@ fn cell_meta_value(
     }?;
     let data = r.cells.get(&col.name)?;
     let mut cells: Vec<(&Bytes, &sibyl_db::Cell)> = Vec::new();
-    let single;
+    let single = !matches!(m.cells, CellPath::Range(..));
     match (data, &m.cells) {
         (sibyl_db::ColumnData::Complex { cells: all, .. }, path) => {
             let live = all.iter().filter(|(_, c)| c.is_live(now));
@@ -2788,7 +2791,6 @@ fn cell_meta_value(
                 }
                 CellPath::Whole => cells.extend(live),
             }
-            single = !matches!(path, CellPath::Range(..));
         }
         (other, _) => {
             let c = other.single().filter(|c| c.is_live(now))?;
