@@ -240,6 +240,10 @@ pub fn analyse(
                     end: i64::MAX,
                 });
                 match rel.op {
+                    // the minimum token bounds nothing: as an end it is the
+                    // end of the ring, and `= MIN` is the whole ring
+                    // (Cassandra's SelectStatement.getPartitionKeyBounds)
+                    Operator::Lt | Operator::Le | Operator::Eq if tok == i64::MIN => {}
                     Operator::Gt => r.start = r.start.max(tok.saturating_add(1)),
                     Operator::Ge => r.start = r.start.max(tok),
                     Operator::Lt => r.end = r.end.min(tok.saturating_sub(1)),
@@ -314,6 +318,13 @@ pub fn analyse(
                         let name = &table.columns[pk_n + i].name;
                         match v {
                             Val::Set(b) => out.push(b),
+                            // Cassandra's words differ: a tuple slice's bound
+                            // is a condition, an equality's a value
+                            Val::Null if !matches!(rel.op, Operator::Eq | Operator::In) => {
+                                return Err(Error::Invalid(format!(
+                                    "Invalid null value in condition for column {name}"
+                                )))
+                            }
                             Val::Null => {
                                 return Err(Error::Invalid(format!(
                                     "Invalid null value for column {name}"
@@ -463,7 +474,9 @@ pub fn analyse(
                         rel_text(rel)
                     )));
                 }
-                // a slice on a clustering column with a null bound is no bound
+                // a null bound of a clustering slice is Cassandra's empty
+                // value, which sorts first: `c > null` keeps every row,
+                // `c <= null` none
                 let null_bound = col.kind == ColumnKind::Clustering
                     && matches!(
                         rel.op,
@@ -471,7 +484,7 @@ pub fn analyse(
                     )
                     && matches!(&rel.rhs, RelationRhs::Term(t) if matches!(ev.value(t, &col.typ, c), Ok(Val::Null)));
                 let vals = if null_bound {
-                    Vec::new()
+                    vec![Bytes::new()]
                 } else if matches!(col.kind, ColumnKind::Regular | ColumnKind::Static) {
                     rhs_values_or(
                         ev,
