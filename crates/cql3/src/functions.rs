@@ -740,6 +740,16 @@ pub fn mask_default(t: &CqlType) -> Bytes {
         CqlType::Inet => Bytes::from_static(&[0; 4]),
         CqlType::Duration => Bytes::from_static(&[0, 0, 0]),
         CqlType::List(_) | CqlType::Set(_) | CqlType::Map(..) => Bytes::from_static(&[0; 4]),
+        // each component's or field's own default
+        CqlType::Tuple(ts) => sibyl_types::value::serialize_tuple(
+            &ts.iter().map(|t| Some(mask_default(t))).collect::<Vec<_>>(),
+        ),
+        CqlType::Udt(u) => sibyl_types::value::serialize_tuple(
+            &u.fields
+                .iter()
+                .map(|(_, t)| Some(mask_default(t)))
+                .collect::<Vec<_>>(),
+        ),
         _ => Bytes::new(),
     }
 }

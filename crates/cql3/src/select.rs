@@ -1191,7 +1191,8 @@ fn native_eval(name: &str, types: &[CqlType], vals: &[Option<Bytes>]) -> Result<
                 _ => sibyl_types::value::deserialize_collection(&v).map(|p| p.len()),
             }
             .map_err(|e| Error::Server(e.to_string()))?;
-            (n > 0).then(|| Bytes::copy_from_slice(&(n as i32).to_be_bytes()))
+            // a frozen empty collection is a value: it counts 0
+            Some(Bytes::copy_from_slice(&(n as i32).to_be_bytes()))
         }
         "collection_min" | "collection_max" | "collection_sum" | "collection_avg" => {
             let (CqlType::List(e) | CqlType::Set(e)) = &types[0] else {
@@ -2632,8 +2633,15 @@ fn finish_aggregate(sel: &Selection, table: &TableMetadata, agg: &Agg) -> Vec<Op
                     }
                 }
             }
-            // plain columns in an aggregate query take the first row's value
-            _ => agg.first_row.as_ref().and_then(|r| r[j].clone()),
+            // plain columns in an aggregate query take the first row's value;
+            // with no row, every selector is computed over nulls (toJson
+            // gives 'null', a masking function its mask), as Cassandra does
+            _ => match (&agg.first_row, o) {
+                (Some(r), _) => r[j].clone(),
+                (None, Out::Const(v)) => v.clone(),
+                (None, Out::Expr(e)) => eval(e, &|_| None, &|_| None).ok().flatten(),
+                (None, _) => None,
+            },
         })
         .collect()
 }
