@@ -227,7 +227,14 @@ fn json_values(
                     _ => j.clone(),
                 };
                 let v = c.typ.from_json(&j).map_err(|e| {
-                    Error::Invalid(format!("Error decoding JSON value for {}: {e}", c.name))
+                    // a duration's own error is Cassandra's InvalidRequest,
+                    // not a MarshalException: it comes unwrapped
+                    if matches!(c.typ.unfrozen(), CqlType::Duration) && matches!(j, Json::String(_))
+                    {
+                        Error::Invalid(e.to_string())
+                    } else {
+                        Error::Invalid(format!("Error decoding JSON value for {}: {e}", c.name))
+                    }
                 })?;
                 sibyl_protocol::Value::Set(v)
             }

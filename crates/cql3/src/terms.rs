@@ -72,7 +72,6 @@ fn kind_fits(c: &Constant, t: &CqlType) -> bool {
                     | Date
                     | Time
                     | Inet
-                    | Duration
                     | Custom(_)
                     | Blob
                     | Uuid
@@ -117,6 +116,7 @@ fn kind_fits(c: &Constant, t: &CqlType) -> bool {
                 | Timestamp
                 | Date
                 | Time
+                | Duration
         ),
         Constant::Float(_) => matches!(t, Decimal | Double | Float),
         Constant::Boolean(_) => matches!(t, Boolean),

@@ -414,7 +414,7 @@ impl CqlType {
                 _ => Err(bad(format!("Expected a string representation of an inet value, but got a {}: {}", j.kind(), j.show()))),
             },
             CqlType::Duration => match j {
-                Json::String(s) => self.from_constant(&Constant::String(s.clone())),
+                Json::String(s) => self.from_constant(&Constant::Duration(s.clone())),
                 _ => Err(bad(format!("Expected a string representation of a duration, but got a {}: {}", j.kind(), j.show()))),
             },
             CqlType::List(e) | CqlType::Set(e) | CqlType::Vector(e, _) => {

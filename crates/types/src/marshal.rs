@@ -608,6 +608,35 @@ fn format_timestamp(millis: i64) -> String {
 
 // ---------- duration ----------
 
+/// The fields of an ISO 8601 duration in the alternative format
+/// (`P0001-02-03T04:05:06`: years, months, days, hours, minutes, seconds).
+pub fn iso_alternative(up: &str) -> Option<[i64; 6]> {
+    let b = up.as_bytes();
+    let shape = b"P####-##-##T##:##:##";
+    if b.len() != shape.len() {
+        return None;
+    }
+    for (c, want) in b.iter().zip(shape) {
+        let ok = if *want == b'#' {
+            c.is_ascii_digit()
+        } else {
+            c == want
+        };
+        if !ok {
+            return None;
+        }
+    }
+    let n = |r: std::ops::Range<usize>| up[r].parse::<i64>().ok();
+    Some([
+        n(1..5)?,
+        n(6..8)?,
+        n(9..11)?,
+        n(12..14)?,
+        n(15..17)?,
+        n(18..20)?,
+    ])
+}
+
 fn parse_duration(s: &str) -> Result<(i32, i32, i64), TypeError> {
     let err = || bad(format!("Unable to convert '{s}' to a duration"));
     let acc = |total: i64, n: i64, unit: i64| -> Result<i64, TypeError> {
@@ -623,7 +652,17 @@ fn parse_duration(s: &str) -> Result<(i32, i32, i64), TypeError> {
     let mut days: i64 = 0;
     let mut nanos: i64 = 0;
     let up = body.to_ascii_uppercase();
-    if let Some(iso) = up.strip_prefix('P') {
+    // ISO 8601's alternative format: PYYYY-MM-DDThh:mm:ss
+    if let Some(alt) = iso_alternative(&up) {
+        let [y, mo, d, h, mi, se] = alt;
+        months = acc(acc(0, y, 12)?, mo, 1)?;
+        days = d;
+        nanos = acc(
+            acc(acc(0, h, 3_600_000_000_000)?, mi, 60_000_000_000)?,
+            se,
+            1_000_000_000,
+        )?;
+    } else if let Some(iso) = up.strip_prefix('P') {
         let mut in_time = false;
         let mut num = String::new();
         for c in iso.chars() {
@@ -1190,7 +1229,8 @@ impl CqlType {
                     std::net::IpAddr::V6(v) => Bytes::copy_from_slice(&v.octets()),
                 })
             }
-            (CqlType::Duration, Constant::Duration(s) | Constant::String(s)) => {
+            // an integer is read as a duration too (and is not one)
+            (CqlType::Duration, Constant::Duration(s) | Constant::Integer(s)) => {
                 let (m, d, n) = parse_duration(s)?;
                 if (m < 0 || d < 0 || n < 0) && (m > 0 || d > 0 || n > 0) {
                     return Err(bad(
