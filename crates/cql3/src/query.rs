@@ -1178,6 +1178,13 @@ impl QueryProcessor {
             }
         }
         if t.is_counter {
+            // an INSERT is refused on a counter table before its condition
+            if matches!(st, Statement::Insert(_)) {
+                return Err(Error::Invalid(
+                    "INSERT statements are not allowed on counter tables, use UPDATE instead"
+                        .into(),
+                ));
+            }
             return Err(Error::Invalid(
                 "Conditional updates are not supported on counter tables".into(),
             ));

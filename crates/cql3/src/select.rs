@@ -679,7 +679,25 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
             if name.contains('.') && !name.starts_with("system.") {
                 return Err(Error::Invalid(format!("Unknown function '{name}'")));
             }
-            let lname = name.strip_prefix("system.").unwrap_or(name).to_string();
+            // a Cassandra 5.0 snake_case name calls the function of the old
+            // name, and names the column as written
+            let written = name.strip_prefix("system.").unwrap_or(name);
+            let canonical = crate::functions::canonical_name(written);
+            if canonical != written {
+                let call = Selector::Function {
+                    name: canonical.clone(),
+                    args: args.clone(),
+                };
+                let (n, t, e) = expr(table, &call)
+                    .map_err(|e| crate::functions::as_written(e, &canonical, written))?;
+                let n = n.replacen(
+                    &format!("system.{canonical}("),
+                    &format!("system.{written}("),
+                    1,
+                );
+                return Ok((n, t, e));
+            }
+            let lname = canonical;
             if let Some(native) = native_function(table, &lname, args)? {
                 return Ok(native);
             }

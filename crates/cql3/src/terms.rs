@@ -508,8 +508,16 @@ impl<'a> Eval<'a> {
 
     /// Evaluates a function call, returning its result type and value.
     pub fn call(&self, name: &str, args: &[Term]) -> Result<(CqlType, Val)> {
-        let lname = name.to_lowercase();
-        let lname = lname.strip_prefix("system.").unwrap_or(&lname).to_string();
+        let written = name.to_lowercase();
+        let written = written.strip_prefix("system.").unwrap_or(&written);
+        let canonical = crate::functions::canonical_name(written);
+        self.call_canonical(&canonical, args)
+            .map_err(|e| crate::functions::as_written(e, &canonical, written))
+    }
+
+    /// `call` of a function by its old name.
+    fn call_canonical(&self, lname: &str, args: &[Term]) -> Result<(CqlType, Val)> {
+        let lname = lname.to_string();
         let now_millis = || sibyl_types::timeuuid::timestamp_micros_now() / 1000;
         let arity = |n: usize| -> Result<()> {
             if args.len() != n {
@@ -686,8 +694,10 @@ fn literal_element(
     }
 }
 
+/// A term calling an unknown function (a selector's wording differs:
+/// `Unknown function 'f'`).
 fn unknown_function(name: &str) -> Error {
-    Error::Invalid(format!("Unknown function '{name}'"))
+    Error::Invalid(format!("Unknown function {name} called"))
 }
 
 fn result_type(f: &str) -> CqlType {
