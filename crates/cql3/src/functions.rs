@@ -835,6 +835,46 @@ pub fn similarity(name: &str, a: &[u8], b: &[u8]) -> Result<Option<Bytes>> {
     Ok(Some(Bytes::copy_from_slice(&r.to_be_bytes())))
 }
 
+/// The name a native function is known by when called by its Cassandra 5.0
+/// snake_case name (`to_json`, `blob_as_int`, `current_timestamp`, ...): its
+/// older (lowercased camelCase) name. Other names are returned as given.
+pub fn canonical_name(lname: &str) -> String {
+    const RENAMED: &[(&str, &str)] = &[
+        ("to_json", "tojson"),
+        ("from_json", "fromjson"),
+        ("to_date", "todate"),
+        ("to_timestamp", "totimestamp"),
+        ("to_unix_timestamp", "tounixtimestamp"),
+        ("current_date", "currentdate"),
+        ("current_time", "currenttime"),
+        ("current_timestamp", "currenttimestamp"),
+        ("current_timeuuid", "currenttimeuuid"),
+        ("min_timeuuid", "mintimeuuid"),
+        ("max_timeuuid", "maxtimeuuid"),
+    ];
+    if let Some((_, old)) = RENAMED.iter().find(|(new, _)| *new == lname) {
+        return old.to_string();
+    }
+    if let Some(t) = lname.strip_prefix("blob_as_") {
+        return format!("blobas{t}");
+    }
+    if let Some(t) = lname.strip_suffix("_as_blob") {
+        return format!("{t}asblob");
+    }
+    lname.to_string()
+}
+
+/// An error about a function called by its snake_case name, in the words
+/// of the name as written (`system.int_as_blob`, not `system.intasblob`).
+pub fn as_written(e: crate::error::Error, canonical: &str, written: &str) -> crate::error::Error {
+    match e {
+        crate::error::Error::Invalid(m) if canonical != written => {
+            crate::error::Error::Invalid(m.replace(canonical, written))
+        }
+        e => e,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1009,45 +1049,5 @@ mod tests {
         assert_eq!(f32::from_be_bytes(r.as_ref().try_into().unwrap()), 0.5);
         assert!(similarity("similarity_cosine", &v(&[0.0, 0.0]), &v(&[1.0, 0.0])).is_err());
         assert!(similarity("similarity_dot_product", &v(&[1.0]), &v(&[1.0, 0.0])).is_err());
-    }
-}
-
-/// The name a native function is known by when called by its Cassandra 5.0
-/// snake_case name (`to_json`, `blob_as_int`, `current_timestamp`, ...): its
-/// older (lowercased camelCase) name. Other names are returned as given.
-pub fn canonical_name(lname: &str) -> String {
-    const RENAMED: &[(&str, &str)] = &[
-        ("to_json", "tojson"),
-        ("from_json", "fromjson"),
-        ("to_date", "todate"),
-        ("to_timestamp", "totimestamp"),
-        ("to_unix_timestamp", "tounixtimestamp"),
-        ("current_date", "currentdate"),
-        ("current_time", "currenttime"),
-        ("current_timestamp", "currenttimestamp"),
-        ("current_timeuuid", "currenttimeuuid"),
-        ("min_timeuuid", "mintimeuuid"),
-        ("max_timeuuid", "maxtimeuuid"),
-    ];
-    if let Some((_, old)) = RENAMED.iter().find(|(new, _)| *new == lname) {
-        return old.to_string();
-    }
-    if let Some(t) = lname.strip_prefix("blob_as_") {
-        return format!("blobas{t}");
-    }
-    if let Some(t) = lname.strip_suffix("_as_blob") {
-        return format!("{t}asblob");
-    }
-    lname.to_string()
-}
-
-/// An error about a function called by its snake_case name, in the words
-/// of the name as written (`system.int_as_blob`, not `system.intasblob`).
-pub fn as_written(e: crate::error::Error, canonical: &str, written: &str) -> crate::error::Error {
-    match e {
-        crate::error::Error::Invalid(m) if canonical != written => {
-            crate::error::Error::Invalid(m.replace(canonical, written))
-        }
-        e => e,
     }
 }
