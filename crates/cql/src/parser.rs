@@ -730,8 +730,9 @@ impl Parser {
         if !self.eat_sym("*") {
             loop {
                 let selector = self.selector()?;
+                // an alias is a `noncol_ident`: no reserved word
                 let alias = if self.eat_kw("as") {
-                    Some(self.ident_any()?)
+                    Some(self.ident()?)
                 } else {
                     None
                 };
