@@ -57,6 +57,10 @@ struct Parser {
     src: String,
     /// Nesting of terms, selectors, types and relations being parsed.
     depth: usize,
+    /// The token of the last table (or type, index) name written without
+    /// its keyspace: ANTLR decides between `ks.name` and `name` on the
+    /// token after it, so an error there is reported as that decision's.
+    after_name: Option<usize>,
 }
 
 /// The deepest nesting of terms, selectors, types and relations (and the
@@ -85,6 +89,7 @@ impl Parser {
             markers: Vec::new(),
             src: src.to_string(),
             depth: 0,
+            after_name: None,
         })
     }
 
@@ -149,40 +154,99 @@ impl Parser {
     /// query goes on: `(SELECT * FRM [t]...)`.
     fn context(&self) -> String {
         let pos = self.pos.min(self.toks.len() - 1);
+        self.context_span(pos, pos)
+    }
+
+    /// The text ANTLR holds for a token: string literals and quoted names
+    /// without their quotes (the snippet highlights that many characters).
+    fn token_text(t: &Token) -> String {
+        match &t.tok {
+            Tok::Str(s) | Tok::QuotedIdent(s) => s.clone(),
+            _ => t.text.clone(),
+        }
+    }
+
+    /// The snippet with token `hl` in brackets, going on to token `last`.
+    fn context_span(&self, hl: usize, last: usize) -> String {
         // token starts, with a pseudo-token for each gap of whitespace or comments
         let mut starts: Vec<usize> = Vec::new();
         let mut prev_end = 0;
         let mut offending = 0;
-        for (i, t) in self.toks.iter().enumerate().take(pos + 1) {
+        for (i, t) in self.toks.iter().enumerate().take(hl + 1) {
             let start = self.offset(t);
             if start > prev_end {
                 starts.push(prev_end);
             }
-            if i == pos {
+            if i == hl {
                 offending = starts.len();
             }
             starts.push(start);
             prev_end = start + t.text.len();
         }
         let from = starts[offending.saturating_sub(10)];
-        let off = &self.toks[pos];
+        // the highlighted token and the last one, cut to ANTLR's text lengths
+        let cut = |t: &Token| {
+            let start = self.offset(t);
+            let n = Self::token_text(t).chars().count();
+            self.src[start..]
+                .char_indices()
+                .nth(n)
+                .map(|(i, _)| start + i)
+                .unwrap_or(self.src.len())
+        };
+        let off = &self.toks[hl];
         let off_start = self.offset(off);
+        let off_end = cut(off).max(off_start);
+        let end = if last > hl && self.toks[last].tok != Tok::Eof {
+            cut(&self.toks[last]).max(off_end)
+        } else {
+            off_end
+        };
         let mut s = String::new();
         if from > 0 {
             s.push_str("...");
         }
         s.push_str(&self.src[from..off_start].replace(['\n', '\r'], ""));
         s.push('[');
-        s.push_str(&off.text);
+        s.push_str(&self.src[off_start..off_end]);
         s.push(']');
-        if off_start + off.text.len() < self.src.trim_end_matches('\n').len() {
+        s.push_str(&self.src[off_end..end].replace(['\n', '\r'], ""));
+        if end < self.src.trim_end_matches('\n').len() {
             s.push_str("...");
         }
         s
     }
 
+    /// ANTLR's failed two-token decision (a name, or a function name that
+    /// no `(` follows): the second token is the one named, the first the
+    /// one highlighted: `no viable alternative at input 'WHER' (SELECT *
+    /// FROM [t] WHER...)`.
+    fn no_viable_after(&self, first: usize) -> ParseError {
+        let next = (first + 1).min(self.toks.len() - 1);
+        let t = &self.toks[next];
+        if t.tok == Tok::Eof {
+            return ParseError {
+                message: "line 0:-1 no viable alternative at input '<EOF>'".into(),
+            };
+        }
+        ParseError {
+            message: format!(
+                "line {}:{} no viable alternative at input '{}' ({})",
+                t.line,
+                t.col,
+                Self::token_text(t),
+                self.context_span(first, next)
+            ),
+        }
+    }
+
     fn error_here(&self, expecting: &str) -> ParseError {
         let t = self.peek();
+        if let Some(i) = self.after_name {
+            if self.pos == i + 1 {
+                return self.no_viable_after(i);
+            }
+        }
         let msg = if t.tok == Tok::Eof {
             // ANTLR reports the end of input at line 0:-1
             format!("line 0:-1 mismatched input '<EOF>' {expecting}")
@@ -191,7 +255,7 @@ impl Parser {
                 "line {}:{} mismatched input '{}' {} ({})",
                 t.line,
                 t.col,
-                t.text,
+                Self::token_text(t),
                 expecting,
                 self.context()
             )
@@ -206,12 +270,17 @@ impl Parser {
                 message: "line 0:-1 no viable alternative at input '<EOF>'".into(),
             };
         }
+        if let Some(i) = self.after_name {
+            if self.pos == i + 1 {
+                return self.no_viable_after(i);
+            }
+        }
         ParseError {
             message: format!(
                 "line {}:{} no viable alternative at input '{}' ({})",
                 t.line,
                 t.col,
-                t.text,
+                Self::token_text(t),
                 self.context()
             ),
         }
@@ -278,6 +347,7 @@ impl Parser {
 
     fn qualified_name(&mut self) -> PResult<QualifiedName> {
         let first = self.ident()?;
+        self.after_name = Some(self.pos - 1);
         if self.eat_sym(".") {
             let second = self.ident()?;
             Ok(QualifiedName {
@@ -474,6 +544,7 @@ impl Parser {
         }
         // function call
         if matches!(self.peek().tok, Tok::Ident(_) | Tok::QuotedIdent(_)) {
+            let start = self.pos;
             let mut name = self.ident_any()?;
             if self.is_sym(".")
                 && matches!(self.peek_at(1).tok, Tok::Ident(_) | Tok::QuotedIdent(_))
@@ -494,8 +565,8 @@ impl Parser {
                 }
                 return Ok(Term::Function { name, args });
             }
-            self.pos -= 1;
-            return Err(self.no_viable());
+            self.pos = start;
+            return Err(self.no_viable_after(start));
         }
         Err(self.no_viable())
     }
@@ -514,6 +585,7 @@ impl Parser {
             && self.peek_at(1).tok == Tok::Sym(":")
             && !self.is_kw("true")
             && !self.is_kw("false")
+            && !self.is_kw("null")
         {
             let mut fields = Vec::new();
             loop {
@@ -985,9 +1057,9 @@ impl Parser {
         }
         loop {
             if self.eat_kw("ttl") {
-                u.ttl = Some(self.term()?);
+                u.ttl = Some(self.int_value()?);
             } else if self.eat_kw("timestamp") {
-                u.timestamp = Some(self.term()?);
+                u.timestamp = Some(self.int_value()?);
             } else {
                 return Err(self.no_viable());
             }
@@ -996,6 +1068,32 @@ impl Parser {
             }
         }
         Ok(())
+    }
+
+    /// DELETE takes one `USING TIMESTAMP` (Cassandra's `usingClauseDelete`).
+    fn using_delete(&mut self, u: &mut UsingClause) -> PResult<()> {
+        if !self.eat_kw("using") {
+            return Ok(());
+        }
+        self.expect_kw("timestamp")?;
+        u.timestamp = Some(self.int_value()?);
+        Ok(())
+    }
+
+    /// Cassandra's `intValue`: an integer literal or a bind marker, the
+    /// only values USING TTL / TIMESTAMP take.
+    fn int_value(&mut self) -> PResult<Term> {
+        if let Some(m) = self.bind_marker()? {
+            return Ok(Term::Bind(m));
+        }
+        let start = self.pos;
+        match self.constant() {
+            Some(c @ Constant::Integer(_)) => Ok(Term::Constant(c)),
+            _ => {
+                self.pos = start;
+                Err(self.no_viable())
+            }
+        }
     }
 
     fn insert(&mut self) -> PResult<Insert> {
@@ -1012,12 +1110,23 @@ impl Parser {
             using: UsingClause::default(),
         };
         if self.eat_kw("json") {
-            ins.json = Some(self.term()?);
+            // Cassandra's `jsonValue`: a string literal or a bind marker
+            ins.json = Some(match self.bind_marker()? {
+                Some(m) => Term::Bind(m),
+                None => match &self.peek().tok {
+                    Tok::Str(s) => {
+                        let s = s.clone();
+                        self.advance();
+                        Term::Constant(Constant::String(s))
+                    }
+                    _ => return Err(self.no_viable()),
+                },
+            });
             if self.eat_kw("default") {
                 if self.eat_kw("unset") {
                     ins.json_default_unset = true;
-                } else {
-                    self.expect_kw("null")?;
+                } else if !self.eat_kw("null") {
+                    return Err(self.no_viable());
                 }
             }
         } else {
@@ -1060,20 +1169,47 @@ impl Parser {
 
     fn assignment(&mut self) -> PResult<Assignment> {
         let target = self.column_target()?;
-        self.expect_sym("=")?;
         let col = target.column().to_string();
-        // c = c + t | c = c - t
+        // `c += t` / `c -= t` (Cassandra's `shorthandColumnOperation`)
         if let ColumnTarget::Column(_) = &target {
-            let t = self.peek().clone();
-            if fold_ident(&t).as_deref() == Some(col.as_str())
-                && matches!(self.peek_at(1).tok, Tok::Sym("+") | Tok::Sym("-"))
-            {
-                self.advance();
-                let plus = self.advance().tok == Tok::Sym("+");
+            if self.is_sym("+=") || self.is_sym("-=") {
+                let plus = self.advance().tok == Tok::Sym("+=");
                 let term = self.term()?;
                 return Ok(Assignment {
                     target,
                     op: if plus {
+                        AssignOp::Append(term)
+                    } else {
+                        AssignOp::Remove(term)
+                    },
+                });
+            }
+        }
+        self.expect_sym("=")?;
+        // c = c + t | c = c - t
+        if let ColumnTarget::Column(_) = &target {
+            let t = self.peek().clone();
+            let is_column = match &t.tok {
+                Tok::Ident(s) => !["true", "false", "null"]
+                    .iter()
+                    .any(|k| s.eq_ignore_ascii_case(k)),
+                Tok::QuotedIdent(_) => true,
+                _ => false,
+            };
+            if is_column && matches!(self.peek_at(1).tok, Tok::Sym("+") | Tok::Sym("-")) {
+                self.advance();
+                let sign = self.advance().text;
+                if fold_ident(&t).as_deref() != Some(col.as_str()) {
+                    return Err(ParseError {
+                        message: format!(
+                            "Only expressions of the form X = X {sign}<value> are supported."
+                        ),
+                    });
+                }
+                let term = self.term()?;
+                return Ok(Assignment {
+                    target,
+                    op: if sign == "+" {
                         AssignOp::Append(term)
                     } else {
                         AssignOp::Remove(term)
@@ -1099,6 +1235,27 @@ impl Parser {
             target,
             op: AssignOp::Set(term),
         })
+    }
+
+    /// Cassandra's `addRawUpdate`: a column set as a whole cannot be
+    /// otherwise updated in the same statement, nor a UDT field set twice.
+    fn check_compatible(done: &[Assignment], a: &Assignment) -> PResult<()> {
+        let col = a.target.column();
+        let whole = |x: &Assignment| {
+            matches!(
+                (&x.target, &x.op),
+                (ColumnTarget::Column(_), AssignOp::Set(_))
+            )
+        };
+        for p in done.iter().filter(|p| p.target.column() == col) {
+            let same_field = matches!((&p.target, &a.target), (ColumnTarget::Field(_, f), ColumnTarget::Field(_, g)) if f == g);
+            if whole(p) || whole(a) || same_field {
+                return Err(ParseError {
+                    message: format!("Multiple incompatible setting of column {col}"),
+                });
+            }
+        }
+        Ok(())
     }
 
     fn conditions(&mut self) -> PResult<Conditions> {
@@ -1136,9 +1293,11 @@ impl Parser {
         let mut using = UsingClause::default();
         self.using(&mut using)?;
         self.expect_kw("set")?;
-        let mut assignments = Vec::new();
+        let mut assignments: Vec<Assignment> = Vec::new();
         loop {
-            assignments.push(self.assignment()?);
+            let a = self.assignment()?;
+            Self::check_compatible(&assignments, &a)?;
+            assignments.push(a);
             if !self.eat_sym(",") {
                 break;
             }
@@ -1169,7 +1328,7 @@ impl Parser {
         self.expect_kw("from")?;
         let table = self.qualified_name()?;
         let mut using = UsingClause::default();
-        self.using(&mut using)?;
+        self.using_delete(&mut using)?;
         self.expect_kw("where")?;
         let where_clause = self.relations()?;
         let conditions = self.conditions()?;
@@ -1189,7 +1348,6 @@ impl Parser {
         } else if self.eat_kw("counter") {
             BatchType::Counter
         } else {
-            self.eat_kw("logged");
             BatchType::Logged
         };
         self.expect_kw("batch")?;
@@ -1723,6 +1881,7 @@ impl Parser {
 
     fn qualified_name_any(&mut self) -> PResult<QualifiedName> {
         let first = self.ident_any()?;
+        self.after_name = Some(self.pos - 1);
         if self.eat_sym(".") {
             let second = self.ident_any()?;
             Ok(QualifiedName {
