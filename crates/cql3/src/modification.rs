@@ -106,8 +106,10 @@ fn term_text(t: &Term) -> String {
 
 fn undefined(table: &TableMetadata, c: &str) -> Error {
     Error::Invalid(format!(
-        "Undefined column name {c} in table {}.{}",
-        table.keyspace, table.name
+        "Undefined column name {} in table {}.{}",
+        sibyl_types::ident::maybe_quote(c),
+        table.keyspace,
+        table.name
     ))
 }
 
@@ -406,15 +408,12 @@ pub fn update(
             _ => {}
         }
     }
-    let only_static = up.assignments.iter().all(|a| {
-        table
-            .column(a.target.column())
-            .map(|c| c.kind == ColumnKind::Static)
-            .unwrap_or(false)
-    });
+    let columns: Vec<&str> = up.assignments.iter().map(|a| a.target.column()).collect();
+    let only_static = applies_only_to_static(table, &columns, &up.conditions);
+    check_where(table, &up.where_clause, ev, "UPDATE", only_static)?;
     let r = analyse(
         table,
-        &up.where_clause,
+        &without_token(&up.where_clause),
         ev,
         if only_static {
             Purpose::Delete
@@ -422,10 +421,12 @@ pub fn update(
             Purpose::Update
         },
     )?;
-    if only_static && r.has_clustering_restriction && up.conditions == sibyl_cql::Conditions::None {
-        return Err(Error::Invalid("Invalid restrictions on clustering columns since the UPDATE statement modifies only static columns".into()));
-    }
-    let keys = r.partition_keys.clone().unwrap_or_default();
+    let keys = keep_token(
+        table,
+        &up.where_clause,
+        ev,
+        r.partition_keys.clone().unwrap_or_default(),
+    )?;
     let clusterings: Vec<Vec<Bytes>> = if table.clustering_count == 0 {
         vec![Vec::new()]
     } else {
@@ -790,13 +791,44 @@ pub fn delete(
             _ => {}
         }
     }
-    let r = analyse(table, &del.where_clause, ev, Purpose::Delete)?;
+    let columns: Vec<&str> = del.columns.iter().map(|c| c.column()).collect();
+    let only_static = applies_only_to_static(table, &columns, &del.conditions);
+    let all_eq = check_where(table, &del.where_clause, ev, "DELETE", only_static)?;
+    if let (false, sibyl_cql::Conditions::Columns(_) | sibyl_cql::Conditions::Exists) =
+        (all_eq, &del.conditions)
+    {
+        // `DeleteStatement.prepareInternal`
+        let regular = |c: &str| {
+            table
+                .column(c)
+                .is_some_and(|c| c.kind != ColumnKind::Static)
+        };
+        if columns.is_empty() || columns.iter().any(|c| regular(c)) {
+            return Err(Error::Invalid("DELETE statements must restrict all PRIMARY KEY columns with equality relations in order to delete non static columns".into()));
+        }
+        if let sibyl_cql::Conditions::Columns(conds) = &del.conditions {
+            if conds.iter().any(|c| regular(c.target.column())) {
+                return Err(Error::Invalid("DELETE statements must restrict all PRIMARY KEY columns with equality relations in order to use IF condition on non static columns".into()));
+            }
+        }
+    }
+    let r = analyse(
+        table,
+        &without_token(&del.where_clause),
+        ev,
+        Purpose::Delete,
+    )?;
     let wp = write_params(table, &del.using, ev, default_ts, now)?;
     let deletion = DeletionTime {
         marked_for_delete_at: wp.timestamp,
         local_deletion_time: now,
     };
-    let keys = r.partition_keys.clone().unwrap_or_default();
+    let keys = keep_token(
+        table,
+        &del.where_clause,
+        ev,
+        r.partition_keys.clone().unwrap_or_default(),
+    )?;
     let mut out = Vec::new();
     for key in &keys {
         check_key_size(key)?;
@@ -839,16 +871,11 @@ pub fn delete(
                 match &r.clusterings {
                     Some(c) => c.clone(),
                     None if only_static => Vec::new(),
+                    // `DeleteStatement.addUpdateForKey`
                     None => {
-                        return Err(Error::Invalid(format!(
-                            "Some clustering keys are missing: {}",
-                            table
-                                .clustering()
-                                .iter()
-                                .map(|c| c.name.clone())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        )))
+                        return Err(Error::Invalid(
+                            "Range deletions are not supported for specific columns".into(),
+                        ))
                     }
                 }
             };
@@ -969,4 +996,358 @@ pub fn delete(
     }
     let _ = BoundKind::Row;
     Ok(out)
+}
+
+/// How the relations seen so far restrict one column (Cassandra's merged
+/// single-column restrictions).
+#[derive(Clone, Copy, Default)]
+struct Restricted {
+    eq: bool,
+    is_in: bool,
+    start: bool,
+    end: bool,
+    /// The first column of the (multi-column) restriction holding it.
+    first: usize,
+}
+
+impl Restricted {
+    fn is_slice(&self) -> bool {
+        !self.eq && !self.is_in && (self.start || self.end)
+    }
+}
+
+/// Which kinds of column an UPDATE or DELETE touches, for
+/// `appliesOnlyToStaticColumns`: its operations (none, for a DELETE of
+/// whole rows) and its conditions all on static columns.
+pub fn applies_only_to_static(
+    table: &TableMetadata,
+    columns: &[&str],
+    conditions: &sibyl_cql::Conditions,
+) -> bool {
+    let is_static = |c: &str| {
+        table
+            .column(c)
+            .is_some_and(|c| c.kind == ColumnKind::Static)
+    };
+    let conditions_static = match conditions {
+        sibyl_cql::Conditions::Columns(conds) => conds.iter().all(|c| is_static(c.target.column())),
+        _ => true,
+    };
+    !columns.is_empty() && columns.iter().all(|c| is_static(c)) && conditions_static
+}
+
+/// The WHERE clause of an UPDATE or DELETE (`kind`), checked as Cassandra's
+/// `StatementRestrictions` does for them, in its order: relation by
+/// relation (operators refused, columns, value types, merging with the
+/// column's earlier relations, clustering order), then the partition key
+/// (no token, all of it, by = or IN), the clustering (no slice and all of
+/// it for an UPDATE not only on static columns, a prefix for a DELETE),
+/// then no other column. Returns whether the whole primary key is given by
+/// = or IN (`hasAllPKColumnsRestrictedByEqualities`).
+pub fn check_where(
+    table: &TableMetadata,
+    relations: &[sibyl_cql::Relation],
+    ev: &Eval,
+    kind: &str,
+    only_static: bool,
+) -> Result<bool> {
+    use sibyl_cql::{Operator, RelationLhs, RelationRhs};
+    let pk_n = table.partition_key_count;
+    let mut restricted: BTreeMap<usize, Restricted> = BTreeMap::new();
+    let mut token = false;
+    let mut non_pk: Vec<String> = Vec::new();
+    let lookup =
+        |c: &str| -> Result<usize> { table.column_index(c).ok_or_else(|| undefined(table, c)) };
+    let typecheck = |term: &Term, t: &CqlType, receiver: &str| -> Result<()> {
+        ev.value(term, t, receiver).map(|_| ())
+    };
+    for rel in relations {
+        match rel.op {
+            Operator::Ne => {
+                return Err(Error::Invalid(format!(
+                    "Unsupported \"!=\" relation: {}",
+                    sibyl_cql::relation_text(rel)
+                )))
+            }
+            Operator::IsNotNull => {
+                return Err(Error::Invalid(format!(
+                    "Unsupported restriction: {}",
+                    sibyl_cql::relation_text(rel)
+                )))
+            }
+            Operator::Contains | Operator::ContainsKey => {
+                return Err(Error::Invalid(format!(
+                    "Cannot use {kind} with {}",
+                    rel.op.as_str()
+                )))
+            }
+            _ => {}
+        }
+        // the columns the relation restricts, its first one
+        let cols: Vec<usize> = match &rel.lhs {
+            RelationLhs::Token(cs) => {
+                let mut idx = Vec::new();
+                for c in cs {
+                    idx.push(lookup(c)?);
+                }
+                if idx.len() != pk_n || idx.iter().any(|i| *i >= pk_n) {
+                    return Err(Error::Invalid("The token() function must be applied to all partition key components or none of them".into()));
+                }
+                if idx.iter().enumerate().any(|(k, i)| k != *i) {
+                    return Err(Error::Invalid(format!(
+                        "The token function arguments must be in the partition key order: {}",
+                        table
+                            .partition_key()
+                            .iter()
+                            .map(|c| c.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )));
+                }
+                token = true;
+                continue;
+            }
+            RelationLhs::Element(c, key) => {
+                let i = lookup(c)?;
+                if let CqlType::Map(kt, vt) = table.columns[i].typ.unfrozen() {
+                    typecheck(key, kt, &format!("key({c})"))?;
+                    if let RelationRhs::Term(t) = &rel.rhs {
+                        typecheck(t, vt, &format!("value({c})"))?;
+                    }
+                }
+                non_pk.push(table.columns[i].name.clone());
+                continue;
+            }
+            RelationLhs::Column(c) => {
+                let i = lookup(c)?;
+                let col = &table.columns[i];
+                match &rel.rhs {
+                    RelationRhs::Term(t) => typecheck(t, &col.typ, c)?,
+                    RelationRhs::InList(items) => {
+                        for t in items {
+                            typecheck(t, &col.typ, c)?;
+                        }
+                    }
+                    _ => {}
+                }
+                if rel.op == Operator::Like {
+                    return Err(Error::Invalid(format!(
+                        "LIKE restriction is only supported on properly indexed columns. {} is not valid.",
+                        sibyl_cql::relation_text(rel)
+                    )));
+                }
+                vec![i]
+            }
+            RelationLhs::Columns(cs) => {
+                let mut out = Vec::new();
+                for c in cs {
+                    let i = lookup(c)?;
+                    if table.columns[i].kind != ColumnKind::Clustering {
+                        return Err(Error::Invalid(format!(
+                            "Multi-column relations can only be applied to clustering columns but was applied to: {c}"
+                        )));
+                    }
+                    out.push(i);
+                }
+                if out.iter().enumerate().any(|(k, i)| *i != out[0] + k) {
+                    return Err(Error::Invalid(format!(
+                        "Clustering columns must appear in the PRIMARY KEY order in multi-column relations: {}",
+                        sibyl_cql::relation_text(rel)
+                    )));
+                }
+                out
+            }
+        };
+        let first = cols[0];
+        let new = Restricted {
+            eq: rel.op == Operator::Eq,
+            is_in: rel.op == Operator::In,
+            start: matches!(rel.op, Operator::Gt | Operator::Ge),
+            end: matches!(rel.op, Operator::Lt | Operator::Le),
+            first,
+        };
+        let is_clustering = table.columns[first].kind == ColumnKind::Clustering;
+        // the clustering restrictions before this one (`mergeWith`)
+        let last = restricted
+            .iter()
+            .filter(|(i, _)| table.columns[**i].kind == ColumnKind::Clustering)
+            .next_back()
+            .map(|(_, r)| *r);
+        let old_next = restricted.keys().find(|i| **i > first).copied();
+        for &i in &cols {
+            let name = &table.columns[i].name;
+            let merged = match restricted.get(&i) {
+                None => new,
+                Some(p) if p.eq => {
+                    return Err(Error::Invalid(format!(
+                        "{name} cannot be restricted by more than one relation if it includes an Equal"
+                    )))
+                }
+                Some(p) if p.is_in => {
+                    return Err(Error::Invalid(format!(
+                        "{name} cannot be restricted by more than one relation if it includes a IN"
+                    )))
+                }
+                Some(_) if new.eq || new.is_in => {
+                    return Err(Error::Invalid(format!(
+                        "Column \"{name}\" cannot be restricted by both an equality and an inequality relation"
+                    )))
+                }
+                Some(p) => {
+                    for (both, bound) in [(p.start && new.start, "start"), (p.end && new.end, "end")]
+                    {
+                        if both {
+                            return Err(Error::Invalid(format!(
+                                "More than one restriction was found for the {bound} bound on {name}"
+                            )));
+                        }
+                    }
+                    Restricted {
+                        start: p.start || new.start,
+                        end: p.end || new.end,
+                        ..*p
+                    }
+                }
+            };
+            restricted.insert(i, merged);
+        }
+        if let (true, Some(last)) = (is_clustering, last) {
+            let name = |i: usize| &table.columns[i].name;
+            if last.is_slice() && first > last.first {
+                return Err(Error::Invalid(format!(
+                    "Clustering column \"{}\" cannot be restricted (preceding column \"{}\" is restricted by a non-EQ relation)",
+                    name(first),
+                    name(last.first)
+                )));
+            }
+            if first < last.first && new.is_slice() {
+                let next = old_next.unwrap_or(last.first);
+                return Err(Error::Invalid(format!(
+                    "PRIMARY KEY column \"{}\" cannot be restricted (preceding column \"{}\" is restricted by a non-EQ relation)",
+                    name(next),
+                    name(first)
+                )));
+            }
+        }
+        if !table.columns[first].kind.is_primary_key() {
+            non_pk.push(table.columns[first].name.clone());
+        }
+    }
+    // the partition key (`processPartitionKeyRestrictions`)
+    let pk: Vec<Option<Restricted>> = (0..pk_n).map(|i| restricted.get(&i).copied()).collect();
+    let pk_by_eq = pk.iter().all(|r| r.is_some_and(|r| r.eq || r.is_in));
+    if token && !pk_by_eq {
+        return Err(Error::Invalid(format!(
+            "The token function cannot be used in WHERE clauses for {kind} statements"
+        )));
+    }
+    let missing: Vec<&str> = table
+        .partition_key()
+        .iter()
+        .zip(&pk)
+        .filter(|(_, r)| r.is_none())
+        .map(|(c, _)| c.name.as_str())
+        .collect();
+    if !missing.is_empty() {
+        return Err(Error::Invalid(format!(
+            "Some partition key parts are missing: {}",
+            missing.join(", ")
+        )));
+    }
+    if !pk_by_eq {
+        return Err(Error::Invalid(format!(
+            "Only EQ and IN relation are supported on the partition key (unless you use the token() function) for {kind} statements"
+        )));
+    }
+    // the clustering (`processClusteringColumnsRestrictions`)
+    let ck: Vec<(usize, Restricted)> = restricted
+        .iter()
+        .filter(|(i, _)| table.columns[**i].kind == ColumnKind::Clustering)
+        .map(|(i, r)| (*i, *r))
+        .collect();
+    if only_static && !ck.is_empty() {
+        return Err(Error::Invalid(format!(
+            "Invalid restrictions on clustering columns since the {kind} statement modifies only static columns"
+        )));
+    }
+    if kind == "UPDATE" {
+        if ck.iter().any(|(_, r)| r.is_slice()) {
+            return Err(Error::Invalid(
+                "Slice restrictions are not supported on the clustering columns in UPDATE statements"
+                    .into(),
+            ));
+        }
+        let unrestricted: Vec<&str> = table
+            .clustering()
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| !restricted.contains_key(&(pk_n + k)))
+            .map(|(_, c)| c.name.as_str())
+            .collect();
+        if !only_static && !unrestricted.is_empty() {
+            return Err(Error::Invalid(format!(
+                "Some clustering keys are missing: {}",
+                unrestricted.join(", ")
+            )));
+        }
+    } else {
+        for (k, (i, _)) in ck.iter().enumerate() {
+            if *i != pk_n + k {
+                return Err(Error::Invalid(format!(
+                    "PRIMARY KEY column \"{}\" cannot be restricted as preceding column \"{}\" is not restricted",
+                    table.columns[*i].name,
+                    table.columns[pk_n + k].name
+                )));
+            }
+        }
+    }
+    if !non_pk.is_empty() {
+        non_pk.sort();
+        non_pk.dedup();
+        return Err(Error::Invalid(format!(
+            "Non PRIMARY KEY columns found in where clause: {} ",
+            non_pk.join(", ")
+        )));
+    }
+    Ok(ck.len() == table.clustering_count && ck.iter().all(|(_, r)| r.eq || r.is_in))
+}
+
+/// The WHERE clause of an UPDATE or DELETE as `analyse` takes it, its
+/// token relations set aside when the partition key is given by = or IN
+/// (`check_where` passed): they only filter the keys, which `keep_token`
+/// then does.
+fn without_token(relations: &[sibyl_cql::Relation]) -> Vec<sibyl_cql::Relation> {
+    relations
+        .iter()
+        .filter(|r| !matches!(r.lhs, sibyl_cql::RelationLhs::Token(_)))
+        .cloned()
+        .collect()
+}
+
+/// The partition keys of `keys` whose tokens the WHERE clause's token
+/// relations (if any) admit.
+fn keep_token(
+    table: &TableMetadata,
+    relations: &[sibyl_cql::Relation],
+    ev: &Eval,
+    keys: Vec<Bytes>,
+) -> Result<Vec<Bytes>> {
+    let tokens: Vec<sibyl_cql::Relation> = relations
+        .iter()
+        .filter(|r| matches!(r.lhs, sibyl_cql::RelationLhs::Token(_)))
+        .cloned()
+        .collect();
+    if tokens.is_empty() {
+        return Ok(keys);
+    }
+    let Some(range) = analyse(table, &tokens, ev, Purpose::Select)?.token_range else {
+        return Ok(keys);
+    };
+    Ok(keys
+        .into_iter()
+        .filter(|k| {
+            let t = sibyl_types::murmur3::token(k);
+            range.start <= t && t <= range.end
+        })
+        .collect())
 }

@@ -332,8 +332,10 @@ impl QueryProcessor {
                     for (c, v) in i.columns.iter().zip(i.values.iter()) {
                         let col = t.column(c).ok_or_else(|| {
                             Error::Invalid(format!(
-                                "Undefined column name {c} in table {}.{}",
-                                t.keyspace, t.name
+                                "Undefined column name {} in table {}.{}",
+                                sibyl_types::ident::maybe_quote(c),
+                                t.keyspace,
+                                t.name
                             ))
                         })?;
                         extra.push((v, c.clone(), col.typ.clone()));
@@ -349,8 +351,10 @@ impl QueryProcessor {
                         let c = a.target.column();
                         let col = t.column(c).ok_or_else(|| {
                             Error::Invalid(format!(
-                                "Undefined column name {c} in table {}.{}",
-                                t.keyspace, t.name
+                                "Undefined column name {} in table {}.{}",
+                                sibyl_types::ident::maybe_quote(c),
+                                t.keyspace,
+                                t.name
                             ))
                         })?;
                         let typ = col.typ.clone();
@@ -439,8 +443,10 @@ impl QueryProcessor {
                     (RelationLhs::Column(c), rhs) => {
                         let col = t.column(c).ok_or_else(|| {
                             Error::Invalid(format!(
-                                "Undefined column name {c} in table {}.{}",
-                                t.keyspace, t.name
+                                "Undefined column name {} in table {}.{}",
+                                sibyl_types::ident::maybe_quote(c),
+                                t.keyspace,
+                                t.name
                             ))
                         })?;
                         let typ = match rel.op {
@@ -2380,7 +2386,7 @@ fn condition_column<'t>(t: &'t TableMetadata, c: &Condition) -> Result<&'t Colum
     t.column(c.target.column()).ok_or_else(|| {
         Error::Invalid(format!(
             "Undefined column name {} in table {}.{}",
-            c.target.column(),
+            sibyl_types::ident::maybe_quote(c.target.column()),
             t.keyspace,
             t.name
         ))

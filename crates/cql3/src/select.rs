@@ -97,8 +97,10 @@ pub struct Selection {
 
 fn undefined(table: &TableMetadata, c: &str) -> Error {
     Error::Invalid(format!(
-        "Undefined column name {c} in table {}.{}",
-        table.keyspace, table.name
+        "Undefined column name {} in table {}.{}",
+        sibyl_types::ident::maybe_quote(c),
+        table.keyspace,
+        table.name
     ))
 }
 
