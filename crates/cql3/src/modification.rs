@@ -396,18 +396,7 @@ pub fn update(
     now: i32,
     read_list: &dyn Fn(&Bytes, &[Bytes], &str) -> ListState,
 ) -> Result<Vec<Mutation>> {
-    for a in &up.assignments {
-        let c = a.target.column();
-        match table.column(c) {
-            None => return Err(undefined(table, c)),
-            Some(col) if col.kind.is_primary_key() => {
-                return Err(Error::Invalid(format!(
-                    "PRIMARY KEY part {c} found in SET part"
-                )));
-            }
-            _ => {}
-        }
-    }
+    prepare_assignments(table, up, ev)?;
     let columns: Vec<&str> = up.assignments.iter().map(|a| a.target.column()).collect();
     let only_static = applies_only_to_static(table, &columns, &up.conditions);
     check_where(table, &up.where_clause, ev, "UPDATE", only_static)?;
@@ -490,7 +479,8 @@ pub fn update(
                     .insert(ClusteringKey::row(ck, table.comparator.clone()), row);
             }
         }
-        if !p.is_empty() {
+        // (a transaction's update, even empty, names its partition)
+        if !p.is_empty() || up.conditions != sibyl_cql::Conditions::None {
             out.push(partition_mutation(table, key, p));
         }
     }
@@ -569,6 +559,30 @@ fn apply_assignment(
                 set_column(row, name, t, v.bytes(), wp).map_err(Error::Invalid)?;
             }
         }
+        (ColumnTarget::Column(_), AssignOp::Append(term)) if adds_to_current(t) => {
+            // a conditional update adds to the current value (its
+            // `Constants.Adder`); nothing is written over a null one
+            let current = match row.cells.get(name) {
+                Some(ColumnData::Simple(c)) => c.value.clone(),
+                _ => read_list(key, ck, name).into_iter().next().map(|(_, v)| v),
+            };
+            let add = match ev.value(term, t, name)? {
+                Val::Set(b) => b,
+                Val::Unset => return Ok(()),
+                Val::Null => return Err(Error::Server("java.lang.NullPointerException".into())),
+            };
+            let Some(current) = current else {
+                return Ok(());
+            };
+            let sum = if matches!(t.unfrozen(), CqlType::Text | CqlType::Ascii) {
+                let mut v = current.to_vec();
+                v.extend_from_slice(&add);
+                Some(Bytes::from(v))
+            } else {
+                crate::functions::arithmetic('+', t, Some(&current), t, Some(&add))?
+            };
+            set_column(row, name, t, sum.as_ref(), wp).map_err(Error::Invalid)?;
+        }
         (ColumnTarget::Column(_), AssignOp::Append(term))
         | (ColumnTarget::Column(_), AssignOp::Prepend(term)) => {
             if !t.is_multi_cell() {
@@ -601,7 +615,7 @@ fn apply_assignment(
             if matches!(op, AssignOp::Prepend(_)) {
                 if !matches!(t, CqlType::List(_)) {
                     return Err(Error::Invalid(format!(
-                        "Invalid operation ({name} = {} + {name}) for non list column {name}",
+                        "Invalid operation ({name} = {} - {name}) for non list column {name}",
                         term_text(term)
                     )));
                 }
@@ -680,9 +694,10 @@ fn apply_assignment(
         }
         (ColumnTarget::Element(_, idx), AssignOp::Set(term)) => match t {
             CqlType::Map(kt, vt) => {
-                let k = match ev.value(idx, kt, name)? {
+                let k = match ev.value(idx, kt, &format!("key({name})"))? {
                     Val::Set(k) => k,
-                    _ => return Err(Error::Invalid("Invalid null value for map key".into())),
+                    Val::Null => return Err(Error::Invalid("Invalid null map key".into())),
+                    Val::Unset => return Err(Error::Invalid("Invalid unset map key".into())),
                 };
                 let cell = match ev.value(term, vt, &format!("value({name})"))? {
                     Val::Set(v) => wp.cell(v),
@@ -694,11 +709,19 @@ fn apply_assignment(
                 add_cells(row, name, cells);
             }
             CqlType::List(et) => {
-                let i = match ev.value(idx, &CqlType::Int, name)? {
+                let i = match ev.value(idx, &CqlType::Int, &format!("idx({name})"))? {
                     Val::Set(b) if b.len() == 4 => i32::from_be_bytes([b[0], b[1], b[2], b[3]]),
+                    Val::Unset => {
+                        return Err(Error::Invalid("Invalid unset value for list index".into()))
+                    }
                     _ => return Err(Error::Invalid("Invalid null value for list index".into())),
                 };
                 let current = read_list(key, ck, name);
+                if current.is_empty() {
+                    return Err(Error::Invalid(
+                        "Attempted to set an element on a list which is null".into(),
+                    ));
+                }
                 if i < 0 || i as usize >= current.len() {
                     return Err(Error::Invalid(format!(
                         "List index {i} out of bound, list has size {}",
@@ -706,7 +729,7 @@ fn apply_assignment(
                     )));
                 }
                 let path = current[i as usize].0.clone();
-                let cell = match ev.value(term, et, name)? {
+                let cell = match ev.value(term, et, &format!("value({name})"))? {
                     Val::Set(v) => wp.cell(v),
                     Val::Null => wp.tombstone(),
                     Val::Unset => return Ok(()),
@@ -746,7 +769,7 @@ fn apply_assignment(
                     "UDT column {name} does not have a field named {field}"
                 )));
             };
-            let cell = match ev.value(term, &u.fields[fi].1, name)? {
+            let cell = match ev.value(term, &u.fields[fi].1, &format!("{name}.{field}"))? {
                 Val::Set(v) => wp.cell(v),
                 Val::Null => wp.tombstone(),
                 Val::Unset => return Ok(()),
@@ -779,18 +802,7 @@ pub fn delete(
             "Cannot provide custom TTL for DELETE statement".into(),
         ));
     }
-    for c in &del.columns {
-        match table.column(c.column()) {
-            None => return Err(undefined(table, c.column())),
-            Some(col) if col.kind.is_primary_key() => {
-                return Err(Error::Invalid(format!(
-                    "Invalid identifier {} for deletion (should not be a PRIMARY KEY part)",
-                    c.column()
-                )))
-            }
-            _ => {}
-        }
-    }
+    prepare_deletions(table, del, ev)?;
     let columns: Vec<&str> = del.columns.iter().map(|c| c.column()).collect();
     let only_static = applies_only_to_static(table, &columns, &del.conditions);
     let all_eq = check_where(table, &del.where_clause, ev, "DELETE", only_static)?;
@@ -906,24 +918,42 @@ pub fn delete(
                         }
                         ColumnTarget::Element(_, idx) => {
                             let path = match &col.typ {
-                                CqlType::Map(kt, _) => match ev.value(idx, kt, &col.name)? {
-                                    Val::Set(k) => k,
-                                    _ => {
-                                        return Err(Error::Invalid(
-                                            "Invalid null value for map key".into(),
-                                        ))
+                                CqlType::Map(kt, _) => {
+                                    match ev.value(idx, kt, &format!("key({})", col.name))? {
+                                        Val::Set(k) => k,
+                                        Val::Null => {
+                                            return Err(Error::Invalid(
+                                                "Invalid null map key".into(),
+                                            ))
+                                        }
+                                        Val::Unset => {
+                                            return Err(Error::Invalid(
+                                                "Invalid unset map key".into(),
+                                            ))
+                                        }
                                     }
-                                },
-                                CqlType::Set(et) => match ev.value(idx, et, &col.name)? {
-                                    Val::Set(k) => k,
-                                    _ => {
-                                        return Err(Error::Invalid(
-                                            "Invalid null value for set element".into(),
-                                        ))
+                                }
+                                CqlType::Set(et) => {
+                                    match ev.value(idx, et, &format!("value({})", col.name))? {
+                                        Val::Set(k) => k,
+                                        Val::Null => {
+                                            return Err(Error::Invalid(
+                                                "Invalid null set element".into(),
+                                            ))
+                                        }
+                                        Val::Unset => {
+                                            return Err(Error::Invalid(
+                                                "Invalid unset set element".into(),
+                                            ))
+                                        }
                                     }
-                                },
+                                }
                                 CqlType::List(_) => {
-                                    let i = match ev.value(idx, &CqlType::Int, &col.name)? {
+                                    let i = match ev.value(
+                                        idx,
+                                        &CqlType::Int,
+                                        &format!("idx({})", col.name),
+                                    )? {
                                         Val::Set(b) if b.len() == 4 => {
                                             i32::from_be_bytes([b[0], b[1], b[2], b[3]])
                                         }
@@ -934,6 +964,9 @@ pub fn delete(
                                         }
                                     };
                                     let current = read_list(key, ck, &col.name);
+                                    if current.is_empty() {
+                                        return Err(Error::Invalid("Attempted to delete an element from a list which is null".into()));
+                                    }
                                     if i < 0 || i as usize >= current.len() {
                                         return Err(Error::Invalid(format!(
                                             "List index {i} out of bound, list has size {}",
@@ -1350,4 +1383,221 @@ fn keep_token(
             range.start <= t && t <= range.end
         })
         .collect())
+}
+
+/// Whether `+` on a column of type `t` reads its current value in a
+/// conditional update (Cassandra 5.0's `Constants.Adder` for numbers and
+/// text, when the statement can read the existing state).
+fn adds_to_current(t: &CqlType) -> bool {
+    crate::functions::is_numeric(t) || matches!(t.unfrozen(), CqlType::Text | CqlType::Ascii)
+}
+
+/// The assignments of an UPDATE, prepared one by one as Cassandra's
+/// `Operation.RawUpdate.prepare` does, before the WHERE clause: the column,
+/// what the operation allows on its type, the types of the values (their
+/// receivers named as Cassandra names them: `idx(l)`, `value(l)`,
+/// `key(m)`, `value(m)`, `ud.a`). `can_read` is a conditional update's
+/// (`+` on numbers and text then adds to the current value).
+pub fn prepare_assignments(table: &TableMetadata, up: &Update, ev: &Eval) -> Result<()> {
+    let can_read = up.conditions != sibyl_cql::Conditions::None;
+    for a in &up.assignments {
+        let c = a.target.column();
+        let col = table.column(c).ok_or_else(|| undefined(table, c))?;
+        if col.kind.is_primary_key() {
+            return Err(Error::Invalid(format!(
+                "PRIMARY KEY part {c} found in SET part"
+            )));
+        }
+        prepare_assignment(col, &a.target, &a.op, ev, can_read)?;
+    }
+    Ok(())
+}
+
+fn prepare_assignment(
+    col: &ColumnMetadata,
+    target: &ColumnTarget,
+    op: &AssignOp,
+    ev: &Eval,
+    can_read: bool,
+) -> Result<()> {
+    let name = col.name.as_str();
+    let t = &col.typ;
+    let check = |term: &Term, typ: &CqlType, receiver: &str| -> Result<()> {
+        ev.value(term, typ, receiver).map(|_| ())
+    };
+    let invalid = |text: String, what: &str| -> Result<()> {
+        Err(Error::Invalid(format!(
+            "Invalid operation ({text}) for {what} column {name}"
+        )))
+    };
+    let frozen = t.is_collection() && !t.is_multi_cell();
+    match (target, op) {
+        (ColumnTarget::Column(_), AssignOp::Set(term)) => {
+            check(term, t, name)?;
+            if t.is_counter() {
+                return Err(Error::Invalid(format!("Cannot set the value of counter column {name} (counters can only be incremented/decremented, not set)")));
+            }
+        }
+        (ColumnTarget::Column(_), AssignOp::Append(term)) => {
+            let text = format!("{name} = {name} + {}", term_text(term));
+            if !t.is_collection() {
+                if matches!(t.unfrozen(), CqlType::Tuple(_) | CqlType::Udt(_)) {
+                    return invalid(text, "tuple");
+                }
+                if can_read {
+                    if !adds_to_current(t) {
+                        return Err(Error::Invalid(format!(
+                            "Invalid operation ({text}) for non-numeric and non-text type {name}"
+                        )));
+                    }
+                } else if !t.is_counter() {
+                    return invalid(text, "non counter");
+                }
+                return check(term, t, name);
+            }
+            if frozen {
+                return invalid(text, "frozen collection");
+            }
+            match t {
+                CqlType::Map(..) => check(term, t, name).map_err(|_| {
+                    Error::Invalid(format!(
+                        "Value for a map addition has to be a map, but was: '{}'",
+                        term_text(term)
+                    ))
+                })?,
+                _ => check(term, t, name)?,
+            }
+        }
+        (ColumnTarget::Column(_), AssignOp::Remove(term)) => {
+            let text = format!("{name} = {name} - {}", term_text(term));
+            if !t.is_collection() {
+                if !t.is_counter() {
+                    return invalid(text, "non counter");
+                }
+                return check(term, t, name);
+            }
+            if frozen {
+                return invalid(text, "frozen collection");
+            }
+            match t {
+                CqlType::Map(k, _) => {
+                    check(term, &CqlType::Set(k.clone()), name).map_err(|_| {
+                        Error::Invalid(format!(
+                            "Value for a map substraction has to be a set, but was: '{}'",
+                            term_text(term)
+                        ))
+                    })?
+                }
+                _ => check(term, t, name)?,
+            }
+        }
+        (ColumnTarget::Column(_), AssignOp::Prepend(term)) => {
+            check(term, t, name)?;
+            // Cassandra's own rendering of `c = t + c`
+            let text = format!("{name} = {} - {name}", term_text(term));
+            if !matches!(t.unfrozen(), CqlType::List(_)) {
+                return invalid(text, "non list");
+            }
+            if frozen {
+                return invalid(text, "frozen list");
+            }
+        }
+        (ColumnTarget::Element(_, idx), AssignOp::Set(term)) => {
+            let text = format!("{name}[{}] = {}", term_text(idx), term_text(term));
+            if !t.is_collection() {
+                return invalid(text, "non collection");
+            }
+            if frozen {
+                return invalid(text, "frozen collection");
+            }
+            match t {
+                CqlType::List(e) => {
+                    check(idx, &CqlType::Int, &format!("idx({name})"))?;
+                    check(term, e, &format!("value({name})"))?;
+                }
+                CqlType::Map(k, v) => {
+                    check(idx, k, &format!("key({name})"))?;
+                    check(term, v, &format!("value({name})"))?;
+                }
+                _ => return invalid(text, "set"),
+            }
+        }
+        (ColumnTarget::Field(_, field), AssignOp::Set(term)) => {
+            let text = format!("{name}.{field} = {}", term_text(term));
+            let CqlType::Udt(u) = t.unfrozen() else {
+                return invalid(text, "non-UDT");
+            };
+            if !t.is_multi_cell() {
+                return invalid(text, "frozen UDT");
+            }
+            let Some((_, ft)) = u.fields.iter().find(|(n, _)| n == field) else {
+                return Err(Error::Invalid(format!(
+                    "UDT column {name} does not have a field named {field}"
+                )));
+            };
+            check(term, ft, &format!("{name}.{field}"))?;
+        }
+        _ => {
+            return Err(Error::Invalid(format!(
+                "Invalid operation on column {name}"
+            )))
+        }
+    }
+    Ok(())
+}
+
+/// The columns of a DELETE, prepared one by one as Cassandra's
+/// `Operation.RawDeletion.prepare` does, before the WHERE clause.
+pub fn prepare_deletions(table: &TableMetadata, del: &Delete, ev: &Eval) -> Result<()> {
+    for target in &del.columns {
+        let c = target.column();
+        let col = table.column(c).ok_or_else(|| undefined(table, c))?;
+        if col.kind.is_primary_key() {
+            return Err(Error::Invalid(format!(
+                "Invalid identifier {c} for deletion (should not be a PRIMARY KEY part)"
+            )));
+        }
+        let name = col.name.as_str();
+        let t = &col.typ;
+        match target {
+            ColumnTarget::Column(_) => {}
+            ColumnTarget::Element(_, idx) => {
+                if !t.is_collection() {
+                    return Err(Error::Invalid(format!(
+                        "Invalid deletion operation for non collection column {name}"
+                    )));
+                }
+                if !t.is_multi_cell() {
+                    return Err(Error::Invalid(format!(
+                        "Invalid deletion operation for frozen collection column {name}"
+                    )));
+                }
+                let (et, receiver) = match t {
+                    CqlType::List(_) => (CqlType::Int, format!("idx({name})")),
+                    CqlType::Set(e) => (e.as_ref().clone(), format!("value({name})")),
+                    CqlType::Map(k, _) => (k.as_ref().clone(), format!("key({name})")),
+                    _ => continue,
+                };
+                ev.value(idx, &et, &receiver)?;
+            }
+            ColumnTarget::Field(_, field) => {
+                let CqlType::Udt(u) = t.unfrozen() else {
+                    return Err(Error::Invalid(format!(
+                        "Invalid field deletion operation for non-UDT column {name}"
+                    )));
+                };
+                if !t.is_multi_cell() {
+                    return Err(Error::Invalid(format!(
+                        "Frozen UDT column {name} does not support field deletions"
+                    )));
+                }
+                if !u.fields.iter().any(|(n, _)| n == field) {
+                    return Err(Error::Invalid(format!(
+                        "UDT column {name} does not have a field named {field}"
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
 }

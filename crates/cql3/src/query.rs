@@ -794,62 +794,44 @@ impl QueryProcessor {
             Statement::Delete(d) => modification::delete(&t, d, ev, default_ts, now, read_list),
             _ => Ok(Vec::new()),
         };
-        // first pass: which partitions' lists the statement reads
-        let wanted = std::cell::RefCell::new(Vec::<Bytes>::new());
-        let first = build(&|key, _, _| {
-            wanted.borrow_mut().push(key.clone());
-            Vec::new()
-        });
-        let mut wanted = wanted.into_inner();
-        if wanted.is_empty() {
-            return Ok((t.keyspace.clone(), first?));
-        }
-        // (the first pass saw empty lists: what it built, or refused, is moot)
-        wanted.sort();
-        wanted.dedup();
+        // pass after pass, read the partitions whose lists (or, in a
+        // transaction, values) the statement reads, until it reads no other
         let read_cl = match cl {
             Consistency::Any => Consistency::One,
             c if c.is_serial() => Consistency::Quorum,
             c => c,
         };
-        let mut current: BTreeMap<Bytes, Partition> = BTreeMap::new();
-        for key in wanted {
-            let cmd = ReadCommand::single(t.id, DecoratedKey::new(key.clone()), now);
-            if let Some((_, mut p)) = self.proxy.read(cmd, read_cl).await?.pop() {
-                p.resolve(now);
+        let mut current: BTreeMap<Bytes, Option<Partition>> = BTreeMap::new();
+        loop {
+            let wanted = std::cell::RefCell::new(Vec::<Bytes>::new());
+            let built = build(&|key, ck, col| match current.get(key) {
+                Some(p) => current_cells(&t, p.as_ref(), ck, col, now),
+                None => {
+                    wanted.borrow_mut().push(key.clone());
+                    Vec::new()
+                }
+            });
+            let mut wanted = wanted.into_inner();
+            if wanted.is_empty() {
+                return Ok((t.keyspace.clone(), built?));
+            }
+            // (this pass saw empty lists: what it built, or refused, is moot)
+            wanted.sort();
+            wanted.dedup();
+            for key in wanted {
+                let cmd = ReadCommand::single(t.id, DecoratedKey::new(key.clone()), now);
+                let p = self
+                    .proxy
+                    .read(cmd, read_cl)
+                    .await?
+                    .pop()
+                    .map(|(_, mut p)| {
+                        p.resolve(now);
+                        p
+                    });
                 current.insert(key, p);
             }
         }
-        let table = t.clone();
-        let read_list = |key: &Bytes, ck: &[Bytes], col: &str| -> modification::ListState {
-            let Some(p) = current.get(key) else {
-                return Vec::new();
-            };
-            let ckey = sibyl_db::ClusteringKey::row(ck.to_vec(), table.comparator.clone());
-            let row = if table
-                .column(col)
-                .map(|c| c.kind == ColumnKind::Static)
-                .unwrap_or(false)
-            {
-                p.static_row.as_ref()
-            } else {
-                p.rows.get(&ckey)
-            };
-            match row.and_then(|r| r.cells.get(col)) {
-                Some(sibyl_db::ColumnData::Complex { cells, .. }) => {
-                    let mut v: Vec<(Bytes, Bytes)> = cells
-                        .iter()
-                        .filter(|(_, c)| c.is_live(now))
-                        .map(|(p, c)| (p.clone(), c.value.clone().unwrap_or_default()))
-                        .collect();
-                    v.sort_by(|a, b| CqlType::Timeuuid.compare(&a.0, &b.0));
-                    v
-                }
-                _ => Vec::new(),
-            }
-        };
-        let muts = build(&read_list)?;
-        Ok((t.keyspace.clone(), muts))
     }
 
     /// A batch: the protocol BATCH message and `BEGIN BATCH ... APPLY BATCH`
@@ -1282,6 +1264,7 @@ impl QueryProcessor {
     ) -> Result<Outcome> {
         let mut request: Option<CasRequest<'_>> = None;
         let mut all: Vec<Mutation> = Vec::new();
+        let mut statements: Vec<(Arc<TableMetadata>, &Statement, &Eval<'_>)> = Vec::new();
         for c in children {
             let ks_opt = c.keyspace.as_deref().or(opts.keyspace.as_deref());
             let (_, muts) = self
@@ -1325,6 +1308,7 @@ impl QueryProcessor {
             if let Some(r) = request.as_mut() {
                 r.add_statement(&t, c, &muts)?;
             }
+            statements.push((t.clone(), c.statement, c.ev));
             all.extend(muts);
         }
         let Some(request) = request else {
@@ -1348,9 +1332,31 @@ impl QueryProcessor {
                     });
                     let read = request.read(current.as_ref(), now);
                     if request.applies(&read, now)? {
+                        // the updates again, on the partition as the
+                        // transaction read it (list operations by index or
+                        // value, additions to numbers and text)
+                        let mut update = Vec::new();
+                        for (t, st, ev) in &statements {
+                            let cells = |key: &Bytes, ck: &[Bytes], col: &str| {
+                                if *key == request.key.key {
+                                    current_cells(t, current.as_ref(), ck, col, now)
+                                } else {
+                                    Vec::new()
+                                }
+                            };
+                            update.extend(match st {
+                                Statement::Insert(i) => modification::insert(t, i, ev, ts, now)?,
+                                Statement::Update(u) => {
+                                    modification::update(t, u, ev, ts, now, &cells)?
+                                }
+                                Statement::Delete(d) => {
+                                    modification::delete(t, d, ev, ts, now, &cells)?
+                                }
+                                _ => Vec::new(),
+                            });
+                        }
                         // Paxos writes every update at the ballot's
                         // timestamp, deletions just before it
-                        let mut update = all.clone();
                         for m in &mut update {
                             cas_timestamps(m, ballot);
                         }
@@ -2879,6 +2885,48 @@ fn cas_timestamps(m: &mut Mutation, ts: i64) {
         row(r, ts);
         true
     });
+}
+
+/// The live cells of column `col` in the row `ck` (or the static row) of a
+/// partition as read before a write: a collection's cells (path and value,
+/// in order) or a simple column's one value (with an empty path).
+fn current_cells(
+    table: &TableMetadata,
+    p: Option<&Partition>,
+    ck: &[Bytes],
+    col: &str,
+    now: i32,
+) -> modification::ListState {
+    let Some(p) = p else {
+        return Vec::new();
+    };
+    let ckey = sibyl_db::ClusteringKey::row(ck.to_vec(), table.comparator.clone());
+    let row = if table
+        .column(col)
+        .map(|c| c.kind == ColumnKind::Static)
+        .unwrap_or(false)
+    {
+        p.static_row.as_ref()
+    } else {
+        p.rows.get(&ckey)
+    };
+    match row.and_then(|r| r.cells.get(col)) {
+        Some(sibyl_db::ColumnData::Complex { cells, .. }) => {
+            let mut v: Vec<(Bytes, Bytes)> = cells
+                .iter()
+                .filter(|(_, c)| c.is_live(now))
+                .map(|(p, c)| (p.clone(), c.value.clone().unwrap_or_default()))
+                .collect();
+            v.sort_by(|a, b| CqlType::Timeuuid.compare(&a.0, &b.0));
+            v
+        }
+        Some(sibyl_db::ColumnData::Simple(c)) if c.is_live(now) => c
+            .value
+            .clone()
+            .map(|v| vec![(Bytes::new(), v)])
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    }
 }
 
 fn has_conditions(s: &Statement) -> bool {
