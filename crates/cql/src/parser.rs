@@ -1185,6 +1185,10 @@ impl Parser {
                 });
             }
         }
+        if matches!(target, ColumnTarget::Column(_)) && !self.is_sym("=") {
+            // none of `columnOperationDifferentiator`'s alternatives
+            return Err(self.no_viable());
+        }
         self.expect_sym("=")?;
         // c = c + t | c = c - t
         if let ColumnTarget::Column(_) = &target {
@@ -1277,6 +1281,10 @@ impl Parser {
         let mut out = Vec::new();
         loop {
             let target = self.column_target()?;
+            // an element or a field takes a comparison or IN, never CONTAINS
+            if !matches!(target, ColumnTarget::Column(_)) && self.is_kw("contains") {
+                return Err(self.no_viable());
+            }
             let op = self.operator()?;
             let rhs = self.rhs(op)?;
             out.push(Condition { target, op, rhs });

@@ -45,7 +45,9 @@ pub fn write_params(
                     .map_err(|_| Error::Invalid("Invalid timestamp value".into()))?;
                 let ts = i64::from_be_bytes(a);
                 if ts == i64::MIN {
-                    return Err(Error::Invalid(format!("Invalid timestamp value: {ts}")));
+                    return Err(Error::Invalid(
+                        "Out of bound timestamp, must be in [-9223372036854775807, 9223372036854775807]".into(),
+                    ));
                 }
                 ts
             }
@@ -175,11 +177,19 @@ fn json_values(
     default_unset: bool,
 ) -> Result<Vec<sibyl_protocol::Value>> {
     use sibyl_types::json::{unquote_identifier, Json};
-    let doc = Json::parse(text).map_err(|e| {
+    let end = jackson_map(text).map_err(|e| {
         Error::Invalid(format!(
             "Could not decode JSON string as a map: {e}. (String was: {text})"
         ))
     })?;
+    let doc = Json::parse(&text[..end]).map_err(|e| {
+        Error::Invalid(format!(
+            "Could not decode JSON string as a map: {e}. (String was: {text})"
+        ))
+    })?;
+    if doc == Json::Null {
+        return Err(Error::Invalid("Got null for INSERT JSON values".into()));
+    }
     let Json::Object(members) = doc else {
         return Err(Error::Invalid(format!(
             "Could not decode JSON string as a map: expected an object. (String was: {text})"
@@ -1600,4 +1610,287 @@ pub fn prepare_deletions(table: &TableMetadata, del: &Delete, ev: &Eval) -> Resu
         }
     }
     Ok(())
+}
+
+/// How Jackson (Cassandra's JSON library) reads an INSERT JSON document as
+/// a map: the end of the object it reads (what follows is ignored), or
+/// the exception it throws, as Cassandra quotes it.
+fn jackson_map(text: &str) -> std::result::Result<usize, String> {
+    let chars: Vec<char> = text.chars().collect();
+    let source = format!("[Source: (String)\"{text}\"");
+    // Jackson's location: `pos` is the 1-based column were the text one
+    // line; lines are those ended before the character read last
+    let at = |pos: usize| {
+        let before = &chars[..pos.saturating_sub(2).min(chars.len())];
+        let line = 1 + before.iter().filter(|c| **c == '\n').count();
+        let col = match before.iter().rposition(|c| *c == '\n') {
+            Some(nl) => pos - nl - 1,
+            None => pos,
+        };
+        format!("{source}; line: {line}, column: {col}]")
+    };
+    let parse_err = |msg: String, consumed: usize| {
+        format!(
+            "com.fasterxml.jackson.core.JsonParseException: {msg}\n at {}",
+            at(consumed + 1)
+        )
+    };
+    let unexpected = |i: usize, what: &str| {
+        parse_err(
+            format!(
+                "Unexpected character ('{}' (code {})): {what}",
+                chars[i], chars[i] as u32
+            ),
+            i + 1,
+        )
+    };
+    let ident_end = |mut i: usize| {
+        while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_' || chars[i] == '$')
+        {
+            i += 1;
+        }
+        i
+    };
+    let unrecognized = |i: usize| {
+        let end = ident_end(i).max(i + 1);
+        let tok: String = chars[i..end].iter().collect();
+        parse_err(
+            format!("Unrecognized token '{tok}': was expecting (JSON String, Number, Array, Object or token 'null', 'true' or 'false')"),
+            end,
+        )
+    };
+    let skip_ws = |mut i: usize| {
+        while i < chars.len() && matches!(chars[i], ' ' | '\t' | '\n' | '\r') {
+            i += 1;
+        }
+        i
+    };
+    let eof = |kind: &str, start: usize| {
+        format!(
+            "com.fasterxml.jackson.core.io.JsonEOFException: Unexpected end-of-input: expected close marker for {kind} (start marker at {})\n at {}",
+            at(start + 1),
+            at(chars.len() + 1)
+        )
+    };
+    // a string from its opening quote: the index after its closing one
+    let string = |i: usize| -> std::result::Result<usize, String> {
+        let mut j = i + 1;
+        while j < chars.len() {
+            match chars[j] {
+                '"' => return Ok(j + 1),
+                '\\' => j += 2,
+                c if (c as u32) < 32 => {
+                    return Err(parse_err(
+                        format!("Illegal unquoted character ((CTRL-CHAR, code {})): has to be escaped using backslash to be included in string value", c as u32),
+                        j + 1,
+                    ))
+                }
+                _ => j += 1,
+            }
+        }
+        Err(parse_err(
+            "Unexpected end-of-input: was expecting closing quote for a string value".into(),
+            chars.len(),
+        ))
+    };
+    let number = |i: usize| -> std::result::Result<(usize, bool), String> {
+        let mut j = i;
+        if chars[j] == '-' {
+            j += 1;
+        }
+        let digits = j;
+        while j < chars.len() && chars[j].is_ascii_digit() {
+            j += 1;
+        }
+        if j - digits > 1 && chars[digits] == '0' {
+            return Err(parse_err(
+                "Invalid numeric value: Leading zeroes not allowed".into(),
+                digits + 1,
+            ));
+        }
+        let mut float = false;
+        if j < chars.len() && chars[j] == '.' {
+            float = true;
+            j += 1;
+            while j < chars.len() && chars[j].is_ascii_digit() {
+                j += 1;
+            }
+        }
+        if j < chars.len() && matches!(chars[j], 'e' | 'E') {
+            float = true;
+            j += 1;
+            if j < chars.len() && matches!(chars[j], '+' | '-') {
+                j += 1;
+            }
+            while j < chars.len() && chars[j].is_ascii_digit() {
+                j += 1;
+            }
+        }
+        Ok((j, float))
+    };
+    struct P<'a> {
+        chars: &'a [char],
+    }
+    let p = P { chars: &chars };
+    // a value from `i` (no leading whitespace): the index after it
+    #[allow(clippy::too_many_arguments)]
+    fn parse_value(
+        p: &P<'_>,
+        i: usize,
+        ctx: &dyn Fn(usize, &str) -> String,
+        string: &dyn Fn(usize) -> std::result::Result<usize, String>,
+        number: &dyn Fn(usize) -> std::result::Result<(usize, bool), String>,
+        unrecognized: &dyn Fn(usize) -> String,
+        eof: &dyn Fn(&str, usize) -> String,
+        skip_ws: &dyn Fn(usize) -> usize,
+        after_comma: bool,
+    ) -> std::result::Result<usize, String> {
+        let chars = p.chars;
+        if i >= chars.len() {
+            return Err(eof("Object", 0));
+        }
+        let recurse = |j: usize, after_comma: bool| {
+            parse_value(
+                p,
+                j,
+                ctx,
+                string,
+                number,
+                unrecognized,
+                eof,
+                skip_ws,
+                after_comma,
+            )
+        };
+        match chars[i] {
+            '"' => string(i),
+            '-' | '0'..='9' => number(i).map(|(j, _)| j),
+            '{' | '[' => {
+                let (close, kind) = if chars[i] == '{' {
+                    ('}', "Object")
+                } else {
+                    (']', "Array")
+                };
+                let mut j = skip_ws(i + 1);
+                if j < chars.len() && chars[j] == close {
+                    return Ok(j + 1);
+                }
+                loop {
+                    if j >= chars.len() {
+                        return Err(eof(kind, i));
+                    }
+                    if close == '}' {
+                        if chars[j] != '"' {
+                            return Err(ctx(j, "was expecting double-quote to start field name"));
+                        }
+                        j = skip_ws(string(j)?);
+                        if j >= chars.len() {
+                            return Err(eof(kind, i));
+                        }
+                        if chars[j] != ':' {
+                            return Err(ctx(
+                                j,
+                                "was expecting a colon to separate field name and value",
+                            ));
+                        }
+                        j = skip_ws(j + 1);
+                        if j >= chars.len() {
+                            return Err(eof(kind, i));
+                        }
+                        j = recurse(j, false)?;
+                    } else {
+                        j = recurse(j, true)?;
+                    }
+                    j = skip_ws(j);
+                    if j >= chars.len() {
+                        return Err(eof(kind, i));
+                    }
+                    if chars[j] == close {
+                        return Ok(j + 1);
+                    }
+                    if chars[j] != ',' {
+                        return Err(ctx(
+                            j,
+                            &format!("was expecting comma to separate {kind} entries"),
+                        ));
+                    }
+                    j = skip_ws(j + 1);
+                }
+            }
+            ']' | '}' if after_comma => Err(ctx(i, "expected a value")),
+            c if c.is_alphabetic() => {
+                let end = {
+                    let mut e = i;
+                    while e < chars.len() && (chars[e].is_alphanumeric() || chars[e] == '_') {
+                        e += 1;
+                    }
+                    e
+                };
+                let word: String = chars[i..end].iter().collect();
+                if ["true", "false", "null"].contains(&word.as_str()) {
+                    Ok(end)
+                } else {
+                    Err(unrecognized(i))
+                }
+            }
+            _ => Err(ctx(
+                i,
+                "expected a valid value (JSON String, Number, Array, Object or token 'null', 'true' or 'false')",
+            )),
+        }
+    }
+    let mismatched = |what: String, start: usize| {
+        format!(
+            "com.fasterxml.jackson.databind.exc.MismatchedInputException: {what}\n at {}",
+            at(start + 1)
+        )
+    };
+    let from = |kind: &str, token: &str| {
+        format!("Cannot deserialize value of type `java.util.LinkedHashMap<java.lang.Object,java.lang.Object>` from {kind} value (token `JsonToken.{token}`)")
+    };
+    let i = skip_ws(0);
+    if i >= chars.len() {
+        return Err(format!(
+            "com.fasterxml.jackson.databind.exc.MismatchedInputException: No content to map due to end-of-input\n at {source}; line: 1, column: 0]"
+        ));
+    }
+    let top = |j: usize| {
+        parse_value(
+            &p,
+            j,
+            &unexpected,
+            &string,
+            &number,
+            &unrecognized,
+            &eof,
+            &skip_ws,
+            false,
+        )
+    };
+    match chars[i] {
+        '{' => top(i).map(|end| chars[..end].iter().collect::<String>().len()),
+        '[' => Err(mismatched(from("Array", "START_ARRAY"), i)),
+        '"' => {
+            let end = string(i)?;
+            let s: String = chars[i + 1..end - 1].iter().collect();
+            Err(mismatched(format!("Cannot construct instance of `java.util.LinkedHashMap` (although at least one Creator exists): no String-argument constructor/factory method to deserialize from String value ('{s}')"), i))
+        }
+        '-' | '0'..='9' => {
+            let (_, float) = number(i)?;
+            Err(if float {
+                mismatched(from("Floating-point", "VALUE_NUMBER_FLOAT"), i)
+            } else {
+                mismatched(from("Integer", "VALUE_NUMBER_INT"), i)
+            })
+        }
+        _ => {
+            let end = top(i)?;
+            let word: String = chars[i..end].iter().collect();
+            match word.as_str() {
+                "null" => Ok(text.len()),
+                "true" => Err(mismatched(from("Boolean", "VALUE_TRUE"), i)),
+                _ => Err(mismatched(from("Boolean", "VALUE_FALSE"), i)),
+            }
+        }
+    }
 }

@@ -674,6 +674,9 @@ impl QueryProcessor {
                 Ok(Outcome::void())
             }
             Statement::Batch(b) => {
+                if b.using.ttl.is_some() {
+                    return Err(batch_ttl());
+                }
                 let batch_ts = match &b.using.timestamp {
                     Some(_) => Some(
                         modification::write_params(
@@ -880,6 +883,22 @@ impl QueryProcessor {
         let mut all: Vec<Mutation> = Vec::new();
         for c in children {
             let ks_opt = c.keyspace.as_deref().or(opts.keyspace.as_deref());
+            // the conditions first, as Cassandra prepares them: their
+            // values' types, and what is refused whatever the row holds
+            if let (Some(name), Statement::Update(_) | Statement::Delete(_)) =
+                (statement_table(c.statement), c.statement)
+            {
+                let t = self.table(name, client, ks_opt)?;
+                if let Some(Conditions::Columns(conds)) = match c.statement {
+                    Statement::Update(u) => Some(&u.conditions),
+                    Statement::Delete(d) => Some(&d.conditions),
+                    _ => None,
+                } {
+                    for cond in conds {
+                        condition_holds(&t, cond, None, c.ev, now)?;
+                    }
+                }
+            }
             let (_, muts) = self
                 .mutations_of(c.statement, client, ks_opt, c.ev, ts, now, opts.consistency)
                 .await?;
@@ -1188,6 +1207,9 @@ impl QueryProcessor {
     ) -> Result<()> {
         match st {
             Statement::Batch(b) if batch => {
+                if b.using.ttl.is_some() {
+                    return Err(batch_ttl());
+                }
                 let statements: Vec<(&Statement, Option<&str>)> =
                     b.statements.iter().map(|s| (s, ks)).collect();
                 self.validate_batch(
@@ -1267,6 +1289,22 @@ impl QueryProcessor {
         let mut statements: Vec<(Arc<TableMetadata>, &Statement, &Eval<'_>)> = Vec::new();
         for c in children {
             let ks_opt = c.keyspace.as_deref().or(opts.keyspace.as_deref());
+            // the conditions first, as Cassandra prepares them: their
+            // values' types, and what is refused whatever the row holds
+            if let (Some(name), Statement::Update(_) | Statement::Delete(_)) =
+                (statement_table(c.statement), c.statement)
+            {
+                let t = self.table(name, client, ks_opt)?;
+                if let Some(Conditions::Columns(conds)) = match c.statement {
+                    Statement::Update(u) => Some(&u.conditions),
+                    Statement::Delete(d) => Some(&d.conditions),
+                    _ => None,
+                } {
+                    for cond in conds {
+                        condition_holds(&t, cond, None, c.ev, now)?;
+                    }
+                }
+            }
             let (_, muts) = self
                 .mutations_of(c.statement, client, ks_opt, c.ev, ts, now, opts.consistency)
                 .await?;
@@ -2797,15 +2835,31 @@ fn condition_holds(
                 )))
             }
         };
-        let k = match ev.value(key, &key_t, &format!("key({})", col.name))? {
+        let (kind, key_receiver) = match col.typ.unfrozen() {
+            CqlType::List(_) => ("list", format!("idx({})", col.name)),
+            _ => ("map", format!("key({})", col.name)),
+        };
+        let k = match ev.value(key, &key_t, &key_receiver)? {
             crate::terms::Val::Set(b) => b,
-            _ => {
+            crate::terms::Val::Null => {
                 return Err(Error::Invalid(format!(
-                    "Invalid null value for {} element access",
-                    col.name
+                    "Invalid null value for {kind} element access"
+                )))
+            }
+            crate::terms::Val::Unset => {
+                return Err(Error::Invalid(format!(
+                    "Invalid unset value for {kind} element access"
                 )))
             }
         };
+        if kind == "list" {
+            let i = <[u8; 4]>::try_from(k.as_ref())
+                .map(i32::from_be_bytes)
+                .unwrap_or(0);
+            if i < 0 {
+                return Err(Error::Invalid(format!("Invalid negative list index {i}")));
+            }
+        }
         cur = cur.and_then(|v| match col.typ.unfrozen() {
             CqlType::List(_) => {
                 let i = <[u8; 4]>::try_from(k.as_ref())
@@ -2828,6 +2882,67 @@ fn condition_holds(
         op: c.op,
         rhs: c.rhs.clone(),
     };
+    // the values' types, for their receivers as Cassandra names them
+    // (`value(l)`, `key(m)`, ...); only = and != compare with null
+    let receiver = match (&c.target, col.typ.unfrozen(), c.op) {
+        (ColumnTarget::Element(..), _, _) => Some((format!("value({})", col.name), typ.clone())),
+        (_, CqlType::List(e) | CqlType::Set(e), Operator::Contains) => {
+            Some((format!("value({})", col.name), e.as_ref().clone()))
+        }
+        (_, CqlType::Map(_, v), Operator::Contains) => {
+            Some((format!("value({})", col.name), v.as_ref().clone()))
+        }
+        (_, CqlType::Map(k, _), Operator::ContainsKey) => {
+            Some((format!("key({})", col.name), k.as_ref().clone()))
+        }
+        _ => None,
+    };
+    if let (Some((name, t)), RelationRhs::Term(term)) = (&receiver, &rel.rhs) {
+        ev.value(term, t, name)?;
+    }
+    if let (Some((name, t)), RelationRhs::InList(items)) = (&receiver, &rel.rhs) {
+        for term in items {
+            ev.value(term, t, name)?;
+        }
+    }
+    if let RelationRhs::InList(items) = &rel.rhs {
+        // IN (..., null) holds on a null value
+        let t = receiver.as_ref().map(|(_, t)| t).unwrap_or(&typ);
+        let mut values = Vec::new();
+        let mut null = false;
+        for term in items {
+            match ev.value(term, t, &col.name)? {
+                crate::terms::Val::Set(b) => values.push(b),
+                _ => null = true,
+            }
+        }
+        if null {
+            if cur.is_none() {
+                return Ok(true);
+            }
+            let f = crate::restrictions::Filter {
+                column: 0,
+                op: Operator::In,
+                values,
+                key: None,
+            };
+            return Ok(crate::restrictions::filter_matches(&f, &typ, cur.as_ref()));
+        }
+    }
+    let contains_on_other =
+        receiver.is_none() && matches!(c.op, Operator::Contains | Operator::ContainsKey);
+    if let (RelationRhs::Term(term), false) = (
+        &rel.rhs,
+        matches!(c.op, Operator::Eq | Operator::Ne) || contains_on_other,
+    ) {
+        let t = receiver.as_ref().map(|(_, t)| t).unwrap_or(&typ);
+        if ev.value(term, t, &col.name)? == crate::terms::Val::Null {
+            return Err(Error::Invalid(format!(
+                "Invalid comparison with null for operator \"{}\"",
+                c.op.as_str()
+            )));
+        }
+    }
     if let RelationRhs::Term(Term::Null) = &rel.rhs {
         return Ok(match c.op {
             Operator::Eq => cur.is_none(),
@@ -2927,6 +3042,11 @@ fn current_cells(
             .unwrap_or_default(),
         _ => Vec::new(),
     }
+}
+
+/// `BatchStatement.validate`: a batch has no TTL of its own.
+fn batch_ttl() -> Error {
+    Error::Invalid("Global TTL on the BATCH statement is not supported.".into())
 }
 
 fn has_conditions(s: &Statement) -> bool {
