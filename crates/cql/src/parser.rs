@@ -20,6 +20,9 @@ pub fn parse_statement(src: &str) -> PResult<ParsedStatement> {
     let st = p.statement()?;
     p.eat_sym(";");
     if !p.at_eof() {
+        if matches!(st, Statement::Update(_) | Statement::Delete(_)) {
+            return Err(p.error_eof_lookahead());
+        }
         return Err(p.error_here("expecting EOF"));
     }
     Ok(ParsedStatement {
@@ -237,6 +240,46 @@ impl Parser {
                 Self::token_text(t),
                 self.context_span(first, next)
             ),
+        }
+    }
+
+    /// `mismatched input 'X' expecting EOF` after an UPDATE or DELETE:
+    /// ANTLR has read two tokens (whitespace counting as one) past `X`
+    /// there, which the snippet shows; when that reaches the end of the
+    /// query, the snippet is left out.
+    fn error_eof_lookahead(&self) -> ParseError {
+        let t = self.peek();
+        // tokens that may follow a term somewhere in the grammar; before
+        // any other ANTLR's decision after the last term fails
+        let follows = matches!(t.tok, Tok::Sym("," | ")" | "]" | "}" | ":" | ";"))
+            || [
+                "insert", "update", "delete", "apply", "allow", "limit", "order", "group", "per",
+                "where", "primary", "desc", "asc",
+            ]
+            .iter()
+            .any(|k| matches!(&t.tok, Tok::Ident(s) if s.eq_ignore_ascii_case(k)));
+        if !follows {
+            return self.no_viable();
+        }
+        let pos = self.pos.min(self.toks.len() - 1);
+        let next = (pos + 1).min(self.toks.len() - 1);
+        let gap = self.offset(&self.toks[next]) > self.offset(t) + t.text.len();
+        let to = if gap {
+            next
+        } else {
+            (next + 1).min(self.toks.len() - 1)
+        };
+        let head = format!(
+            "line {}:{} mismatched input '{}' expecting EOF",
+            t.line,
+            t.col,
+            Self::token_text(t)
+        );
+        if self.toks[to].tok == Tok::Eof {
+            return ParseError { message: head };
+        }
+        ParseError {
+            message: format!("{head} ({})", self.context_span(pos, to)),
         }
     }
 
@@ -1266,8 +1309,27 @@ impl Parser {
         if !self.eat_kw("if") {
             return Ok(Conditions::None);
         }
-        if self.eat_kw("exists") {
-            return Ok(Conditions::Exists);
+        if self.is_kw("exists") {
+            // `exists` may also name a column: ANTLR decides on the token
+            // after it
+            let next = &self.peek_at(1).tok;
+            let ends = matches!(next, Tok::Eof | Tok::Sym(";"))
+                || ["apply", "insert", "update", "delete"]
+                    .iter()
+                    .any(|k| matches!(next, Tok::Ident(s) if s.eq_ignore_ascii_case(k)));
+            let condition = matches!(
+                next,
+                Tok::Sym("=" | "<" | ">" | "<=" | ">=" | "!=" | "[" | ".")
+            ) || ["in", "contains"]
+                .iter()
+                .any(|k| matches!(next, Tok::Ident(s) if s.eq_ignore_ascii_case(k)));
+            if ends {
+                self.advance();
+                return Ok(Conditions::Exists);
+            }
+            if !condition {
+                return Err(self.no_viable_after(self.pos));
+            }
         }
         if self.is_kw("not") {
             // UPDATE and DELETE take IF EXISTS, never IF NOT EXISTS
