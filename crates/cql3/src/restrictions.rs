@@ -86,7 +86,13 @@ fn rhs_values(ev: &Eval, rel: &Relation, col: &str, t: &CqlType) -> Result<Vec<B
                 },
                 _ => t.clone(),
             };
-            Ok(vec![one(ev.value(term, &vt, col)?)?])
+            // Cassandra's receivers of CONTAINS and CONTAINS KEY values
+            let receiver = match rel.op {
+                Operator::Contains => format!("value({col})"),
+                Operator::ContainsKey => format!("key({col})"),
+                _ => col.to_string(),
+            };
+            Ok(vec![one(ev.value(term, &vt, &receiver)?)?])
         }
         RelationRhs::InList(items) => {
             let mut out = Vec::new();

@@ -576,7 +576,7 @@ fn expr(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, Expr)> 
                 }
             };
             let text = term_name(key);
-            let k = const_term(key, &key_t, &text)?;
+            let k = const_term(key, &key_t, &element_receiver(&n, &t))?;
             Ok((
                 format!("{n}[{text}]"),
                 value_t,
@@ -602,7 +602,7 @@ fn expr(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, Expr)> 
                 match b {
                     Some(term) => {
                         let text = term_name(term);
-                        let v = const_term(term, &key_t, &text)?;
+                        let v = const_term(term, &key_t, &element_receiver(&n, &t))?;
                         Ok((text, Some(v)))
                     }
                     None => Ok((String::new(), None)),
@@ -618,6 +618,15 @@ fn expr(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, Expr)> 
         other => Err(Error::Invalid(format!(
             "Selector {other:?} is not supported here"
         ))),
+    }
+}
+
+/// The receiver of a map key or a set element selected from `n` (of type
+/// `t`), as Cassandra names it: `key(m)`, `value(s)`.
+fn element_receiver(n: &str, t: &CqlType) -> String {
+    match t.unfrozen() {
+        CqlType::Map(..) => format!("key({n})"),
+        _ => format!("value({n})"),
     }
 }
 
