@@ -293,6 +293,23 @@ impl Parser {
         let msg = if t.tok == Tok::Eof {
             // ANTLR reports the end of input at line 0:-1
             format!("line 0:-1 mismatched input '<EOF>' {expecting}")
+        } else if t.tok == Tok::Sym("..") {
+            // the lexer has read the token after `..` (a float, or not)
+            let pos = self.pos.min(self.toks.len() - 1);
+            let next = (pos + 1).min(self.toks.len() - 1);
+            let adjacent = self.offset(&self.toks[next]) == self.offset(t) + t.text.len();
+            let to = if adjacent && self.toks[next].tok != Tok::Eof {
+                next
+            } else {
+                pos
+            };
+            format!(
+                "line {}:{} mismatched input '..' {} ({})",
+                t.line,
+                t.col,
+                expecting,
+                self.context_span(pos, to)
+            )
         } else {
             format!(
                 "line {}:{} mismatched input '{}' {} ({})",
@@ -1176,10 +1193,10 @@ impl Parser {
             self.expect_sym("(")?;
             loop {
                 ins.columns.push(self.ident()?);
-                if self.eat_sym(")") {
+                if !self.eat_sym(",") {
+                    self.expect_sym(")")?;
                     break;
                 }
-                self.expect_sym(",")?;
             }
             self.expect_kw("values")?;
             self.expect_sym("(")?;
