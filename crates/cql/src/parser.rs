@@ -2222,4 +2222,77 @@ mod tests {
             Some("line 1:36 no viable alternative at input 'NOT' (...WHERE k = 2 IF [NOT]...)")
         );
     }
+
+    #[test]
+    fn modifications_parse_as_cassandras_grammar() {
+        let err = |q: &str| {
+            parse_statement(q)
+                .err()
+                .map(|e| e.message)
+                .unwrap_or_default()
+        };
+        // shorthand updates are additions and substractions
+        match parse("UPDATE t SET a += 3, b -= 2 WHERE k = 1") {
+            Statement::Update(u) => {
+                assert!(matches!(u.assignments[0].op, AssignOp::Append(_)));
+                assert!(matches!(u.assignments[1].op, AssignOp::Remove(_)));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            err("UPDATE t SET v = w + 1 WHERE k = 1"),
+            "Only expressions of the form X = X +<value> are supported."
+        );
+        assert_eq!(
+            err("UPDATE t SET m['a'] = 1, m = {'x': 0} WHERE k = 1"),
+            "Multiple incompatible setting of column m"
+        );
+        assert!(parse_statement("UPDATE t SET m['a'] = 1, m['b'] = 2 WHERE k = 1").is_ok());
+        assert!(parse_statement("UPDATE t SET a = a + 1, a = a + 2 WHERE k = 1").is_ok());
+        assert_eq!(
+            err("UPDATE t SET u.a = 1, u.a = 2 WHERE k = 1"),
+            "Multiple incompatible setting of column u"
+        );
+        // USING takes an integer or a marker; DELETE one timestamp
+        assert_eq!(
+            err("INSERT INTO t (k) VALUES (1) USING TTL 'a'"),
+            "line 1:39 no viable alternative at input 'a' (...VALUES (1) USING TTL [']...)"
+        );
+        assert!(
+            parse_statement("INSERT INTO t (k) VALUES (1) USING TTL ? AND TIMESTAMP -1").is_ok()
+        );
+        assert_eq!(
+            err("DELETE FROM t USING TTL 10 WHERE k = 1"),
+            "line 1:20 mismatched input 'TTL' expecting K_TIMESTAMP (DELETE FROM t USING [TTL]...)"
+        );
+        assert_eq!(
+            err("BEGIN LOGGED BATCH APPLY BATCH"),
+            "line 1:6 mismatched input 'LOGGED' expecting K_BATCH (BEGIN [LOGGED]...)"
+        );
+        assert_eq!(
+            err("INSERT INTO t JSON null"),
+            "line 1:19 no viable alternative at input 'null' (INSERT INTO t JSON [null])"
+        );
+        // ANTLR's two-token decisions
+        assert_eq!(
+            err("INSERT INTO t VALUES (1, 1)"),
+            "line 1:14 no viable alternative at input 'VALUES' (INSERT INTO [t] VALUES...)"
+        );
+        assert_eq!(
+            err("UPDATE t SET l = l + l WHERE k = 8"),
+            "line 1:23 no viable alternative at input 'WHERE' (...SET l = l + [l] WHERE...)"
+        );
+        assert_eq!(
+            err("UPDATE t SET v = 1 WHERE k = 1 IF EXISTS AND v = 1"),
+            "line 1:41 no viable alternative at input 'AND' (...WHERE k = 1 IF [EXISTS] AND...)"
+        );
+        assert_eq!(
+            err("DELETE FROM t WHERE k = 8 AND c = 1 ALLOW FILTERING"),
+            "line 1:36 mismatched input 'ALLOW' expecting EOF (...8 AND c = 1 [ALLOW] FILTERING)"
+        );
+        assert_eq!(
+            err("DELETE FROM t WHERE k = 8 ALLOW"),
+            "line 1:26 mismatched input 'ALLOW' expecting EOF"
+        );
+    }
 }

@@ -1213,8 +1213,7 @@ pub fn check_where(
         // the clustering restrictions before this one (`mergeWith`)
         let last = restricted
             .iter()
-            .filter(|(i, _)| table.columns[**i].kind == ColumnKind::Clustering)
-            .next_back()
+            .rfind(|(i, _)| table.columns[**i].kind == ColumnKind::Clustering)
             .map(|(_, r)| *r);
         let old_next = restricted.keys().find(|i| **i > first).copied();
         for &i in &cols {
@@ -1892,5 +1891,32 @@ fn jackson_map(text: &str) -> std::result::Result<usize, String> {
                 _ => Err(mismatched(from("Boolean", "VALUE_FALSE"), i)),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::jackson_map;
+
+    #[test]
+    fn insert_json_documents_are_read_as_jackson_reads_them() {
+        assert_eq!(jackson_map(r#"{"k": 1} x"#), Ok(8));
+        assert_eq!(jackson_map("null"), Ok(4));
+        assert_eq!(
+            jackson_map("not json").err().as_deref(),
+            Some("com.fasterxml.jackson.core.JsonParseException: Unrecognized token 'not': was expecting (JSON String, Number, Array, Object or token 'null', 'true' or 'false')\n at [Source: (String)\"not json\"; line: 1, column: 4]")
+        );
+        assert_eq!(
+            jackson_map("[1, 2]").err().as_deref(),
+            Some("com.fasterxml.jackson.databind.exc.MismatchedInputException: Cannot deserialize value of type `java.util.LinkedHashMap<java.lang.Object,java.lang.Object>` from Array value (token `JsonToken.START_ARRAY`)\n at [Source: (String)\"[1, 2]\"; line: 1, column: 1]")
+        );
+        assert_eq!(
+            jackson_map(r#"{"k": 1,}"#).err().as_deref(),
+            Some("com.fasterxml.jackson.core.JsonParseException: Unexpected character ('}' (code 125)): was expecting double-quote to start field name\n at [Source: (String)\"{\"k\": 1,}\"; line: 1, column: 10]")
+        );
+        assert_eq!(
+            jackson_map("{").err().as_deref(),
+            Some("com.fasterxml.jackson.core.io.JsonEOFException: Unexpected end-of-input: expected close marker for Object (start marker at [Source: (String)\"{\"; line: 1, column: 1])\n at [Source: (String)\"{\"; line: 1, column: 2]")
+        );
     }
 }

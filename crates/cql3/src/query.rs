@@ -3692,4 +3692,80 @@ mod lwt_tests {
             ["cw.gc0", "cw.gc0b"]
         );
     }
+
+    #[test]
+    fn modifications_check_their_where_clause_in_cassandras_order() {
+        let t = table("CREATE TABLE t (k int, c1 int, c2 int, v int, s int static, l list<int>, PRIMARY KEY (k, c1, c2))");
+        let bindings = crate::terms::Bindings { values: &[] };
+        let ev = Eval {
+            bindings: &bindings,
+        };
+        let check = |cql: &str| -> std::result::Result<bool, String> {
+            let (kind, where_clause, columns, conditions) = match statement(cql) {
+                Statement::Update(u) => (
+                    "UPDATE",
+                    u.where_clause.clone(),
+                    u.assignments
+                        .iter()
+                        .map(|a| a.target.column().to_string())
+                        .collect::<Vec<_>>(),
+                    u.conditions.clone(),
+                ),
+                Statement::Delete(d) => (
+                    "DELETE",
+                    d.where_clause.clone(),
+                    d.columns.iter().map(|c| c.column().to_string()).collect(),
+                    d.conditions.clone(),
+                ),
+                other => panic!("{other:?}"),
+            };
+            let columns: Vec<&str> = columns.iter().map(|c| c.as_str()).collect();
+            let only_static = modification::applies_only_to_static(&t, &columns, &conditions);
+            modification::check_where(&t, &where_clause, &ev, kind, only_static)
+                .map_err(|e| e.to_string())
+        };
+        let err = |cql: &str| check(cql).err().unwrap_or_default();
+        assert_eq!(
+            check("UPDATE t SET v = 1 WHERE k = 1 AND c1 = 1 AND c2 IN (1, 2)"),
+            Ok(true)
+        );
+        assert_eq!(check("DELETE FROM t WHERE k = 1 AND c1 > 1"), Ok(false));
+        assert!(err("UPDATE t SET v = 1 WHERE k = 1 AND c1 = 1 AND c2 > 1")
+            .contains("Slice restrictions are not supported on the clustering columns in UPDATE statements"));
+        assert!(err("UPDATE t SET v = 1 WHERE k = 1 AND c2 = 1")
+            .contains("Some clustering keys are missing: c1"));
+        assert!(err("DELETE FROM t WHERE k = 1 AND c2 = 1").contains(
+            "PRIMARY KEY column \"c2\" cannot be restricted as preceding column \"c1\" is not restricted"
+        ));
+        assert!(err("DELETE FROM t WHERE k = 1 AND c1 > 0 AND c2 = 1").contains(
+            "Clustering column \"c2\" cannot be restricted (preceding column \"c1\" is restricted by a non-EQ relation)"
+        ));
+        assert!(err("UPDATE t SET v = 1 WHERE k > 1 AND c1 = 1 AND c2 = 1").contains(
+            "Only EQ and IN relation are supported on the partition key (unless you use the token() function) for UPDATE statements"
+        ));
+        assert!(err("DELETE FROM t WHERE token(k) = 1")
+            .contains("The token function cannot be used in WHERE clauses for DELETE statements"));
+        assert_eq!(
+            check("UPDATE t SET v = 1 WHERE token(k) > 1 AND k = 1 AND c1 = 1 AND c2 = 1"),
+            Ok(true)
+        );
+        // the CONTAINS check comes before the column is looked up
+        assert!(err("DELETE FROM t WHERE k = 1 AND nosuch CONTAINS 1")
+            .contains("Cannot use DELETE with CONTAINS"));
+        assert!(
+            err("UPDATE t SET v = 1 WHERE k = 1 AND c1 = 1 AND c2 = 1 AND v = 1 AND l = [1]")
+                .ends_with("Non PRIMARY KEY columns found in where clause: l, v ")
+        );
+        assert!(err("UPDATE t SET s = 1 WHERE k = 1 AND c1 = 1").contains(
+            "Invalid restrictions on clustering columns since the UPDATE statement modifies only static columns"
+        ));
+        // a condition on a regular column needs the row
+        assert!(err("UPDATE t SET s = 1 WHERE k = 1 IF v = 1")
+            .contains("Some clustering keys are missing: c1, c2"));
+        assert_eq!(check("UPDATE t SET s = 1 WHERE k = 1 IF s = 1"), Ok(false));
+        assert!(err("DELETE FROM t WHERE k = 1 AND c1 = 1 AND c1 > 0")
+            .contains("c1 cannot be restricted by more than one relation if it includes an Equal"));
+        assert!(err("DELETE FROM t WHERE k = 1 AND c1 > 0 AND c1 >= 1")
+            .contains("More than one restriction was found for the start bound on c1"));
+    }
 }
