@@ -20,6 +20,9 @@ pub fn parse_statement(src: &str) -> PResult<ParsedStatement> {
     let st = p.statement()?;
     p.eat_sym(";");
     if !p.at_eof() {
+        if matches!(st, Statement::Update(_) | Statement::Delete(_)) {
+            return Err(p.error_eof_lookahead());
+        }
         return Err(p.error_here("expecting EOF"));
     }
     Ok(ParsedStatement {
@@ -57,6 +60,10 @@ struct Parser {
     src: String,
     /// Nesting of terms, selectors, types and relations being parsed.
     depth: usize,
+    /// The token of the last table (or type, index) name written without
+    /// its keyspace: ANTLR decides between `ks.name` and `name` on the
+    /// token after it, so an error there is reported as that decision's.
+    after_name: Option<usize>,
 }
 
 /// The deepest nesting of terms, selectors, types and relations (and the
@@ -74,14 +81,6 @@ fn fold_ident(t: &Token) -> Option<String> {
     }
 }
 
-/// A token's text as ANTLR reports it: a string literal's value, unquoted.
-fn shown_text(t: &Token) -> &str {
-    match &t.tok {
-        Tok::Str(v) => v,
-        _ => &t.text,
-    }
-}
-
 impl Parser {
     fn new(src: &str) -> PResult<Parser> {
         let toks = tokenize(src).map_err(|e| ParseError {
@@ -93,6 +92,7 @@ impl Parser {
             markers: Vec::new(),
             src: src.to_string(),
             depth: 0,
+            after_name: None,
         })
     }
 
@@ -157,56 +157,165 @@ impl Parser {
     /// query goes on: `(SELECT * FRM [t]...)`.
     fn context(&self) -> String {
         let pos = self.pos.min(self.toks.len() - 1);
+        self.context_span(pos, pos)
+    }
+
+    /// The text ANTLR holds for a token: string literals and quoted names
+    /// without their quotes (the snippet highlights that many characters).
+    fn token_text(t: &Token) -> String {
+        match &t.tok {
+            Tok::Str(s) | Tok::QuotedIdent(s) => s.clone(),
+            _ => t.text.clone(),
+        }
+    }
+
+    /// The snippet with token `hl` in brackets, going on to token `last`.
+    fn context_span(&self, hl: usize, last: usize) -> String {
         // token starts, with a pseudo-token for each gap of whitespace or comments
         let mut starts: Vec<usize> = Vec::new();
         let mut prev_end = 0;
         let mut offending = 0;
-        for (i, t) in self.toks.iter().enumerate().take(pos + 1) {
+        for (i, t) in self.toks.iter().enumerate().take(hl + 1) {
             let start = self.offset(t);
             if start > prev_end {
                 starts.push(prev_end);
             }
-            if i == pos {
+            if i == hl {
                 offending = starts.len();
             }
             starts.push(start);
             prev_end = start + t.text.len();
         }
         let from = starts[offending.saturating_sub(10)];
-        let off = &self.toks[pos];
+        // the highlighted token and the last one, cut to ANTLR's text lengths
+        let cut = |t: &Token| {
+            let start = self.offset(t);
+            let n = Self::token_text(t).chars().count();
+            self.src[start..]
+                .char_indices()
+                .nth(n)
+                .map(|(i, _)| start + i)
+                .unwrap_or(self.src.len())
+        };
+        let off = &self.toks[hl];
         let off_start = self.offset(off);
-        // ANTLR shows as many source characters as the token's text has (a
-        // string literal's text is its value, without the quotes)
-        let shown_len = shown_text(off).len();
-        let shown = self
-            .src
-            .get(off_start..off_start + shown_len)
-            .unwrap_or(&off.text);
+        let off_end = cut(off).max(off_start);
+        let end = if last > hl && self.toks[last].tok != Tok::Eof {
+            cut(&self.toks[last]).max(off_end)
+        } else {
+            off_end
+        };
         let mut s = String::new();
         if from > 0 {
             s.push_str("...");
         }
         s.push_str(&self.src[from..off_start].replace(['\n', '\r'], ""));
         s.push('[');
-        s.push_str(shown);
+        s.push_str(&self.src[off_start..off_end]);
         s.push(']');
-        if off_start + shown_len < self.src.trim_end_matches('\n').len() {
+        s.push_str(&self.src[off_end..end].replace(['\n', '\r'], ""));
+        if end < self.src.trim_end_matches('\n').len() {
             s.push_str("...");
         }
         s
     }
 
+    /// ANTLR's failed two-token decision (a name, or a function name that
+    /// no `(` follows): the second token is the one named, the first the
+    /// one highlighted: `no viable alternative at input 'WHER' (SELECT *
+    /// FROM [t] WHER...)`.
+    fn no_viable_after(&self, first: usize) -> ParseError {
+        let next = (first + 1).min(self.toks.len() - 1);
+        let t = &self.toks[next];
+        if t.tok == Tok::Eof {
+            return ParseError {
+                message: "line 0:-1 no viable alternative at input '<EOF>'".into(),
+            };
+        }
+        ParseError {
+            message: format!(
+                "line {}:{} no viable alternative at input '{}' ({})",
+                t.line,
+                t.col,
+                Self::token_text(t),
+                self.context_span(first, next)
+            ),
+        }
+    }
+
+    /// `mismatched input 'X' expecting EOF` after an UPDATE or DELETE:
+    /// ANTLR has read two tokens (whitespace counting as one) past `X`
+    /// there, which the snippet shows; when that reaches the end of the
+    /// query, the snippet is left out.
+    fn error_eof_lookahead(&self) -> ParseError {
+        let t = self.peek();
+        // tokens that may follow a term somewhere in the grammar; before
+        // any other ANTLR's decision after the last term fails
+        let follows = matches!(t.tok, Tok::Sym("," | ")" | "]" | "}" | ":" | ";"))
+            || [
+                "insert", "update", "delete", "apply", "allow", "limit", "order", "group", "per",
+                "where", "primary", "desc", "asc",
+            ]
+            .iter()
+            .any(|k| matches!(&t.tok, Tok::Ident(s) if s.eq_ignore_ascii_case(k)));
+        if !follows {
+            return self.no_viable();
+        }
+        let pos = self.pos.min(self.toks.len() - 1);
+        let next = (pos + 1).min(self.toks.len() - 1);
+        let gap = self.offset(&self.toks[next]) > self.offset(t) + t.text.len();
+        let to = if gap {
+            next
+        } else {
+            (next + 1).min(self.toks.len() - 1)
+        };
+        let head = format!(
+            "line {}:{} mismatched input '{}' expecting EOF",
+            t.line,
+            t.col,
+            Self::token_text(t)
+        );
+        if self.toks[to].tok == Tok::Eof {
+            return ParseError { message: head };
+        }
+        ParseError {
+            message: format!("{head} ({})", self.context_span(pos, to)),
+        }
+    }
+
     fn error_here(&self, expecting: &str) -> ParseError {
         let t = self.peek();
+        if let Some(i) = self.after_name {
+            if self.pos == i + 1 {
+                return self.no_viable_after(i);
+            }
+        }
         let msg = if t.tok == Tok::Eof {
             // ANTLR reports the end of input at line 0:-1
             format!("line 0:-1 mismatched input '<EOF>' {expecting}")
+        } else if t.tok == Tok::Sym("..") {
+            // the lexer has read the token after `..` (a float, or not)
+            let pos = self.pos.min(self.toks.len() - 1);
+            let next = (pos + 1).min(self.toks.len() - 1);
+            let adjacent = self.offset(&self.toks[next]) == self.offset(t) + t.text.len();
+            let to = if adjacent && self.toks[next].tok != Tok::Eof {
+                next
+            } else {
+                pos
+            };
+            format!(
+                "line {}:{} mismatched input '..' {} ({})",
+                t.line,
+                t.col,
+                expecting,
+                self.context_span(pos, to)
+            )
         } else {
             format!(
                 "line {}:{} mismatched input '{}' {} ({})",
                 t.line,
                 t.col,
-                shown_text(t),
+                Self::token_text(t),
                 expecting,
                 self.context()
             )
@@ -221,12 +330,17 @@ impl Parser {
                 message: "line 0:-1 no viable alternative at input '<EOF>'".into(),
             };
         }
+        if let Some(i) = self.after_name {
+            if self.pos == i + 1 {
+                return self.no_viable_after(i);
+            }
+        }
         ParseError {
             message: format!(
                 "line {}:{} no viable alternative at input '{}' ({})",
                 t.line,
                 t.col,
-                shown_text(t),
+                Self::token_text(t),
                 self.context()
             ),
         }
@@ -293,6 +407,7 @@ impl Parser {
 
     fn qualified_name(&mut self) -> PResult<QualifiedName> {
         let first = self.ident()?;
+        self.after_name = Some(self.pos - 1);
         if self.eat_sym(".") {
             let second = self.ident()?;
             Ok(QualifiedName {
@@ -622,6 +737,7 @@ impl Parser {
         }
         // function call
         if matches!(self.peek().tok, Tok::Ident(_) | Tok::QuotedIdent(_)) {
+            let start = self.pos;
             let mut name = self.ident_any()?;
             if self.is_sym(".")
                 && matches!(self.peek_at(1).tok, Tok::Ident(_) | Tok::QuotedIdent(_))
@@ -642,8 +758,8 @@ impl Parser {
                 }
                 return Ok(Term::Function { name, args });
             }
-            self.pos -= 1;
-            return Err(self.no_viable());
+            self.pos = start;
+            return Err(self.no_viable_after(start));
         }
         Err(self.no_viable())
     }
@@ -662,6 +778,7 @@ impl Parser {
             && self.peek_at(1).tok == Tok::Sym(":")
             && !self.is_kw("true")
             && !self.is_kw("false")
+            && !self.is_kw("null")
         {
             let mut fields = Vec::new();
             loop {
@@ -1274,9 +1391,9 @@ impl Parser {
         }
         loop {
             if self.eat_kw("ttl") {
-                u.ttl = Some(self.term()?);
+                u.ttl = Some(self.int_value()?);
             } else if self.eat_kw("timestamp") {
-                u.timestamp = Some(self.term()?);
+                u.timestamp = Some(self.int_value()?);
             } else {
                 return Err(self.no_viable());
             }
@@ -1285,6 +1402,32 @@ impl Parser {
             }
         }
         Ok(())
+    }
+
+    /// DELETE takes one `USING TIMESTAMP` (Cassandra's `usingClauseDelete`).
+    fn using_delete(&mut self, u: &mut UsingClause) -> PResult<()> {
+        if !self.eat_kw("using") {
+            return Ok(());
+        }
+        self.expect_kw("timestamp")?;
+        u.timestamp = Some(self.int_value()?);
+        Ok(())
+    }
+
+    /// Cassandra's `intValue`: an integer literal or a bind marker, the
+    /// only values USING TTL / TIMESTAMP take.
+    fn int_value(&mut self) -> PResult<Term> {
+        if let Some(m) = self.bind_marker()? {
+            return Ok(Term::Bind(m));
+        }
+        let start = self.pos;
+        match self.constant() {
+            Some(c @ Constant::Integer(_)) => Ok(Term::Constant(c)),
+            _ => {
+                self.pos = start;
+                Err(self.no_viable())
+            }
+        }
     }
 
     fn insert(&mut self) -> PResult<Insert> {
@@ -1301,22 +1444,33 @@ impl Parser {
             using: UsingClause::default(),
         };
         if self.eat_kw("json") {
-            ins.json = Some(self.term()?);
+            // Cassandra's `jsonValue`: a string literal or a bind marker
+            ins.json = Some(match self.bind_marker()? {
+                Some(m) => Term::Bind(m),
+                None => match &self.peek().tok {
+                    Tok::Str(s) => {
+                        let s = s.clone();
+                        self.advance();
+                        Term::Constant(Constant::String(s))
+                    }
+                    _ => return Err(self.no_viable()),
+                },
+            });
             if self.eat_kw("default") {
                 if self.eat_kw("unset") {
                     ins.json_default_unset = true;
-                } else {
-                    self.expect_kw("null")?;
+                } else if !self.eat_kw("null") {
+                    return Err(self.no_viable());
                 }
             }
         } else {
             self.expect_sym("(")?;
             loop {
                 ins.columns.push(self.ident()?);
-                if self.eat_sym(")") {
+                if !self.eat_sym(",") {
+                    self.expect_sym(")")?;
                     break;
                 }
-                self.expect_sym(",")?;
             }
             self.expect_kw("values")?;
             self.expect_sym("(")?;
@@ -1349,28 +1503,51 @@ impl Parser {
 
     fn assignment(&mut self) -> PResult<Assignment> {
         let target = self.column_target()?;
-        self.expect_sym("=")?;
         let col = target.column().to_string();
-        // c = c + t | c = c - t
+        // `c += t` / `c -= t` (Cassandra's `shorthandColumnOperation`)
         if let ColumnTarget::Column(_) = &target {
-            let t = self.peek().clone();
-            let is_column = matches!(&t.tok, Tok::QuotedIdent(_))
-                || matches!(&t.tok, Tok::Ident(s) if !["null", "true", "false"].iter().any(|k| s.eq_ignore_ascii_case(k)));
-            if is_column && matches!(self.peek_at(1).tok, Tok::Sym("+") | Tok::Sym("-")) {
-                if fold_ident(&t).as_deref() != Some(col.as_str()) {
-                    return Err(ParseError {
-                        message: format!(
-                            "Only expressions of the form X = X {}<value> are supported.",
-                            self.peek_at(1).text
-                        ),
-                    });
-                }
-                self.advance();
-                let plus = self.advance().tok == Tok::Sym("+");
+            if self.is_sym("+=") || self.is_sym("-=") {
+                let plus = self.advance().tok == Tok::Sym("+=");
                 let term = self.term()?;
                 return Ok(Assignment {
                     target,
                     op: if plus {
+                        AssignOp::Append(term)
+                    } else {
+                        AssignOp::Remove(term)
+                    },
+                });
+            }
+        }
+        if matches!(target, ColumnTarget::Column(_)) && !self.is_sym("=") {
+            // none of `columnOperationDifferentiator`'s alternatives
+            return Err(self.no_viable());
+        }
+        self.expect_sym("=")?;
+        // c = c + t | c = c - t
+        if let ColumnTarget::Column(_) = &target {
+            let t = self.peek().clone();
+            let is_column = match &t.tok {
+                Tok::Ident(s) => !["true", "false", "null"]
+                    .iter()
+                    .any(|k| s.eq_ignore_ascii_case(k)),
+                Tok::QuotedIdent(_) => true,
+                _ => false,
+            };
+            if is_column && matches!(self.peek_at(1).tok, Tok::Sym("+") | Tok::Sym("-")) {
+                self.advance();
+                let sign = self.advance().text;
+                if fold_ident(&t).as_deref() != Some(col.as_str()) {
+                    return Err(ParseError {
+                        message: format!(
+                            "Only expressions of the form X = X {sign}<value> are supported."
+                        ),
+                    });
+                }
+                let term = self.term()?;
+                return Ok(Assignment {
+                    target,
+                    op: if sign == "+" {
                         AssignOp::Append(term)
                     } else {
                         AssignOp::Remove(term)
@@ -1398,12 +1575,52 @@ impl Parser {
         })
     }
 
+    /// Cassandra's `addRawUpdate`: a column set as a whole cannot be
+    /// otherwise updated in the same statement, nor a UDT field set twice.
+    fn check_compatible(done: &[Assignment], a: &Assignment) -> PResult<()> {
+        let col = a.target.column();
+        let whole = |x: &Assignment| {
+            matches!(
+                (&x.target, &x.op),
+                (ColumnTarget::Column(_), AssignOp::Set(_))
+            )
+        };
+        for p in done.iter().filter(|p| p.target.column() == col) {
+            let same_field = matches!((&p.target, &a.target), (ColumnTarget::Field(_, f), ColumnTarget::Field(_, g)) if f == g);
+            if whole(p) || whole(a) || same_field {
+                return Err(ParseError {
+                    message: format!("Multiple incompatible setting of column {col}"),
+                });
+            }
+        }
+        Ok(())
+    }
+
     fn conditions(&mut self) -> PResult<Conditions> {
         if !self.eat_kw("if") {
             return Ok(Conditions::None);
         }
-        if self.eat_kw("exists") {
-            return Ok(Conditions::Exists);
+        if self.is_kw("exists") {
+            // `exists` may also name a column: ANTLR decides on the token
+            // after it
+            let next = &self.peek_at(1).tok;
+            let ends = matches!(next, Tok::Eof | Tok::Sym(";"))
+                || ["apply", "insert", "update", "delete"]
+                    .iter()
+                    .any(|k| matches!(next, Tok::Ident(s) if s.eq_ignore_ascii_case(k)));
+            let condition = matches!(
+                next,
+                Tok::Sym("=" | "<" | ">" | "<=" | ">=" | "!=" | "[" | ".")
+            ) || ["in", "contains"]
+                .iter()
+                .any(|k| matches!(next, Tok::Ident(s) if s.eq_ignore_ascii_case(k)));
+            if ends {
+                self.advance();
+                return Ok(Conditions::Exists);
+            }
+            if !condition {
+                return Err(self.no_viable_after(self.pos));
+            }
         }
         if self.is_kw("not") {
             // UPDATE and DELETE take IF EXISTS, never IF NOT EXISTS
@@ -1417,6 +1634,10 @@ impl Parser {
         let mut out = Vec::new();
         loop {
             let target = self.column_target()?;
+            // an element or a field takes a comparison or IN, never CONTAINS
+            if !matches!(target, ColumnTarget::Column(_)) && self.is_kw("contains") {
+                return Err(self.no_viable());
+            }
             let op = self.operator()?;
             let rhs = self.rhs(op)?;
             out.push(Condition { target, op, rhs });
@@ -1433,9 +1654,11 @@ impl Parser {
         let mut using = UsingClause::default();
         self.using(&mut using)?;
         self.expect_kw("set")?;
-        let mut assignments = Vec::new();
+        let mut assignments: Vec<Assignment> = Vec::new();
         loop {
-            assignments.push(self.assignment()?);
+            let a = self.assignment()?;
+            Self::check_compatible(&assignments, &a)?;
+            assignments.push(a);
             if !self.eat_sym(",") {
                 break;
             }
@@ -1466,7 +1689,7 @@ impl Parser {
         self.expect_kw("from")?;
         let table = self.qualified_name()?;
         let mut using = UsingClause::default();
-        self.using(&mut using)?;
+        self.using_delete(&mut using)?;
         self.expect_kw("where")?;
         let where_clause = self.relations()?;
         let conditions = self.conditions()?;
@@ -1486,7 +1709,6 @@ impl Parser {
         } else if self.eat_kw("counter") {
             BatchType::Counter
         } else {
-            self.eat_kw("logged");
             BatchType::Logged
         };
         self.expect_kw("batch")?;
@@ -2026,6 +2248,7 @@ impl Parser {
 
     fn qualified_name_any(&mut self) -> PResult<QualifiedName> {
         let first = self.ident_any()?;
+        self.after_name = Some(self.pos - 1);
         if self.eat_sym(".") {
             let second = self.ident_any()?;
             Ok(QualifiedName {
@@ -2277,6 +2500,79 @@ mod tests {
         assert_eq!(
             e.as_deref(),
             Some("line 1:36 no viable alternative at input 'NOT' (...WHERE k = 2 IF [NOT]...)")
+        );
+    }
+
+    #[test]
+    fn modifications_parse_as_cassandras_grammar() {
+        let err = |q: &str| {
+            parse_statement(q)
+                .err()
+                .map(|e| e.message)
+                .unwrap_or_default()
+        };
+        // shorthand updates are additions and substractions
+        match parse("UPDATE t SET a += 3, b -= 2 WHERE k = 1") {
+            Statement::Update(u) => {
+                assert!(matches!(u.assignments[0].op, AssignOp::Append(_)));
+                assert!(matches!(u.assignments[1].op, AssignOp::Remove(_)));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            err("UPDATE t SET v = w + 1 WHERE k = 1"),
+            "Only expressions of the form X = X +<value> are supported."
+        );
+        assert_eq!(
+            err("UPDATE t SET m['a'] = 1, m = {'x': 0} WHERE k = 1"),
+            "Multiple incompatible setting of column m"
+        );
+        assert!(parse_statement("UPDATE t SET m['a'] = 1, m['b'] = 2 WHERE k = 1").is_ok());
+        assert!(parse_statement("UPDATE t SET a = a + 1, a = a + 2 WHERE k = 1").is_ok());
+        assert_eq!(
+            err("UPDATE t SET u.a = 1, u.a = 2 WHERE k = 1"),
+            "Multiple incompatible setting of column u"
+        );
+        // USING takes an integer or a marker; DELETE one timestamp
+        assert_eq!(
+            err("INSERT INTO t (k) VALUES (1) USING TTL 'a'"),
+            "line 1:39 no viable alternative at input 'a' (...VALUES (1) USING TTL [']...)"
+        );
+        assert!(
+            parse_statement("INSERT INTO t (k) VALUES (1) USING TTL ? AND TIMESTAMP -1").is_ok()
+        );
+        assert_eq!(
+            err("DELETE FROM t USING TTL 10 WHERE k = 1"),
+            "line 1:20 mismatched input 'TTL' expecting K_TIMESTAMP (DELETE FROM t USING [TTL]...)"
+        );
+        assert_eq!(
+            err("BEGIN LOGGED BATCH APPLY BATCH"),
+            "line 1:6 mismatched input 'LOGGED' expecting K_BATCH (BEGIN [LOGGED]...)"
+        );
+        assert_eq!(
+            err("INSERT INTO t JSON null"),
+            "line 1:19 no viable alternative at input 'null' (INSERT INTO t JSON [null])"
+        );
+        // ANTLR's two-token decisions
+        assert_eq!(
+            err("INSERT INTO t VALUES (1, 1)"),
+            "line 1:14 no viable alternative at input 'VALUES' (INSERT INTO [t] VALUES...)"
+        );
+        assert_eq!(
+            err("UPDATE t SET l = l + l WHERE k = 8"),
+            "line 1:23 no viable alternative at input 'WHERE' (...SET l = l + [l] WHERE...)"
+        );
+        assert_eq!(
+            err("UPDATE t SET v = 1 WHERE k = 1 IF EXISTS AND v = 1"),
+            "line 1:41 no viable alternative at input 'AND' (...WHERE k = 1 IF [EXISTS] AND...)"
+        );
+        assert_eq!(
+            err("DELETE FROM t WHERE k = 8 AND c = 1 ALLOW FILTERING"),
+            "line 1:36 mismatched input 'ALLOW' expecting EOF (...8 AND c = 1 [ALLOW] FILTERING)"
+        );
+        assert_eq!(
+            err("DELETE FROM t WHERE k = 8 ALLOW"),
+            "line 1:26 mismatched input 'ALLOW' expecting EOF"
         );
     }
 }

@@ -332,8 +332,10 @@ impl QueryProcessor {
                     for (c, v) in i.columns.iter().zip(i.values.iter()) {
                         let col = t.column(c).ok_or_else(|| {
                             Error::Invalid(format!(
-                                "Undefined column name {c} in table {}.{}",
-                                t.keyspace, t.name
+                                "Undefined column name {} in table {}.{}",
+                                sibyl_types::ident::maybe_quote(c),
+                                t.keyspace,
+                                t.name
                             ))
                         })?;
                         extra.push((v, c.clone(), col.typ.clone()));
@@ -349,8 +351,10 @@ impl QueryProcessor {
                         let c = a.target.column();
                         let col = t.column(c).ok_or_else(|| {
                             Error::Invalid(format!(
-                                "Undefined column name {c} in table {}.{}",
-                                t.keyspace, t.name
+                                "Undefined column name {} in table {}.{}",
+                                sibyl_types::ident::maybe_quote(c),
+                                t.keyspace,
+                                t.name
                             ))
                         })?;
                         let typ = col.typ.clone();
@@ -439,8 +443,10 @@ impl QueryProcessor {
                     (RelationLhs::Column(c), rhs) => {
                         let col = t.column(c).ok_or_else(|| {
                             Error::Invalid(format!(
-                                "Undefined column name {c} in table {}.{}",
-                                t.keyspace, t.name
+                                "Undefined column name {} in table {}.{}",
+                                sibyl_types::ident::maybe_quote(c),
+                                t.keyspace,
+                                t.name
                             ))
                         })?;
                         let typ = match rel.op {
@@ -668,6 +674,9 @@ impl QueryProcessor {
                 Ok(Outcome::void())
             }
             Statement::Batch(b) => {
+                if b.using.ttl.is_some() {
+                    return Err(batch_ttl());
+                }
                 let batch_ts = match &b.using.timestamp {
                     Some(_) => Some(
                         modification::write_params(
@@ -788,62 +797,44 @@ impl QueryProcessor {
             Statement::Delete(d) => modification::delete(&t, d, ev, default_ts, now, read_list),
             _ => Ok(Vec::new()),
         };
-        // first pass: which partitions' lists the statement reads
-        let wanted = std::cell::RefCell::new(Vec::<Bytes>::new());
-        let first = build(&|key, _, _| {
-            wanted.borrow_mut().push(key.clone());
-            Vec::new()
-        });
-        let mut wanted = wanted.into_inner();
-        if wanted.is_empty() {
-            return Ok((t.keyspace.clone(), first?));
-        }
-        // (the first pass saw empty lists: what it built, or refused, is moot)
-        wanted.sort();
-        wanted.dedup();
+        // pass after pass, read the partitions whose lists (or, in a
+        // transaction, values) the statement reads, until it reads no other
         let read_cl = match cl {
             Consistency::Any => Consistency::One,
             c if c.is_serial() => Consistency::Quorum,
             c => c,
         };
-        let mut current: BTreeMap<Bytes, Partition> = BTreeMap::new();
-        for key in wanted {
-            let cmd = ReadCommand::single(t.id, DecoratedKey::new(key.clone()), now);
-            if let Some((_, mut p)) = self.proxy.read(cmd, read_cl).await?.pop() {
-                p.resolve(now);
+        let mut current: BTreeMap<Bytes, Option<Partition>> = BTreeMap::new();
+        loop {
+            let wanted = std::cell::RefCell::new(Vec::<Bytes>::new());
+            let built = build(&|key, ck, col| match current.get(key) {
+                Some(p) => current_cells(&t, p.as_ref(), ck, col, now),
+                None => {
+                    wanted.borrow_mut().push(key.clone());
+                    Vec::new()
+                }
+            });
+            let mut wanted = wanted.into_inner();
+            if wanted.is_empty() {
+                return Ok((t.keyspace.clone(), built?));
+            }
+            // (this pass saw empty lists: what it built, or refused, is moot)
+            wanted.sort();
+            wanted.dedup();
+            for key in wanted {
+                let cmd = ReadCommand::single(t.id, DecoratedKey::new(key.clone()), now);
+                let p = self
+                    .proxy
+                    .read(cmd, read_cl)
+                    .await?
+                    .pop()
+                    .map(|(_, mut p)| {
+                        p.resolve(now);
+                        p
+                    });
                 current.insert(key, p);
             }
         }
-        let table = t.clone();
-        let read_list = |key: &Bytes, ck: &[Bytes], col: &str| -> modification::ListState {
-            let Some(p) = current.get(key) else {
-                return Vec::new();
-            };
-            let ckey = sibyl_db::ClusteringKey::row(ck.to_vec(), table.comparator.clone());
-            let row = if table
-                .column(col)
-                .map(|c| c.kind == ColumnKind::Static)
-                .unwrap_or(false)
-            {
-                p.static_row.as_ref()
-            } else {
-                p.rows.get(&ckey)
-            };
-            match row.and_then(|r| r.cells.get(col)) {
-                Some(sibyl_db::ColumnData::Complex { cells, .. }) => {
-                    let mut v: Vec<(Bytes, Bytes)> = cells
-                        .iter()
-                        .filter(|(_, c)| c.is_live(now))
-                        .map(|(p, c)| (p.clone(), c.value.clone().unwrap_or_default()))
-                        .collect();
-                    v.sort_by(|a, b| CqlType::Timeuuid.compare(&a.0, &b.0));
-                    v
-                }
-                _ => Vec::new(),
-            }
-        };
-        let muts = build(&read_list)?;
-        Ok((t.keyspace.clone(), muts))
     }
 
     /// A batch: the protocol BATCH message and `BEGIN BATCH ... APPLY BATCH`
@@ -892,6 +883,22 @@ impl QueryProcessor {
         let mut all: Vec<Mutation> = Vec::new();
         for c in children {
             let ks_opt = c.keyspace.as_deref().or(opts.keyspace.as_deref());
+            // the conditions first, as Cassandra prepares them: their
+            // values' types, and what is refused whatever the row holds
+            if let (Some(name), Statement::Update(_) | Statement::Delete(_)) =
+                (statement_table(c.statement), c.statement)
+            {
+                let t = self.table(name, client, ks_opt)?;
+                if let Some(Conditions::Columns(conds)) = match c.statement {
+                    Statement::Update(u) => Some(&u.conditions),
+                    Statement::Delete(d) => Some(&d.conditions),
+                    _ => None,
+                } {
+                    for cond in conds {
+                        condition_holds(&t, cond, None, c.ev, now)?;
+                    }
+                }
+            }
             let (_, muts) = self
                 .mutations_of(c.statement, client, ks_opt, c.ev, ts, now, opts.consistency)
                 .await?;
@@ -1207,6 +1214,9 @@ impl QueryProcessor {
     ) -> Result<()> {
         match st {
             Statement::Batch(b) if batch => {
+                if b.using.ttl.is_some() {
+                    return Err(batch_ttl());
+                }
                 let statements: Vec<(&Statement, Option<&str>)> =
                     b.statements.iter().map(|s| (s, ks)).collect();
                 self.validate_batch(
@@ -1283,8 +1293,25 @@ impl QueryProcessor {
     ) -> Result<Outcome> {
         let mut request: Option<CasRequest<'_>> = None;
         let mut all: Vec<Mutation> = Vec::new();
+        let mut statements: Vec<(Arc<TableMetadata>, &Statement, &Eval<'_>)> = Vec::new();
         for c in children {
             let ks_opt = c.keyspace.as_deref().or(opts.keyspace.as_deref());
+            // the conditions first, as Cassandra prepares them: their
+            // values' types, and what is refused whatever the row holds
+            if let (Some(name), Statement::Update(_) | Statement::Delete(_)) =
+                (statement_table(c.statement), c.statement)
+            {
+                let t = self.table(name, client, ks_opt)?;
+                if let Some(Conditions::Columns(conds)) = match c.statement {
+                    Statement::Update(u) => Some(&u.conditions),
+                    Statement::Delete(d) => Some(&d.conditions),
+                    _ => None,
+                } {
+                    for cond in conds {
+                        condition_holds(&t, cond, None, c.ev, now)?;
+                    }
+                }
+            }
             let (_, muts) = self
                 .mutations_of(c.statement, client, ks_opt, c.ev, ts, now, opts.consistency)
                 .await?;
@@ -1326,6 +1353,7 @@ impl QueryProcessor {
             if let Some(r) = request.as_mut() {
                 r.add_statement(&t, c, &muts)?;
             }
+            statements.push((t.clone(), c.statement, c.ev));
             all.extend(muts);
         }
         let Some(request) = request else {
@@ -1349,9 +1377,31 @@ impl QueryProcessor {
                     });
                     let read = request.read(current.as_ref(), now);
                     if request.applies(&read, now)? {
+                        // the updates again, on the partition as the
+                        // transaction read it (list operations by index or
+                        // value, additions to numbers and text)
+                        let mut update = Vec::new();
+                        for (t, st, ev) in &statements {
+                            let cells = |key: &Bytes, ck: &[Bytes], col: &str| {
+                                if *key == request.key.key {
+                                    current_cells(t, current.as_ref(), ck, col, now)
+                                } else {
+                                    Vec::new()
+                                }
+                            };
+                            update.extend(match st {
+                                Statement::Insert(i) => modification::insert(t, i, ev, ts, now)?,
+                                Statement::Update(u) => {
+                                    modification::update(t, u, ev, ts, now, &cells)?
+                                }
+                                Statement::Delete(d) => {
+                                    modification::delete(t, d, ev, ts, now, &cells)?
+                                }
+                                _ => Vec::new(),
+                            });
+                        }
                         // Paxos writes every update at the ballot's
                         // timestamp, deletions just before it
-                        let mut update = all.clone();
                         for m in &mut update {
                             cas_timestamps(m, ballot);
                         }
@@ -2387,7 +2437,7 @@ fn condition_column<'t>(t: &'t TableMetadata, c: &Condition) -> Result<&'t Colum
     t.column(c.target.column()).ok_or_else(|| {
         Error::Invalid(format!(
             "Undefined column name {} in table {}.{}",
-            c.target.column(),
+            sibyl_types::ident::maybe_quote(c.target.column()),
             t.keyspace,
             t.name
         ))
@@ -2792,15 +2842,31 @@ fn condition_holds(
                 )))
             }
         };
-        let k = match ev.value(key, &key_t, &format!("key({})", col.name))? {
+        let (kind, key_receiver) = match col.typ.unfrozen() {
+            CqlType::List(_) => ("list", format!("idx({})", col.name)),
+            _ => ("map", format!("key({})", col.name)),
+        };
+        let k = match ev.value(key, &key_t, &key_receiver)? {
             crate::terms::Val::Set(b) => b,
-            _ => {
+            crate::terms::Val::Null => {
                 return Err(Error::Invalid(format!(
-                    "Invalid null value for {} element access",
-                    col.name
+                    "Invalid null value for {kind} element access"
+                )))
+            }
+            crate::terms::Val::Unset => {
+                return Err(Error::Invalid(format!(
+                    "Invalid unset value for {kind} element access"
                 )))
             }
         };
+        if kind == "list" {
+            let i = <[u8; 4]>::try_from(k.as_ref())
+                .map(i32::from_be_bytes)
+                .unwrap_or(0);
+            if i < 0 {
+                return Err(Error::Invalid(format!("Invalid negative list index {i}")));
+            }
+        }
         cur = cur.and_then(|v| match col.typ.unfrozen() {
             CqlType::List(_) => {
                 let i = <[u8; 4]>::try_from(k.as_ref())
@@ -2823,6 +2889,67 @@ fn condition_holds(
         op: c.op,
         rhs: c.rhs.clone(),
     };
+    // the values' types, for their receivers as Cassandra names them
+    // (`value(l)`, `key(m)`, ...); only = and != compare with null
+    let receiver = match (&c.target, col.typ.unfrozen(), c.op) {
+        (ColumnTarget::Element(..), _, _) => Some((format!("value({})", col.name), typ.clone())),
+        (_, CqlType::List(e) | CqlType::Set(e), Operator::Contains) => {
+            Some((format!("value({})", col.name), e.as_ref().clone()))
+        }
+        (_, CqlType::Map(_, v), Operator::Contains) => {
+            Some((format!("value({})", col.name), v.as_ref().clone()))
+        }
+        (_, CqlType::Map(k, _), Operator::ContainsKey) => {
+            Some((format!("key({})", col.name), k.as_ref().clone()))
+        }
+        _ => None,
+    };
+    if let (Some((name, t)), RelationRhs::Term(term)) = (&receiver, &rel.rhs) {
+        ev.value(term, t, name)?;
+    }
+    if let (Some((name, t)), RelationRhs::InList(items)) = (&receiver, &rel.rhs) {
+        for term in items {
+            ev.value(term, t, name)?;
+        }
+    }
+    if let RelationRhs::InList(items) = &rel.rhs {
+        // IN (..., null) holds on a null value
+        let t = receiver.as_ref().map(|(_, t)| t).unwrap_or(&typ);
+        let mut values = Vec::new();
+        let mut null = false;
+        for term in items {
+            match ev.value(term, t, &col.name)? {
+                crate::terms::Val::Set(b) => values.push(b),
+                _ => null = true,
+            }
+        }
+        if null {
+            if cur.is_none() {
+                return Ok(true);
+            }
+            let f = crate::restrictions::Filter {
+                column: 0,
+                op: Operator::In,
+                values,
+                key: None,
+            };
+            return Ok(crate::restrictions::filter_matches(&f, &typ, cur.as_ref()));
+        }
+    }
+    let contains_on_other =
+        receiver.is_none() && matches!(c.op, Operator::Contains | Operator::ContainsKey);
+    if let (RelationRhs::Term(term), false) = (
+        &rel.rhs,
+        matches!(c.op, Operator::Eq | Operator::Ne) || contains_on_other,
+    ) {
+        let t = receiver.as_ref().map(|(_, t)| t).unwrap_or(&typ);
+        if ev.value(term, t, &col.name)? == crate::terms::Val::Null {
+            return Err(Error::Invalid(format!(
+                "Invalid comparison with null for operator \"{}\"",
+                c.op.as_str()
+            )));
+        }
+    }
     if let RelationRhs::Term(Term::Null) = &rel.rhs {
         return Ok(match c.op {
             Operator::Eq => cur.is_none(),
@@ -2880,6 +3007,53 @@ fn cas_timestamps(m: &mut Mutation, ts: i64) {
         row(r, ts);
         true
     });
+}
+
+/// The live cells of column `col` in the row `ck` (or the static row) of a
+/// partition as read before a write: a collection's cells (path and value,
+/// in order) or a simple column's one value (with an empty path).
+fn current_cells(
+    table: &TableMetadata,
+    p: Option<&Partition>,
+    ck: &[Bytes],
+    col: &str,
+    now: i32,
+) -> modification::ListState {
+    let Some(p) = p else {
+        return Vec::new();
+    };
+    let ckey = sibyl_db::ClusteringKey::row(ck.to_vec(), table.comparator.clone());
+    let row = if table
+        .column(col)
+        .map(|c| c.kind == ColumnKind::Static)
+        .unwrap_or(false)
+    {
+        p.static_row.as_ref()
+    } else {
+        p.rows.get(&ckey)
+    };
+    match row.and_then(|r| r.cells.get(col)) {
+        Some(sibyl_db::ColumnData::Complex { cells, .. }) => {
+            let mut v: Vec<(Bytes, Bytes)> = cells
+                .iter()
+                .filter(|(_, c)| c.is_live(now))
+                .map(|(p, c)| (p.clone(), c.value.clone().unwrap_or_default()))
+                .collect();
+            v.sort_by(|a, b| CqlType::Timeuuid.compare(&a.0, &b.0));
+            v
+        }
+        Some(sibyl_db::ColumnData::Simple(c)) if c.is_live(now) => c
+            .value
+            .clone()
+            .map(|v| vec![(Bytes::new(), v)])
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}
+
+/// `BatchStatement.validate`: a batch has no TTL of its own.
+fn batch_ttl() -> Error {
+    Error::Invalid("Global TTL on the BATCH statement is not supported.".into())
 }
 
 fn has_conditions(s: &Statement) -> bool {
@@ -3666,5 +3840,81 @@ mod lwt_tests {
             super::java_hash_set(vec!["cw.gc0b".into(), "cw.gc0".into(), "cw.gc0".into()]),
             ["cw.gc0", "cw.gc0b"]
         );
+    }
+
+    #[test]
+    fn modifications_check_their_where_clause_in_cassandras_order() {
+        let t = table("CREATE TABLE t (k int, c1 int, c2 int, v int, s int static, l list<int>, PRIMARY KEY (k, c1, c2))");
+        let bindings = crate::terms::Bindings { values: &[] };
+        let ev = Eval {
+            bindings: &bindings,
+        };
+        let check = |cql: &str| -> std::result::Result<bool, String> {
+            let (kind, where_clause, columns, conditions) = match statement(cql) {
+                Statement::Update(u) => (
+                    "UPDATE",
+                    u.where_clause.clone(),
+                    u.assignments
+                        .iter()
+                        .map(|a| a.target.column().to_string())
+                        .collect::<Vec<_>>(),
+                    u.conditions.clone(),
+                ),
+                Statement::Delete(d) => (
+                    "DELETE",
+                    d.where_clause.clone(),
+                    d.columns.iter().map(|c| c.column().to_string()).collect(),
+                    d.conditions.clone(),
+                ),
+                other => panic!("{other:?}"),
+            };
+            let columns: Vec<&str> = columns.iter().map(|c| c.as_str()).collect();
+            let only_static = modification::applies_only_to_static(&t, &columns, &conditions);
+            modification::check_where(&t, &where_clause, &ev, kind, only_static)
+                .map_err(|e| e.to_string())
+        };
+        let err = |cql: &str| check(cql).err().unwrap_or_default();
+        assert_eq!(
+            check("UPDATE t SET v = 1 WHERE k = 1 AND c1 = 1 AND c2 IN (1, 2)"),
+            Ok(true)
+        );
+        assert_eq!(check("DELETE FROM t WHERE k = 1 AND c1 > 1"), Ok(false));
+        assert!(err("UPDATE t SET v = 1 WHERE k = 1 AND c1 = 1 AND c2 > 1")
+            .contains("Slice restrictions are not supported on the clustering columns in UPDATE statements"));
+        assert!(err("UPDATE t SET v = 1 WHERE k = 1 AND c2 = 1")
+            .contains("Some clustering keys are missing: c1"));
+        assert!(err("DELETE FROM t WHERE k = 1 AND c2 = 1").contains(
+            "PRIMARY KEY column \"c2\" cannot be restricted as preceding column \"c1\" is not restricted"
+        ));
+        assert!(err("DELETE FROM t WHERE k = 1 AND c1 > 0 AND c2 = 1").contains(
+            "Clustering column \"c2\" cannot be restricted (preceding column \"c1\" is restricted by a non-EQ relation)"
+        ));
+        assert!(err("UPDATE t SET v = 1 WHERE k > 1 AND c1 = 1 AND c2 = 1").contains(
+            "Only EQ and IN relation are supported on the partition key (unless you use the token() function) for UPDATE statements"
+        ));
+        assert!(err("DELETE FROM t WHERE token(k) = 1")
+            .contains("The token function cannot be used in WHERE clauses for DELETE statements"));
+        assert_eq!(
+            check("UPDATE t SET v = 1 WHERE token(k) > 1 AND k = 1 AND c1 = 1 AND c2 = 1"),
+            Ok(true)
+        );
+        // the CONTAINS check comes before the column is looked up
+        assert!(err("DELETE FROM t WHERE k = 1 AND nosuch CONTAINS 1")
+            .contains("Cannot use DELETE with CONTAINS"));
+        assert!(
+            err("UPDATE t SET v = 1 WHERE k = 1 AND c1 = 1 AND c2 = 1 AND v = 1 AND l = [1]")
+                .ends_with("Non PRIMARY KEY columns found in where clause: l, v ")
+        );
+        assert!(err("UPDATE t SET s = 1 WHERE k = 1 AND c1 = 1").contains(
+            "Invalid restrictions on clustering columns since the UPDATE statement modifies only static columns"
+        ));
+        // a condition on a regular column needs the row
+        assert!(err("UPDATE t SET s = 1 WHERE k = 1 IF v = 1")
+            .contains("Some clustering keys are missing: c1, c2"));
+        assert_eq!(check("UPDATE t SET s = 1 WHERE k = 1 IF s = 1"), Ok(false));
+        assert!(err("DELETE FROM t WHERE k = 1 AND c1 = 1 AND c1 > 0")
+            .contains("c1 cannot be restricted by more than one relation if it includes an Equal"));
+        assert!(err("DELETE FROM t WHERE k = 1 AND c1 > 0 AND c1 >= 1")
+            .contains("More than one restriction was found for the start bound on c1"));
     }
 }

@@ -104,7 +104,13 @@ fn rhs_values_or(
                 },
                 _ => t.clone(),
             };
-            Ok(vec![one(ev.value(term, &vt, col)?)?])
+            // Cassandra's receivers of CONTAINS and CONTAINS KEY values
+            let receiver = match rel.op {
+                Operator::Contains => format!("value({col})"),
+                Operator::ContainsKey => format!("key({col})"),
+                _ => col.to_string(),
+            };
+            Ok(vec![one(ev.value(term, &vt, &receiver)?)?])
         }
         RelationRhs::InList(items) => {
             let mut out = Vec::new();
@@ -266,8 +272,10 @@ pub fn analyse(
                 for c in cols {
                     let Some(i) = table.column_index(c) else {
                         return Err(Error::Invalid(format!(
-                            "Undefined column name {c} in table {}.{}",
-                            table.keyspace, table.name
+                            "Undefined column name {} in table {}.{}",
+                            sibyl_types::ident::maybe_quote(c),
+                            table.keyspace,
+                            table.name
                         )));
                     };
                     if table.columns[i].kind != ColumnKind::Clustering {
@@ -389,8 +397,10 @@ pub fn analyse(
             RelationLhs::Element(c, key) => {
                 let Some(i) = table.column_index(c) else {
                     return Err(Error::Invalid(format!(
-                        "Undefined column name {c} in table {}.{}",
-                        table.keyspace, table.name
+                        "Undefined column name {} in table {}.{}",
+                        sibyl_types::ident::maybe_quote(c),
+                        table.keyspace,
+                        table.name
                     )));
                 };
                 let col = &table.columns[i];
@@ -444,8 +454,10 @@ pub fn analyse(
             RelationLhs::Column(c) => {
                 let Some(i) = table.column_index(c) else {
                     return Err(Error::Invalid(format!(
-                        "Undefined column name {c} in table {}.{}",
-                        table.keyspace, table.name
+                        "Undefined column name {} in table {}.{}",
+                        sibyl_types::ident::maybe_quote(c),
+                        table.keyspace,
+                        table.name
                     )));
                 };
                 let col = &table.columns[i];

@@ -101,8 +101,10 @@ pub struct Selection {
 
 fn undefined(table: &TableMetadata, c: &str) -> Error {
     Error::Invalid(format!(
-        "Undefined column name {c} in table {}.{}",
-        table.keyspace, table.name
+        "Undefined column name {} in table {}.{}",
+        sibyl_types::ident::maybe_quote(c),
+        table.keyspace,
+        table.name
     ))
 }
 
@@ -863,7 +865,7 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
                 }
             };
             let text = term_name(key);
-            let k = const_term(key, &key_t, &text)?;
+            let k = const_term(key, &key_t, &element_receiver(&n, &t))?;
             Ok((
                 format!("{n}[{text}]"),
                 value_t,
@@ -889,7 +891,7 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
                 match b {
                     Some(term) => {
                         let text = term_name(term);
-                        let v = const_term(term, &key_t, &text)?;
+                        let v = const_term(term, &key_t, &element_receiver(&n, &t))?;
                         Ok((text, Some(v)))
                     }
                     None => Ok((String::new(), None)),
@@ -927,6 +929,15 @@ fn typed_arg(
         )));
     }
     expr_typed(table, a, Some(t))
+}
+
+/// The receiver of a map key or a set element selected from `n` (of type
+/// `t`), as Cassandra names it: `key(m)`, `value(s)`.
+fn element_receiver(n: &str, t: &CqlType) -> String {
+    match t.unfrozen() {
+        CqlType::Map(..) => format!("key({n})"),
+        _ => format!("value({n})"),
+    }
 }
 
 /// A literal in a selection, typed by its receiver.

@@ -194,6 +194,16 @@ impl<'a> Eval<'a> {
             {
                 self.value(&items[0], t, receiver)
             }
+            // a list literal is for lists and vectors only (Cassandra's
+            // `ArrayLiteral`), a set literal never for them
+            Term::List(_) if !matches!(t.unfrozen(), CqlType::List(_) | CqlType::Vector(..)) => {
+                Err(Error::Invalid(format!(
+                    "Unexpected receiver type '{t}'; only list and vector are expected"
+                )))
+            }
+            Term::Set(_) if matches!(t.unfrozen(), CqlType::List(_) | CqlType::Vector(..)) => Err(
+                Error::Invalid(format!("Invalid set literal for {receiver} of type {t}")),
+            ),
             Term::List(items) | Term::Set(items) => {
                 let (elem_t, is_set) = match t.unfrozen() {
                     CqlType::List(e) => (e.as_ref().clone(), false),
@@ -281,10 +291,12 @@ impl<'a> Eval<'a> {
                     CqlType::Udt(_) if pairs.is_empty() => {
                         return Ok(Val::Set(value::serialize_tuple(&[])))
                     }
+                    // `{}` is a set literal to Cassandra
                     _ => {
+                        let what = if pairs.is_empty() { "set" } else { "map" };
                         return Err(Error::Invalid(format!(
-                            "Invalid map literal for {receiver} of type {t}"
-                        )))
+                            "Invalid {what} literal for {receiver} of type {t}"
+                        )));
                     }
                 };
                 let mut out: Vec<(Bytes, Bytes)> = Vec::with_capacity(pairs.len());
@@ -299,7 +311,9 @@ impl<'a> Eval<'a> {
                     )? {
                         Val::Set(b) => b,
                         _ => {
-                            return Err(Error::Invalid("null is not supported inside maps".into()))
+                            return Err(Error::Invalid(
+                                "null is not supported inside collections".into(),
+                            ))
                         }
                     };
                     let vb = match literal_element(
@@ -312,7 +326,9 @@ impl<'a> Eval<'a> {
                     )? {
                         Val::Set(b) => b,
                         _ => {
-                            return Err(Error::Invalid("null is not supported inside maps".into()))
+                            return Err(Error::Invalid(
+                                "null is not supported inside collections".into(),
+                            ))
                         }
                     };
                     out.retain(|(ek, _)| kt.compare(ek, &kb) != std::cmp::Ordering::Equal);
