@@ -1416,7 +1416,21 @@ impl Parser {
         let mut out = Vec::new();
         loop {
             let target = self.column_target()?;
-            let op = self.operator()?;
+            // `columnCondition`: a relation type or IN, and CONTAINS (KEY)
+            // on a whole column only
+            let mut allowed = vec![
+                Operator::Eq,
+                Operator::Lt,
+                Operator::Le,
+                Operator::Gt,
+                Operator::Ge,
+                Operator::Ne,
+                Operator::In,
+            ];
+            if let ColumnTarget::Column(_) = target {
+                allowed.extend([Operator::Contains, Operator::ContainsKey]);
+            }
+            let op = self.operator_of(&allowed)?;
             let rhs = self.rhs(op)?;
             out.push(Condition { target, op, rhs });
             if !self.eat_kw("and") {

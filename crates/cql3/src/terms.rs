@@ -196,7 +196,9 @@ impl<'a> Eval<'a> {
             }
             Term::List(items) | Term::Set(items) => {
                 let (elem_t, is_set) = match t.unfrozen() {
-                    CqlType::List(e) => (e.as_ref().clone(), false),
+                    CqlType::List(e) if matches!(term, Term::List(_)) => {
+                        (e.as_ref().clone(), false)
+                    }
                     CqlType::Set(e) => (e.as_ref().clone(), true),
                     CqlType::Vector(e, n) => {
                         if items.len() != *n as usize {
@@ -280,6 +282,12 @@ impl<'a> Eval<'a> {
                     }
                     CqlType::Udt(_) if pairs.is_empty() => {
                         return Ok(Val::Set(value::serialize_tuple(&[])))
+                    }
+                    // `{}` is an empty set literal (`Sets.Literal`)
+                    _ if pairs.is_empty() => {
+                        return Err(Error::Invalid(format!(
+                            "Invalid set literal for {receiver} of type {t}"
+                        )))
                     }
                     _ => {
                         return Err(Error::Invalid(format!(
