@@ -802,6 +802,9 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
                     Ok((fname, t, Expr::Nullary(lname)))
                 }
                 _ => {
+                    if lname == "blobasblob" {
+                        return Err(Error::Invalid(format!("Unknown function '{name}'")));
+                    }
                     if let Some(tname) = lname.strip_suffix("asblob") {
                         arity(1)?;
                         let (_, _, e) = it
@@ -2026,7 +2029,19 @@ pub async fn execute(
     let mut agg = Agg::new(sel.outs.len());
     let mut next_state: Option<PagingState> = None;
 
-    // partition iteration
+    // partition iteration (`QueryProcessor.validateKey` of each key first)
+    for k in r.partition_keys.iter().flatten() {
+        if k.is_empty() {
+            return Err(Error::Invalid("Key may not be empty".into()));
+        }
+        if k.len() > u16::MAX as usize {
+            return Err(Error::Invalid(format!(
+                "Key length of {} is longer than maximum of {}",
+                k.len(),
+                u16::MAX
+            )));
+        }
+    }
     let fixed_keys: Option<Vec<DecoratedKey>> = r.partition_keys.as_ref().map(|keys| {
         let mut ks: Vec<DecoratedKey> = keys.iter().map(|k| DecoratedKey::new(k.clone())).collect();
         if keys.len() > 1 {

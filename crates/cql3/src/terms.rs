@@ -630,25 +630,26 @@ impl<'a> Eval<'a> {
                 ))
             }
             _ => {
-                // typeAsBlob / blobAsType
+                // typeAsBlob / blobAsType (BytesConversionFcts: none for blob)
+                if lname == "blobasblob" {
+                    return Err(unknown_function(name));
+                }
                 if let Some(tname) = lname.strip_suffix("asblob") {
                     arity(1)?;
-                    let t =
-                        CqlType::parse(tname, &|_| None).map_err(|_| unknown_function(&lname))?;
+                    let t = CqlType::parse(tname, &|_| None).map_err(|_| unknown_function(name))?;
                     let v = self.value(&args[0], &t, "arg0")?;
                     return Ok((CqlType::Blob, v));
                 }
                 if let Some(tname) = lname.strip_prefix("blobas") {
                     arity(1)?;
-                    let t =
-                        CqlType::parse(tname, &|_| None).map_err(|_| unknown_function(&lname))?;
+                    let t = CqlType::parse(tname, &|_| None).map_err(|_| unknown_function(name))?;
                     let v = self.value(&args[0], &CqlType::Blob, "arg0")?;
                     if let Val::Set(b) = &v {
-                        t.validate(b).map_err(|e| Error::Invalid(e.to_string()))?;
+                        t.validate(b).map_err(|_| invalid_blob_as(tname, b))?;
                     }
                     return Ok((t, v));
                 }
-                Err(unknown_function(&lname))
+                Err(unknown_function(name))
             }
         }
     }
@@ -694,8 +695,19 @@ fn literal_element(
     }
 }
 
+/// `FunctionCall.Raw.prepare`'s error for a function no keyspace has
+/// (the name as written, identifiers case-folded).
 fn unknown_function(name: &str) -> Error {
-    Error::Invalid(format!("Unknown function '{name}'"))
+    Error::Invalid(format!("Unknown function {} called", name.to_lowercase()))
+}
+
+/// `BytesConversionFcts.makeFromBlobFunction`'s error for bytes that are
+/// not a value of the type (named as the function names it).
+pub fn invalid_blob_as(tname: &str, b: &[u8]) -> Error {
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    Error::Invalid(format!(
+        "In call to function system.blobas{tname}, value 0x{hex} is not a valid binary representation for type {tname}"
+    ))
 }
 
 fn result_type(f: &str) -> CqlType {
