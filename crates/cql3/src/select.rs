@@ -155,7 +155,7 @@ fn row_to_json(columns: &[ColumnSpec], row: &[Option<Bytes>]) -> Bytes {
         out.push_str(&sibyl_types::json_string(&json_key(&c.name)));
         out.push_str(": ");
         match v {
-            Some(v) => out.push_str(&c.typ.to_json(v)),
+            Some(v) => out.push_str(&c.typ.to_json_value(v)),
             None => out.push_str("null"),
         }
     }
@@ -650,6 +650,10 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
             let to = CqlType::parse(typ, &|_| None).map_err(|e| Error::Invalid(e.to_string()))?;
             if !crate::functions::cast_supported(&from, &to) {
                 return Err(crate::functions::cast_error(&to));
+            }
+            if from == to {
+                // a cast to the selector's own type is no selector at all
+                return Ok((n, from, e));
             }
             Ok((
                 format!("cast({n} as {})", typ.to_lowercase()),
@@ -1301,6 +1305,16 @@ fn eval(
             None => None,
         },
         Expr::Cast(x, from, to) => match eval(x, cell, meta)? {
+            // an empty value of a type read as a Java object is a null
+            Some(v)
+                if v.is_empty()
+                    && !matches!(
+                        from.unfrozen(),
+                        CqlType::Text | CqlType::Ascii | CqlType::Blob
+                    ) =>
+            {
+                None
+            }
             Some(v) => Some(crate::functions::cast(from, to, &v)?),
             None => None,
         },

@@ -220,7 +220,12 @@ impl<'a> Eval<'a> {
                                 _ => err,
                             })?;
                             match v {
-                                Val::Set(b) => out.push(b),
+                                // an empty value of a fixed-length type is a null
+                                Val::Set(b)
+                                    if !b.is_empty() || sibyl_types::fixed_len(e).is_none() =>
+                                {
+                                    out.push(b)
+                                }
                                 _ => {
                                     return Err(Error::Invalid(
                                         "null is not supported inside vectors".into(),
@@ -409,11 +414,19 @@ impl<'a> Eval<'a> {
                         if j == sibyl_types::json::Json::Null {
                             return Ok(Val::Null);
                         }
-                        t.from_json(&j).map(Val::Set).map_err(|e| {
+                        let v = t.from_json(&j).map_err(|e| {
                             failure(format!(
                                 "org.apache.cassandra.serializers.MarshalException: {e}"
                             ))
-                        })
+                        })?;
+                        if t.validate(&v).is_err() {
+                            // `""` makes an empty value that some types refuse
+                            let hex: String = v.iter().map(|x| format!("{x:02x}")).collect();
+                            return Err(Error::Server(format!(
+                                "java.lang.RuntimeException: Return of function system.fromjson : (text) -> {t} ({hex}) is not a valid value for its declared return type {t}"
+                            )));
+                        }
+                        Ok(Val::Set(v))
                     }
                     other => Ok(if other == Val::Unset {
                         Val::Unset
