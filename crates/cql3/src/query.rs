@@ -1046,10 +1046,7 @@ impl QueryProcessor {
                     .collect(),
             )
         };
-        let size = mutations
-            .iter()
-            .map(|m| m.update.data_size())
-            .sum::<usize>() as u64;
+        let size = batch_data_size(mutations) as u64;
         if size > self.batch_size_warn_threshold_bytes {
             if size > self.batch_size_fail_threshold_bytes {
                 return Err(Error::Invalid("Batch too large".into()));
@@ -2227,6 +2224,33 @@ fn condition_terms(t: &TableMetadata, conds: &Conditions) -> Vec<(Term, String, 
         }
     }
     out
+}
+
+/// The size Cassandra checks a batch by: the `dataSize` of each partition
+/// update once the batch's statements on the same table and partition are
+/// merged into one (`BatchUpdatesCollector`).
+fn batch_data_size(mutations: &[Mutation]) -> usize {
+    let now = (now_micros() / 1_000_000) as i32;
+    let mut merged: Vec<(&Mutation, Option<Partition>)> = Vec::new();
+    let mut index: std::collections::HashMap<(uuid::Uuid, &Bytes), usize> =
+        std::collections::HashMap::new();
+    for m in mutations {
+        match index.get(&(m.table_id, &m.key.key)) {
+            Some(&i) => {
+                let (first, p) = &mut merged[i];
+                p.get_or_insert_with(|| first.update.clone())
+                    .merge(m.update.clone(), now)
+            }
+            None => {
+                index.insert((m.table_id, &m.key.key), merged.len());
+                merged.push((m, None));
+            }
+        }
+    }
+    merged
+        .iter()
+        .map(|(m, p)| p.as_ref().unwrap_or(&m.update).data_size())
+        .sum()
 }
 
 /// Whether a statement has its own `USING TIMESTAMP`.

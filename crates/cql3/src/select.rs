@@ -2568,7 +2568,8 @@ fn emit(
                 }
             }
             Out::Sum(i) | Out::Avg(i) => {
-                if let Some(v) = v {
+                // an empty value is no number: sum and avg skip it
+                if let Some(v) = v.as_ref().filter(|v| !v.is_empty()) {
                     agg.counts[j] += 1;
                     match &table.columns[*i].typ {
                         CqlType::Float if v.len() == 4 => {
