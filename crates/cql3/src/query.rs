@@ -4005,6 +4005,66 @@ mod lwt_tests {
     }
 
     #[test]
+    fn condition_values_compare_as_cassandras_bounds() {
+        let one = Bytes::copy_from_slice(&1i32.to_be_bytes());
+        let cmp = |op, v: Option<&Bytes>, row: Option<&Bytes>| {
+            compare_with_operator(op, &CqlType::Int, v, row)
+        };
+        // a null condition value: = and != test for a missing value
+        assert!(cmp(Operator::Eq, None, None).unwrap());
+        assert!(!cmp(Operator::Eq, None, Some(&one)).unwrap());
+        assert!(cmp(Operator::Ne, None, Some(&one)).unwrap());
+        assert_eq!(
+            cmp(Operator::Gt, None, Some(&one)).unwrap_err().to_string(),
+            Error::Invalid("Invalid comparison with null for operator \">\"".into()).to_string()
+        );
+        // a missing value only differs from a value
+        assert!(cmp(Operator::Ne, Some(&one), None).unwrap());
+        assert!(!cmp(Operator::Lt, Some(&one), None).unwrap());
+        // an empty value sorts first
+        assert!(cmp(Operator::Lt, Some(&one), Some(&Bytes::new())).unwrap());
+    }
+
+    #[test]
+    fn a_batch_is_sized_with_its_updates_to_one_partition_merged() {
+        use sibyl_db::{Cell, ColumnData, Row};
+        let t = table("CREATE TABLE t (k int, c int, v text, PRIMARY KEY (k, c))");
+        let update = |c: i32, v: Option<&'static [u8]>| {
+            let mut row = Row::default();
+            let cell = match v {
+                Some(v) => Cell::live(7, Bytes::from_static(v)),
+                None => Cell::tombstone(7, 1),
+            };
+            row.cells.insert("v", ColumnData::Simple(cell));
+            let mut p = Partition::new();
+            p.rows.insert(
+                sibyl_db::ClusteringKey::row(
+                    vec![Bytes::copy_from_slice(&c.to_be_bytes())],
+                    t.comparator.clone(),
+                ),
+                row,
+            );
+            Mutation {
+                table_id: t.id,
+                key: DecoratedKey::new(Bytes::from_static(&[0, 0, 0, 1])),
+                update: p,
+            }
+        };
+        // partition 8 + static row 21 + row (4 + 8 + 13 + cell 20 + 3)
+        assert_eq!(batch_data_size(&[update(1, Some(b"abc"))]), 77);
+        // a second row of the same partition adds a row only
+        assert_eq!(
+            batch_data_size(&[update(1, Some(b"abc")), update(2, Some(b"abc"))]),
+            77 + 48
+        );
+        // a deletion of the same cell replaces its value
+        assert_eq!(
+            batch_data_size(&[update(1, Some(b"abc")), update(1, None)]),
+            74
+        );
+    }
+
+    #[test]
     fn java_hash_set_iterates_as_javas() {
         // the orders Cassandra 5.0.4 printed (client_warnings golden)
         assert_eq!(
