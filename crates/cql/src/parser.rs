@@ -1634,11 +1634,21 @@ impl Parser {
         let mut out = Vec::new();
         loop {
             let target = self.column_target()?;
-            // an element or a field takes a comparison or IN, never CONTAINS
-            if !matches!(target, ColumnTarget::Column(_)) && self.is_kw("contains") {
-                return Err(self.no_viable());
+            // `columnCondition`: a relation type or IN, and CONTAINS (KEY)
+            // on a whole column only
+            let mut allowed = vec![
+                Operator::Eq,
+                Operator::Lt,
+                Operator::Le,
+                Operator::Gt,
+                Operator::Ge,
+                Operator::Ne,
+                Operator::In,
+            ];
+            if let ColumnTarget::Column(_) = target {
+                allowed.extend([Operator::Contains, Operator::ContainsKey]);
             }
-            let op = self.operator()?;
+            let op = self.operator_of(&allowed)?;
             let rhs = self.rhs(op)?;
             out.push(Condition { target, op, rhs });
             if !self.eat_kw("and") {

@@ -243,18 +243,19 @@ pub fn arithmetic(
     let (Some(a), Some(b)) = (a, b) else {
         return Ok(None);
     };
-    if a.is_empty() || b.is_empty() {
-        return Ok(None);
-    }
     let (ta, tb) = (ta.unfrozen(), tb.unfrozen());
-    if matches!(ta, CqlType::Timestamp | CqlType::Date) && tb == &CqlType::Duration {
-        return temporal(op, ta, a, b).map(Some);
-    }
+    // an empty string is a string; an empty number or date is a null
     if matches!(ta, CqlType::Text | CqlType::Ascii) && matches!(tb, CqlType::Text | CqlType::Ascii)
     {
         let mut out = a.to_vec();
         out.extend_from_slice(b);
         return Ok(Some(Bytes::from(out)));
+    }
+    if a.is_empty() || b.is_empty() {
+        return Ok(None);
+    }
+    if matches!(ta, CqlType::Timestamp | CqlType::Date) && tb == &CqlType::Duration {
+        return temporal(op, ta, a, b).map(Some);
     }
     let rt = arithmetic_type(ta, tb).ok_or_else(|| {
         Error::Invalid(format!(

@@ -296,7 +296,12 @@ fn insert_values(
     let mut missing = Vec::new();
     for c in table.partition_key() {
         match find(&c.name) {
-            Some(i) => pk.push(key_value(ev, &ins.values[i], c)?),
+            Some(i) => pk.push(key_value(
+                ev,
+                &ins.values[i],
+                c,
+                table.partition_key_count > 1,
+            )?),
             None => missing.push(c.name.clone()),
         }
     }
@@ -309,7 +314,7 @@ fn insert_values(
     let mut ck = Vec::new();
     for c in table.clustering() {
         match find(&c.name) {
-            Some(i) => ck.push(key_value(ev, &ins.values[i], c)?),
+            Some(i) => ck.push(key_value(ev, &ins.values[i], c, true)?),
             None => missing.push(c.name.clone()),
         }
     }
@@ -442,10 +447,13 @@ fn insert_values(
     Ok(vec![partition_mutation(table, &key, p)])
 }
 
-fn key_value(ev: &Eval, term: &Term, c: &ColumnMetadata) -> Result<Bytes> {
+/// A primary key value of an INSERT; `empty_ok`: an empty value is legal
+/// (a clustering value, a component of a composite partition key, whose
+/// encoding is never empty).
+fn key_value(ev: &Eval, term: &Term, c: &ColumnMetadata, empty_ok: bool) -> Result<Bytes> {
     match ev.value(term, &c.typ, &c.name)? {
         Val::Set(b) => {
-            if b.is_empty() && c.kind == ColumnKind::PartitionKey {
+            if b.is_empty() && !empty_ok {
                 return Err(Error::Invalid("Key may not be empty".into()));
             }
             Ok(b)

@@ -895,7 +895,7 @@ impl QueryProcessor {
                     _ => None,
                 } {
                     for cond in conds {
-                        condition_holds(&t, cond, None, c.ev, now)?;
+                        bind_condition(&t, cond, c.ev)?;
                     }
                 }
             }
@@ -1053,10 +1053,7 @@ impl QueryProcessor {
                     .collect(),
             )
         };
-        let size = mutations
-            .iter()
-            .map(|m| m.update.data_size())
-            .sum::<usize>() as u64;
+        let size = batch_data_size(mutations) as u64;
         if size > self.batch_size_warn_threshold_bytes {
             if size > self.batch_size_fail_threshold_bytes {
                 return Err(Error::Invalid("Batch too large".into()));
@@ -1176,6 +1173,7 @@ impl QueryProcessor {
                         }
                     }
                 }
+                check_condition(col, c)?;
                 if col.kind.is_primary_key() {
                     return Err(Error::Invalid(format!(
                         "PRIMARY KEY column '{}' cannot have IF conditions",
@@ -1291,7 +1289,7 @@ impl QueryProcessor {
         now: i32,
         batch: Option<BatchType>,
     ) -> Result<Outcome> {
-        let mut request: Option<CasRequest<'_>> = None;
+        let mut request: Option<CasRequest> = None;
         let mut all: Vec<Mutation> = Vec::new();
         let mut statements: Vec<(Arc<TableMetadata>, &Statement, &Eval<'_>)> = Vec::new();
         for c in children {
@@ -1308,7 +1306,7 @@ impl QueryProcessor {
                     _ => None,
                 } {
                     for cond in conds {
-                        condition_holds(&t, cond, None, c.ev, now)?;
+                        bind_condition(&t, cond, c.ev)?;
                     }
                 }
             }
@@ -2261,35 +2259,12 @@ fn condition_terms(t: &TableMetadata, conds: &Conditions) -> Vec<(Term, String, 
         let Some(col) = t.column(c.target.column()) else {
             continue;
         };
-        let name = &col.name;
-        let (spec_name, typ) = match (&c.target, col.typ.unfrozen()) {
-            (ColumnTarget::Element(_, idx), CqlType::List(e)) => {
-                out.push((idx.clone(), format!("idx({name})"), CqlType::Int));
-                (format!("value({name})"), e.as_ref().clone())
-            }
-            (ColumnTarget::Element(_, key), CqlType::Map(k, v)) => {
-                out.push((key.clone(), format!("key({name})"), k.as_ref().clone()));
-                (format!("value({name})"), v.as_ref().clone())
-            }
-            (ColumnTarget::Field(_, f), CqlType::Udt(u)) => (
-                format!("{name}.{f}"),
-                u.fields
-                    .iter()
-                    .find(|(n, _)| n == f)
-                    .map(|(_, t)| t.clone())
-                    .unwrap_or(CqlType::Blob),
-            ),
-            (_, CqlType::List(e) | CqlType::Set(e)) if c.op == Operator::Contains => {
-                (format!("value({name})"), e.as_ref().clone())
-            }
-            (_, CqlType::Map(_, v)) if c.op == Operator::Contains => {
-                (format!("value({name})"), v.as_ref().clone())
-            }
-            (_, CqlType::Map(k, _)) if c.op == Operator::ContainsKey => {
-                (format!("key({name})"), k.as_ref().clone())
-            }
-            _ => (name.clone(), col.typ.clone()),
+        let Some((key, (spec_name, typ))) = condition_receivers(col, c) else {
+            continue;
         };
+        if let (ColumnTarget::Element(_, k), Some((kname, ktype))) = (&c.target, key) {
+            out.push((k.clone(), kname, ktype));
+        }
         match &c.rhs {
             RelationRhs::Term(term) => out.push((term.clone(), spec_name, typ)),
             RelationRhs::InList(items) => {
@@ -2306,6 +2281,33 @@ fn condition_terms(t: &TableMetadata, conds: &Conditions) -> Vec<(Term, String, 
         }
     }
     out
+}
+
+/// The size Cassandra checks a batch by: the `dataSize` of each partition
+/// update once the batch's statements on the same table and partition are
+/// merged into one (`BatchUpdatesCollector`).
+fn batch_data_size(mutations: &[Mutation]) -> usize {
+    let now = (now_micros() / 1_000_000) as i32;
+    let mut merged: Vec<(&Mutation, Option<Partition>)> = Vec::new();
+    let mut index: std::collections::HashMap<(uuid::Uuid, &Bytes), usize> =
+        std::collections::HashMap::new();
+    for m in mutations {
+        match index.get(&(m.table_id, &m.key.key)) {
+            Some(&i) => {
+                let (first, p) = &mut merged[i];
+                p.get_or_insert_with(|| first.update.clone())
+                    .merge(m.update.clone(), now)
+            }
+            None => {
+                index.insert((m.table_id, &m.key.key), merged.len());
+                merged.push((m, None));
+            }
+        }
+    }
+    merged
+        .iter()
+        .map(|(m, p)| p.as_ref().unwrap_or(&m.update).data_size())
+        .sum()
 }
 
 /// Whether a statement has its own `USING TIMESTAMP`.
@@ -2453,20 +2455,20 @@ enum CasRow {
 /// The conditions on one row of a lightweight transaction (Cassandra's
 /// `CQL3CasRequest.RowCondition`): column conditions keep the values of
 /// their statement.
-enum RowCondition<'a> {
+enum RowCondition {
     NotExists,
     Exists,
-    Columns(Vec<(&'a Condition, &'a Eval<'a>)>),
+    Columns(Vec<BoundCondition>),
 }
 
 /// What a lightweight transaction checks (Cassandra's `CQL3CasRequest`, and
 /// the result columns of `makeCasRequest`).
-struct CasRequest<'a> {
+struct CasRequest {
     table: Arc<TableMetadata>,
     key: DecoratedKey,
-    static_condition: Option<RowCondition<'a>>,
+    static_condition: Option<RowCondition>,
     /// by row, in clustering order
-    conditions: BTreeMap<sibyl_db::ClusteringKey, RowCondition<'a>>,
+    conditions: BTreeMap<sibyl_db::ClusteringKey, RowCondition>,
     /// Whether a statement writes regular rows (any statement) or the
     /// static row (a conditional statement): then every regular (static)
     /// column is read, otherwise only those of `condition_columns`.
@@ -2494,7 +2496,7 @@ fn data_is_live(d: &sibyl_db::ColumnData, now: i32) -> bool {
     }
 }
 
-impl<'a> CasRequest<'a> {
+impl CasRequest {
     fn new(table: Arc<TableMetadata>, key: DecoratedKey) -> Self {
         CasRequest {
             table,
@@ -2512,7 +2514,7 @@ impl<'a> CasRequest<'a> {
     /// conditions apply (`createClustering`: the static row for a
     /// statement on static columns only that names no clustering), and
     /// what they add.
-    fn add_statement(
+    fn add_statement<'a>(
         &mut self,
         t: &TableMetadata,
         c: &BatchChild<'a>,
@@ -2579,11 +2581,17 @@ impl<'a> CasRequest<'a> {
             Conditions::Exists => self.add(&row, RowCondition::Exists)?,
             _ => {
                 if !regular.is_empty() {
-                    let conds = regular.iter().map(|x| (*x, c.ev)).collect();
+                    let conds = regular
+                        .iter()
+                        .map(|x| bind_condition(t, x, c.ev))
+                        .collect::<Result<_>>()?;
                     self.add(&row, RowCondition::Columns(conds))?;
                 }
                 if !statics.is_empty() {
-                    let conds = statics.iter().map(|x| (*x, c.ev)).collect();
+                    let conds = statics
+                        .iter()
+                        .map(|x| bind_condition(t, x, c.ev))
+                        .collect::<Result<_>>()?;
                     self.add(&CasRow::Static, RowCondition::Columns(conds))?;
                 }
             }
@@ -2612,7 +2620,7 @@ impl<'a> CasRequest<'a> {
 
     /// Adds the conditions of a statement on a row to those already there
     /// (`addExistsCondition`, `addConditions`).
-    fn add(&mut self, row: &CasRow, new: RowCondition<'a>) -> Result<()> {
+    fn add(&mut self, row: &CasRow, new: RowCondition) -> Result<()> {
         use RowCondition::*;
         let previous = match row {
             CasRow::Static => self.static_condition.as_mut(),
@@ -2726,13 +2734,13 @@ impl<'a> CasRequest<'a> {
         Ok(true)
     }
 
-    fn holds(&self, c: &RowCondition<'_>, row: Option<&sibyl_db::Row>, now: i32) -> Result<bool> {
+    fn holds(&self, c: &RowCondition, row: Option<&sibyl_db::Row>, now: i32) -> Result<bool> {
         match c {
             RowCondition::NotExists => Ok(row.is_none()),
             RowCondition::Exists => Ok(row.is_some()),
             RowCondition::Columns(conds) => {
-                for (cond, ev) in conds {
-                    if !condition_holds(&self.table, cond, row, ev, now)? {
+                for cond in conds {
+                    if !cond.holds(row, now)? {
                         return Ok(false);
                     }
                 }
@@ -2818,153 +2826,424 @@ impl<'a> CasRequest<'a> {
     }
 }
 
-/// Whether a column condition holds on a row (`ColumnCondition.Bound.appliesTo`;
-/// `None`: the row does not exist).
-fn condition_holds(
-    t: &TableMetadata,
+/// The receivers of a condition (`ColumnCondition.Raw.prepare`): that of
+/// the element accessed (`idx(l)`, `key(m)`), if any, and that of its
+/// values (the column, `value(l)`, `value(m)`, `key(m)` for CONTAINS KEY,
+/// `c.field`); `None` for a field the type does not have.
+#[allow(clippy::type_complexity)]
+fn condition_receivers(
+    col: &ColumnMetadata,
     c: &Condition,
-    row: Option<&sibyl_db::Row>,
-    ev: &Eval<'_>,
-    now: i32,
-) -> Result<bool> {
-    let col = condition_column(t, c)?;
-    let mut cur = row.and_then(|r| sibyl_db::cells::column_value(r, &col.name, &col.typ, now));
-    let mut typ = col.typ.clone();
-    if let ColumnTarget::Element(_, key) = &c.target {
-        // `l[i] op v`, `m[k] op v`: the element is compared
-        let (key_t, elem_t) = match col.typ.unfrozen() {
-            CqlType::List(e) => (CqlType::Int, e.as_ref().clone()),
-            CqlType::Map(k, v) => (k.as_ref().clone(), v.as_ref().clone()),
-            other => {
-                return Err(Error::Invalid(format!(
-                    "Invalid element access syntax for non-collection column {} of type {other}",
-                    col.name
-                )))
-            }
-        };
-        let (kind, key_receiver) = match col.typ.unfrozen() {
-            CqlType::List(_) => ("list", format!("idx({})", col.name)),
-            _ => ("map", format!("key({})", col.name)),
-        };
-        let k = match ev.value(key, &key_t, &key_receiver)? {
-            crate::terms::Val::Set(b) => b,
-            crate::terms::Val::Null => {
-                return Err(Error::Invalid(format!(
-                    "Invalid null value for {kind} element access"
-                )))
-            }
-            crate::terms::Val::Unset => {
-                return Err(Error::Invalid(format!(
-                    "Invalid unset value for {kind} element access"
-                )))
-            }
-        };
-        if kind == "list" {
-            let i = <[u8; 4]>::try_from(k.as_ref())
-                .map(i32::from_be_bytes)
-                .unwrap_or(0);
-            if i < 0 {
-                return Err(Error::Invalid(format!("Invalid negative list index {i}")));
-            }
+) -> Option<(Option<(String, CqlType)>, (String, CqlType))> {
+    let name = &col.name;
+    Some(match (&c.target, col.typ.unfrozen()) {
+        (ColumnTarget::Element(..), CqlType::List(e)) => (
+            Some((format!("idx({name})"), CqlType::Int)),
+            (format!("value({name})"), e.as_ref().clone()),
+        ),
+        (ColumnTarget::Element(..), CqlType::Map(k, v)) => (
+            Some((format!("key({name})"), k.as_ref().clone())),
+            (format!("value({name})"), v.as_ref().clone()),
+        ),
+        (ColumnTarget::Field(_, f), CqlType::Udt(u)) => (
+            None,
+            (
+                format!("{name}.{f}"),
+                u.fields.iter().find(|(n, _)| n == f)?.1.clone(),
+            ),
+        ),
+        (_, CqlType::List(e) | CqlType::Set(e)) if c.op == Operator::Contains => {
+            (None, (format!("value({name})"), e.as_ref().clone()))
         }
-        cur = cur.and_then(|v| match col.typ.unfrozen() {
-            CqlType::List(_) => {
-                let i = <[u8; 4]>::try_from(k.as_ref())
-                    .map(i32::from_be_bytes)
-                    .unwrap_or(-1);
-                sibyl_types::value::deserialize_collection(&v)
-                    .ok()
-                    .and_then(|l| usize::try_from(i).ok().and_then(|i| l.get(i).cloned()))
-            }
-            _ => sibyl_types::value::deserialize_map(&v).ok().and_then(|p| {
-                p.into_iter()
-                    .find(|(x, _)| key_t.compare(x, &k) == std::cmp::Ordering::Equal)
-                    .map(|(_, x)| x)
-            }),
-        });
-        typ = elem_t;
+        (_, CqlType::Map(_, v)) if c.op == Operator::Contains => {
+            (None, (format!("value({name})"), v.as_ref().clone()))
+        }
+        (_, CqlType::Map(k, _)) if c.op == Operator::ContainsKey => {
+            (None, (format!("key({name})"), k.as_ref().clone()))
+        }
+        _ => (None, (name.clone(), col.typ.clone())),
+    })
+}
+
+fn references_duration(t: &CqlType) -> bool {
+    match t {
+        CqlType::Duration => true,
+        CqlType::List(e) | CqlType::Set(e) | CqlType::Frozen(e) | CqlType::Vector(e, _) => {
+            references_duration(e)
+        }
+        CqlType::Map(k, v) => references_duration(k) || references_duration(v),
+        CqlType::Tuple(ts) => ts.iter().any(references_duration),
+        CqlType::Udt(u) => u.fields.iter().any(|(_, t)| references_duration(t)),
+        _ => false,
     }
-    let rel = Relation {
-        lhs: RelationLhs::Column(col.name.clone()),
-        op: c.op,
-        rhs: c.rhs.clone(),
+}
+
+/// The checks `ColumnCondition.Raw.prepare` makes of a condition on
+/// `col` (after those of counters and element access): the field exists,
+/// no slice on durations, CONTAINS (KEY) on a collection (map), and the
+/// values' types (evaluated with every bind marker null).
+fn check_condition(col: &ColumnMetadata, c: &Condition) -> Result<()> {
+    let Some((key, (vname, vtype))) = condition_receivers(col, c) else {
+        let field = match &c.target {
+            ColumnTarget::Field(_, f) => f.as_str(),
+            _ => "",
+        };
+        return Err(Error::Invalid(format!(
+            "Unknown field {field} for column {}",
+            col.name
+        )));
     };
-    // the values' types, for their receivers as Cassandra names them
-    // (`value(l)`, `key(m)`, ...); only = and != compare with null
-    let receiver = match (&c.target, col.typ.unfrozen(), c.op) {
-        (ColumnTarget::Element(..), _, _) => Some((format!("value({})", col.name), typ.clone())),
-        (_, CqlType::List(e) | CqlType::Set(e), Operator::Contains) => {
-            Some((format!("value({})", col.name), e.as_ref().clone()))
-        }
-        (_, CqlType::Map(_, v), Operator::Contains) => {
-            Some((format!("value({})", col.name), v.as_ref().clone()))
-        }
-        (_, CqlType::Map(k, _), Operator::ContainsKey) => {
-            Some((format!("key({})", col.name), k.as_ref().clone()))
-        }
-        _ => None,
-    };
-    if let (Some((name, t)), RelationRhs::Term(term)) = (&receiver, &rel.rhs) {
-        ev.value(term, t, name)?;
-    }
-    if let (Some((name, t)), RelationRhs::InList(items)) = (&receiver, &rel.rhs) {
-        for term in items {
-            ev.value(term, t, name)?;
-        }
-    }
-    if let RelationRhs::InList(items) = &rel.rhs {
-        // IN (..., null) holds on a null value
-        let t = receiver.as_ref().map(|(_, t)| t).unwrap_or(&typ);
-        let mut values = Vec::new();
-        let mut null = false;
-        for term in items {
-            match ev.value(term, t, &col.name)? {
-                crate::terms::Val::Set(b) => values.push(b),
-                _ => null = true,
-            }
-        }
-        if null {
-            if cur.is_none() {
-                return Ok(true);
-            }
-            let f = crate::restrictions::Filter {
-                column: 0,
-                op: Operator::In,
-                values,
-                key: None,
-            };
-            return Ok(crate::restrictions::filter_matches(&f, &typ, cur.as_ref()));
-        }
-    }
-    let contains_on_other =
-        receiver.is_none() && matches!(c.op, Operator::Contains | Operator::ContainsKey);
-    if let (RelationRhs::Term(term), false) = (
-        &rel.rhs,
-        matches!(c.op, Operator::Eq | Operator::Ne) || contains_on_other,
-    ) {
-        let t = receiver.as_ref().map(|(_, t)| t).unwrap_or(&typ);
-        if ev.value(term, t, &col.name)? == crate::terms::Val::Null {
-            return Err(Error::Invalid(format!(
-                "Invalid comparison with null for operator \"{}\"",
-                c.op.as_str()
+    if let ColumnTarget::Field(..) = &c.target {
+        if !matches!(col.typ.unfrozen(), CqlType::Udt(_)) {
+            // Cassandra casts the column's type to a user type
+            return Err(Error::Server(format!(
+                "java.lang.ClassCastException: class {} cannot be cast to class org.apache.cassandra.db.marshal.UserType",
+                col.typ
             )));
         }
     }
-    if let RelationRhs::Term(Term::Null) = &rel.rhs {
-        return Ok(match c.op {
-            Operator::Eq => cur.is_none(),
-            Operator::Ne => cur.is_some(),
-            _ => false,
-        });
+    let checked = match c.target {
+        ColumnTarget::Column(_) => &col.typ,
+        _ => &vtype,
+    };
+    if references_duration(checked)
+        && matches!(
+            c.op,
+            Operator::Lt | Operator::Le | Operator::Gt | Operator::Ge
+        )
+    {
+        let what = match checked.unfrozen() {
+            CqlType::List(_) | CqlType::Set(_) | CqlType::Map(..) => Some("collections"),
+            CqlType::Tuple(_) => Some("tuples"),
+            CqlType::Udt(_) => Some("UDTs"),
+            _ => None,
+        };
+        return Err(Error::Invalid(match what {
+            Some(w) => format!("Slice conditions are not supported on {w} containing durations"),
+            None => format!(
+                "Slice conditions ( {} ) are not supported on durations",
+                c.op.as_str()
+            ),
+        }));
     }
-    let values = crate::restrictions::analyse_condition_values(ev, &rel, &col.name, &typ)?;
-    let f = crate::restrictions::Filter {
-        column: 0,
+    let mut markers = 0;
+    if let ColumnTarget::Element(_, k) = &c.target {
+        count_markers(k, &mut markers);
+    }
+    match &c.rhs {
+        RelationRhs::Term(t) => count_markers(t, &mut markers),
+        RelationRhs::InList(items) => items.iter().for_each(|t| count_markers(t, &mut markers)),
+        RelationRhs::InMarker(m) => markers = markers.max(m.index + 1),
+        RelationRhs::NotNull => {}
+    }
+    let nulls = vec![Value::Null; markers];
+    let bindings = Bindings { values: &nulls };
+    let ev = Eval {
+        bindings: &bindings,
+    };
+    if let (ColumnTarget::Element(_, k), Some((kname, ktype))) = (&c.target, &key) {
+        ev.value(k, ktype, kname)?;
+    }
+    if c.op == Operator::ContainsKey && !matches!(checked.unfrozen(), CqlType::Map(..)) {
+        return Err(Error::Invalid(format!(
+            "Cannot use CONTAINS KEY on non-map column {}",
+            receiver_label(col, c, &vname)
+        )));
+    }
+    if c.op == Operator::Contains
+        && !matches!(
+            checked.unfrozen(),
+            CqlType::List(_) | CqlType::Set(_) | CqlType::Map(..)
+        )
+    {
+        return Err(Error::Invalid(format!(
+            "Cannot use CONTAINS on non-collection column {}",
+            receiver_label(col, c, &vname)
+        )));
+    }
+    match &c.rhs {
+        RelationRhs::Term(t) => {
+            ev.value(t, &vtype, &vname)?;
+        }
+        RelationRhs::InList(items) => {
+            for t in items {
+                ev.value(t, &vtype, &vname)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The name of a condition's receiver in the CONTAINS checks: the column,
+/// or the element's or field's receiver.
+fn receiver_label(col: &ColumnMetadata, c: &Condition, vname: &str) -> String {
+    match c.target {
+        ColumnTarget::Column(_) => col.name.clone(),
+        _ => vname.to_string(),
+    }
+}
+
+/// How many bind markers a term needs (its largest index plus one).
+fn count_markers(t: &Term, n: &mut usize) {
+    match t {
+        Term::Bind(m) => *n = (*n).max(m.index + 1),
+        Term::List(items) | Term::Set(items) | Term::Tuple(items) => {
+            items.iter().for_each(|t| count_markers(t, n))
+        }
+        Term::Map(pairs) => pairs.iter().for_each(|(k, v)| {
+            count_markers(k, n);
+            count_markers(v, n)
+        }),
+        Term::UserType(fields) => fields.iter().for_each(|(_, t)| count_markers(t, n)),
+        Term::Function { args, .. } => args.iter().for_each(|t| count_markers(t, n)),
+        Term::Cast { term, .. } | Term::Negate(term) => count_markers(term, n),
+        Term::Arith { lhs, rhs, .. } => {
+            count_markers(lhs, n);
+            count_markers(rhs, n)
+        }
+        Term::Constant(_) | Term::Null => {}
+    }
+}
+
+/// What a condition compares: the column, an element, a UDT field.
+enum CondAccess {
+    Whole,
+    Element(Bytes),
+    Field(usize),
+}
+
+/// A column condition with its values bound (`ColumnCondition.Bound`):
+/// `None` values are nulls.
+struct BoundCondition {
+    column: String,
+    typ: CqlType,
+    access: CondAccess,
+    op: Operator,
+    values: Vec<Option<Bytes>>,
+}
+
+/// Binds a condition's values (`ColumnCondition.bind`).
+fn bind_condition(t: &TableMetadata, c: &Condition, ev: &Eval<'_>) -> Result<BoundCondition> {
+    let col = condition_column(t, c)?;
+    let Some((key, (vname, vtype))) = condition_receivers(col, c) else {
+        return check_condition(col, c).map(|_| unreachable!());
+    };
+    let unset = || Error::Invalid("Invalid 'unset' value in condition".into());
+    let access = match (&c.target, key) {
+        (ColumnTarget::Element(_, k), Some((kname, ktype))) => {
+            match ev.value(k, &ktype, &kname)? {
+                crate::terms::Val::Set(b) => CondAccess::Element(b),
+                crate::terms::Val::Null => {
+                    let what = match col.typ.unfrozen() {
+                        CqlType::Map(..) => "map",
+                        _ => "list",
+                    };
+                    return Err(Error::Invalid(format!(
+                        "Invalid null value for {what} element access"
+                    )));
+                }
+                crate::terms::Val::Unset => return Err(unset()),
+            }
+        }
+        (ColumnTarget::Field(_, f), _) => match col.typ.unfrozen() {
+            CqlType::Udt(u) => {
+                CondAccess::Field(u.fields.iter().position(|(n, _)| n == f).unwrap_or(0))
+            }
+            _ => CondAccess::Whole,
+        },
+        _ => CondAccess::Whole,
+    };
+    let mut values = Vec::new();
+    match &c.rhs {
+        RelationRhs::Term(term) => match ev.value(term, &vtype, &vname)? {
+            crate::terms::Val::Set(b) => values.push(Some(b)),
+            crate::terms::Val::Null => values.push(None),
+            crate::terms::Val::Unset => return Err(unset()),
+        },
+        RelationRhs::InList(items) => {
+            for it in items {
+                match ev.value(it, &vtype, &vname)? {
+                    crate::terms::Val::Set(b) => values.push(Some(b)),
+                    crate::terms::Val::Null => values.push(None),
+                    crate::terms::Val::Unset => {}
+                }
+            }
+        }
+        RelationRhs::InMarker(m) => {
+            let lt = CqlType::List(Box::new(vtype.clone()));
+            match ev.value(&Term::Bind(m.clone()), &lt, &format!("in({vname})"))? {
+                crate::terms::Val::Set(b) => values.extend(
+                    sibyl_types::value::deserialize_collection(&b)
+                        .map_err(|e| Error::Invalid(e.to_string()))?
+                        .into_iter()
+                        .map(Some),
+                ),
+                crate::terms::Val::Null => {
+                    return Err(Error::Invalid("Invalid null list in IN condition".into()))
+                }
+                crate::terms::Val::Unset => return Err(unset()),
+            }
+        }
+        RelationRhs::NotNull => {}
+    }
+    Ok(BoundCondition {
+        column: col.name.clone(),
+        typ: col.typ.clone(),
+        access,
         op: c.op,
         values,
-        key: None,
+    })
+}
+
+/// `Bound.compareWithOperator`: whether `other` (the row's value) `op`
+/// `value` holds.
+fn compare_with_operator(
+    op: Operator,
+    typ: &CqlType,
+    value: Option<&Bytes>,
+    other: Option<&Bytes>,
+) -> Result<bool> {
+    use std::cmp::Ordering::*;
+    let Some(value) = value else {
+        return match op {
+            Operator::Eq => Ok(other.is_none()),
+            Operator::Ne => Ok(other.is_some()),
+            _ => Err(Error::Invalid(format!(
+                "Invalid comparison with null for operator \"{}\"",
+                op.as_str()
+            ))),
+        };
     };
-    Ok(crate::restrictions::filter_matches(&f, &typ, cur.as_ref()))
+    let Some(other) = other else {
+        return Ok(op == Operator::Ne);
+    };
+    Ok(match op {
+        Operator::Contains => match typ.unfrozen() {
+            CqlType::List(e) | CqlType::Set(e) => sibyl_types::value::deserialize_collection(other)
+                .map(|els| els.iter().any(|x| e.compare(x, value) == Equal))
+                .unwrap_or(false),
+            CqlType::Map(_, vt) => sibyl_types::value::deserialize_map(other)
+                .map(|ps| ps.iter().any(|(_, x)| vt.compare(x, value) == Equal))
+                .unwrap_or(false),
+            _ => false,
+        },
+        Operator::ContainsKey => match typ.unfrozen() {
+            CqlType::Map(kt, _) => sibyl_types::value::deserialize_map(other)
+                .map(|ps| ps.iter().any(|(k, _)| kt.compare(k, value) == Equal))
+                .unwrap_or(false),
+            _ => false,
+        },
+        _ => ordering_satisfies(op, typ.compare(other, value)),
+    })
+}
+
+fn ordering_satisfies(op: Operator, o: std::cmp::Ordering) -> bool {
+    use std::cmp::Ordering::*;
+    match op {
+        Operator::Eq | Operator::In => o == Equal,
+        Operator::Ne => o != Equal,
+        Operator::Lt => o == Less,
+        Operator::Le => o != Greater,
+        Operator::Gt => o == Greater,
+        Operator::Ge => o != Less,
+        _ => false,
+    }
+}
+
+impl BoundCondition {
+    /// Whether the condition holds on a row (`Bound.appliesTo`; `None`:
+    /// the row does not exist).
+    fn holds(&self, row: Option<&sibyl_db::Row>, now: i32) -> Result<bool> {
+        let cur = row.and_then(|r| sibyl_db::cells::column_value(r, &self.column, &self.typ, now));
+        // an IN compares with `=`
+        let op = if self.op == Operator::In {
+            Operator::Eq
+        } else {
+            self.op
+        };
+        let any = |typ: &CqlType, other: Option<&Bytes>| -> Result<bool> {
+            for v in &self.values {
+                if compare_with_operator(op, typ, v.as_ref(), other)? {
+                    return Ok(true);
+                }
+            }
+            Ok(false)
+        };
+        match &self.access {
+            CondAccess::Element(k) => match self.typ.unfrozen() {
+                CqlType::List(e) => {
+                    let idx = <[u8; 4]>::try_from(k.as_ref())
+                        .map(i32::from_be_bytes)
+                        .unwrap_or(0);
+                    if idx < 0 && (self.typ.is_multi_cell() || cur.is_some()) {
+                        return Err(Error::Invalid(format!("Invalid negative list index {idx}")));
+                    }
+                    let elem = cur.and_then(|v| {
+                        sibyl_types::value::deserialize_collection(&v)
+                            .ok()
+                            .and_then(|l| l.get(idx as usize).cloned())
+                    });
+                    any(e, elem.as_ref())
+                }
+                CqlType::Map(kt, vt) => {
+                    let elem = cur.and_then(|v| {
+                        sibyl_types::value::deserialize_map(&v).ok().and_then(|p| {
+                            p.into_iter()
+                                .find(|(x, _)| kt.compare(x, k) == std::cmp::Ordering::Equal)
+                                .map(|(_, x)| x)
+                        })
+                    });
+                    any(vt, elem.as_ref())
+                }
+                _ => Ok(false),
+            },
+            CondAccess::Field(i) => {
+                let CqlType::Udt(u) = self.typ.unfrozen() else {
+                    return Ok(false);
+                };
+                let field = cur.and_then(|v| {
+                    sibyl_types::value::deserialize_tuple(&v)
+                        .ok()
+                        .and_then(|fs| fs.get(*i).cloned().flatten())
+                });
+                any(&u.fields[*i].1, field.as_ref())
+            }
+            CondAccess::Whole
+                if self.typ.is_multi_cell()
+                    && matches!(
+                        self.typ.unfrozen(),
+                        CqlType::List(_) | CqlType::Set(_) | CqlType::Map(..)
+                    ) =>
+            {
+                // `MultiCellCollectionBound`: no cell is an empty collection
+                for v in &self.values {
+                    let Some(v) = v else {
+                        match op {
+                            Operator::Eq if cur.is_none() => return Ok(true),
+                            Operator::Eq => continue,
+                            Operator::Ne => return Ok(cur.is_some()),
+                            _ => {
+                                return Err(Error::Invalid(format!(
+                                    "Invalid comparison with null for operator \"{}\"",
+                                    op.as_str()
+                                )))
+                            }
+                        }
+                    };
+                    let whole = cur.clone().unwrap_or_else(|| match self.typ.unfrozen() {
+                        CqlType::Map(..) => sibyl_types::value::serialize_map(&[]),
+                        _ => sibyl_types::value::serialize_collection(&[]),
+                    });
+                    if compare_with_operator(op, &self.typ, Some(v), Some(&whole))? {
+                        return Ok(true);
+                    }
+                }
+                Ok(false)
+            }
+            CondAccess::Whole => any(&self.typ, cur.as_ref()),
+        }
+    }
 }
 
 /// Paxos's `updateAllTimestamp`: every write of a lightweight transaction
@@ -3826,6 +4105,66 @@ mod lwt_tests {
         assert_eq!(
             r.cells.get("w").and_then(|d| d.single()).unwrap().timestamp,
             99
+        );
+    }
+
+    #[test]
+    fn condition_values_compare_as_cassandras_bounds() {
+        let one = Bytes::copy_from_slice(&1i32.to_be_bytes());
+        let cmp = |op, v: Option<&Bytes>, row: Option<&Bytes>| {
+            compare_with_operator(op, &CqlType::Int, v, row)
+        };
+        // a null condition value: = and != test for a missing value
+        assert!(cmp(Operator::Eq, None, None).unwrap());
+        assert!(!cmp(Operator::Eq, None, Some(&one)).unwrap());
+        assert!(cmp(Operator::Ne, None, Some(&one)).unwrap());
+        assert_eq!(
+            cmp(Operator::Gt, None, Some(&one)).unwrap_err().to_string(),
+            Error::Invalid("Invalid comparison with null for operator \">\"".into()).to_string()
+        );
+        // a missing value only differs from a value
+        assert!(cmp(Operator::Ne, Some(&one), None).unwrap());
+        assert!(!cmp(Operator::Lt, Some(&one), None).unwrap());
+        // an empty value sorts first
+        assert!(cmp(Operator::Lt, Some(&one), Some(&Bytes::new())).unwrap());
+    }
+
+    #[test]
+    fn a_batch_is_sized_with_its_updates_to_one_partition_merged() {
+        use sibyl_db::{Cell, ColumnData, Row};
+        let t = table("CREATE TABLE t (k int, c int, v text, PRIMARY KEY (k, c))");
+        let update = |c: i32, v: Option<&'static [u8]>| {
+            let mut row = Row::default();
+            let cell = match v {
+                Some(v) => Cell::live(7, Bytes::from_static(v)),
+                None => Cell::tombstone(7, 1),
+            };
+            row.cells.insert("v", ColumnData::Simple(cell));
+            let mut p = Partition::new();
+            p.rows.insert(
+                sibyl_db::ClusteringKey::row(
+                    vec![Bytes::copy_from_slice(&c.to_be_bytes())],
+                    t.comparator.clone(),
+                ),
+                row,
+            );
+            Mutation {
+                table_id: t.id,
+                key: DecoratedKey::new(Bytes::from_static(&[0, 0, 0, 1])),
+                update: p,
+            }
+        };
+        // partition 8 + static row 21 + row (4 + 8 + 13 + cell 20 + 3)
+        assert_eq!(batch_data_size(&[update(1, Some(b"abc"))]), 77);
+        // a second row of the same partition adds a row only
+        assert_eq!(
+            batch_data_size(&[update(1, Some(b"abc")), update(2, Some(b"abc"))]),
+            77 + 48
+        );
+        // a deletion of the same cell replaces its value
+        assert_eq!(
+            batch_data_size(&[update(1, Some(b"abc")), update(1, None)]),
+            74
         );
     }
 

@@ -157,7 +157,7 @@ fn row_to_json(columns: &[ColumnSpec], row: &[Option<Bytes>]) -> Bytes {
         out.push_str(&sibyl_types::json_string(&json_key(&c.name)));
         out.push_str(": ");
         match v {
-            Some(v) => out.push_str(&c.typ.to_json(v)),
+            Some(v) => out.push_str(&c.typ.to_json_value(v)),
             None => out.push_str("null"),
         }
     }
@@ -653,6 +653,10 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
             if !crate::functions::cast_supported(&from, &to) {
                 return Err(crate::functions::cast_error(&to));
             }
+            if from == to {
+                // a cast to the selector's own type is no selector at all
+                return Ok((n, from, e));
+            }
             Ok((
                 format!("cast({n} as {})", typ.to_lowercase()),
                 to.clone(),
@@ -822,6 +826,9 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
                     Ok((fname, t, Expr::Nullary(lname)))
                 }
                 _ => {
+                    if lname == "blobasblob" {
+                        return Err(Error::Invalid(format!("Unknown function '{name}'")));
+                    }
                     if let Some(tname) = lname.strip_suffix("asblob") {
                         arity(1)?;
                         let (_, _, e) = it
@@ -1328,6 +1335,16 @@ fn eval(
             None => None,
         },
         Expr::Cast(x, from, to) => match eval(x, cell, meta)? {
+            // an empty value of a type read as a Java object is a null
+            Some(v)
+                if v.is_empty()
+                    && !matches!(
+                        from.unfrozen(),
+                        CqlType::Text | CqlType::Ascii | CqlType::Blob
+                    ) =>
+            {
+                None
+            }
             Some(v) => Some(crate::functions::cast(from, to, &v)?),
             None => None,
         },
@@ -2056,7 +2073,19 @@ pub async fn execute(
     let mut agg = Agg::new(sel.outs.len());
     let mut next_state: Option<PagingState> = None;
 
-    // partition iteration
+    // partition iteration (`QueryProcessor.validateKey` of each key first)
+    for k in r.partition_keys.iter().flatten() {
+        if k.is_empty() {
+            return Err(Error::Invalid("Key may not be empty".into()));
+        }
+        if k.len() > u16::MAX as usize {
+            return Err(Error::Invalid(format!(
+                "Key length of {} is longer than maximum of {}",
+                k.len(),
+                u16::MAX
+            )));
+        }
+    }
     let fixed_keys: Option<Vec<DecoratedKey>> = r.partition_keys.as_ref().map(|keys| {
         let mut ks: Vec<DecoratedKey> = keys.iter().map(|k| DecoratedKey::new(k.clone())).collect();
         if keys.len() > 1 {
@@ -2569,7 +2598,8 @@ fn emit(
                 }
             }
             Out::Sum(i) | Out::Avg(i) => {
-                if let Some(v) = v {
+                // an empty value is no number: sum and avg skip it
+                if let Some(v) = v.as_ref().filter(|v| !v.is_empty()) {
                     agg.counts[j] += 1;
                     match &table.columns[*i].typ {
                         CqlType::Float if v.len() == 4 => {

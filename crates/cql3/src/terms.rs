@@ -206,7 +206,9 @@ impl<'a> Eval<'a> {
             ),
             Term::List(items) | Term::Set(items) => {
                 let (elem_t, is_set) = match t.unfrozen() {
-                    CqlType::List(e) => (e.as_ref().clone(), false),
+                    CqlType::List(e) if matches!(term, Term::List(_)) => {
+                        (e.as_ref().clone(), false)
+                    }
                     CqlType::Set(e) => (e.as_ref().clone(), true),
                     CqlType::Vector(e, n) => {
                         if items.len() != *n as usize {
@@ -228,7 +230,12 @@ impl<'a> Eval<'a> {
                                 _ => err,
                             })?;
                             match v {
-                                Val::Set(b) => out.push(b),
+                                // an empty value of a fixed-length type is a null
+                                Val::Set(b)
+                                    if !b.is_empty() || sibyl_types::fixed_len(e).is_none() =>
+                                {
+                                    out.push(b)
+                                }
                                 _ => {
                                     return Err(Error::Invalid(
                                         "null is not supported inside vectors".into(),
@@ -291,7 +298,12 @@ impl<'a> Eval<'a> {
                     CqlType::Udt(_) if pairs.is_empty() => {
                         return Ok(Val::Set(value::serialize_tuple(&[])))
                     }
-                    // `{}` is a set literal to Cassandra
+                    // `{}` is an empty set literal (`Sets.Literal`)
+                    _ if pairs.is_empty() => {
+                        return Err(Error::Invalid(format!(
+                            "Invalid set literal for {receiver} of type {t}"
+                        )))
+                    }
                     _ => {
                         let what = if pairs.is_empty() { "set" } else { "map" };
                         return Err(Error::Invalid(format!(
@@ -417,11 +429,19 @@ impl<'a> Eval<'a> {
                         if j == sibyl_types::json::Json::Null {
                             return Ok(Val::Null);
                         }
-                        t.from_json(&j).map(Val::Set).map_err(|e| {
+                        let v = t.from_json(&j).map_err(|e| {
                             failure(format!(
                                 "org.apache.cassandra.serializers.MarshalException: {e}"
                             ))
-                        })
+                        })?;
+                        if t.validate(&v).is_err() {
+                            // `""` makes an empty value that some types refuse
+                            let hex: String = v.iter().map(|x| format!("{x:02x}")).collect();
+                            return Err(Error::Server(format!(
+                                "java.lang.RuntimeException: Return of function system.fromjson : (text) -> {t} ({hex}) is not a valid value for its declared return type {t}"
+                            )));
+                        }
+                        Ok(Val::Set(v))
                     }
                     other => Ok(if other == Val::Unset {
                         Val::Unset
@@ -646,7 +666,10 @@ impl<'a> Eval<'a> {
                 ))
             }
             _ => {
-                // typeAsBlob / blobAsType
+                // typeAsBlob / blobAsType (BytesConversionFcts: none for blob)
+                if lname == "blobasblob" {
+                    return Err(unknown_function(&lname));
+                }
                 if let Some(tname) = lname.strip_suffix("asblob") {
                     arity(1)?;
                     let t =
@@ -660,7 +683,7 @@ impl<'a> Eval<'a> {
                         CqlType::parse(tname, &|_| None).map_err(|_| unknown_function(&lname))?;
                     let v = self.value(&args[0], &CqlType::Blob, "arg0")?;
                     if let Val::Set(b) = &v {
-                        t.validate(b).map_err(|e| Error::Invalid(e.to_string()))?;
+                        t.validate(b).map_err(|_| invalid_blob_as(tname, b))?;
                     }
                     return Ok((t, v));
                 }
@@ -710,10 +733,19 @@ fn literal_element(
     }
 }
 
-/// A term calling an unknown function (a selector's wording differs:
-/// `Unknown function 'f'`).
+/// `FunctionCall.Raw.prepare`'s error for a function no keyspace has
+/// (the name as written, identifiers case-folded).
 fn unknown_function(name: &str) -> Error {
-    Error::Invalid(format!("Unknown function {name} called"))
+    Error::Invalid(format!("Unknown function {} called", name.to_lowercase()))
+}
+
+/// `BytesConversionFcts.makeFromBlobFunction`'s error for bytes that are
+/// not a value of the type (named as the function names it).
+pub fn invalid_blob_as(tname: &str, b: &[u8]) -> Error {
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    Error::Invalid(format!(
+        "In call to function system.blobas{tname}, value 0x{hex} is not a valid binary representation for type {tname}"
+    ))
 }
 
 fn result_type(f: &str) -> CqlType {

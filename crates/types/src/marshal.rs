@@ -1366,6 +1366,20 @@ impl CqlType {
         scalar_text(self.unfrozen(), v, true).unwrap_or_else(|| hex(v))
     }
 
+    /// A value as `SELECT JSON` and collections render it: an empty value
+    /// of a type that has one is `""` (`toJson()` says `null`).
+    pub fn to_json_value(&self, v: &[u8]) -> String {
+        if v.is_empty()
+            && !matches!(
+                self.unfrozen(),
+                CqlType::Text | CqlType::Ascii | CqlType::Blob | CqlType::Custom(_)
+            )
+        {
+            return "\"\"".into();
+        }
+        self.to_json(v)
+    }
+
     /// Cassandra's `toJson()` rendering of a value (as `AbstractType.toJSONString`).
     pub fn to_json(&self, v: &[u8]) -> String {
         let t = self.unfrozen();
@@ -1418,7 +1432,7 @@ impl CqlType {
                 Ok(xs) => format!(
                     "[{}]",
                     xs.iter()
-                        .map(|x| e.to_json(x))
+                        .map(|x| e.to_json_value(x))
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),
@@ -1429,13 +1443,13 @@ impl CqlType {
                     let items: Vec<String> = xs
                         .iter()
                         .map(|(a, b)| {
-                            let key = k.to_json(a);
+                            let key = k.to_json_value(a);
                             let key = if key.starts_with('"') {
                                 key
                             } else {
                                 json_string(&key)
                             };
-                            format!("{key}: {}", val.to_json(b))
+                            format!("{key}: {}", val.to_json_value(b))
                         })
                         .collect();
                     format!("{{{}}}", items.join(", "))
@@ -1448,7 +1462,7 @@ impl CqlType {
                         .iter()
                         .enumerate()
                         .map(|(i, t)| match fs.get(i) {
-                            Some(Some(f)) => t.to_json(f),
+                            Some(Some(f)) => t.to_json_value(f),
                             _ => "null".into(),
                         })
                         .collect();
@@ -1464,7 +1478,7 @@ impl CqlType {
                         .enumerate()
                         .map(|(i, (n, t))| {
                             let val = match fs.get(i) {
-                                Some(Some(f)) => t.to_json(f),
+                                Some(Some(f)) => t.to_json_value(f),
                                 _ => "null".into(),
                             };
                             let name = if n.to_lowercase() == *n {
@@ -1483,7 +1497,7 @@ impl CqlType {
                 Ok(xs) => format!(
                     "[{}]",
                     xs.iter()
-                        .map(|x| e.to_json(x))
+                        .map(|x| e.to_json_value(x))
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),
@@ -1753,7 +1767,7 @@ fn validate_fields<'a>(
 }
 
 /// The serialized size of a fixed-length type inside a vector.
-fn fixed_len(t: &CqlType) -> Option<usize> {
+pub fn fixed_len(t: &CqlType) -> Option<usize> {
     match t.unfrozen() {
         CqlType::Boolean => Some(1),
         CqlType::Int | CqlType::Float | CqlType::Date => Some(4),
