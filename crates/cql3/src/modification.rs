@@ -76,7 +76,8 @@ pub fn write_params(
                 }
                 ttl as i32
             }
-            Val::Null => return Err(Error::Invalid("Invalid null value of TTL".into())),
+            // a null TTL is no TTL (Cassandra 5.0's `Attributes.getTimeToLive`)
+            Val::Null => 0,
             Val::Unset => table.params.default_time_to_live,
         },
         None => table.params.default_time_to_live,
