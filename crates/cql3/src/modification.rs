@@ -76,7 +76,8 @@ pub fn write_params(
                 }
                 ttl as i32
             }
-            Val::Null => return Err(Error::Invalid("Invalid null value of TTL".into())),
+            // a null TTL is no TTL (Cassandra 5.0's `Attributes.getTimeToLive`)
+            Val::Null => 0,
             Val::Unset => table.params.default_time_to_live,
         },
         None => table.params.default_time_to_live,
@@ -145,6 +146,11 @@ pub fn insert(
     default_ts: i64,
     now: i32,
 ) -> Result<Vec<Mutation>> {
+    if table.is_counter {
+        return Err(Error::Invalid(
+            "INSERT statements are not allowed on counter tables, use UPDATE instead".into(),
+        ));
+    }
     let wp = write_params(table, &ins.using, ev, default_ts, now)?;
     let Some(json) = &ins.json else {
         return insert_values(table, ins, ev, wp, now, false);
@@ -287,8 +293,13 @@ fn insert_values(
                 "The column names contains duplicates".into(),
             ));
         }
-        if table.column(c).is_none() {
-            return Err(undefined(table, c));
+    }
+    // column by column, as Cassandra prepares them: the column, then the
+    // value of one outside the primary key (its operation)
+    for (c, term) in ins.columns.iter().zip(&ins.values) {
+        let col = table.column(c).ok_or_else(|| undefined(table, c))?;
+        if !col.kind.is_primary_key() {
+            ev.value(term, &col.typ, c)?;
         }
     }
     let find = |name: &str| ins.columns.iter().position(|c| c == name);
@@ -485,17 +496,10 @@ pub fn update(
     prepare_assignments(table, up, ev)?;
     let columns: Vec<&str> = up.assignments.iter().map(|a| a.target.column()).collect();
     let only_static = applies_only_to_static(table, &columns, &up.conditions);
-    check_where(table, &up.where_clause, ev, "UPDATE", only_static)?;
-    let r = analyse(
-        table,
-        &without_token(&up.where_clause),
-        ev,
-        if only_static {
-            Purpose::Delete
-        } else {
-            Purpose::Update
-        },
-    )?;
+    let all_eq = check_where(table, &up.where_clause, ev, "UPDATE", only_static)?;
+    // (`check_where` made the UPDATE's own checks: an empty IN on the
+    // clustering is no row, as for a DELETE)
+    let r = analyse(table, &without_token(&up.where_clause), ev, Purpose::Delete)?;
     let keys = keep_token(
         table,
         &up.where_clause,
@@ -508,6 +512,8 @@ pub fn update(
         match r.clusterings.clone() {
             Some(c) => c,
             None if only_static && !r.has_clustering_restriction => Vec::new(),
+            // an empty IN: no row
+            None if all_eq => Vec::new(),
             None => {
                 return Err(Error::Invalid(format!(
                     "Some clustering keys are missing: {}",
@@ -977,7 +983,7 @@ pub fn delete(
             } else {
                 match &r.clusterings {
                     Some(c) => c.clone(),
-                    None if only_static => Vec::new(),
+                    None if only_static || all_eq => Vec::new(),
                     // `DeleteStatement.addUpdateForKey`
                     None => {
                         return Err(Error::Invalid(

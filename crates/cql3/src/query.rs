@@ -386,7 +386,13 @@ impl QueryProcessor {
                             | AssignOp::Prepend(t)
                             | AssignOp::Remove(t) => t,
                         };
-                        extra.push((term, c.to_string(), vt));
+                        // Cassandra's receivers: value(l), value(m), ud.a
+                        let name = match &a.target {
+                            ColumnTarget::Element(..) => format!("value({c})"),
+                            ColumnTarget::Field(_, f) => format!("{c}.{f}"),
+                            ColumnTarget::Column(_) => c.to_string(),
+                        };
+                        extra.push((term, name, vt));
                     }
                     (
                         &u.table,
@@ -396,7 +402,27 @@ impl QueryProcessor {
                     )
                 }
                 Statement::Delete(d) => {
+                    let t = self.table(&d.table, client, ks)?;
                     let mut extra = Vec::new();
+                    for target in &d.columns {
+                        let (ColumnTarget::Element(c, idx), Some(col)) =
+                            (target, t.column(target.column()))
+                        else {
+                            continue;
+                        };
+                        match col.typ.unfrozen() {
+                            CqlType::List(_) => {
+                                extra.push((idx, format!("idx({c})"), CqlType::Int))
+                            }
+                            CqlType::Set(e) => {
+                                extra.push((idx, format!("value({c})"), e.as_ref().clone()))
+                            }
+                            CqlType::Map(k, _) => {
+                                extra.push((idx, format!("key({c})"), k.as_ref().clone()))
+                            }
+                            _ => {}
+                        }
+                    }
                     using_specs(&d.using, &mut extra);
                     (
                         &d.table,
