@@ -118,6 +118,10 @@ impl Parser {
         &self.toks[i]
     }
 
+    fn is_sym_at(&self, n: usize, sym: &'static str) -> bool {
+        self.peek_at(n).tok == Tok::Sym(sym)
+    }
+
     fn peek_at(&self, n: usize) -> &Token {
         let i = (self.pos + n).min(self.toks.len() - 1);
         &self.toks[i]
@@ -1766,6 +1770,18 @@ impl Parser {
         Ok(out)
     }
 
+    /// A table's property: ANTLR decides between `name = value`, COMPACT
+    /// STORAGE and CLUSTERING ORDER on two tokens, so a name that `=`
+    /// does not follow fails that decision (`no viable alternative` at
+    /// the second token).
+    fn table_property(&mut self) -> PResult<Property> {
+        let named = matches!(self.peek().tok, Tok::Ident(_) | Tok::QuotedIdent(_));
+        if named && !self.is_sym_at(1, "=") {
+            return Err(self.no_viable_after(self.pos));
+        }
+        self.property()
+    }
+
     /// One `name = value` property; the value is a constant, an identifier or a map.
     fn property(&mut self) -> PResult<Property> {
         let name = self.ident_any()?;
@@ -2026,12 +2042,12 @@ impl Parser {
                         }
                         self.expect_sym(",")?;
                     }
-                } else if self.is_kw("compact") {
+                } else if self.is_kw("compact") && self.is_kw_at(1, "storage") {
                     self.advance();
-                    self.expect_kw("storage")?;
+                    self.advance();
                     compact_storage = true;
                 } else {
-                    properties.push(self.property()?);
+                    properties.push(self.table_property()?);
                 }
                 if !self.eat_kw("and") {
                     break;
@@ -2192,7 +2208,14 @@ impl Parser {
                 let typ = self.type_text()?;
                 AlterTableOp::Alter { column, typ }
             } else if self.eat_kw("with") {
-                AlterTableOp::With(self.properties()?)
+                let mut props = Vec::new();
+                loop {
+                    props.push(self.table_property()?);
+                    if !self.eat_kw("and") {
+                        break;
+                    }
+                }
+                AlterTableOp::With(props)
             } else {
                 return Err(self.no_viable());
             };

@@ -512,6 +512,15 @@ pub fn update(
         match r.clusterings.clone() {
             Some(c) => c,
             None if only_static && !r.has_clustering_restriction => Vec::new(),
+            // a dense COMPACT STORAGE table's row under a clustering prefix
+            // (`check_where` let only an equality prefix through)
+            None if table.is_dense() && r.has_clustering_restriction => r
+                .slices
+                .iter()
+                .flatten()
+                .map(|(start, _)| start.values.clone())
+                .filter(|p| !p.is_empty())
+                .collect(),
             // an empty IN: no row
             None if all_eq => Vec::new(),
             None => {
@@ -1417,7 +1426,21 @@ pub fn check_where(
             .filter(|(k, _)| !restricted.contains_key(&(pk_n + k)))
             .map(|(_, c)| c.name.as_str())
             .collect();
-        if !only_static && !unrestricted.is_empty() {
+        // a dense COMPACT STORAGE table takes a clustering prefix
+        if table.is_dense() && !ck.is_empty() && !unrestricted.is_empty() {
+            let given: Vec<bool> = (0..table.clustering_count)
+                .map(|k| restricted.contains_key(&(pk_n + k)))
+                .collect();
+            if let Some(gap) = given.iter().position(|g| !g) {
+                if let Some(after) = given[gap..].iter().position(|g| *g) {
+                    return Err(Error::Invalid(format!(
+                        "PRIMARY KEY column \"{}\" cannot be restricted as preceding column \"{}\" is not restricted",
+                        table.clustering()[gap + after].name,
+                        table.clustering()[gap].name
+                    )));
+                }
+            }
+        } else if !only_static && !unrestricted.is_empty() {
             return Err(Error::Invalid(format!(
                 "Some clustering keys are missing: {}",
                 unrestricted.join(", ")

@@ -784,17 +784,7 @@ pub fn analyse(
     let full = prefixes.first().map(|p| p.len()).unwrap_or(0) == ck_n
         && slice_at.is_none()
         && multi_slices.is_none();
-    // a dense COMPACT STORAGE table takes writes under a clustering prefix
-    let dense_prefix = purpose == Purpose::Update
-        && table.is_dense()
-        && slice_at.is_none()
-        && multi_slices.is_none()
-        && prefixes.first().is_some_and(|p| !p.is_empty());
-    let clusterings = if full || dense_prefix {
-        Some(prefixes.clone())
-    } else {
-        None
-    };
+    let clusterings = if full { Some(prefixes.clone()) } else { None };
     let slices = if !has_clustering_restriction {
         None
     } else if let Some(ms) = multi_slices {
@@ -885,7 +875,7 @@ pub fn analyse(
         }
         Some(out)
     };
-    if purpose == Purpose::Update && ck_n > 0 && !full && !dense_prefix {
+    if purpose == Purpose::Update && ck_n > 0 && !full {
         let missing: Vec<&str> = table
             .clustering()
             .iter()
