@@ -411,6 +411,9 @@ pub struct CreateTable {
     pub clustering_order: Vec<Ordering>,
     pub compact_storage: bool,
     pub properties: Vec<Property>,
+    /// PRIMARY KEY given more than once: Cassandra refuses the statement
+    /// as it reads it (an invalid request, not a syntax error).
+    pub multiple_primary_keys: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -432,6 +435,8 @@ pub struct AlterTable {
     pub name: QualifiedName,
     pub if_exists: bool,
     pub op: AlterTableOp,
+    /// `ADD IF NOT EXISTS`, `DROP IF EXISTS`, `RENAME IF EXISTS`.
+    pub if_column_exists: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -519,6 +524,10 @@ pub enum Statement {
         if_exists: bool,
         add: Option<(String, String)>,
         renames: Vec<(String, String)>,
+        /// `ADD IF NOT EXISTS` / `RENAME IF EXISTS`.
+        if_field_exists: bool,
+        /// `ALTER f TYPE t` (no longer supported).
+        alter_field: Option<(String, String)>,
     },
     CreateIndex(CreateIndex),
     DropIndex {

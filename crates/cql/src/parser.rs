@@ -59,6 +59,32 @@ struct Parser {
     depth: usize,
 }
 
+/// The native types' names, which Cassandra's lexer reads as keywords: a
+/// user type cannot take them.
+const NATIVE_TYPE_NAMES: [&str; 21] = [
+    "ascii",
+    "bigint",
+    "blob",
+    "boolean",
+    "counter",
+    "date",
+    "decimal",
+    "double",
+    "duration",
+    "float",
+    "inet",
+    "int",
+    "smallint",
+    "text",
+    "time",
+    "timestamp",
+    "timeuuid",
+    "tinyint",
+    "uuid",
+    "varchar",
+    "varint",
+];
+
 /// The deepest nesting of terms, selectors, types and relations (and the
 /// longest chain of arithmetic operators) a statement may have. Everything
 /// recursive after the parser (planning, evaluation, printing) stays within
@@ -276,10 +302,55 @@ impl Parser {
         }
     }
 
+    /// Whether the next token is `""`, a quoted name with nothing inside,
+    /// which Cassandra's grammar does not take as a keyspace, table or
+    /// column name.
+    fn at_empty_quoted(&self) -> bool {
+        matches!(&self.peek().tok, Tok::QuotedIdent(s) if s.is_empty())
+    }
+
+    /// A keyspace, table or column name: an identifier, not `""`.
+    fn name_ident(&mut self) -> PResult<String> {
+        if self.at_empty_quoted() {
+            return Err(self.no_viable());
+        }
+        self.ident()
+    }
+
+    /// A user type's name (`[ks.]name`): Cassandra's `userTypeName` reads an
+    /// unquoted native type name (`int`, `text`...) only as a keyspace.
+    fn user_type_name(&mut self) -> PResult<QualifiedName> {
+        let native = |t: &Token| matches!(&t.tok, Tok::Ident(s) if NATIVE_TYPE_NAMES.contains(&s.to_lowercase().as_str()));
+        if native(self.peek()) {
+            if !matches!(self.peek_at(1).tok, Tok::Sym(".")) {
+                self.advance();
+                return Err(self.error_here("expecting '.'"));
+            }
+            let ks = self.ident_any()?;
+            self.advance();
+            if native(self.peek()) {
+                return Err(self.no_viable());
+            }
+            let name = self.name_ident()?;
+            return Ok(QualifiedName {
+                keyspace: Some(ks),
+                name,
+            });
+        }
+        let q = self.qualified_name()?;
+        if q.keyspace.is_some()
+            && matches!(&self.toks[self.pos - 1].tok, Tok::Ident(s) if NATIVE_TYPE_NAMES.contains(&s.to_lowercase().as_str()))
+        {
+            self.pos -= 1;
+            return Err(self.no_viable());
+        }
+        Ok(q)
+    }
+
     fn qualified_name(&mut self) -> PResult<QualifiedName> {
-        let first = self.ident()?;
+        let first = self.name_ident()?;
         if self.eat_sym(".") {
-            let second = self.ident()?;
+            let second = self.name_ident()?;
             Ok(QualifiedName {
                 keyspace: Some(first),
                 name: second,
@@ -327,7 +398,7 @@ impl Parser {
             "begin" => self.batch().map(|s| Statement::Batch(Box::new(s))),
             "use" => {
                 self.advance();
-                Ok(Statement::Use(self.ident()?))
+                Ok(Statement::Use(self.name_ident()?))
             }
             "truncate" => {
                 self.advance();
@@ -1229,12 +1300,24 @@ impl Parser {
     fn properties(&mut self) -> PResult<Vec<Property>> {
         let mut out = Vec::new();
         loop {
-            out.push(self.property()?);
+            let p = self.property()?;
+            Self::add_property(&mut out, p)?;
             if !self.eat_kw("and") {
                 break;
             }
         }
         Ok(out)
+    }
+
+    /// Cassandra's `PropertyDefinitions.addProperty`: a property is defined once.
+    fn add_property(out: &mut Vec<Property>, p: Property) -> PResult<()> {
+        if out.iter().any(|q| q.name == p.name) {
+            return Err(ParseError {
+                message: format!("Multiple definitions for property '{}'", p.name),
+            });
+        }
+        out.push(p);
+        Ok(())
     }
 
     /// One `name = value` property; the value is a constant, an identifier or a map.
@@ -1248,6 +1331,11 @@ impl Parser {
                     let k = self.prop_scalar()?;
                     self.expect_sym(":")?;
                     let v = self.prop_scalar()?;
+                    if pairs.iter().any(|(q, _): &(String, String)| *q == k) {
+                        return Err(ParseError {
+                            message: format!("Multiple definition for property {k}"),
+                        });
+                    }
                     pairs.push((k, v));
                     if self.eat_sym("}") {
                         break;
@@ -1294,6 +1382,22 @@ impl Parser {
             let second = self.ident_any()?;
             name = format!("{name}.{second}");
         }
+        if name == "vector" && self.eat_sym("<") {
+            let element = self.type_text()?;
+            self.expect_sym(",")?;
+            let minus = if self.is_sym("-") && matches!(self.peek_at(1).tok, Tok::Integer(_)) {
+                self.advance();
+                "-"
+            } else {
+                ""
+            };
+            if !matches!(self.peek().tok, Tok::Integer(_)) {
+                return Err(self.no_viable());
+            }
+            let n = self.advance().text;
+            self.expect_sym(">")?;
+            return Ok(format!("vector<{element}, {minus}{n}>"));
+        }
         if self.eat_sym("<") {
             let mut args = Vec::new();
             loop {
@@ -1316,7 +1420,7 @@ impl Parser {
         self.expect_kw("create")?;
         if self.eat_kw("keyspace") || self.eat_kw("schema") {
             let if_not_exists = self.if_not_exists()?;
-            let name = self.ident()?;
+            let name = self.name_ident()?;
             self.expect_kw("with")?;
             let properties = self.properties()?;
             return Ok(Statement::CreateKeyspace(CreateKeyspace {
@@ -1330,10 +1434,13 @@ impl Parser {
         }
         if self.eat_kw("type") {
             let if_not_exists = self.if_not_exists()?;
-            let name = self.qualified_name()?;
+            let name = self.user_type_name()?;
             self.expect_sym("(")?;
             let mut fields = Vec::new();
             loop {
+                if self.at_empty_quoted() {
+                    return Err(self.no_viable());
+                }
                 let f = self.ident_any()?;
                 let t = self.type_text()?;
                 fields.push((f, t));
@@ -1433,7 +1540,10 @@ impl Parser {
                 }
                 self.expect_sym(")")?;
             } else {
-                let cname = self.ident()?;
+                if self.at_empty_quoted() && !columns.is_empty() {
+                    return Err(self.error_here("expecting ')'"));
+                }
+                let cname = self.name_ident()?;
                 let typ = self.type_text()?;
                 let mut is_static = false;
                 loop {
@@ -1465,12 +1575,9 @@ impl Parser {
                 break;
             }
         }
-        if multiple_pk || (inline_pk.is_some() && !partition_key.is_empty()) {
-            return Err(ParseError {
-                message: "Multiple PRIMARY KEYs specified (exactly one required)".into(),
-            });
-        }
-        if let Some(pk) = inline_pk {
+        let multiple_primary_keys =
+            multiple_pk || (inline_pk.is_some() && !partition_key.is_empty());
+        if let (Some(pk), false) = (inline_pk, multiple_primary_keys) {
             partition_key.push(pk);
         }
         let mut clustering_order = Vec::new();
@@ -1502,7 +1609,8 @@ impl Parser {
                     self.expect_kw("storage")?;
                     compact_storage = true;
                 } else {
-                    properties.push(self.property()?);
+                    let p = self.property()?;
+                    Self::add_property(&mut properties, p)?;
                 }
                 if !self.eat_kw("and") {
                     break;
@@ -1518,6 +1626,7 @@ impl Parser {
             clustering_order,
             compact_storage,
             properties,
+            multiple_primary_keys,
         })))
     }
 
@@ -1525,7 +1634,7 @@ impl Parser {
         self.expect_kw("drop")?;
         if self.eat_kw("keyspace") || self.eat_kw("schema") {
             let if_exists = self.if_exists()?;
-            let name = self.ident()?;
+            let name = self.name_ident()?;
             return Ok(Statement::DropKeyspace { name, if_exists });
         }
         if self.eat_kw("table") || self.eat_kw("columnfamily") {
@@ -1535,7 +1644,7 @@ impl Parser {
         }
         if self.eat_kw("type") {
             let if_exists = self.if_exists()?;
-            let name = self.qualified_name()?;
+            let name = self.user_type_name()?;
             return Ok(Statement::DropType { name, if_exists });
         }
         if self.eat_kw("index") {
@@ -1550,7 +1659,7 @@ impl Parser {
         self.expect_kw("alter")?;
         if self.eat_kw("keyspace") || self.eat_kw("schema") {
             let if_exists = self.if_exists()?;
-            let name = self.ident()?;
+            let name = self.name_ident()?;
             self.expect_kw("with")?;
             let properties = self.properties()?;
             return Ok(Statement::AlterKeyspace {
@@ -1561,9 +1670,9 @@ impl Parser {
         }
         if self.eat_kw("type") {
             let if_exists = self.if_exists()?;
-            let name = self.qualified_name()?;
+            let name = self.user_type_name()?;
             if self.eat_kw("add") {
-                let _ = self.if_not_exists()?;
+                let if_field_exists = self.if_not_exists()?;
                 let f = self.ident()?;
                 let t = self.type_text()?;
                 return Ok(Statement::AlterType {
@@ -1571,10 +1680,28 @@ impl Parser {
                     if_exists,
                     add: Some((f, t)),
                     renames: Vec::new(),
+                    if_field_exists,
+                    alter_field: None,
                 });
             }
-            self.expect_kw("rename")?;
-            let _ = self.if_exists()?;
+            if self.eat_kw("alter") {
+                let f = self.ident()?;
+                self.expect_kw("type")?;
+                let t = self.type_text()?;
+                return Ok(Statement::AlterType {
+                    name,
+                    if_exists,
+                    add: None,
+                    renames: Vec::new(),
+                    if_field_exists: false,
+                    alter_field: Some((f, t)),
+                });
+            }
+            if !self.is_kw("rename") {
+                return Err(self.no_viable());
+            }
+            self.advance();
+            let if_field_exists = self.if_exists()?;
             let mut renames = Vec::new();
             loop {
                 let from = self.ident()?;
@@ -1589,17 +1716,20 @@ impl Parser {
                 if_exists,
                 add: None,
                 renames,
+                if_field_exists,
+                alter_field: None,
             });
         }
         if self.eat_kw("table") || self.eat_kw("columnfamily") {
             let if_exists = self.if_exists()?;
             let name = self.qualified_name()?;
+            let mut if_column_exists = false;
             let op = if self.eat_kw("add") {
-                let _ = self.if_not_exists()?;
+                if_column_exists = self.if_not_exists()?;
                 let mut cols = Vec::new();
                 if self.eat_sym("(") {
                     loop {
-                        let n = self.ident()?;
+                        let n = self.name_ident()?;
                         let t = self.type_text()?;
                         let st = self.eat_kw("static");
                         cols.push(ColumnDef {
@@ -1613,7 +1743,7 @@ impl Parser {
                         self.expect_sym(",")?;
                     }
                 } else {
-                    let n = self.ident()?;
+                    let n = self.name_ident()?;
                     let t = self.type_text()?;
                     let st = self.eat_kw("static");
                     cols.push(ColumnDef {
@@ -1630,7 +1760,7 @@ impl Parser {
                 self.pos += 3;
                 AlterTableOp::DropCompactStorage
             } else if self.eat_kw("drop") {
-                let _ = self.if_exists()?;
+                if_column_exists = self.if_exists()?;
                 let mut cols = Vec::new();
                 if self.eat_sym("(") {
                     loop {
@@ -1645,7 +1775,7 @@ impl Parser {
                 }
                 AlterTableOp::Drop(cols)
             } else if self.eat_kw("rename") {
-                let _ = self.if_exists()?;
+                if_column_exists = self.if_exists()?;
                 let mut pairs = Vec::new();
                 loop {
                     let a = self.ident()?;
@@ -1671,6 +1801,7 @@ impl Parser {
                 name,
                 if_exists,
                 op,
+                if_column_exists,
             })));
         }
         Err(self.no_viable())

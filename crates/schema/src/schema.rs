@@ -133,13 +133,18 @@ impl TableParams {
     }
 }
 
-fn prop_text(p: &Property) -> Result<String> {
-    p.value
-        .as_text()
-        .ok_or_else(|| Error::Syntax(format!("Invalid value for property '{}'", p.name)))
+/// A property's value as a string (Cassandra's `PropertyDefinitions.getString`).
+pub fn prop_text(p: &Property) -> Result<String> {
+    p.value.as_text().ok_or_else(|| {
+        Error::Syntax(format!(
+            "Invalid value for property '{}'. It should be a string",
+            p.name
+        ))
+    })
 }
 
-fn prop_map(p: &Property) -> Result<BTreeMap<String, String>> {
+/// A map property (Cassandra's `PropertyDefinitions.getMap`).
+pub fn prop_map(p: &Property) -> Result<BTreeMap<String, String>> {
     match &p.value {
         PropertyValue::Map(m) => Ok(m.iter().cloned().collect()),
         _ => Err(Error::Syntax(format!(
@@ -161,14 +166,15 @@ fn prop_double(p: &Property) -> Result<f64> {
         .map_err(|_| Error::Syntax(format!("Invalid double value {} for '{}'", t, p.name)))
 }
 
-fn prop_bool(p: &Property) -> Result<bool> {
-    let t = prop_text(p)?.to_lowercase();
-    match t.as_str() {
-        "true" => Ok(true),
-        "false" => Ok(false),
+/// A boolean property (Cassandra's `PropertyDefinitions.parseBoolean`).
+pub fn prop_bool(p: &Property) -> Result<bool> {
+    let t = prop_text(p)?;
+    match t.to_lowercase().as_str() {
+        "1" | "true" | "yes" => Ok(true),
+        "0" | "false" | "no" => Ok(false),
         _ => Err(Error::Syntax(format!(
-            "Invalid boolean value {} for '{}'",
-            t, p.name
+            "Invalid boolean value {t} for '{}'. Positive values can be '1', 'true' or 'yes'. Negative values can be '0', 'false' or 'no'.",
+            p.name
         ))),
     }
 }
@@ -540,6 +546,16 @@ impl TableMetadata {
         f
     }
 
+    /// `ks.table`, each quoted when it needs to be: Cassandra's
+    /// `TableMetadata.toString()`, as its messages print a table.
+    pub fn display_name(&self) -> String {
+        format!(
+            "{}.{}",
+            sibyl_types::ident::maybe_quote(&self.keyspace),
+            sibyl_types::ident::maybe_quote(&self.name)
+        )
+    }
+
     pub fn column(&self, name: &str) -> Option<&ColumnMetadata> {
         self.columns.iter().find(|c| c.name == name)
     }
@@ -605,66 +621,177 @@ impl KeyspaceMetadata {
     }
 }
 
-/// Validates `WITH replication = {...}` like Cassandra and returns the stored map.
+/// Java's `Integer.parseInt`: an optional sign and decimal digits within
+/// 32 bits; anything else fails as Java's `NumberFormatException` reads.
+pub fn java_parse_int(s: &str) -> std::result::Result<i32, String> {
+    let digits = s.strip_prefix(['+', '-']).unwrap_or(s);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("For input string: \"{s}\""));
+    }
+    s.parse::<i32>()
+        .map_err(|_| format!("For input string: \"{s}\""))
+}
+
+/// Java's `String.split` on one character: the pieces, without the empty
+/// ones at the end.
+fn java_split(s: &str, sep: char) -> Vec<&str> {
+    let mut parts: Vec<&str> = s.split(sep).collect();
+    while parts.last().is_some_and(|p| p.is_empty()) {
+        parts.pop();
+    }
+    parts
+}
+
+/// Cassandra's `ReplicationFactor.fromString` (`3`, or `3/1` with transient
+/// replicas, which this node, like Cassandra's default configuration, does
+/// not enable): the number of replicas.
+pub fn parse_replication_factor(s: &str) -> Result<i32> {
+    let (all, transient) = if s.contains('/') {
+        let parts = java_split(s, '/');
+        if parts.len() != 2 {
+            return Err(Error::Config(
+                "Replication factor format is <replicas> or <replicas>/<transient>".into(),
+            ));
+        }
+        (
+            java_parse_int(parts[0]).map_err(Error::Config)?,
+            java_parse_int(parts[1]).map_err(Error::Config)?,
+        )
+    } else {
+        (java_parse_int(s).map_err(Error::Config)?, 0)
+    };
+    if transient != 0 {
+        return Err(Error::Config(
+            "Transient replication is not enabled on this node".into(),
+        ));
+    }
+    if all < 0 {
+        return Err(Error::Config(format!(
+            "Replication factor must be non-negative, found {all}"
+        )));
+    }
+    Ok(all)
+}
+
+/// Cassandra's `NetworkTopologyStrategy.prepareOptions`: `replication_factor`
+/// (given, or the previous one, or `default_keyspace_rf` when nothing is
+/// given) stands for every known data center not named; an ALTER keeps the
+/// factors of the data centers it does not name; factors of `0` drop their
+/// data center. Cassandra calls it by reflection and ignores its failure,
+/// keeping the options as they were when it failed.
+fn prepare_nts_options(
+    options: &mut BTreeMap<String, String>,
+    previous: &BTreeMap<String, String>,
+    datacenters: &[String],
+) {
+    if options.is_empty() {
+        let rf = previous
+            .get("replication_factor")
+            .cloned()
+            .unwrap_or_else(|| DEFAULT_KEYSPACE_RF.to_string());
+        options.insert("replication_factor".into(), rf);
+    }
+    let mut replication = options.remove("replication_factor");
+    if replication.is_none() && options.is_empty() {
+        replication = previous.get("replication_factor").cloned();
+    } else if replication.is_some() {
+        for (k, v) in previous {
+            if k != "replication_factor" && k != "class" {
+                options.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+    }
+    if let Some(rf) = replication {
+        let Ok(rf) = parse_replication_factor(&rf) else {
+            return;
+        };
+        for dc in datacenters {
+            options.entry(dc.clone()).or_insert_with(|| rf.to_string());
+        }
+    }
+    options.retain(|_, v| v != "0");
+}
+
+/// Cassandra's `default_keyspace_rf`.
+pub const DEFAULT_KEYSPACE_RF: i32 = 1;
+
+/// Validates `WITH replication = {...}` like Cassandra (`ReplicationParams.
+/// fromMap`, then the strategy's construction and validation) and returns
+/// the stored map. `previous` is the keyspace's replication before an ALTER
+/// (empty for a new keyspace); `datacenters` the data centers the cluster
+/// has (this node's and those of the ring).
 pub fn validate_replication(
     keyspace: &str,
     m: &BTreeMap<String, String>,
-    local_dc: &str,
+    previous: &BTreeMap<String, String>,
+    datacenters: &[String],
 ) -> Result<BTreeMap<String, String>> {
     let Some(class) = m.get("class") else {
         return Err(Error::Config("Missing replication strategy class".into()));
     };
     let class = full_class(class, "org.apache.cassandra.locator");
-    let mut out = BTreeMap::new();
-    let check_rf = |v: &str| -> Result<()> {
-        match v.parse::<i64>() {
-            Ok(n) if n >= 0 => Ok(()),
-            Ok(n) => Err(Error::Config(format!(
-                "Replication factor must be non-negative, found {n}"
-            ))),
-            Err(_) => Err(Error::Config(format!(
-                "Replication factor must be numeric; found {v}"
-            ))),
-        }
-    };
+    let mut options: BTreeMap<String, String> = m
+        .iter()
+        .filter(|(k, _)| k.as_str() != "class")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     match class.as_str() {
         "org.apache.cassandra.locator.SimpleStrategy" => {
-            // Cassandra 5 falls back to default_keyspace_rf (1)
-            let default_rf = "1".to_string();
-            let rf = m.get("replication_factor").unwrap_or(&default_rf);
-            check_rf(rf)?;
-            for k in m.keys() {
-                if k != "class" && k != "replication_factor" {
+            let rf = previous
+                .get("replication_factor")
+                .cloned()
+                .unwrap_or_else(|| DEFAULT_KEYSPACE_RF.to_string());
+            options.entry("replication_factor".into()).or_insert(rf);
+            parse_replication_factor(&options["replication_factor"])?;
+            if let Some(k) = options.keys().find(|k| k.as_str() != "replication_factor") {
+                return Err(Error::Config(format!(
+                    "Unrecognized strategy option {{{k}}} passed to SimpleStrategy for keyspace {keyspace}"
+                )));
+            }
+        }
+        "org.apache.cassandra.locator.NetworkTopologyStrategy" => {
+            prepare_nts_options(&mut options, previous, datacenters);
+            for v in options.values() {
+                parse_replication_factor(v)?;
+            }
+            if options.is_empty() {
+                return Err(Error::Config(
+                    "Configuration for at least one datacenter must be present".into(),
+                ));
+            }
+            if let Some(dc) = options.keys().find(|k| !datacenters.contains(k)) {
+                return Err(Error::Config(format!(
+                    "Unrecognized strategy option {{{dc}}} passed to NetworkTopologyStrategy for keyspace {keyspace}"
+                )));
+            }
+            if keyspace.eq_ignore_ascii_case("system_auth") {
+                let missing: Vec<&str> = datacenters
+                    .iter()
+                    .filter(|dc| !options.contains_key(*dc))
+                    .map(String::as_str)
+                    .collect();
+                if !missing.is_empty() {
                     return Err(Error::Config(format!(
-                        "Unrecognized strategy option {{{k}}} passed to SimpleStrategy for keyspace {keyspace}"
+                        "Following datacenters have active nodes and must be present in replication options for keyspace system_auth: [{}]",
+                        missing.join(", ")
                     )));
                 }
             }
-            out.insert("replication_factor".into(), rf.clone());
         }
-        "org.apache.cassandra.locator.NetworkTopologyStrategy" => {
-            for (k, v) in m {
-                if k == "class" {
-                    continue;
-                }
-                check_rf(v)?;
-                if k == "replication_factor" {
-                    out.entry(local_dc.to_string()).or_insert_with(|| v.clone());
-                } else {
-                    out.insert(k.clone(), v.clone());
-                }
-            }
+        "org.apache.cassandra.locator.LocalStrategy" => {
+            return Err(Error::Invalid(
+                "Unable to use given strategy class: LocalStrategy is reserved for internal use."
+                    .into(),
+            ))
         }
-        "org.apache.cassandra.locator.LocalStrategy"
-        | "org.apache.cassandra.locator.EverywhereStrategy" => {}
         _ => {
             return Err(Error::Config(format!(
                 "Unable to find replication strategy class '{class}'"
             )))
         }
     }
-    out.insert("class".into(), class);
-    Ok(out)
+    options.insert("class".into(), class);
+    Ok(options)
 }
 
 /// Cassandra's rule for keyspace and table names.
@@ -1610,5 +1737,110 @@ mod system_table_ids {
             assert_eq!(table.id, new);
             assert_ne!(old, new);
         }
+    }
+}
+
+#[cfg(test)]
+mod replication_validation {
+    use super::*;
+
+    fn m(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn err(r: Result<BTreeMap<String, String>>) -> String {
+        r.expect_err("refused").to_string()
+    }
+
+    #[test]
+    fn factors_parse_as_javas_integers() {
+        let dcs = ["datacenter1".to_string()];
+        let simple = |rf: &str| {
+            validate_replication(
+                "ks",
+                &m(&[("class", "SimpleStrategy"), ("replication_factor", rf)]),
+                &BTreeMap::new(),
+                &dcs,
+            )
+        };
+        assert_eq!(err(simple("abc")), "For input string: \"abc\"");
+        assert_eq!(err(simple("")), "For input string: \"\"");
+        assert_eq!(
+            err(simple("99999999999")),
+            "For input string: \"99999999999\""
+        );
+        assert_eq!(
+            err(simple("2/1")),
+            "Transient replication is not enabled on this node"
+        );
+        assert_eq!(
+            err(simple("2/")),
+            "Replication factor format is <replicas> or <replicas>/<transient>"
+        );
+        assert_eq!(
+            err(simple("-1")),
+            "Replication factor must be non-negative, found -1"
+        );
+        assert_eq!(simple("+2").unwrap()["replication_factor"], "+2");
+        assert!(simple("1/0").is_ok());
+    }
+
+    #[test]
+    fn strategies_as_cassandra_prepares_them() {
+        let dcs = ["datacenter1".to_string()];
+        let nts = |opts: &[(&str, &str)], prev: &[(&str, &str)]| {
+            let mut o = m(opts);
+            o.insert("class".into(), "NetworkTopologyStrategy".into());
+            validate_replication("ks", &o, &m(prev), &dcs)
+        };
+        // no data center: default_keyspace_rf, or what the keyspace had
+        assert_eq!(
+            nts(&[], &[])
+                .unwrap()
+                .get("datacenter1")
+                .map(String::as_str),
+            Some("1")
+        );
+        assert_eq!(
+            nts(&[], &[("datacenter1", "3")]).unwrap()["datacenter1"],
+            "3"
+        );
+        assert_eq!(
+            nts(
+                &[("replication_factor", "2")],
+                &[("replication_factor", "1")]
+            )
+            .unwrap()["datacenter1"],
+            "2"
+        );
+        assert_eq!(
+            err(nts(&[("datacenter1", "0")], &[])),
+            "Configuration for at least one datacenter must be present"
+        );
+        assert_eq!(
+            err(nts(&[("dc9", "1")], &[])),
+            "Unrecognized strategy option {dc9} passed to NetworkTopologyStrategy for keyspace ks"
+        );
+        for class in [
+            "LocalStrategy",
+            "org.apache.cassandra.locator.LocalStrategy",
+        ] {
+            assert!(matches!(
+                validate_replication("ks", &m(&[("class", class)]), &BTreeMap::new(), &dcs),
+                Err(Error::Invalid(_))
+            ));
+        }
+        assert_eq!(
+            err(validate_replication(
+                "ks",
+                &m(&[("class", "EverywhereStrategy")]),
+                &BTreeMap::new(),
+                &dcs
+            )),
+            "Unable to find replication strategy class 'org.apache.cassandra.locator.EverywhereStrategy'"
+        );
     }
 }
