@@ -457,6 +457,10 @@ pub struct CreateIndex {
     pub custom_class: Option<String>,
     /// `WITH OPTIONS = {...}`.
     pub options: Vec<(String, String)>,
+    /// Further target columns (`(a, b)`), and whether there was none
+    /// (`()`): parsed so that they are refused as Cassandra refuses them.
+    pub more_targets: Vec<String>,
+    pub no_target: bool,
 }
 
 /// `DESCRIBE ...`
@@ -480,6 +484,9 @@ pub enum Describe {
     /// `DESCRIBE name` — a keyspace, table, type… found by name.
     Generic(QualifiedName),
     Index(QualifiedName),
+    /// `DESCRIBE FUNCTION f`, `DESCRIBE AGGREGATE a`, `DESCRIBE MATERIALIZED
+    /// VIEW v`: the kind ("function", "aggregate", "view") and the name.
+    Other(&'static str, QualifiedName),
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -1466,7 +1466,11 @@ impl Parser {
             self.expect_kw("on")?;
             let table = self.qualified_name()?;
             self.expect_sym("(")?;
-            let (target_kind, target) = if matches!(self.peek_at(1).tok, Tok::Sym("(")) {
+            let no_target = self.is_sym(")");
+            let mut more_targets = Vec::new();
+            let (target_kind, target) = if no_target {
+                (String::new(), String::new())
+            } else if matches!(self.peek_at(1).tok, Tok::Sym("(")) {
                 let k = self.ident_any()?;
                 self.expect_sym("(")?;
                 let c = self.ident()?;
@@ -1475,6 +1479,16 @@ impl Parser {
             } else {
                 (String::new(), self.ident()?)
             };
+            while !no_target && self.eat_sym(",") {
+                if matches!(self.peek_at(1).tok, Tok::Sym("(")) {
+                    self.ident_any()?;
+                    self.expect_sym("(")?;
+                    more_targets.push(self.ident()?);
+                    self.expect_sym(")")?;
+                } else {
+                    more_targets.push(self.ident()?);
+                }
+            }
             self.expect_sym(")")?;
             let mut custom_class = None;
             let _ = custom;
@@ -1502,6 +1516,8 @@ impl Parser {
                 target_kind,
                 custom_class,
                 options,
+                more_targets,
+                no_target,
             }));
         }
         Err(self.no_viable())
@@ -1838,6 +1854,14 @@ impl Parser {
             Describe::Aggregates
         } else if self.eat_kw("index") {
             Describe::Index(self.qualified_name_any()?)
+        } else if self.eat_kw("function") {
+            Describe::Other("function", self.qualified_name_any()?)
+        } else if self.eat_kw("aggregate") {
+            Describe::Other("aggregate", self.qualified_name_any()?)
+        } else if self.is_kw("materialized") && self.is_kw_at(1, "view") {
+            self.advance();
+            self.advance();
+            Describe::Other("view", self.qualified_name_any()?)
         } else if self.is_kw("full") && self.is_kw_at(1, "schema") {
             self.advance();
             self.advance();

@@ -1493,7 +1493,6 @@ impl QueryProcessor {
                         &format!("CREATE <all tables in {ks_name}>"),
                     ));
                 }
-                validate_name("Table", &ct.name.name)?;
                 if old.tables.contains_key(&ct.name.name) {
                     if ct.if_not_exists {
                         return Ok(Outcome::void());
@@ -1508,6 +1507,18 @@ impl QueryProcessor {
                     });
                 }
                 let t = build_table(&ks_name, ct, old)?;
+                // (Cassandra's `TableMetadata.validate`, once the table is
+                // built: no length limit but the file system's, a table's
+                // directory being its name and 33 more characters)
+                let n = &ct.name.name;
+                if n.is_empty()
+                    || n.len() > 222
+                    || !n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                {
+                    return Err(Error::Config(format!(
+                        "{ks_name}.{n}: Table name must not be empty, more than 48 characters long, or contain non-alphanumeric-underscore characters (got \"{n}\")"
+                    )));
+                }
                 let mut ks = (**old).clone();
                 ks.tables.insert(t.name.clone(), Arc::new(t));
                 (
@@ -1803,6 +1814,12 @@ impl QueryProcessor {
                 )
             }
             Statement::CreateIndex(ci) => {
+                // (Cassandra's `IndexAttributes.validate`, as it prepares)
+                if ci.custom_class.is_none() && !ci.options.is_empty() {
+                    return Err(Error::Invalid(
+                        "Cannot specify options for a non-CUSTOM index".into(),
+                    ));
+                }
                 let ks_name = self.keyspace_of(&ci.table, client, ks_opt)?;
                 let Some(old) = schema.keyspace(&ks_name) else {
                     return Err(Error::Invalid(format!(
@@ -1833,6 +1850,40 @@ impl QueryProcessor {
                         }
                         return Err(Error::Invalid(format!("Index '{n}' already exists")));
                     }
+                }
+                for c in &ci.more_targets {
+                    if t.column(c).is_none() {
+                        return Err(Error::Invalid(format!(
+                            "Undefined column name {c} in table {}",
+                            t.display_name()
+                        )));
+                    }
+                }
+                if ci.no_target {
+                    return Err(Error::Invalid(if ci.custom_class.is_some() {
+                        "Failed to retrieve target column for: ".into()
+                    } else {
+                        "Only CUSTOM indexes can be created without specifying a target column"
+                            .into()
+                    }));
+                }
+                if !ci.more_targets.is_empty() {
+                    if t.column(&ci.target).is_none() {
+                        return Err(Error::Invalid(format!(
+                            "Undefined column name {} in table {}",
+                            ci.target,
+                            t.display_name()
+                        )));
+                    }
+                    return Err(Error::Invalid(if ci.custom_class.is_some() {
+                        format!(
+                            "A storage-attached index cannot be created over multiple columns: {}, {}",
+                            ci.target,
+                            ci.more_targets.join(", ")
+                        )
+                    } else {
+                        "Only CUSTOM indexes support multiple columns".into()
+                    }));
                 }
                 let (ix, duplicate) = sibyl_schema::index::validate_create(
                     t,
