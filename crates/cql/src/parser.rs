@@ -243,6 +243,38 @@ impl Parser {
         }
     }
 
+    /// ANTLR's report when a name is not followed by what its rule needs
+    /// (`WITH COMPACT STORAGE` on ALTER TABLE): no viable alternative at the
+    /// next token, the snippet marking the name and showing that token.
+    fn no_viable_after_name(&mut self, name_pos: usize) -> ParseError {
+        let next = self.peek().clone();
+        if next.tok == Tok::Eof {
+            return ParseError {
+                message: "line 0:-1 no viable alternative at input '<EOF>'".into(),
+            };
+        }
+        let here = self.pos;
+        self.pos = name_pos;
+        let mut snippet = self.context();
+        self.pos = here;
+        if let Some(s) = snippet.strip_suffix("...") {
+            snippet = s.to_string();
+        }
+        let name_tok = &self.toks[name_pos];
+        let name_end = self.offset(name_tok) + name_tok.text.len();
+        let next_end = self.offset(&next) + next.text.len();
+        snippet.push_str(&self.src[name_end..next_end].replace(['\n', '\r'], ""));
+        if next_end < self.src.trim_end_matches('\n').len() {
+            snippet.push_str("...");
+        }
+        ParseError {
+            message: format!(
+                "line {}:{} no viable alternative at input '{}' ({snippet})",
+                next.line, next.col, next.text
+            ),
+        }
+    }
+
     fn is_kw(&self, kw: &str) -> bool {
         matches!(&self.peek().tok, Tok::Ident(s) if s.eq_ignore_ascii_case(kw))
     }
@@ -1322,7 +1354,11 @@ impl Parser {
 
     /// One `name = value` property; the value is a constant, an identifier or a map.
     fn property(&mut self) -> PResult<Property> {
+        let name_pos = self.pos;
         let name = self.ident_any()?;
+        if !self.is_sym("=") {
+            return Err(self.no_viable_after_name(name_pos));
+        }
         self.expect_sym("=")?;
         let value = if self.eat_sym("{") {
             let mut pairs = Vec::new();
@@ -1556,7 +1592,11 @@ impl Parser {
                 }
                 self.expect_sym(")")?;
             } else {
-                if self.at_empty_quoted() && !columns.is_empty() {
+                // (after a first definition, Cassandra's grammar reads what
+                // is not a name as the end of the definitions)
+                let not_a_name = self.at_empty_quoted()
+                    || matches!(&self.peek().tok, Tok::Ident(s) if sibyl_types::ident::is_reserved(s));
+                if not_a_name && !columns.is_empty() {
                     return Err(self.error_here("expecting ')'"));
                 }
                 let cname = self.name_ident()?;
@@ -1601,7 +1641,7 @@ impl Parser {
         let mut properties = Vec::new();
         if self.eat_kw("with") {
             loop {
-                if self.is_kw("clustering") {
+                if self.is_kw("clustering") && self.is_kw_at(1, "order") {
                     self.advance();
                     self.expect_kw("order")?;
                     self.expect_kw("by")?;
@@ -1610,9 +1650,10 @@ impl Parser {
                         let column = self.ident()?;
                         let descending = if self.eat_kw("desc") {
                             true
-                        } else {
-                            self.expect_kw("asc")?;
+                        } else if self.eat_kw("asc") {
                             false
+                        } else {
+                            return Err(self.no_viable());
                         };
                         clustering_order.push(Ordering { column, descending });
                         if self.eat_sym(")") {
@@ -1620,7 +1661,7 @@ impl Parser {
                         }
                         self.expect_sym(",")?;
                     }
-                } else if self.is_kw("compact") {
+                } else if self.is_kw("compact") && self.is_kw_at(1, "storage") {
                     self.advance();
                     self.expect_kw("storage")?;
                     compact_storage = true;
@@ -2136,5 +2177,53 @@ mod tests {
             e.as_deref(),
             Some("line 1:36 no viable alternative at input 'NOT' (...WHERE k = 2 IF [NOT]...)")
         );
+    }
+
+    #[test]
+    fn schema_statements_are_refused_as_cassandras_grammar_refuses_them() {
+        let err = |q: &str| parse_statement(q).err().map(|e| e.message);
+        assert_eq!(
+            err(r#"CREATE KEYSPACE "" WITH replication = {}"#).as_deref(),
+            Some(r#"line 1:16 no viable alternative at input '""' (CREATE KEYSPACE [""]...)"#)
+        );
+        assert_eq!(
+            err(r#"CREATE TABLE t (k int PRIMARY KEY, "" int)"#).as_deref(),
+            Some(
+                r#"line 1:35 mismatched input '""' expecting ')' (...(k int PRIMARY KEY, [""]...)"#
+            )
+        );
+        assert_eq!(
+            err("CREATE TYPE int (a int)").as_deref(),
+            Some("line 1:16 mismatched input '(' expecting '.' (CREATE TYPE int [(]...)")
+        );
+        assert_eq!(
+            err("DROP TYPE int").as_deref(),
+            Some("line 0:-1 mismatched input '<EOF>' expecting '.'")
+        );
+        assert_eq!(
+            err("CREATE TABLE t (k int PRIMARY KEY) WITH comment = 'a' AND comment = 'b'")
+                .as_deref(),
+            Some("Multiple definitions for property 'comment'")
+        );
+        assert_eq!(
+            err("ALTER KEYSPACE k WITH replication = {'class': 'a', 'class': 'b'}").as_deref(),
+            Some("Multiple definition for property class")
+        );
+        assert_eq!(
+            err("ALTER TABLE t WITH COMPACT STORAGE").as_deref(),
+            Some("line 1:27 no viable alternative at input 'STORAGE' (ALTER TABLE t WITH [COMPACT] STORAGE)")
+        );
+        let Statement::CreateTable(ct) =
+            parse("CREATE TABLE t (k int PRIMARY KEY, v int PRIMARY KEY)")
+        else {
+            panic!("not a CREATE TABLE")
+        };
+        assert!(ct.multiple_primary_keys);
+        let Statement::CreateTable(ct) =
+            parse("CREATE TABLE t (k int PRIMARY KEY, v vector<float, -1>)")
+        else {
+            panic!("not a CREATE TABLE")
+        };
+        assert_eq!(ct.columns[1].typ, "vector<float, -1>");
     }
 }

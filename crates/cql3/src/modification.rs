@@ -106,8 +106,8 @@ fn term_text(t: &Term) -> String {
 
 fn undefined(table: &TableMetadata, c: &str) -> Error {
     Error::Invalid(format!(
-        "Undefined column name {c} in table {}.{}",
-        table.keyspace, table.name
+        "Undefined column name {c} in table {}",
+        table.display_name()
     ))
 }
 

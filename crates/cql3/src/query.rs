@@ -332,8 +332,8 @@ impl QueryProcessor {
                     for (c, v) in i.columns.iter().zip(i.values.iter()) {
                         let col = t.column(c).ok_or_else(|| {
                             Error::Invalid(format!(
-                                "Undefined column name {c} in table {}.{}",
-                                t.keyspace, t.name
+                                "Undefined column name {c} in table {}",
+                                t.display_name()
                             ))
                         })?;
                         extra.push((v, c.clone(), col.typ.clone()));
@@ -349,8 +349,8 @@ impl QueryProcessor {
                         let c = a.target.column();
                         let col = t.column(c).ok_or_else(|| {
                             Error::Invalid(format!(
-                                "Undefined column name {c} in table {}.{}",
-                                t.keyspace, t.name
+                                "Undefined column name {c} in table {}",
+                                t.display_name()
                             ))
                         })?;
                         let typ = col.typ.clone();
@@ -439,8 +439,8 @@ impl QueryProcessor {
                     (RelationLhs::Column(c), rhs) => {
                         let col = t.column(c).ok_or_else(|| {
                             Error::Invalid(format!(
-                                "Undefined column name {c} in table {}.{}",
-                                t.keyspace, t.name
+                                "Undefined column name {c} in table {}",
+                                t.display_name()
                             ))
                         })?;
                         let typ = match rel.op {
@@ -2424,10 +2424,9 @@ fn read_before_write(t: &TableMetadata, s: &Statement) -> Vec<String> {
 fn condition_column<'t>(t: &'t TableMetadata, c: &Condition) -> Result<&'t ColumnMetadata> {
     t.column(c.target.column()).ok_or_else(|| {
         Error::Invalid(format!(
-            "Undefined column name {} in table {}.{}",
+            "Undefined column name {} in table {}",
             c.target.column(),
-            t.keyspace,
-            t.name
+            t.display_name()
         ))
     })
 }
@@ -3209,8 +3208,8 @@ impl RawTypeParser<'_> {
                     None => return None,
                 }
             }
-        } else if rest.starts_with('\'') {
-            rest[1..].find('\'')? + 2
+        } else if let Some(quoted) = rest.strip_prefix('\'') {
+            quoted.find('\'')? + 2
         } else {
             rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
                 .unwrap_or(rest.len())
@@ -3942,12 +3941,12 @@ fn alter_table(
             for (from, to) in renames {
                 if hidden_column(t, from).is_some() {
                     return Err(Error::Invalid(format!(
-                        "Undefined column name {from} in table {}.{}",
-                        t.keyspace, t.name
+                        "Undefined column name {from} in table {}",
+                        t.display_name()
                     )));
                 }
                 if hidden_column(t, to).is_some() {
-                    return Err(Error::Invalid(format!("Cannot rename column {from} to {to} in table '{}.{}'; another column with that name already exists", t.keyspace, t.name)));
+                    return Err(Error::Invalid(format!("Cannot rename column {from} to {to} in table '{}'; another column with that name already exists", t.display_name())));
                 }
                 let Some(col) = t.column(from) else {
                     return Err(Error::Invalid(format!(

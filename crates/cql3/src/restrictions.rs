@@ -255,8 +255,8 @@ pub fn analyse(
                 for c in cols {
                     let Some(i) = table.column_index(c) else {
                         return Err(Error::Invalid(format!(
-                            "Undefined column name {c} in table {}.{}",
-                            table.keyspace, table.name
+                            "Undefined column name {c} in table {}",
+                            table.display_name()
                         )));
                     };
                     if table.columns[i].kind != ColumnKind::Clustering {
@@ -326,8 +326,8 @@ pub fn analyse(
             RelationLhs::Element(c, key) => {
                 let Some(i) = table.column_index(c) else {
                     return Err(Error::Invalid(format!(
-                        "Undefined column name {c} in table {}.{}",
-                        table.keyspace, table.name
+                        "Undefined column name {c} in table {}",
+                        table.display_name()
                     )));
                 };
                 let col = &table.columns[i];
@@ -358,8 +358,8 @@ pub fn analyse(
             RelationLhs::Column(c) => {
                 let Some(i) = table.column_index(c) else {
                     return Err(Error::Invalid(format!(
-                        "Undefined column name {c} in table {}.{}",
-                        table.keyspace, table.name
+                        "Undefined column name {c} in table {}",
+                        table.display_name()
                     )));
                 };
                 let col = &table.columns[i];

@@ -97,8 +97,8 @@ pub struct Selection {
 
 fn undefined(table: &TableMetadata, c: &str) -> Error {
     Error::Invalid(format!(
-        "Undefined column name {c} in table {}.{}",
-        table.keyspace, table.name
+        "Undefined column name {c} in table {}",
+        table.display_name()
     ))
 }
 
