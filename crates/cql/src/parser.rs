@@ -66,6 +66,32 @@ struct Parser {
     after_name: Option<usize>,
 }
 
+/// The native types' names, which Cassandra's lexer reads as keywords: a
+/// user type cannot take them.
+const NATIVE_TYPE_NAMES: [&str; 21] = [
+    "ascii",
+    "bigint",
+    "blob",
+    "boolean",
+    "counter",
+    "date",
+    "decimal",
+    "double",
+    "duration",
+    "float",
+    "inet",
+    "int",
+    "smallint",
+    "text",
+    "time",
+    "timestamp",
+    "timeuuid",
+    "tinyint",
+    "uuid",
+    "varchar",
+    "varint",
+];
+
 /// The deepest nesting of terms, selectors, types and relations (and the
 /// longest chain of arithmetic operators) a statement may have. Everything
 /// recursive after the parser (planning, evaluation, printing) stays within
@@ -116,10 +142,6 @@ impl Parser {
     fn peek(&self) -> &Token {
         let i = self.pos.min(self.toks.len() - 1);
         &self.toks[i]
-    }
-
-    fn is_sym_at(&self, n: usize, sym: &'static str) -> bool {
-        self.peek_at(n).tok == Tok::Sym(sym)
     }
 
     fn peek_at(&self, n: usize) -> &Token {
@@ -350,6 +372,38 @@ impl Parser {
         }
     }
 
+    /// ANTLR's report when a name is not followed by what its rule needs
+    /// (`WITH COMPACT STORAGE` on ALTER TABLE): no viable alternative at the
+    /// next token, the snippet marking the name and showing that token.
+    fn no_viable_after_name(&mut self, name_pos: usize) -> ParseError {
+        let next = self.peek().clone();
+        if next.tok == Tok::Eof {
+            return ParseError {
+                message: "line 0:-1 no viable alternative at input '<EOF>'".into(),
+            };
+        }
+        let here = self.pos;
+        self.pos = name_pos;
+        let mut snippet = self.context();
+        self.pos = here;
+        if let Some(s) = snippet.strip_suffix("...") {
+            snippet = s.to_string();
+        }
+        let name_tok = &self.toks[name_pos];
+        let name_end = self.offset(name_tok) + name_tok.text.len();
+        let next_end = self.offset(&next) + next.text.len();
+        snippet.push_str(&self.src[name_end..next_end].replace(['\n', '\r'], ""));
+        if next_end < self.src.trim_end_matches('\n').len() {
+            snippet.push_str("...");
+        }
+        ParseError {
+            message: format!(
+                "line {}:{} no viable alternative at input '{}' ({snippet})",
+                next.line, next.col, next.text
+            ),
+        }
+    }
+
     fn is_kw(&self, kw: &str) -> bool {
         matches!(&self.peek().tok, Tok::Ident(s) if s.eq_ignore_ascii_case(kw))
     }
@@ -409,11 +463,56 @@ impl Parser {
         }
     }
 
+    /// Whether the next token is `""`, a quoted name with nothing inside,
+    /// which Cassandra's grammar does not take as a keyspace, table or
+    /// column name.
+    fn at_empty_quoted(&self) -> bool {
+        matches!(&self.peek().tok, Tok::QuotedIdent(s) if s.is_empty())
+    }
+
+    /// A keyspace, table or column name: an identifier, not `""`.
+    fn name_ident(&mut self) -> PResult<String> {
+        if self.at_empty_quoted() {
+            return Err(self.no_viable());
+        }
+        self.ident()
+    }
+
+    /// A user type's name (`[ks.]name`): Cassandra's `userTypeName` reads an
+    /// unquoted native type name (`int`, `text`...) only as a keyspace.
+    fn user_type_name(&mut self) -> PResult<QualifiedName> {
+        let native = |t: &Token| matches!(&t.tok, Tok::Ident(s) if NATIVE_TYPE_NAMES.contains(&s.to_lowercase().as_str()));
+        if native(self.peek()) {
+            if !matches!(self.peek_at(1).tok, Tok::Sym(".")) {
+                self.advance();
+                return Err(self.error_here("expecting '.'"));
+            }
+            let ks = self.ident_any()?;
+            self.advance();
+            if native(self.peek()) {
+                return Err(self.no_viable());
+            }
+            let name = self.name_ident()?;
+            return Ok(QualifiedName {
+                keyspace: Some(ks),
+                name,
+            });
+        }
+        let q = self.qualified_name()?;
+        if q.keyspace.is_some()
+            && matches!(&self.toks[self.pos - 1].tok, Tok::Ident(s) if NATIVE_TYPE_NAMES.contains(&s.to_lowercase().as_str()))
+        {
+            self.pos -= 1;
+            return Err(self.no_viable());
+        }
+        Ok(q)
+    }
+
     fn qualified_name(&mut self) -> PResult<QualifiedName> {
-        let first = self.ident()?;
+        let first = self.name_ident()?;
         self.after_name = Some(self.pos - 1);
         if self.eat_sym(".") {
-            let second = self.ident()?;
+            let second = self.name_ident()?;
             Ok(QualifiedName {
                 keyspace: Some(first),
                 name: second,
@@ -461,7 +560,7 @@ impl Parser {
             "begin" => self.batch().map(|s| Statement::Batch(Box::new(s))),
             "use" => {
                 self.advance();
-                Ok(Statement::Use(self.ident()?))
+                Ok(Statement::Use(self.name_ident()?))
             }
             "truncate" => {
                 self.advance();
@@ -1762,7 +1861,8 @@ impl Parser {
     fn properties(&mut self) -> PResult<Vec<Property>> {
         let mut out = Vec::new();
         loop {
-            out.push(self.property()?);
+            let p = self.property()?;
+            Self::add_property(&mut out, p)?;
             if !self.eat_kw("and") {
                 break;
             }
@@ -1770,21 +1870,24 @@ impl Parser {
         Ok(out)
     }
 
-    /// A table's property: ANTLR decides between `name = value`, COMPACT
-    /// STORAGE and CLUSTERING ORDER on two tokens, so a name that `=`
-    /// does not follow fails that decision (`no viable alternative` at
-    /// the second token).
-    fn table_property(&mut self) -> PResult<Property> {
-        let named = matches!(self.peek().tok, Tok::Ident(_) | Tok::QuotedIdent(_));
-        if named && !self.is_sym_at(1, "=") {
-            return Err(self.no_viable_after(self.pos));
+    /// Cassandra's `PropertyDefinitions.addProperty`: a property is defined once.
+    fn add_property(out: &mut Vec<Property>, p: Property) -> PResult<()> {
+        if out.iter().any(|q| q.name == p.name) {
+            return Err(ParseError {
+                message: format!("Multiple definitions for property '{}'", p.name),
+            });
         }
-        self.property()
+        out.push(p);
+        Ok(())
     }
 
     /// One `name = value` property; the value is a constant, an identifier or a map.
     fn property(&mut self) -> PResult<Property> {
+        let name_pos = self.pos;
         let name = self.ident_any()?;
+        if !self.is_sym("=") {
+            return Err(self.no_viable_after_name(name_pos));
+        }
         self.expect_sym("=")?;
         let value = if self.eat_sym("{") {
             let mut pairs = Vec::new();
@@ -1793,6 +1896,11 @@ impl Parser {
                     let k = self.prop_scalar()?;
                     self.expect_sym(":")?;
                     let v = self.prop_scalar()?;
+                    if pairs.iter().any(|(q, _): &(String, String)| *q == k) {
+                        return Err(ParseError {
+                            message: format!("Multiple definition for property {k}"),
+                        });
+                    }
                     pairs.push((k, v));
                     if self.eat_sym("}") {
                         break;
@@ -1839,6 +1947,22 @@ impl Parser {
             let second = self.ident_any()?;
             name = format!("{name}.{second}");
         }
+        if name == "vector" && self.eat_sym("<") {
+            let element = self.type_text()?;
+            self.expect_sym(",")?;
+            let minus = if self.is_sym("-") && matches!(self.peek_at(1).tok, Tok::Integer(_)) {
+                self.advance();
+                "-"
+            } else {
+                ""
+            };
+            if !matches!(self.peek().tok, Tok::Integer(_)) {
+                return Err(self.no_viable());
+            }
+            let n = self.advance().text;
+            self.expect_sym(">")?;
+            return Ok(format!("vector<{element}, {minus}{n}>"));
+        }
         if self.eat_sym("<") {
             let mut args = Vec::new();
             loop {
@@ -1861,7 +1985,7 @@ impl Parser {
         self.expect_kw("create")?;
         if self.eat_kw("keyspace") || self.eat_kw("schema") {
             let if_not_exists = self.if_not_exists()?;
-            let name = self.ident()?;
+            let name = self.name_ident()?;
             self.expect_kw("with")?;
             let properties = self.properties()?;
             return Ok(Statement::CreateKeyspace(CreateKeyspace {
@@ -1875,10 +1999,13 @@ impl Parser {
         }
         if self.eat_kw("type") {
             let if_not_exists = self.if_not_exists()?;
-            let name = self.qualified_name()?;
+            let name = self.user_type_name()?;
             self.expect_sym("(")?;
             let mut fields = Vec::new();
             loop {
+                if self.at_empty_quoted() {
+                    return Err(self.no_viable());
+                }
                 let f = self.ident_any()?;
                 let t = self.type_text()?;
                 fields.push((f, t));
@@ -1904,7 +2031,11 @@ impl Parser {
             self.expect_kw("on")?;
             let table = self.qualified_name()?;
             self.expect_sym("(")?;
-            let (target_kind, target) = if matches!(self.peek_at(1).tok, Tok::Sym("(")) {
+            let no_target = self.is_sym(")");
+            let mut more_targets = Vec::new();
+            let (target_kind, target) = if no_target {
+                (String::new(), String::new())
+            } else if matches!(self.peek_at(1).tok, Tok::Sym("(")) {
                 let k = self.ident_any()?;
                 self.expect_sym("(")?;
                 let c = self.ident()?;
@@ -1913,6 +2044,16 @@ impl Parser {
             } else {
                 (String::new(), self.ident()?)
             };
+            while !no_target && self.eat_sym(",") {
+                if matches!(self.peek_at(1).tok, Tok::Sym("(")) {
+                    self.ident_any()?;
+                    self.expect_sym("(")?;
+                    more_targets.push(self.ident()?);
+                    self.expect_sym(")")?;
+                } else {
+                    more_targets.push(self.ident()?);
+                }
+            }
             self.expect_sym(")")?;
             let mut custom_class = None;
             let _ = custom;
@@ -1940,6 +2081,8 @@ impl Parser {
                 target_kind,
                 custom_class,
                 options,
+                more_targets,
+                no_target,
             }));
         }
         Err(self.no_viable())
@@ -1978,7 +2121,14 @@ impl Parser {
                 }
                 self.expect_sym(")")?;
             } else {
-                let cname = self.ident()?;
+                // (after a first definition, Cassandra's grammar reads what
+                // is not a name as the end of the definitions)
+                let not_a_name = self.at_empty_quoted()
+                    || matches!(&self.peek().tok, Tok::Ident(s) if sibyl_types::ident::is_reserved(s));
+                if not_a_name && !columns.is_empty() {
+                    return Err(self.error_here("expecting ')'"));
+                }
+                let cname = self.name_ident()?;
                 let typ = self.type_text()?;
                 let mut is_static = false;
                 loop {
@@ -2010,12 +2160,9 @@ impl Parser {
                 break;
             }
         }
-        if multiple_pk || (inline_pk.is_some() && !partition_key.is_empty()) {
-            return Err(ParseError {
-                message: "Multiple PRIMARY KEYs specified (exactly one required)".into(),
-            });
-        }
-        if let Some(pk) = inline_pk {
+        let multiple_primary_keys =
+            multiple_pk || (inline_pk.is_some() && !partition_key.is_empty());
+        if let (Some(pk), false) = (inline_pk, multiple_primary_keys) {
             partition_key.push(pk);
         }
         let mut clustering_order = Vec::new();
@@ -2023,7 +2170,7 @@ impl Parser {
         let mut properties = Vec::new();
         if self.eat_kw("with") {
             loop {
-                if self.is_kw("clustering") {
+                if self.is_kw("clustering") && self.is_kw_at(1, "order") {
                     self.advance();
                     self.expect_kw("order")?;
                     self.expect_kw("by")?;
@@ -2032,9 +2179,10 @@ impl Parser {
                         let column = self.ident()?;
                         let descending = if self.eat_kw("desc") {
                             true
-                        } else {
-                            self.expect_kw("asc")?;
+                        } else if self.eat_kw("asc") {
                             false
+                        } else {
+                            return Err(self.no_viable());
                         };
                         clustering_order.push(Ordering { column, descending });
                         if self.eat_sym(")") {
@@ -2047,7 +2195,8 @@ impl Parser {
                     self.advance();
                     compact_storage = true;
                 } else {
-                    properties.push(self.table_property()?);
+                    let p = self.property()?;
+                    Self::add_property(&mut properties, p)?;
                 }
                 if !self.eat_kw("and") {
                     break;
@@ -2063,6 +2212,7 @@ impl Parser {
             clustering_order,
             compact_storage,
             properties,
+            multiple_primary_keys,
         })))
     }
 
@@ -2070,7 +2220,7 @@ impl Parser {
         self.expect_kw("drop")?;
         if self.eat_kw("keyspace") || self.eat_kw("schema") {
             let if_exists = self.if_exists()?;
-            let name = self.ident()?;
+            let name = self.name_ident()?;
             return Ok(Statement::DropKeyspace { name, if_exists });
         }
         if self.eat_kw("table") || self.eat_kw("columnfamily") {
@@ -2080,7 +2230,7 @@ impl Parser {
         }
         if self.eat_kw("type") {
             let if_exists = self.if_exists()?;
-            let name = self.qualified_name()?;
+            let name = self.user_type_name()?;
             return Ok(Statement::DropType { name, if_exists });
         }
         if self.eat_kw("index") {
@@ -2095,7 +2245,7 @@ impl Parser {
         self.expect_kw("alter")?;
         if self.eat_kw("keyspace") || self.eat_kw("schema") {
             let if_exists = self.if_exists()?;
-            let name = self.ident()?;
+            let name = self.name_ident()?;
             self.expect_kw("with")?;
             let properties = self.properties()?;
             return Ok(Statement::AlterKeyspace {
@@ -2106,9 +2256,9 @@ impl Parser {
         }
         if self.eat_kw("type") {
             let if_exists = self.if_exists()?;
-            let name = self.qualified_name()?;
+            let name = self.user_type_name()?;
             if self.eat_kw("add") {
-                let _ = self.if_not_exists()?;
+                let if_field_exists = self.if_not_exists()?;
                 let f = self.ident()?;
                 let t = self.type_text()?;
                 return Ok(Statement::AlterType {
@@ -2116,10 +2266,28 @@ impl Parser {
                     if_exists,
                     add: Some((f, t)),
                     renames: Vec::new(),
+                    if_field_exists,
+                    alter_field: None,
                 });
             }
-            self.expect_kw("rename")?;
-            let _ = self.if_exists()?;
+            if self.eat_kw("alter") {
+                let f = self.ident()?;
+                self.expect_kw("type")?;
+                let t = self.type_text()?;
+                return Ok(Statement::AlterType {
+                    name,
+                    if_exists,
+                    add: None,
+                    renames: Vec::new(),
+                    if_field_exists: false,
+                    alter_field: Some((f, t)),
+                });
+            }
+            if !self.is_kw("rename") {
+                return Err(self.no_viable());
+            }
+            self.advance();
+            let if_field_exists = self.if_exists()?;
             let mut renames = Vec::new();
             loop {
                 let from = self.ident()?;
@@ -2134,17 +2302,20 @@ impl Parser {
                 if_exists,
                 add: None,
                 renames,
+                if_field_exists,
+                alter_field: None,
             });
         }
         if self.eat_kw("table") || self.eat_kw("columnfamily") {
             let if_exists = self.if_exists()?;
             let name = self.qualified_name()?;
+            let mut if_column_exists = false;
             let op = if self.eat_kw("add") {
-                let _ = self.if_not_exists()?;
+                if_column_exists = self.if_not_exists()?;
                 let mut cols = Vec::new();
                 if self.eat_sym("(") {
                     loop {
-                        let n = self.ident()?;
+                        let n = self.name_ident()?;
                         let t = self.type_text()?;
                         let st = self.eat_kw("static");
                         cols.push(ColumnDef {
@@ -2158,7 +2329,7 @@ impl Parser {
                         self.expect_sym(",")?;
                     }
                 } else {
-                    let n = self.ident()?;
+                    let n = self.name_ident()?;
                     let t = self.type_text()?;
                     let st = self.eat_kw("static");
                     cols.push(ColumnDef {
@@ -2175,7 +2346,7 @@ impl Parser {
                 self.pos += 3;
                 AlterTableOp::DropCompactStorage
             } else if self.eat_kw("drop") {
-                let _ = self.if_exists()?;
+                if_column_exists = self.if_exists()?;
                 let mut cols = Vec::new();
                 if self.eat_sym("(") {
                     loop {
@@ -2190,7 +2361,7 @@ impl Parser {
                 }
                 AlterTableOp::Drop(cols)
             } else if self.eat_kw("rename") {
-                let _ = self.if_exists()?;
+                if_column_exists = self.if_exists()?;
                 let mut pairs = Vec::new();
                 loop {
                     let a = self.ident()?;
@@ -2208,14 +2379,7 @@ impl Parser {
                 let typ = self.type_text()?;
                 AlterTableOp::Alter { column, typ }
             } else if self.eat_kw("with") {
-                let mut props = Vec::new();
-                loop {
-                    props.push(self.table_property()?);
-                    if !self.eat_kw("and") {
-                        break;
-                    }
-                }
-                AlterTableOp::With(props)
+                AlterTableOp::With(self.properties()?)
             } else {
                 return Err(self.no_viable());
             };
@@ -2223,6 +2387,7 @@ impl Parser {
                 name,
                 if_exists,
                 op,
+                if_column_exists,
             })));
         }
         Err(self.no_viable())
@@ -2259,6 +2424,14 @@ impl Parser {
             Describe::Aggregates
         } else if self.eat_kw("index") {
             Describe::Index(self.qualified_name_any()?)
+        } else if self.eat_kw("function") {
+            Describe::Other("function", self.qualified_name_any()?)
+        } else if self.eat_kw("aggregate") {
+            Describe::Other("aggregate", self.qualified_name_any()?)
+        } else if self.is_kw("materialized") && self.is_kw_at(1, "view") {
+            self.advance();
+            self.advance();
+            Describe::Other("view", self.qualified_name_any()?)
         } else if self.is_kw("full") && self.is_kw_at(1, "schema") {
             self.advance();
             self.advance();
@@ -2607,5 +2780,53 @@ mod tests {
             err("DELETE FROM t WHERE k = 8 ALLOW"),
             "line 1:26 mismatched input 'ALLOW' expecting EOF"
         );
+    }
+
+    #[test]
+    fn schema_statements_are_refused_as_cassandras_grammar_refuses_them() {
+        let err = |q: &str| parse_statement(q).err().map(|e| e.message);
+        assert_eq!(
+            err(r#"CREATE KEYSPACE "" WITH replication = {}"#).as_deref(),
+            Some(r#"line 1:16 no viable alternative at input '""' (CREATE KEYSPACE [""]...)"#)
+        );
+        assert_eq!(
+            err(r#"CREATE TABLE t (k int PRIMARY KEY, "" int)"#).as_deref(),
+            Some(
+                r#"line 1:35 mismatched input '""' expecting ')' (...(k int PRIMARY KEY, [""]...)"#
+            )
+        );
+        assert_eq!(
+            err("CREATE TYPE int (a int)").as_deref(),
+            Some("line 1:16 mismatched input '(' expecting '.' (CREATE TYPE int [(]...)")
+        );
+        assert_eq!(
+            err("DROP TYPE int").as_deref(),
+            Some("line 0:-1 mismatched input '<EOF>' expecting '.'")
+        );
+        assert_eq!(
+            err("CREATE TABLE t (k int PRIMARY KEY) WITH comment = 'a' AND comment = 'b'")
+                .as_deref(),
+            Some("Multiple definitions for property 'comment'")
+        );
+        assert_eq!(
+            err("ALTER KEYSPACE k WITH replication = {'class': 'a', 'class': 'b'}").as_deref(),
+            Some("Multiple definition for property class")
+        );
+        assert_eq!(
+            err("ALTER TABLE t WITH COMPACT STORAGE").as_deref(),
+            Some("line 1:27 no viable alternative at input 'STORAGE' (ALTER TABLE t WITH [COMPACT] STORAGE)")
+        );
+        let Statement::CreateTable(ct) =
+            parse("CREATE TABLE t (k int PRIMARY KEY, v int PRIMARY KEY)")
+        else {
+            panic!("not a CREATE TABLE")
+        };
+        assert!(ct.multiple_primary_keys);
+        let Statement::CreateTable(ct) =
+            parse("CREATE TABLE t (k int PRIMARY KEY, v vector<float, -1>)")
+        else {
+            panic!("not a CREATE TABLE")
+        };
+        assert_eq!(ct.columns[1].typ, "vector<float, -1>");
     }
 }

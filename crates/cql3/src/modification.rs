@@ -109,10 +109,9 @@ fn term_text(t: &Term) -> String {
 
 fn undefined(table: &TableMetadata, c: &str) -> Error {
     Error::Invalid(format!(
-        "Undefined column name {} in table {}.{}",
+        "Undefined column name {} in table {}",
         sibyl_types::ident::maybe_quote(c),
-        table.keyspace,
-        table.name
+        table.display_name()
     ))
 }
 

@@ -332,10 +332,9 @@ impl QueryProcessor {
                     for (c, v) in i.columns.iter().zip(i.values.iter()) {
                         let col = t.column(c).ok_or_else(|| {
                             Error::Invalid(format!(
-                                "Undefined column name {} in table {}.{}",
+                                "Undefined column name {} in table {}",
                                 sibyl_types::ident::maybe_quote(c),
-                                t.keyspace,
-                                t.name
+                                t.display_name()
                             ))
                         })?;
                         extra.push((v, c.clone(), col.typ.clone()));
@@ -351,10 +350,9 @@ impl QueryProcessor {
                         let c = a.target.column();
                         let col = t.column(c).ok_or_else(|| {
                             Error::Invalid(format!(
-                                "Undefined column name {} in table {}.{}",
+                                "Undefined column name {} in table {}",
                                 sibyl_types::ident::maybe_quote(c),
-                                t.keyspace,
-                                t.name
+                                t.display_name()
                             ))
                         })?;
                         let typ = col.typ.clone();
@@ -469,10 +467,9 @@ impl QueryProcessor {
                     (RelationLhs::Column(c), rhs) => {
                         let col = t.column(c).ok_or_else(|| {
                             Error::Invalid(format!(
-                                "Undefined column name {} in table {}.{}",
+                                "Undefined column name {} in table {}",
                                 sibyl_types::ident::maybe_quote(c),
-                                t.keyspace,
-                                t.name
+                                t.display_name()
                             ))
                         })?;
                         let typ = match rel.op {
@@ -1482,6 +1479,7 @@ impl QueryProcessor {
             name: name.map(|s| s.to_string()),
             arg_types: Vec::new(),
         };
+        self.schema_precheck(st, client, ks_opt, &schema)?;
         let mut build_index: Option<(Arc<TableMetadata>, sibyl_schema::index::IndexMetadata)> =
             None;
         let mut warnings: Vec<String> = Vec::new();
@@ -1491,7 +1489,7 @@ impl QueryProcessor {
             Option<SchemaChange>,
         ) = match st {
             Statement::CreateKeyspace(c) => {
-                validate_name("Keyspace", &c.name)?;
+                validate_keyspace_properties(&c.properties)?;
                 if !c.properties.iter().any(|p| p.name == "replication") {
                     return Err(Error::Invalid(
                         "Missing mandatory option 'replication'".into(),
@@ -1525,21 +1523,13 @@ impl QueryProcessor {
                 if_exists,
                 properties,
             } => {
+                validate_keyspace_properties(properties)?;
                 let Some(old) = schema.keyspace(name) else {
                     if *if_exists {
                         return Ok(Outcome::void());
                     }
-                    return Err(Error::Invalid(format!("Keyspace '{name}' does not exist")));
+                    return Err(Error::Invalid(format!("Keyspace '{name}' doesn't exist")));
                 };
-                // the replicated system keyspaces' replication is the
-                // operator's (raising system_auth's RF as a cluster grows)
-                if is_system_keyspace(name)
-                    && !schema_tables::REPLICATED_SYSTEM_KEYSPACES.contains(&name.as_str())
-                {
-                    return Err(Error::Unauthorized(format!(
-                        "{name} keyspace is not user-modifiable."
-                    )));
-                }
                 let ks = self.keyspace_from_properties(name, properties, Some(old))?;
                 // (Cassandra checks a system keyspace's RF against the nodes
                 // of each datacenter for user keyspaces only)
@@ -1562,9 +1552,6 @@ impl QueryProcessor {
                     }
                     return Err(Error::Invalid(format!("Keyspace '{name}' doesn't exist")));
                 }
-                if is_system_keyspace(name) {
-                    return Err(system_refusal(name, &format!("DROP <keyspace {name}>")));
-                }
                 (
                     None,
                     Some(name.clone()),
@@ -1584,7 +1571,6 @@ impl QueryProcessor {
                         &format!("CREATE <all tables in {ks_name}>"),
                     ));
                 }
-                validate_name("Table", &ct.name.name)?;
                 if old.tables.contains_key(&ct.name.name) {
                     if ct.if_not_exists {
                         return Ok(Outcome::void());
@@ -1599,6 +1585,18 @@ impl QueryProcessor {
                     });
                 }
                 let t = build_table(&ks_name, ct, old)?;
+                // (Cassandra's `TableMetadata.validate`, once the table is
+                // built: no length limit but the file system's, a table's
+                // directory being its name and 33 more characters)
+                let n = &ct.name.name;
+                if n.is_empty()
+                    || n.len() > 222
+                    || !n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                {
+                    return Err(Error::Config(format!(
+                        "{ks_name}.{n}: Table name must not be empty, more than 48 characters long, or contain non-alphanumeric-underscore characters (got \"{n}\")"
+                    )));
+                }
                 let mut ks = (**old).clone();
                 ks.tables.insert(t.name.clone(), Arc::new(t));
                 (
@@ -1614,12 +1612,9 @@ impl QueryProcessor {
             }
             Statement::AlterTable(at) => {
                 let ks_name = self.keyspace_of(&at.name, client, ks_opt)?;
-                let Some(old) = schema.keyspace(&ks_name) else {
-                    return Err(Error::Invalid(format!(
-                        "Keyspace '{ks_name}' doesn't exist"
-                    )));
-                };
-                let Some(t) = old.tables.get(&at.name.name) else {
+                let old = schema.keyspace(&ks_name);
+                let Some((old, t)) = old.and_then(|o| o.tables.get(&at.name.name).map(|t| (o, t)))
+                else {
                     if at.if_exists {
                         return Ok(Outcome::void());
                     }
@@ -1628,13 +1623,9 @@ impl QueryProcessor {
                         ks_name, at.name.name
                     )));
                 };
-                if is_system_keyspace(&ks_name) {
-                    return Err(system_refusal(
-                        &ks_name,
-                        &format!("ALTER <table {ks_name}.{}>", at.name.name),
-                    ));
-                }
-                let nt = alter_table(t, &at.op, old)?;
+                let Some(nt) = alter_table(t, &at.op, at.if_column_exists, old)? else {
+                    return Ok(Outcome::void());
+                };
                 let mut ks = (**old).clone();
                 ks.tables.insert(nt.name.clone(), Arc::new(nt));
                 (
@@ -1650,15 +1641,8 @@ impl QueryProcessor {
             }
             Statement::DropTable { name, if_exists } => {
                 let ks_name = self.keyspace_of(name, client, ks_opt)?;
-                let Some(old) = schema.keyspace(&ks_name) else {
-                    if *if_exists {
-                        return Ok(Outcome::void());
-                    }
-                    return Err(Error::Invalid(format!(
-                        "Keyspace '{ks_name}' doesn't exist"
-                    )));
-                };
-                if !old.tables.contains_key(&name.name) {
+                let old = schema.keyspace(&ks_name);
+                let Some(old) = old.filter(|o| o.tables.contains_key(&name.name)) else {
                     if *if_exists {
                         return Ok(Outcome::void());
                     }
@@ -1666,13 +1650,7 @@ impl QueryProcessor {
                         "Table '{}.{}' doesn't exist",
                         ks_name, name.name
                     )));
-                }
-                if is_system_keyspace(&ks_name) {
-                    return Err(system_refusal(
-                        &ks_name,
-                        &format!("DROP <table {ks_name}.{}>", name.name),
-                    ));
-                }
+                };
                 let mut ks = (**old).clone();
                 ks.tables.remove(&name.name);
                 (
@@ -1708,19 +1686,20 @@ impl QueryProcessor {
                         ct.name.name
                     )));
                 }
-                let mut fields = Vec::new();
-                for (f, tstr) in &ct.fields {
-                    if fields.iter().any(|(n, _): &(String, CqlType)| n == f) {
+                for (i, (f, _)) in ct.fields.iter().enumerate() {
+                    if ct.fields[..i].iter().any(|(n, _)| n == f) {
                         return Err(Error::Invalid(format!(
-                            "Duplicate field name {f} in type {}",
+                            "Duplicate field name '{f}' in type '{}'",
                             ct.name.name
                         )));
                     }
-                    let typ = parse_type(tstr, old)?;
-                    if typ.is_counter() {
-                        return Err(Error::Invalid("A user type cannot contain counters".into()));
-                    }
-                    fields.push((f.clone(), typ));
+                }
+                for (_, tstr) in &ct.fields {
+                    check_user_type_field(tstr)?;
+                }
+                let mut fields = Vec::new();
+                for (f, tstr) in &ct.fields {
+                    fields.push((f.clone(), parse_type(tstr, old)?));
                 }
                 let mut ks = (**old).clone();
                 ks.types.insert(
@@ -1744,12 +1723,8 @@ impl QueryProcessor {
             }
             Statement::DropType { name, if_exists } => {
                 let ks_name = self.keyspace_of(name, client, ks_opt)?;
-                let Some(old) = schema.keyspace(&ks_name) else {
-                    return Err(Error::Invalid(format!(
-                        "Keyspace '{ks_name}' doesn't exist"
-                    )));
-                };
-                if !old.types.contains_key(&name.name) {
+                let old = schema.keyspace(&ks_name);
+                let Some(old) = old.filter(|o| o.types.contains_key(&name.name)) else {
                     if *if_exists {
                         return Ok(Outcome::void());
                     }
@@ -1757,7 +1732,7 @@ impl QueryProcessor {
                         "Type '{}.{}' doesn't exist",
                         ks_name, name.name
                     )));
-                }
+                };
                 let by_types: Vec<&str> = old
                     .types
                     .values()
@@ -1807,14 +1782,13 @@ impl QueryProcessor {
                 if_exists,
                 add,
                 renames,
+                if_field_exists,
+                alter_field,
             } => {
                 let ks_name = self.keyspace_of(name, client, ks_opt)?;
-                let Some(old) = schema.keyspace(&ks_name) else {
-                    return Err(Error::Invalid(format!(
-                        "Keyspace '{ks_name}' doesn't exist"
-                    )));
-                };
-                let Some(u) = old.types.get(&name.name) else {
+                let old = schema.keyspace(&ks_name);
+                let Some((old, u)) = old.and_then(|o| o.types.get(&name.name).map(|u| (o, u)))
+                else {
                     if *if_exists {
                         return Ok(Outcome::void());
                     }
@@ -1823,24 +1797,78 @@ impl QueryProcessor {
                         name.name
                     )));
                 };
+                let cql_name = format!(
+                    "{}.{}",
+                    sibyl_types::ident::maybe_quote(&ks_name),
+                    sibyl_types::ident::maybe_quote(&name.name)
+                );
+                if alter_field.is_some() {
+                    return Err(Error::Invalid(
+                        "Altering field types is no longer supported".into(),
+                    ));
+                }
                 let mut fields = u.fields.clone();
                 if let Some((f, tstr)) = add {
+                    check_type_syntax(tstr)?;
                     if fields.iter().any(|(n, _)| n == f) {
+                        if *if_field_exists {
+                            return Ok(Outcome::void());
+                        }
                         return Err(Error::Invalid(format!(
-                            "Cannot add field {f} to type {ks_name}.{}: a field with name {f} already exists",
-                            name.name
+                            "Cannot add field {f} to type {cql_name}: a field with name {f} already exists"
                         )));
                     }
-                    fields.push((f.clone(), parse_type(tstr, old)?));
+                    check_user_type_field(tstr)?;
+                    let typ = parse_type(tstr, old)?;
+                    let written = RawType::parse(tstr)
+                        .map(|r| r.qualified(&ks_name).to_string())
+                        .unwrap_or_else(|| tstr.clone());
+                    if refers_to_type(&typ, &name.name) {
+                        return Err(Error::Invalid(format!(
+                            "Cannot add new field {f} of type {written} to user type {cql_name} as it would create a circular reference"
+                        )));
+                    }
+                    let in_keys: Vec<String> = old
+                        .tables
+                        .values()
+                        .filter(|t| {
+                            t.partition_key()
+                                .iter()
+                                .any(|c| refers_to_type(&c.typ, &name.name))
+                        })
+                        .map(|t| t.display_name())
+                        .collect();
+                    if !in_keys.is_empty() {
+                        return Err(Error::Invalid(format!(
+                            "Cannot add new field {f} of type {written} to user type {cql_name} as the type is being used in partition key by the following tables: {}",
+                            in_keys.join(", ")
+                        )));
+                    }
+                    fields.push((f.clone(), typ));
                 }
+                // each rename is looked up in the type as it was
                 for (from, to) in renames {
-                    let Some(i) = fields.iter().position(|(n, _)| n == from) else {
+                    let Some(i) = u.fields.iter().position(|(n, _)| n == from) else {
+                        if *if_field_exists {
+                            continue;
+                        }
                         return Err(Error::Invalid(format!(
                             "Unkown field {from} in user type {ks_name}.{}",
                             name.name
                         )));
                     };
                     fields[i].0 = to.clone();
+                }
+                // (Cassandra's `checkForDuplicateNames` names the keyspace)
+                for (i, (f, _)) in fields.iter().enumerate() {
+                    if fields[i + 1..].iter().any(|(g, _)| g == f) {
+                        return Err(Error::Invalid(format!(
+                            "Duplicate field name {f} in type {ks_name}"
+                        )));
+                    }
+                }
+                if fields == u.fields {
+                    return Ok(Outcome::void());
                 }
                 let mut ks = (**old).clone();
                 ks.types.insert(
@@ -1864,6 +1892,12 @@ impl QueryProcessor {
                 )
             }
             Statement::CreateIndex(ci) => {
+                // (Cassandra's `IndexAttributes.validate`, as it prepares)
+                if ci.custom_class.is_none() && !ci.options.is_empty() {
+                    return Err(Error::Invalid(
+                        "Cannot specify options for a non-CUSTOM index".into(),
+                    ));
+                }
                 let ks_name = self.keyspace_of(&ci.table, client, ks_opt)?;
                 let Some(old) = schema.keyspace(&ks_name) else {
                     return Err(Error::Invalid(format!(
@@ -1894,6 +1928,40 @@ impl QueryProcessor {
                         }
                         return Err(Error::Invalid(format!("Index '{n}' already exists")));
                     }
+                }
+                for c in &ci.more_targets {
+                    if t.column(c).is_none() {
+                        return Err(Error::Invalid(format!(
+                            "Undefined column name {c} in table {}",
+                            t.display_name()
+                        )));
+                    }
+                }
+                if ci.no_target {
+                    return Err(Error::Invalid(if ci.custom_class.is_some() {
+                        "Failed to retrieve target column for: ".into()
+                    } else {
+                        "Only CUSTOM indexes can be created without specifying a target column"
+                            .into()
+                    }));
+                }
+                if !ci.more_targets.is_empty() {
+                    if t.column(&ci.target).is_none() {
+                        return Err(Error::Invalid(format!(
+                            "Undefined column name {} in table {}",
+                            ci.target,
+                            t.display_name()
+                        )));
+                    }
+                    return Err(Error::Invalid(if ci.custom_class.is_some() {
+                        format!(
+                            "A storage-attached index cannot be created over multiple columns: {}, {}",
+                            ci.target,
+                            ci.more_targets.join(", ")
+                        )
+                    } else {
+                        "Only CUSTOM indexes support multiple columns".into()
+                    }));
                 }
                 let (ix, duplicate) = sibyl_schema::index::validate_create(
                     t,
@@ -2018,36 +2086,21 @@ impl QueryProcessor {
         })
     }
 
-    /// Cassandra's warning when a keyspace asks for more replicas than a
-    /// datacenter has nodes.
-    /// NetworkTopologyStrategy takes only data centers the cluster has (this
-    /// node's and those of the ring), as Cassandra's `validateExpectedOptions`.
-    fn check_datacenters(
-        &self,
-        keyspace: &str,
-        replication: &BTreeMap<String, String>,
-    ) -> Result<()> {
-        if !replication
-            .get("class")
-            .is_some_and(|c| c.ends_with("NetworkTopologyStrategy"))
-        {
-            return Ok(());
-        }
+    /// The data centers the cluster has: this node's and those of the
+    /// ring (Cassandra's `Datacenters.getValidDatacenters`).
+    fn datacenters(&self) -> Vec<String> {
         let ring = self.proxy.ring.read();
-        let local = self.proxy.local_dc();
-        for dc in replication
-            .keys()
-            .filter(|k| !matches!(k.as_str(), "class" | "replication_factor"))
-        {
-            if dc != local && !ring.endpoints.iter().any(|e| &e.datacenter == dc) {
-                return Err(Error::Config(format!(
-                    "Unrecognized strategy option {{{dc}}} passed to NetworkTopologyStrategy for keyspace {keyspace}"
-                )));
+        let mut dcs = vec![self.proxy.local_dc().to_string()];
+        for e in &ring.endpoints {
+            if !dcs.contains(&e.datacenter) {
+                dcs.push(e.datacenter.clone());
             }
         }
-        Ok(())
+        dcs
     }
 
+    /// Cassandra's warning when a keyspace asks for more replicas than a
+    /// datacenter has nodes.
     fn replication_warnings(&self, ks: &KeyspaceMetadata) -> Vec<String> {
         let ring = self.proxy.ring.read();
         // a data center without nodes is not warned about (Cassandra's nodeCount == 0)
@@ -2093,31 +2146,20 @@ impl QueryProcessor {
     ) -> Result<KeyspaceMetadata> {
         let mut replication = old.map(|o| o.replication.clone());
         let mut durable_writes = old.map(|o| o.durable_writes).unwrap_or(true);
-        for p in props {
-            match p.name.as_str() {
-                "replication" => {
-                    let PropertyValue::Map(m) = &p.value else {
-                        return Err(Error::Syntax(
-                            "Invalid value for property 'replication'. It should be a map.".into(),
-                        ));
-                    };
-                    let m: BTreeMap<String, String> = m.iter().cloned().collect();
-                    let validated = validate_replication(name, &m, self.proxy.local_dc())?;
-                    self.check_datacenters(name, &validated)?;
-                    replication = Some(validated.into());
-                }
-                "durable_writes" => {
-                    durable_writes = match p.value.as_text().map(|s| s.to_lowercase()).as_deref() {
-                        Some("true") => true,
-                        Some("false") => false,
-                        _ => {
-                            return Err(Error::Syntax(
-                                "Invalid boolean value for 'durable_writes'".into(),
-                            ))
-                        }
-                    }
-                }
-                other => return Err(Error::Syntax(format!("Unknown property '{other}'"))),
+        // (as Cassandra's `asNewKeyspaceParams`: durable_writes, then the
+        // replication)
+        if let Some(p) = props.iter().find(|p| p.name == "durable_writes") {
+            durable_writes = prop_bool(p)?;
+        }
+        if let Some(p) = props.iter().find(|p| p.name == "replication") {
+            let m = prop_map(p)?;
+            // an ALTER without replication options keeps the replication
+            if !(m.is_empty() && old.is_some()) {
+                let previous: BTreeMap<String, String> = old
+                    .map(|o| o.replication.options().clone())
+                    .unwrap_or_default();
+                let validated = validate_replication(name, &m, &previous, &self.datacenters())?;
+                replication = Some(validated.into());
             }
         }
         let Some(replication) = replication else {
@@ -2464,10 +2506,9 @@ fn read_before_write(t: &TableMetadata, s: &Statement) -> Vec<String> {
 fn condition_column<'t>(t: &'t TableMetadata, c: &Condition) -> Result<&'t ColumnMetadata> {
     t.column(c.target.column()).ok_or_else(|| {
         Error::Invalid(format!(
-            "Undefined column name {} in table {}.{}",
+            "Undefined column name {} in table {}",
             sibyl_types::ident::maybe_quote(c.target.column()),
-            t.keyspace,
-            t.name
+            t.display_name()
         ))
     })
 }
@@ -2889,19 +2930,6 @@ fn condition_receivers(
         }
         _ => (None, (name.clone(), col.typ.clone())),
     })
-}
-
-fn references_duration(t: &CqlType) -> bool {
-    match t {
-        CqlType::Duration => true,
-        CqlType::List(e) | CqlType::Set(e) | CqlType::Frozen(e) | CqlType::Vector(e, _) => {
-            references_duration(e)
-        }
-        CqlType::Map(k, v) => references_duration(k) || references_duration(v),
-        CqlType::Tuple(ts) => ts.iter().any(references_duration),
-        CqlType::Udt(u) => u.fields.iter().any(|(_, t)| references_duration(t)),
-        _ => false,
-    }
 }
 
 /// The checks `ColumnCondition.Raw.prepare` makes of a condition on
@@ -3473,7 +3501,439 @@ fn resolve_values(st: &ParsedStatement, opts: &QueryOptions) -> Result<Vec<Value
     Ok(opts.values.clone())
 }
 
+/// A type as written in a statement, before it is resolved: what
+/// Cassandra's `CQL3Type.Raw` checks (in its order) before the type exists.
+#[derive(Debug, Clone)]
+enum RawType {
+    /// A native type, or a user type (`ks.name`), or a quoted custom class.
+    Named {
+        keyspace: Option<String>,
+        name: String,
+        native: bool,
+        frozen: bool,
+    },
+    Collection {
+        kind: &'static str,
+        args: Vec<RawType>,
+        frozen: bool,
+    },
+    Tuple(Vec<RawType>),
+    Vector(Box<RawType>, String),
+}
+
+impl RawType {
+    fn parse(s: &str) -> Option<RawType> {
+        let mut p = RawTypeParser { s, pos: 0 };
+        let t = p.typ()?;
+        p.skip_ws();
+        (p.pos == s.len()).then_some(t)
+    }
+
+    fn frozen(&self) -> bool {
+        match self {
+            RawType::Named { frozen, native, .. } => *frozen || *native,
+            RawType::Collection { frozen, .. } => *frozen,
+            RawType::Tuple(..) | RawType::Vector(..) => true,
+        }
+    }
+
+    fn supports_freezing(&self) -> bool {
+        match self {
+            RawType::Named { native, .. } => !native,
+            RawType::Collection { .. } | RawType::Tuple(..) => true,
+            RawType::Vector(..) => false,
+        }
+    }
+
+    fn is_native(&self, n: &str) -> bool {
+        matches!(self, RawType::Named { native: true, name, .. } if name == n)
+    }
+
+    fn is_udt(&self) -> bool {
+        matches!(self, RawType::Named { native: false, name, .. } if !name.starts_with('\''))
+    }
+
+    /// The type with its user types named with their keyspace, as
+    /// Cassandra prints a type once it has been prepared.
+    fn qualified(self, ks: &str) -> RawType {
+        match self {
+            RawType::Named {
+                keyspace: None,
+                name,
+                native: false,
+                frozen,
+            } if !name.starts_with('\'') => RawType::Named {
+                keyspace: Some(sibyl_types::ident::maybe_quote(ks)),
+                name,
+                native: false,
+                frozen,
+            },
+            RawType::Collection { kind, args, frozen } => RawType::Collection {
+                kind,
+                args: args.into_iter().map(|a| a.qualified(ks)).collect(),
+                frozen,
+            },
+            RawType::Tuple(ts) => RawType::Tuple(ts.into_iter().map(|a| a.qualified(ks)).collect()),
+            RawType::Vector(e, n) => RawType::Vector(Box::new(e.qualified(ks)), n),
+            other => other,
+        }
+    }
+
+    /// Cassandra's `Raw.freeze`: collections freeze what they hold.
+    fn freeze(self) -> RawType {
+        match self {
+            RawType::Named {
+                keyspace,
+                name,
+                native,
+                ..
+            } => RawType::Named {
+                frozen: !native,
+                keyspace,
+                name,
+                native,
+            },
+            RawType::Collection { kind, args, .. } => RawType::Collection {
+                kind,
+                args: args
+                    .into_iter()
+                    .map(|a| if a.supports_freezing() { a.freeze() } else { a })
+                    .collect(),
+                frozen: true,
+            },
+            RawType::Tuple(ts) => RawType::Tuple(ts),
+            other => other,
+        }
+    }
+}
+
+impl std::fmt::Display for RawType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let join = |ts: &[RawType]| ts.iter().map(|t| t.to_string()).collect::<Vec<_>>();
+        match self {
+            RawType::Named {
+                keyspace,
+                name,
+                frozen,
+                ..
+            } => {
+                let n = match keyspace {
+                    Some(k) => format!("{k}.{name}"),
+                    None => name.clone(),
+                };
+                if *frozen {
+                    write!(f, "frozen<{n}>")
+                } else {
+                    write!(f, "{n}")
+                }
+            }
+            RawType::Collection { kind, args, frozen } => {
+                let inner = format!("{kind}<{}>", join(args).join(", "));
+                if *frozen {
+                    write!(f, "frozen<{inner}>")
+                } else {
+                    write!(f, "{inner}")
+                }
+            }
+            RawType::Tuple(ts) => write!(f, "tuple<{}>", join(ts).join(", ")),
+            RawType::Vector(e, n) => write!(f, "vector<{e}, {n}>"),
+        }
+    }
+}
+
+struct RawTypeParser<'a> {
+    s: &'a str,
+    pos: usize,
+}
+
+impl RawTypeParser<'_> {
+    fn skip_ws(&mut self) {
+        while self.s[self.pos..].starts_with(' ') {
+            self.pos += 1;
+        }
+    }
+
+    fn eat(&mut self, c: char) -> bool {
+        self.skip_ws();
+        if self.s[self.pos..].starts_with(c) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// A name (`"Quoted"` keeps its quotes), a number, or a quoted class.
+    fn word(&mut self) -> Option<String> {
+        self.skip_ws();
+        let rest = &self.s[self.pos..];
+        let len = if rest.starts_with('"') {
+            let mut i = 1;
+            let b = rest.as_bytes();
+            loop {
+                match b.get(i) {
+                    Some(b'"') if b.get(i + 1) == Some(&b'"') => i += 2,
+                    Some(b'"') => break i + 1,
+                    Some(_) => i += 1,
+                    None => return None,
+                }
+            }
+        } else if let Some(quoted) = rest.strip_prefix('\'') {
+            quoted.find('\'')? + 2
+        } else {
+            rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+                .unwrap_or(rest.len())
+        };
+        if len == 0 {
+            return None;
+        }
+        self.pos += len;
+        Some(rest[..len].to_string())
+    }
+
+    fn typ(&mut self) -> Option<RawType> {
+        let first = self.word()?;
+        if self.eat('.') {
+            let name = self.word()?;
+            return Some(RawType::Named {
+                keyspace: Some(first),
+                name,
+                native: false,
+                frozen: false,
+            });
+        }
+        let args = |p: &mut Self| -> Option<Vec<RawType>> {
+            let mut out = Vec::new();
+            if !p.eat('<') {
+                return None;
+            }
+            loop {
+                out.push(p.typ()?);
+                if p.eat('>') {
+                    return Some(out);
+                }
+                if !p.eat(',') {
+                    return None;
+                }
+            }
+        };
+        Some(match first.as_str() {
+            "frozen" => {
+                let mut a = args(self)?;
+                (a.len() == 1).then_some(())?;
+                let inner = a.remove(0);
+                if inner.supports_freezing() {
+                    inner.freeze()
+                } else {
+                    // (refused as the grammar does, see `frozen_of_native`)
+                    RawType::Collection {
+                        kind: "frozen",
+                        args: vec![inner],
+                        frozen: true,
+                    }
+                }
+            }
+            "list" | "set" | "map" => RawType::Collection {
+                kind: match first.as_str() {
+                    "list" => "list",
+                    "set" => "set",
+                    _ => "map",
+                },
+                args: args(self)?,
+                frozen: false,
+            },
+            "tuple" => RawType::Tuple(args(self)?.into_iter().map(RawType::freeze).collect()),
+            "vector" => {
+                if !self.eat('<') {
+                    return None;
+                }
+                let e = self.typ()?;
+                if !self.eat(',') {
+                    return None;
+                }
+                let n = self.word()?;
+                if !self.eat('>') {
+                    return None;
+                }
+                RawType::Vector(Box::new(e), n)
+            }
+            _ => RawType::Named {
+                native: RAW_NATIVE_TYPES.contains(&first.as_str()),
+                keyspace: None,
+                name: first,
+                frozen: false,
+            },
+        })
+    }
+}
+
+const RAW_NATIVE_TYPES: [&str; 21] = [
+    "ascii",
+    "bigint",
+    "blob",
+    "boolean",
+    "counter",
+    "date",
+    "decimal",
+    "double",
+    "duration",
+    "float",
+    "inet",
+    "int",
+    "smallint",
+    "text",
+    "time",
+    "timestamp",
+    "timeuuid",
+    "tinyint",
+    "uuid",
+    "varchar",
+    "varint",
+];
+
+/// `frozen<int>`: refused by Cassandra's grammar, so before anything else.
+fn frozen_of_native(t: &RawType) -> Option<String> {
+    match t {
+        RawType::Collection {
+            kind: "frozen",
+            args,
+            ..
+        } => Some(args[0].to_string()),
+        RawType::Collection { args, .. } | RawType::Tuple(args) => {
+            args.iter().find_map(frozen_of_native)
+        }
+        RawType::Vector(e, _) => frozen_of_native(e),
+        RawType::Named { .. } => None,
+    }
+}
+
+/// Cassandra's `CQL3Type.Raw.prepare` checks, in its order: what a
+/// collection, tuple or vector may hold, and which user types a statement
+/// on keyspace `ks` may name.
+fn check_raw_type(t: &RawType, ks: &KeyspaceMetadata) -> Result<()> {
+    match t {
+        RawType::Collection { kind, args, frozen } => {
+            let nested = |inner: &RawType| -> Result<()> {
+                if !frozen && inner.supports_freezing() && !inner.frozen() {
+                    let what = if matches!(inner, RawType::Collection { .. }) {
+                        "collections"
+                    } else {
+                        "UDTs"
+                    };
+                    return Err(Error::Invalid(format!(
+                        "Non-frozen {what} are not allowed inside collections: {t}"
+                    )));
+                }
+                Ok(())
+            };
+            let (keys, values) = match args.as_slice() {
+                [k, v] => (Some(k), v),
+                [v] => (None, v),
+                _ => return Ok(()),
+            };
+            nested(values)?;
+            if values.is_native("counter") {
+                return Err(Error::Invalid(format!(
+                    "Counters are not allowed inside collections: {t}"
+                )));
+            }
+            if *kind == "set" && values.is_native("duration") {
+                return Err(Error::Invalid(format!(
+                    "Durations are not allowed inside sets: {t}"
+                )));
+            }
+            if let Some(k) = keys {
+                if k.is_native("counter") {
+                    return Err(Error::Invalid(format!(
+                        "Counters are not allowed inside collections: {t}"
+                    )));
+                }
+                if k.is_native("duration") {
+                    return Err(Error::Invalid(format!(
+                        "Durations are not allowed as map keys: {t}"
+                    )));
+                }
+                nested(k)?;
+            }
+            check_raw_type(values, ks)?;
+            if let Some(k) = keys {
+                check_raw_type(k, ks)?;
+            }
+        }
+        RawType::Tuple(ts) => {
+            for e in ts {
+                if e.is_native("counter") {
+                    return Err(Error::Invalid(
+                        "Counters are not allowed inside tuples".into(),
+                    ));
+                }
+                check_raw_type(e, ks)?;
+            }
+        }
+        RawType::Vector(e, n) => {
+            check_raw_type(e, ks)?;
+            if let Ok(d) = n.parse::<i64>() {
+                if d <= 0 {
+                    return Err(Error::Invalid(format!(
+                        "vectors may only have positive dimensions; given {d}"
+                    )));
+                }
+            }
+        }
+        RawType::Named { keyspace, name, .. } => {
+            if t.is_udt() {
+                if let Some(k) = keyspace {
+                    if k.trim_matches('"') != ks.name {
+                        return Err(Error::Invalid(format!(
+                            "Statement on keyspace {} cannot refer to a user type in keyspace {}; user types can only be used in the keyspace they are defined in",
+                            ks.name,
+                            k.trim_matches('"')
+                        )));
+                    }
+                }
+                let bare = name.trim_matches('"');
+                if !ks.types.contains_key(bare) {
+                    return Err(Error::Invalid(format!("Unknown type {}.{bare}", ks.name)));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What a user type's field cannot be (Cassandra's `CreateTypeStatement`
+/// and `AlterTypeStatement.AddField`, on the type as written).
+fn check_user_type_field(tstr: &str) -> Result<()> {
+    let Some(raw) = RawType::parse(tstr) else {
+        return Ok(());
+    };
+    if raw.is_native("counter") {
+        return Err(Error::Invalid("A user type cannot contain counters".into()));
+    }
+    if raw.is_udt() && !raw.frozen() {
+        return Err(Error::Invalid(
+            "A user type cannot contain non-frozen UDTs".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The checks on a type as written that Cassandra's grammar makes
+/// (`frozen<int>`), as a syntax error.
+fn check_type_syntax(s: &str) -> Result<()> {
+    if let Some(inner) = RawType::parse(s).as_ref().and_then(frozen_of_native) {
+        return Err(Error::Syntax(format!(
+            "frozen<> is only allowed on collections, tuples, and user-defined types (got {inner})"
+        )));
+    }
+    Ok(())
+}
+
 fn parse_type(s: &str, ks: &KeyspaceMetadata) -> Result<CqlType> {
+    check_type_syntax(s)?;
+    if let Some(raw) = RawType::parse(s) {
+        check_raw_type(&raw, ks)?;
+    }
     let t =
         CqlType::parse(s, &|n: &str| ks.types.get(n.trim_matches('"')).cloned()).map_err(|e| {
             let m = e.to_string();
@@ -3493,23 +3953,18 @@ fn parse_type(s: &str, ks: &KeyspaceMetadata) -> Result<CqlType> {
             sibyl_cql::MAX_NESTING
         )));
     }
-    if let CqlType::List(e) | CqlType::Set(e) | CqlType::Map(_, e) = t.unfrozen() {
-        if contains_counter(e) || matches!(t.unfrozen(), CqlType::Map(k, _) if contains_counter(k))
-        {
-            return Err(Error::Invalid(format!(
-                "Counters are not allowed inside collections: {t}"
-            )));
-        }
-    }
     Ok(freeze_tuples(t))
 }
 
-fn contains_counter(t: &CqlType) -> bool {
-    match t.unfrozen() {
-        CqlType::Counter => true,
-        CqlType::List(e) | CqlType::Set(e) | CqlType::Vector(e, _) => contains_counter(e),
-        CqlType::Map(k, v) => contains_counter(k) || contains_counter(v),
-        CqlType::Tuple(ts) => ts.iter().any(contains_counter),
+/// Cassandra's `AbstractType.referencesDuration`: a duration anywhere in
+/// the type, vectors aside.
+fn references_duration(t: &CqlType) -> bool {
+    match t {
+        CqlType::Duration => true,
+        CqlType::Frozen(e) | CqlType::List(e) | CqlType::Set(e) => references_duration(e),
+        CqlType::Map(k, v) => references_duration(k) || references_duration(v),
+        CqlType::Tuple(ts) => ts.iter().any(references_duration),
+        CqlType::Udt(u) => u.fields.iter().any(|(_, f)| references_duration(f)),
         _ => false,
     }
 }
@@ -3577,6 +4032,12 @@ fn build_table(ks_name: &str, ct: &CreateTable, ks: &KeyspaceMetadata) -> Result
                 ct.name.name
             )));
         }
+        if let CqlType::Udt(u) = &c.typ {
+            return Err(Error::Invalid(format!(
+                "Invalid non-frozen user-defined type \"{}.{}\" for PRIMARY KEY column '{pk}'",
+                u.keyspace, u.name
+            )));
+        }
         if c.typ.is_multi_cell() {
             return Err(Error::Invalid(format!(
                 "Invalid non-frozen collection type {} for PRIMARY KEY column '{pk}'",
@@ -3586,6 +4047,11 @@ fn build_table(ks_name: &str, ct: &CreateTable, ks: &KeyspaceMetadata) -> Result
         if c.typ.is_counter() {
             return Err(Error::Invalid(format!(
                 "counter type is not supported for PRIMARY KEY column '{pk}'"
+            )));
+        }
+        if references_duration(&c.typ) {
+            return Err(Error::Invalid(format!(
+                "duration type is not supported for PRIMARY KEY column '{pk}'"
             )));
         }
         if c.kind == ColumnKind::Static {
@@ -3609,6 +4075,12 @@ fn build_table(ks_name: &str, ct: &CreateTable, ks: &KeyspaceMetadata) -> Result
                 ct.name.name
             )));
         }
+        if let CqlType::Udt(u) = &c.typ {
+            return Err(Error::Invalid(format!(
+                "Invalid non-frozen user-defined type \"{}.{}\" for PRIMARY KEY column '{ck}'",
+                u.keyspace, u.name
+            )));
+        }
         if c.typ.is_multi_cell() {
             return Err(Error::Invalid(format!(
                 "Invalid non-frozen collection type {} for PRIMARY KEY column '{ck}'",
@@ -3618,6 +4090,11 @@ fn build_table(ks_name: &str, ct: &CreateTable, ks: &KeyspaceMetadata) -> Result
         if c.typ.is_counter() {
             return Err(Error::Invalid(format!(
                 "counter type is not supported for PRIMARY KEY column '{ck}'"
+            )));
+        }
+        if references_duration(&c.typ) {
+            return Err(Error::Invalid(format!(
+                "duration type is not supported for PRIMARY KEY column '{ck}'"
             )));
         }
         if c.kind == ColumnKind::Static {
@@ -3784,30 +4261,43 @@ fn compact_storage_of(columns: &[ColumnMetadata], counters: bool) -> CompactStor
     }
 }
 
+/// The table an ALTER TABLE makes, or `None` when it changes nothing
+/// (`ADD IF NOT EXISTS` of existing columns, `DROP IF EXISTS` of missing ones).
 fn alter_table(
     t: &TableMetadata,
     op: &AlterTableOp,
+    if_column_exists: bool,
     ks: &KeyspaceMetadata,
-) -> Result<TableMetadata> {
+) -> Result<Option<TableMetadata>> {
     let mut nt = t.clone();
     match op {
         AlterTableOp::Add(cols) => {
-            if t.compact.is_some() {
-                return Err(Error::Invalid(
-                    "Cannot add new column to a COMPACT STORAGE table".into(),
-                ));
-            }
             for c in cols {
+                check_type_syntax(&c.typ)?;
+            }
+            let mut added = false;
+            for c in cols {
+                let typ = parse_type(&c.typ, ks)?;
                 if nt.column(&c.name).is_some() {
+                    if if_column_exists {
+                        continue;
+                    }
                     return Err(Error::Invalid(format!(
                         "Column with name '{}' already exists",
                         c.name
                     )));
                 }
-                let typ = parse_type(&c.typ, ks)?;
-                if c.is_static && nt.clustering_count == 0 {
-                    return Err(Error::Invalid(format!("Static columns are not allowed in COMPACT STORAGE tables or tables without clustering columns (column {})", c.name)));
+                if t.compact.is_some() {
+                    return Err(Error::Invalid(
+                        "Cannot add new column to a COMPACT STORAGE table".into(),
+                    ));
                 }
+                if c.is_static && nt.clustering_count == 0 {
+                    return Err(Error::Invalid(
+                        "Static columns are only useful (and thus allowed) if the table has at least one clustering column".into(),
+                    ));
+                }
+                added = true;
                 if let Some((dt, _)) = nt.dropped.get(&c.name) {
                     if !value_compatible(&typ, dt) || dt.is_multi_cell() != typ.is_multi_cell() {
                         return Err(Error::Invalid(format!(
@@ -3841,9 +4331,20 @@ fn alter_table(
                     reversed: false,
                 });
             }
+            if !added {
+                return Ok(None);
+            }
         }
         AlterTableOp::Drop(cols) => {
+            let mut dropped_any = false;
+            // (a set of columns: each once)
+            let mut distinct: Vec<&String> = Vec::new();
             for c in cols {
+                if !distinct.contains(&c) {
+                    distinct.push(c);
+                }
+            }
+            for c in distinct {
                 // a static-compact table's hidden clustering column is found
                 // (and is part of the key)
                 if t.compact
@@ -3856,9 +4357,12 @@ fn alter_table(
                     )));
                 }
                 let Some(col) = nt.column(c) else {
+                    if if_column_exists {
+                        continue;
+                    }
                     return Err(Error::Invalid(format!(
-                        "Column {c} was not found in table '{}.{}'",
-                        t.keyspace, t.name
+                        "Column {c} was not found in table '{}'",
+                        t.display_name()
                     )));
                 };
                 if col.kind.is_primary_key() {
@@ -3866,18 +4370,21 @@ fn alter_table(
                         "Cannot drop PRIMARY KEY column {c}"
                     )));
                 }
-                let dependent: Vec<&str> = nt
-                    .indexes
-                    .iter()
-                    .filter(|ix| &ix.column == c)
-                    .map(|ix| ix.name.as_str())
-                    .collect();
+                if let CqlType::Udt(u) = &col.typ {
+                    return Err(Error::Invalid(format!(
+                        "Cannot drop non-frozen column {c} of user type {}.{}",
+                        sibyl_types::ident::maybe_quote(&u.keyspace),
+                        sibyl_types::ident::maybe_quote(&u.name)
+                    )));
+                }
+                let dependent = dependent_indexes(&nt, c);
                 if !dependent.is_empty() {
                     return Err(Error::Invalid(format!(
                         "Cannot drop column {c} because it has dependent secondary indexes ({})",
                         dependent.join(", ")
                     )));
                 }
+                dropped_any = true;
                 let typ = col.typ.clone();
                 nt.columns.retain(|x| &x.name != c);
                 // system_schema.dropped_columns keeps milliseconds: the
@@ -3887,32 +4394,54 @@ fn alter_table(
                 let dropped_at = (now_micros().div_euclid(1000) + 1) * 1000;
                 nt.dropped.insert(c.clone(), (typ, dropped_at));
             }
+            if !dropped_any {
+                return Ok(None);
+            }
         }
         AlterTableOp::Rename(pairs) => {
+            // (a map from old names: the last rename of a column wins, and
+            // each is looked up in the table as it was)
+            let mut renames: Vec<(&String, &String)> = Vec::new();
             for (from, to) in pairs {
+                match renames.iter_mut().find(|(f, _)| *f == from) {
+                    Some(r) => r.1 = to,
+                    None => renames.push((from, to)),
+                }
+            }
+            for (from, to) in renames {
                 if hidden_column(t, from).is_some() {
                     return Err(Error::Invalid(format!(
-                        "Undefined column name {from} in table {}.{}",
-                        t.keyspace, t.name
+                        "Undefined column name {from} in table {}",
+                        t.display_name()
                     )));
                 }
                 if hidden_column(t, to).is_some() {
-                    return Err(Error::Invalid(format!("Cannot rename column {from} to {to} in table '{}.{}'; another column with that name already exists", t.keyspace, t.name)));
+                    return Err(Error::Invalid(format!("Cannot rename column {from} to {to} in table '{}'; another column with that name already exists", t.display_name())));
                 }
-                let Some(i) = nt.column_index(from) else {
+                let Some(col) = t.column(from) else {
                     return Err(Error::Invalid(format!(
-                        "Column {from} was not found in table {}.{}",
-                        t.keyspace, t.name
+                        "Undefined column name {from} in table {}",
+                        t.display_name()
                     )));
                 };
-                if !nt.columns[i].kind.is_primary_key() {
+                if !col.kind.is_primary_key() {
                     return Err(Error::Invalid(format!(
                         "Cannot rename non PRIMARY KEY column {from}"
                     )));
                 }
-                if nt.column(to).is_some() {
-                    return Err(Error::Invalid(format!("Cannot rename column {from} to {to} in table '{}.{}'; another column with that name already exists", t.keyspace, t.name)));
+                if t.column(to).is_some() {
+                    return Err(Error::Invalid(format!("Cannot rename column {from} to {to} in table '{}'; another column with that name already exists", t.display_name())));
                 }
+                let dependent = dependent_indexes(t, from);
+                if !dependent.is_empty() {
+                    return Err(Error::Invalid(format!(
+                        "Can't rename column {from} because it has dependent secondary indexes ({})",
+                        dependent.join(", ")
+                    )));
+                }
+                let Some(i) = nt.column_index(from) else {
+                    continue;
+                };
                 nt.columns[i].name = to.clone();
                 for ix in nt.indexes.iter_mut().filter(|ix| &ix.column == from) {
                     ix.column = to.clone();
@@ -3926,7 +4455,15 @@ fn alter_table(
             ));
         }
         AlterTableOp::With(props) => {
+            if props.iter().any(|p| p.name == "id") {
+                return Err(Error::Config("Cannot alter table id.".into()));
+            }
             nt.params.apply(props)?;
+            if t.is_counter && nt.params.default_time_to_live > 0 {
+                return Err(Error::Invalid(
+                    "Cannot set default_time_to_live on a table with counters".into(),
+                ));
+            }
         }
         AlterTableOp::DropCompactStorage => {
             // Cassandra's `drop_compact_storage_enabled` (off by default;
@@ -3943,12 +4480,24 @@ fn alter_table(
         nt.columns.clone(),
         nt.params.clone(),
     );
-    Ok(TableMetadata {
+    Ok(Some(TableMetadata {
         dropped: nt.dropped,
         indexes: nt.indexes,
         compact: nt.compact,
         ..rebuilt
-    })
+    }))
+}
+
+/// The indexes on a column, as Cassandra's message lists them (a Java
+/// `HashSet` of their names).
+fn dependent_indexes(t: &TableMetadata, column: &str) -> Vec<String> {
+    java_hash_set(
+        t.indexes
+            .iter()
+            .filter(|ix| ix.column == column)
+            .map(|ix| ix.name.clone())
+            .collect(),
+    )
 }
 
 /// A COMPACT STORAGE table's hidden column named `name`, if any: no
@@ -3969,6 +4518,146 @@ pub fn write_params_now(ts: i64) -> WriteParams {
         ttl: 0,
         now: sibyl_db::now_in_seconds(),
     }
+}
+
+impl QueryProcessor {
+    /// Cassandra's checks before a schema statement is applied, in its
+    /// order: the permission check refuses DDL on the system keyspaces
+    /// (`ClientState.preventSystemKSSchemaModification`, whether or not the
+    /// object exists), then the statement's execution refuses the node-local
+    /// keyspaces and invalid keyspace names (`AlterSchemaStatement.execute`).
+    fn schema_precheck(
+        &self,
+        st: &Statement,
+        client: &ClientState,
+        ks_opt: Option<&str>,
+        schema: &Schema,
+    ) -> Result<()> {
+        // what Cassandra refuses as it reads a CREATE TABLE
+        if let Statement::CreateTable(ct) = st {
+            let table = match &ct.name.keyspace {
+                Some(k) => format!("{k}.{}", sibyl_types::ident::maybe_quote(&ct.name.name)),
+                None => sibyl_types::ident::maybe_quote(&ct.name.name),
+            };
+            for (i, c) in ct.columns.iter().enumerate() {
+                if ct.columns[..i].iter().any(|x| x.name == c.name) {
+                    return Err(Error::Invalid(format!(
+                        "Duplicate column '{}' declaration for table '{table}'",
+                        c.name
+                    )));
+                }
+            }
+            if ct.multiple_primary_keys {
+                return Err(Error::Invalid(format!(
+                    "Multiple PRIMARY KEY specified for table '{table}' (exactly one required)"
+                )));
+            }
+            if ct.partition_key.is_empty() {
+                return Err(Error::Invalid(format!(
+                    "No PRIMARY KEY specifed for table '{table}' (exactly one required)"
+                )));
+            }
+        }
+        // (keyspace, permission, resource, keyspace-level resource)
+        let (ks, perm, resource): (String, &str, Option<(String, bool)>) = match st {
+            Statement::CreateKeyspace(c) => (c.name.clone(), "CREATE", None),
+            Statement::AlterKeyspace { name, .. } => (
+                name.clone(),
+                "ALTER",
+                Some((format!("<keyspace {name}>"), true)),
+            ),
+            Statement::DropKeyspace { name, .. } => (
+                name.clone(),
+                "DROP",
+                Some((format!("<keyspace {name}>"), true)),
+            ),
+            Statement::CreateTable(ct) => {
+                let ks = self.keyspace_of(&ct.name, client, ks_opt)?;
+                let r = format!("<all tables in {ks}>");
+                (ks, "CREATE", Some((r, false)))
+            }
+            Statement::AlterTable(at) => {
+                let ks = self.keyspace_of(&at.name, client, ks_opt)?;
+                let r = format!("<table {ks}.{}>", at.name.name);
+                (ks, "ALTER", Some((r, false)))
+            }
+            Statement::DropTable { name, .. } => {
+                let ks = self.keyspace_of(name, client, ks_opt)?;
+                let r = format!("<table {ks}.{}>", name.name);
+                (ks, "DROP", Some((r, false)))
+            }
+            Statement::CreateType(ct) => {
+                let ks = self.keyspace_of(&ct.name, client, ks_opt)?;
+                let r = format!("<all tables in {ks}>");
+                (ks, "CREATE", Some((r, false)))
+            }
+            Statement::AlterType { name, .. } => {
+                let ks = self.keyspace_of(name, client, ks_opt)?;
+                let r = format!("<all tables in {ks}>");
+                (ks, "ALTER", Some((r, false)))
+            }
+            Statement::DropType { name, .. } => {
+                let ks = self.keyspace_of(name, client, ks_opt)?;
+                let r = format!("<all tables in {ks}>");
+                (ks, "DROP", Some((r, false)))
+            }
+            Statement::CreateIndex(ci) => {
+                let ks = self.keyspace_of(&ci.table, client, ks_opt)?;
+                let r = format!("<table {ks}.{}>", ci.table.name);
+                (ks, "ALTER", Some((r, false)))
+            }
+            Statement::DropIndex { name, .. } => {
+                let ks = self.keyspace_of(name, client, ks_opt)?;
+                // authorized against the indexed table, when there is one
+                let table = schema.keyspace(&ks).and_then(|k| {
+                    k.tables
+                        .values()
+                        .find(|t| t.indexes.iter().any(|ix| ix.name == name.name))
+                        .map(|t| t.name.clone())
+                });
+                let r = table.map(|t| (format!("<table {ks}.{t}>"), false));
+                (ks, "ALTER", r)
+            }
+            _ => return Ok(()),
+        };
+        let replicated = schema_tables::REPLICATED_SYSTEM_KEYSPACES.contains(&ks.as_str());
+        let local = is_system_keyspace(&ks) && !replicated;
+        if let Some((resource, keyspace_level)) = resource {
+            if local {
+                return Err(Error::Unauthorized(format!(
+                    "{ks} keyspace is not user-modifiable."
+                )));
+            }
+            if replicated && !(perm == "ALTER" && keyspace_level) {
+                return Err(Error::Unauthorized(format!("Cannot {perm} {resource}")));
+            }
+        }
+        if local {
+            return Err(Error::Invalid(format!(
+                "System keyspace '{ks}' is not user-modifiable"
+            )));
+        }
+        validate_name("Keyspace", &ks)?;
+        Ok(())
+    }
+}
+
+/// Cassandra's `KeyspaceAttributes.validate`: the known properties only, and
+/// a replication map naming its class.
+fn validate_keyspace_properties(props: &[Property]) -> Result<()> {
+    for p in props {
+        match p.name.as_str() {
+            "replication" => {
+                let m = prop_map(p)?;
+                if !m.is_empty() && !m.contains_key("class") {
+                    return Err(Error::Config("Missing replication strategy class".into()));
+                }
+            }
+            "durable_writes" => {}
+            other => return Err(Error::Syntax(format!("Unknown property '{other}'"))),
+        }
+    }
+    Ok(())
 }
 
 /// A schema change in a system keyspace, refused as Cassandra refuses it:

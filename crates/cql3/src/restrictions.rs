@@ -272,10 +272,9 @@ pub fn analyse(
                 for c in cols {
                     let Some(i) = table.column_index(c) else {
                         return Err(Error::Invalid(format!(
-                            "Undefined column name {} in table {}.{}",
+                            "Undefined column name {} in table {}",
                             sibyl_types::ident::maybe_quote(c),
-                            table.keyspace,
-                            table.name
+                            table.display_name()
                         )));
                     };
                     if table.columns[i].kind != ColumnKind::Clustering {
@@ -397,10 +396,9 @@ pub fn analyse(
             RelationLhs::Element(c, key) => {
                 let Some(i) = table.column_index(c) else {
                     return Err(Error::Invalid(format!(
-                        "Undefined column name {} in table {}.{}",
+                        "Undefined column name {} in table {}",
                         sibyl_types::ident::maybe_quote(c),
-                        table.keyspace,
-                        table.name
+                        table.display_name()
                     )));
                 };
                 let col = &table.columns[i];
@@ -454,10 +452,9 @@ pub fn analyse(
             RelationLhs::Column(c) => {
                 let Some(i) = table.column_index(c) else {
                     return Err(Error::Invalid(format!(
-                        "Undefined column name {} in table {}.{}",
+                        "Undefined column name {} in table {}",
                         sibyl_types::ident::maybe_quote(c),
-                        table.keyspace,
-                        table.name
+                        table.display_name()
                     )));
                 };
                 let col = &table.columns[i];

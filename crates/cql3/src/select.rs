@@ -101,10 +101,9 @@ pub struct Selection {
 
 fn undefined(table: &TableMetadata, c: &str) -> Error {
     Error::Invalid(format!(
-        "Undefined column name {} in table {}.{}",
+        "Undefined column name {} in table {}",
         sibyl_types::ident::maybe_quote(c),
-        table.keyspace,
-        table.name
+        table.display_name()
     ))
 }
 
