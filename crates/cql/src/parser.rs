@@ -190,6 +190,8 @@ impl Parser {
     /// without their quotes (the snippet highlights that many characters).
     fn token_text(t: &Token) -> String {
         match &t.tok {
+            // ANTLR shows an empty quoted name as written
+            Tok::QuotedIdent(s) if s.is_empty() => "\"\"".into(),
             Tok::Str(s) | Tok::QuotedIdent(s) => s.clone(),
             _ => t.text.clone(),
         }
@@ -2257,6 +2259,8 @@ impl Parser {
         if self.eat_kw("type") {
             let if_exists = self.if_exists()?;
             let name = self.user_type_name()?;
+            // ADD, RENAME or ALTER: a one-token decision
+            self.after_name = None;
             if self.eat_kw("add") {
                 let if_field_exists = self.if_not_exists()?;
                 let f = self.ident()?;
