@@ -130,3 +130,58 @@ def test_sigterm_stops_cleanly(tmp_path):
     t = time.time()
     assert n.stop() == 0
     assert time.time() - t < 10
+
+
+@pytest.mark.restart
+def test_compact_storage_tables_survive_a_restart(node):
+    """COMPACT STORAGE tables (issue 16): what system_schema says of them
+    (flags, hidden columns, static kinds) is read back at start as the same
+    tables, and their rows (no row marker) read the same."""
+    c, s = connect(node)
+    ks = new_keyspace_name()
+    s.execute(f"CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}")
+    s.execute(f"CREATE TABLE {ks}.sc (k int PRIMARY KEY, v1 int, v2 text) WITH COMPACT STORAGE")
+    s.execute(f"CREATE TABLE {ks}.dn (k int, c1 int, c2 text, v int, PRIMARY KEY (k, c1, c2)) "
+              "WITH COMPACT STORAGE AND CLUSTERING ORDER BY (c1 DESC, c2 ASC)")
+    s.execute(f"CREATE TABLE {ks}.nv (k int, c int, PRIMARY KEY (k, c)) WITH COMPACT STORAGE")
+    s.execute(f"INSERT INTO {ks}.sc (k, v1, v2) VALUES (1, 10, 'a')")
+    s.execute(f"INSERT INTO {ks}.sc (k, v1) VALUES (2, null)")  # no cell: no row
+    s.execute(f"INSERT INTO {ks}.dn (k, c1, c2, v) VALUES (1, 1, 'a', 11)")
+    s.execute(f"INSERT INTO {ks}.dn (k, c1, v) VALUES (1, 3, 30)")  # a clustering prefix
+    s.execute(f"INSERT INTO {ks}.nv (k, c) VALUES (1, 1)")
+    s.execute(f"ALTER TABLE {ks}.sc DROP v2")
+
+    def state():
+        return (
+            [tuple(r) for r in s.execute(f"SELECT table_name, flags FROM system_schema.tables WHERE keyspace_name = '{ks}'")],
+            [tuple(r) for r in s.execute(f"SELECT table_name, column_name, kind, position, type FROM system_schema.columns WHERE keyspace_name = '{ks}'")],
+            [tuple(r) for r in s.execute(f"SELECT table_name, column_name, kind FROM system_schema.dropped_columns WHERE keyspace_name = '{ks}'")],
+            [tuple(r) for r in s.execute(f"SELECT * FROM {ks}.sc")],
+            [tuple(r) for r in s.execute(f"SELECT * FROM {ks}.dn")],
+            [tuple(r) for r in s.execute(f"SELECT * FROM {ks}.nv")],
+            [r.create_statement for r in s.execute(f"DESCRIBE TABLE {ks}.sc")],
+        )
+
+    before = state()
+    assert before[0] == [("dn", {"compound", "dense"}), ("nv", {"dense"}), ("sc", set())]
+    assert ("sc", "column1", "clustering", 0, "text") in before[1]
+    assert ("sc", "v1", "static", -1, "int") in before[1]
+    assert ("nv", "value", "regular", -1, "empty") in before[1]
+    assert before[2] == [("sc", "v2", "static")]
+    assert before[3] == [(1, 10)]
+    assert before[4] == [(1, 3, None, 30), (1, 1, "a", 11)]
+    assert before[5] == [(1, 1)]
+    assert before[6][0].startswith("/*\nWarning: Table")
+    c.shutdown()
+    node.restart()
+    c, s = connect(node)
+    try:
+        assert state() == before
+        # still compact: its rules hold after the restart
+        with pytest.raises(Exception, match="Cannot add new column to a COMPACT STORAGE table"):
+            s.execute(f"ALTER TABLE {ks}.sc ADD w int")
+        with pytest.raises(Exception, match="Some clustering keys are missing: column1"):
+            s.execute(f"INSERT INTO {ks}.sc (k) VALUES (3)")
+    finally:
+        s.execute(f"DROP KEYSPACE {ks}")
+        c.shutdown()

@@ -436,6 +436,9 @@ pub struct CreateTable {
     pub clustering_order: Vec<Ordering>,
     pub compact_storage: bool,
     pub properties: Vec<Property>,
+    /// PRIMARY KEY given more than once: Cassandra refuses the statement
+    /// as it reads it (an invalid request, not a syntax error).
+    pub multiple_primary_keys: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -457,6 +460,8 @@ pub struct AlterTable {
     pub name: QualifiedName,
     pub if_exists: bool,
     pub op: AlterTableOp,
+    /// `ADD IF NOT EXISTS`, `DROP IF EXISTS`, `RENAME IF EXISTS`.
+    pub if_column_exists: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -477,6 +482,10 @@ pub struct CreateIndex {
     pub custom_class: Option<String>,
     /// `WITH OPTIONS = {...}`.
     pub options: Vec<(String, String)>,
+    /// Further target columns (`(a, b)`), and whether there was none
+    /// (`()`): parsed so that they are refused as Cassandra refuses them.
+    pub more_targets: Vec<String>,
+    pub no_target: bool,
 }
 
 /// `DESCRIBE ...`
@@ -500,6 +509,9 @@ pub enum Describe {
     /// `DESCRIBE name` — a keyspace, table, type… found by name.
     Generic(QualifiedName),
     Index(QualifiedName),
+    /// `DESCRIBE FUNCTION f`, `DESCRIBE AGGREGATE a`, `DESCRIBE MATERIALIZED
+    /// VIEW v`: the kind ("function", "aggregate", "view") and the name.
+    Other(&'static str, QualifiedName),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -544,6 +556,10 @@ pub enum Statement {
         if_exists: bool,
         add: Option<(String, String)>,
         renames: Vec<(String, String)>,
+        /// `ADD IF NOT EXISTS` / `RENAME IF EXISTS`.
+        if_field_exists: bool,
+        /// `ALTER f TYPE t` (no longer supported).
+        alter_field: Option<(String, String)>,
     },
     CreateIndex(CreateIndex),
     DropIndex {

@@ -36,9 +36,9 @@ pub struct LexError {
     pub message: String,
 }
 
-const SYMS: [&str; 24] = [
-    "<=", ">=", "!=", "(", ")", ",", ";", "..", ".", "*", "=", "<", ">", "+", "-", "[", "]", "{",
-    "}", ":", "?", "&", "/", "%",
+const SYMS: [&str; 26] = [
+    "<=", ">=", "!=", "+=", "-=", "(", ")", ",", ";", "..", ".", "*", "=", "<", ">", "+", "-", "[",
+    "]", "{", "}", ":", "?", "&", "/", "%",
 ];
 
 fn is_uuid_at(s: &[char], i: usize) -> bool {
@@ -311,10 +311,21 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, LexError> {
             while matches!(s.get(i), Some(c) if c.is_alphanumeric() || *c == '_') {
                 i += 1;
             }
+            // ISO 8601's alternative format: P0001-02-03T04:05:06
+            // (upper case only, unlike the other forms)
+            if i - start == 5 && s[start] == 'P' && s.len() >= start + 20 {
+                let cand: String = s[start..start + 20].iter().collect();
+                if sibyl_types::iso_alternative(&cand).is_some() {
+                    i = start + 20;
+                }
+            }
             let text: String = s[start..i].iter().collect();
             // ISO-8601 durations: P1Y2M3DT4H5M6S, P1W
             let up = text.to_ascii_uppercase();
-            if up.starts_with('P') && up.len() > 1 && is_iso_duration(&up) {
+            if up.starts_with('P')
+                && up.len() > 1
+                && (is_iso_duration(&up) || sibyl_types::iso_alternative(&text).is_some())
+            {
                 Tok::Duration(text)
             } else if up == "NAN" || up == "INFINITY" {
                 Tok::Float(text)

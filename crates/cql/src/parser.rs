@@ -57,13 +57,40 @@ struct Parser {
     src: String,
     /// Nesting of terms, selectors, types and relations being parsed.
     depth: usize,
-    /// Where the last unqualified table name started and ended: ANTLR's
-    /// decision on it looks at the token after it.
-    name_end: Option<(usize, usize)>,
+    /// The token of the last table (or type, index) name written without
+    /// its keyspace: ANTLR decides between `ks.name` and `name` on the
+    /// token after it, so an error there is reported as that decision's.
+    after_name: Option<usize>,
     /// Where the last term ended, and the token a failing decision after it
     /// highlights (a bind marker's own, else the next).
     term_end: Option<(usize, usize)>,
 }
+
+/// The native types' names, which Cassandra's lexer reads as keywords: a
+/// user type cannot take them.
+const NATIVE_TYPE_NAMES: [&str; 21] = [
+    "ascii",
+    "bigint",
+    "blob",
+    "boolean",
+    "counter",
+    "date",
+    "decimal",
+    "double",
+    "duration",
+    "float",
+    "inet",
+    "int",
+    "smallint",
+    "text",
+    "time",
+    "timestamp",
+    "timeuuid",
+    "tinyint",
+    "uuid",
+    "varchar",
+    "varint",
+];
 
 /// The deepest nesting of terms, selectors, types and relations (and the
 /// longest chain of arithmetic operators) a statement may have. Everything
@@ -80,15 +107,6 @@ fn fold_ident(t: &Token) -> Option<String> {
     }
 }
 
-/// A token's text as ANTLR reports it: a string literal's value or a quoted
-/// name, unquoted.
-fn shown_text(t: &Token) -> &str {
-    match &t.tok {
-        Tok::Str(v) | Tok::QuotedIdent(v) => v,
-        _ => &t.text,
-    }
-}
-
 impl Parser {
     fn new(src: &str) -> PResult<Parser> {
         let toks = tokenize(src).map_err(|e| ParseError {
@@ -100,7 +118,7 @@ impl Parser {
             markers: Vec::new(),
             src: src.to_string(),
             depth: 0,
-            name_end: None,
+            after_name: None,
             term_end: None,
         })
     }
@@ -167,12 +185,24 @@ impl Parser {
         self.context_at(pos, pos)
     }
 
+    /// The text ANTLR holds for a token: string literals and quoted names
+    /// without their quotes (the snippet highlights that many characters).
+    fn token_text(t: &Token) -> String {
+        match &t.tok {
+            // ANTLR shows an empty quoted name as written
+            Tok::QuotedIdent(s) if s.is_empty() => "\"\"".into(),
+            Tok::Str(s) | Tok::QuotedIdent(s) => s.clone(),
+            _ => t.text.clone(),
+        }
+    }
+
     /// Cassandra's `ErrorCollector` snippet: the source from ten tokens
     /// before the parser's position `index` (whitespace runs count as tokens,
     /// line breaks are dropped) to two tokens after it, but no further than
     /// the last token the parser has looked at (`seen`); the token at
     /// `index` in brackets, `...` where the query goes on:
-    /// `(SELECT * FRM [t]...)`.
+    /// `(SELECT * FRM [t]...)`. A token's extent is as many characters as
+    /// ANTLR's text of it has ([`Parser::token_text`]).
     fn context_at(&self, index: usize, seen: usize) -> String {
         let last = self.toks.len() - 1;
         let (index, seen) = (index.min(last), seen.min(last).max(index.min(last)));
@@ -194,12 +224,17 @@ impl Parser {
                 seen_unit = spans.len();
             }
             // the end of input has no text
-            let len = if t.tok == Tok::Eof {
-                0
+            let end = if t.tok == Tok::Eof {
+                start
             } else {
-                shown_text(t).len()
+                let n = Self::token_text(t).chars().count();
+                self.src[start..]
+                    .char_indices()
+                    .nth(n)
+                    .map(|(i, _)| start + i)
+                    .unwrap_or(self.src.len())
             };
-            spans.push((start, start + len));
+            spans.push((start, end));
             prev_end = start + t.text.len();
         }
         let from = spans[offending.saturating_sub(10)].0;
@@ -227,56 +262,27 @@ impl Parser {
         s
     }
 
-    fn error_here(&self, expecting: &str) -> ParseError {
-        // the decision on an unqualified table name looked at this token
-        if let Some((start, end)) = self.name_end {
-            if end == self.pos && self.peek().tok != Tok::Sym(".") {
-                return self.no_viable_from(start);
-            }
-        }
-        self.error_seen(expecting, self.pos)
-    }
-
-    /// A mismatched token after the parser looked ahead up to token `seen`.
-    fn error_seen(&self, expecting: &str, seen: usize) -> ParseError {
-        let t = self.peek();
-        let msg = if t.tok == Tok::Eof {
-            // ANTLR reports the end of input at line 0:-1
-            format!("line 0:-1 mismatched input '<EOF>' {expecting}")
-        } else {
-            format!(
-                "line {}:{} mismatched input '{}' {} ({})",
-                t.line,
-                t.col,
-                shown_text(t),
-                expecting,
-                self.context_at(self.pos, seen)
-            )
-        };
-        ParseError { message: msg }
+    /// ANTLR's failed two-token decision (a name, or `EXISTS` that may name
+    /// a column): the token after `first` is the one named, `first` the
+    /// one highlighted: `no viable alternative at input 'WHER' (SELECT *
+    /// FROM [t] WHER...)`.
+    fn no_viable_after(&self, first: usize) -> ParseError {
+        let next = (first + 1).min(self.toks.len() - 1);
+        self.no_viable_at(next, first)
     }
 
     /// ANTLR's NoViableAltException of a decision that started at token
     /// `start` and failed at the current one: the message names the current
     /// token, the snippet highlights the decision's start.
     fn no_viable_from(&self, start: usize) -> ParseError {
-        let t = self.peek();
-        if t.tok == Tok::Eof {
-            return self.no_viable();
-        }
-        ParseError {
-            message: format!(
-                "line {}:{} no viable alternative at input '{}' ({})",
-                t.line,
-                t.col,
-                shown_text(t),
-                self.context_at(start, self.pos)
-            ),
-        }
+        let pos = self.pos.min(self.toks.len() - 1);
+        self.no_viable_at(pos, start)
     }
 
-    fn no_viable(&self) -> ParseError {
-        let t = self.peek();
+    /// No viable alternative at token `at`, the snippet highlighting token
+    /// `start` and going on to `at`.
+    fn no_viable_at(&self, at: usize, start: usize) -> ParseError {
+        let t = &self.toks[at];
         if t.tok == Tok::Eof {
             return ParseError {
                 message: "line 0:-1 no viable alternative at input '<EOF>'".into(),
@@ -287,12 +293,117 @@ impl Parser {
                 "line {}:{} no viable alternative at input '{}' ({})",
                 t.line,
                 t.col,
-                shown_text(t),
-                self.context()
+                Self::token_text(t),
+                self.context_at(start, at)
             ),
         }
     }
 
+    /// Whether the current token may follow a term somewhere in the grammar:
+    /// after a statement's last term, ANTLR's decision there fails on any
+    /// other token, and these end the statement where it expected its end.
+    fn may_follow_term(&self) -> bool {
+        let t = self.peek();
+        matches!(t.tok, Tok::Sym("," | ")" | "]" | "}" | ":" | ";"))
+            || [
+                "insert", "update", "delete", "apply", "allow", "limit", "order", "group", "per",
+                "where", "primary", "desc", "asc",
+            ]
+            .iter()
+            .any(|k| matches!(&t.tok, Tok::Ident(s) if s.eq_ignore_ascii_case(k)))
+    }
+
+    /// The error for a token the statement cannot end with. After a
+    /// relation's or condition's term ANTLR's decision looked past it: a
+    /// token that cannot follow a term fails that decision (no viable
+    /// alternative), one that can is not the `expected` end, ANTLR having
+    /// read the token after it. After a table name, the name's decision
+    /// fails (see [`Parser::error_here`]).
+    fn trailing(&self, expected: &str) -> ParseError {
+        if let Some((end, shown)) = self.term_end {
+            if end == self.pos {
+                if !self.may_follow_term() {
+                    return self.no_viable_from(shown);
+                }
+                return self.error_seen(expected, self.pos + 1);
+            }
+        }
+        self.error_here(expected)
+    }
+
+    fn error_here(&self, expecting: &str) -> ParseError {
+        self.error_seen(expecting, self.pos)
+    }
+
+    /// A mismatched token after the parser looked ahead up to token `seen`;
+    /// when what it looked at is the end of input, ANTLR leaves the snippet
+    /// out.
+    fn error_seen(&self, expecting: &str, seen: usize) -> ParseError {
+        let t = self.peek();
+        // the decision on an unqualified table name looked at this token
+        if let Some(i) = self.after_name {
+            if self.pos == i + 1 {
+                return self.no_viable_after(i);
+            }
+        }
+        let pos = self.pos.min(self.toks.len() - 1);
+        let seen = seen.min(self.toks.len() - 1);
+        let msg = if t.tok == Tok::Eof {
+            // ANTLR reports the end of input at line 0:-1
+            format!("line 0:-1 mismatched input '<EOF>' {expecting}")
+        } else if seen > pos && self.toks[seen].tok == Tok::Eof {
+            format!(
+                "line {}:{} mismatched input '{}' {}",
+                t.line,
+                t.col,
+                Self::token_text(t),
+                expecting
+            )
+        } else {
+            // after `..` the lexer has read the token after it (a float, or not)
+            let next = (pos + 1).min(self.toks.len() - 1);
+            let seen = if t.tok == Tok::Sym("..")
+                && self.offset(&self.toks[next]) == self.offset(t) + t.text.len()
+                && self.toks[next].tok != Tok::Eof
+            {
+                seen.max(next)
+            } else {
+                seen
+            };
+            format!(
+                "line {}:{} mismatched input '{}' {} ({})",
+                t.line,
+                t.col,
+                Self::token_text(t),
+                expecting,
+                self.context_at(pos, seen)
+            )
+        };
+        ParseError { message: msg }
+    }
+
+    fn no_viable(&self) -> ParseError {
+        let t = self.peek();
+        if t.tok == Tok::Eof {
+            return ParseError {
+                message: "line 0:-1 no viable alternative at input '<EOF>'".into(),
+            };
+        }
+        if let Some(i) = self.after_name {
+            if self.pos == i + 1 {
+                return self.no_viable_after(i);
+            }
+        }
+        ParseError {
+            message: format!(
+                "line {}:{} no viable alternative at input '{}' ({})",
+                t.line,
+                t.col,
+                Self::token_text(t),
+                self.context()
+            ),
+        }
+    }
     fn is_kw(&self, kw: &str) -> bool {
         matches!(&self.peek().tok, Tok::Ident(s) if s.eq_ignore_ascii_case(kw))
     }
@@ -352,12 +463,56 @@ impl Parser {
         }
     }
 
+    /// Whether the next token is `""`, a quoted name with nothing inside,
+    /// which Cassandra's grammar does not take as a keyspace, table or
+    /// column name.
+    fn at_empty_quoted(&self) -> bool {
+        matches!(&self.peek().tok, Tok::QuotedIdent(s) if s.is_empty())
+    }
+
+    /// A keyspace, table or column name: an identifier, not `""`.
+    fn name_ident(&mut self) -> PResult<String> {
+        if self.at_empty_quoted() {
+            return Err(self.no_viable());
+        }
+        self.ident()
+    }
+
+    /// A user type's name (`[ks.]name`): Cassandra's `userTypeName` reads an
+    /// unquoted native type name (`int`, `text`...) only as a keyspace.
+    fn user_type_name(&mut self) -> PResult<QualifiedName> {
+        let native = |t: &Token| matches!(&t.tok, Tok::Ident(s) if NATIVE_TYPE_NAMES.contains(&s.to_lowercase().as_str()));
+        if native(self.peek()) {
+            if !matches!(self.peek_at(1).tok, Tok::Sym(".")) {
+                self.advance();
+                return Err(self.error_here("expecting '.'"));
+            }
+            let ks = self.ident_any()?;
+            self.advance();
+            if native(self.peek()) {
+                return Err(self.no_viable());
+            }
+            let name = self.name_ident()?;
+            return Ok(QualifiedName {
+                keyspace: Some(ks),
+                name,
+            });
+        }
+        let q = self.qualified_name()?;
+        if q.keyspace.is_some()
+            && matches!(&self.toks[self.pos - 1].tok, Tok::Ident(s) if NATIVE_TYPE_NAMES.contains(&s.to_lowercase().as_str()))
+        {
+            self.pos -= 1;
+            return Err(self.no_viable());
+        }
+        Ok(q)
+    }
+
     fn qualified_name(&mut self) -> PResult<QualifiedName> {
-        let start = self.pos;
-        let first = self.ident()?;
-        self.name_end = Some((start, self.pos));
+        let first = self.name_ident()?;
+        self.after_name = Some(self.pos - 1);
         if self.eat_sym(".") {
-            let second = self.ident()?;
+            let second = self.name_ident()?;
             Ok(QualifiedName {
                 keyspace: Some(first),
                 name: second,
@@ -405,7 +560,7 @@ impl Parser {
             "begin" => self.batch().map(|s| Statement::Batch(Box::new(s))),
             "use" => {
                 self.advance();
-                Ok(Statement::Use(self.ident()?))
+                Ok(Statement::Use(self.name_ident()?))
             }
             "truncate" => {
                 self.advance();
@@ -513,17 +668,6 @@ impl Parser {
 
     fn term(&mut self) -> PResult<Term> {
         self.nested(0, |p| p.term_nested())
-    }
-
-    /// The error for a token the statement cannot end with: after a term or
-    /// a table name ANTLR's decision fails (no viable alternative), elsewhere
-    /// the token is not the `expected` end.
-    fn trailing(&self, expected: &str) -> ParseError {
-        match (self.term_end, self.name_end) {
-            (Some((end, shown)), _) if end == self.pos => self.no_viable_from(shown),
-            (_, Some((start, end))) if end == self.pos => self.no_viable_from(start),
-            _ => self.error_here(expected),
-        }
     }
 
     /// Cassandra's `termAddition`: `*`, `/`, `%` bind tighter than `+`, `-`.
@@ -744,6 +888,7 @@ impl Parser {
             && self.peek_at(1).tok == Tok::Sym(":")
             && !self.is_kw("true")
             && !self.is_kw("false")
+            && !self.is_kw("null")
         {
             let mut fields = Vec::new();
             loop {
@@ -1007,8 +1152,9 @@ impl Parser {
         if !self.eat_sym("*") {
             loop {
                 let selector = self.selector()?;
+                // an alias is a `noncol_ident`: no reserved word
                 let alias = if self.eat_kw("as") {
-                    Some(self.ident_any()?)
+                    Some(self.ident()?)
                 } else {
                     None
                 };
@@ -1098,30 +1244,7 @@ impl Parser {
             let inner = self.selector()?;
             self.expect_kw("as")?;
             // Parser.g: CAST (... AS native_type)
-            const NATIVE: [&str; 21] = [
-                "ascii",
-                "bigint",
-                "blob",
-                "boolean",
-                "counter",
-                "date",
-                "decimal",
-                "double",
-                "duration",
-                "float",
-                "inet",
-                "int",
-                "smallint",
-                "text",
-                "time",
-                "timestamp",
-                "timeuuid",
-                "tinyint",
-                "uuid",
-                "varchar",
-                "varint",
-            ];
-            if !NATIVE.iter().any(|n| self.is_kw(n)) {
+            if !NATIVE_TYPE_NAMES.iter().any(|n| self.is_kw(n)) {
                 return Err(self.no_viable());
             }
             let typ = self.ident_any()?;
@@ -1460,9 +1583,9 @@ impl Parser {
         }
         loop {
             if self.eat_kw("ttl") {
-                u.ttl = Some(self.term()?);
+                u.ttl = Some(self.int_value()?);
             } else if self.eat_kw("timestamp") {
-                u.timestamp = Some(self.term()?);
+                u.timestamp = Some(self.int_value()?);
             } else {
                 return Err(self.no_viable());
             }
@@ -1471,6 +1594,32 @@ impl Parser {
             }
         }
         Ok(())
+    }
+
+    /// DELETE takes one `USING TIMESTAMP` (Cassandra's `usingClauseDelete`).
+    fn using_delete(&mut self, u: &mut UsingClause) -> PResult<()> {
+        if !self.eat_kw("using") {
+            return Ok(());
+        }
+        self.expect_kw("timestamp")?;
+        u.timestamp = Some(self.int_value()?);
+        Ok(())
+    }
+
+    /// Cassandra's `intValue`: an integer literal or a bind marker, the
+    /// only values USING TTL / TIMESTAMP take.
+    fn int_value(&mut self) -> PResult<Term> {
+        if let Some(m) = self.bind_marker()? {
+            return Ok(Term::Bind(m));
+        }
+        let start = self.pos;
+        match self.constant() {
+            Some(c @ Constant::Integer(_)) => Ok(Term::Constant(c)),
+            _ => {
+                self.pos = start;
+                Err(self.no_viable())
+            }
+        }
     }
 
     fn insert(&mut self) -> PResult<Insert> {
@@ -1487,22 +1636,33 @@ impl Parser {
             using: UsingClause::default(),
         };
         if self.eat_kw("json") {
-            ins.json = Some(self.term()?);
+            // Cassandra's `jsonValue`: a string literal or a bind marker
+            ins.json = Some(match self.bind_marker()? {
+                Some(m) => Term::Bind(m),
+                None => match &self.peek().tok {
+                    Tok::Str(s) => {
+                        let s = s.clone();
+                        self.advance();
+                        Term::Constant(Constant::String(s))
+                    }
+                    _ => return Err(self.no_viable()),
+                },
+            });
             if self.eat_kw("default") {
                 if self.eat_kw("unset") {
                     ins.json_default_unset = true;
-                } else {
-                    self.expect_kw("null")?;
+                } else if !self.eat_kw("null") {
+                    return Err(self.no_viable());
                 }
             }
         } else {
             self.expect_sym("(")?;
             loop {
                 ins.columns.push(self.ident()?);
-                if self.eat_sym(")") {
+                if !self.eat_sym(",") {
+                    self.expect_sym(")")?;
                     break;
                 }
-                self.expect_sym(",")?;
             }
             self.expect_kw("values")?;
             self.expect_sym("(")?;
@@ -1535,28 +1695,51 @@ impl Parser {
 
     fn assignment(&mut self) -> PResult<Assignment> {
         let target = self.column_target()?;
-        self.expect_sym("=")?;
         let col = target.column().to_string();
-        // c = c + t | c = c - t
+        // `c += t` / `c -= t` (Cassandra's `shorthandColumnOperation`)
         if let ColumnTarget::Column(_) = &target {
-            let t = self.peek().clone();
-            let is_column = matches!(&t.tok, Tok::QuotedIdent(_))
-                || matches!(&t.tok, Tok::Ident(s) if !["null", "true", "false"].iter().any(|k| s.eq_ignore_ascii_case(k)));
-            if is_column && matches!(self.peek_at(1).tok, Tok::Sym("+") | Tok::Sym("-")) {
-                if fold_ident(&t).as_deref() != Some(col.as_str()) {
-                    return Err(ParseError {
-                        message: format!(
-                            "Only expressions of the form X = X {}<value> are supported.",
-                            self.peek_at(1).text
-                        ),
-                    });
-                }
-                self.advance();
-                let plus = self.advance().tok == Tok::Sym("+");
+            if self.is_sym("+=") || self.is_sym("-=") {
+                let plus = self.advance().tok == Tok::Sym("+=");
                 let term = self.term()?;
                 return Ok(Assignment {
                     target,
                     op: if plus {
+                        AssignOp::Append(term)
+                    } else {
+                        AssignOp::Remove(term)
+                    },
+                });
+            }
+        }
+        if matches!(target, ColumnTarget::Column(_)) && !self.is_sym("=") {
+            // none of `columnOperationDifferentiator`'s alternatives
+            return Err(self.no_viable());
+        }
+        self.expect_sym("=")?;
+        // c = c + t | c = c - t
+        if let ColumnTarget::Column(_) = &target {
+            let t = self.peek().clone();
+            let is_column = match &t.tok {
+                Tok::Ident(s) => !["true", "false", "null"]
+                    .iter()
+                    .any(|k| s.eq_ignore_ascii_case(k)),
+                Tok::QuotedIdent(_) => true,
+                _ => false,
+            };
+            if is_column && matches!(self.peek_at(1).tok, Tok::Sym("+") | Tok::Sym("-")) {
+                self.advance();
+                let sign = self.advance().text;
+                if fold_ident(&t).as_deref() != Some(col.as_str()) {
+                    return Err(ParseError {
+                        message: format!(
+                            "Only expressions of the form X = X {sign}<value> are supported."
+                        ),
+                    });
+                }
+                let term = self.term()?;
+                return Ok(Assignment {
+                    target,
+                    op: if sign == "+" {
                         AssignOp::Append(term)
                     } else {
                         AssignOp::Remove(term)
@@ -1584,12 +1767,52 @@ impl Parser {
         })
     }
 
+    /// Cassandra's `addRawUpdate`: a column set as a whole cannot be
+    /// otherwise updated in the same statement, nor a UDT field set twice.
+    fn check_compatible(done: &[Assignment], a: &Assignment) -> PResult<()> {
+        let col = a.target.column();
+        let whole = |x: &Assignment| {
+            matches!(
+                (&x.target, &x.op),
+                (ColumnTarget::Column(_), AssignOp::Set(_))
+            )
+        };
+        for p in done.iter().filter(|p| p.target.column() == col) {
+            let same_field = matches!((&p.target, &a.target), (ColumnTarget::Field(_, f), ColumnTarget::Field(_, g)) if f == g);
+            if whole(p) || whole(a) || same_field {
+                return Err(ParseError {
+                    message: format!("Multiple incompatible setting of column {col}"),
+                });
+            }
+        }
+        Ok(())
+    }
+
     fn conditions(&mut self) -> PResult<Conditions> {
         if !self.eat_kw("if") {
             return Ok(Conditions::None);
         }
-        if self.eat_kw("exists") {
-            return Ok(Conditions::Exists);
+        if self.is_kw("exists") {
+            // `exists` may also name a column: ANTLR decides on the token
+            // after it
+            let next = &self.peek_at(1).tok;
+            let ends = matches!(next, Tok::Eof | Tok::Sym(";"))
+                || ["apply", "insert", "update", "delete"]
+                    .iter()
+                    .any(|k| matches!(next, Tok::Ident(s) if s.eq_ignore_ascii_case(k)));
+            let condition = matches!(
+                next,
+                Tok::Sym("=" | "<" | ">" | "<=" | ">=" | "!=" | "[" | ".")
+            ) || ["in", "contains"]
+                .iter()
+                .any(|k| matches!(next, Tok::Ident(s) if s.eq_ignore_ascii_case(k)));
+            if ends {
+                self.advance();
+                return Ok(Conditions::Exists);
+            }
+            if !condition {
+                return Err(self.no_viable_after(self.pos));
+            }
         }
         if self.is_kw("not") {
             // UPDATE and DELETE take IF EXISTS, never IF NOT EXISTS
@@ -1603,7 +1826,21 @@ impl Parser {
         let mut out = Vec::new();
         loop {
             let target = self.column_target()?;
-            let op = self.operator()?;
+            // `columnCondition`: a relation type or IN, and CONTAINS (KEY)
+            // on a whole column only
+            let mut allowed = vec![
+                Operator::Eq,
+                Operator::Lt,
+                Operator::Le,
+                Operator::Gt,
+                Operator::Ge,
+                Operator::Ne,
+                Operator::In,
+            ];
+            if let ColumnTarget::Column(_) = target {
+                allowed.extend([Operator::Contains, Operator::ContainsKey]);
+            }
+            let op = self.operator_of(&allowed)?;
             let rhs = self.rhs(op)?;
             out.push(Condition { target, op, rhs });
             if !self.eat_kw("and") {
@@ -1619,9 +1856,11 @@ impl Parser {
         let mut using = UsingClause::default();
         self.using(&mut using)?;
         self.expect_kw("set")?;
-        let mut assignments = Vec::new();
+        let mut assignments: Vec<Assignment> = Vec::new();
         loop {
-            assignments.push(self.assignment()?);
+            let a = self.assignment()?;
+            Self::check_compatible(&assignments, &a)?;
+            assignments.push(a);
             if !self.eat_sym(",") {
                 break;
             }
@@ -1652,7 +1891,7 @@ impl Parser {
         self.expect_kw("from")?;
         let table = self.qualified_name()?;
         let mut using = UsingClause::default();
-        self.using(&mut using)?;
+        self.using_delete(&mut using)?;
         self.expect_kw("where")?;
         let where_clause = self.relations()?;
         let conditions = self.conditions()?;
@@ -1672,7 +1911,6 @@ impl Parser {
         } else if self.eat_kw("counter") {
             BatchType::Counter
         } else {
-            self.eat_kw("logged");
             BatchType::Logged
         };
         self.expect_kw("batch")?;
@@ -1712,7 +1950,8 @@ impl Parser {
     fn properties(&mut self) -> PResult<Vec<Property>> {
         let mut out = Vec::new();
         loop {
-            out.push(self.property()?);
+            let p = self.property()?;
+            Self::add_property(&mut out, p)?;
             if !self.eat_kw("and") {
                 break;
             }
@@ -1720,9 +1959,24 @@ impl Parser {
         Ok(out)
     }
 
+    /// Cassandra's `PropertyDefinitions.addProperty`: a property is defined once.
+    fn add_property(out: &mut Vec<Property>, p: Property) -> PResult<()> {
+        if out.iter().any(|q| q.name == p.name) {
+            return Err(ParseError {
+                message: format!("Multiple definitions for property '{}'", p.name),
+            });
+        }
+        out.push(p);
+        Ok(())
+    }
+
     /// One `name = value` property; the value is a constant, an identifier or a map.
     fn property(&mut self) -> PResult<Property> {
+        let name_pos = self.pos;
         let name = self.ident_any()?;
+        if !self.is_sym("=") {
+            return Err(self.no_viable_from(name_pos));
+        }
         self.expect_sym("=")?;
         let value = if self.eat_sym("{") {
             let mut pairs = Vec::new();
@@ -1731,6 +1985,11 @@ impl Parser {
                     let k = self.prop_scalar()?;
                     self.expect_sym(":")?;
                     let v = self.prop_scalar()?;
+                    if pairs.iter().any(|(q, _): &(String, String)| *q == k) {
+                        return Err(ParseError {
+                            message: format!("Multiple definition for property {k}"),
+                        });
+                    }
                     pairs.push((k, v));
                     if self.eat_sym("}") {
                         break;
@@ -1777,6 +2036,22 @@ impl Parser {
             let second = self.ident_any()?;
             name = format!("{name}.{second}");
         }
+        if name == "vector" && self.eat_sym("<") {
+            let element = self.type_text()?;
+            self.expect_sym(",")?;
+            let minus = if self.is_sym("-") && matches!(self.peek_at(1).tok, Tok::Integer(_)) {
+                self.advance();
+                "-"
+            } else {
+                ""
+            };
+            if !matches!(self.peek().tok, Tok::Integer(_)) {
+                return Err(self.no_viable());
+            }
+            let n = self.advance().text;
+            self.expect_sym(">")?;
+            return Ok(format!("vector<{element}, {minus}{n}>"));
+        }
         if self.eat_sym("<") {
             let mut args = Vec::new();
             loop {
@@ -1799,7 +2074,7 @@ impl Parser {
         self.expect_kw("create")?;
         if self.eat_kw("keyspace") || self.eat_kw("schema") {
             let if_not_exists = self.if_not_exists()?;
-            let name = self.ident()?;
+            let name = self.name_ident()?;
             self.expect_kw("with")?;
             let properties = self.properties()?;
             return Ok(Statement::CreateKeyspace(CreateKeyspace {
@@ -1813,10 +2088,13 @@ impl Parser {
         }
         if self.eat_kw("type") {
             let if_not_exists = self.if_not_exists()?;
-            let name = self.qualified_name()?;
+            let name = self.user_type_name()?;
             self.expect_sym("(")?;
             let mut fields = Vec::new();
             loop {
+                if self.at_empty_quoted() {
+                    return Err(self.no_viable());
+                }
                 let f = self.ident_any()?;
                 let t = self.type_text()?;
                 fields.push((f, t));
@@ -1842,7 +2120,11 @@ impl Parser {
             self.expect_kw("on")?;
             let table = self.qualified_name()?;
             self.expect_sym("(")?;
-            let (target_kind, target) = if matches!(self.peek_at(1).tok, Tok::Sym("(")) {
+            let no_target = self.is_sym(")");
+            let mut more_targets = Vec::new();
+            let (target_kind, target) = if no_target {
+                (String::new(), String::new())
+            } else if matches!(self.peek_at(1).tok, Tok::Sym("(")) {
                 let k = self.ident_any()?;
                 self.expect_sym("(")?;
                 let c = self.ident()?;
@@ -1851,6 +2133,16 @@ impl Parser {
             } else {
                 (String::new(), self.ident()?)
             };
+            while !no_target && self.eat_sym(",") {
+                if matches!(self.peek_at(1).tok, Tok::Sym("(")) {
+                    self.ident_any()?;
+                    self.expect_sym("(")?;
+                    more_targets.push(self.ident()?);
+                    self.expect_sym(")")?;
+                } else {
+                    more_targets.push(self.ident()?);
+                }
+            }
             self.expect_sym(")")?;
             let mut custom_class = None;
             let _ = custom;
@@ -1878,6 +2170,8 @@ impl Parser {
                 target_kind,
                 custom_class,
                 options,
+                more_targets,
+                no_target,
             }));
         }
         Err(self.no_viable())
@@ -1916,7 +2210,14 @@ impl Parser {
                 }
                 self.expect_sym(")")?;
             } else {
-                let cname = self.ident()?;
+                // (after a first definition, Cassandra's grammar reads what
+                // is not a name as the end of the definitions)
+                let not_a_name = self.at_empty_quoted()
+                    || matches!(&self.peek().tok, Tok::Ident(s) if sibyl_types::ident::is_reserved(s));
+                if not_a_name && !columns.is_empty() {
+                    return Err(self.error_here("expecting ')'"));
+                }
+                let cname = self.name_ident()?;
                 let typ = self.type_text()?;
                 let mut is_static = false;
                 loop {
@@ -1948,12 +2249,9 @@ impl Parser {
                 break;
             }
         }
-        if multiple_pk || (inline_pk.is_some() && !partition_key.is_empty()) {
-            return Err(ParseError {
-                message: "Multiple PRIMARY KEYs specified (exactly one required)".into(),
-            });
-        }
-        if let Some(pk) = inline_pk {
+        let multiple_primary_keys =
+            multiple_pk || (inline_pk.is_some() && !partition_key.is_empty());
+        if let (Some(pk), false) = (inline_pk, multiple_primary_keys) {
             partition_key.push(pk);
         }
         let mut clustering_order = Vec::new();
@@ -1961,7 +2259,7 @@ impl Parser {
         let mut properties = Vec::new();
         if self.eat_kw("with") {
             loop {
-                if self.is_kw("clustering") {
+                if self.is_kw("clustering") && self.is_kw_at(1, "order") {
                     self.advance();
                     self.expect_kw("order")?;
                     self.expect_kw("by")?;
@@ -1970,9 +2268,10 @@ impl Parser {
                         let column = self.ident()?;
                         let descending = if self.eat_kw("desc") {
                             true
-                        } else {
-                            self.expect_kw("asc")?;
+                        } else if self.eat_kw("asc") {
                             false
+                        } else {
+                            return Err(self.no_viable());
                         };
                         clustering_order.push(Ordering { column, descending });
                         if self.eat_sym(")") {
@@ -1980,12 +2279,13 @@ impl Parser {
                         }
                         self.expect_sym(",")?;
                     }
-                } else if self.is_kw("compact") {
+                } else if self.is_kw("compact") && self.is_kw_at(1, "storage") {
                     self.advance();
-                    self.expect_kw("storage")?;
+                    self.advance();
                     compact_storage = true;
                 } else {
-                    properties.push(self.property()?);
+                    let p = self.property()?;
+                    Self::add_property(&mut properties, p)?;
                 }
                 if !self.eat_kw("and") {
                     break;
@@ -2001,6 +2301,7 @@ impl Parser {
             clustering_order,
             compact_storage,
             properties,
+            multiple_primary_keys,
         })))
     }
 
@@ -2008,7 +2309,7 @@ impl Parser {
         self.expect_kw("drop")?;
         if self.eat_kw("keyspace") || self.eat_kw("schema") {
             let if_exists = self.if_exists()?;
-            let name = self.ident()?;
+            let name = self.name_ident()?;
             return Ok(Statement::DropKeyspace { name, if_exists });
         }
         if self.eat_kw("table") || self.eat_kw("columnfamily") {
@@ -2018,7 +2319,7 @@ impl Parser {
         }
         if self.eat_kw("type") {
             let if_exists = self.if_exists()?;
-            let name = self.qualified_name()?;
+            let name = self.user_type_name()?;
             return Ok(Statement::DropType { name, if_exists });
         }
         if self.eat_kw("index") {
@@ -2033,7 +2334,7 @@ impl Parser {
         self.expect_kw("alter")?;
         if self.eat_kw("keyspace") || self.eat_kw("schema") {
             let if_exists = self.if_exists()?;
-            let name = self.ident()?;
+            let name = self.name_ident()?;
             self.expect_kw("with")?;
             let properties = self.properties()?;
             return Ok(Statement::AlterKeyspace {
@@ -2044,9 +2345,11 @@ impl Parser {
         }
         if self.eat_kw("type") {
             let if_exists = self.if_exists()?;
-            let name = self.qualified_name()?;
+            let name = self.user_type_name()?;
+            // ADD, RENAME or ALTER: a one-token decision
+            self.after_name = None;
             if self.eat_kw("add") {
-                let _ = self.if_not_exists()?;
+                let if_field_exists = self.if_not_exists()?;
                 let f = self.ident()?;
                 let t = self.type_text()?;
                 return Ok(Statement::AlterType {
@@ -2054,10 +2357,28 @@ impl Parser {
                     if_exists,
                     add: Some((f, t)),
                     renames: Vec::new(),
+                    if_field_exists,
+                    alter_field: None,
                 });
             }
-            self.expect_kw("rename")?;
-            let _ = self.if_exists()?;
+            if self.eat_kw("alter") {
+                let f = self.ident()?;
+                self.expect_kw("type")?;
+                let t = self.type_text()?;
+                return Ok(Statement::AlterType {
+                    name,
+                    if_exists,
+                    add: None,
+                    renames: Vec::new(),
+                    if_field_exists: false,
+                    alter_field: Some((f, t)),
+                });
+            }
+            if !self.is_kw("rename") {
+                return Err(self.no_viable());
+            }
+            self.advance();
+            let if_field_exists = self.if_exists()?;
             let mut renames = Vec::new();
             loop {
                 let from = self.ident()?;
@@ -2072,17 +2393,20 @@ impl Parser {
                 if_exists,
                 add: None,
                 renames,
+                if_field_exists,
+                alter_field: None,
             });
         }
         if self.eat_kw("table") || self.eat_kw("columnfamily") {
             let if_exists = self.if_exists()?;
             let name = self.qualified_name()?;
+            let mut if_column_exists = false;
             let op = if self.eat_kw("add") {
-                let _ = self.if_not_exists()?;
+                if_column_exists = self.if_not_exists()?;
                 let mut cols = Vec::new();
                 if self.eat_sym("(") {
                     loop {
-                        let n = self.ident()?;
+                        let n = self.name_ident()?;
                         let t = self.type_text()?;
                         let st = self.eat_kw("static");
                         cols.push(ColumnDef {
@@ -2096,7 +2420,7 @@ impl Parser {
                         self.expect_sym(",")?;
                     }
                 } else {
-                    let n = self.ident()?;
+                    let n = self.name_ident()?;
                     let t = self.type_text()?;
                     let st = self.eat_kw("static");
                     cols.push(ColumnDef {
@@ -2113,7 +2437,7 @@ impl Parser {
                 self.pos += 3;
                 AlterTableOp::DropCompactStorage
             } else if self.eat_kw("drop") {
-                let _ = self.if_exists()?;
+                if_column_exists = self.if_exists()?;
                 let mut cols = Vec::new();
                 if self.eat_sym("(") {
                     loop {
@@ -2128,7 +2452,7 @@ impl Parser {
                 }
                 AlterTableOp::Drop(cols)
             } else if self.eat_kw("rename") {
-                let _ = self.if_exists()?;
+                if_column_exists = self.if_exists()?;
                 let mut pairs = Vec::new();
                 loop {
                     let a = self.ident()?;
@@ -2154,6 +2478,7 @@ impl Parser {
                 name,
                 if_exists,
                 op,
+                if_column_exists,
             })));
         }
         Err(self.no_viable())
@@ -2190,6 +2515,14 @@ impl Parser {
             Describe::Aggregates
         } else if self.eat_kw("index") {
             Describe::Index(self.qualified_name_any()?)
+        } else if self.eat_kw("function") {
+            Describe::Other("function", self.qualified_name_any()?)
+        } else if self.eat_kw("aggregate") {
+            Describe::Other("aggregate", self.qualified_name_any()?)
+        } else if self.is_kw("materialized") && self.is_kw_at(1, "view") {
+            self.advance();
+            self.advance();
+            Describe::Other("view", self.qualified_name_any()?)
         } else if self.is_kw("full") && self.is_kw_at(1, "schema") {
             self.advance();
             self.advance();
@@ -2212,6 +2545,7 @@ impl Parser {
 
     fn qualified_name_any(&mut self) -> PResult<QualifiedName> {
         let first = self.ident_any()?;
+        self.after_name = Some(self.pos - 1);
         if self.eat_sym(".") {
             let second = self.ident_any()?;
             Ok(QualifiedName {
@@ -2262,6 +2596,53 @@ mod tests {
             assert_eq!(syntax_error(q), want, "{q}");
         }
         parse("SELECT JSON DISTINCT k FROM t");
+    }
+
+    #[test]
+    fn a_statements_trailing_tokens_fail_as_antlrs_decisions_do() {
+        // answers of Cassandra 5.0.4: after a term, a token that may follow
+        // one is a mismatched end (the snippet shows the token after it, or
+        // is left out at the end of input), any other fails the decision
+        for (q, want) in [
+            (
+                "UPDATE t SET v = 1 WHERE k = ? foo",
+                "line 1:31 no viable alternative at input 'foo' (...= 1 WHERE k = [?] foo)",
+            ),
+            (
+                "DELETE FROM t WHERE k = 1 foo",
+                "line 1:26 no viable alternative at input 'foo' (...t WHERE k = 1 [foo])",
+            ),
+            (
+                "SELECT * FROM t WHERE k = 1 INSERT",
+                "line 1:28 mismatched input 'INSERT' expecting EOF",
+            ),
+            (
+                "UPDATE t SET v = 1 WHERE k = 1 ,2 3",
+                "line 1:31 mismatched input ',' expecting EOF (...1 WHERE k = 1 [,]2...)",
+            ),
+            (
+                "SELECT * FROM t WHERE k = 1 AND c = 2 ) x",
+                "line 1:38 mismatched input ')' expecting EOF (...1 AND c = 2 [)] x)",
+            ),
+            (
+                "DELETE FROM t WHERE k IN (1) , 2 3",
+                "line 1:29 mismatched input ',' expecting EOF (...WHERE k IN (1) [,]...)",
+            ),
+            (
+                "UPDATE t SET v = 1 WHERE k = 1 IF v = 1 foo",
+                "line 1:40 no viable alternative at input 'foo' (...1 IF v = 1 [foo])",
+            ),
+            (
+                "SELECT * FROM t WHERE k = ks.f 1",
+                "line 1:31 no viable alternative at input '1' (...FROM t WHERE k = [ks].f...)",
+            ),
+            (
+                "UPDATE t foo",
+                "line 1:9 no viable alternative at input 'foo' (UPDATE [t] foo)",
+            ),
+        ] {
+            assert_eq!(syntax_error(q), want, "{q}");
+        }
     }
 
     #[test]
@@ -2490,5 +2871,126 @@ mod tests {
             e.as_deref(),
             Some("line 1:36 no viable alternative at input 'NOT' (...WHERE k = 2 IF [NOT]...)")
         );
+    }
+
+    #[test]
+    fn modifications_parse_as_cassandras_grammar() {
+        let err = |q: &str| {
+            parse_statement(q)
+                .err()
+                .map(|e| e.message)
+                .unwrap_or_default()
+        };
+        // shorthand updates are additions and substractions
+        match parse("UPDATE t SET a += 3, b -= 2 WHERE k = 1") {
+            Statement::Update(u) => {
+                assert!(matches!(u.assignments[0].op, AssignOp::Append(_)));
+                assert!(matches!(u.assignments[1].op, AssignOp::Remove(_)));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            err("UPDATE t SET v = w + 1 WHERE k = 1"),
+            "Only expressions of the form X = X +<value> are supported."
+        );
+        assert_eq!(
+            err("UPDATE t SET m['a'] = 1, m = {'x': 0} WHERE k = 1"),
+            "Multiple incompatible setting of column m"
+        );
+        assert!(parse_statement("UPDATE t SET m['a'] = 1, m['b'] = 2 WHERE k = 1").is_ok());
+        assert!(parse_statement("UPDATE t SET a = a + 1, a = a + 2 WHERE k = 1").is_ok());
+        assert_eq!(
+            err("UPDATE t SET u.a = 1, u.a = 2 WHERE k = 1"),
+            "Multiple incompatible setting of column u"
+        );
+        // USING takes an integer or a marker; DELETE one timestamp
+        assert_eq!(
+            err("INSERT INTO t (k) VALUES (1) USING TTL 'a'"),
+            "line 1:39 no viable alternative at input 'a' (...VALUES (1) USING TTL [']...)"
+        );
+        assert!(
+            parse_statement("INSERT INTO t (k) VALUES (1) USING TTL ? AND TIMESTAMP -1").is_ok()
+        );
+        assert_eq!(
+            err("DELETE FROM t USING TTL 10 WHERE k = 1"),
+            "line 1:20 mismatched input 'TTL' expecting K_TIMESTAMP (DELETE FROM t USING [TTL]...)"
+        );
+        assert_eq!(
+            err("BEGIN LOGGED BATCH APPLY BATCH"),
+            "line 1:6 mismatched input 'LOGGED' expecting K_BATCH (BEGIN [LOGGED]...)"
+        );
+        assert_eq!(
+            err("INSERT INTO t JSON null"),
+            "line 1:19 no viable alternative at input 'null' (INSERT INTO t JSON [null])"
+        );
+        // ANTLR's two-token decisions
+        assert_eq!(
+            err("INSERT INTO t VALUES (1, 1)"),
+            "line 1:14 no viable alternative at input 'VALUES' (INSERT INTO [t] VALUES...)"
+        );
+        assert_eq!(
+            err("UPDATE t SET l = l + l WHERE k = 8"),
+            "line 1:23 no viable alternative at input 'WHERE' (...SET l = l + [l] WHERE...)"
+        );
+        assert_eq!(
+            err("UPDATE t SET v = 1 WHERE k = 1 IF EXISTS AND v = 1"),
+            "line 1:41 no viable alternative at input 'AND' (...WHERE k = 1 IF [EXISTS] AND...)"
+        );
+        assert_eq!(
+            err("DELETE FROM t WHERE k = 8 AND c = 1 ALLOW FILTERING"),
+            "line 1:36 mismatched input 'ALLOW' expecting EOF (...8 AND c = 1 [ALLOW] FILTERING)"
+        );
+        assert_eq!(
+            err("DELETE FROM t WHERE k = 8 ALLOW"),
+            "line 1:26 mismatched input 'ALLOW' expecting EOF"
+        );
+    }
+
+    #[test]
+    fn schema_statements_are_refused_as_cassandras_grammar_refuses_them() {
+        let err = |q: &str| parse_statement(q).err().map(|e| e.message);
+        assert_eq!(
+            err(r#"CREATE KEYSPACE "" WITH replication = {}"#).as_deref(),
+            Some(r#"line 1:16 no viable alternative at input '""' (CREATE KEYSPACE [""]...)"#)
+        );
+        assert_eq!(
+            err(r#"CREATE TABLE t (k int PRIMARY KEY, "" int)"#).as_deref(),
+            Some(
+                r#"line 1:35 mismatched input '""' expecting ')' (...(k int PRIMARY KEY, [""]...)"#
+            )
+        );
+        assert_eq!(
+            err("CREATE TYPE int (a int)").as_deref(),
+            Some("line 1:16 mismatched input '(' expecting '.' (CREATE TYPE int [(]...)")
+        );
+        assert_eq!(
+            err("DROP TYPE int").as_deref(),
+            Some("line 0:-1 mismatched input '<EOF>' expecting '.'")
+        );
+        assert_eq!(
+            err("CREATE TABLE t (k int PRIMARY KEY) WITH comment = 'a' AND comment = 'b'")
+                .as_deref(),
+            Some("Multiple definitions for property 'comment'")
+        );
+        assert_eq!(
+            err("ALTER KEYSPACE k WITH replication = {'class': 'a', 'class': 'b'}").as_deref(),
+            Some("Multiple definition for property class")
+        );
+        assert_eq!(
+            err("ALTER TABLE t WITH COMPACT STORAGE").as_deref(),
+            Some("line 1:27 no viable alternative at input 'STORAGE' (ALTER TABLE t WITH [COMPACT] STORAGE)")
+        );
+        let Statement::CreateTable(ct) =
+            parse("CREATE TABLE t (k int PRIMARY KEY, v int PRIMARY KEY)")
+        else {
+            panic!("not a CREATE TABLE")
+        };
+        assert!(ct.multiple_primary_keys);
+        let Statement::CreateTable(ct) =
+            parse("CREATE TABLE t (k int PRIMARY KEY, v vector<float, -1>)")
+        else {
+            panic!("not a CREATE TABLE")
+        };
+        assert_eq!(ct.columns[1].typ, "vector<float, -1>");
     }
 }

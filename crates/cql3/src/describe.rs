@@ -207,7 +207,12 @@ fn rows_result(with_stmt: bool, rows: Vec<(String, String, String, Option<String
     let rows = rows
         .into_iter()
         .map(|(k, ty, n, c)| {
-            let mut r = vec![t(&k), t(&ty), t(&n)];
+            // (Cassandra's `elementKeyspaceQuotedIfNeeded` / `elementNameQuotedIfNeeded`)
+            let mut r = vec![
+                t(&sibyl_types::ident::maybe_quote(&k)),
+                t(&ty),
+                t(&sibyl_types::ident::maybe_quote(&n)),
+            ];
             if with_stmt {
                 r.push(c.as_deref().and_then(t));
             }
@@ -389,6 +394,25 @@ pub fn describe(
                 keyspace_elements(ks, d.with_internals, *only),
             ))
         }
+        // (Sibyl has no user functions, aggregates or materialized views)
+        Describe::Other(kind, q) => {
+            let k = match &q.keyspace {
+                Some(k) => k.clone(),
+                None => current_ks()?,
+            };
+            if schema.keyspace(&k).is_none() {
+                return Err(Error::Invalid(format!("'{k}' not found in keyspaces")));
+            }
+            let what = match *kind {
+                "function" => "User defined function",
+                "aggregate" => "User defined aggregate",
+                _ => "Materialized view",
+            };
+            Err(Error::Invalid(format!(
+                "{what} '{}' not found in '{k}'",
+                q.name
+            )))
+        }
         Describe::Table(q) => {
             let k = match &q.keyspace {
                 Some(k) => k.clone(),
@@ -398,7 +422,7 @@ pub fn describe(
                 .keyspace(&k)
                 .ok_or_else(|| Error::Invalid(format!("'{k}' not found in keyspaces")))?;
             let tm = ks.tables.get(&q.name).ok_or_else(|| {
-                Error::Invalid(format!("'{}' not found in keyspace '{}'", q.name, k))
+                Error::Invalid(format!("Table '{}' not found in keyspace '{}'", q.name, k))
             })?;
             Ok(rows_result(true, table_elements(tm, d.with_internals)))
         }

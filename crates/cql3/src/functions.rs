@@ -279,18 +279,19 @@ pub fn arithmetic(
     let (Some(a), Some(b)) = (a, b) else {
         return Ok(None);
     };
-    if a.is_empty() || b.is_empty() {
-        return Ok(None);
-    }
     let (ta, tb) = (ta.unfrozen(), tb.unfrozen());
-    if matches!(ta, CqlType::Timestamp | CqlType::Date) && tb == &CqlType::Duration {
-        return temporal(op, ta, a, b).map(Some);
-    }
+    // an empty string is a string; an empty number or date is a null
     if matches!(ta, CqlType::Text | CqlType::Ascii) && matches!(tb, CqlType::Text | CqlType::Ascii)
     {
         let mut out = a.to_vec();
         out.extend_from_slice(b);
         return Ok(Some(Bytes::from(out)));
+    }
+    if a.is_empty() || b.is_empty() {
+        return Ok(None);
+    }
+    if matches!(ta, CqlType::Timestamp | CqlType::Date) && tb == &CqlType::Duration {
+        return temporal(op, ta, a, b).map(Some);
     }
     let rt = arithmetic_type(ta, tb).ok_or_else(|| {
         Error::Invalid(format!(
@@ -795,6 +796,16 @@ pub fn mask_default(t: &CqlType) -> Bytes {
         CqlType::Inet => Bytes::from_static(&[0; 4]),
         CqlType::Duration => Bytes::from_static(&[0, 0, 0]),
         CqlType::List(_) | CqlType::Set(_) | CqlType::Map(..) => Bytes::from_static(&[0; 4]),
+        // each component's or field's own default
+        CqlType::Tuple(ts) => sibyl_types::value::serialize_tuple(
+            &ts.iter().map(|t| Some(mask_default(t))).collect::<Vec<_>>(),
+        ),
+        CqlType::Udt(u) => sibyl_types::value::serialize_tuple(
+            &u.fields
+                .iter()
+                .map(|(_, t)| Some(mask_default(t)))
+                .collect::<Vec<_>>(),
+        ),
         _ => Bytes::new(),
     }
 }
@@ -878,6 +889,46 @@ pub fn similarity(name: &str, a: &[u8], b: &[u8]) -> Result<Option<Bytes>> {
         _ => (1.0 + dot) / 2.0,
     };
     Ok(Some(Bytes::copy_from_slice(&r.to_be_bytes())))
+}
+
+/// The name a native function is known by when called by its Cassandra 5.0
+/// snake_case name (`to_json`, `blob_as_int`, `current_timestamp`, ...): its
+/// older (lowercased camelCase) name. Other names are returned as given.
+pub fn canonical_name(lname: &str) -> String {
+    const RENAMED: &[(&str, &str)] = &[
+        ("to_json", "tojson"),
+        ("from_json", "fromjson"),
+        ("to_date", "todate"),
+        ("to_timestamp", "totimestamp"),
+        ("to_unix_timestamp", "tounixtimestamp"),
+        ("current_date", "currentdate"),
+        ("current_time", "currenttime"),
+        ("current_timestamp", "currenttimestamp"),
+        ("current_timeuuid", "currenttimeuuid"),
+        ("min_timeuuid", "mintimeuuid"),
+        ("max_timeuuid", "maxtimeuuid"),
+    ];
+    if let Some((_, old)) = RENAMED.iter().find(|(new, _)| *new == lname) {
+        return old.to_string();
+    }
+    if let Some(t) = lname.strip_prefix("blob_as_") {
+        return format!("blobas{t}");
+    }
+    if let Some(t) = lname.strip_suffix("_as_blob") {
+        return format!("{t}asblob");
+    }
+    lname.to_string()
+}
+
+/// An error about a function called by its snake_case name, in the words
+/// of the name as written (`system.int_as_blob`, not `system.intasblob`).
+pub fn as_written(e: crate::error::Error, canonical: &str, written: &str) -> crate::error::Error {
+    match e {
+        crate::error::Error::Invalid(m) if canonical != written => {
+            crate::error::Error::Invalid(m.replace(canonical, written))
+        }
+        e => e,
+    }
 }
 
 #[cfg(test)]

@@ -45,7 +45,9 @@ pub fn write_params(
                     .map_err(|_| Error::Invalid("Invalid timestamp value".into()))?;
                 let ts = i64::from_be_bytes(a);
                 if ts == i64::MIN {
-                    return Err(Error::Invalid(format!("Invalid timestamp value: {ts}")));
+                    return Err(Error::Invalid(
+                        "Out of bound timestamp, must be in [-9223372036854775807, 9223372036854775807]".into(),
+                    ));
                 }
                 ts
             }
@@ -74,7 +76,8 @@ pub fn write_params(
                 }
                 ttl as i32
             }
-            Val::Null => return Err(Error::Invalid("Invalid null value of TTL".into())),
+            // a null TTL is no TTL (Cassandra 5.0's `Attributes.getTimeToLive`)
+            Val::Null => 0,
             Val::Unset => table.params.default_time_to_live,
         },
         None => table.params.default_time_to_live,
@@ -106,8 +109,9 @@ fn term_text(t: &Term) -> String {
 
 fn undefined(table: &TableMetadata, c: &str) -> Error {
     Error::Invalid(format!(
-        "Undefined column name {c} in table {}.{}",
-        table.keyspace, table.name
+        "Undefined column name {} in table {}",
+        sibyl_types::ident::maybe_quote(c),
+        table.display_name()
     ))
 }
 
@@ -141,6 +145,11 @@ pub fn insert(
     default_ts: i64,
     now: i32,
 ) -> Result<Vec<Mutation>> {
+    if table.is_counter {
+        return Err(Error::Invalid(
+            "INSERT statements are not allowed on counter tables, use UPDATE instead".into(),
+        ));
+    }
     let wp = write_params(table, &ins.using, ev, default_ts, now)?;
     let Some(json) = &ins.json else {
         return insert_values(table, ins, ev, wp, now, false);
@@ -182,11 +191,19 @@ fn json_values(
     default_unset: bool,
 ) -> Result<Vec<sibyl_protocol::Value>> {
     use sibyl_types::json::{unquote_identifier, Json};
-    let doc = Json::parse(text).map_err(|e| {
+    let end = jackson_map(text).map_err(|e| {
         Error::Invalid(format!(
             "Could not decode JSON string as a map: {e}. (String was: {text})"
         ))
     })?;
+    let doc = Json::parse(&text[..end]).map_err(|e| {
+        Error::Invalid(format!(
+            "Could not decode JSON string as a map: {e}. (String was: {text})"
+        ))
+    })?;
+    if doc == Json::Null {
+        return Err(Error::Invalid("Got null for INSERT JSON values".into()));
+    }
     let Json::Object(members) = doc else {
         return Err(Error::Invalid(format!(
             "Could not decode JSON string as a map: expected an object. (String was: {text})"
@@ -227,7 +244,14 @@ fn json_values(
                     _ => j.clone(),
                 };
                 let v = c.typ.from_json(&j).map_err(|e| {
-                    Error::Invalid(format!("Error decoding JSON value for {}: {e}", c.name))
+                    // a duration's own error is Cassandra's InvalidRequest,
+                    // not a MarshalException: it comes unwrapped
+                    if matches!(c.typ.unfrozen(), CqlType::Duration) && matches!(j, Json::String(_))
+                    {
+                        Error::Invalid(e.to_string())
+                    } else {
+                        Error::Invalid(format!("Error decoding JSON value for {}: {e}", c.name))
+                    }
                 })?;
                 sibyl_protocol::Value::Set(v)
             }
@@ -268,8 +292,13 @@ fn insert_values(
                 "The column names contains duplicates".into(),
             ));
         }
-        if table.column(c).is_none() {
-            return Err(undefined(table, c));
+    }
+    // column by column, as Cassandra prepares them: the column, then the
+    // value of one outside the primary key (its operation)
+    for (c, term) in ins.columns.iter().zip(&ins.values) {
+        let col = table.column(c).ok_or_else(|| undefined(table, c))?;
+        if !col.kind.is_primary_key() {
+            ev.value(term, &col.typ, c)?;
         }
     }
     let find = |name: &str| ins.columns.iter().position(|c| c == name);
@@ -277,7 +306,12 @@ fn insert_values(
     let mut missing = Vec::new();
     for c in table.partition_key() {
         match find(&c.name) {
-            Some(i) => pk.push(key_value(ev, &ins.values[i], c)?),
+            Some(i) => pk.push(key_value(
+                ev,
+                &ins.values[i],
+                c,
+                table.partition_key_count > 1,
+            )?),
             None => missing.push(c.name.clone()),
         }
     }
@@ -290,7 +324,7 @@ fn insert_values(
     let mut ck = Vec::new();
     for c in table.clustering() {
         match find(&c.name) {
-            Some(i) => ck.push(key_value(ev, &ins.values[i], c)?),
+            Some(i) => ck.push(key_value(ev, &ins.values[i], c, true)?),
             None => missing.push(c.name.clone()),
         }
     }
@@ -423,10 +457,13 @@ fn insert_values(
     Ok(vec![partition_mutation(table, &key, p)])
 }
 
-fn key_value(ev: &Eval, term: &Term, c: &ColumnMetadata) -> Result<Bytes> {
+/// A primary key value of an INSERT; `empty_ok`: an empty value is legal
+/// (a clustering value, a component of a composite partition key, whose
+/// encoding is never empty).
+fn key_value(ev: &Eval, term: &Term, c: &ColumnMetadata, empty_ok: bool) -> Result<Bytes> {
     match ev.value(term, &c.typ, &c.name)? {
         Val::Set(b) => {
-            if b.is_empty() && c.kind == ColumnKind::PartitionKey {
+            if b.is_empty() && !empty_ok {
                 return Err(Error::Invalid("Key may not be empty".into()));
             }
             Ok(b)
@@ -455,44 +492,36 @@ pub fn update(
     now: i32,
     read_list: &dyn Fn(&Bytes, &[Bytes], &str) -> ListState,
 ) -> Result<Vec<Mutation>> {
-    for a in &up.assignments {
-        let c = a.target.column();
-        match table.column(c) {
-            None => return Err(undefined(table, c)),
-            Some(col) if col.kind.is_primary_key() => {
-                return Err(Error::Invalid(format!(
-                    "PRIMARY KEY part {c} found in SET part"
-                )));
-            }
-            _ => {}
-        }
-    }
-    let only_static = up.assignments.iter().all(|a| {
-        table
-            .column(a.target.column())
-            .map(|c| c.kind == ColumnKind::Static)
-            .unwrap_or(false)
-    });
-    let r = analyse(
+    prepare_assignments(table, up, ev)?;
+    let columns: Vec<&str> = up.assignments.iter().map(|a| a.target.column()).collect();
+    let only_static = applies_only_to_static(table, &columns, &up.conditions);
+    let all_eq = check_where(table, &up.where_clause, ev, "UPDATE", only_static)?;
+    // (`check_where` made the UPDATE's own checks: an empty IN on the
+    // clustering is no row, as for a DELETE)
+    let r = analyse(table, &without_token(&up.where_clause), ev, Purpose::Delete)?;
+    let keys = keep_token(
         table,
         &up.where_clause,
         ev,
-        if only_static {
-            Purpose::Delete
-        } else {
-            Purpose::Update
-        },
+        r.partition_keys.clone().unwrap_or_default(),
     )?;
-    if only_static && r.has_clustering_restriction && up.conditions == sibyl_cql::Conditions::None {
-        return Err(Error::Invalid("Invalid restrictions on clustering columns since the UPDATE statement modifies only static columns".into()));
-    }
-    let keys = r.partition_keys.clone().unwrap_or_default();
     let clusterings: Vec<Vec<Bytes>> = if table.clustering_count == 0 {
         vec![Vec::new()]
     } else {
         match r.clusterings.clone() {
             Some(c) => c,
             None if only_static && !r.has_clustering_restriction => Vec::new(),
+            // a dense COMPACT STORAGE table's row under a clustering prefix
+            // (`check_where` let only an equality prefix through)
+            None if table.is_dense() && r.has_clustering_restriction => r
+                .slices
+                .iter()
+                .flatten()
+                .map(|(start, _)| start.values.clone())
+                .filter(|p| !p.is_empty())
+                .collect(),
+            // an empty IN: no row
+            None if all_eq => Vec::new(),
             None => {
                 return Err(Error::Invalid(format!(
                     "Some clustering keys are missing: {}",
@@ -550,7 +579,8 @@ pub fn update(
                     .insert(ClusteringKey::row(ck, table.comparator.clone()), row);
             }
         }
-        if !p.is_empty() {
+        // (a transaction's update, even empty, names its partition)
+        if !p.is_empty() || up.conditions != sibyl_cql::Conditions::None {
             out.push(partition_mutation(table, key, p));
         }
     }
@@ -629,6 +659,30 @@ fn apply_assignment(
                 set_column(row, name, t, v.bytes(), wp).map_err(Error::Invalid)?;
             }
         }
+        (ColumnTarget::Column(_), AssignOp::Append(term)) if adds_to_current(t) => {
+            // a conditional update adds to the current value (its
+            // `Constants.Adder`); nothing is written over a null one
+            let current = match row.cells.get(name) {
+                Some(ColumnData::Simple(c)) => c.value.clone(),
+                _ => read_list(key, ck, name).into_iter().next().map(|(_, v)| v),
+            };
+            let add = match ev.value(term, t, name)? {
+                Val::Set(b) => b,
+                Val::Unset => return Ok(()),
+                Val::Null => return Err(Error::Server("java.lang.NullPointerException".into())),
+            };
+            let Some(current) = current else {
+                return Ok(());
+            };
+            let sum = if matches!(t.unfrozen(), CqlType::Text | CqlType::Ascii) {
+                let mut v = current.to_vec();
+                v.extend_from_slice(&add);
+                Some(Bytes::from(v))
+            } else {
+                crate::functions::arithmetic('+', t, Some(&current), t, Some(&add))?
+            };
+            set_column(row, name, t, sum.as_ref(), wp).map_err(Error::Invalid)?;
+        }
         (ColumnTarget::Column(_), AssignOp::Append(term))
         | (ColumnTarget::Column(_), AssignOp::Prepend(term)) => {
             if !t.is_multi_cell() {
@@ -661,7 +715,7 @@ fn apply_assignment(
             if matches!(op, AssignOp::Prepend(_)) {
                 if !matches!(t, CqlType::List(_)) {
                     return Err(Error::Invalid(format!(
-                        "Invalid operation ({name} = {} + {name}) for non list column {name}",
+                        "Invalid operation ({name} = {} - {name}) for non list column {name}",
                         term_text(term)
                     )));
                 }
@@ -740,9 +794,10 @@ fn apply_assignment(
         }
         (ColumnTarget::Element(_, idx), AssignOp::Set(term)) => match t {
             CqlType::Map(kt, vt) => {
-                let k = match ev.value(idx, kt, name)? {
+                let k = match ev.value(idx, kt, &format!("key({name})"))? {
                     Val::Set(k) => k,
-                    _ => return Err(Error::Invalid("Invalid null value for map key".into())),
+                    Val::Null => return Err(Error::Invalid("Invalid null map key".into())),
+                    Val::Unset => return Err(Error::Invalid("Invalid unset map key".into())),
                 };
                 let cell = match ev.value(term, vt, &format!("value({name})"))? {
                     Val::Set(v) => wp.cell(v),
@@ -754,11 +809,19 @@ fn apply_assignment(
                 add_cells(row, name, cells);
             }
             CqlType::List(et) => {
-                let i = match ev.value(idx, &CqlType::Int, name)? {
+                let i = match ev.value(idx, &CqlType::Int, &format!("idx({name})"))? {
                     Val::Set(b) if b.len() == 4 => i32::from_be_bytes([b[0], b[1], b[2], b[3]]),
+                    Val::Unset => {
+                        return Err(Error::Invalid("Invalid unset value for list index".into()))
+                    }
                     _ => return Err(Error::Invalid("Invalid null value for list index".into())),
                 };
                 let current = read_list(key, ck, name);
+                if current.is_empty() {
+                    return Err(Error::Invalid(
+                        "Attempted to set an element on a list which is null".into(),
+                    ));
+                }
                 if i < 0 || i as usize >= current.len() {
                     return Err(Error::Invalid(format!(
                         "List index {i} out of bound, list has size {}",
@@ -766,7 +829,7 @@ fn apply_assignment(
                     )));
                 }
                 let path = current[i as usize].0.clone();
-                let cell = match ev.value(term, et, name)? {
+                let cell = match ev.value(term, et, &format!("value({name})"))? {
                     Val::Set(v) => wp.cell(v),
                     Val::Null => wp.tombstone(),
                     Val::Unset => return Ok(()),
@@ -806,7 +869,7 @@ fn apply_assignment(
                     "UDT column {name} does not have a field named {field}"
                 )));
             };
-            let cell = match ev.value(term, &u.fields[fi].1, name)? {
+            let cell = match ev.value(term, &u.fields[fi].1, &format!("{name}.{field}"))? {
                 Val::Set(v) => wp.cell(v),
                 Val::Null => wp.tombstone(),
                 Val::Unset => return Ok(()),
@@ -839,19 +902,34 @@ pub fn delete(
             "Cannot provide custom TTL for DELETE statement".into(),
         ));
     }
-    for c in &del.columns {
-        match table.column(c.column()) {
-            None => return Err(undefined(table, c.column())),
-            Some(col) if col.kind.is_primary_key() => {
-                return Err(Error::Invalid(format!(
-                    "Invalid identifier {} for deletion (should not be a PRIMARY KEY part)",
-                    c.column()
-                )))
+    prepare_deletions(table, del, ev)?;
+    let columns: Vec<&str> = del.columns.iter().map(|c| c.column()).collect();
+    let only_static = applies_only_to_static(table, &columns, &del.conditions);
+    let all_eq = check_where(table, &del.where_clause, ev, "DELETE", only_static)?;
+    if let (false, sibyl_cql::Conditions::Columns(_) | sibyl_cql::Conditions::Exists) =
+        (all_eq, &del.conditions)
+    {
+        // `DeleteStatement.prepareInternal`
+        let regular = |c: &str| {
+            table
+                .column(c)
+                .is_some_and(|c| c.kind != ColumnKind::Static)
+        };
+        if columns.is_empty() || columns.iter().any(|c| regular(c)) {
+            return Err(Error::Invalid("DELETE statements must restrict all PRIMARY KEY columns with equality relations in order to delete non static columns".into()));
+        }
+        if let sibyl_cql::Conditions::Columns(conds) = &del.conditions {
+            if conds.iter().any(|c| regular(c.target.column())) {
+                return Err(Error::Invalid("DELETE statements must restrict all PRIMARY KEY columns with equality relations in order to use IF condition on non static columns".into()));
             }
-            _ => {}
         }
     }
-    let r = analyse(table, &del.where_clause, ev, Purpose::Delete)?;
+    let r = analyse(
+        table,
+        &without_token(&del.where_clause),
+        ev,
+        Purpose::Delete,
+    )?;
     // a static-compact table's row is Cassandra's static row under a hidden
     // clustering column: a conditional delete of the whole row leaves that
     // column unrestricted
@@ -866,7 +944,12 @@ pub fn delete(
         marked_for_delete_at: wp.timestamp,
         local_deletion_time: now,
     };
-    let keys = r.partition_keys.clone().unwrap_or_default();
+    let keys = keep_token(
+        table,
+        &del.where_clause,
+        ev,
+        r.partition_keys.clone().unwrap_or_default(),
+    )?;
     let mut out = Vec::new();
     for key in &keys {
         check_key_size(key)?;
@@ -908,17 +991,12 @@ pub fn delete(
             } else {
                 match &r.clusterings {
                     Some(c) => c.clone(),
-                    None if only_static => Vec::new(),
+                    None if only_static || all_eq => Vec::new(),
+                    // `DeleteStatement.addUpdateForKey`
                     None => {
-                        return Err(Error::Invalid(format!(
-                            "Some clustering keys are missing: {}",
-                            table
-                                .clustering()
-                                .iter()
-                                .map(|c| c.name.clone())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        )))
+                        return Err(Error::Invalid(
+                            "Range deletions are not supported for specific columns".into(),
+                        ))
                     }
                 }
             };
@@ -949,24 +1027,42 @@ pub fn delete(
                         }
                         ColumnTarget::Element(_, idx) => {
                             let path = match &col.typ {
-                                CqlType::Map(kt, _) => match ev.value(idx, kt, &col.name)? {
-                                    Val::Set(k) => k,
-                                    _ => {
-                                        return Err(Error::Invalid(
-                                            "Invalid null value for map key".into(),
-                                        ))
+                                CqlType::Map(kt, _) => {
+                                    match ev.value(idx, kt, &format!("key({})", col.name))? {
+                                        Val::Set(k) => k,
+                                        Val::Null => {
+                                            return Err(Error::Invalid(
+                                                "Invalid null map key".into(),
+                                            ))
+                                        }
+                                        Val::Unset => {
+                                            return Err(Error::Invalid(
+                                                "Invalid unset map key".into(),
+                                            ))
+                                        }
                                     }
-                                },
-                                CqlType::Set(et) => match ev.value(idx, et, &col.name)? {
-                                    Val::Set(k) => k,
-                                    _ => {
-                                        return Err(Error::Invalid(
-                                            "Invalid null value for set element".into(),
-                                        ))
+                                }
+                                CqlType::Set(et) => {
+                                    match ev.value(idx, et, &format!("value({})", col.name))? {
+                                        Val::Set(k) => k,
+                                        Val::Null => {
+                                            return Err(Error::Invalid(
+                                                "Invalid null set element".into(),
+                                            ))
+                                        }
+                                        Val::Unset => {
+                                            return Err(Error::Invalid(
+                                                "Invalid unset set element".into(),
+                                            ))
+                                        }
                                     }
-                                },
+                                }
                                 CqlType::List(_) => {
-                                    let i = match ev.value(idx, &CqlType::Int, &col.name)? {
+                                    let i = match ev.value(
+                                        idx,
+                                        &CqlType::Int,
+                                        &format!("idx({})", col.name),
+                                    )? {
                                         Val::Set(b) if b.len() == 4 => {
                                             i32::from_be_bytes([b[0], b[1], b[2], b[3]])
                                         }
@@ -977,6 +1073,9 @@ pub fn delete(
                                         }
                                     };
                                     let current = read_list(key, ck, &col.name);
+                                    if current.is_empty() {
+                                        return Err(Error::Invalid("Attempted to delete an element from a list which is null".into()));
+                                    }
                                     if i < 0 || i as usize >= current.len() {
                                         return Err(Error::Invalid(format!(
                                             "List index {i} out of bound, list has size {}",
@@ -1039,4 +1138,898 @@ pub fn delete(
     }
     let _ = BoundKind::Row;
     Ok(out)
+}
+
+/// How the relations seen so far restrict one column (Cassandra's merged
+/// single-column restrictions).
+#[derive(Clone, Copy, Default)]
+struct Restricted {
+    eq: bool,
+    is_in: bool,
+    start: bool,
+    end: bool,
+    /// The first column of the (multi-column) restriction holding it.
+    first: usize,
+}
+
+impl Restricted {
+    fn is_slice(&self) -> bool {
+        !self.eq && !self.is_in && (self.start || self.end)
+    }
+}
+
+/// Which kinds of column an UPDATE or DELETE touches, for
+/// `appliesOnlyToStaticColumns`: its operations (none, for a DELETE of
+/// whole rows) and its conditions all on static columns.
+pub fn applies_only_to_static(
+    table: &TableMetadata,
+    columns: &[&str],
+    conditions: &sibyl_cql::Conditions,
+) -> bool {
+    let is_static = |c: &str| {
+        table
+            .column(c)
+            .is_some_and(|c| c.kind == ColumnKind::Static)
+    };
+    let conditions_static = match conditions {
+        sibyl_cql::Conditions::Columns(conds) => conds.iter().all(|c| is_static(c.target.column())),
+        _ => true,
+    };
+    !columns.is_empty() && columns.iter().all(|c| is_static(c)) && conditions_static
+}
+
+/// The WHERE clause of an UPDATE or DELETE (`kind`), checked as Cassandra's
+/// `StatementRestrictions` does for them, in its order: relation by
+/// relation (operators refused, columns, value types, merging with the
+/// column's earlier relations, clustering order), then the partition key
+/// (no token, all of it, by = or IN), the clustering (no slice and all of
+/// it for an UPDATE not only on static columns, a prefix for a DELETE),
+/// then no other column. Returns whether the whole primary key is given by
+/// = or IN (`hasAllPKColumnsRestrictedByEqualities`).
+pub fn check_where(
+    table: &TableMetadata,
+    relations: &[sibyl_cql::Relation],
+    ev: &Eval,
+    kind: &str,
+    only_static: bool,
+) -> Result<bool> {
+    use sibyl_cql::{Operator, RelationLhs, RelationRhs};
+    let pk_n = table.partition_key_count;
+    let mut restricted: BTreeMap<usize, Restricted> = BTreeMap::new();
+    let mut token = false;
+    let mut non_pk: Vec<String> = Vec::new();
+    let lookup =
+        |c: &str| -> Result<usize> { table.column_index(c).ok_or_else(|| undefined(table, c)) };
+    let typecheck = |term: &Term, t: &CqlType, receiver: &str| -> Result<()> {
+        ev.value(term, t, receiver).map(|_| ())
+    };
+    for rel in relations {
+        match rel.op {
+            Operator::Ne => {
+                return Err(Error::Invalid(format!(
+                    "Unsupported \"!=\" relation: {}",
+                    sibyl_cql::relation_text(rel)
+                )))
+            }
+            Operator::IsNotNull => {
+                return Err(Error::Invalid(format!(
+                    "Unsupported restriction: {}",
+                    sibyl_cql::relation_text(rel)
+                )))
+            }
+            Operator::Contains | Operator::ContainsKey => {
+                return Err(Error::Invalid(format!(
+                    "Cannot use {kind} with {}",
+                    rel.op.as_str()
+                )))
+            }
+            _ => {}
+        }
+        // the columns the relation restricts, its first one
+        let cols: Vec<usize> = match &rel.lhs {
+            RelationLhs::Token(cs) => {
+                let mut idx = Vec::new();
+                for c in cs {
+                    idx.push(lookup(c)?);
+                }
+                if idx.len() != pk_n || idx.iter().any(|i| *i >= pk_n) {
+                    return Err(Error::Invalid("The token() function must be applied to all partition key components or none of them".into()));
+                }
+                if idx.iter().enumerate().any(|(k, i)| k != *i) {
+                    return Err(Error::Invalid(format!(
+                        "The token function arguments must be in the partition key order: {}",
+                        table
+                            .partition_key()
+                            .iter()
+                            .map(|c| c.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )));
+                }
+                token = true;
+                continue;
+            }
+            RelationLhs::Element(c, key) => {
+                let i = lookup(c)?;
+                if let CqlType::Map(kt, vt) = table.columns[i].typ.unfrozen() {
+                    typecheck(key, kt, &format!("key({c})"))?;
+                    if let RelationRhs::Term(t) = &rel.rhs {
+                        typecheck(t, vt, &format!("value({c})"))?;
+                    }
+                }
+                non_pk.push(table.columns[i].name.clone());
+                continue;
+            }
+            RelationLhs::Column(c) => {
+                let i = lookup(c)?;
+                let col = &table.columns[i];
+                match &rel.rhs {
+                    RelationRhs::Term(t) => typecheck(t, &col.typ, c)?,
+                    RelationRhs::InList(items) => {
+                        for t in items {
+                            typecheck(t, &col.typ, c)?;
+                        }
+                    }
+                    _ => {}
+                }
+                if rel.op == Operator::Like {
+                    return Err(Error::Invalid(format!(
+                        "LIKE restriction is only supported on properly indexed columns. {} is not valid.",
+                        sibyl_cql::relation_text(rel)
+                    )));
+                }
+                vec![i]
+            }
+            RelationLhs::Columns(cs) => {
+                let mut out = Vec::new();
+                for c in cs {
+                    let i = lookup(c)?;
+                    if table.columns[i].kind != ColumnKind::Clustering {
+                        return Err(Error::Invalid(format!(
+                            "Multi-column relations can only be applied to clustering columns but was applied to: {c}"
+                        )));
+                    }
+                    out.push(i);
+                }
+                if out.iter().enumerate().any(|(k, i)| *i != out[0] + k) {
+                    return Err(Error::Invalid(format!(
+                        "Clustering columns must appear in the PRIMARY KEY order in multi-column relations: {}",
+                        sibyl_cql::relation_text(rel)
+                    )));
+                }
+                out
+            }
+        };
+        let first = cols[0];
+        let new = Restricted {
+            eq: rel.op == Operator::Eq,
+            is_in: rel.op == Operator::In,
+            start: matches!(rel.op, Operator::Gt | Operator::Ge),
+            end: matches!(rel.op, Operator::Lt | Operator::Le),
+            first,
+        };
+        let is_clustering = table.columns[first].kind == ColumnKind::Clustering;
+        // the clustering restrictions before this one (`mergeWith`)
+        let last = restricted
+            .iter()
+            .rfind(|(i, _)| table.columns[**i].kind == ColumnKind::Clustering)
+            .map(|(_, r)| *r);
+        let old_next = restricted.keys().find(|i| **i > first).copied();
+        for &i in &cols {
+            let name = &table.columns[i].name;
+            let merged = match restricted.get(&i) {
+                None => new,
+                Some(p) if p.eq => {
+                    return Err(Error::Invalid(format!(
+                        "{name} cannot be restricted by more than one relation if it includes an Equal"
+                    )))
+                }
+                Some(p) if p.is_in => {
+                    return Err(Error::Invalid(format!(
+                        "{name} cannot be restricted by more than one relation if it includes a IN"
+                    )))
+                }
+                Some(_) if new.eq || new.is_in => {
+                    return Err(Error::Invalid(format!(
+                        "Column \"{name}\" cannot be restricted by both an equality and an inequality relation"
+                    )))
+                }
+                Some(p) => {
+                    for (both, bound) in [(p.start && new.start, "start"), (p.end && new.end, "end")]
+                    {
+                        if both {
+                            return Err(Error::Invalid(format!(
+                                "More than one restriction was found for the {bound} bound on {name}"
+                            )));
+                        }
+                    }
+                    Restricted {
+                        start: p.start || new.start,
+                        end: p.end || new.end,
+                        ..*p
+                    }
+                }
+            };
+            restricted.insert(i, merged);
+        }
+        if let (true, Some(last)) = (is_clustering, last) {
+            let name = |i: usize| &table.columns[i].name;
+            if last.is_slice() && first > last.first {
+                return Err(Error::Invalid(format!(
+                    "Clustering column \"{}\" cannot be restricted (preceding column \"{}\" is restricted by a non-EQ relation)",
+                    name(first),
+                    name(last.first)
+                )));
+            }
+            if first < last.first && new.is_slice() {
+                let next = old_next.unwrap_or(last.first);
+                return Err(Error::Invalid(format!(
+                    "PRIMARY KEY column \"{}\" cannot be restricted (preceding column \"{}\" is restricted by a non-EQ relation)",
+                    name(next),
+                    name(first)
+                )));
+            }
+        }
+        if !table.columns[first].kind.is_primary_key() {
+            non_pk.push(table.columns[first].name.clone());
+        }
+    }
+    // the partition key (`processPartitionKeyRestrictions`)
+    let pk: Vec<Option<Restricted>> = (0..pk_n).map(|i| restricted.get(&i).copied()).collect();
+    let pk_by_eq = pk.iter().all(|r| r.is_some_and(|r| r.eq || r.is_in));
+    if token && !pk_by_eq {
+        return Err(Error::Invalid(format!(
+            "The token function cannot be used in WHERE clauses for {kind} statements"
+        )));
+    }
+    let missing: Vec<&str> = table
+        .partition_key()
+        .iter()
+        .zip(&pk)
+        .filter(|(_, r)| r.is_none())
+        .map(|(c, _)| c.name.as_str())
+        .collect();
+    if !missing.is_empty() {
+        return Err(Error::Invalid(format!(
+            "Some partition key parts are missing: {}",
+            missing.join(", ")
+        )));
+    }
+    if !pk_by_eq {
+        return Err(Error::Invalid(format!(
+            "Only EQ and IN relation are supported on the partition key (unless you use the token() function) for {kind} statements"
+        )));
+    }
+    // the clustering (`processClusteringColumnsRestrictions`)
+    let ck: Vec<(usize, Restricted)> = restricted
+        .iter()
+        .filter(|(i, _)| table.columns[**i].kind == ColumnKind::Clustering)
+        .map(|(i, r)| (*i, *r))
+        .collect();
+    if only_static && !ck.is_empty() {
+        return Err(Error::Invalid(format!(
+            "Invalid restrictions on clustering columns since the {kind} statement modifies only static columns"
+        )));
+    }
+    if kind == "UPDATE" {
+        if ck.iter().any(|(_, r)| r.is_slice()) {
+            return Err(Error::Invalid(
+                "Slice restrictions are not supported on the clustering columns in UPDATE statements"
+                    .into(),
+            ));
+        }
+        let unrestricted: Vec<&str> = table
+            .clustering()
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| !restricted.contains_key(&(pk_n + k)))
+            .map(|(_, c)| c.name.as_str())
+            .collect();
+        // a dense COMPACT STORAGE table takes a clustering prefix
+        if table.is_dense() && !ck.is_empty() && !unrestricted.is_empty() {
+            let given: Vec<bool> = (0..table.clustering_count)
+                .map(|k| restricted.contains_key(&(pk_n + k)))
+                .collect();
+            if let Some(gap) = given.iter().position(|g| !g) {
+                if let Some(after) = given[gap..].iter().position(|g| *g) {
+                    return Err(Error::Invalid(format!(
+                        "PRIMARY KEY column \"{}\" cannot be restricted as preceding column \"{}\" is not restricted",
+                        table.clustering()[gap + after].name,
+                        table.clustering()[gap].name
+                    )));
+                }
+            }
+        } else if !only_static && !unrestricted.is_empty() {
+            return Err(Error::Invalid(format!(
+                "Some clustering keys are missing: {}",
+                unrestricted.join(", ")
+            )));
+        }
+    } else {
+        for (k, (i, _)) in ck.iter().enumerate() {
+            if *i != pk_n + k {
+                return Err(Error::Invalid(format!(
+                    "PRIMARY KEY column \"{}\" cannot be restricted as preceding column \"{}\" is not restricted",
+                    table.columns[*i].name,
+                    table.columns[pk_n + k].name
+                )));
+            }
+        }
+    }
+    if !non_pk.is_empty() {
+        non_pk.sort();
+        non_pk.dedup();
+        return Err(Error::Invalid(format!(
+            "Non PRIMARY KEY columns found in where clause: {} ",
+            non_pk.join(", ")
+        )));
+    }
+    Ok(ck.len() == table.clustering_count && ck.iter().all(|(_, r)| r.eq || r.is_in))
+}
+
+/// The WHERE clause of an UPDATE or DELETE as `analyse` takes it, its
+/// token relations set aside when the partition key is given by = or IN
+/// (`check_where` passed): they only filter the keys, which `keep_token`
+/// then does.
+fn without_token(relations: &[sibyl_cql::Relation]) -> Vec<sibyl_cql::Relation> {
+    relations
+        .iter()
+        .filter(|r| !matches!(r.lhs, sibyl_cql::RelationLhs::Token(_)))
+        .cloned()
+        .collect()
+}
+
+/// The partition keys of `keys` whose tokens the WHERE clause's token
+/// relations (if any) admit.
+fn keep_token(
+    table: &TableMetadata,
+    relations: &[sibyl_cql::Relation],
+    ev: &Eval,
+    keys: Vec<Bytes>,
+) -> Result<Vec<Bytes>> {
+    let tokens: Vec<sibyl_cql::Relation> = relations
+        .iter()
+        .filter(|r| matches!(r.lhs, sibyl_cql::RelationLhs::Token(_)))
+        .cloned()
+        .collect();
+    if tokens.is_empty() {
+        return Ok(keys);
+    }
+    let Some(range) = analyse(table, &tokens, ev, Purpose::Select)?.token_range else {
+        return Ok(keys);
+    };
+    Ok(keys
+        .into_iter()
+        .filter(|k| {
+            let t = sibyl_types::murmur3::token(k);
+            range.start <= t && t <= range.end
+        })
+        .collect())
+}
+
+/// Whether `+` on a column of type `t` reads its current value in a
+/// conditional update (Cassandra 5.0's `Constants.Adder` for numbers and
+/// text, when the statement can read the existing state).
+fn adds_to_current(t: &CqlType) -> bool {
+    crate::functions::is_numeric(t) || matches!(t.unfrozen(), CqlType::Text | CqlType::Ascii)
+}
+
+/// The assignments of an UPDATE, prepared one by one as Cassandra's
+/// `Operation.RawUpdate.prepare` does, before the WHERE clause: the column,
+/// what the operation allows on its type, the types of the values (their
+/// receivers named as Cassandra names them: `idx(l)`, `value(l)`,
+/// `key(m)`, `value(m)`, `ud.a`). `can_read` is a conditional update's
+/// (`+` on numbers and text then adds to the current value).
+pub fn prepare_assignments(table: &TableMetadata, up: &Update, ev: &Eval) -> Result<()> {
+    let can_read = up.conditions != sibyl_cql::Conditions::None;
+    for a in &up.assignments {
+        let c = a.target.column();
+        let col = table.column(c).ok_or_else(|| undefined(table, c))?;
+        if col.kind.is_primary_key() {
+            return Err(Error::Invalid(format!(
+                "PRIMARY KEY part {c} found in SET part"
+            )));
+        }
+        prepare_assignment(col, &a.target, &a.op, ev, can_read)?;
+    }
+    Ok(())
+}
+
+fn prepare_assignment(
+    col: &ColumnMetadata,
+    target: &ColumnTarget,
+    op: &AssignOp,
+    ev: &Eval,
+    can_read: bool,
+) -> Result<()> {
+    let name = col.name.as_str();
+    let t = &col.typ;
+    let check = |term: &Term, typ: &CqlType, receiver: &str| -> Result<()> {
+        ev.value(term, typ, receiver).map(|_| ())
+    };
+    let invalid = |text: String, what: &str| -> Result<()> {
+        Err(Error::Invalid(format!(
+            "Invalid operation ({text}) for {what} column {name}"
+        )))
+    };
+    let frozen = t.is_collection() && !t.is_multi_cell();
+    match (target, op) {
+        (ColumnTarget::Column(_), AssignOp::Set(term)) => {
+            check(term, t, name)?;
+            if t.is_counter() {
+                return Err(Error::Invalid(format!("Cannot set the value of counter column {name} (counters can only be incremented/decremented, not set)")));
+            }
+        }
+        (ColumnTarget::Column(_), AssignOp::Append(term)) => {
+            let text = format!("{name} = {name} + {}", term_text(term));
+            if !t.is_collection() {
+                if matches!(t.unfrozen(), CqlType::Tuple(_) | CqlType::Udt(_)) {
+                    return invalid(text, "tuple");
+                }
+                if can_read {
+                    if !adds_to_current(t) {
+                        return Err(Error::Invalid(format!(
+                            "Invalid operation ({text}) for non-numeric and non-text type {name}"
+                        )));
+                    }
+                } else if !t.is_counter() {
+                    return invalid(text, "non counter");
+                }
+                return check(term, t, name);
+            }
+            if frozen {
+                return invalid(text, "frozen collection");
+            }
+            match t {
+                CqlType::Map(..) => check(term, t, name).map_err(|_| {
+                    Error::Invalid(format!(
+                        "Value for a map addition has to be a map, but was: '{}'",
+                        term_text(term)
+                    ))
+                })?,
+                _ => check(term, t, name)?,
+            }
+        }
+        (ColumnTarget::Column(_), AssignOp::Remove(term)) => {
+            let text = format!("{name} = {name} - {}", term_text(term));
+            if !t.is_collection() {
+                if !t.is_counter() {
+                    return invalid(text, "non counter");
+                }
+                return check(term, t, name);
+            }
+            if frozen {
+                return invalid(text, "frozen collection");
+            }
+            match t {
+                CqlType::Map(k, _) => {
+                    check(term, &CqlType::Set(k.clone()), name).map_err(|_| {
+                        Error::Invalid(format!(
+                            "Value for a map substraction has to be a set, but was: '{}'",
+                            term_text(term)
+                        ))
+                    })?
+                }
+                _ => check(term, t, name)?,
+            }
+        }
+        (ColumnTarget::Column(_), AssignOp::Prepend(term)) => {
+            check(term, t, name)?;
+            // Cassandra's own rendering of `c = t + c`
+            let text = format!("{name} = {} - {name}", term_text(term));
+            if !matches!(t.unfrozen(), CqlType::List(_)) {
+                return invalid(text, "non list");
+            }
+            if frozen {
+                return invalid(text, "frozen list");
+            }
+        }
+        (ColumnTarget::Element(_, idx), AssignOp::Set(term)) => {
+            let text = format!("{name}[{}] = {}", term_text(idx), term_text(term));
+            if !t.is_collection() {
+                return invalid(text, "non collection");
+            }
+            if frozen {
+                return invalid(text, "frozen collection");
+            }
+            match t {
+                CqlType::List(e) => {
+                    check(idx, &CqlType::Int, &format!("idx({name})"))?;
+                    check(term, e, &format!("value({name})"))?;
+                }
+                CqlType::Map(k, v) => {
+                    check(idx, k, &format!("key({name})"))?;
+                    check(term, v, &format!("value({name})"))?;
+                }
+                _ => return invalid(text, "set"),
+            }
+        }
+        (ColumnTarget::Field(_, field), AssignOp::Set(term)) => {
+            let text = format!("{name}.{field} = {}", term_text(term));
+            let CqlType::Udt(u) = t.unfrozen() else {
+                return invalid(text, "non-UDT");
+            };
+            if !t.is_multi_cell() {
+                return invalid(text, "frozen UDT");
+            }
+            let Some((_, ft)) = u.fields.iter().find(|(n, _)| n == field) else {
+                return Err(Error::Invalid(format!(
+                    "UDT column {name} does not have a field named {field}"
+                )));
+            };
+            check(term, ft, &format!("{name}.{field}"))?;
+        }
+        _ => {
+            return Err(Error::Invalid(format!(
+                "Invalid operation on column {name}"
+            )))
+        }
+    }
+    Ok(())
+}
+
+/// The columns of a DELETE, prepared one by one as Cassandra's
+/// `Operation.RawDeletion.prepare` does, before the WHERE clause.
+pub fn prepare_deletions(table: &TableMetadata, del: &Delete, ev: &Eval) -> Result<()> {
+    for target in &del.columns {
+        let c = target.column();
+        let col = table.column(c).ok_or_else(|| undefined(table, c))?;
+        if col.kind.is_primary_key() {
+            return Err(Error::Invalid(format!(
+                "Invalid identifier {c} for deletion (should not be a PRIMARY KEY part)"
+            )));
+        }
+        let name = col.name.as_str();
+        let t = &col.typ;
+        match target {
+            ColumnTarget::Column(_) => {}
+            ColumnTarget::Element(_, idx) => {
+                if !t.is_collection() {
+                    return Err(Error::Invalid(format!(
+                        "Invalid deletion operation for non collection column {name}"
+                    )));
+                }
+                if !t.is_multi_cell() {
+                    return Err(Error::Invalid(format!(
+                        "Invalid deletion operation for frozen collection column {name}"
+                    )));
+                }
+                let (et, receiver) = match t {
+                    CqlType::List(_) => (CqlType::Int, format!("idx({name})")),
+                    CqlType::Set(e) => (e.as_ref().clone(), format!("value({name})")),
+                    CqlType::Map(k, _) => (k.as_ref().clone(), format!("key({name})")),
+                    _ => continue,
+                };
+                ev.value(idx, &et, &receiver)?;
+            }
+            ColumnTarget::Field(_, field) => {
+                let CqlType::Udt(u) = t.unfrozen() else {
+                    return Err(Error::Invalid(format!(
+                        "Invalid field deletion operation for non-UDT column {name}"
+                    )));
+                };
+                if !t.is_multi_cell() {
+                    return Err(Error::Invalid(format!(
+                        "Frozen UDT column {name} does not support field deletions"
+                    )));
+                }
+                if !u.fields.iter().any(|(n, _)| n == field) {
+                    return Err(Error::Invalid(format!(
+                        "UDT column {name} does not have a field named {field}"
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// How Jackson (Cassandra's JSON library) reads an INSERT JSON document as
+/// a map: the end of the object it reads (what follows is ignored), or
+/// the exception it throws, as Cassandra quotes it.
+fn jackson_map(text: &str) -> std::result::Result<usize, String> {
+    let chars: Vec<char> = text.chars().collect();
+    let source = format!("[Source: (String)\"{text}\"");
+    // Jackson's location: `pos` is the 1-based column were the text one
+    // line; lines are those ended before the character read last
+    let at = |pos: usize| {
+        let before = &chars[..pos.saturating_sub(2).min(chars.len())];
+        let line = 1 + before.iter().filter(|c| **c == '\n').count();
+        let col = match before.iter().rposition(|c| *c == '\n') {
+            Some(nl) => pos - nl - 1,
+            None => pos,
+        };
+        format!("{source}; line: {line}, column: {col}]")
+    };
+    let parse_err = |msg: String, consumed: usize| {
+        format!(
+            "com.fasterxml.jackson.core.JsonParseException: {msg}\n at {}",
+            at(consumed + 1)
+        )
+    };
+    let unexpected = |i: usize, what: &str| {
+        parse_err(
+            format!(
+                "Unexpected character ('{}' (code {})): {what}",
+                chars[i], chars[i] as u32
+            ),
+            i + 1,
+        )
+    };
+    let ident_end = |mut i: usize| {
+        while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_' || chars[i] == '$')
+        {
+            i += 1;
+        }
+        i
+    };
+    let unrecognized = |i: usize| {
+        let end = ident_end(i).max(i + 1);
+        let tok: String = chars[i..end].iter().collect();
+        parse_err(
+            format!("Unrecognized token '{tok}': was expecting (JSON String, Number, Array, Object or token 'null', 'true' or 'false')"),
+            end,
+        )
+    };
+    let skip_ws = |mut i: usize| {
+        while i < chars.len() && matches!(chars[i], ' ' | '\t' | '\n' | '\r') {
+            i += 1;
+        }
+        i
+    };
+    let eof = |kind: &str, start: usize| {
+        format!(
+            "com.fasterxml.jackson.core.io.JsonEOFException: Unexpected end-of-input: expected close marker for {kind} (start marker at {})\n at {}",
+            at(start + 1),
+            at(chars.len() + 1)
+        )
+    };
+    // a string from its opening quote: the index after its closing one
+    let string = |i: usize| -> std::result::Result<usize, String> {
+        let mut j = i + 1;
+        while j < chars.len() {
+            match chars[j] {
+                '"' => return Ok(j + 1),
+                '\\' => j += 2,
+                c if (c as u32) < 32 => {
+                    return Err(parse_err(
+                        format!("Illegal unquoted character ((CTRL-CHAR, code {})): has to be escaped using backslash to be included in string value", c as u32),
+                        j + 1,
+                    ))
+                }
+                _ => j += 1,
+            }
+        }
+        Err(parse_err(
+            "Unexpected end-of-input: was expecting closing quote for a string value".into(),
+            chars.len(),
+        ))
+    };
+    let number = |i: usize| -> std::result::Result<(usize, bool), String> {
+        let mut j = i;
+        if chars[j] == '-' {
+            j += 1;
+        }
+        let digits = j;
+        while j < chars.len() && chars[j].is_ascii_digit() {
+            j += 1;
+        }
+        if j - digits > 1 && chars[digits] == '0' {
+            return Err(parse_err(
+                "Invalid numeric value: Leading zeroes not allowed".into(),
+                digits + 1,
+            ));
+        }
+        let mut float = false;
+        if j < chars.len() && chars[j] == '.' {
+            float = true;
+            j += 1;
+            while j < chars.len() && chars[j].is_ascii_digit() {
+                j += 1;
+            }
+        }
+        if j < chars.len() && matches!(chars[j], 'e' | 'E') {
+            float = true;
+            j += 1;
+            if j < chars.len() && matches!(chars[j], '+' | '-') {
+                j += 1;
+            }
+            while j < chars.len() && chars[j].is_ascii_digit() {
+                j += 1;
+            }
+        }
+        Ok((j, float))
+    };
+    struct P<'a> {
+        chars: &'a [char],
+    }
+    let p = P { chars: &chars };
+    // a value from `i` (no leading whitespace): the index after it
+    #[allow(clippy::too_many_arguments)]
+    fn parse_value(
+        p: &P<'_>,
+        i: usize,
+        ctx: &dyn Fn(usize, &str) -> String,
+        string: &dyn Fn(usize) -> std::result::Result<usize, String>,
+        number: &dyn Fn(usize) -> std::result::Result<(usize, bool), String>,
+        unrecognized: &dyn Fn(usize) -> String,
+        eof: &dyn Fn(&str, usize) -> String,
+        skip_ws: &dyn Fn(usize) -> usize,
+        after_comma: bool,
+    ) -> std::result::Result<usize, String> {
+        let chars = p.chars;
+        if i >= chars.len() {
+            return Err(eof("Object", 0));
+        }
+        let recurse = |j: usize, after_comma: bool| {
+            parse_value(
+                p,
+                j,
+                ctx,
+                string,
+                number,
+                unrecognized,
+                eof,
+                skip_ws,
+                after_comma,
+            )
+        };
+        match chars[i] {
+            '"' => string(i),
+            '-' | '0'..='9' => number(i).map(|(j, _)| j),
+            '{' | '[' => {
+                let (close, kind) = if chars[i] == '{' {
+                    ('}', "Object")
+                } else {
+                    (']', "Array")
+                };
+                let mut j = skip_ws(i + 1);
+                if j < chars.len() && chars[j] == close {
+                    return Ok(j + 1);
+                }
+                loop {
+                    if j >= chars.len() {
+                        return Err(eof(kind, i));
+                    }
+                    if close == '}' {
+                        if chars[j] != '"' {
+                            return Err(ctx(j, "was expecting double-quote to start field name"));
+                        }
+                        j = skip_ws(string(j)?);
+                        if j >= chars.len() {
+                            return Err(eof(kind, i));
+                        }
+                        if chars[j] != ':' {
+                            return Err(ctx(
+                                j,
+                                "was expecting a colon to separate field name and value",
+                            ));
+                        }
+                        j = skip_ws(j + 1);
+                        if j >= chars.len() {
+                            return Err(eof(kind, i));
+                        }
+                        j = recurse(j, false)?;
+                    } else {
+                        j = recurse(j, true)?;
+                    }
+                    j = skip_ws(j);
+                    if j >= chars.len() {
+                        return Err(eof(kind, i));
+                    }
+                    if chars[j] == close {
+                        return Ok(j + 1);
+                    }
+                    if chars[j] != ',' {
+                        return Err(ctx(
+                            j,
+                            &format!("was expecting comma to separate {kind} entries"),
+                        ));
+                    }
+                    j = skip_ws(j + 1);
+                }
+            }
+            ']' | '}' if after_comma => Err(ctx(i, "expected a value")),
+            c if c.is_alphabetic() => {
+                let end = {
+                    let mut e = i;
+                    while e < chars.len() && (chars[e].is_alphanumeric() || chars[e] == '_') {
+                        e += 1;
+                    }
+                    e
+                };
+                let word: String = chars[i..end].iter().collect();
+                if ["true", "false", "null"].contains(&word.as_str()) {
+                    Ok(end)
+                } else {
+                    Err(unrecognized(i))
+                }
+            }
+            _ => Err(ctx(
+                i,
+                "expected a valid value (JSON String, Number, Array, Object or token 'null', 'true' or 'false')",
+            )),
+        }
+    }
+    let mismatched = |what: String, start: usize| {
+        format!(
+            "com.fasterxml.jackson.databind.exc.MismatchedInputException: {what}\n at {}",
+            at(start + 1)
+        )
+    };
+    let from = |kind: &str, token: &str| {
+        format!("Cannot deserialize value of type `java.util.LinkedHashMap<java.lang.Object,java.lang.Object>` from {kind} value (token `JsonToken.{token}`)")
+    };
+    let i = skip_ws(0);
+    if i >= chars.len() {
+        return Err(format!(
+            "com.fasterxml.jackson.databind.exc.MismatchedInputException: No content to map due to end-of-input\n at {source}; line: 1, column: 0]"
+        ));
+    }
+    let top = |j: usize| {
+        parse_value(
+            &p,
+            j,
+            &unexpected,
+            &string,
+            &number,
+            &unrecognized,
+            &eof,
+            &skip_ws,
+            false,
+        )
+    };
+    match chars[i] {
+        '{' => top(i).map(|end| chars[..end].iter().collect::<String>().len()),
+        '[' => Err(mismatched(from("Array", "START_ARRAY"), i)),
+        '"' => {
+            let end = string(i)?;
+            let s: String = chars[i + 1..end - 1].iter().collect();
+            Err(mismatched(format!("Cannot construct instance of `java.util.LinkedHashMap` (although at least one Creator exists): no String-argument constructor/factory method to deserialize from String value ('{s}')"), i))
+        }
+        '-' | '0'..='9' => {
+            let (_, float) = number(i)?;
+            Err(if float {
+                mismatched(from("Floating-point", "VALUE_NUMBER_FLOAT"), i)
+            } else {
+                mismatched(from("Integer", "VALUE_NUMBER_INT"), i)
+            })
+        }
+        _ => {
+            let end = top(i)?;
+            let word: String = chars[i..end].iter().collect();
+            match word.as_str() {
+                "null" => Ok(text.len()),
+                "true" => Err(mismatched(from("Boolean", "VALUE_TRUE"), i)),
+                _ => Err(mismatched(from("Boolean", "VALUE_FALSE"), i)),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::jackson_map;
+
+    #[test]
+    fn insert_json_documents_are_read_as_jackson_reads_them() {
+        assert_eq!(jackson_map(r#"{"k": 1} x"#), Ok(8));
+        assert_eq!(jackson_map("null"), Ok(4));
+        assert_eq!(
+            jackson_map("not json").err().as_deref(),
+            Some("com.fasterxml.jackson.core.JsonParseException: Unrecognized token 'not': was expecting (JSON String, Number, Array, Object or token 'null', 'true' or 'false')\n at [Source: (String)\"not json\"; line: 1, column: 4]")
+        );
+        assert_eq!(
+            jackson_map("[1, 2]").err().as_deref(),
+            Some("com.fasterxml.jackson.databind.exc.MismatchedInputException: Cannot deserialize value of type `java.util.LinkedHashMap<java.lang.Object,java.lang.Object>` from Array value (token `JsonToken.START_ARRAY`)\n at [Source: (String)\"[1, 2]\"; line: 1, column: 1]")
+        );
+        assert_eq!(
+            jackson_map(r#"{"k": 1,}"#).err().as_deref(),
+            Some("com.fasterxml.jackson.core.JsonParseException: Unexpected character ('}' (code 125)): was expecting double-quote to start field name\n at [Source: (String)\"{\"k\": 1,}\"; line: 1, column: 10]")
+        );
+        assert_eq!(
+            jackson_map("{").err().as_deref(),
+            Some("com.fasterxml.jackson.core.io.JsonEOFException: Unexpected end-of-input: expected close marker for Object (start marker at [Source: (String)\"{\"; line: 1, column: 1])\n at [Source: (String)\"{\"; line: 1, column: 2]")
+        );
+    }
 }

@@ -332,8 +332,9 @@ impl QueryProcessor {
                     for (c, v) in i.columns.iter().zip(i.values.iter()) {
                         let col = t.column(c).ok_or_else(|| {
                             Error::Invalid(format!(
-                                "Undefined column name {c} in table {}.{}",
-                                t.keyspace, t.name
+                                "Undefined column name {} in table {}",
+                                sibyl_types::ident::maybe_quote(c),
+                                t.display_name()
                             ))
                         })?;
                         extra.push((v, c.clone(), col.typ.clone()));
@@ -349,8 +350,9 @@ impl QueryProcessor {
                         let c = a.target.column();
                         let col = t.column(c).ok_or_else(|| {
                             Error::Invalid(format!(
-                                "Undefined column name {c} in table {}.{}",
-                                t.keyspace, t.name
+                                "Undefined column name {} in table {}",
+                                sibyl_types::ident::maybe_quote(c),
+                                t.display_name()
                             ))
                         })?;
                         let typ = col.typ.clone();
@@ -382,7 +384,13 @@ impl QueryProcessor {
                             | AssignOp::Prepend(t)
                             | AssignOp::Remove(t) => t,
                         };
-                        extra.push((term, c.to_string(), vt));
+                        // Cassandra's receivers: value(l), value(m), ud.a
+                        let name = match &a.target {
+                            ColumnTarget::Element(..) => format!("value({c})"),
+                            ColumnTarget::Field(_, f) => format!("{c}.{f}"),
+                            ColumnTarget::Column(_) => c.to_string(),
+                        };
+                        extra.push((term, name, vt));
                     }
                     (
                         &u.table,
@@ -392,7 +400,27 @@ impl QueryProcessor {
                     )
                 }
                 Statement::Delete(d) => {
+                    let t = self.table(&d.table, client, ks)?;
                     let mut extra = Vec::new();
+                    for target in &d.columns {
+                        let (ColumnTarget::Element(c, idx), Some(col)) =
+                            (target, t.column(target.column()))
+                        else {
+                            continue;
+                        };
+                        match col.typ.unfrozen() {
+                            CqlType::List(_) => {
+                                extra.push((idx, format!("idx({c})"), CqlType::Int))
+                            }
+                            CqlType::Set(e) => {
+                                extra.push((idx, format!("value({c})"), e.as_ref().clone()))
+                            }
+                            CqlType::Map(k, _) => {
+                                extra.push((idx, format!("key({c})"), k.as_ref().clone()))
+                            }
+                            _ => {}
+                        }
+                    }
                     using_specs(&d.using, &mut extra);
                     (
                         &d.table,
@@ -439,8 +467,9 @@ impl QueryProcessor {
                     (RelationLhs::Column(c), rhs) => {
                         let col = t.column(c).ok_or_else(|| {
                             Error::Invalid(format!(
-                                "Undefined column name {c} in table {}.{}",
-                                t.keyspace, t.name
+                                "Undefined column name {} in table {}",
+                                sibyl_types::ident::maybe_quote(c),
+                                t.display_name()
                             ))
                         })?;
                         let typ = match rel.op {
@@ -668,6 +697,9 @@ impl QueryProcessor {
                 Ok(Outcome::void())
             }
             Statement::Batch(b) => {
+                if b.using.ttl.is_some() {
+                    return Err(batch_ttl());
+                }
                 let batch_ts = match &b.using.timestamp {
                     Some(_) => Some(
                         modification::write_params(
@@ -788,62 +820,44 @@ impl QueryProcessor {
             Statement::Delete(d) => modification::delete(&t, d, ev, default_ts, now, read_list),
             _ => Ok(Vec::new()),
         };
-        // first pass: which partitions' lists the statement reads
-        let wanted = std::cell::RefCell::new(Vec::<Bytes>::new());
-        let first = build(&|key, _, _| {
-            wanted.borrow_mut().push(key.clone());
-            Vec::new()
-        });
-        let mut wanted = wanted.into_inner();
-        if wanted.is_empty() {
-            return Ok((t.keyspace.clone(), first?));
-        }
-        // (the first pass saw empty lists: what it built, or refused, is moot)
-        wanted.sort();
-        wanted.dedup();
+        // pass after pass, read the partitions whose lists (or, in a
+        // transaction, values) the statement reads, until it reads no other
         let read_cl = match cl {
             Consistency::Any => Consistency::One,
             c if c.is_serial() => Consistency::Quorum,
             c => c,
         };
-        let mut current: BTreeMap<Bytes, Partition> = BTreeMap::new();
-        for key in wanted {
-            let cmd = ReadCommand::single(t.id, DecoratedKey::new(key.clone()), now);
-            if let Some((_, mut p)) = self.proxy.read(cmd, read_cl).await?.pop() {
-                p.resolve(now);
+        let mut current: BTreeMap<Bytes, Option<Partition>> = BTreeMap::new();
+        loop {
+            let wanted = std::cell::RefCell::new(Vec::<Bytes>::new());
+            let built = build(&|key, ck, col| match current.get(key) {
+                Some(p) => current_cells(&t, p.as_ref(), ck, col, now),
+                None => {
+                    wanted.borrow_mut().push(key.clone());
+                    Vec::new()
+                }
+            });
+            let mut wanted = wanted.into_inner();
+            if wanted.is_empty() {
+                return Ok((t.keyspace.clone(), built?));
+            }
+            // (this pass saw empty lists: what it built, or refused, is moot)
+            wanted.sort();
+            wanted.dedup();
+            for key in wanted {
+                let cmd = ReadCommand::single(t.id, DecoratedKey::new(key.clone()), now);
+                let p = self
+                    .proxy
+                    .read(cmd, read_cl)
+                    .await?
+                    .pop()
+                    .map(|(_, mut p)| {
+                        p.resolve(now);
+                        p
+                    });
                 current.insert(key, p);
             }
         }
-        let table = t.clone();
-        let read_list = |key: &Bytes, ck: &[Bytes], col: &str| -> modification::ListState {
-            let Some(p) = current.get(key) else {
-                return Vec::new();
-            };
-            let ckey = sibyl_db::ClusteringKey::row(ck.to_vec(), table.comparator.clone());
-            let row = if table
-                .column(col)
-                .map(|c| c.kind == ColumnKind::Static)
-                .unwrap_or(false)
-            {
-                p.static_row.as_ref()
-            } else {
-                p.rows.get(&ckey)
-            };
-            match row.and_then(|r| r.cells.get(col)) {
-                Some(sibyl_db::ColumnData::Complex { cells, .. }) => {
-                    let mut v: Vec<(Bytes, Bytes)> = cells
-                        .iter()
-                        .filter(|(_, c)| c.is_live(now))
-                        .map(|(p, c)| (p.clone(), c.value.clone().unwrap_or_default()))
-                        .collect();
-                    v.sort_by(|a, b| CqlType::Timeuuid.compare(&a.0, &b.0));
-                    v
-                }
-                _ => Vec::new(),
-            }
-        };
-        let muts = build(&read_list)?;
-        Ok((t.keyspace.clone(), muts))
     }
 
     /// A batch: the protocol BATCH message and `BEGIN BATCH ... APPLY BATCH`
@@ -892,6 +906,22 @@ impl QueryProcessor {
         let mut all: Vec<Mutation> = Vec::new();
         for c in children {
             let ks_opt = c.keyspace.as_deref().or(opts.keyspace.as_deref());
+            // the conditions first, as Cassandra prepares them: their
+            // values' types, and what is refused whatever the row holds
+            if let (Some(name), Statement::Update(_) | Statement::Delete(_)) =
+                (statement_table(c.statement), c.statement)
+            {
+                let t = self.table(name, client, ks_opt)?;
+                if let Some(Conditions::Columns(conds)) = match c.statement {
+                    Statement::Update(u) => Some(&u.conditions),
+                    Statement::Delete(d) => Some(&d.conditions),
+                    _ => None,
+                } {
+                    for cond in conds {
+                        bind_condition(&t, cond, c.ev)?;
+                    }
+                }
+            }
             let (_, muts) = self
                 .mutations_of(c.statement, client, ks_opt, c.ev, ts, now, opts.consistency)
                 .await?;
@@ -1046,10 +1076,7 @@ impl QueryProcessor {
                     .collect(),
             )
         };
-        let size = mutations
-            .iter()
-            .map(|m| m.update.data_size())
-            .sum::<usize>() as u64;
+        let size = batch_data_size(mutations) as u64;
         if size > self.batch_size_warn_threshold_bytes {
             if size > self.batch_size_fail_threshold_bytes {
                 return Err(Error::Invalid("Batch too large".into()));
@@ -1169,6 +1196,7 @@ impl QueryProcessor {
                         }
                     }
                 }
+                check_condition(col, c)?;
                 if col.kind.is_primary_key() {
                     return Err(Error::Invalid(format!(
                         "PRIMARY KEY column '{}' cannot have IF conditions",
@@ -1178,6 +1206,13 @@ impl QueryProcessor {
             }
         }
         if t.is_counter {
+            // an INSERT is refused on a counter table before its condition
+            if matches!(st, Statement::Insert(_)) {
+                return Err(Error::Invalid(
+                    "INSERT statements are not allowed on counter tables, use UPDATE instead"
+                        .into(),
+                ));
+            }
             return Err(Error::Invalid(
                 "Conditional updates are not supported on counter tables".into(),
             ));
@@ -1200,6 +1235,9 @@ impl QueryProcessor {
     ) -> Result<()> {
         match st {
             Statement::Batch(b) if batch => {
+                if b.using.ttl.is_some() {
+                    return Err(batch_ttl());
+                }
                 let statements: Vec<(&Statement, Option<&str>)> =
                     b.statements.iter().map(|s| (s, ks)).collect();
                 self.validate_batch(
@@ -1274,10 +1312,27 @@ impl QueryProcessor {
         now: i32,
         batch: Option<BatchType>,
     ) -> Result<Outcome> {
-        let mut request: Option<CasRequest<'_>> = None;
+        let mut request: Option<CasRequest> = None;
         let mut all: Vec<Mutation> = Vec::new();
+        let mut statements: Vec<(Arc<TableMetadata>, &Statement, &Eval<'_>)> = Vec::new();
         for c in children {
             let ks_opt = c.keyspace.as_deref().or(opts.keyspace.as_deref());
+            // the conditions first, as Cassandra prepares them: their
+            // values' types, and what is refused whatever the row holds
+            if let (Some(name), Statement::Update(_) | Statement::Delete(_)) =
+                (statement_table(c.statement), c.statement)
+            {
+                let t = self.table(name, client, ks_opt)?;
+                if let Some(Conditions::Columns(conds)) = match c.statement {
+                    Statement::Update(u) => Some(&u.conditions),
+                    Statement::Delete(d) => Some(&d.conditions),
+                    _ => None,
+                } {
+                    for cond in conds {
+                        bind_condition(&t, cond, c.ev)?;
+                    }
+                }
+            }
             let (_, muts) = self
                 .mutations_of(c.statement, client, ks_opt, c.ev, ts, now, opts.consistency)
                 .await?;
@@ -1319,6 +1374,7 @@ impl QueryProcessor {
             if let Some(r) = request.as_mut() {
                 r.add_statement(&t, c, &muts)?;
             }
+            statements.push((t.clone(), c.statement, c.ev));
             all.extend(muts);
         }
         let Some(request) = request else {
@@ -1342,9 +1398,31 @@ impl QueryProcessor {
                     });
                     let read = request.read(current.as_ref(), now);
                     if request.applies(&read, now)? {
+                        // the updates again, on the partition as the
+                        // transaction read it (list operations by index or
+                        // value, additions to numbers and text)
+                        let mut update = Vec::new();
+                        for (t, st, ev) in &statements {
+                            let cells = |key: &Bytes, ck: &[Bytes], col: &str| {
+                                if *key == request.key.key {
+                                    current_cells(t, current.as_ref(), ck, col, now)
+                                } else {
+                                    Vec::new()
+                                }
+                            };
+                            update.extend(match st {
+                                Statement::Insert(i) => modification::insert(t, i, ev, ts, now)?,
+                                Statement::Update(u) => {
+                                    modification::update(t, u, ev, ts, now, &cells)?
+                                }
+                                Statement::Delete(d) => {
+                                    modification::delete(t, d, ev, ts, now, &cells)?
+                                }
+                                _ => Vec::new(),
+                            });
+                        }
                         // Paxos writes every update at the ballot's
                         // timestamp, deletions just before it
-                        let mut update = all.clone();
                         for m in &mut update {
                             cas_timestamps(m, ballot);
                         }
@@ -1401,6 +1479,7 @@ impl QueryProcessor {
             name: name.map(|s| s.to_string()),
             arg_types: Vec::new(),
         };
+        self.schema_precheck(st, client, ks_opt, &schema)?;
         let mut build_index: Option<(Arc<TableMetadata>, sibyl_schema::index::IndexMetadata)> =
             None;
         let mut warnings: Vec<String> = Vec::new();
@@ -1410,7 +1489,7 @@ impl QueryProcessor {
             Option<SchemaChange>,
         ) = match st {
             Statement::CreateKeyspace(c) => {
-                validate_name("Keyspace", &c.name)?;
+                validate_keyspace_properties(&c.properties)?;
                 if !c.properties.iter().any(|p| p.name == "replication") {
                     return Err(Error::Invalid(
                         "Missing mandatory option 'replication'".into(),
@@ -1444,21 +1523,13 @@ impl QueryProcessor {
                 if_exists,
                 properties,
             } => {
+                validate_keyspace_properties(properties)?;
                 let Some(old) = schema.keyspace(name) else {
                     if *if_exists {
                         return Ok(Outcome::void());
                     }
-                    return Err(Error::Invalid(format!("Keyspace '{name}' does not exist")));
+                    return Err(Error::Invalid(format!("Keyspace '{name}' doesn't exist")));
                 };
-                // the replicated system keyspaces' replication is the
-                // operator's (raising system_auth's RF as a cluster grows)
-                if is_system_keyspace(name)
-                    && !schema_tables::REPLICATED_SYSTEM_KEYSPACES.contains(&name.as_str())
-                {
-                    return Err(Error::Unauthorized(format!(
-                        "{name} keyspace is not user-modifiable."
-                    )));
-                }
                 let ks = self.keyspace_from_properties(name, properties, Some(old))?;
                 // (Cassandra checks a system keyspace's RF against the nodes
                 // of each datacenter for user keyspaces only)
@@ -1481,9 +1552,6 @@ impl QueryProcessor {
                     }
                     return Err(Error::Invalid(format!("Keyspace '{name}' doesn't exist")));
                 }
-                if is_system_keyspace(name) {
-                    return Err(system_refusal(name, &format!("DROP <keyspace {name}>")));
-                }
                 (
                     None,
                     Some(name.clone()),
@@ -1503,7 +1571,6 @@ impl QueryProcessor {
                         &format!("CREATE <all tables in {ks_name}>"),
                     ));
                 }
-                validate_name("Table", &ct.name.name)?;
                 if old.tables.contains_key(&ct.name.name) {
                     if ct.if_not_exists {
                         return Ok(Outcome::void());
@@ -1518,6 +1585,18 @@ impl QueryProcessor {
                     });
                 }
                 let t = build_table(&ks_name, ct, old)?;
+                // (Cassandra's `TableMetadata.validate`, once the table is
+                // built: no length limit but the file system's, a table's
+                // directory being its name and 33 more characters)
+                let n = &ct.name.name;
+                if n.is_empty()
+                    || n.len() > 222
+                    || !n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                {
+                    return Err(Error::Config(format!(
+                        "{ks_name}.{n}: Table name must not be empty, more than 48 characters long, or contain non-alphanumeric-underscore characters (got \"{n}\")"
+                    )));
+                }
                 let mut ks = (**old).clone();
                 ks.tables.insert(t.name.clone(), Arc::new(t));
                 (
@@ -1533,12 +1612,9 @@ impl QueryProcessor {
             }
             Statement::AlterTable(at) => {
                 let ks_name = self.keyspace_of(&at.name, client, ks_opt)?;
-                let Some(old) = schema.keyspace(&ks_name) else {
-                    return Err(Error::Invalid(format!(
-                        "Keyspace '{ks_name}' doesn't exist"
-                    )));
-                };
-                let Some(t) = old.tables.get(&at.name.name) else {
+                let old = schema.keyspace(&ks_name);
+                let Some((old, t)) = old.and_then(|o| o.tables.get(&at.name.name).map(|t| (o, t)))
+                else {
                     if at.if_exists {
                         return Ok(Outcome::void());
                     }
@@ -1547,13 +1623,9 @@ impl QueryProcessor {
                         ks_name, at.name.name
                     )));
                 };
-                if is_system_keyspace(&ks_name) {
-                    return Err(system_refusal(
-                        &ks_name,
-                        &format!("ALTER <table {ks_name}.{}>", at.name.name),
-                    ));
-                }
-                let nt = alter_table(t, &at.op, old)?;
+                let Some(nt) = alter_table(t, &at.op, at.if_column_exists, old)? else {
+                    return Ok(Outcome::void());
+                };
                 let mut ks = (**old).clone();
                 ks.tables.insert(nt.name.clone(), Arc::new(nt));
                 (
@@ -1569,15 +1641,8 @@ impl QueryProcessor {
             }
             Statement::DropTable { name, if_exists } => {
                 let ks_name = self.keyspace_of(name, client, ks_opt)?;
-                let Some(old) = schema.keyspace(&ks_name) else {
-                    if *if_exists {
-                        return Ok(Outcome::void());
-                    }
-                    return Err(Error::Invalid(format!(
-                        "Keyspace '{ks_name}' doesn't exist"
-                    )));
-                };
-                if !old.tables.contains_key(&name.name) {
+                let old = schema.keyspace(&ks_name);
+                let Some(old) = old.filter(|o| o.tables.contains_key(&name.name)) else {
                     if *if_exists {
                         return Ok(Outcome::void());
                     }
@@ -1585,13 +1650,7 @@ impl QueryProcessor {
                         "Table '{}.{}' doesn't exist",
                         ks_name, name.name
                     )));
-                }
-                if is_system_keyspace(&ks_name) {
-                    return Err(system_refusal(
-                        &ks_name,
-                        &format!("DROP <table {ks_name}.{}>", name.name),
-                    ));
-                }
+                };
                 let mut ks = (**old).clone();
                 ks.tables.remove(&name.name);
                 (
@@ -1627,19 +1686,20 @@ impl QueryProcessor {
                         ct.name.name
                     )));
                 }
-                let mut fields = Vec::new();
-                for (f, tstr) in &ct.fields {
-                    if fields.iter().any(|(n, _): &(String, CqlType)| n == f) {
+                for (i, (f, _)) in ct.fields.iter().enumerate() {
+                    if ct.fields[..i].iter().any(|(n, _)| n == f) {
                         return Err(Error::Invalid(format!(
-                            "Duplicate field name {f} in type {}",
+                            "Duplicate field name '{f}' in type '{}'",
                             ct.name.name
                         )));
                     }
-                    let typ = parse_type(tstr, old)?;
-                    if typ.is_counter() {
-                        return Err(Error::Invalid("A user type cannot contain counters".into()));
-                    }
-                    fields.push((f.clone(), typ));
+                }
+                for (_, tstr) in &ct.fields {
+                    check_user_type_field(tstr)?;
+                }
+                let mut fields = Vec::new();
+                for (f, tstr) in &ct.fields {
+                    fields.push((f.clone(), parse_type(tstr, old)?));
                 }
                 let mut ks = (**old).clone();
                 ks.types.insert(
@@ -1663,12 +1723,8 @@ impl QueryProcessor {
             }
             Statement::DropType { name, if_exists } => {
                 let ks_name = self.keyspace_of(name, client, ks_opt)?;
-                let Some(old) = schema.keyspace(&ks_name) else {
-                    return Err(Error::Invalid(format!(
-                        "Keyspace '{ks_name}' doesn't exist"
-                    )));
-                };
-                if !old.types.contains_key(&name.name) {
+                let old = schema.keyspace(&ks_name);
+                let Some(old) = old.filter(|o| o.types.contains_key(&name.name)) else {
                     if *if_exists {
                         return Ok(Outcome::void());
                     }
@@ -1676,7 +1732,7 @@ impl QueryProcessor {
                         "Type '{}.{}' doesn't exist",
                         ks_name, name.name
                     )));
-                }
+                };
                 let by_types: Vec<&str> = old
                     .types
                     .values()
@@ -1726,14 +1782,13 @@ impl QueryProcessor {
                 if_exists,
                 add,
                 renames,
+                if_field_exists,
+                alter_field,
             } => {
                 let ks_name = self.keyspace_of(name, client, ks_opt)?;
-                let Some(old) = schema.keyspace(&ks_name) else {
-                    return Err(Error::Invalid(format!(
-                        "Keyspace '{ks_name}' doesn't exist"
-                    )));
-                };
-                let Some(u) = old.types.get(&name.name) else {
+                let old = schema.keyspace(&ks_name);
+                let Some((old, u)) = old.and_then(|o| o.types.get(&name.name).map(|u| (o, u)))
+                else {
                     if *if_exists {
                         return Ok(Outcome::void());
                     }
@@ -1742,24 +1797,78 @@ impl QueryProcessor {
                         name.name
                     )));
                 };
+                let cql_name = format!(
+                    "{}.{}",
+                    sibyl_types::ident::maybe_quote(&ks_name),
+                    sibyl_types::ident::maybe_quote(&name.name)
+                );
+                if alter_field.is_some() {
+                    return Err(Error::Invalid(
+                        "Altering field types is no longer supported".into(),
+                    ));
+                }
                 let mut fields = u.fields.clone();
                 if let Some((f, tstr)) = add {
+                    check_type_syntax(tstr)?;
                     if fields.iter().any(|(n, _)| n == f) {
+                        if *if_field_exists {
+                            return Ok(Outcome::void());
+                        }
                         return Err(Error::Invalid(format!(
-                            "Cannot add field {f} to type {ks_name}.{}: a field with name {f} already exists",
-                            name.name
+                            "Cannot add field {f} to type {cql_name}: a field with name {f} already exists"
                         )));
                     }
-                    fields.push((f.clone(), parse_type(tstr, old)?));
+                    check_user_type_field(tstr)?;
+                    let typ = parse_type(tstr, old)?;
+                    let written = RawType::parse(tstr)
+                        .map(|r| r.qualified(&ks_name).to_string())
+                        .unwrap_or_else(|| tstr.clone());
+                    if refers_to_type(&typ, &name.name) {
+                        return Err(Error::Invalid(format!(
+                            "Cannot add new field {f} of type {written} to user type {cql_name} as it would create a circular reference"
+                        )));
+                    }
+                    let in_keys: Vec<String> = old
+                        .tables
+                        .values()
+                        .filter(|t| {
+                            t.partition_key()
+                                .iter()
+                                .any(|c| refers_to_type(&c.typ, &name.name))
+                        })
+                        .map(|t| t.display_name())
+                        .collect();
+                    if !in_keys.is_empty() {
+                        return Err(Error::Invalid(format!(
+                            "Cannot add new field {f} of type {written} to user type {cql_name} as the type is being used in partition key by the following tables: {}",
+                            in_keys.join(", ")
+                        )));
+                    }
+                    fields.push((f.clone(), typ));
                 }
+                // each rename is looked up in the type as it was
                 for (from, to) in renames {
-                    let Some(i) = fields.iter().position(|(n, _)| n == from) else {
+                    let Some(i) = u.fields.iter().position(|(n, _)| n == from) else {
+                        if *if_field_exists {
+                            continue;
+                        }
                         return Err(Error::Invalid(format!(
                             "Unkown field {from} in user type {ks_name}.{}",
                             name.name
                         )));
                     };
                     fields[i].0 = to.clone();
+                }
+                // (Cassandra's `checkForDuplicateNames` names the keyspace)
+                for (i, (f, _)) in fields.iter().enumerate() {
+                    if fields[i + 1..].iter().any(|(g, _)| g == f) {
+                        return Err(Error::Invalid(format!(
+                            "Duplicate field name {f} in type {ks_name}"
+                        )));
+                    }
+                }
+                if fields == u.fields {
+                    return Ok(Outcome::void());
                 }
                 let mut ks = (**old).clone();
                 ks.types.insert(
@@ -1783,6 +1892,12 @@ impl QueryProcessor {
                 )
             }
             Statement::CreateIndex(ci) => {
+                // (Cassandra's `IndexAttributes.validate`, as it prepares)
+                if ci.custom_class.is_none() && !ci.options.is_empty() {
+                    return Err(Error::Invalid(
+                        "Cannot specify options for a non-CUSTOM index".into(),
+                    ));
+                }
                 let ks_name = self.keyspace_of(&ci.table, client, ks_opt)?;
                 let Some(old) = schema.keyspace(&ks_name) else {
                     return Err(Error::Invalid(format!(
@@ -1813,6 +1928,40 @@ impl QueryProcessor {
                         }
                         return Err(Error::Invalid(format!("Index '{n}' already exists")));
                     }
+                }
+                for c in &ci.more_targets {
+                    if t.column(c).is_none() {
+                        return Err(Error::Invalid(format!(
+                            "Undefined column name {c} in table {}",
+                            t.display_name()
+                        )));
+                    }
+                }
+                if ci.no_target {
+                    return Err(Error::Invalid(if ci.custom_class.is_some() {
+                        "Failed to retrieve target column for: ".into()
+                    } else {
+                        "Only CUSTOM indexes can be created without specifying a target column"
+                            .into()
+                    }));
+                }
+                if !ci.more_targets.is_empty() {
+                    if t.column(&ci.target).is_none() {
+                        return Err(Error::Invalid(format!(
+                            "Undefined column name {} in table {}",
+                            ci.target,
+                            t.display_name()
+                        )));
+                    }
+                    return Err(Error::Invalid(if ci.custom_class.is_some() {
+                        format!(
+                            "A storage-attached index cannot be created over multiple columns: {}, {}",
+                            ci.target,
+                            ci.more_targets.join(", ")
+                        )
+                    } else {
+                        "Only CUSTOM indexes support multiple columns".into()
+                    }));
                 }
                 let (ix, duplicate) = sibyl_schema::index::validate_create(
                     t,
@@ -1937,36 +2086,21 @@ impl QueryProcessor {
         })
     }
 
-    /// Cassandra's warning when a keyspace asks for more replicas than a
-    /// datacenter has nodes.
-    /// NetworkTopologyStrategy takes only data centers the cluster has (this
-    /// node's and those of the ring), as Cassandra's `validateExpectedOptions`.
-    fn check_datacenters(
-        &self,
-        keyspace: &str,
-        replication: &BTreeMap<String, String>,
-    ) -> Result<()> {
-        if !replication
-            .get("class")
-            .is_some_and(|c| c.ends_with("NetworkTopologyStrategy"))
-        {
-            return Ok(());
-        }
+    /// The data centers the cluster has: this node's and those of the
+    /// ring (Cassandra's `Datacenters.getValidDatacenters`).
+    fn datacenters(&self) -> Vec<String> {
         let ring = self.proxy.ring.read();
-        let local = self.proxy.local_dc();
-        for dc in replication
-            .keys()
-            .filter(|k| !matches!(k.as_str(), "class" | "replication_factor"))
-        {
-            if dc != local && !ring.endpoints.iter().any(|e| &e.datacenter == dc) {
-                return Err(Error::Config(format!(
-                    "Unrecognized strategy option {{{dc}}} passed to NetworkTopologyStrategy for keyspace {keyspace}"
-                )));
+        let mut dcs = vec![self.proxy.local_dc().to_string()];
+        for e in &ring.endpoints {
+            if !dcs.contains(&e.datacenter) {
+                dcs.push(e.datacenter.clone());
             }
         }
-        Ok(())
+        dcs
     }
 
+    /// Cassandra's warning when a keyspace asks for more replicas than a
+    /// datacenter has nodes.
     fn replication_warnings(&self, ks: &KeyspaceMetadata) -> Vec<String> {
         let ring = self.proxy.ring.read();
         // a data center without nodes is not warned about (Cassandra's nodeCount == 0)
@@ -2012,31 +2146,20 @@ impl QueryProcessor {
     ) -> Result<KeyspaceMetadata> {
         let mut replication = old.map(|o| o.replication.clone());
         let mut durable_writes = old.map(|o| o.durable_writes).unwrap_or(true);
-        for p in props {
-            match p.name.as_str() {
-                "replication" => {
-                    let PropertyValue::Map(m) = &p.value else {
-                        return Err(Error::Syntax(
-                            "Invalid value for property 'replication'. It should be a map.".into(),
-                        ));
-                    };
-                    let m: BTreeMap<String, String> = m.iter().cloned().collect();
-                    let validated = validate_replication(name, &m, self.proxy.local_dc())?;
-                    self.check_datacenters(name, &validated)?;
-                    replication = Some(validated.into());
-                }
-                "durable_writes" => {
-                    durable_writes = match p.value.as_text().map(|s| s.to_lowercase()).as_deref() {
-                        Some("true") => true,
-                        Some("false") => false,
-                        _ => {
-                            return Err(Error::Syntax(
-                                "Invalid boolean value for 'durable_writes'".into(),
-                            ))
-                        }
-                    }
-                }
-                other => return Err(Error::Syntax(format!("Unknown property '{other}'"))),
+        // (as Cassandra's `asNewKeyspaceParams`: durable_writes, then the
+        // replication)
+        if let Some(p) = props.iter().find(|p| p.name == "durable_writes") {
+            durable_writes = prop_bool(p)?;
+        }
+        if let Some(p) = props.iter().find(|p| p.name == "replication") {
+            let m = prop_map(p)?;
+            // an ALTER without replication options keeps the replication
+            if !(m.is_empty() && old.is_some()) {
+                let previous: BTreeMap<String, String> = old
+                    .map(|o| o.replication.options().clone())
+                    .unwrap_or_default();
+                let validated = validate_replication(name, &m, &previous, &self.datacenters())?;
+                replication = Some(validated.into());
             }
         }
         let Some(replication) = replication else {
@@ -2204,35 +2327,12 @@ fn condition_terms(t: &TableMetadata, conds: &Conditions) -> Vec<(Term, String, 
         let Some(col) = t.column(c.target.column()) else {
             continue;
         };
-        let name = &col.name;
-        let (spec_name, typ) = match (&c.target, col.typ.unfrozen()) {
-            (ColumnTarget::Element(_, idx), CqlType::List(e)) => {
-                out.push((idx.clone(), format!("idx({name})"), CqlType::Int));
-                (format!("value({name})"), e.as_ref().clone())
-            }
-            (ColumnTarget::Element(_, key), CqlType::Map(k, v)) => {
-                out.push((key.clone(), format!("key({name})"), k.as_ref().clone()));
-                (format!("value({name})"), v.as_ref().clone())
-            }
-            (ColumnTarget::Field(_, f), CqlType::Udt(u)) => (
-                format!("{name}.{f}"),
-                u.fields
-                    .iter()
-                    .find(|(n, _)| n == f)
-                    .map(|(_, t)| t.clone())
-                    .unwrap_or(CqlType::Blob),
-            ),
-            (_, CqlType::List(e) | CqlType::Set(e)) if c.op == Operator::Contains => {
-                (format!("value({name})"), e.as_ref().clone())
-            }
-            (_, CqlType::Map(_, v)) if c.op == Operator::Contains => {
-                (format!("value({name})"), v.as_ref().clone())
-            }
-            (_, CqlType::Map(k, _)) if c.op == Operator::ContainsKey => {
-                (format!("key({name})"), k.as_ref().clone())
-            }
-            _ => (name.clone(), col.typ.clone()),
+        let Some((key, (spec_name, typ))) = condition_receivers(col, c) else {
+            continue;
         };
+        if let (ColumnTarget::Element(_, k), Some((kname, ktype))) = (&c.target, key) {
+            out.push((k.clone(), kname, ktype));
+        }
         match &c.rhs {
             RelationRhs::Term(term) => out.push((term.clone(), spec_name, typ)),
             RelationRhs::InList(items) => {
@@ -2249,6 +2349,33 @@ fn condition_terms(t: &TableMetadata, conds: &Conditions) -> Vec<(Term, String, 
         }
     }
     out
+}
+
+/// The size Cassandra checks a batch by: the `dataSize` of each partition
+/// update once the batch's statements on the same table and partition are
+/// merged into one (`BatchUpdatesCollector`).
+fn batch_data_size(mutations: &[Mutation]) -> usize {
+    let now = (now_micros() / 1_000_000) as i32;
+    let mut merged: Vec<(&Mutation, Option<Partition>)> = Vec::new();
+    let mut index: std::collections::HashMap<(uuid::Uuid, &Bytes), usize> =
+        std::collections::HashMap::new();
+    for m in mutations {
+        match index.get(&(m.table_id, &m.key.key)) {
+            Some(&i) => {
+                let (first, p) = &mut merged[i];
+                p.get_or_insert_with(|| first.update.clone())
+                    .merge(m.update.clone(), now)
+            }
+            None => {
+                index.insert((m.table_id, &m.key.key), merged.len());
+                merged.push((m, None));
+            }
+        }
+    }
+    merged
+        .iter()
+        .map(|(m, p)| p.as_ref().unwrap_or(&m.update).data_size())
+        .sum()
 }
 
 /// Whether a statement has its own `USING TIMESTAMP`.
@@ -2379,10 +2506,9 @@ fn read_before_write(t: &TableMetadata, s: &Statement) -> Vec<String> {
 fn condition_column<'t>(t: &'t TableMetadata, c: &Condition) -> Result<&'t ColumnMetadata> {
     t.column(c.target.column()).ok_or_else(|| {
         Error::Invalid(format!(
-            "Undefined column name {} in table {}.{}",
-            c.target.column(),
-            t.keyspace,
-            t.name
+            "Undefined column name {} in table {}",
+            sibyl_types::ident::maybe_quote(c.target.column()),
+            t.display_name()
         ))
     })
 }
@@ -2396,20 +2522,20 @@ enum CasRow {
 /// The conditions on one row of a lightweight transaction (Cassandra's
 /// `CQL3CasRequest.RowCondition`): column conditions keep the values of
 /// their statement.
-enum RowCondition<'a> {
+enum RowCondition {
     NotExists,
     Exists,
-    Columns(Vec<(&'a Condition, &'a Eval<'a>)>),
+    Columns(Vec<BoundCondition>),
 }
 
 /// What a lightweight transaction checks (Cassandra's `CQL3CasRequest`, and
 /// the result columns of `makeCasRequest`).
-struct CasRequest<'a> {
+struct CasRequest {
     table: Arc<TableMetadata>,
     key: DecoratedKey,
-    static_condition: Option<RowCondition<'a>>,
+    static_condition: Option<RowCondition>,
     /// by row, in clustering order
-    conditions: BTreeMap<sibyl_db::ClusteringKey, RowCondition<'a>>,
+    conditions: BTreeMap<sibyl_db::ClusteringKey, RowCondition>,
     /// Whether a statement writes regular rows (any statement) or the
     /// static row (a conditional statement): then every regular (static)
     /// column is read, otherwise only those of `condition_columns`.
@@ -2437,7 +2563,7 @@ fn data_is_live(d: &sibyl_db::ColumnData, now: i32) -> bool {
     }
 }
 
-impl<'a> CasRequest<'a> {
+impl CasRequest {
     fn new(table: Arc<TableMetadata>, key: DecoratedKey) -> Self {
         CasRequest {
             table,
@@ -2455,7 +2581,7 @@ impl<'a> CasRequest<'a> {
     /// conditions apply (`createClustering`: the static row for a
     /// statement on static columns only that names no clustering), and
     /// what they add.
-    fn add_statement(
+    fn add_statement<'a>(
         &mut self,
         t: &TableMetadata,
         c: &BatchChild<'a>,
@@ -2522,11 +2648,17 @@ impl<'a> CasRequest<'a> {
             Conditions::Exists => self.add(&row, RowCondition::Exists)?,
             _ => {
                 if !regular.is_empty() {
-                    let conds = regular.iter().map(|x| (*x, c.ev)).collect();
+                    let conds = regular
+                        .iter()
+                        .map(|x| bind_condition(t, x, c.ev))
+                        .collect::<Result<_>>()?;
                     self.add(&row, RowCondition::Columns(conds))?;
                 }
                 if !statics.is_empty() {
-                    let conds = statics.iter().map(|x| (*x, c.ev)).collect();
+                    let conds = statics
+                        .iter()
+                        .map(|x| bind_condition(t, x, c.ev))
+                        .collect::<Result<_>>()?;
                     self.add(&CasRow::Static, RowCondition::Columns(conds))?;
                 }
             }
@@ -2555,7 +2687,7 @@ impl<'a> CasRequest<'a> {
 
     /// Adds the conditions of a statement on a row to those already there
     /// (`addExistsCondition`, `addConditions`).
-    fn add(&mut self, row: &CasRow, new: RowCondition<'a>) -> Result<()> {
+    fn add(&mut self, row: &CasRow, new: RowCondition) -> Result<()> {
         use RowCondition::*;
         let previous = match row {
             CasRow::Static => self.static_condition.as_mut(),
@@ -2669,13 +2801,13 @@ impl<'a> CasRequest<'a> {
         Ok(true)
     }
 
-    fn holds(&self, c: &RowCondition<'_>, row: Option<&sibyl_db::Row>, now: i32) -> Result<bool> {
+    fn holds(&self, c: &RowCondition, row: Option<&sibyl_db::Row>, now: i32) -> Result<bool> {
         match c {
             RowCondition::NotExists => Ok(row.is_none()),
             RowCondition::Exists => Ok(row.is_some()),
             RowCondition::Columns(conds) => {
-                for (cond, ev) in conds {
-                    if !condition_holds(&self.table, cond, row, ev, now)? {
+                for cond in conds {
+                    if !cond.holds(row, now)? {
                         return Ok(false);
                     }
                 }
@@ -2761,76 +2893,411 @@ impl<'a> CasRequest<'a> {
     }
 }
 
-/// Whether a column condition holds on a row (`ColumnCondition.Bound.appliesTo`;
-/// `None`: the row does not exist).
-fn condition_holds(
-    t: &TableMetadata,
+/// The receivers of a condition (`ColumnCondition.Raw.prepare`): that of
+/// the element accessed (`idx(l)`, `key(m)`), if any, and that of its
+/// values (the column, `value(l)`, `value(m)`, `key(m)` for CONTAINS KEY,
+/// `c.field`); `None` for a field the type does not have.
+#[allow(clippy::type_complexity)]
+fn condition_receivers(
+    col: &ColumnMetadata,
     c: &Condition,
-    row: Option<&sibyl_db::Row>,
-    ev: &Eval<'_>,
-    now: i32,
-) -> Result<bool> {
-    let col = condition_column(t, c)?;
-    let mut cur = row.and_then(|r| sibyl_db::cells::column_value(r, &col.name, &col.typ, now));
-    let mut typ = col.typ.clone();
-    if let ColumnTarget::Element(_, key) = &c.target {
-        // `l[i] op v`, `m[k] op v`: the element is compared
-        let (key_t, elem_t) = match col.typ.unfrozen() {
-            CqlType::List(e) => (CqlType::Int, e.as_ref().clone()),
-            CqlType::Map(k, v) => (k.as_ref().clone(), v.as_ref().clone()),
-            other => {
-                return Err(Error::Invalid(format!(
-                    "Invalid element access syntax for non-collection column {} of type {other}",
-                    col.name
-                )))
-            }
+) -> Option<(Option<(String, CqlType)>, (String, CqlType))> {
+    let name = &col.name;
+    Some(match (&c.target, col.typ.unfrozen()) {
+        (ColumnTarget::Element(..), CqlType::List(e)) => (
+            Some((format!("idx({name})"), CqlType::Int)),
+            (format!("value({name})"), e.as_ref().clone()),
+        ),
+        (ColumnTarget::Element(..), CqlType::Map(k, v)) => (
+            Some((format!("key({name})"), k.as_ref().clone())),
+            (format!("value({name})"), v.as_ref().clone()),
+        ),
+        (ColumnTarget::Field(_, f), CqlType::Udt(u)) => (
+            None,
+            (
+                format!("{name}.{f}"),
+                u.fields.iter().find(|(n, _)| n == f)?.1.clone(),
+            ),
+        ),
+        (_, CqlType::List(e) | CqlType::Set(e)) if c.op == Operator::Contains => {
+            (None, (format!("value({name})"), e.as_ref().clone()))
+        }
+        (_, CqlType::Map(_, v)) if c.op == Operator::Contains => {
+            (None, (format!("value({name})"), v.as_ref().clone()))
+        }
+        (_, CqlType::Map(k, _)) if c.op == Operator::ContainsKey => {
+            (None, (format!("key({name})"), k.as_ref().clone()))
+        }
+        _ => (None, (name.clone(), col.typ.clone())),
+    })
+}
+
+/// The checks `ColumnCondition.Raw.prepare` makes of a condition on
+/// `col` (after those of counters and element access): the field exists,
+/// no slice on durations, CONTAINS (KEY) on a collection (map), and the
+/// values' types (evaluated with every bind marker null).
+fn check_condition(col: &ColumnMetadata, c: &Condition) -> Result<()> {
+    let Some((key, (vname, vtype))) = condition_receivers(col, c) else {
+        let field = match &c.target {
+            ColumnTarget::Field(_, f) => f.as_str(),
+            _ => "",
         };
-        let k = match ev.value(key, &key_t, &format!("key({})", col.name))? {
-            crate::terms::Val::Set(b) => b,
-            _ => {
-                return Err(Error::Invalid(format!(
-                    "Invalid null value for {} element access",
-                    col.name
-                )))
-            }
-        };
-        cur = cur.and_then(|v| match col.typ.unfrozen() {
-            CqlType::List(_) => {
-                let i = <[u8; 4]>::try_from(k.as_ref())
-                    .map(i32::from_be_bytes)
-                    .unwrap_or(-1);
-                sibyl_types::value::deserialize_collection(&v)
-                    .ok()
-                    .and_then(|l| usize::try_from(i).ok().and_then(|i| l.get(i).cloned()))
-            }
-            _ => sibyl_types::value::deserialize_map(&v).ok().and_then(|p| {
-                p.into_iter()
-                    .find(|(x, _)| key_t.compare(x, &k) == std::cmp::Ordering::Equal)
-                    .map(|(_, x)| x)
-            }),
-        });
-        typ = elem_t;
-    }
-    let rel = Relation {
-        lhs: RelationLhs::Column(col.name.clone()),
-        op: c.op,
-        rhs: c.rhs.clone(),
+        return Err(Error::Invalid(format!(
+            "Unknown field {field} for column {}",
+            col.name
+        )));
     };
-    if let RelationRhs::Term(Term::Null) = &rel.rhs {
-        return Ok(match c.op {
-            Operator::Eq => cur.is_none(),
-            Operator::Ne => cur.is_some(),
-            _ => false,
-        });
+    if let ColumnTarget::Field(..) = &c.target {
+        if !matches!(col.typ.unfrozen(), CqlType::Udt(_)) {
+            // Cassandra casts the column's type to a user type
+            return Err(Error::Server(format!(
+                "java.lang.ClassCastException: class {} cannot be cast to class org.apache.cassandra.db.marshal.UserType",
+                col.typ
+            )));
+        }
     }
-    let values = crate::restrictions::analyse_condition_values(ev, &rel, &col.name, &typ)?;
-    let f = crate::restrictions::Filter {
-        column: 0,
+    let checked = match c.target {
+        ColumnTarget::Column(_) => &col.typ,
+        _ => &vtype,
+    };
+    if references_duration(checked)
+        && matches!(
+            c.op,
+            Operator::Lt | Operator::Le | Operator::Gt | Operator::Ge
+        )
+    {
+        let what = match checked.unfrozen() {
+            CqlType::List(_) | CqlType::Set(_) | CqlType::Map(..) => Some("collections"),
+            CqlType::Tuple(_) => Some("tuples"),
+            CqlType::Udt(_) => Some("UDTs"),
+            _ => None,
+        };
+        return Err(Error::Invalid(match what {
+            Some(w) => format!("Slice conditions are not supported on {w} containing durations"),
+            None => format!(
+                "Slice conditions ( {} ) are not supported on durations",
+                c.op.as_str()
+            ),
+        }));
+    }
+    let mut markers = 0;
+    if let ColumnTarget::Element(_, k) = &c.target {
+        count_markers(k, &mut markers);
+    }
+    match &c.rhs {
+        RelationRhs::Term(t) => count_markers(t, &mut markers),
+        RelationRhs::InList(items) => items.iter().for_each(|t| count_markers(t, &mut markers)),
+        RelationRhs::InMarker(m) => markers = markers.max(m.index + 1),
+        RelationRhs::NotNull => {}
+    }
+    let nulls = vec![Value::Null; markers];
+    let bindings = Bindings { values: &nulls };
+    let ev = Eval {
+        bindings: &bindings,
+    };
+    if let (ColumnTarget::Element(_, k), Some((kname, ktype))) = (&c.target, &key) {
+        ev.value(k, ktype, kname)?;
+    }
+    if c.op == Operator::ContainsKey && !matches!(checked.unfrozen(), CqlType::Map(..)) {
+        return Err(Error::Invalid(format!(
+            "Cannot use CONTAINS KEY on non-map column {}",
+            receiver_label(col, c, &vname)
+        )));
+    }
+    if c.op == Operator::Contains
+        && !matches!(
+            checked.unfrozen(),
+            CqlType::List(_) | CqlType::Set(_) | CqlType::Map(..)
+        )
+    {
+        return Err(Error::Invalid(format!(
+            "Cannot use CONTAINS on non-collection column {}",
+            receiver_label(col, c, &vname)
+        )));
+    }
+    match &c.rhs {
+        RelationRhs::Term(t) => {
+            ev.value(t, &vtype, &vname)?;
+        }
+        RelationRhs::InList(items) => {
+            for t in items {
+                ev.value(t, &vtype, &vname)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The name of a condition's receiver in the CONTAINS checks: the column,
+/// or the element's or field's receiver.
+fn receiver_label(col: &ColumnMetadata, c: &Condition, vname: &str) -> String {
+    match c.target {
+        ColumnTarget::Column(_) => col.name.clone(),
+        _ => vname.to_string(),
+    }
+}
+
+/// How many bind markers a term needs (its largest index plus one).
+fn count_markers(t: &Term, n: &mut usize) {
+    match t {
+        Term::Bind(m) => *n = (*n).max(m.index + 1),
+        Term::List(items) | Term::Set(items) | Term::Tuple(items) => {
+            items.iter().for_each(|t| count_markers(t, n))
+        }
+        Term::Map(pairs) => pairs.iter().for_each(|(k, v)| {
+            count_markers(k, n);
+            count_markers(v, n)
+        }),
+        Term::UserType(fields) => fields.iter().for_each(|(_, t)| count_markers(t, n)),
+        Term::Function { args, .. } => args.iter().for_each(|t| count_markers(t, n)),
+        Term::Cast { term, .. } | Term::Negate(term) => count_markers(term, n),
+        Term::Arith { lhs, rhs, .. } => {
+            count_markers(lhs, n);
+            count_markers(rhs, n)
+        }
+        Term::Constant(_) | Term::Null => {}
+    }
+}
+
+/// What a condition compares: the column, an element, a UDT field.
+enum CondAccess {
+    Whole,
+    Element(Bytes),
+    Field(usize),
+}
+
+/// A column condition with its values bound (`ColumnCondition.Bound`):
+/// `None` values are nulls.
+struct BoundCondition {
+    column: String,
+    typ: CqlType,
+    access: CondAccess,
+    op: Operator,
+    values: Vec<Option<Bytes>>,
+}
+
+/// Binds a condition's values (`ColumnCondition.bind`).
+fn bind_condition(t: &TableMetadata, c: &Condition, ev: &Eval<'_>) -> Result<BoundCondition> {
+    let col = condition_column(t, c)?;
+    let Some((key, (vname, vtype))) = condition_receivers(col, c) else {
+        return check_condition(col, c).map(|_| unreachable!());
+    };
+    let unset = || Error::Invalid("Invalid 'unset' value in condition".into());
+    let access = match (&c.target, key) {
+        (ColumnTarget::Element(_, k), Some((kname, ktype))) => {
+            match ev.value(k, &ktype, &kname)? {
+                crate::terms::Val::Set(b) => CondAccess::Element(b),
+                crate::terms::Val::Null => {
+                    let what = match col.typ.unfrozen() {
+                        CqlType::Map(..) => "map",
+                        _ => "list",
+                    };
+                    return Err(Error::Invalid(format!(
+                        "Invalid null value for {what} element access"
+                    )));
+                }
+                crate::terms::Val::Unset => return Err(unset()),
+            }
+        }
+        (ColumnTarget::Field(_, f), _) => match col.typ.unfrozen() {
+            CqlType::Udt(u) => {
+                CondAccess::Field(u.fields.iter().position(|(n, _)| n == f).unwrap_or(0))
+            }
+            _ => CondAccess::Whole,
+        },
+        _ => CondAccess::Whole,
+    };
+    let mut values = Vec::new();
+    match &c.rhs {
+        RelationRhs::Term(term) => match ev.value(term, &vtype, &vname)? {
+            crate::terms::Val::Set(b) => values.push(Some(b)),
+            crate::terms::Val::Null => values.push(None),
+            crate::terms::Val::Unset => return Err(unset()),
+        },
+        RelationRhs::InList(items) => {
+            for it in items {
+                match ev.value(it, &vtype, &vname)? {
+                    crate::terms::Val::Set(b) => values.push(Some(b)),
+                    crate::terms::Val::Null => values.push(None),
+                    crate::terms::Val::Unset => {}
+                }
+            }
+        }
+        RelationRhs::InMarker(m) => {
+            let lt = CqlType::List(Box::new(vtype.clone()));
+            match ev.value(&Term::Bind(m.clone()), &lt, &format!("in({vname})"))? {
+                crate::terms::Val::Set(b) => values.extend(
+                    sibyl_types::value::deserialize_collection(&b)
+                        .map_err(|e| Error::Invalid(e.to_string()))?
+                        .into_iter()
+                        .map(Some),
+                ),
+                crate::terms::Val::Null => {
+                    return Err(Error::Invalid("Invalid null list in IN condition".into()))
+                }
+                crate::terms::Val::Unset => return Err(unset()),
+            }
+        }
+        RelationRhs::NotNull => {}
+    }
+    Ok(BoundCondition {
+        column: col.name.clone(),
+        typ: col.typ.clone(),
+        access,
         op: c.op,
         values,
-        key: None,
+    })
+}
+
+/// `Bound.compareWithOperator`: whether `other` (the row's value) `op`
+/// `value` holds.
+fn compare_with_operator(
+    op: Operator,
+    typ: &CqlType,
+    value: Option<&Bytes>,
+    other: Option<&Bytes>,
+) -> Result<bool> {
+    use std::cmp::Ordering::*;
+    let Some(value) = value else {
+        return match op {
+            Operator::Eq => Ok(other.is_none()),
+            Operator::Ne => Ok(other.is_some()),
+            _ => Err(Error::Invalid(format!(
+                "Invalid comparison with null for operator \"{}\"",
+                op.as_str()
+            ))),
+        };
     };
-    Ok(crate::restrictions::filter_matches(&f, &typ, cur.as_ref()))
+    let Some(other) = other else {
+        return Ok(op == Operator::Ne);
+    };
+    Ok(match op {
+        Operator::Contains => match typ.unfrozen() {
+            CqlType::List(e) | CqlType::Set(e) => sibyl_types::value::deserialize_collection(other)
+                .map(|els| els.iter().any(|x| e.compare(x, value) == Equal))
+                .unwrap_or(false),
+            CqlType::Map(_, vt) => sibyl_types::value::deserialize_map(other)
+                .map(|ps| ps.iter().any(|(_, x)| vt.compare(x, value) == Equal))
+                .unwrap_or(false),
+            _ => false,
+        },
+        Operator::ContainsKey => match typ.unfrozen() {
+            CqlType::Map(kt, _) => sibyl_types::value::deserialize_map(other)
+                .map(|ps| ps.iter().any(|(k, _)| kt.compare(k, value) == Equal))
+                .unwrap_or(false),
+            _ => false,
+        },
+        _ => ordering_satisfies(op, typ.compare(other, value)),
+    })
+}
+
+fn ordering_satisfies(op: Operator, o: std::cmp::Ordering) -> bool {
+    use std::cmp::Ordering::*;
+    match op {
+        Operator::Eq | Operator::In => o == Equal,
+        Operator::Ne => o != Equal,
+        Operator::Lt => o == Less,
+        Operator::Le => o != Greater,
+        Operator::Gt => o == Greater,
+        Operator::Ge => o != Less,
+        _ => false,
+    }
+}
+
+impl BoundCondition {
+    /// Whether the condition holds on a row (`Bound.appliesTo`; `None`:
+    /// the row does not exist).
+    fn holds(&self, row: Option<&sibyl_db::Row>, now: i32) -> Result<bool> {
+        let cur = row.and_then(|r| sibyl_db::cells::column_value(r, &self.column, &self.typ, now));
+        // an IN compares with `=`
+        let op = if self.op == Operator::In {
+            Operator::Eq
+        } else {
+            self.op
+        };
+        let any = |typ: &CqlType, other: Option<&Bytes>| -> Result<bool> {
+            for v in &self.values {
+                if compare_with_operator(op, typ, v.as_ref(), other)? {
+                    return Ok(true);
+                }
+            }
+            Ok(false)
+        };
+        match &self.access {
+            CondAccess::Element(k) => match self.typ.unfrozen() {
+                CqlType::List(e) => {
+                    let idx = <[u8; 4]>::try_from(k.as_ref())
+                        .map(i32::from_be_bytes)
+                        .unwrap_or(0);
+                    if idx < 0 && (self.typ.is_multi_cell() || cur.is_some()) {
+                        return Err(Error::Invalid(format!("Invalid negative list index {idx}")));
+                    }
+                    let elem = cur.and_then(|v| {
+                        sibyl_types::value::deserialize_collection(&v)
+                            .ok()
+                            .and_then(|l| l.get(idx as usize).cloned())
+                    });
+                    any(e, elem.as_ref())
+                }
+                CqlType::Map(kt, vt) => {
+                    let elem = cur.and_then(|v| {
+                        sibyl_types::value::deserialize_map(&v).ok().and_then(|p| {
+                            p.into_iter()
+                                .find(|(x, _)| kt.compare(x, k) == std::cmp::Ordering::Equal)
+                                .map(|(_, x)| x)
+                        })
+                    });
+                    any(vt, elem.as_ref())
+                }
+                _ => Ok(false),
+            },
+            CondAccess::Field(i) => {
+                let CqlType::Udt(u) = self.typ.unfrozen() else {
+                    return Ok(false);
+                };
+                let field = cur.and_then(|v| {
+                    sibyl_types::value::deserialize_tuple(&v)
+                        .ok()
+                        .and_then(|fs| fs.get(*i).cloned().flatten())
+                });
+                any(&u.fields[*i].1, field.as_ref())
+            }
+            CondAccess::Whole
+                if self.typ.is_multi_cell()
+                    && matches!(
+                        self.typ.unfrozen(),
+                        CqlType::List(_) | CqlType::Set(_) | CqlType::Map(..)
+                    ) =>
+            {
+                // `MultiCellCollectionBound`: no cell is an empty collection
+                for v in &self.values {
+                    let Some(v) = v else {
+                        match op {
+                            Operator::Eq if cur.is_none() => return Ok(true),
+                            Operator::Eq => continue,
+                            Operator::Ne => return Ok(cur.is_some()),
+                            _ => {
+                                return Err(Error::Invalid(format!(
+                                    "Invalid comparison with null for operator \"{}\"",
+                                    op.as_str()
+                                )))
+                            }
+                        }
+                    };
+                    let whole = cur.clone().unwrap_or_else(|| match self.typ.unfrozen() {
+                        CqlType::Map(..) => sibyl_types::value::serialize_map(&[]),
+                        _ => sibyl_types::value::serialize_collection(&[]),
+                    });
+                    if compare_with_operator(op, &self.typ, Some(v), Some(&whole))? {
+                        return Ok(true);
+                    }
+                }
+                Ok(false)
+            }
+            CondAccess::Whole => any(&self.typ, cur.as_ref()),
+        }
+    }
 }
 
 /// Paxos's `updateAllTimestamp`: every write of a lightweight transaction
@@ -2873,6 +3340,53 @@ fn cas_timestamps(m: &mut Mutation, ts: i64) {
         row(r, ts);
         true
     });
+}
+
+/// The live cells of column `col` in the row `ck` (or the static row) of a
+/// partition as read before a write: a collection's cells (path and value,
+/// in order) or a simple column's one value (with an empty path).
+fn current_cells(
+    table: &TableMetadata,
+    p: Option<&Partition>,
+    ck: &[Bytes],
+    col: &str,
+    now: i32,
+) -> modification::ListState {
+    let Some(p) = p else {
+        return Vec::new();
+    };
+    let ckey = sibyl_db::ClusteringKey::row(ck.to_vec(), table.comparator.clone());
+    let row = if table
+        .column(col)
+        .map(|c| c.kind == ColumnKind::Static)
+        .unwrap_or(false)
+    {
+        p.static_row.as_ref()
+    } else {
+        p.rows.get(&ckey)
+    };
+    match row.and_then(|r| r.cells.get(col)) {
+        Some(sibyl_db::ColumnData::Complex { cells, .. }) => {
+            let mut v: Vec<(Bytes, Bytes)> = cells
+                .iter()
+                .filter(|(_, c)| c.is_live(now))
+                .map(|(p, c)| (p.clone(), c.value.clone().unwrap_or_default()))
+                .collect();
+            v.sort_by(|a, b| CqlType::Timeuuid.compare(&a.0, &b.0));
+            v
+        }
+        Some(sibyl_db::ColumnData::Simple(c)) if c.is_live(now) => c
+            .value
+            .clone()
+            .map(|v| vec![(Bytes::new(), v)])
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}
+
+/// `BatchStatement.validate`: a batch has no TTL of its own.
+fn batch_ttl() -> Error {
+    Error::Invalid("Global TTL on the BATCH statement is not supported.".into())
 }
 
 fn has_conditions(s: &Statement) -> bool {
@@ -2987,7 +3501,439 @@ fn resolve_values(st: &ParsedStatement, opts: &QueryOptions) -> Result<Vec<Value
     Ok(opts.values.clone())
 }
 
+/// A type as written in a statement, before it is resolved: what
+/// Cassandra's `CQL3Type.Raw` checks (in its order) before the type exists.
+#[derive(Debug, Clone)]
+enum RawType {
+    /// A native type, or a user type (`ks.name`), or a quoted custom class.
+    Named {
+        keyspace: Option<String>,
+        name: String,
+        native: bool,
+        frozen: bool,
+    },
+    Collection {
+        kind: &'static str,
+        args: Vec<RawType>,
+        frozen: bool,
+    },
+    Tuple(Vec<RawType>),
+    Vector(Box<RawType>, String),
+}
+
+impl RawType {
+    fn parse(s: &str) -> Option<RawType> {
+        let mut p = RawTypeParser { s, pos: 0 };
+        let t = p.typ()?;
+        p.skip_ws();
+        (p.pos == s.len()).then_some(t)
+    }
+
+    fn frozen(&self) -> bool {
+        match self {
+            RawType::Named { frozen, native, .. } => *frozen || *native,
+            RawType::Collection { frozen, .. } => *frozen,
+            RawType::Tuple(..) | RawType::Vector(..) => true,
+        }
+    }
+
+    fn supports_freezing(&self) -> bool {
+        match self {
+            RawType::Named { native, .. } => !native,
+            RawType::Collection { .. } | RawType::Tuple(..) => true,
+            RawType::Vector(..) => false,
+        }
+    }
+
+    fn is_native(&self, n: &str) -> bool {
+        matches!(self, RawType::Named { native: true, name, .. } if name == n)
+    }
+
+    fn is_udt(&self) -> bool {
+        matches!(self, RawType::Named { native: false, name, .. } if !name.starts_with('\''))
+    }
+
+    /// The type with its user types named with their keyspace, as
+    /// Cassandra prints a type once it has been prepared.
+    fn qualified(self, ks: &str) -> RawType {
+        match self {
+            RawType::Named {
+                keyspace: None,
+                name,
+                native: false,
+                frozen,
+            } if !name.starts_with('\'') => RawType::Named {
+                keyspace: Some(sibyl_types::ident::maybe_quote(ks)),
+                name,
+                native: false,
+                frozen,
+            },
+            RawType::Collection { kind, args, frozen } => RawType::Collection {
+                kind,
+                args: args.into_iter().map(|a| a.qualified(ks)).collect(),
+                frozen,
+            },
+            RawType::Tuple(ts) => RawType::Tuple(ts.into_iter().map(|a| a.qualified(ks)).collect()),
+            RawType::Vector(e, n) => RawType::Vector(Box::new(e.qualified(ks)), n),
+            other => other,
+        }
+    }
+
+    /// Cassandra's `Raw.freeze`: collections freeze what they hold.
+    fn freeze(self) -> RawType {
+        match self {
+            RawType::Named {
+                keyspace,
+                name,
+                native,
+                ..
+            } => RawType::Named {
+                frozen: !native,
+                keyspace,
+                name,
+                native,
+            },
+            RawType::Collection { kind, args, .. } => RawType::Collection {
+                kind,
+                args: args
+                    .into_iter()
+                    .map(|a| if a.supports_freezing() { a.freeze() } else { a })
+                    .collect(),
+                frozen: true,
+            },
+            RawType::Tuple(ts) => RawType::Tuple(ts),
+            other => other,
+        }
+    }
+}
+
+impl std::fmt::Display for RawType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let join = |ts: &[RawType]| ts.iter().map(|t| t.to_string()).collect::<Vec<_>>();
+        match self {
+            RawType::Named {
+                keyspace,
+                name,
+                frozen,
+                ..
+            } => {
+                let n = match keyspace {
+                    Some(k) => format!("{k}.{name}"),
+                    None => name.clone(),
+                };
+                if *frozen {
+                    write!(f, "frozen<{n}>")
+                } else {
+                    write!(f, "{n}")
+                }
+            }
+            RawType::Collection { kind, args, frozen } => {
+                let inner = format!("{kind}<{}>", join(args).join(", "));
+                if *frozen {
+                    write!(f, "frozen<{inner}>")
+                } else {
+                    write!(f, "{inner}")
+                }
+            }
+            RawType::Tuple(ts) => write!(f, "tuple<{}>", join(ts).join(", ")),
+            RawType::Vector(e, n) => write!(f, "vector<{e}, {n}>"),
+        }
+    }
+}
+
+struct RawTypeParser<'a> {
+    s: &'a str,
+    pos: usize,
+}
+
+impl RawTypeParser<'_> {
+    fn skip_ws(&mut self) {
+        while self.s[self.pos..].starts_with(' ') {
+            self.pos += 1;
+        }
+    }
+
+    fn eat(&mut self, c: char) -> bool {
+        self.skip_ws();
+        if self.s[self.pos..].starts_with(c) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// A name (`"Quoted"` keeps its quotes), a number, or a quoted class.
+    fn word(&mut self) -> Option<String> {
+        self.skip_ws();
+        let rest = &self.s[self.pos..];
+        let len = if rest.starts_with('"') {
+            let mut i = 1;
+            let b = rest.as_bytes();
+            loop {
+                match b.get(i) {
+                    Some(b'"') if b.get(i + 1) == Some(&b'"') => i += 2,
+                    Some(b'"') => break i + 1,
+                    Some(_) => i += 1,
+                    None => return None,
+                }
+            }
+        } else if let Some(quoted) = rest.strip_prefix('\'') {
+            quoted.find('\'')? + 2
+        } else {
+            rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+                .unwrap_or(rest.len())
+        };
+        if len == 0 {
+            return None;
+        }
+        self.pos += len;
+        Some(rest[..len].to_string())
+    }
+
+    fn typ(&mut self) -> Option<RawType> {
+        let first = self.word()?;
+        if self.eat('.') {
+            let name = self.word()?;
+            return Some(RawType::Named {
+                keyspace: Some(first),
+                name,
+                native: false,
+                frozen: false,
+            });
+        }
+        let args = |p: &mut Self| -> Option<Vec<RawType>> {
+            let mut out = Vec::new();
+            if !p.eat('<') {
+                return None;
+            }
+            loop {
+                out.push(p.typ()?);
+                if p.eat('>') {
+                    return Some(out);
+                }
+                if !p.eat(',') {
+                    return None;
+                }
+            }
+        };
+        Some(match first.as_str() {
+            "frozen" => {
+                let mut a = args(self)?;
+                (a.len() == 1).then_some(())?;
+                let inner = a.remove(0);
+                if inner.supports_freezing() {
+                    inner.freeze()
+                } else {
+                    // (refused as the grammar does, see `frozen_of_native`)
+                    RawType::Collection {
+                        kind: "frozen",
+                        args: vec![inner],
+                        frozen: true,
+                    }
+                }
+            }
+            "list" | "set" | "map" => RawType::Collection {
+                kind: match first.as_str() {
+                    "list" => "list",
+                    "set" => "set",
+                    _ => "map",
+                },
+                args: args(self)?,
+                frozen: false,
+            },
+            "tuple" => RawType::Tuple(args(self)?.into_iter().map(RawType::freeze).collect()),
+            "vector" => {
+                if !self.eat('<') {
+                    return None;
+                }
+                let e = self.typ()?;
+                if !self.eat(',') {
+                    return None;
+                }
+                let n = self.word()?;
+                if !self.eat('>') {
+                    return None;
+                }
+                RawType::Vector(Box::new(e), n)
+            }
+            _ => RawType::Named {
+                native: RAW_NATIVE_TYPES.contains(&first.as_str()),
+                keyspace: None,
+                name: first,
+                frozen: false,
+            },
+        })
+    }
+}
+
+const RAW_NATIVE_TYPES: [&str; 21] = [
+    "ascii",
+    "bigint",
+    "blob",
+    "boolean",
+    "counter",
+    "date",
+    "decimal",
+    "double",
+    "duration",
+    "float",
+    "inet",
+    "int",
+    "smallint",
+    "text",
+    "time",
+    "timestamp",
+    "timeuuid",
+    "tinyint",
+    "uuid",
+    "varchar",
+    "varint",
+];
+
+/// `frozen<int>`: refused by Cassandra's grammar, so before anything else.
+fn frozen_of_native(t: &RawType) -> Option<String> {
+    match t {
+        RawType::Collection {
+            kind: "frozen",
+            args,
+            ..
+        } => Some(args[0].to_string()),
+        RawType::Collection { args, .. } | RawType::Tuple(args) => {
+            args.iter().find_map(frozen_of_native)
+        }
+        RawType::Vector(e, _) => frozen_of_native(e),
+        RawType::Named { .. } => None,
+    }
+}
+
+/// Cassandra's `CQL3Type.Raw.prepare` checks, in its order: what a
+/// collection, tuple or vector may hold, and which user types a statement
+/// on keyspace `ks` may name.
+fn check_raw_type(t: &RawType, ks: &KeyspaceMetadata) -> Result<()> {
+    match t {
+        RawType::Collection { kind, args, frozen } => {
+            let nested = |inner: &RawType| -> Result<()> {
+                if !frozen && inner.supports_freezing() && !inner.frozen() {
+                    let what = if matches!(inner, RawType::Collection { .. }) {
+                        "collections"
+                    } else {
+                        "UDTs"
+                    };
+                    return Err(Error::Invalid(format!(
+                        "Non-frozen {what} are not allowed inside collections: {t}"
+                    )));
+                }
+                Ok(())
+            };
+            let (keys, values) = match args.as_slice() {
+                [k, v] => (Some(k), v),
+                [v] => (None, v),
+                _ => return Ok(()),
+            };
+            nested(values)?;
+            if values.is_native("counter") {
+                return Err(Error::Invalid(format!(
+                    "Counters are not allowed inside collections: {t}"
+                )));
+            }
+            if *kind == "set" && values.is_native("duration") {
+                return Err(Error::Invalid(format!(
+                    "Durations are not allowed inside sets: {t}"
+                )));
+            }
+            if let Some(k) = keys {
+                if k.is_native("counter") {
+                    return Err(Error::Invalid(format!(
+                        "Counters are not allowed inside collections: {t}"
+                    )));
+                }
+                if k.is_native("duration") {
+                    return Err(Error::Invalid(format!(
+                        "Durations are not allowed as map keys: {t}"
+                    )));
+                }
+                nested(k)?;
+            }
+            check_raw_type(values, ks)?;
+            if let Some(k) = keys {
+                check_raw_type(k, ks)?;
+            }
+        }
+        RawType::Tuple(ts) => {
+            for e in ts {
+                if e.is_native("counter") {
+                    return Err(Error::Invalid(
+                        "Counters are not allowed inside tuples".into(),
+                    ));
+                }
+                check_raw_type(e, ks)?;
+            }
+        }
+        RawType::Vector(e, n) => {
+            check_raw_type(e, ks)?;
+            if let Ok(d) = n.parse::<i64>() {
+                if d <= 0 {
+                    return Err(Error::Invalid(format!(
+                        "vectors may only have positive dimensions; given {d}"
+                    )));
+                }
+            }
+        }
+        RawType::Named { keyspace, name, .. } => {
+            if t.is_udt() {
+                if let Some(k) = keyspace {
+                    if k.trim_matches('"') != ks.name {
+                        return Err(Error::Invalid(format!(
+                            "Statement on keyspace {} cannot refer to a user type in keyspace {}; user types can only be used in the keyspace they are defined in",
+                            ks.name,
+                            k.trim_matches('"')
+                        )));
+                    }
+                }
+                let bare = name.trim_matches('"');
+                if !ks.types.contains_key(bare) {
+                    return Err(Error::Invalid(format!("Unknown type {}.{bare}", ks.name)));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What a user type's field cannot be (Cassandra's `CreateTypeStatement`
+/// and `AlterTypeStatement.AddField`, on the type as written).
+fn check_user_type_field(tstr: &str) -> Result<()> {
+    let Some(raw) = RawType::parse(tstr) else {
+        return Ok(());
+    };
+    if raw.is_native("counter") {
+        return Err(Error::Invalid("A user type cannot contain counters".into()));
+    }
+    if raw.is_udt() && !raw.frozen() {
+        return Err(Error::Invalid(
+            "A user type cannot contain non-frozen UDTs".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The checks on a type as written that Cassandra's grammar makes
+/// (`frozen<int>`), as a syntax error.
+fn check_type_syntax(s: &str) -> Result<()> {
+    if let Some(inner) = RawType::parse(s).as_ref().and_then(frozen_of_native) {
+        return Err(Error::Syntax(format!(
+            "frozen<> is only allowed on collections, tuples, and user-defined types (got {inner})"
+        )));
+    }
+    Ok(())
+}
+
 fn parse_type(s: &str, ks: &KeyspaceMetadata) -> Result<CqlType> {
+    check_type_syntax(s)?;
+    if let Some(raw) = RawType::parse(s) {
+        check_raw_type(&raw, ks)?;
+    }
     let t =
         CqlType::parse(s, &|n: &str| ks.types.get(n.trim_matches('"')).cloned()).map_err(|e| {
             let m = e.to_string();
@@ -3007,23 +3953,18 @@ fn parse_type(s: &str, ks: &KeyspaceMetadata) -> Result<CqlType> {
             sibyl_cql::MAX_NESTING
         )));
     }
-    if let CqlType::List(e) | CqlType::Set(e) | CqlType::Map(_, e) = t.unfrozen() {
-        if contains_counter(e) || matches!(t.unfrozen(), CqlType::Map(k, _) if contains_counter(k))
-        {
-            return Err(Error::Invalid(format!(
-                "Counters are not allowed inside collections: {t}"
-            )));
-        }
-    }
     Ok(freeze_tuples(t))
 }
 
-fn contains_counter(t: &CqlType) -> bool {
-    match t.unfrozen() {
-        CqlType::Counter => true,
-        CqlType::List(e) | CqlType::Set(e) | CqlType::Vector(e, _) => contains_counter(e),
-        CqlType::Map(k, v) => contains_counter(k) || contains_counter(v),
-        CqlType::Tuple(ts) => ts.iter().any(contains_counter),
+/// Cassandra's `AbstractType.referencesDuration`: a duration anywhere in
+/// the type, vectors aside.
+fn references_duration(t: &CqlType) -> bool {
+    match t {
+        CqlType::Duration => true,
+        CqlType::Frozen(e) | CqlType::List(e) | CqlType::Set(e) => references_duration(e),
+        CqlType::Map(k, v) => references_duration(k) || references_duration(v),
+        CqlType::Tuple(ts) => ts.iter().any(references_duration),
+        CqlType::Udt(u) => u.fields.iter().any(|(_, f)| references_duration(f)),
         _ => false,
     }
 }
@@ -3103,6 +4044,12 @@ fn build_table(ks_name: &str, ct: &CreateTable, ks: &KeyspaceMetadata) -> Result
                 ct.name.name
             )));
         }
+        if let CqlType::Udt(u) = &c.typ {
+            return Err(Error::Invalid(format!(
+                "Invalid non-frozen user-defined type \"{}.{}\" for PRIMARY KEY column '{pk}'",
+                u.keyspace, u.name
+            )));
+        }
         if c.typ.is_multi_cell() {
             return Err(Error::Invalid(format!(
                 "Invalid non-frozen collection type {} for PRIMARY KEY column '{pk}'",
@@ -3112,6 +4059,11 @@ fn build_table(ks_name: &str, ct: &CreateTable, ks: &KeyspaceMetadata) -> Result
         if c.typ.is_counter() {
             return Err(Error::Invalid(format!(
                 "counter type is not supported for PRIMARY KEY column '{pk}'"
+            )));
+        }
+        if references_duration(&c.typ) {
+            return Err(Error::Invalid(format!(
+                "duration type is not supported for PRIMARY KEY column '{pk}'"
             )));
         }
         if c.kind == ColumnKind::Static {
@@ -3135,6 +4087,12 @@ fn build_table(ks_name: &str, ct: &CreateTable, ks: &KeyspaceMetadata) -> Result
                 ct.name.name
             )));
         }
+        if let CqlType::Udt(u) = &c.typ {
+            return Err(Error::Invalid(format!(
+                "Invalid non-frozen user-defined type \"{}.{}\" for PRIMARY KEY column '{ck}'",
+                u.keyspace, u.name
+            )));
+        }
         if c.typ.is_multi_cell() {
             return Err(Error::Invalid(format!(
                 "Invalid non-frozen collection type {} for PRIMARY KEY column '{ck}'",
@@ -3144,6 +4102,11 @@ fn build_table(ks_name: &str, ct: &CreateTable, ks: &KeyspaceMetadata) -> Result
         if c.typ.is_counter() {
             return Err(Error::Invalid(format!(
                 "counter type is not supported for PRIMARY KEY column '{ck}'"
+            )));
+        }
+        if references_duration(&c.typ) {
+            return Err(Error::Invalid(format!(
+                "duration type is not supported for PRIMARY KEY column '{ck}'"
             )));
         }
         if c.kind == ColumnKind::Static {
@@ -3310,36 +4273,49 @@ fn compact_storage_of(columns: &[ColumnMetadata], counters: bool) -> CompactStor
     }
 }
 
+/// The table an ALTER TABLE makes, or `None` when it changes nothing
+/// (`ADD IF NOT EXISTS` of existing columns, `DROP IF EXISTS` of missing ones).
 fn alter_table(
     t: &TableMetadata,
     op: &AlterTableOp,
+    if_column_exists: bool,
     ks: &KeyspaceMetadata,
-) -> Result<TableMetadata> {
+) -> Result<Option<TableMetadata>> {
     let mut nt = t.clone();
     match op {
         AlterTableOp::Add(cols) => {
-            if t.compact.is_some() {
-                return Err(Error::Invalid(
-                    "Cannot add new column to a COMPACT STORAGE table".into(),
-                ));
-            }
             for c in cols {
+                check_type_syntax(&c.typ)?;
+            }
+            let mut added = false;
+            for c in cols {
+                let typ = parse_type(&c.typ, ks)?;
                 if nt.column(&c.name).is_some() {
+                    if if_column_exists {
+                        continue;
+                    }
                     return Err(Error::Invalid(format!(
                         "Column with name '{}' already exists",
                         c.name
                     )));
                 }
-                let typ = parse_type(&c.typ, ks)?;
                 if nested_non_frozen(&typ) {
                     return Err(Error::Invalid(format!(
                         "{NESTED_NON_FROZEN} for column {}",
                         c.name
                     )));
                 }
-                if c.is_static && nt.clustering_count == 0 {
-                    return Err(Error::Invalid(format!("Static columns are not allowed in COMPACT STORAGE tables or tables without clustering columns (column {})", c.name)));
+                if t.compact.is_some() {
+                    return Err(Error::Invalid(
+                        "Cannot add new column to a COMPACT STORAGE table".into(),
+                    ));
                 }
+                if c.is_static && nt.clustering_count == 0 {
+                    return Err(Error::Invalid(
+                        "Static columns are only useful (and thus allowed) if the table has at least one clustering column".into(),
+                    ));
+                }
+                added = true;
                 if let Some((dt, _)) = nt.dropped.get(&c.name) {
                     if !value_compatible(&typ, dt) || dt.is_multi_cell() != typ.is_multi_cell() {
                         return Err(Error::Invalid(format!(
@@ -3373,9 +4349,20 @@ fn alter_table(
                     reversed: false,
                 });
             }
+            if !added {
+                return Ok(None);
+            }
         }
         AlterTableOp::Drop(cols) => {
+            let mut dropped_any = false;
+            // (a set of columns: each once)
+            let mut distinct: Vec<&String> = Vec::new();
             for c in cols {
+                if !distinct.contains(&c) {
+                    distinct.push(c);
+                }
+            }
+            for c in distinct {
                 // a static-compact table's hidden clustering column is found
                 // (and is part of the key)
                 if t.compact
@@ -3388,9 +4375,12 @@ fn alter_table(
                     )));
                 }
                 let Some(col) = nt.column(c) else {
+                    if if_column_exists {
+                        continue;
+                    }
                     return Err(Error::Invalid(format!(
-                        "Column {c} was not found in table '{}.{}'",
-                        t.keyspace, t.name
+                        "Column {c} was not found in table '{}'",
+                        t.display_name()
                     )));
                 };
                 if col.kind.is_primary_key() {
@@ -3398,18 +4388,21 @@ fn alter_table(
                         "Cannot drop PRIMARY KEY column {c}"
                     )));
                 }
-                let dependent: Vec<&str> = nt
-                    .indexes
-                    .iter()
-                    .filter(|ix| &ix.column == c)
-                    .map(|ix| ix.name.as_str())
-                    .collect();
+                if let CqlType::Udt(u) = &col.typ {
+                    return Err(Error::Invalid(format!(
+                        "Cannot drop non-frozen column {c} of user type {}.{}",
+                        sibyl_types::ident::maybe_quote(&u.keyspace),
+                        sibyl_types::ident::maybe_quote(&u.name)
+                    )));
+                }
+                let dependent = dependent_indexes(&nt, c);
                 if !dependent.is_empty() {
                     return Err(Error::Invalid(format!(
                         "Cannot drop column {c} because it has dependent secondary indexes ({})",
                         dependent.join(", ")
                     )));
                 }
+                dropped_any = true;
                 let typ = col.typ.clone();
                 nt.columns.retain(|x| &x.name != c);
                 // system_schema.dropped_columns keeps milliseconds: the
@@ -3419,32 +4412,54 @@ fn alter_table(
                 let dropped_at = (now_micros().div_euclid(1000) + 1) * 1000;
                 nt.dropped.insert(c.clone(), (typ, dropped_at));
             }
+            if !dropped_any {
+                return Ok(None);
+            }
         }
         AlterTableOp::Rename(pairs) => {
+            // (a map from old names: the last rename of a column wins, and
+            // each is looked up in the table as it was)
+            let mut renames: Vec<(&String, &String)> = Vec::new();
             for (from, to) in pairs {
+                match renames.iter_mut().find(|(f, _)| *f == from) {
+                    Some(r) => r.1 = to,
+                    None => renames.push((from, to)),
+                }
+            }
+            for (from, to) in renames {
                 if hidden_column(t, from).is_some() {
                     return Err(Error::Invalid(format!(
-                        "Undefined column name {from} in table {}.{}",
-                        t.keyspace, t.name
+                        "Undefined column name {from} in table {}",
+                        t.display_name()
                     )));
                 }
                 if hidden_column(t, to).is_some() {
-                    return Err(Error::Invalid(format!("Cannot rename column {from} to {to} in table '{}.{}'; another column with that name already exists", t.keyspace, t.name)));
+                    return Err(Error::Invalid(format!("Cannot rename column {from} to {to} in table '{}'; another column with that name already exists", t.display_name())));
                 }
-                let Some(i) = nt.column_index(from) else {
+                let Some(col) = t.column(from) else {
                     return Err(Error::Invalid(format!(
-                        "Column {from} was not found in table {}.{}",
-                        t.keyspace, t.name
+                        "Undefined column name {from} in table {}",
+                        t.display_name()
                     )));
                 };
-                if !nt.columns[i].kind.is_primary_key() {
+                if !col.kind.is_primary_key() {
                     return Err(Error::Invalid(format!(
                         "Cannot rename non PRIMARY KEY column {from}"
                     )));
                 }
-                if nt.column(to).is_some() {
-                    return Err(Error::Invalid(format!("Cannot rename column {from} to {to} in table '{}.{}'; another column with that name already exists", t.keyspace, t.name)));
+                if t.column(to).is_some() {
+                    return Err(Error::Invalid(format!("Cannot rename column {from} to {to} in table '{}'; another column with that name already exists", t.display_name())));
                 }
+                let dependent = dependent_indexes(t, from);
+                if !dependent.is_empty() {
+                    return Err(Error::Invalid(format!(
+                        "Can't rename column {from} because it has dependent secondary indexes ({})",
+                        dependent.join(", ")
+                    )));
+                }
+                let Some(i) = nt.column_index(from) else {
+                    continue;
+                };
                 nt.columns[i].name = to.clone();
                 for ix in nt.indexes.iter_mut().filter(|ix| &ix.column == from) {
                     ix.column = to.clone();
@@ -3458,7 +4473,15 @@ fn alter_table(
             ));
         }
         AlterTableOp::With(props) => {
+            if props.iter().any(|p| p.name == "id") {
+                return Err(Error::Config("Cannot alter table id.".into()));
+            }
             nt.params.apply(props)?;
+            if t.is_counter && nt.params.default_time_to_live > 0 {
+                return Err(Error::Invalid(
+                    "Cannot set default_time_to_live on a table with counters".into(),
+                ));
+            }
         }
         AlterTableOp::DropCompactStorage => {
             // Cassandra's `drop_compact_storage_enabled` (off by default;
@@ -3475,12 +4498,24 @@ fn alter_table(
         nt.columns.clone(),
         nt.params.clone(),
     );
-    Ok(TableMetadata {
+    Ok(Some(TableMetadata {
         dropped: nt.dropped,
         indexes: nt.indexes,
         compact: nt.compact,
         ..rebuilt
-    })
+    }))
+}
+
+/// The indexes on a column, as Cassandra's message lists them (a Java
+/// `HashSet` of their names).
+fn dependent_indexes(t: &TableMetadata, column: &str) -> Vec<String> {
+    java_hash_set(
+        t.indexes
+            .iter()
+            .filter(|ix| ix.column == column)
+            .map(|ix| ix.name.clone())
+            .collect(),
+    )
 }
 
 /// A COMPACT STORAGE table's hidden column named `name`, if any: no
@@ -3501,6 +4536,146 @@ pub fn write_params_now(ts: i64) -> WriteParams {
         ttl: 0,
         now: sibyl_db::now_in_seconds(),
     }
+}
+
+impl QueryProcessor {
+    /// Cassandra's checks before a schema statement is applied, in its
+    /// order: the permission check refuses DDL on the system keyspaces
+    /// (`ClientState.preventSystemKSSchemaModification`, whether or not the
+    /// object exists), then the statement's execution refuses the node-local
+    /// keyspaces and invalid keyspace names (`AlterSchemaStatement.execute`).
+    fn schema_precheck(
+        &self,
+        st: &Statement,
+        client: &ClientState,
+        ks_opt: Option<&str>,
+        schema: &Schema,
+    ) -> Result<()> {
+        // what Cassandra refuses as it reads a CREATE TABLE
+        if let Statement::CreateTable(ct) = st {
+            let table = match &ct.name.keyspace {
+                Some(k) => format!("{k}.{}", sibyl_types::ident::maybe_quote(&ct.name.name)),
+                None => sibyl_types::ident::maybe_quote(&ct.name.name),
+            };
+            for (i, c) in ct.columns.iter().enumerate() {
+                if ct.columns[..i].iter().any(|x| x.name == c.name) {
+                    return Err(Error::Invalid(format!(
+                        "Duplicate column '{}' declaration for table '{table}'",
+                        c.name
+                    )));
+                }
+            }
+            if ct.multiple_primary_keys {
+                return Err(Error::Invalid(format!(
+                    "Multiple PRIMARY KEY specified for table '{table}' (exactly one required)"
+                )));
+            }
+            if ct.partition_key.is_empty() {
+                return Err(Error::Invalid(format!(
+                    "No PRIMARY KEY specifed for table '{table}' (exactly one required)"
+                )));
+            }
+        }
+        // (keyspace, permission, resource, keyspace-level resource)
+        let (ks, perm, resource): (String, &str, Option<(String, bool)>) = match st {
+            Statement::CreateKeyspace(c) => (c.name.clone(), "CREATE", None),
+            Statement::AlterKeyspace { name, .. } => (
+                name.clone(),
+                "ALTER",
+                Some((format!("<keyspace {name}>"), true)),
+            ),
+            Statement::DropKeyspace { name, .. } => (
+                name.clone(),
+                "DROP",
+                Some((format!("<keyspace {name}>"), true)),
+            ),
+            Statement::CreateTable(ct) => {
+                let ks = self.keyspace_of(&ct.name, client, ks_opt)?;
+                let r = format!("<all tables in {ks}>");
+                (ks, "CREATE", Some((r, false)))
+            }
+            Statement::AlterTable(at) => {
+                let ks = self.keyspace_of(&at.name, client, ks_opt)?;
+                let r = format!("<table {ks}.{}>", at.name.name);
+                (ks, "ALTER", Some((r, false)))
+            }
+            Statement::DropTable { name, .. } => {
+                let ks = self.keyspace_of(name, client, ks_opt)?;
+                let r = format!("<table {ks}.{}>", name.name);
+                (ks, "DROP", Some((r, false)))
+            }
+            Statement::CreateType(ct) => {
+                let ks = self.keyspace_of(&ct.name, client, ks_opt)?;
+                let r = format!("<all tables in {ks}>");
+                (ks, "CREATE", Some((r, false)))
+            }
+            Statement::AlterType { name, .. } => {
+                let ks = self.keyspace_of(name, client, ks_opt)?;
+                let r = format!("<all tables in {ks}>");
+                (ks, "ALTER", Some((r, false)))
+            }
+            Statement::DropType { name, .. } => {
+                let ks = self.keyspace_of(name, client, ks_opt)?;
+                let r = format!("<all tables in {ks}>");
+                (ks, "DROP", Some((r, false)))
+            }
+            Statement::CreateIndex(ci) => {
+                let ks = self.keyspace_of(&ci.table, client, ks_opt)?;
+                let r = format!("<table {ks}.{}>", ci.table.name);
+                (ks, "ALTER", Some((r, false)))
+            }
+            Statement::DropIndex { name, .. } => {
+                let ks = self.keyspace_of(name, client, ks_opt)?;
+                // authorized against the indexed table, when there is one
+                let table = schema.keyspace(&ks).and_then(|k| {
+                    k.tables
+                        .values()
+                        .find(|t| t.indexes.iter().any(|ix| ix.name == name.name))
+                        .map(|t| t.name.clone())
+                });
+                let r = table.map(|t| (format!("<table {ks}.{t}>"), false));
+                (ks, "ALTER", r)
+            }
+            _ => return Ok(()),
+        };
+        let replicated = schema_tables::REPLICATED_SYSTEM_KEYSPACES.contains(&ks.as_str());
+        let local = is_system_keyspace(&ks) && !replicated;
+        if let Some((resource, keyspace_level)) = resource {
+            if local {
+                return Err(Error::Unauthorized(format!(
+                    "{ks} keyspace is not user-modifiable."
+                )));
+            }
+            if replicated && !(perm == "ALTER" && keyspace_level) {
+                return Err(Error::Unauthorized(format!("Cannot {perm} {resource}")));
+            }
+        }
+        if local {
+            return Err(Error::Invalid(format!(
+                "System keyspace '{ks}' is not user-modifiable"
+            )));
+        }
+        validate_name("Keyspace", &ks)?;
+        Ok(())
+    }
+}
+
+/// Cassandra's `KeyspaceAttributes.validate`: the known properties only, and
+/// a replication map naming its class.
+fn validate_keyspace_properties(props: &[Property]) -> Result<()> {
+    for p in props {
+        match p.name.as_str() {
+            "replication" => {
+                let m = prop_map(p)?;
+                if !m.is_empty() && !m.contains_key("class") {
+                    return Err(Error::Config("Missing replication strategy class".into()));
+                }
+            }
+            "durable_writes" => {}
+            other => return Err(Error::Syntax(format!("Unknown property '{other}'"))),
+        }
+    }
+    Ok(())
 }
 
 /// A schema change in a system keyspace, refused as Cassandra refuses it:
@@ -3667,6 +4842,66 @@ mod lwt_tests {
     }
 
     #[test]
+    fn condition_values_compare_as_cassandras_bounds() {
+        let one = Bytes::copy_from_slice(&1i32.to_be_bytes());
+        let cmp = |op, v: Option<&Bytes>, row: Option<&Bytes>| {
+            compare_with_operator(op, &CqlType::Int, v, row)
+        };
+        // a null condition value: = and != test for a missing value
+        assert!(cmp(Operator::Eq, None, None).unwrap());
+        assert!(!cmp(Operator::Eq, None, Some(&one)).unwrap());
+        assert!(cmp(Operator::Ne, None, Some(&one)).unwrap());
+        assert_eq!(
+            cmp(Operator::Gt, None, Some(&one)).unwrap_err().to_string(),
+            Error::Invalid("Invalid comparison with null for operator \">\"".into()).to_string()
+        );
+        // a missing value only differs from a value
+        assert!(cmp(Operator::Ne, Some(&one), None).unwrap());
+        assert!(!cmp(Operator::Lt, Some(&one), None).unwrap());
+        // an empty value sorts first
+        assert!(cmp(Operator::Lt, Some(&one), Some(&Bytes::new())).unwrap());
+    }
+
+    #[test]
+    fn a_batch_is_sized_with_its_updates_to_one_partition_merged() {
+        use sibyl_db::{Cell, ColumnData, Row};
+        let t = table("CREATE TABLE t (k int, c int, v text, PRIMARY KEY (k, c))");
+        let update = |c: i32, v: Option<&'static [u8]>| {
+            let mut row = Row::default();
+            let cell = match v {
+                Some(v) => Cell::live(7, Bytes::from_static(v)),
+                None => Cell::tombstone(7, 1),
+            };
+            row.cells.insert("v", ColumnData::Simple(cell));
+            let mut p = Partition::new();
+            p.rows.insert(
+                sibyl_db::ClusteringKey::row(
+                    vec![Bytes::copy_from_slice(&c.to_be_bytes())],
+                    t.comparator.clone(),
+                ),
+                row,
+            );
+            Mutation {
+                table_id: t.id,
+                key: DecoratedKey::new(Bytes::from_static(&[0, 0, 0, 1])),
+                update: p,
+            }
+        };
+        // partition 8 + static row 21 + row (4 + 8 + 13 + cell 20 + 3)
+        assert_eq!(batch_data_size(&[update(1, Some(b"abc"))]), 77);
+        // a second row of the same partition adds a row only
+        assert_eq!(
+            batch_data_size(&[update(1, Some(b"abc")), update(2, Some(b"abc"))]),
+            77 + 48
+        );
+        // a deletion of the same cell replaces its value
+        assert_eq!(
+            batch_data_size(&[update(1, Some(b"abc")), update(1, None)]),
+            74
+        );
+    }
+
+    #[test]
     fn java_hash_set_iterates_as_javas() {
         // the orders Cassandra 5.0.4 printed (client_warnings golden)
         assert_eq!(
@@ -3677,5 +4912,81 @@ mod lwt_tests {
             super::java_hash_set(vec!["cw.gc0b".into(), "cw.gc0".into(), "cw.gc0".into()]),
             ["cw.gc0", "cw.gc0b"]
         );
+    }
+
+    #[test]
+    fn modifications_check_their_where_clause_in_cassandras_order() {
+        let t = table("CREATE TABLE t (k int, c1 int, c2 int, v int, s int static, l list<int>, PRIMARY KEY (k, c1, c2))");
+        let bindings = crate::terms::Bindings { values: &[] };
+        let ev = Eval {
+            bindings: &bindings,
+        };
+        let check = |cql: &str| -> std::result::Result<bool, String> {
+            let (kind, where_clause, columns, conditions) = match statement(cql) {
+                Statement::Update(u) => (
+                    "UPDATE",
+                    u.where_clause.clone(),
+                    u.assignments
+                        .iter()
+                        .map(|a| a.target.column().to_string())
+                        .collect::<Vec<_>>(),
+                    u.conditions.clone(),
+                ),
+                Statement::Delete(d) => (
+                    "DELETE",
+                    d.where_clause.clone(),
+                    d.columns.iter().map(|c| c.column().to_string()).collect(),
+                    d.conditions.clone(),
+                ),
+                other => panic!("{other:?}"),
+            };
+            let columns: Vec<&str> = columns.iter().map(|c| c.as_str()).collect();
+            let only_static = modification::applies_only_to_static(&t, &columns, &conditions);
+            modification::check_where(&t, &where_clause, &ev, kind, only_static)
+                .map_err(|e| e.to_string())
+        };
+        let err = |cql: &str| check(cql).err().unwrap_or_default();
+        assert_eq!(
+            check("UPDATE t SET v = 1 WHERE k = 1 AND c1 = 1 AND c2 IN (1, 2)"),
+            Ok(true)
+        );
+        assert_eq!(check("DELETE FROM t WHERE k = 1 AND c1 > 1"), Ok(false));
+        assert!(err("UPDATE t SET v = 1 WHERE k = 1 AND c1 = 1 AND c2 > 1")
+            .contains("Slice restrictions are not supported on the clustering columns in UPDATE statements"));
+        assert!(err("UPDATE t SET v = 1 WHERE k = 1 AND c2 = 1")
+            .contains("Some clustering keys are missing: c1"));
+        assert!(err("DELETE FROM t WHERE k = 1 AND c2 = 1").contains(
+            "PRIMARY KEY column \"c2\" cannot be restricted as preceding column \"c1\" is not restricted"
+        ));
+        assert!(err("DELETE FROM t WHERE k = 1 AND c1 > 0 AND c2 = 1").contains(
+            "Clustering column \"c2\" cannot be restricted (preceding column \"c1\" is restricted by a non-EQ relation)"
+        ));
+        assert!(err("UPDATE t SET v = 1 WHERE k > 1 AND c1 = 1 AND c2 = 1").contains(
+            "Only EQ and IN relation are supported on the partition key (unless you use the token() function) for UPDATE statements"
+        ));
+        assert!(err("DELETE FROM t WHERE token(k) = 1")
+            .contains("The token function cannot be used in WHERE clauses for DELETE statements"));
+        assert_eq!(
+            check("UPDATE t SET v = 1 WHERE token(k) > 1 AND k = 1 AND c1 = 1 AND c2 = 1"),
+            Ok(true)
+        );
+        // the CONTAINS check comes before the column is looked up
+        assert!(err("DELETE FROM t WHERE k = 1 AND nosuch CONTAINS 1")
+            .contains("Cannot use DELETE with CONTAINS"));
+        assert!(
+            err("UPDATE t SET v = 1 WHERE k = 1 AND c1 = 1 AND c2 = 1 AND v = 1 AND l = [1]")
+                .ends_with("Non PRIMARY KEY columns found in where clause: l, v ")
+        );
+        assert!(err("UPDATE t SET s = 1 WHERE k = 1 AND c1 = 1").contains(
+            "Invalid restrictions on clustering columns since the UPDATE statement modifies only static columns"
+        ));
+        // a condition on a regular column needs the row
+        assert!(err("UPDATE t SET s = 1 WHERE k = 1 IF v = 1")
+            .contains("Some clustering keys are missing: c1, c2"));
+        assert_eq!(check("UPDATE t SET s = 1 WHERE k = 1 IF s = 1"), Ok(false));
+        assert!(err("DELETE FROM t WHERE k = 1 AND c1 = 1 AND c1 > 0")
+            .contains("c1 cannot be restricted by more than one relation if it includes an Equal"));
+        assert!(err("DELETE FROM t WHERE k = 1 AND c1 > 0 AND c1 >= 1")
+            .contains("More than one restriction was found for the start bound on c1"));
     }
 }

@@ -108,7 +108,13 @@ fn rhs_values_or(
                 },
                 _ => t.clone(),
             };
-            Ok(vec![one(ev.value(term, &vt, col)?)?])
+            // Cassandra's receivers of CONTAINS and CONTAINS KEY values
+            let receiver = match rel.op {
+                Operator::Contains => format!("value({col})"),
+                Operator::ContainsKey => format!("key({col})"),
+                _ => col.to_string(),
+            };
+            Ok(vec![one(ev.value(term, &vt, &receiver)?)?])
         }
         RelationRhs::InList(items) => {
             let mut out = Vec::new();
@@ -253,6 +259,10 @@ pub fn analyse(
                     end: i64::MAX,
                 });
                 match rel.op {
+                    // the minimum token bounds nothing: as an end it is the
+                    // end of the ring, and `= MIN` is the whole ring
+                    // (Cassandra's SelectStatement.getPartitionKeyBounds)
+                    Operator::Lt | Operator::Le | Operator::Eq if tok == i64::MIN => {}
                     Operator::Gt => r.start = r.start.max(tok.saturating_add(1)),
                     Operator::Ge => r.start = r.start.max(tok),
                     Operator::Lt => r.end = r.end.min(tok.saturating_sub(1)),
@@ -275,8 +285,9 @@ pub fn analyse(
                 for c in cols {
                     let Some(i) = table.column_index(c) else {
                         return Err(Error::Invalid(format!(
-                            "Undefined column name {c} in table {}.{}",
-                            table.keyspace, table.name
+                            "Undefined column name {} in table {}",
+                            sibyl_types::ident::maybe_quote(c),
+                            table.display_name()
                         )));
                     };
                     if table.columns[i].kind != ColumnKind::Clustering {
@@ -327,6 +338,13 @@ pub fn analyse(
                         let name = &table.columns[pk_n + i].name;
                         match v {
                             Val::Set(b) => out.push(b),
+                            // Cassandra's words differ: a tuple slice's bound
+                            // is a condition, an equality's a value
+                            Val::Null if !matches!(rel.op, Operator::Eq | Operator::In) => {
+                                return Err(Error::Invalid(format!(
+                                    "Invalid null value in condition for column {name}"
+                                )))
+                            }
                             Val::Null => {
                                 return Err(Error::Invalid(format!(
                                     "Invalid null value for column {name}"
@@ -391,8 +409,9 @@ pub fn analyse(
             RelationLhs::Element(c, key) => {
                 let Some(i) = table.column_index(c) else {
                     return Err(Error::Invalid(format!(
-                        "Undefined column name {c} in table {}.{}",
-                        table.keyspace, table.name
+                        "Undefined column name {} in table {}",
+                        sibyl_types::ident::maybe_quote(c),
+                        table.display_name()
                     )));
                 };
                 let col = &table.columns[i];
@@ -446,8 +465,9 @@ pub fn analyse(
             RelationLhs::Column(c) => {
                 let Some(i) = table.column_index(c) else {
                     return Err(Error::Invalid(format!(
-                        "Undefined column name {c} in table {}.{}",
-                        table.keyspace, table.name
+                        "Undefined column name {} in table {}",
+                        sibyl_types::ident::maybe_quote(c),
+                        table.display_name()
                     )));
                 };
                 let col = &table.columns[i];
@@ -476,7 +496,9 @@ pub fn analyse(
                         rel_text(rel)
                     )));
                 }
-                // a slice on a clustering column with a null bound is no bound
+                // a null bound of a clustering slice is Cassandra's empty
+                // value, which sorts first: `c > null` keeps every row,
+                // `c <= null` none
                 let null_bound = col.kind == ColumnKind::Clustering
                     && matches!(
                         rel.op,
@@ -484,7 +506,7 @@ pub fn analyse(
                     )
                     && matches!(&rel.rhs, RelationRhs::Term(t) if matches!(ev.value(t, &col.typ, c), Ok(Val::Null)));
                 let vals = if null_bound {
-                    Vec::new()
+                    vec![Bytes::new()]
                 } else if matches!(col.kind, ColumnKind::Regular | ColumnKind::Static) {
                     rhs_values_or(
                         ev,
@@ -805,17 +827,7 @@ pub fn analyse(
     let full = prefixes.first().map(|p| p.len()).unwrap_or(0) == ck_n
         && slice_at.is_none()
         && multi_slices.is_none();
-    // a dense COMPACT STORAGE table takes writes under a clustering prefix
-    let dense_prefix = purpose == Purpose::Update
-        && table.is_dense()
-        && slice_at.is_none()
-        && multi_slices.is_none()
-        && prefixes.first().is_some_and(|p| !p.is_empty());
-    let clusterings = if full || dense_prefix {
-        Some(prefixes.clone())
-    } else {
-        None
-    };
+    let clusterings = if full { Some(prefixes.clone()) } else { None };
     let slices = if !has_clustering_restriction {
         None
     } else if let Some(ms) = multi_slices {
@@ -910,7 +922,7 @@ pub fn analyse(
         Some((first, Some(eqs), _, _)) => *first..*first + eqs.first().map_or(0, |t| t.len()),
         _ => 0..0,
     };
-    if purpose == Purpose::Update && ck_n > 0 && !full && !dense_prefix {
+    if purpose == Purpose::Update && ck_n > 0 && !full {
         let missing: Vec<&str> = table
             .clustering()
             .iter()

@@ -201,8 +201,9 @@ pub struct Selection {
 
 fn undefined(table: &TableMetadata, c: &str) -> Error {
     Error::Invalid(format!(
-        "Undefined column name {c} in table {}.{}",
-        table.keyspace, table.name
+        "Undefined column name {} in table {}",
+        sibyl_types::ident::maybe_quote(c),
+        table.display_name()
     ))
 }
 
@@ -255,7 +256,7 @@ fn row_to_json(columns: &[ColumnSpec], row: &[Option<Bytes>]) -> Bytes {
         out.push_str(&sibyl_types::json_string(&json_key(&c.name)));
         out.push_str(": ");
         match v {
-            Some(v) => out.push_str(&c.typ.to_json(v)),
+            Some(v) => out.push_str(&c.typ.to_json_value(v)),
             None => out.push_str("null"),
         }
     }
@@ -652,6 +653,10 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
             if !crate::functions::cast_supported(&from, &to) {
                 return Err(crate::functions::cast_error(&to, &n, typ));
             }
+            if from == to {
+                // a cast to the selector's own type is no selector at all
+                return Ok((n, from, e));
+            }
             Ok((
                 format!("cast({n} as {})", typ.to_lowercase()),
                 to.clone(),
@@ -680,7 +685,25 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
             if name.contains('.') && !name.starts_with("system.") {
                 return Err(Error::Invalid(format!("Unknown function '{name}'")));
             }
-            let lname = name.strip_prefix("system.").unwrap_or(name).to_string();
+            // a Cassandra 5.0 snake_case name calls the function of the old
+            // name, and names the column as written
+            let written = name.strip_prefix("system.").unwrap_or(name);
+            let canonical = crate::functions::canonical_name(written);
+            if canonical != written {
+                let call = Selector::Function {
+                    name: canonical.clone(),
+                    args: args.clone(),
+                };
+                let (n, t, e) = expr(table, &call)
+                    .map_err(|e| crate::functions::as_written(e, &canonical, written))?;
+                let n = n.replacen(
+                    &format!("system.{canonical}("),
+                    &format!("system.{written}("),
+                    1,
+                );
+                return Ok((n, t, e));
+            }
+            let lname = canonical;
             if lname == "token" {
                 return token_expr(table, args);
             }
@@ -809,6 +832,9 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
                     Ok((fname, t, Expr::Nullary(lname)))
                 }
                 _ => {
+                    if lname == "blobasblob" {
+                        return Err(Error::Invalid(format!("Unknown function '{name}'")));
+                    }
                     if let Some(tname) = lname.strip_suffix("asblob") {
                         arity(1)?;
                         let (_, _, e) = it
@@ -852,7 +878,7 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
                 }
             };
             let text = term_name(key);
-            let k = const_term(key, &key_t, &text)?;
+            let k = const_term(key, &key_t, &element_receiver(&n, &t))?;
             Ok((
                 format!("{n}[{text}]"),
                 value_t,
@@ -878,7 +904,7 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
                 match b {
                     Some(term) => {
                         let text = term_name(term);
-                        let v = const_term(term, &key_t, &text)?;
+                        let v = const_term(term, &key_t, &element_receiver(&n, &t))?;
                         Ok((text, Some(v)))
                     }
                     None => Ok((String::new(), None)),
@@ -1094,6 +1120,15 @@ fn typed_arg(
         )));
     }
     expr_typed(table, a, Some(t))
+}
+
+/// The receiver of a map key or a set element selected from `n` (of type
+/// `t`), as Cassandra names it: `key(m)`, `value(s)`.
+fn element_receiver(n: &str, t: &CqlType) -> String {
+    match t.unfrozen() {
+        CqlType::Map(..) => format!("key({n})"),
+        _ => format!("value({n})"),
+    }
 }
 
 /// A literal in a selection, typed by its receiver.
@@ -1449,7 +1484,8 @@ fn native_eval(name: &str, types: &[CqlType], vals: &[Option<Bytes>]) -> Result<
                 _ => sibyl_types::value::deserialize_collection(&v).map(|p| p.len()),
             }
             .map_err(|e| Error::Server(e.to_string()))?;
-            (n > 0).then(|| Bytes::copy_from_slice(&(n as i32).to_be_bytes()))
+            // a frozen empty collection is a value: it counts 0
+            Some(Bytes::copy_from_slice(&(n as i32).to_be_bytes()))
         }
         "collection_min" | "collection_max" | "collection_sum" | "collection_avg" => {
             let (CqlType::List(e) | CqlType::Set(e)) = &types[0] else {
@@ -1580,6 +1616,16 @@ fn eval(
             None => None,
         },
         Expr::Cast(x, from, to) => match eval(x, cell, meta)? {
+            // an empty value of a type read as a Java object is a null
+            Some(v)
+                if v.is_empty()
+                    && !matches!(
+                        from.unfrozen(),
+                        CqlType::Text | CqlType::Ascii | CqlType::Blob
+                    ) =>
+            {
+                None
+            }
             Some(v) => Some(crate::functions::cast(from, to, &v)?),
             None => None,
         },
@@ -2303,7 +2349,19 @@ pub async fn execute(
     let mut agg = Agg::new(sel.aggs.len());
     let mut next_state: Option<PagingState> = None;
 
-    // partition iteration
+    // partition iteration (`QueryProcessor.validateKey` of each key first)
+    for k in r.partition_keys.iter().flatten() {
+        if k.is_empty() {
+            return Err(Error::Invalid("Key may not be empty".into()));
+        }
+        if k.len() > u16::MAX as usize {
+            return Err(Error::Invalid(format!(
+                "Key length of {} is longer than maximum of {}",
+                k.len(),
+                u16::MAX
+            )));
+        }
+    }
     let fixed_keys: Option<Vec<DecoratedKey>> = r.partition_keys.as_ref().map(|keys| {
         let mut ks: Vec<DecoratedKey> = keys.iter().map(|k| DecoratedKey::new(k.clone())).collect();
         if keys.len() > 1 {
@@ -2940,8 +2998,15 @@ fn finish_aggregate(
         .enumerate()
         .map(|(j, o)| match o {
             Out::Expr(e) if e.has_aggregate() => eval(e, &cell, &meta),
-            // plain columns in an aggregate query take the first row's value
-            _ => Ok(first.and_then(|r| r[j].clone())),
+            // plain columns in an aggregate query take the first row's value;
+            // with no row, every selector is computed over nulls (toJson
+            // gives 'null', a masking function its mask), as Cassandra does
+            _ => Ok(match (first, o) {
+                (Some(r), _) => r[j].clone(),
+                (None, Out::Const(v)) => v.clone(),
+                (None, Out::Expr(e)) => eval(e, &|_| None, &|_| None).ok().flatten(),
+                (None, _) => None,
+            }),
         })
         .collect()
 }

@@ -72,7 +72,6 @@ fn kind_fits(c: &Constant, t: &CqlType) -> bool {
                     | Date
                     | Time
                     | Inet
-                    | Duration
                     | Custom(_)
                     | Blob
                     | Uuid
@@ -117,6 +116,7 @@ fn kind_fits(c: &Constant, t: &CqlType) -> bool {
                 | Timestamp
                 | Date
                 | Time
+                | Duration
         ),
         Constant::Float(_) => matches!(t, Decimal | Double | Float),
         Constant::Boolean(_) => matches!(t, Boolean),
@@ -194,6 +194,16 @@ impl<'a> Eval<'a> {
             {
                 self.value(&items[0], t, receiver)
             }
+            // a list literal is for lists and vectors only (Cassandra's
+            // `ArrayLiteral`), a set literal never for them
+            Term::List(_) if !matches!(t.unfrozen(), CqlType::List(_) | CqlType::Vector(..)) => {
+                Err(Error::Invalid(format!(
+                    "Unexpected receiver type '{t}'; only list and vector are expected"
+                )))
+            }
+            Term::Set(_) if matches!(t.unfrozen(), CqlType::List(_) | CqlType::Vector(..)) => Err(
+                Error::Invalid(format!("Invalid set literal for {receiver} of type {t}")),
+            ),
             Term::List(items) | Term::Set(items) => {
                 // Cassandra's ArrayLiteral (lists and vectors) and Sets.Literal
                 match (term, t.unfrozen()) {
@@ -212,7 +222,9 @@ impl<'a> Eval<'a> {
                     }
                 }
                 let (elem_t, is_set) = match t.unfrozen() {
-                    CqlType::List(e) => (e.as_ref().clone(), false),
+                    CqlType::List(e) if matches!(term, Term::List(_)) => {
+                        (e.as_ref().clone(), false)
+                    }
                     CqlType::Set(e) => (e.as_ref().clone(), true),
                     CqlType::Vector(e, n) => {
                         if items.len() != *n as usize {
@@ -234,7 +246,12 @@ impl<'a> Eval<'a> {
                                 _ => err,
                             })?;
                             match v {
-                                Val::Set(b) => out.push(b),
+                                // an empty value of a fixed-length type is a null
+                                Val::Set(b)
+                                    if !b.is_empty() || sibyl_types::fixed_len(e).is_none() =>
+                                {
+                                    out.push(b)
+                                }
                                 _ => {
                                     return Err(Error::Invalid(
                                         "null is not supported inside vectors".into(),
@@ -297,10 +314,17 @@ impl<'a> Eval<'a> {
                     CqlType::Udt(_) if pairs.is_empty() => {
                         return Ok(Val::Set(value::serialize_tuple(&[])))
                     }
-                    _ => {
+                    // `{}` is an empty set literal (`Sets.Literal`)
+                    _ if pairs.is_empty() => {
                         return Err(Error::Invalid(format!(
-                            "Invalid map literal for {receiver} of type {t}"
+                            "Invalid set literal for {receiver} of type {t}"
                         )))
+                    }
+                    _ => {
+                        let what = if pairs.is_empty() { "set" } else { "map" };
+                        return Err(Error::Invalid(format!(
+                            "Invalid {what} literal for {receiver} of type {t}"
+                        )));
                     }
                 };
                 let mut out: Vec<(Bytes, Bytes)> = Vec::with_capacity(pairs.len());
@@ -315,7 +339,9 @@ impl<'a> Eval<'a> {
                     )? {
                         Val::Set(b) => b,
                         _ => {
-                            return Err(Error::Invalid("null is not supported inside maps".into()))
+                            return Err(Error::Invalid(
+                                "null is not supported inside collections".into(),
+                            ))
                         }
                     };
                     let vb = match literal_element(
@@ -328,7 +354,9 @@ impl<'a> Eval<'a> {
                     )? {
                         Val::Set(b) => b,
                         _ => {
-                            return Err(Error::Invalid("null is not supported inside maps".into()))
+                            return Err(Error::Invalid(
+                                "null is not supported inside collections".into(),
+                            ))
                         }
                     };
                     out.retain(|(ek, _)| kt.compare(ek, &kb) != std::cmp::Ordering::Equal);
@@ -417,11 +445,19 @@ impl<'a> Eval<'a> {
                         if j == sibyl_types::json::Json::Null {
                             return Ok(Val::Null);
                         }
-                        t.from_json(&j).map(Val::Set).map_err(|e| {
+                        let v = t.from_json(&j).map_err(|e| {
                             failure(format!(
                                 "org.apache.cassandra.serializers.MarshalException: {e}"
                             ))
-                        })
+                        })?;
+                        if t.validate(&v).is_err() {
+                            // `""` makes an empty value that some types refuse
+                            let hex: String = v.iter().map(|x| format!("{x:02x}")).collect();
+                            return Err(Error::Server(format!(
+                                "java.lang.RuntimeException: Return of function system.fromjson : (text) -> {t} ({hex}) is not a valid value for its declared return type {t}"
+                            )));
+                        }
+                        Ok(Val::Set(v))
                     }
                     other => Ok(if other == Val::Unset {
                         Val::Unset
@@ -524,8 +560,16 @@ impl<'a> Eval<'a> {
 
     /// Evaluates a function call, returning its result type and value.
     pub fn call(&self, name: &str, args: &[Term]) -> Result<(CqlType, Val)> {
-        let lname = name.to_lowercase();
-        let lname = lname.strip_prefix("system.").unwrap_or(&lname).to_string();
+        let written = name.to_lowercase();
+        let written = written.strip_prefix("system.").unwrap_or(&written);
+        let canonical = crate::functions::canonical_name(written);
+        self.call_canonical(&canonical, args)
+            .map_err(|e| crate::functions::as_written(e, &canonical, written))
+    }
+
+    /// `call` of a function by its old name.
+    fn call_canonical(&self, lname: &str, args: &[Term]) -> Result<(CqlType, Val)> {
+        let lname = lname.to_string();
         let now_millis = || sibyl_types::timeuuid::timestamp_micros_now() / 1000;
         let arity = |n: usize| -> Result<()> {
             if args.len() != n {
@@ -663,7 +707,10 @@ impl<'a> Eval<'a> {
                 ))
             }
             _ => {
-                // typeAsBlob / blobAsType
+                // typeAsBlob / blobAsType (BytesConversionFcts: none for blob)
+                if lname == "blobasblob" {
+                    return Err(unknown_function(&lname));
+                }
                 if let Some(tname) = lname.strip_suffix("asblob") {
                     arity(1)?;
                     let t =
@@ -677,7 +724,7 @@ impl<'a> Eval<'a> {
                         CqlType::parse(tname, &|_| None).map_err(|_| unknown_function(&lname))?;
                     let v = self.value(&args[0], &CqlType::Blob, "arg0")?;
                     if let Val::Set(b) = &v {
-                        t.validate(b).map_err(|e| Error::Invalid(e.to_string()))?;
+                        t.validate(b).map_err(|_| invalid_blob_as(tname, b))?;
                     }
                     return Ok((t, v));
                 }
@@ -742,8 +789,19 @@ pub fn with_token_types<R>(types: Vec<CqlType>, f: impl FnOnce() -> R) -> R {
     r
 }
 
+/// `FunctionCall.Raw.prepare`'s error for a function no keyspace has
+/// (the name as written, identifiers case-folded).
 fn unknown_function(name: &str) -> Error {
-    Error::Invalid(format!("Unknown function '{name}'"))
+    Error::Invalid(format!("Unknown function {} called", name.to_lowercase()))
+}
+
+/// `BytesConversionFcts.makeFromBlobFunction`'s error for bytes that are
+/// not a value of the type (named as the function names it).
+pub fn invalid_blob_as(tname: &str, b: &[u8]) -> Error {
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    Error::Invalid(format!(
+        "In call to function system.blobas{tname}, value 0x{hex} is not a valid binary representation for type {tname}"
+    ))
 }
 
 fn result_type(f: &str) -> CqlType {

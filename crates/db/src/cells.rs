@@ -62,11 +62,14 @@ pub fn collection_cells(
                 .into_iter()
                 .enumerate()
             {
-                let path = Bytes::copy_from_slice(&(i as u16).to_be_bytes());
-                match f {
-                    Some(f) => cells.insert(path, wp.cell(f)),
-                    None => cells.insert(path, wp.tombstone()),
-                };
+                // a null field writes nothing (Cassandra's UserTypes.Setter):
+                // the column's deletion just before the write removes the
+                // old one, and a tombstone at the write's own timestamp
+                // would shadow another write of that field at the same time
+                if let Some(f) = f {
+                    let path = Bytes::copy_from_slice(&(i as u16).to_be_bytes());
+                    cells.insert(path, wp.cell(f));
+                }
             }
         }
         _ => return Err(format!("{typ} is not a multi-cell type")),

@@ -765,7 +765,10 @@ impl Partition {
                 r.cells
                     .values()
                     .map(|d| match d {
-                        ColumnData::Simple(c) | ColumnData::Counter(c) => cell(c),
+                        ColumnData::Simple(c) => cell(c),
+                        // an update's context: one local shard (36 bytes)
+                        ColumnData::Counter(c) if c.value.is_some() => 56,
+                        ColumnData::Counter(c) => cell(c),
                         ColumnData::Complex { cells, .. } => {
                             12 + cells.iter().map(|(p, c)| p.len() + cell(c)).sum::<usize>()
                         }

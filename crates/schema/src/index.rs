@@ -63,6 +63,31 @@ const SAI_CLASSES: &[&str] = &[
     "org.apache.cassandra.index.sai.storageattachedindex",
 ];
 
+/// The options a storage-attached index understands.
+const SAI_OPTIONS: &[&str] = &[
+    "case_sensitive",
+    "normalize",
+    "ascii",
+    "similarity_function",
+    "optimize_for",
+    "maximum_node_connections",
+    "construction_beam_width",
+    "index_analyzer",
+    "query_analyzer",
+];
+
+/// A duration anywhere in the type (Cassandra's `referencesDuration`).
+fn references_duration(t: &CqlType) -> bool {
+    match t {
+        CqlType::Duration => true,
+        CqlType::Frozen(e) | CqlType::List(e) | CqlType::Set(e) => references_duration(e),
+        CqlType::Map(k, v) => references_duration(k) || references_duration(v),
+        CqlType::Tuple(ts) => ts.iter().any(references_duration),
+        CqlType::Udt(u) => u.fields.iter().any(|(_, f)| references_duration(f)),
+        _ => false,
+    }
+}
+
 /// One index of a table, as `system_schema.indexes` holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexMetadata {
@@ -238,8 +263,8 @@ pub fn validate_create(
             column.to_string()
         };
         return Err(Error::Invalid(format!(
-            "Undefined column name {shown} in table {}.{}",
-            table.keyspace, table.name
+            "Undefined column name {shown} in table {}",
+            table.display_name()
         )));
     };
     if table.is_counter {
@@ -261,6 +286,19 @@ pub fn validate_create(
             ));
         }
     }
+    if references_duration(&col.typ) {
+        let what = match col.typ.unfrozen() {
+            CqlType::List(_) | CqlType::Set(_) | CqlType::Map(..) => {
+                "collections containing durations"
+            }
+            CqlType::Tuple(_) => "tuples containing durations",
+            CqlType::Udt(_) => "UDTs containing durations",
+            _ => "duration columns",
+        };
+        return Err(Error::Invalid(format!(
+            "Secondary indexes are not supported on {what}"
+        )));
+    }
     if col.kind == ColumnKind::PartitionKey && table.partition_key_count == 1 {
         return Err(Error::Invalid(format!(
             "Cannot create secondary index on the only partition key column {column}"
@@ -278,7 +316,12 @@ pub fn validate_create(
     );
     let frozen = matches!(col.typ, CqlType::Frozen(_));
     let target = if !is_collection {
-        if explicit && target != TargetKind::Values {
+        if explicit && target == TargetKind::Full {
+            return Err(Error::Invalid(
+                "full() indexes can only be created on frozen collections".into(),
+            ));
+        }
+        if explicit {
             return Err(Error::Invalid(format!(
                 "Cannot create {}() index on {column}. Non-collection columns only support simple indexes",
                 target.as_str()
@@ -310,6 +353,24 @@ pub fn validate_create(
             t => t,
         }
     };
+    if matches!(col.typ, CqlType::Udt(_)) {
+        return Err(Error::Invalid(format!(
+            "Cannot create index on non-frozen UDT column {column}"
+        )));
+    }
+    if custom_class.is_some() {
+        let unknown: Vec<&str> = options
+            .iter()
+            .map(|(k, _)| k.as_str())
+            .filter(|k| !SAI_OPTIONS.contains(k))
+            .collect();
+        if !unknown.is_empty() {
+            return Err(Error::Config(format!(
+                "Properties specified [{}] are not understood by StorageAttachedIndex",
+                unknown.join(", ")
+            )));
+        }
+    }
     if let (Some(_), CqlType::Vector(elem, _)) = (custom_class, col.typ.unfrozen()) {
         if **elem != CqlType::Float {
             return Err(Error::Invalid(
@@ -347,11 +408,28 @@ pub fn validate_create(
             n
         }
     };
+    // a duplicate in all but its name (the class as written, the options)
     let duplicate = table
         .indexes
         .iter()
-        .find(|o| o.column == ix.column && o.target == ix.target && o.is_sai() == ix.is_sai())
+        .find(|o| {
+            o.column == ix.column
+                && o.target == ix.target
+                && o.custom_class == ix.custom_class
+                && o.options == ix.options
+        })
         .map(|o| o.name.clone());
+    if duplicate.is_none()
+        && ix.is_sai()
+        && table
+            .indexes
+            .iter()
+            .any(|o| o.is_sai() && o.column == ix.column)
+    {
+        return Err(Error::Invalid(format!(
+            "Cannot create more than one storage-attached index on the same column: {column}"
+        )));
+    }
     Ok((ix, duplicate))
 }
 

@@ -27,7 +27,14 @@ impl ReplicationStrategy {
     pub fn parse(options: &BTreeMap<String, String>) -> ReplicationStrategy {
         let class = options.get("class").map(String::as_str).unwrap_or("");
         let short = class.rsplit('.').next().unwrap_or(class);
-        let factor = |v: &String| v.trim().parse::<usize>().unwrap_or(0);
+        // (`3/1` keeps its transient part after the slash; `+3` is 3)
+        let factor = |v: &String| {
+            let all = v.split('/').next().unwrap_or("").trim();
+            all.strip_prefix('+')
+                .unwrap_or(all)
+                .parse::<usize>()
+                .unwrap_or(0)
+        };
         match short {
             "LocalStrategy" => ReplicationStrategy::Local,
             "EverywhereStrategy" => ReplicationStrategy::Everywhere,

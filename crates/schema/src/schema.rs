@@ -133,13 +133,18 @@ impl TableParams {
     }
 }
 
-fn prop_text(p: &Property) -> Result<String> {
-    p.value
-        .as_text()
-        .ok_or_else(|| Error::Syntax(format!("Invalid value for property '{}'", p.name)))
+/// A property's value as a string (Cassandra's `PropertyDefinitions.getString`).
+pub fn prop_text(p: &Property) -> Result<String> {
+    p.value.as_text().ok_or_else(|| {
+        Error::Syntax(format!(
+            "Invalid value for property '{}'. It should be a string",
+            p.name
+        ))
+    })
 }
 
-fn prop_map(p: &Property) -> Result<BTreeMap<String, String>> {
+/// A map property (Cassandra's `PropertyDefinitions.getMap`).
+pub fn prop_map(p: &Property) -> Result<BTreeMap<String, String>> {
     match &p.value {
         PropertyValue::Map(m) => Ok(m.iter().cloned().collect()),
         _ => Err(Error::Syntax(format!(
@@ -161,14 +166,15 @@ fn prop_double(p: &Property) -> Result<f64> {
         .map_err(|_| Error::Syntax(format!("Invalid double value {} for '{}'", t, p.name)))
 }
 
-fn prop_bool(p: &Property) -> Result<bool> {
-    let t = prop_text(p)?.to_lowercase();
-    match t.as_str() {
-        "true" => Ok(true),
-        "false" => Ok(false),
+/// A boolean property (Cassandra's `PropertyDefinitions.parseBoolean`).
+pub fn prop_bool(p: &Property) -> Result<bool> {
+    let t = prop_text(p)?;
+    match t.to_lowercase().as_str() {
+        "1" | "true" | "yes" => Ok(true),
+        "0" | "false" | "no" => Ok(false),
         _ => Err(Error::Syntax(format!(
-            "Invalid boolean value {} for '{}'",
-            t, p.name
+            "Invalid boolean value {t} for '{}'. Positive values can be '1', 'true' or 'yes'. Negative values can be '0', 'false' or 'no'.",
+            p.name
         ))),
     }
 }
@@ -185,6 +191,11 @@ impl TableParams {
     /// Applies `WITH` properties, validating names and values like Cassandra.
     /// Leveled compaction defaults `bloom_filter_fp_chance` to 0.1.
     pub fn apply(&mut self, props: &[Property]) -> Result<()> {
+        // Cassandra validates the options given over the defaults (not over
+        // an altered table's current options)
+        let mut given = TableParams::default();
+        given.apply_each(props)?;
+        given.validate()?;
         self.apply_each(props)?;
         let lcs = self
             .compaction
@@ -203,37 +214,37 @@ impl TableParams {
     fn apply_each(&mut self, props: &[Property]) -> Result<()> {
         for p in props {
             match p.name.as_str() {
-                "additional_write_policy" => self.additional_write_policy = prop_text(p)?,
-                "allow_auto_snapshot" => self.allow_auto_snapshot = prop_bool(p)?,
-                "bloom_filter_fp_chance" => {
-                    let v = prop_double(p)?;
-                    if v <= 0.0 || v > 1.0 {
-                        return Err(Error::Config(format!(
-                            "bloom_filter_fp_chance must be larger than 0.0 and less than or equal to 1.0 (got {v})"
-                        )));
-                    }
-                    self.bloom_filter_fp_chance = v;
+                "additional_write_policy" => {
+                    // (Cassandra's message names 'speculative_retry')
+                    self.additional_write_policy = parse_speculative_retry(&prop_text(p)?)?
                 }
+                "allow_auto_snapshot" => self.allow_auto_snapshot = prop_bool(p)?,
+                "bloom_filter_fp_chance" => self.bloom_filter_fp_chance = prop_double(p)?,
                 "caching" => {
                     let m = prop_map(p)?;
+                    let unknown: Vec<String> = m
+                        .keys()
+                        .filter(|k| !matches!(k.as_str(), "keys" | "rows_per_partition"))
+                        .cloned()
+                        .collect();
                     let mut c = map(&[("keys", "ALL"), ("rows_per_partition", "NONE")]);
                     for (k, v) in m {
                         match k.as_str() {
                             "keys" => {
                                 let up = v.to_uppercase();
                                 if up != "ALL" && up != "NONE" {
-                                    return Err(Error::Config(format!("Invalid value '{v}' for caching sub-option 'keys': valid values are 'ALL' and 'NONE'")));
+                                    return Err(Error::Config(format!("Invalid value '{v}' for caching sub-option 'keys': only 'ALL' and 'NONE' are allowed")));
                                 }
                                 c.insert(k, up);
                             }
                             "rows_per_partition" => {
                                 let up = v.to_uppercase();
                                 if up != "ALL" && up != "NONE" && v.parse::<u32>().is_err() {
-                                    return Err(Error::Config(format!("Invalid value '{v}' for caching sub-option 'rows_per_partition': valid values are 'ALL', 'NONE' or a positive integer")));
+                                    return Err(Error::Config(format!("Invalid value '{v}' for caching sub-option 'rows_per_partition': only 'ALL', 'NONE', and integer values are allowed")));
                                 }
                                 c.insert(k, if v.parse::<u32>().is_ok() { v } else { up });
                             }
-                            _ => return Err(Error::Config(format!("Invalid caching sub-options {{{k}={v}}}: only 'keys' and 'rows_per_partition' are allowed"))),
+                            _ => return Err(Error::Config(format!("Invalid caching sub-options [{}]: only 'keys' and 'rows_per_partition' are allowed", java_hash_order(unknown).join(", ")))),
                         }
                     }
                     self.caching = c;
@@ -244,7 +255,7 @@ impl TableParams {
                     let mut m = prop_map(p)?;
                     let Some(class) = m.remove("class") else {
                         return Err(Error::Config(
-                            "Missing sub-option 'class' for the 'compaction' option.".into(),
+                            "Missing sub-option 'class' for the 'compaction' option".into(),
                         ));
                     };
                     let class = match class.as_str() {
@@ -276,6 +287,7 @@ impl TableParams {
                             "Unable to find compaction strategy class '{class}'"
                         )));
                     }
+                    validate_compaction_options(&class, &m)?;
                     m.insert("class".into(), class);
                     m.entry("max_threshold".into())
                         .or_insert_with(|| "32".into());
@@ -286,14 +298,25 @@ impl TableParams {
                 }
                 "compression" => {
                     let mut m = prop_map(p)?;
-                    if m.get("enabled").map(|v| v == "false").unwrap_or(false) {
+                    let enabled = m
+                        .get("enabled")
+                        .is_none_or(|v| v.eq_ignore_ascii_case("true"));
+                    if !m.is_empty() && enabled && !m.contains_key("class") {
+                        return Err(Error::Config(
+                            "Missing sub-option 'class' for the 'compression' option.".into(),
+                        ));
+                    }
+                    if !enabled {
+                        if m.len() > 1 {
+                            return Err(Error::Config(
+                                "If the 'enabled' option is set to false no other options must be specified".into(),
+                            ));
+                        }
                         self.compression = map(&[("enabled", "false")]);
                         continue;
                     }
                     m.remove("enabled");
-                    let class = m
-                        .remove("class")
-                        .or_else(|| m.remove("sstable_compression"));
+                    let class = m.remove("class");
                     let Some(class) = class else {
                         return Err(Error::Config(
                             "Missing sub-option 'class' for the 'compression' option.".into(),
@@ -315,6 +338,7 @@ impl TableParams {
                     let chunk = m
                         .remove("chunk_length_in_kb")
                         .unwrap_or_else(|| "16".into());
+                    validate_compression_options(&class, &chunk, &m)?;
                     let mut out = BTreeMap::new();
                     out.insert("chunk_length_in_kb".to_string(), chunk);
                     out.insert("class".to_string(), class);
@@ -378,7 +402,16 @@ impl TableParams {
                 }
                 "incremental_backups" => self.incremental_backups = prop_bool(p)?,
                 "max_index_interval" => self.max_index_interval = prop_int(p)?,
-                "memtable" => self.memtable = prop_text(p)?,
+                "memtable" => {
+                    let v = prop_text(p)?;
+                    // (the configurations of Cassandra's default cassandra.yaml)
+                    if v != "default" {
+                        return Err(Error::Config(format!(
+                            "Memtable configuration \"{v}\" not found."
+                        )));
+                    }
+                    self.memtable = v
+                }
                 "memtable_flush_period_in_ms" => self.memtable_flush_period_in_ms = prop_int(p)?,
                 "min_index_interval" => self.min_index_interval = prop_int(p)?,
                 "read_repair" => {
@@ -389,21 +422,451 @@ impl TableParams {
                     self.read_repair = v;
                 }
                 "speculative_retry" => {
-                    let v = prop_text(p)?;
-                    match SpeculativeRetry::parse(&v) {
-                        Some(r) => self.speculative_retry = r.to_string(),
-                        None => {
-                            return Err(Error::Config(format!(
-                                "Invalid value {v} for option 'speculative_retry'"
-                            )))
-                        }
-                    }
+                    self.speculative_retry = parse_speculative_retry(&prop_text(p)?)?
                 }
                 other => return Err(Error::Syntax(format!("Unknown property '{other}'"))),
             }
         }
         Ok(())
     }
+}
+
+impl TableParams {
+    /// Cassandra's `TableParams.validate`: the ranges of the options.
+    pub fn validate(&self) -> Result<()> {
+        // (BloomCalculations.minSupportedBloomFilterFpChance())
+        const MIN_BLOOM: f64 = 6.71e-5;
+        let fail = |m: String| Err(Error::Config(m));
+        if self.bloom_filter_fp_chance <= MIN_BLOOM || self.bloom_filter_fp_chance > 1.0 {
+            return fail(format!(
+                "bloom_filter_fp_chance must be larger than {} and less than or equal to 1.0 (got {})",
+                java_double(MIN_BLOOM),
+                java_double(self.bloom_filter_fp_chance)
+            ));
+        }
+        if self.crc_check_chance < 0.0 || self.crc_check_chance > 1.0 {
+            return fail(format!(
+                "crc_check_chance must be larger than or equal to 0 and smaller than or equal to 1.0 (got {})",
+                java_double(self.crc_check_chance)
+            ));
+        }
+        if self.min_index_interval < 1 {
+            return fail(format!(
+                "min_index_interval must be greater than or equal to 1 (got {})",
+                self.min_index_interval
+            ));
+        }
+        if self.max_index_interval < self.min_index_interval {
+            return fail(format!(
+                "max_index_interval must be greater than or equal to min_index_interval ({}) (got {})",
+                self.min_index_interval, self.max_index_interval
+            ));
+        }
+        if self.memtable_flush_period_in_ms < 0 {
+            return fail(format!(
+                "memtable_flush_period_in_ms must be greater than or equal to 0 (got {})",
+                self.memtable_flush_period_in_ms
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Java's `Double.toString`: `0.0`, `1.5`, `6.71E-5`.
+pub fn java_double(v: f64) -> String {
+    if v == 0.0 {
+        return if v.is_sign_negative() { "-0.0" } else { "0.0" }.into();
+    }
+    if !v.is_finite() {
+        return if v.is_nan() {
+            "NaN".into()
+        } else if v > 0.0 {
+            "Infinity".into()
+        } else {
+            "-Infinity".into()
+        };
+    }
+    let a = v.abs();
+    if (1e-3..1e7).contains(&a) {
+        let s = format!("{v}");
+        if s.contains('.') {
+            s
+        } else {
+            format!("{s}.0")
+        }
+    } else {
+        let s = format!("{v:e}");
+        let (m, e) = s.split_once('e').unwrap_or((&s, "0"));
+        let m = if m.contains('.') {
+            m.to_string()
+        } else {
+            format!("{m}.0")
+        };
+        format!("{m}E{e}")
+    }
+}
+
+/// The elements of a Java `HashSet<String>` in its iteration order (as
+/// Cassandra prints a set of option names).
+fn java_hash_order(items: Vec<String>) -> Vec<String> {
+    let mut capacity = 16usize;
+    while items.len() * 4 > capacity * 3 {
+        capacity *= 2;
+    }
+    let bucket = |s: &String| {
+        let h = s
+            .encode_utf16()
+            .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32));
+        let spread = h ^ ((h as u32) >> 16) as i32;
+        (spread as u32 as usize) & (capacity - 1)
+    };
+    let mut out = items;
+    out.sort_by_key(bucket);
+    out
+}
+
+/// Cassandra's speculative retry option (also read for
+/// `additional_write_policy`, whose messages name 'speculative_retry').
+fn parse_speculative_retry(v: &str) -> Result<String> {
+    if let Some(r) = SpeculativeRetry::parse(v) {
+        return Ok(r.to_string());
+    }
+    let t = v.trim().to_ascii_lowercase();
+    let pct = t
+        .strip_suffix("percentile")
+        .or_else(|| t.strip_suffix('p'))
+        .and_then(|x| x.parse::<f64>().ok());
+    if pct.is_some() && !t.starts_with("min(") && !t.starts_with("max(") {
+        return Err(Error::Config(format!(
+            "Invalid value {v} for PERCENTILE option 'speculative_retry': must be between (0.0 and 100.0)"
+        )));
+    }
+    Err(Error::Config(format!(
+        "Invalid value {v} for option 'speculative_retry'"
+    )))
+}
+
+/// Java's `Long.parseLong`/`Integer.parseInt` of a compaction sub-option,
+/// with the compaction strategies' message.
+fn compaction_long(key: &str, v: &str) -> Result<i64> {
+    let digits = v.strip_prefix(['+', '-']).unwrap_or(v);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(Error::Config(format!(
+            "{v} is not a parsable int (base10) for {key}"
+        )));
+    }
+    v.parse::<i64>()
+        .map_err(|_| Error::Config(format!("{v} is not a parsable int (base10) for {key}")))
+}
+
+fn compaction_float(key: &str, v: &str, what: &str) -> Result<f64> {
+    v.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|_| !v.trim().is_empty())
+        .ok_or_else(|| Error::Config(format!("{v} is not a parsable {what} for {key}")))
+}
+
+/// Cassandra's compaction strategies' `validateOptions` and
+/// `CompactionParams.validate`, with their messages and order.
+fn validate_compaction_options(class: &str, m: &BTreeMap<String, String>) -> Result<()> {
+    let short = class.rsplit('.').next().unwrap_or(class);
+    let cfg = |s: String| Error::Config(s);
+    let mut known: Vec<&str> = vec![
+        "tombstone_threshold",
+        "tombstone_compaction_interval",
+        "unchecked_tombstone_compaction",
+        "only_purge_repaired_tombstones",
+        "log_all",
+        "enabled",
+        "provide_overlapping_tombstones",
+        "min_threshold",
+        "max_threshold",
+    ];
+    // AbstractCompactionStrategy.validateOptions
+    if let Some(v) = m.get("tombstone_threshold") {
+        let t = v.trim().parse::<f32>().map_err(|_| {
+            cfg(format!(
+                "{v} is not a parsable int (base10) for tombstone_threshold"
+            ))
+        })?;
+        if t < 0.0 {
+            return Err(cfg(format!(
+                "tombstone_threshold must be greater than 0, but was {t:.6}"
+            )));
+        }
+    }
+    if let Some(v) = m.get("tombstone_compaction_interval") {
+        let i = compaction_long("tombstone_compaction_interval", v)?;
+        if i < 0 {
+            return Err(cfg(format!(
+                "tombstone_compaction_interval must be greater than 0, but was {i}"
+            )));
+        }
+    }
+    let is_bool = |v: &str| v.eq_ignore_ascii_case("true") || v.eq_ignore_ascii_case("false");
+    if let Some(v) = m
+        .get("unchecked_tombstone_compaction")
+        .filter(|v| !is_bool(v))
+    {
+        return Err(cfg(format!(
+            "'unchecked_tombstone_compaction' should be either 'true' or 'false', not '{v}'"
+        )));
+    }
+    if let Some(v) = m.get("log_all").filter(|v| !is_bool(v)) {
+        return Err(cfg(format!(
+            "'log_all' should either be 'true' or 'false', not {v}"
+        )));
+    }
+    if let Some(v) = m.get("enabled").filter(|v| !is_bool(v)) {
+        return Err(cfg(format!(
+            "enabled should either be 'true' or 'false', not {v}"
+        )));
+    }
+    if let Some(v) = m.get("provide_overlapping_tombstones") {
+        let up = v.to_uppercase();
+        if !matches!(up.as_str(), "NONE" | "ROW" | "CELL") {
+            return Err(cfg(format!("Invalid value {up} for 'provide_overlapping_tombstones' compaction sub-option - must be one of the following [NONE, ROW, CELL].")));
+        }
+    }
+    let stcs = |known: &mut Vec<&str>| -> Result<()> {
+        known.extend(["min_sstable_size", "bucket_low", "bucket_high"]);
+        if let Some(v) = m.get("min_sstable_size") {
+            let n = compaction_long("min_sstable_size", v)?;
+            if n < 0 {
+                return Err(cfg(format!("min_sstable_size must be non negative: {n}")));
+            }
+        }
+        let low = match m.get("bucket_low") {
+            Some(v) => compaction_float("bucket_low", v, "float")?,
+            None => 0.5,
+        };
+        let high = match m.get("bucket_high") {
+            Some(v) => compaction_float("bucket_high", v, "float")?,
+            None => 1.5,
+        };
+        if high <= low {
+            return Err(cfg(format!(
+                "bucket_high value ({}) is less than or equal to the bucket_low value ({})",
+                java_double(high),
+                java_double(low)
+            )));
+        }
+        Ok(())
+    };
+    match short {
+        "SizeTieredCompactionStrategy" => stcs(&mut known)?,
+        "LeveledCompactionStrategy" => {
+            for (key, default) in [("sstable_size_in_mb", "1"), ("fanout_size", "10")] {
+                let v = m.get(key).map(String::as_str).unwrap_or(default);
+                let n = compaction_long(key, v)?;
+                if n < 1 {
+                    return Err(cfg(format!("{key} must be larger than 0, but was {n}")));
+                }
+            }
+            known.extend([
+                "sstable_size_in_mb",
+                "fanout_size",
+                "single_sstable_uplevel",
+            ]);
+            stcs(&mut known)?;
+        }
+        "TimeWindowCompactionStrategy" => {
+            if let Some(v) = m.get("timestamp_resolution") {
+                if !matches!(
+                    v.as_str(),
+                    "SECONDS" | "MILLISECONDS" | "MICROSECONDS" | "NANOSECONDS"
+                ) {
+                    return Err(cfg(format!("{v} is not valid for timestamp_resolution")));
+                }
+            }
+            if let Some(v) = m.get("compaction_window_unit") {
+                if !matches!(v.as_str(), "MINUTES" | "HOURS" | "DAYS") {
+                    return Err(cfg(format!("{v} is not valid for compaction_window_unit")));
+                }
+            }
+            if let Some(v) = m.get("compaction_window_size") {
+                let n = compaction_long("compaction_window_size", v)?;
+                if n < 1 {
+                    return Err(cfg(format!(
+                        "{n} must be greater than 1 for compaction_window_size"
+                    )));
+                }
+            }
+            if let Some(v) = m.get("expired_sstable_check_frequency_seconds") {
+                let n = compaction_long("expired_sstable_check_frequency_seconds", v)?;
+                if n < 0 {
+                    return Err(cfg(format!(
+                        "expired_sstable_check_frequency_seconds must not be negative, but was {n}"
+                    )));
+                }
+            }
+            if let Some(v) = m
+                .get("unsafe_aggressive_sstable_expiration")
+                .filter(|v| !is_bool(v))
+            {
+                return Err(cfg(format!(
+                    "unsafe_aggressive_sstable_expiration is not 'true' or 'false' ({v})"
+                )));
+            }
+            known.extend([
+                "timestamp_resolution",
+                "compaction_window_unit",
+                "compaction_window_size",
+                "expired_sstable_check_frequency_seconds",
+                "unsafe_aggressive_sstable_expiration",
+            ]);
+            stcs(&mut known)?;
+        }
+        "UnifiedCompactionStrategy" => {
+            if let Some(v) = m.get("scaling_parameters") {
+                for p in v.split(',').map(str::trim) {
+                    let ok = p == "N"
+                        || ((p.starts_with('L') || p.starts_with('T'))
+                            && p.len() > 1
+                            && p[1..].bytes().all(|b| b.is_ascii_digit()))
+                        || {
+                            let d = p.strip_prefix(['+', '-']).unwrap_or(p);
+                            !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())
+                        };
+                    if !ok {
+                        return Err(cfg(format!(
+                            "Scaling parameter {p} must match N|L[0-9]+|T[0-9]+|[+-]?[0-9]+"
+                        )));
+                    }
+                }
+            }
+            if let Some(v) = m.get("base_shard_count") {
+                let n = compaction_long("base_shard_count", v)?;
+                if n <= 0 {
+                    return Err(cfg(format!(
+                        "Invalid configuration, base_shard_count should be positive: {n}"
+                    )));
+                }
+            }
+            known.extend([
+                "scaling_parameters",
+                "base_shard_count",
+                "target_sstable_size",
+                "min_sstable_size",
+                "flush_size_override",
+                "max_sstables_to_compact",
+                "sstable_growth",
+                "expired_sstable_check_frequency_seconds",
+                "unsafe_aggressive_sstable_expiration",
+                "overlap_inclusion_method",
+                "survival_factor",
+                "static_scaling_factors",
+            ]);
+        }
+        _ => return Ok(()),
+    }
+    let unknown: Vec<String> = m
+        .keys()
+        .filter(|k| !known.contains(&k.as_str()))
+        .cloned()
+        .collect();
+    if !unknown.is_empty() {
+        return Err(cfg(format!(
+            "Properties specified [{}] are not understood by {short}",
+            java_hash_order(unknown).join(", ")
+        )));
+    }
+    // CompactionParams.validate
+    for key in ["min_threshold", "max_threshold"] {
+        if let Some(v) = m.get(key) {
+            if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(cfg(format!(
+                    "Invalid value {v} for '{key}' compaction sub-option - must be an integer"
+                )));
+            }
+        }
+    }
+    let threshold = |key: &str, default: i64| {
+        m.get(key)
+            .and_then(|v| v.parse::<i64>().ok())
+            .unwrap_or(default)
+    };
+    let (min, max) = (
+        threshold("min_threshold", 4),
+        threshold("max_threshold", 32),
+    );
+    if min <= 0 || max <= 0 {
+        return Err(cfg("Disabling compaction by setting compaction thresholds to 0 has been removed, set the compaction option 'enabled' to false instead.".into()));
+    }
+    if min <= 1 {
+        return Err(cfg(format!(
+            "Min compaction threshold cannot be less than 2 (got {min})"
+        )));
+    }
+    if min > max {
+        return Err(cfg(format!("Min compaction threshold (got {min}) cannot be greater than max compaction threshold (got {max})")));
+    }
+    Ok(())
+}
+
+/// Cassandra's `CompressionParams` checks: the compressor's own options,
+/// the chunk length, `min_compress_ratio`.
+fn validate_compression_options(
+    class: &str,
+    chunk: &str,
+    m: &BTreeMap<String, String>,
+) -> Result<()> {
+    let cfg = |s: String| Err(Error::Config(s));
+    let chunk_kb: i64 = match chunk.parse::<i32>() {
+        Ok(n) if n as i64 > (i32::MAX / 1024) as i64 => {
+            return cfg(format!("Value of chunk_length_in_kb is too large ({n})"))
+        }
+        Ok(n) => n as i64,
+        Err(_) => return cfg("Invalid value for chunk_length_in_kb".into()),
+    };
+    let ratio = match m.get("min_compress_ratio") {
+        Some(v) => match v.trim().parse::<f64>() {
+            Ok(r) => r,
+            Err(_) => return cfg("Invalid value for min_compress_ratio".into()),
+        },
+        None => 0.0,
+    };
+    let short = class.rsplit('.').next().unwrap_or(class);
+    let supported: &[&str] = match short {
+        "LZ4Compressor" => &["lz4_compressor_type", "lz4_high_compressor_level"],
+        "ZstdCompressor" => &["compression_level"],
+        _ => &[],
+    };
+    if short == "ZstdCompressor" {
+        if let Some(v) = m.get("compression_level") {
+            match v.parse::<i32>() {
+                Ok(l) if !(-131072..=22).contains(&l) => {
+                    return cfg(format!("ZstdCompressor.create() threw an error: java.lang.IllegalArgumentException compression_level={l} is invalid"))
+                }
+                Ok(_) => {}
+                Err(_) => {
+                    return cfg(format!("ZstdCompressor.create() threw an error: java.lang.NumberFormatException For input string: \"{v}\""))
+                }
+            }
+        }
+    }
+    if let Some(k) = m
+        .keys()
+        .find(|k| k.as_str() != "min_compress_ratio" && !supported.contains(&k.as_str()))
+    {
+        return cfg(format!("Unknown compression options {k}"));
+    }
+    let chunk_len = chunk_kb * 1024;
+    if chunk_len <= 0 {
+        return cfg("Invalid negative or null chunk_length_in_kb".into());
+    }
+    if chunk_len & (chunk_len - 1) != 0 {
+        return cfg("chunk_length_in_kb must be a power of 2".into());
+    }
+    let max_compressed = (chunk_len as f64 / ratio).min(i32::MAX as f64).ceil();
+    if max_compressed < 0.0 {
+        return cfg("Invalid negative min_compress_ratio".into());
+    }
+    if max_compressed > chunk_len as f64 && max_compressed < i32::MAX as f64 {
+        return cfg("min_compress_ratio can either be 0 or greater than or equal to 1".into());
+    }
+    Ok(())
 }
 
 /// A table's definition.
@@ -540,6 +1003,16 @@ impl TableMetadata {
         f
     }
 
+    /// `ks.table`, each quoted when it needs to be: Cassandra's
+    /// `TableMetadata.toString()`, as its messages print a table.
+    pub fn display_name(&self) -> String {
+        format!(
+            "{}.{}",
+            sibyl_types::ident::maybe_quote(&self.keyspace),
+            sibyl_types::ident::maybe_quote(&self.name)
+        )
+    }
+
     pub fn column(&self, name: &str) -> Option<&ColumnMetadata> {
         self.columns.iter().find(|c| c.name == name)
     }
@@ -605,66 +1078,177 @@ impl KeyspaceMetadata {
     }
 }
 
-/// Validates `WITH replication = {...}` like Cassandra and returns the stored map.
+/// Java's `Integer.parseInt`: an optional sign and decimal digits within
+/// 32 bits; anything else fails as Java's `NumberFormatException` reads.
+pub fn java_parse_int(s: &str) -> std::result::Result<i32, String> {
+    let digits = s.strip_prefix(['+', '-']).unwrap_or(s);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("For input string: \"{s}\""));
+    }
+    s.parse::<i32>()
+        .map_err(|_| format!("For input string: \"{s}\""))
+}
+
+/// Java's `String.split` on one character: the pieces, without the empty
+/// ones at the end.
+fn java_split(s: &str, sep: char) -> Vec<&str> {
+    let mut parts: Vec<&str> = s.split(sep).collect();
+    while parts.last().is_some_and(|p| p.is_empty()) {
+        parts.pop();
+    }
+    parts
+}
+
+/// Cassandra's `ReplicationFactor.fromString` (`3`, or `3/1` with transient
+/// replicas, which this node, like Cassandra's default configuration, does
+/// not enable): the number of replicas.
+pub fn parse_replication_factor(s: &str) -> Result<i32> {
+    let (all, transient) = if s.contains('/') {
+        let parts = java_split(s, '/');
+        if parts.len() != 2 {
+            return Err(Error::Config(
+                "Replication factor format is <replicas> or <replicas>/<transient>".into(),
+            ));
+        }
+        (
+            java_parse_int(parts[0]).map_err(Error::Config)?,
+            java_parse_int(parts[1]).map_err(Error::Config)?,
+        )
+    } else {
+        (java_parse_int(s).map_err(Error::Config)?, 0)
+    };
+    if transient != 0 {
+        return Err(Error::Config(
+            "Transient replication is not enabled on this node".into(),
+        ));
+    }
+    if all < 0 {
+        return Err(Error::Config(format!(
+            "Replication factor must be non-negative, found {all}"
+        )));
+    }
+    Ok(all)
+}
+
+/// Cassandra's `NetworkTopologyStrategy.prepareOptions`: `replication_factor`
+/// (given, or the previous one, or `default_keyspace_rf` when nothing is
+/// given) stands for every known data center not named; an ALTER keeps the
+/// factors of the data centers it does not name; factors of `0` drop their
+/// data center. Cassandra calls it by reflection and ignores its failure,
+/// keeping the options as they were when it failed.
+fn prepare_nts_options(
+    options: &mut BTreeMap<String, String>,
+    previous: &BTreeMap<String, String>,
+    datacenters: &[String],
+) {
+    if options.is_empty() {
+        let rf = previous
+            .get("replication_factor")
+            .cloned()
+            .unwrap_or_else(|| DEFAULT_KEYSPACE_RF.to_string());
+        options.insert("replication_factor".into(), rf);
+    }
+    let mut replication = options.remove("replication_factor");
+    if replication.is_none() && options.is_empty() {
+        replication = previous.get("replication_factor").cloned();
+    } else if replication.is_some() {
+        for (k, v) in previous {
+            if k != "replication_factor" && k != "class" {
+                options.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+    }
+    if let Some(rf) = replication {
+        let Ok(rf) = parse_replication_factor(&rf) else {
+            return;
+        };
+        for dc in datacenters {
+            options.entry(dc.clone()).or_insert_with(|| rf.to_string());
+        }
+    }
+    options.retain(|_, v| v != "0");
+}
+
+/// Cassandra's `default_keyspace_rf`.
+pub const DEFAULT_KEYSPACE_RF: i32 = 1;
+
+/// Validates `WITH replication = {...}` like Cassandra (`ReplicationParams.
+/// fromMap`, then the strategy's construction and validation) and returns
+/// the stored map. `previous` is the keyspace's replication before an ALTER
+/// (empty for a new keyspace); `datacenters` the data centers the cluster
+/// has (this node's and those of the ring).
 pub fn validate_replication(
     keyspace: &str,
     m: &BTreeMap<String, String>,
-    local_dc: &str,
+    previous: &BTreeMap<String, String>,
+    datacenters: &[String],
 ) -> Result<BTreeMap<String, String>> {
     let Some(class) = m.get("class") else {
         return Err(Error::Config("Missing replication strategy class".into()));
     };
     let class = full_class(class, "org.apache.cassandra.locator");
-    let mut out = BTreeMap::new();
-    let check_rf = |v: &str| -> Result<()> {
-        match v.parse::<i64>() {
-            Ok(n) if n >= 0 => Ok(()),
-            Ok(n) => Err(Error::Config(format!(
-                "Replication factor must be non-negative, found {n}"
-            ))),
-            Err(_) => Err(Error::Config(format!(
-                "Replication factor must be numeric; found {v}"
-            ))),
-        }
-    };
+    let mut options: BTreeMap<String, String> = m
+        .iter()
+        .filter(|(k, _)| k.as_str() != "class")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     match class.as_str() {
         "org.apache.cassandra.locator.SimpleStrategy" => {
-            // Cassandra 5 falls back to default_keyspace_rf (1)
-            let default_rf = "1".to_string();
-            let rf = m.get("replication_factor").unwrap_or(&default_rf);
-            check_rf(rf)?;
-            for k in m.keys() {
-                if k != "class" && k != "replication_factor" {
+            let rf = previous
+                .get("replication_factor")
+                .cloned()
+                .unwrap_or_else(|| DEFAULT_KEYSPACE_RF.to_string());
+            options.entry("replication_factor".into()).or_insert(rf);
+            parse_replication_factor(&options["replication_factor"])?;
+            if let Some(k) = options.keys().find(|k| k.as_str() != "replication_factor") {
+                return Err(Error::Config(format!(
+                    "Unrecognized strategy option {{{k}}} passed to SimpleStrategy for keyspace {keyspace}"
+                )));
+            }
+        }
+        "org.apache.cassandra.locator.NetworkTopologyStrategy" => {
+            prepare_nts_options(&mut options, previous, datacenters);
+            for v in options.values() {
+                parse_replication_factor(v)?;
+            }
+            if options.is_empty() {
+                return Err(Error::Config(
+                    "Configuration for at least one datacenter must be present".into(),
+                ));
+            }
+            if let Some(dc) = options.keys().find(|k| !datacenters.contains(k)) {
+                return Err(Error::Config(format!(
+                    "Unrecognized strategy option {{{dc}}} passed to NetworkTopologyStrategy for keyspace {keyspace}"
+                )));
+            }
+            if keyspace.eq_ignore_ascii_case("system_auth") {
+                let missing: Vec<&str> = datacenters
+                    .iter()
+                    .filter(|dc| !options.contains_key(*dc))
+                    .map(String::as_str)
+                    .collect();
+                if !missing.is_empty() {
                     return Err(Error::Config(format!(
-                        "Unrecognized strategy option {{{k}}} passed to SimpleStrategy for keyspace {keyspace}"
+                        "Following datacenters have active nodes and must be present in replication options for keyspace system_auth: [{}]",
+                        missing.join(", ")
                     )));
                 }
             }
-            out.insert("replication_factor".into(), rf.clone());
         }
-        "org.apache.cassandra.locator.NetworkTopologyStrategy" => {
-            for (k, v) in m {
-                if k == "class" {
-                    continue;
-                }
-                check_rf(v)?;
-                if k == "replication_factor" {
-                    out.entry(local_dc.to_string()).or_insert_with(|| v.clone());
-                } else {
-                    out.insert(k.clone(), v.clone());
-                }
-            }
+        "org.apache.cassandra.locator.LocalStrategy" => {
+            return Err(Error::Invalid(
+                "Unable to use given strategy class: LocalStrategy is reserved for internal use."
+                    .into(),
+            ))
         }
-        "org.apache.cassandra.locator.LocalStrategy"
-        | "org.apache.cassandra.locator.EverywhereStrategy" => {}
         _ => {
             return Err(Error::Config(format!(
                 "Unable to find replication strategy class '{class}'"
             )))
         }
     }
-    out.insert("class".into(), class);
-    Ok(out)
+    options.insert("class".into(), class);
+    Ok(options)
 }
 
 /// Cassandra's rule for keyspace and table names.
@@ -1490,7 +2074,7 @@ impl SpeculativeRetry {
             (v >= 0.0).then_some(v as u64)
         };
         match t.as_str() {
-            "none" => return Some(SpeculativeRetry::None),
+            "none" | "never" => return Some(SpeculativeRetry::None),
             "always" => return Some(SpeculativeRetry::Always),
             _ => {}
         }
@@ -1525,7 +2109,7 @@ impl std::fmt::Display for SpeculativeRetry {
             format!("{s}p")
         };
         match self {
-            SpeculativeRetry::None => f.write_str("NONE"),
+            SpeculativeRetry::None => f.write_str("NEVER"),
             SpeculativeRetry::Always => f.write_str("ALWAYS"),
             SpeculativeRetry::Percentile(x) => f.write_str(&p(*x)),
             SpeculativeRetry::Fixed(ms) => write!(f, "{ms}ms"),
@@ -1548,7 +2132,8 @@ mod speculative_retry_tests {
             ("50ms", "50ms"),
             ("50MS", "50ms"),
             ("ALWAYS", "ALWAYS"),
-            ("none", "NONE"),
+            ("none", "NEVER"),
+            ("NEVER", "NEVER"),
             ("MIN(99p,50ms)", "MIN(99p,50ms)"),
             ("max(50ms, 90p)", "MAX(90p,50ms)"),
         ] {
@@ -1610,5 +2195,110 @@ mod system_table_ids {
             assert_eq!(table.id, new);
             assert_ne!(old, new);
         }
+    }
+}
+
+#[cfg(test)]
+mod replication_validation {
+    use super::*;
+
+    fn m(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn err(r: Result<BTreeMap<String, String>>) -> String {
+        r.expect_err("refused").to_string()
+    }
+
+    #[test]
+    fn factors_parse_as_javas_integers() {
+        let dcs = ["datacenter1".to_string()];
+        let simple = |rf: &str| {
+            validate_replication(
+                "ks",
+                &m(&[("class", "SimpleStrategy"), ("replication_factor", rf)]),
+                &BTreeMap::new(),
+                &dcs,
+            )
+        };
+        assert_eq!(err(simple("abc")), "For input string: \"abc\"");
+        assert_eq!(err(simple("")), "For input string: \"\"");
+        assert_eq!(
+            err(simple("99999999999")),
+            "For input string: \"99999999999\""
+        );
+        assert_eq!(
+            err(simple("2/1")),
+            "Transient replication is not enabled on this node"
+        );
+        assert_eq!(
+            err(simple("2/")),
+            "Replication factor format is <replicas> or <replicas>/<transient>"
+        );
+        assert_eq!(
+            err(simple("-1")),
+            "Replication factor must be non-negative, found -1"
+        );
+        assert_eq!(simple("+2").unwrap()["replication_factor"], "+2");
+        assert!(simple("1/0").is_ok());
+    }
+
+    #[test]
+    fn strategies_as_cassandra_prepares_them() {
+        let dcs = ["datacenter1".to_string()];
+        let nts = |opts: &[(&str, &str)], prev: &[(&str, &str)]| {
+            let mut o = m(opts);
+            o.insert("class".into(), "NetworkTopologyStrategy".into());
+            validate_replication("ks", &o, &m(prev), &dcs)
+        };
+        // no data center: default_keyspace_rf, or what the keyspace had
+        assert_eq!(
+            nts(&[], &[])
+                .unwrap()
+                .get("datacenter1")
+                .map(String::as_str),
+            Some("1")
+        );
+        assert_eq!(
+            nts(&[], &[("datacenter1", "3")]).unwrap()["datacenter1"],
+            "3"
+        );
+        assert_eq!(
+            nts(
+                &[("replication_factor", "2")],
+                &[("replication_factor", "1")]
+            )
+            .unwrap()["datacenter1"],
+            "2"
+        );
+        assert_eq!(
+            err(nts(&[("datacenter1", "0")], &[])),
+            "Configuration for at least one datacenter must be present"
+        );
+        assert_eq!(
+            err(nts(&[("dc9", "1")], &[])),
+            "Unrecognized strategy option {dc9} passed to NetworkTopologyStrategy for keyspace ks"
+        );
+        for class in [
+            "LocalStrategy",
+            "org.apache.cassandra.locator.LocalStrategy",
+        ] {
+            assert!(matches!(
+                validate_replication("ks", &m(&[("class", class)]), &BTreeMap::new(), &dcs),
+                Err(Error::Invalid(_))
+            ));
+        }
+        assert_eq!(
+            err(validate_replication(
+                "ks",
+                &m(&[("class", "EverywhereStrategy")]),
+                &BTreeMap::new(),
+                &dcs
+            )),
+            "Unable to find replication strategy class 'org.apache.cassandra.locator.EverywhereStrategy'"
+        );
     }
 }

@@ -628,7 +628,7 @@ pub fn read_user_keyspaces(
                 let has = |f: &str| flags.iter().any(|x| x == f);
                 let static_compact = !has("compound") && !has("dense") && !has("super");
                 let dense = has("dense");
-                let mut compact = (static_compact || dense).then(|| CompactStorage {
+                let mut compact = (static_compact || dense).then_some(CompactStorage {
                     hidden_clustering: None,
                     hidden_value: None,
                 });

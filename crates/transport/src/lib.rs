@@ -1015,6 +1015,11 @@ impl Server {
                 let st = sibyl_cql::parse_statement(&query)?;
                 sibyl_tracing::trace(|| "Preparing statement");
                 let opts = options_of(params);
+                // Cassandra's `QueryProcessor.process`, for a query with
+                // its values
+                if opts.names.is_none() && opts.values.len() != st.bind_markers.len() {
+                    return Err(Error::Invalid("Invalid amount of bind variables".into()));
+                }
                 let mut c = client.lock().await.clone();
                 self.metrics.regular_executed.inc();
                 let out = qp.execute(&st, &mut c, &opts).await;

@@ -345,6 +345,32 @@ impl CqlType {
                 j.show()
             ))
         };
+        // `fromString("")` of most types is the empty value (false for a
+        // boolean)
+        if matches!(j, Json::String(s) if s.is_empty()) {
+            match t {
+                CqlType::Int
+                | CqlType::Bigint
+                | CqlType::Smallint
+                | CqlType::Tinyint
+                | CqlType::Counter
+                | CqlType::Float
+                | CqlType::Double
+                | CqlType::Decimal
+                | CqlType::Inet
+                | CqlType::Timestamp
+                | CqlType::Uuid
+                | CqlType::Timeuuid
+                | CqlType::Duration => return Ok(Bytes::new()),
+                CqlType::Boolean => return Ok(Bytes::copy_from_slice(&[0])),
+                CqlType::Varint => {
+                    return Err(bad(
+                        "Value '' is not a valid representation of a varint value".into(),
+                    ))
+                }
+                _ => {}
+            }
+        }
         match t {
             CqlType::Ascii | CqlType::Text => match j {
                 Json::String(s) => self.from_constant(&Constant::String(s.clone())),
@@ -414,7 +440,7 @@ impl CqlType {
                 _ => Err(bad(format!("Expected a string representation of an inet value, but got a {}: {}", j.kind(), j.show()))),
             },
             CqlType::Duration => match j {
-                Json::String(s) => self.from_constant(&Constant::String(s.clone())),
+                Json::String(s) => self.from_constant(&Constant::Duration(s.clone())),
                 _ => Err(bad(format!("Expected a string representation of a duration, but got a {}: {}", j.kind(), j.show()))),
             },
             CqlType::List(e) | CqlType::Set(e) | CqlType::Vector(e, _) => {

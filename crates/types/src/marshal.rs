@@ -608,6 +608,35 @@ fn format_timestamp(millis: i64) -> String {
 
 // ---------- duration ----------
 
+/// The fields of an ISO 8601 duration in the alternative format
+/// (`P0001-02-03T04:05:06`: years, months, days, hours, minutes, seconds).
+pub fn iso_alternative(up: &str) -> Option<[i64; 6]> {
+    let b = up.as_bytes();
+    let shape = b"P####-##-##T##:##:##";
+    if b.len() != shape.len() {
+        return None;
+    }
+    for (c, want) in b.iter().zip(shape) {
+        let ok = if *want == b'#' {
+            c.is_ascii_digit()
+        } else {
+            c == want
+        };
+        if !ok {
+            return None;
+        }
+    }
+    let n = |r: std::ops::Range<usize>| up[r].parse::<i64>().ok();
+    Some([
+        n(1..5)?,
+        n(6..8)?,
+        n(9..11)?,
+        n(12..14)?,
+        n(15..17)?,
+        n(18..20)?,
+    ])
+}
+
 fn parse_duration(s: &str) -> Result<(i32, i32, i64), TypeError> {
     let err = || bad(format!("Unable to convert '{s}' to a duration"));
     let acc = |total: i64, n: i64, unit: i64| -> Result<i64, TypeError> {
@@ -623,7 +652,17 @@ fn parse_duration(s: &str) -> Result<(i32, i32, i64), TypeError> {
     let mut days: i64 = 0;
     let mut nanos: i64 = 0;
     let up = body.to_ascii_uppercase();
-    if let Some(iso) = up.strip_prefix('P') {
+    // ISO 8601's alternative format: PYYYY-MM-DDThh:mm:ss
+    if let Some(alt) = iso_alternative(&up) {
+        let [y, mo, d, h, mi, se] = alt;
+        months = acc(acc(0, y, 12)?, mo, 1)?;
+        days = d;
+        nanos = acc(
+            acc(acc(0, h, 3_600_000_000_000)?, mi, 60_000_000_000)?,
+            se,
+            1_000_000_000,
+        )?;
+    } else if let Some(iso) = up.strip_prefix('P') {
         let mut in_time = false;
         let mut num = String::new();
         for c in iso.chars() {
@@ -1190,7 +1229,8 @@ impl CqlType {
                     std::net::IpAddr::V6(v) => Bytes::copy_from_slice(&v.octets()),
                 })
             }
-            (CqlType::Duration, Constant::Duration(s) | Constant::String(s)) => {
+            // an integer is read as a duration too (and is not one)
+            (CqlType::Duration, Constant::Duration(s) | Constant::Integer(s)) => {
                 let (m, d, n) = parse_duration(s)?;
                 if (m < 0 || d < 0 || n < 0) && (m > 0 || d > 0 || n > 0) {
                     return Err(bad(
@@ -1326,6 +1366,20 @@ impl CqlType {
         scalar_text(self.unfrozen(), v, true).unwrap_or_else(|| hex(v))
     }
 
+    /// A value as `SELECT JSON` and collections render it: an empty value
+    /// of a type that has one is `""` (`toJson()` says `null`).
+    pub fn to_json_value(&self, v: &[u8]) -> String {
+        if v.is_empty()
+            && !matches!(
+                self.unfrozen(),
+                CqlType::Text | CqlType::Ascii | CqlType::Blob | CqlType::Custom(_)
+            )
+        {
+            return "\"\"".into();
+        }
+        self.to_json(v)
+    }
+
     /// Cassandra's `toJson()` rendering of a value (as `AbstractType.toJSONString`).
     pub fn to_json(&self, v: &[u8]) -> String {
         let t = self.unfrozen();
@@ -1378,7 +1432,7 @@ impl CqlType {
                 Ok(xs) => format!(
                     "[{}]",
                     xs.iter()
-                        .map(|x| e.to_json(x))
+                        .map(|x| e.to_json_value(x))
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),
@@ -1389,13 +1443,13 @@ impl CqlType {
                     let items: Vec<String> = xs
                         .iter()
                         .map(|(a, b)| {
-                            let key = k.to_json(a);
+                            let key = k.to_json_value(a);
                             let key = if key.starts_with('"') {
                                 key
                             } else {
                                 json_string(&key)
                             };
-                            format!("{key}: {}", val.to_json(b))
+                            format!("{key}: {}", val.to_json_value(b))
                         })
                         .collect();
                     format!("{{{}}}", items.join(", "))
@@ -1408,7 +1462,7 @@ impl CqlType {
                         .iter()
                         .enumerate()
                         .map(|(i, t)| match fs.get(i) {
-                            Some(Some(f)) => t.to_json(f),
+                            Some(Some(f)) => t.to_json_value(f),
                             _ => "null".into(),
                         })
                         .collect();
@@ -1424,7 +1478,7 @@ impl CqlType {
                         .enumerate()
                         .map(|(i, (n, t))| {
                             let val = match fs.get(i) {
-                                Some(Some(f)) => t.to_json(f),
+                                Some(Some(f)) => t.to_json_value(f),
                                 _ => "null".into(),
                             };
                             let name = if n.to_lowercase() == *n {
@@ -1443,7 +1497,7 @@ impl CqlType {
                 Ok(xs) => format!(
                     "[{}]",
                     xs.iter()
-                        .map(|x| e.to_json(x))
+                        .map(|x| e.to_json_value(x))
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),
@@ -1713,7 +1767,7 @@ fn validate_fields<'a>(
 }
 
 /// The serialized size of a fixed-length type inside a vector.
-fn fixed_len(t: &CqlType) -> Option<usize> {
+pub fn fixed_len(t: &CqlType) -> Option<usize> {
     match t.unfrozen() {
         CqlType::Boolean => Some(1),
         CqlType::Int | CqlType::Float | CqlType::Date => Some(4),
