@@ -209,6 +209,7 @@ fn undefined(table: &TableMetadata, c: &str) -> Error {
 
 /// Builds the selection (also used for PREPARE's result metadata).
 pub fn selection(table: &TableMetadata, sel: &Select) -> Result<Selection> {
+    let _memo = ExactTypes::start();
     let mut s = selection_of(table, sel)?;
     if sel.json {
         let json = ColumnSpec {
@@ -487,8 +488,47 @@ fn exact_type(table: &TableMetadata, s: &Selector) -> Result<Option<CqlType>> {
     Ok(match s {
         Selector::Term(_) | Selector::Parens(_) => None,
         Selector::Hint { typ, .. } => Some(hint_type(typ)?),
-        other => Some(expr_typed(table, other, None)?.1),
+        other => {
+            // planning asks a nested selector's type at every level above
+            // it: known once per selection, or nesting costs exponential time
+            let key = other as *const Selector as usize;
+            if let Some(t) =
+                EXACT_TYPES.with(|c| c.borrow().as_ref().and_then(|m| m.get(&key).cloned()))
+            {
+                return Ok(Some(t));
+            }
+            let t = expr_typed(table, other, None)?.1;
+            EXACT_TYPES.with(|c| {
+                if let Some(m) = c.borrow_mut().as_mut() {
+                    m.insert(key, t.clone());
+                }
+            });
+            Some(t)
+        }
     })
+}
+
+thread_local! {
+    /// The exact types of the selectors of the selection being planned (by
+    /// address: the statement is not moved while it is planned).
+    static EXACT_TYPES: std::cell::RefCell<Option<std::collections::HashMap<usize, CqlType>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Keeps the exact-type memo for one selection's planning.
+struct ExactTypes;
+
+impl ExactTypes {
+    fn start() -> ExactTypes {
+        EXACT_TYPES.with(|c| *c.borrow_mut() = Some(Default::default()));
+        ExactTypes
+    }
+}
+
+impl Drop for ExactTypes {
+    fn drop(&mut self) {
+        EXACT_TYPES.with(|c| *c.borrow_mut() = None);
+    }
 }
 
 fn hint_type(typ: &str) -> Result<CqlType> {

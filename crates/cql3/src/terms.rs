@@ -495,14 +495,19 @@ impl<'a> Eval<'a> {
                 Ok(ct) => type_fit(&ct, t),
                 Err(_) => Fit::No,
             },
-            Term::Arith { op, lhs, rhs } => match self.resolve_operation(*op, lhs, rhs, Some(t)) {
-                Ok((_, _, rt)) => type_fit(&rt, t),
-                Err(_) => Fit::Weak,
-            },
-            Term::Negate(x) => match self.resolve_negation(x, Some(t)) {
-                Ok(nt) => type_fit(&nt, t),
-                Err(_) => Fit::Weak,
-            },
+            Term::Arith { .. } | Term::Negate(_) => remembered_fit(term, t, || match term {
+                Term::Arith { op, lhs, rhs } => {
+                    match self.resolve_operation(*op, lhs, rhs, Some(t)) {
+                        Ok((_, _, rt)) => type_fit(&rt, t),
+                        Err(_) => Fit::Weak,
+                    }
+                }
+                Term::Negate(x) => match self.resolve_negation(x, Some(t)) {
+                    Ok(nt) => type_fit(&nt, t),
+                    Err(_) => Fit::Weak,
+                },
+                _ => Fit::Weak,
+            }),
             Term::Tuple(items)
                 if items.len() == 1 && !matches!(t.unfrozen(), CqlType::Tuple(_)) =>
             {
@@ -787,6 +792,31 @@ pub fn with_token_types<R>(types: Vec<CqlType>, f: impl FnOnce() -> R) -> R {
     let r = f();
     TOKEN_TYPES.with(|t| *t.borrow_mut() = before);
     r
+}
+
+thread_local! {
+    /// How operations fit receiver types, by the operation's text and the
+    /// type: resolving `((a + b) + c) ...` asks each operand's fit for every
+    /// candidate type, at every level, which without a memo costs time
+    /// exponential in the nesting. The fit depends only on the text.
+    static FITS: std::cell::RefCell<std::collections::HashMap<(String, String), Fit>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+fn remembered_fit(term: &Term, t: &CqlType, fit: impl FnOnce() -> Fit) -> Fit {
+    let key = (sibyl_cql::term_text(term), t.to_string());
+    if let Some(f) = FITS.with(|m| m.borrow().get(&key).copied()) {
+        return f;
+    }
+    let f = fit();
+    FITS.with(|m| {
+        let mut m = m.borrow_mut();
+        if m.len() > 10_000 {
+            m.clear();
+        }
+        m.insert(key, f);
+    });
+    f
 }
 
 /// `FunctionCall.Raw.prepare`'s error for a function no keyspace has
