@@ -976,7 +976,12 @@ class Fuzzer:
                 st = self.gen.statement()
                 if any(f in st.cql.lower() for f in NONDETERMINISTIC):
                     continue
-                self.step(st)
+                try:
+                    self.step(st)
+                except Exception as e:  # a server gone mid-bookkeeping: recover, never stop the run
+                    print(f"statement {self.stats['statements']}: {type(e).__name__}: {e}; recovering", file=sys.stderr)
+                    self.stats["bookkeeping failures"] += 1
+                    self.down = self.down or {self.sib, self.cass}
                 if self.down:
                     self.recover()
                 if self.stats["statements"] % 400 == 0:  # keeps the data varied and the determinism flags clean
