@@ -66,32 +66,6 @@ struct Parser {
     term_end: Option<(usize, usize)>,
 }
 
-/// The native types' names, which Cassandra's lexer reads as keywords: a
-/// user type cannot take them.
-const NATIVE_TYPE_NAMES: [&str; 21] = [
-    "ascii",
-    "bigint",
-    "blob",
-    "boolean",
-    "counter",
-    "date",
-    "decimal",
-    "double",
-    "duration",
-    "float",
-    "inet",
-    "int",
-    "smallint",
-    "text",
-    "time",
-    "timestamp",
-    "timeuuid",
-    "tinyint",
-    "uuid",
-    "varchar",
-    "varint",
-];
-
 /// The deepest nesting of terms, selectors, types and relations (and the
 /// longest chain of arithmetic operators) a statement may have. Everything
 /// recursive after the parser (planning, evaluation, printing) stays within
@@ -481,7 +455,7 @@ impl Parser {
     /// A user type's name (`[ks.]name`): Cassandra's `userTypeName` reads an
     /// unquoted native type name (`int`, `text`...) only as a keyspace.
     fn user_type_name(&mut self) -> PResult<QualifiedName> {
-        let native = |t: &Token| matches!(&t.tok, Tok::Ident(s) if NATIVE_TYPE_NAMES.contains(&s.to_lowercase().as_str()));
+        let native = |t: &Token| matches!(&t.tok, Tok::Ident(s) if sibyl_types::ident::NATIVE_TYPE_NAMES.contains(&s.to_lowercase().as_str()));
         if native(self.peek()) {
             if !matches!(self.peek_at(1).tok, Tok::Sym(".")) {
                 self.advance();
@@ -500,7 +474,7 @@ impl Parser {
         }
         let q = self.qualified_name()?;
         if q.keyspace.is_some()
-            && matches!(&self.toks[self.pos - 1].tok, Tok::Ident(s) if NATIVE_TYPE_NAMES.contains(&s.to_lowercase().as_str()))
+            && matches!(&self.toks[self.pos - 1].tok, Tok::Ident(s) if sibyl_types::ident::NATIVE_TYPE_NAMES.contains(&s.to_lowercase().as_str()))
         {
             self.pos -= 1;
             return Err(self.no_viable());
@@ -1244,7 +1218,10 @@ impl Parser {
             let inner = self.selector()?;
             self.expect_kw("as")?;
             // Parser.g: CAST (... AS native_type)
-            if !NATIVE_TYPE_NAMES.iter().any(|n| self.is_kw(n)) {
+            if !sibyl_types::ident::NATIVE_TYPE_NAMES
+                .iter()
+                .any(|n| self.is_kw(n))
+            {
                 return Err(self.no_viable());
             }
             let typ = self.ident_any()?;

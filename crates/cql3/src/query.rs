@@ -906,22 +906,7 @@ impl QueryProcessor {
         let mut all: Vec<Mutation> = Vec::new();
         for c in children {
             let ks_opt = c.keyspace.as_deref().or(opts.keyspace.as_deref());
-            // the conditions first, as Cassandra prepares them: their
-            // values' types, and what is refused whatever the row holds
-            if let (Some(name), Statement::Update(_) | Statement::Delete(_)) =
-                (statement_table(c.statement), c.statement)
-            {
-                let t = self.table(name, client, ks_opt)?;
-                if let Some(Conditions::Columns(conds)) = match c.statement {
-                    Statement::Update(u) => Some(&u.conditions),
-                    Statement::Delete(d) => Some(&d.conditions),
-                    _ => None,
-                } {
-                    for cond in conds {
-                        bind_condition(&t, cond, c.ev)?;
-                    }
-                }
-            }
+            self.bind_conditions(c, client, ks_opt)?;
             let (_, muts) = self
                 .mutations_of(c.statement, client, ks_opt, c.ev, ts, now, opts.consistency)
                 .await?;
@@ -1138,6 +1123,29 @@ impl QueryProcessor {
 
     // ---------- lightweight transactions ----------
 
+    /// A batch child's conditions bound first, as Cassandra prepares them:
+    /// their values' types, and what is refused whatever the row holds.
+    fn bind_conditions(
+        &self,
+        c: &BatchChild<'_>,
+        client: &ClientState,
+        ks_opt: Option<&str>,
+    ) -> Result<()> {
+        let conds = match c.statement {
+            Statement::Update(u) => &u.conditions,
+            Statement::Delete(d) => &d.conditions,
+            _ => return Ok(()),
+        };
+        let (Some(name), Conditions::Columns(conds)) = (statement_table(c.statement), conds) else {
+            return Ok(());
+        };
+        let t = self.table(name, client, ks_opt)?;
+        for cond in conds {
+            bind_condition(&t, cond, c.ev)?;
+        }
+        Ok(())
+    }
+
     /// The table of a conditional statement after the checks Cassandra
     /// makes when it prepares one (`ModificationStatement.Parsed.prepare`,
     /// `ColumnCondition.Raw.prepare` and the statement's constructor), in
@@ -1317,22 +1325,7 @@ impl QueryProcessor {
         let mut statements: Vec<(Arc<TableMetadata>, &Statement, &Eval<'_>)> = Vec::new();
         for c in children {
             let ks_opt = c.keyspace.as_deref().or(opts.keyspace.as_deref());
-            // the conditions first, as Cassandra prepares them: their
-            // values' types, and what is refused whatever the row holds
-            if let (Some(name), Statement::Update(_) | Statement::Delete(_)) =
-                (statement_table(c.statement), c.statement)
-            {
-                let t = self.table(name, client, ks_opt)?;
-                if let Some(Conditions::Columns(conds)) = match c.statement {
-                    Statement::Update(u) => Some(&u.conditions),
-                    Statement::Delete(d) => Some(&d.conditions),
-                    _ => None,
-                } {
-                    for cond in conds {
-                        bind_condition(&t, cond, c.ev)?;
-                    }
-                }
-            }
+            self.bind_conditions(c, client, ks_opt)?;
             let (_, muts) = self
                 .mutations_of(c.statement, client, ks_opt, c.ev, ts, now, opts.consistency)
                 .await?;
@@ -3758,7 +3751,7 @@ impl RawTypeParser<'_> {
                 RawType::Vector(Box::new(e), n)
             }
             _ => RawType::Named {
-                native: RAW_NATIVE_TYPES.contains(&first.as_str()),
+                native: sibyl_types::ident::NATIVE_TYPE_NAMES.contains(&first.as_str()),
                 keyspace: None,
                 name: first,
                 frozen: false,
@@ -3766,30 +3759,6 @@ impl RawTypeParser<'_> {
         })
     }
 }
-
-const RAW_NATIVE_TYPES: [&str; 21] = [
-    "ascii",
-    "bigint",
-    "blob",
-    "boolean",
-    "counter",
-    "date",
-    "decimal",
-    "double",
-    "duration",
-    "float",
-    "inet",
-    "int",
-    "smallint",
-    "text",
-    "time",
-    "timestamp",
-    "timeuuid",
-    "tinyint",
-    "uuid",
-    "varchar",
-    "varint",
-];
 
 /// `frozen<int>`: refused by Cassandra's grammar, so before anything else.
 fn frozen_of_native(t: &RawType) -> Option<String> {
@@ -4690,39 +4659,7 @@ fn system_refusal(keyspace: &str, what: &str) -> Error {
     }
 }
 
-/// The elements of a Java `HashSet<String>` in its iteration order, as
-/// Cassandra's messages print them: distinct, by bucket of `String.hashCode`
-/// (spread as `HashMap.hash`) in a table of 16 slots doubled until the set
-/// fits under its 0.75 load factor, in insertion order within a bucket.
-pub fn java_hash_set(items: Vec<String>) -> Vec<String> {
-    let mut distinct: Vec<String> = Vec::new();
-    for i in items {
-        if !distinct.contains(&i) {
-            distinct.push(i);
-        }
-    }
-    let mut capacity = 16usize;
-    while distinct.len() * 4 > capacity * 3 {
-        capacity *= 2;
-    }
-    let bucket = |s: &String| {
-        let h = s
-            .encode_utf16()
-            .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32));
-        let spread = h ^ ((h as u32) >> 16) as i32;
-        (spread as u32 as usize) & (capacity - 1)
-    };
-    let mut order: Vec<(usize, usize)> = distinct
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (bucket(s), i))
-        .collect();
-    order.sort_unstable();
-    order
-        .into_iter()
-        .map(|(_, i)| distinct[i].clone())
-        .collect()
-}
+pub use sibyl_types::ident::java_hash_set;
 
 #[cfg(test)]
 mod lwt_tests {

@@ -244,7 +244,7 @@ impl TableParams {
                                 }
                                 c.insert(k, if v.parse::<u32>().is_ok() { v } else { up });
                             }
-                            _ => return Err(Error::Config(format!("Invalid caching sub-options [{}]: only 'keys' and 'rows_per_partition' are allowed", java_hash_order(unknown).join(", ")))),
+                            _ => return Err(Error::Config(format!("Invalid caching sub-options [{}]: only 'keys' and 'rows_per_partition' are allowed", sibyl_types::ident::java_hash_set(unknown).join(", ")))),
                         }
                     }
                     self.caching = c;
@@ -506,25 +506,6 @@ pub fn java_double(v: f64) -> String {
     }
 }
 
-/// The elements of a Java `HashSet<String>` in its iteration order (as
-/// Cassandra prints a set of option names).
-fn java_hash_order(items: Vec<String>) -> Vec<String> {
-    let mut capacity = 16usize;
-    while items.len() * 4 > capacity * 3 {
-        capacity *= 2;
-    }
-    let bucket = |s: &String| {
-        let h = s
-            .encode_utf16()
-            .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32));
-        let spread = h ^ ((h as u32) >> 16) as i32;
-        (spread as u32 as usize) & (capacity - 1)
-    };
-    let mut out = items;
-    out.sort_by_key(bucket);
-    out
-}
-
 /// Cassandra's speculative retry option (also read for
 /// `additional_write_policy`, whose messages name 'speculative_retry').
 fn parse_speculative_retry(v: &str) -> Result<String> {
@@ -769,7 +750,7 @@ fn validate_compaction_options(class: &str, m: &BTreeMap<String, String>) -> Res
     if !unknown.is_empty() {
         return Err(cfg(format!(
             "Properties specified [{}] are not understood by {short}",
-            java_hash_order(unknown).join(", ")
+            sibyl_types::ident::java_hash_set(unknown).join(", ")
         )));
     }
     // CompactionParams.validate

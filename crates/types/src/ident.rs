@@ -85,6 +85,66 @@ pub fn maybe_quote(name: &str) -> String {
     }
 }
 
+/// The native types' names, which Cassandra's lexer reads as keywords: a
+/// user type cannot take them.
+pub const NATIVE_TYPE_NAMES: [&str; 21] = [
+    "ascii",
+    "bigint",
+    "blob",
+    "boolean",
+    "counter",
+    "date",
+    "decimal",
+    "double",
+    "duration",
+    "float",
+    "inet",
+    "int",
+    "smallint",
+    "text",
+    "time",
+    "timestamp",
+    "timeuuid",
+    "tinyint",
+    "uuid",
+    "varchar",
+    "varint",
+];
+
+/// The elements of a Java `HashSet<String>` in its iteration order, as
+/// Cassandra's messages print them: distinct, by bucket of `String.hashCode`
+/// (spread as `HashMap.hash`) in a table of 16 slots doubled until the set
+/// fits under its 0.75 load factor, in insertion order within a bucket.
+pub fn java_hash_set(items: Vec<String>) -> Vec<String> {
+    let mut distinct: Vec<String> = Vec::new();
+    for i in items {
+        if !distinct.contains(&i) {
+            distinct.push(i);
+        }
+    }
+    let mut capacity = 16usize;
+    while distinct.len() * 4 > capacity * 3 {
+        capacity *= 2;
+    }
+    let bucket = |s: &String| {
+        let h = s
+            .encode_utf16()
+            .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32));
+        let spread = h ^ ((h as u32) >> 16) as i32;
+        (spread as u32 as usize) & (capacity - 1)
+    };
+    let mut order: Vec<(usize, usize)> = distinct
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (bucket(s), i))
+        .collect();
+    order.sort_unstable();
+    order
+        .into_iter()
+        .map(|(_, i)| distinct[i].clone())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
