@@ -93,6 +93,20 @@ def is_a(t, kinds=("list", "set", "map")):
     return not isinstance(b, str) and b[0] in kinds
 
 
+
+def element_type(t):
+    """The type a CONTAINS on a column of type t compares with: a collection's
+    (or vector's) element, a map's value; a scalar's own type."""
+    if isinstance(t, str):
+        return t
+    if t[0] == "frozen":
+        return element_type(t[1])
+    if t[0] in ("list", "set", "vector"):
+        return t[1]
+    if t[0] == "map":
+        return t[2]
+    return "int"
+
 class Stmt:
     def __init__(self, cql, kind, tables=(), ordered=False):
         self.cql, self.kind, self.tables, self.ordered = cql, kind, set(tables), ordered
@@ -275,7 +289,7 @@ class Gen:
         if structured and is_a(t) and t[0] != "frozen":
             if b[0] == "map" and self.p(0.5):
                 return self.choice(f"{c} CONTAINS KEY {self.term(b[1])}", f"{c}[{self.term(b[1])}] = {self.term(b[2])}")
-            return f"{c} CONTAINS {self.term(b[-1])}"
+            return f"{c} CONTAINS {self.term(element_type(b))}"
         op = self.r.choice(["=", "=", "<", ">", "<=", ">=", "IN"] if structured else
                            "= < > <= >= != IN CONTAINS CONTAINS_KEY LIKE IS_NOT_NULL NOT_IN BETWEEN [k]".split())
         return {"IN": lambda: f"{c} IN ({', '.join(self.term(t) for _ in range(n))})",
@@ -283,7 +297,7 @@ class Gen:
                 "IS_NOT_NULL": lambda: f"{c} IS NOT NULL", "BETWEEN": lambda: f"{c} BETWEEN {self.term(t)} AND {self.term(t)}",
                 "LIKE": lambda: f"{c} LIKE " + self.choice("'a%'", "'%b'", "'x'", "1"),
                 "[k]": lambda: f"{c}[{self.term('text')}] = {self.term('int')}",
-                "CONTAINS": lambda: f"{c} CONTAINS {self.term(b if isinstance(b, str) else b[-1])}",
+                "CONTAINS": lambda: f"{c} CONTAINS {self.term(element_type(b))}",
                 "CONTAINS_KEY": lambda: f"{c} CONTAINS KEY {self.term(b if isinstance(b, str) else b[1])}",
                 }.get(op, lambda: f"{c} {op} {self.term(t)}")()
 
@@ -973,7 +987,13 @@ class Fuzzer:
             self.setup()
             start = last = time.time()
             while (self.stats["statements"] < a.count) if a.count else (time.time() - start < a.duration):
-                st = self.gen.statement()
+                try:
+                    st = self.gen.statement()
+                except Exception as e:  # a generator bug costs one statement, not the run
+                    self.stats["generator errors"] += 1
+                    if self.stats["generator errors"] <= 5:
+                        print(f"generator: {type(e).__name__}: {e}", file=sys.stderr)
+                    continue
                 if any(f in st.cql.lower() for f in NONDETERMINISTIC):
                     continue
                 try:
