@@ -153,6 +153,9 @@ def test_prometheus_scrapes_three_nodes_and_every_watched_row_has_a_series(tmp_p
                 'operation="write",consistency="QUORUM"})') or 0) >= 400, timeout=30, every=1)
         finally:
             c.shutdown()
+        # a loaded machine may not have scraped every node yet
+        wait_for("Prometheus to see nodes 1 and 2 up", lambda: all(
+            prom.value(f'up{{instance="{t}"}}') == 1 for t in targets[:2]), timeout=60, every=1)
         up = {r["metric"]["instance"]: r["value"][1] for r in prom.query("up")}
         assert up[targets[0]] == "1" and up[targets[1]] == "1", up
         # a rate needs two scrapes of a series
