@@ -460,6 +460,16 @@ fn insert_values(
 /// A primary key value of an INSERT; `empty_ok`: an empty value is legal
 /// (a clustering value, a component of a composite partition key, whose
 /// encoding is never empty).
+/// A map key or set element naming a cell (`m[k]`, `s[e]`): neither null
+/// nor unset (`Invalid null map key`, `Invalid unset set element`).
+fn element_key(ev: &Eval, term: &Term, t: &CqlType, receiver: &str, what: &str) -> Result<Bytes> {
+    match ev.value(term, t, receiver)? {
+        Val::Set(k) => Ok(k),
+        Val::Null => Err(Error::Invalid(format!("Invalid null {what}"))),
+        Val::Unset => Err(Error::Invalid(format!("Invalid unset {what}"))),
+    }
+}
+
 fn key_value(ev: &Eval, term: &Term, c: &ColumnMetadata, empty_ok: bool) -> Result<Bytes> {
     match ev.value(term, &c.typ, &c.name)? {
         Val::Set(b) => {
@@ -794,11 +804,7 @@ fn apply_assignment(
         }
         (ColumnTarget::Element(_, idx), AssignOp::Set(term)) => match t {
             CqlType::Map(kt, vt) => {
-                let k = match ev.value(idx, kt, &format!("key({name})"))? {
-                    Val::Set(k) => k,
-                    Val::Null => return Err(Error::Invalid("Invalid null map key".into())),
-                    Val::Unset => return Err(Error::Invalid("Invalid unset map key".into())),
-                };
+                let k = element_key(ev, idx, kt, &format!("key({name})"), "map key")?;
                 let cell = match ev.value(term, vt, &format!("value({name})"))? {
                     Val::Set(v) => wp.cell(v),
                     Val::Null => wp.tombstone(),
@@ -1027,36 +1033,20 @@ pub fn delete(
                         }
                         ColumnTarget::Element(_, idx) => {
                             let path = match &col.typ {
-                                CqlType::Map(kt, _) => {
-                                    match ev.value(idx, kt, &format!("key({})", col.name))? {
-                                        Val::Set(k) => k,
-                                        Val::Null => {
-                                            return Err(Error::Invalid(
-                                                "Invalid null map key".into(),
-                                            ))
-                                        }
-                                        Val::Unset => {
-                                            return Err(Error::Invalid(
-                                                "Invalid unset map key".into(),
-                                            ))
-                                        }
-                                    }
-                                }
-                                CqlType::Set(et) => {
-                                    match ev.value(idx, et, &format!("value({})", col.name))? {
-                                        Val::Set(k) => k,
-                                        Val::Null => {
-                                            return Err(Error::Invalid(
-                                                "Invalid null set element".into(),
-                                            ))
-                                        }
-                                        Val::Unset => {
-                                            return Err(Error::Invalid(
-                                                "Invalid unset set element".into(),
-                                            ))
-                                        }
-                                    }
-                                }
+                                CqlType::Map(kt, _) => element_key(
+                                    ev,
+                                    idx,
+                                    kt,
+                                    &format!("key({})", col.name),
+                                    "map key",
+                                )?,
+                                CqlType::Set(et) => element_key(
+                                    ev,
+                                    idx,
+                                    et,
+                                    &format!("value({})", col.name),
+                                    "set element",
+                                )?,
                                 CqlType::List(_) => {
                                     let i = match ev.value(
                                         idx,

@@ -2953,7 +2953,7 @@ fn check_condition(col: &ColumnMetadata, c: &Condition) -> Result<()> {
         ColumnTarget::Column(_) => &col.typ,
         _ => &vtype,
     };
-    if references_duration(checked)
+    if checked.references_duration()
         && matches!(
             c.op,
             Operator::Lt | Operator::Le | Operator::Gt | Operator::Ge
@@ -3925,19 +3925,6 @@ fn parse_type(s: &str, ks: &KeyspaceMetadata) -> Result<CqlType> {
     Ok(freeze_tuples(t))
 }
 
-/// Cassandra's `AbstractType.referencesDuration`: a duration anywhere in
-/// the type, vectors aside.
-fn references_duration(t: &CqlType) -> bool {
-    match t {
-        CqlType::Duration => true,
-        CqlType::Frozen(e) | CqlType::List(e) | CqlType::Set(e) => references_duration(e),
-        CqlType::Map(k, v) => references_duration(k) || references_duration(v),
-        CqlType::Tuple(ts) => ts.iter().any(references_duration),
-        CqlType::Udt(u) => u.fields.iter().any(|(_, f)| references_duration(f)),
-        _ => false,
-    }
-}
-
 /// Tuples are always frozen in Cassandra.
 fn freeze_tuples(t: CqlType) -> CqlType {
     match t {
@@ -4030,7 +4017,7 @@ fn build_table(ks_name: &str, ct: &CreateTable, ks: &KeyspaceMetadata) -> Result
                 "counter type is not supported for PRIMARY KEY column '{pk}'"
             )));
         }
-        if references_duration(&c.typ) {
+        if c.typ.references_duration() {
             return Err(Error::Invalid(format!(
                 "duration type is not supported for PRIMARY KEY column '{pk}'"
             )));
@@ -4073,7 +4060,7 @@ fn build_table(ks_name: &str, ct: &CreateTable, ks: &KeyspaceMetadata) -> Result
                 "counter type is not supported for PRIMARY KEY column '{ck}'"
             )));
         }
-        if references_duration(&c.typ) {
+        if c.typ.references_duration() {
             return Err(Error::Invalid(format!(
                 "duration type is not supported for PRIMARY KEY column '{ck}'"
             )));

@@ -76,18 +76,6 @@ const SAI_OPTIONS: &[&str] = &[
     "query_analyzer",
 ];
 
-/// A duration anywhere in the type (Cassandra's `referencesDuration`).
-fn references_duration(t: &CqlType) -> bool {
-    match t {
-        CqlType::Duration => true,
-        CqlType::Frozen(e) | CqlType::List(e) | CqlType::Set(e) => references_duration(e),
-        CqlType::Map(k, v) => references_duration(k) || references_duration(v),
-        CqlType::Tuple(ts) => ts.iter().any(references_duration),
-        CqlType::Udt(u) => u.fields.iter().any(|(_, f)| references_duration(f)),
-        _ => false,
-    }
-}
-
 /// One index of a table, as `system_schema.indexes` holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexMetadata {
@@ -286,7 +274,7 @@ pub fn validate_create(
             ));
         }
     }
-    if references_duration(&col.typ) {
+    if col.typ.references_duration() {
         let what = match col.typ.unfrozen() {
             CqlType::List(_) | CqlType::Set(_) | CqlType::Map(..) => {
                 "collections containing durations"

@@ -54,6 +54,19 @@ pub enum CqlType {
 }
 
 impl CqlType {
+    /// Cassandra's `AbstractType.referencesDuration`: a duration anywhere in
+    /// the type, vectors aside.
+    pub fn references_duration(&self) -> bool {
+        match self {
+            CqlType::Duration => true,
+            CqlType::Frozen(e) | CqlType::List(e) | CqlType::Set(e) => e.references_duration(),
+            CqlType::Map(k, v) => k.references_duration() || v.references_duration(),
+            CqlType::Tuple(ts) => ts.iter().any(CqlType::references_duration),
+            CqlType::Udt(u) => u.fields.iter().any(|(_, f)| f.references_duration()),
+            _ => false,
+        }
+    }
+
     /// How deep values of this type nest, user types' fields included.
     pub fn depth(&self) -> usize {
         1 + match self {
