@@ -3074,7 +3074,12 @@ struct BoundCondition {
 fn bind_condition(t: &TableMetadata, c: &Condition, ev: &Eval<'_>) -> Result<BoundCondition> {
     let col = condition_column(t, c)?;
     let Some((key, (vname, vtype))) = condition_receivers(col, c) else {
-        return check_condition(col, c).map(|_| unreachable!());
+        // no receivers: check_condition names the error
+        check_condition(col, c)?;
+        return Err(Error::Invalid(format!(
+            "Invalid condition on column {}",
+            col.name
+        )));
     };
     let unset = || Error::Invalid("Invalid 'unset' value in condition".into());
     let access = match (&c.target, key) {
