@@ -676,11 +676,26 @@ impl QueryProcessor {
                 })
             }
             Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => {
-                if let Some(out) = self
-                    .maybe_lwt(&st.statement, client, opts, &ev, default_ts, now)
-                    .await?
+                // (the rare paths are boxed: the task of every request holds
+                // the largest future it may await, see `sibyl_tracing::scope`)
+                if self
+                    .conditional_table(&st.statement, client, opts.keyspace.as_deref())?
+                    .is_some()
                 {
-                    return Ok(out);
+                    let child = BatchChild {
+                        statement: &st.statement,
+                        ev: &ev,
+                        keyspace: None,
+                    };
+                    return Box::pin(self.execute_cas(
+                        std::slice::from_ref(&child),
+                        client,
+                        opts,
+                        default_ts,
+                        now,
+                        None,
+                    ))
+                    .await;
                 }
                 let (_, muts) = self
                     .mutations_of(
@@ -728,7 +743,7 @@ impl QueryProcessor {
                         keyspace: None,
                     })
                     .collect();
-                self.execute_batch(
+                Box::pin(self.execute_batch(
                     b.batch_type,
                     &children,
                     client,
@@ -736,7 +751,7 @@ impl QueryProcessor {
                     batch_ts,
                     default_ts,
                     now,
-                )
+                ))
                 .await
             }
             Statement::Use(ks) => {
@@ -764,13 +779,12 @@ impl QueryProcessor {
                         t.keyspace
                     )));
                 }
-                self.proxy.truncate(t.id).await?;
+                Box::pin(self.proxy.truncate(t.id)).await?;
                 Ok(Outcome::void())
             }
             Statement::Describe(d) => crate::describe::describe(self, d, client),
             _ => {
-                self.execute_schema_change(&st.statement, client, ks_opt)
-                    .await
+                Box::pin(self.execute_schema_change(&st.statement, client, ks_opt)).await
             }
         }
     }
@@ -846,9 +860,7 @@ impl QueryProcessor {
             wanted.dedup();
             for key in wanted {
                 let cmd = ReadCommand::single(t.id, DecoratedKey::new(key.clone()), now);
-                let p = self
-                    .proxy
-                    .read(cmd, read_cl)
+                let p = Box::pin(self.proxy.read(cmd, read_cl))
                     .await?
                     .pop()
                     .map(|(_, mut p)| {
@@ -1264,43 +1276,6 @@ impl QueryProcessor {
             _ if batch => Ok(()),
             _ => self.conditional_table(st, client, ks).map(|_| ()),
         }
-    }
-
-    /// A conditional statement: its conditions are checked against the
-    /// current data and it is applied if they hold, as one lightweight
-    /// transaction of the coordinator. Returns the `[applied]` result, or
-    /// `None` for a statement without conditions.
-    #[allow(clippy::too_many_arguments)]
-    async fn maybe_lwt(
-        &self,
-        st: &Statement,
-        client: &ClientState,
-        opts: &QueryOptions,
-        ev: &Eval<'_>,
-        default_ts: i64,
-        now: i32,
-    ) -> Result<Option<Outcome>> {
-        if self
-            .conditional_table(st, client, opts.keyspace.as_deref())?
-            .is_none()
-        {
-            return Ok(None);
-        }
-        let child = BatchChild {
-            statement: st,
-            ev,
-            keyspace: None,
-        };
-        self.execute_cas(
-            std::slice::from_ref(&child),
-            client,
-            opts,
-            default_ts,
-            now,
-            None,
-        )
-        .await
-        .map(Some)
     }
 
     /// One lightweight transaction: a conditional statement (`batch`

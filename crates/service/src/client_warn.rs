@@ -9,6 +9,8 @@
 //! the coordinator itself did that replica's work, as in Cassandra with
 //! `read_thresholds_enabled: false`.
 
+use futures::future::Either;
+use futures::FutureExt;
 use parking_lot::Mutex;
 use std::future::Future;
 use std::sync::Arc;
@@ -31,22 +33,22 @@ pub fn warn(message: impl Into<String>) {
 }
 
 /// Runs `fut` collecting the warnings added within it.
-pub async fn capture<F: Future>(fut: F) -> (F::Output, Vec<String>) {
+/// (A plain function: an `async fn` would hold `fut` twice, see
+/// `sibyl_tracing::scope`.)
+pub fn capture<F: Future>(fut: F) -> impl Future<Output = (F::Output, Vec<String>)> {
     let w = Arc::new(Mutex::new(Vec::new()));
-    let out = WARNINGS.scope(w.clone(), fut).await;
-    let warnings = std::mem::take(&mut *w.lock());
-    (out, warnings)
+    WARNINGS.scope(w.clone(), fut).map(move |out| {
+        let warnings = std::mem::take(&mut *w.lock());
+        (out, warnings)
+    })
 }
 
 /// `fut` adding its warnings to the running request's, if it collects them
 /// (work the coordinator hands to another task but does itself).
 pub fn propagate<F: Future>(fut: F) -> impl Future<Output = F::Output> {
-    let current = WARNINGS.try_with(|w| w.clone()).ok();
-    async move {
-        match current {
-            Some(w) => WARNINGS.scope(w, fut).await,
-            None => fut.await,
-        }
+    match WARNINGS.try_with(|w| w.clone()).ok() {
+        Some(w) => Either::Left(WARNINGS.scope(w, fut)),
+        None => Either::Right(fut),
     }
 }
 

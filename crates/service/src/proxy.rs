@@ -526,7 +526,10 @@ impl StorageProxy {
                     t.name
                 )));
             }
-            return self.mutate_counters(&schema, mutations, cl).await;
+            // boxed, as every path but the plain write: a request's task
+            // holds the largest of its possible futures, and plain writes
+            // should not pay for counters', batches' and LWTs' state
+            return Box::pin(self.mutate_counters(&schema, mutations, cl)).await;
         }
         if write_type == WriteType::Batch {
             let first = (&mutations[0].key, mutations[0].table_id);
@@ -534,7 +537,7 @@ impl StorageProxy {
                 .iter()
                 .any(|m| m.key != *first.0 || m.table_id != first.1)
             {
-                return self.mutate_atomically(mutations, cl).await;
+                return Box::pin(self.mutate_atomically(mutations, cl)).await;
             }
         }
         sibyl_tracing::trace(|| "Determining replicas for mutation");
@@ -986,7 +989,7 @@ impl StorageProxy {
         let r = if cl.is_serial() {
             let schema = self.schema();
             match schema.table_by_id(cmd.table_id).cloned() {
-                Some(t) => self.serial_read(&t, cmd, cl).await,
+                Some(t) => Box::pin(self.serial_read(&t, cmd, cl)).await,
                 None => Err(ServiceError::Invalid(format!(
                     "unknown table {}",
                     cmd.table_id
@@ -1025,7 +1028,7 @@ impl StorageProxy {
                 let plan = self.plan(strategy, key.token, cl);
                 self.read_from(plan, cmd, cl, self.timeouts.read).await
             }
-            ReadKind::PartitionRange { .. } => self.range_read(strategy, cmd, cl).await,
+            ReadKind::PartitionRange { .. } => Box::pin(self.range_read(strategy, cmd, cl)).await,
             ReadKind::Index { limit, .. } => {
                 // every node searches its own index: ask each, keep each
                 // partition once, in token order

@@ -500,7 +500,8 @@ impl Replica {
         Ok(Some(applied))
     }
 
-    /// Serves one request (the verb handlers).
+    /// Serves one request (the verb handlers). The rare verbs are boxed:
+    /// the future of every request is as large as its largest arm.
     pub async fn handle(&self, request: Request) -> Response {
         let r = match request {
             Request::Mutation(m) => self.apply(m).await.map(|_| Response::Done),
@@ -508,8 +509,7 @@ impl Replica {
             Request::Truncate {
                 table_id,
                 timestamp_micros,
-            } => self
-                .truncate(table_id, timestamp_micros)
+            } => Box::pin(self.truncate(table_id, timestamp_micros))
                 .await
                 .map(|_| Response::Done),
             Request::Hint(m) => self.apply(m).await.map(|_| Response::Done),
@@ -517,17 +517,15 @@ impl Replica {
                 ballot,
                 table_id,
                 key,
-            } => self
-                .paxos_prepare(ballot, table_id, key)
+            } => Box::pin(self.paxos_prepare(ballot, table_id, key))
                 .await
                 .map(|p| Response::Promise(Box::new(p))),
-            Request::PaxosPropose(c) => self.paxos_propose(c).await.map(Response::Accepted),
-            Request::PaxosCommit(c) => self.paxos_commit(c).await.map(|_| Response::Done),
-            Request::BatchStore { id, mutations } => self
-                .batchlog_store(id, &mutations)
+            Request::PaxosPropose(c) => Box::pin(self.paxos_propose(c)).await.map(Response::Accepted),
+            Request::PaxosCommit(c) => Box::pin(self.paxos_commit(c)).await.map(|_| Response::Done),
+            Request::BatchStore { id, mutations } => Box::pin(self.batchlog_store(id, &mutations))
                 .await
                 .map(|_| Response::Done),
-            Request::BatchRemove(id) => self.batchlog_remove(id).await.map(|_| Response::Done),
+            Request::BatchRemove(id) => Box::pin(self.batchlog_remove(id)).await.map(|_| Response::Done),
             Request::Gossip(_)
             | Request::Metadata(_)
             | Request::MetadataCatchUp(_)

@@ -13,6 +13,7 @@
 //! that goes through the coordinator at consistency ANY, as Cassandra's
 //! `TraceStateImpl` does).
 
+use futures::future::Either;
 use parking_lot::RwLock;
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -370,10 +371,18 @@ tokio::task_local! {
 }
 
 /// Runs `fut` as part of `state`'s session: [`trace`] within it records.
-pub async fn scope<F: Future>(state: Option<Arc<TraceState>>, fut: F) -> F::Output {
+///
+/// A plain function returning a future of `fut`'s size (not an `async fn`,
+/// whose state would hold `fut` twice: as its argument and as the future it
+/// awaits): every request passes through several such wrappers, and each
+/// one would double what the request's task allocates and copies.
+pub fn scope<F: Future>(
+    state: Option<Arc<TraceState>>,
+    fut: F,
+) -> impl Future<Output = F::Output> {
     match state {
-        Some(s) => CURRENT.scope(s, fut).await,
-        None => fut.await,
+        Some(s) => Either::Left(CURRENT.scope(s, fut)),
+        None => Either::Right(fut),
     }
 }
 
@@ -393,8 +402,8 @@ pub fn in_stage<R>(stage: Stage, f: impl FnOnce() -> R) -> R {
 }
 
 /// `fut` with the running task's session moved to `stage`.
-pub async fn scope_in_stage<F: Future>(stage: Stage, fut: F) -> F::Output {
-    scope(current().map(|s| s.in_stage(stage)), fut).await
+pub fn scope_in_stage<F: Future>(stage: Stage, fut: F) -> impl Future<Output = F::Output> {
+    scope(current().map(|s| s.in_stage(stage)), fut)
 }
 
 /// The session the running task is part of, if it is traced.

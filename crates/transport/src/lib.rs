@@ -872,11 +872,13 @@ impl Conn {
 /// A request whose processing panicked is answered with a server error
 /// (and logged), never left without an answer: a bug in one statement's
 /// path must not hang the client or take the connection down.
-async fn unpanicked(
+/// (A plain function: an `async fn` would hold `f` twice, see
+/// `sibyl_tracing::scope`.)
+fn unpanicked(
     f: impl std::future::Future<Output = Result<Outcome, Error>>,
-) -> Result<Outcome, Error> {
+) -> impl std::future::Future<Output = Result<Outcome, Error>> {
     use futures::FutureExt;
-    match std::panic::AssertUnwindSafe(f).catch_unwind().await {
+    std::panic::AssertUnwindSafe(f).catch_unwind().map(|r| match r {
         Ok(r) => r,
         Err(panic) => {
             let what = panic
@@ -887,7 +889,7 @@ async fn unpanicked(
             tracing::error!("Unexpected exception during request: {what}");
             Err(Error::Server(format!("java.lang.RuntimeException: {what}")))
         }
-    }
+    })
 }
 
 fn options_of(p: sibyl_protocol::QueryParameters) -> QueryOptions {
@@ -1142,8 +1144,10 @@ impl Server {
                     now_in_seconds: Some(now),
                     ..Default::default()
                 };
-                qp.execute_batch(bt, &children, &c, &opts, None, ts, now)
-                    .await
+                // boxed: every request's task holds the largest future it
+                // may await, and single statements should not pay for a
+                // batch's (see `sibyl_tracing::scope`)
+                Box::pin(qp.execute_batch(bt, &children, &c, &opts, None, ts, now)).await
             }
             other => Err(Error::Protocol(format!(
                 "Unexpected message {}",
