@@ -48,7 +48,7 @@ impl TokenMetadata {
     /// replica is whichever node holds the data, so it gives none here and
     /// the coordinator serves it locally.
     pub fn replicas(&self, token: i64, strategy: &ReplicationStrategy) -> Vec<usize> {
-        let mut out: Vec<usize> = Vec::new();
+        let mut out: Vec<usize> = Vec::with_capacity(4);
         match strategy {
             ReplicationStrategy::Local => out,
             ReplicationStrategy::Everywhere => (0..self.endpoints.len()).collect(),

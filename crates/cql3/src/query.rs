@@ -187,14 +187,14 @@ impl QueryProcessor {
         name: &'a QualifiedName,
         client: &'a ClientState,
         opts_ks: Option<&'a str>,
-    ) -> Result<String> {
+    ) -> Result<&'a str> {
         if let Some(k) = &name.keyspace {
-            return Ok(k.clone());
+            return Ok(k);
         }
         if let Some(k) = opts_ks {
-            return Ok(k.to_string());
+            return Ok(k);
         }
-        client.keyspace.clone().ok_or_else(|| {
+        client.keyspace.as_deref().ok_or_else(|| {
             Error::Invalid("No keyspace has been specified. USE a keyspace, or explicitly specify keyspace.tablename".into())
         })
     }
@@ -208,7 +208,7 @@ impl QueryProcessor {
     ) -> Result<Arc<TableMetadata>> {
         let ks = self.keyspace_of(name, client, opts_ks)?;
         let schema = self.schema();
-        let Some(k) = schema.keyspace(&ks) else {
+        let Some(k) = schema.keyspace(ks) else {
             return Err(Error::Invalid(format!("keyspace {ks} does not exist")));
         };
         k.tables
@@ -1527,7 +1527,7 @@ impl QueryProcessor {
                 )
             }
             Statement::CreateTable(ct) => {
-                let ks_name = self.keyspace_of(&ct.name, client, ks_opt)?;
+                let ks_name = self.keyspace_of(&ct.name, client, ks_opt)?.to_string();
                 let Some(old) = schema.keyspace(&ks_name) else {
                     return Err(Error::Invalid(format!(
                         "Keyspace '{ks_name}' doesn't exist"
@@ -1579,7 +1579,7 @@ impl QueryProcessor {
                 )
             }
             Statement::AlterTable(at) => {
-                let ks_name = self.keyspace_of(&at.name, client, ks_opt)?;
+                let ks_name = self.keyspace_of(&at.name, client, ks_opt)?.to_string();
                 let old = schema.keyspace(&ks_name);
                 let Some((old, t)) = old.and_then(|o| o.tables.get(&at.name.name).map(|t| (o, t)))
                 else {
@@ -1608,7 +1608,7 @@ impl QueryProcessor {
                 )
             }
             Statement::DropTable { name, if_exists } => {
-                let ks_name = self.keyspace_of(name, client, ks_opt)?;
+                let ks_name = self.keyspace_of(name, client, ks_opt)?.to_string();
                 let old = schema.keyspace(&ks_name);
                 let Some(old) = old.filter(|o| o.tables.contains_key(&name.name)) else {
                     if *if_exists {
@@ -1633,7 +1633,7 @@ impl QueryProcessor {
                 )
             }
             Statement::CreateType(ct) => {
-                let ks_name = self.keyspace_of(&ct.name, client, ks_opt)?;
+                let ks_name = self.keyspace_of(&ct.name, client, ks_opt)?.to_string();
                 let Some(old) = schema.keyspace(&ks_name) else {
                     return Err(Error::Invalid(format!(
                         "Keyspace '{ks_name}' doesn't exist"
@@ -1690,7 +1690,7 @@ impl QueryProcessor {
                 )
             }
             Statement::DropType { name, if_exists } => {
-                let ks_name = self.keyspace_of(name, client, ks_opt)?;
+                let ks_name = self.keyspace_of(name, client, ks_opt)?.to_string();
                 let old = schema.keyspace(&ks_name);
                 let Some(old) = old.filter(|o| o.types.contains_key(&name.name)) else {
                     if *if_exists {
@@ -1753,7 +1753,7 @@ impl QueryProcessor {
                 if_field_exists,
                 alter_field,
             } => {
-                let ks_name = self.keyspace_of(name, client, ks_opt)?;
+                let ks_name = self.keyspace_of(name, client, ks_opt)?.to_string();
                 let old = schema.keyspace(&ks_name);
                 let Some((old, u)) = old.and_then(|o| o.types.get(&name.name).map(|u| (o, u)))
                 else {
@@ -1866,7 +1866,7 @@ impl QueryProcessor {
                         "Cannot specify options for a non-CUSTOM index".into(),
                     ));
                 }
-                let ks_name = self.keyspace_of(&ci.table, client, ks_opt)?;
+                let ks_name = self.keyspace_of(&ci.table, client, ks_opt)?.to_string();
                 let Some(old) = schema.keyspace(&ks_name) else {
                     return Err(Error::Invalid(format!(
                         "Keyspace '{ks_name}' doesn't exist"
@@ -1976,7 +1976,7 @@ impl QueryProcessor {
                 )
             }
             Statement::DropIndex { name, if_exists } => {
-                let ks_name = self.keyspace_of(name, client, ks_opt)?;
+                let ks_name = self.keyspace_of(name, client, ks_opt)?.to_string();
                 let found = schema.keyspace(&ks_name).and_then(|old| {
                     old.tables
                         .values()
@@ -3447,7 +3447,10 @@ fn set_term_specs(
 }
 
 /// Positional values for the statement's markers (named values matched by name).
-fn resolve_values(st: &ParsedStatement, opts: &QueryOptions) -> Result<Vec<Value>> {
+fn resolve_values<'a>(
+    st: &ParsedStatement,
+    opts: &'a QueryOptions,
+) -> Result<std::borrow::Cow<'a, [Value]>> {
     let n = st.bind_markers.len();
     if let Some(names) = &opts.names {
         let mut out = vec![Value::Unset; n];
@@ -3462,7 +3465,7 @@ fn resolve_values(st: &ParsedStatement, opts: &QueryOptions) -> Result<Vec<Value
                 None => return Err(Error::Invalid(format!("No value for bind variable {name}"))),
             }
         }
-        return Ok(out);
+        return Ok(out.into());
     }
     if opts.values.len() != n {
         return Err(Error::Invalid(format!(
@@ -3471,7 +3474,7 @@ fn resolve_values(st: &ParsedStatement, opts: &QueryOptions) -> Result<Vec<Value
             opts.values.len()
         )));
     }
-    Ok(opts.values.clone())
+    Ok(std::borrow::Cow::Borrowed(&opts.values))
 }
 
 /// A type as written in a statement, before it is resolved: what
@@ -4526,42 +4529,42 @@ impl QueryProcessor {
                 Some((format!("<keyspace {name}>"), true)),
             ),
             Statement::CreateTable(ct) => {
-                let ks = self.keyspace_of(&ct.name, client, ks_opt)?;
+                let ks = self.keyspace_of(&ct.name, client, ks_opt)?.to_string();
                 let r = format!("<all tables in {ks}>");
                 (ks, "CREATE", Some((r, false)))
             }
             Statement::AlterTable(at) => {
-                let ks = self.keyspace_of(&at.name, client, ks_opt)?;
+                let ks = self.keyspace_of(&at.name, client, ks_opt)?.to_string();
                 let r = format!("<table {ks}.{}>", at.name.name);
                 (ks, "ALTER", Some((r, false)))
             }
             Statement::DropTable { name, .. } => {
-                let ks = self.keyspace_of(name, client, ks_opt)?;
+                let ks = self.keyspace_of(name, client, ks_opt)?.to_string();
                 let r = format!("<table {ks}.{}>", name.name);
                 (ks, "DROP", Some((r, false)))
             }
             Statement::CreateType(ct) => {
-                let ks = self.keyspace_of(&ct.name, client, ks_opt)?;
+                let ks = self.keyspace_of(&ct.name, client, ks_opt)?.to_string();
                 let r = format!("<all tables in {ks}>");
                 (ks, "CREATE", Some((r, false)))
             }
             Statement::AlterType { name, .. } => {
-                let ks = self.keyspace_of(name, client, ks_opt)?;
+                let ks = self.keyspace_of(name, client, ks_opt)?.to_string();
                 let r = format!("<all tables in {ks}>");
                 (ks, "ALTER", Some((r, false)))
             }
             Statement::DropType { name, .. } => {
-                let ks = self.keyspace_of(name, client, ks_opt)?;
+                let ks = self.keyspace_of(name, client, ks_opt)?.to_string();
                 let r = format!("<all tables in {ks}>");
                 (ks, "DROP", Some((r, false)))
             }
             Statement::CreateIndex(ci) => {
-                let ks = self.keyspace_of(&ci.table, client, ks_opt)?;
+                let ks = self.keyspace_of(&ci.table, client, ks_opt)?.to_string();
                 let r = format!("<table {ks}.{}>", ci.table.name);
                 (ks, "ALTER", Some((r, false)))
             }
             Statement::DropIndex { name, .. } => {
-                let ks = self.keyspace_of(name, client, ks_opt)?;
+                let ks = self.keyspace_of(name, client, ks_opt)?.to_string();
                 // authorized against the indexed table, when there is one
                 let table = schema.keyspace(&ks).and_then(|k| {
                     k.tables

@@ -76,14 +76,15 @@ impl QueryParameters {
         let values = if f & qflags::VALUES != 0 {
             let n = r.u16()?;
             if f & qflags::NAMES_FOR_VALUES != 0 {
-                let mut v = Vec::new();
+                // (bounded: `n` comes from the network)
+                let mut v = Vec::with_capacity(usize::from(n).min(64));
                 for _ in 0..n {
                     let name = r.string()?;
                     v.push((name, r.value(version)?));
                 }
                 Values::Named(v)
             } else {
-                let mut v = Vec::new();
+                let mut v = Vec::with_capacity(usize::from(n).min(64));
                 for _ in 0..n {
                     v.push(r.value(version)?);
                 }

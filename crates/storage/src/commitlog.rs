@@ -21,7 +21,7 @@ use parking_lot::{Condvar, Mutex};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -91,6 +91,9 @@ impl Entry {
 struct Writer {
     /// Tables with data in each segment not yet flushed.
     dirty: std::collections::BTreeMap<u64, std::collections::HashSet<uuid::Uuid>>,
+    /// The last (segment, table) added to `dirty`: most appends repeat it,
+    /// and need no look-up (the active segment's set only grows).
+    last_dirty: Option<(u64, uuid::Uuid)>,
     file: Arc<File>,
     segment_id: u64,
     /// Bytes of the current segment, appended entries included.
@@ -207,6 +210,10 @@ pub struct CommitLog {
     io: Mutex<()>,
     /// Signalled after every write of buffered entries.
     written: tokio::sync::Notify,
+    /// `Writer::written`, readable without the lock, while no write has
+    /// failed (`write_failed`): the common check of [`CommitLog::wait_written`].
+    written_position: AtomicU64,
+    write_failed: AtomicBool,
     /// One fsync pass at a time (its position must cover what it synced).
     sync_pass: Mutex<()>,
     state: Mutex<SyncState>,
@@ -449,6 +456,7 @@ impl CommitLog {
         let log = Arc::new(CommitLog {
             writer: Mutex::new(Writer {
                 dirty: Default::default(),
+                last_dirty: None,
                 file: Arc::new(file),
                 segment_id: next_id,
                 segment_bytes: HEADER_LEN as u64,
@@ -466,6 +474,8 @@ impl CommitLog {
             }),
             io: Mutex::new(()),
             written: tokio::sync::Notify::new(),
+            written_position: AtomicU64::new(0),
+            write_failed: AtomicBool::new(false),
             sync_pass: Mutex::new(()),
             state: Mutex::new(SyncState {
                 requested: 0,
@@ -587,7 +597,10 @@ impl CommitLog {
         w.position = position(w.segment_id, w.segment_bytes);
         if let Some(t) = table {
             let seg = w.segment_id;
-            w.dirty.entry(seg).or_default().insert(t);
+            if w.last_dirty != Some((seg, t)) {
+                w.dirty.entry(seg).or_default().insert(t);
+                w.last_dirty = Some((seg, t));
+            }
         }
         self.completed.inc();
         Ok(w.position)
@@ -690,6 +703,7 @@ impl CommitLog {
             match r {
                 Ok(()) => {
                     w.written = w.written.max(position(job.segment_id, job.end));
+                    self.written_position.fetch_max(w.written, Ordering::Release);
                     self.disk_bytes
                         .fetch_add(job.buf.len() as u64, Ordering::Relaxed);
                 }
@@ -728,6 +742,7 @@ impl CommitLog {
                     if w.failures.len() >= 64 {
                         w.failures.remove(0);
                     }
+                    self.write_failed.store(true, Ordering::Release);
                     w.failures.push(failure);
                 }
             }
@@ -747,12 +762,11 @@ impl CommitLog {
     /// buffer itself, or, while another thread is writing, waits for that
     /// write without holding its thread. Errors when the write failed.
     pub async fn wait_written(&self, position: u64) -> Result<(), StorageError> {
+        // the first yield lets the requests already running on this thread
+        // append too: one write for all of them
         let mut yielded = false;
         loop {
-            let written = self.written.notified();
-            tokio::pin!(written);
-            written.as_mut().enable();
-            if let Some(r) = self.writer.lock().outcome(position) {
+            if let Some(r) = self.written_outcome(position) {
                 return r;
             }
             if !yielded {
@@ -764,8 +778,26 @@ impl CommitLog {
                 self.write_pending(io);
                 continue;
             }
+            // another thread is writing: wait for it to signal (registered
+            // first, then checked again, so that its signal is not missed)
+            let written = self.written.notified();
+            tokio::pin!(written);
+            written.as_mut().enable();
+            if let Some(r) = self.written_outcome(position) {
+                return r;
+            }
             written.await;
         }
+    }
+
+    /// [`Writer::outcome`], without the writer's lock while no write failed.
+    fn written_outcome(&self, position: u64) -> Option<Result<(), StorageError>> {
+        if !self.write_failed.load(Ordering::Acquire)
+            && position <= self.written_position.load(Ordering::Acquire)
+        {
+            return Some(Ok(()));
+        }
+        self.writer.lock().outcome(position)
     }
 
     /// The position after the last appended entry.
