@@ -783,9 +783,7 @@ impl QueryProcessor {
                 Ok(Outcome::void())
             }
             Statement::Describe(d) => crate::describe::describe(self, d, client),
-            _ => {
-                Box::pin(self.execute_schema_change(&st.statement, client, ks_opt)).await
-            }
+            _ => Box::pin(self.execute_schema_change(&st.statement, client, ks_opt)).await,
         }
     }
 

@@ -520,12 +520,16 @@ impl Replica {
             } => Box::pin(self.paxos_prepare(ballot, table_id, key))
                 .await
                 .map(|p| Response::Promise(Box::new(p))),
-            Request::PaxosPropose(c) => Box::pin(self.paxos_propose(c)).await.map(Response::Accepted),
+            Request::PaxosPropose(c) => Box::pin(self.paxos_propose(c))
+                .await
+                .map(Response::Accepted),
             Request::PaxosCommit(c) => Box::pin(self.paxos_commit(c)).await.map(|_| Response::Done),
             Request::BatchStore { id, mutations } => Box::pin(self.batchlog_store(id, &mutations))
                 .await
                 .map(|_| Response::Done),
-            Request::BatchRemove(id) => Box::pin(self.batchlog_remove(id)).await.map(|_| Response::Done),
+            Request::BatchRemove(id) => Box::pin(self.batchlog_remove(id))
+                .await
+                .map(|_| Response::Done),
             Request::Gossip(_)
             | Request::Metadata(_)
             | Request::MetadataCatchUp(_)

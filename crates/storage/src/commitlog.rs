@@ -703,7 +703,8 @@ impl CommitLog {
             match r {
                 Ok(()) => {
                     w.written = w.written.max(position(job.segment_id, job.end));
-                    self.written_position.fetch_max(w.written, Ordering::Release);
+                    self.written_position
+                        .fetch_max(w.written, Ordering::Release);
                     self.disk_bytes
                         .fetch_add(job.buf.len() as u64, Ordering::Relaxed);
                 }

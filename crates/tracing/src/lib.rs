@@ -376,10 +376,7 @@ tokio::task_local! {
 /// whose state would hold `fut` twice: as its argument and as the future it
 /// awaits): every request passes through several such wrappers, and each
 /// one would double what the request's task allocates and copies.
-pub fn scope<F: Future>(
-    state: Option<Arc<TraceState>>,
-    fut: F,
-) -> impl Future<Output = F::Output> {
+pub fn scope<F: Future>(state: Option<Arc<TraceState>>, fut: F) -> impl Future<Output = F::Output> {
     match state {
         Some(s) => Either::Left(CURRENT.scope(s, fut)),
         None => Either::Right(fut),

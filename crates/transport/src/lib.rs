@@ -878,18 +878,20 @@ fn unpanicked(
     f: impl std::future::Future<Output = Result<Outcome, Error>>,
 ) -> impl std::future::Future<Output = Result<Outcome, Error>> {
     use futures::FutureExt;
-    std::panic::AssertUnwindSafe(f).catch_unwind().map(|r| match r {
-        Ok(r) => r,
-        Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            tracing::error!("Unexpected exception during request: {what}");
-            Err(Error::Server(format!("java.lang.RuntimeException: {what}")))
-        }
-    })
+    std::panic::AssertUnwindSafe(f)
+        .catch_unwind()
+        .map(|r| match r {
+            Ok(r) => r,
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".into());
+                tracing::error!("Unexpected exception during request: {what}");
+                Err(Error::Server(format!("java.lang.RuntimeException: {what}")))
+            }
+        })
 }
 
 fn options_of(p: sibyl_protocol::QueryParameters) -> QueryOptions {
