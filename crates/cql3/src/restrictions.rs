@@ -65,22 +65,23 @@ fn rhs_values(ev: &Eval, rel: &Relation, col: &str, t: &CqlType) -> Result<Vec<B
         rel,
         col,
         t,
-        &format!("Invalid null value in condition for column {col}"),
+        &|| format!("Invalid null value in condition for column {col}"),
     )
 }
 
-/// The values of a relation; `null_msg`: the error for a null value.
+/// The values of a relation; `null_msg`: the error for a null value (made
+/// only then: this runs on every execution).
 fn rhs_values_or(
     ev: &Eval,
     rel: &Relation,
     col: &str,
     t: &CqlType,
-    null_msg: &str,
+    null_msg: &dyn Fn() -> String,
 ) -> Result<Vec<Bytes>> {
     let one = |v: Val| -> Result<Bytes> {
         match v {
             Val::Set(b) => Ok(b),
-            Val::Null => Err(Error::Invalid(null_msg.to_string())),
+            Val::Null => Err(Error::Invalid(null_msg())),
             Val::Unset => Err(Error::Invalid(format!(
                 "Invalid unset value for column {col}"
             ))),
@@ -441,7 +442,7 @@ pub fn analyse(
                     rel,
                     &format!("value({c})"),
                     vt,
-                    &format!("Unsupported null map value for column {c}"),
+                    &|| format!("Unsupported null map value for column {c}"),
                 )?;
                 let key = match key {
                     Val::Set(b) => b,
@@ -513,7 +514,7 @@ pub fn analyse(
                         rel,
                         c,
                         &col.typ,
-                        &format!("Unsupported null value for column {c}"),
+                        &|| format!("Unsupported null value for column {c}"),
                     )?
                 } else {
                     rhs_values(ev, rel, c, &col.typ)?
