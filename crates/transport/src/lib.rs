@@ -809,7 +809,7 @@ impl Conn {
             let (processed, mut warned) =
                 sibyl_service::client_warn::capture(sibyl_tracing::scope(
                     trace.clone(),
-                    Box::pin(unpanicked(server.process(req, &client, version))),
+                    unpanicked(server.process(req, &client, version)),
                 ))
                 .await;
             let (resp, warnings, tracing_id) = match processed {
@@ -864,7 +864,10 @@ impl Conn {
             self.info
                 .set_keyspace(self.client.lock().await.keyspace.clone());
         } else {
-            tokio::spawn(fut);
+            // boxed: the task then holds a pointer, and tokio's moves of the
+            // task's state (when spawned, when its output is stored) copy
+            // 16 bytes, not the whole request's future
+            tokio::spawn(Box::pin(fut));
         }
     }
 }
