@@ -60,13 +60,9 @@ pub struct Restrictions {
 }
 
 fn rhs_values(ev: &Eval, rel: &Relation, col: &str, t: &CqlType) -> Result<Vec<Bytes>> {
-    rhs_values_or(
-        ev,
-        rel,
-        col,
-        t,
-        &|| format!("Invalid null value in condition for column {col}"),
-    )
+    rhs_values_or(ev, rel, col, t, &|| {
+        format!("Invalid null value in condition for column {col}")
+    })
 }
 
 /// The values of a relation; `null_msg`: the error for a null value (made
@@ -437,13 +433,9 @@ pub fn analyse(
                     ));
                 }
                 let key = ev.value(key, kt, &format!("key({c})"))?;
-                let vals = rhs_values_or(
-                    ev,
-                    rel,
-                    &format!("value({c})"),
-                    vt,
-                    &|| format!("Unsupported null map value for column {c}"),
-                )?;
+                let vals = rhs_values_or(ev, rel, &format!("value({c})"), vt, &|| {
+                    format!("Unsupported null map value for column {c}")
+                })?;
                 let key = match key {
                     Val::Set(b) => b,
                     _ => {
@@ -509,13 +501,9 @@ pub fn analyse(
                 let vals = if null_bound {
                     vec![Bytes::new()]
                 } else if matches!(col.kind, ColumnKind::Regular | ColumnKind::Static) {
-                    rhs_values_or(
-                        ev,
-                        rel,
-                        c,
-                        &col.typ,
-                        &|| format!("Unsupported null value for column {c}"),
-                    )?
+                    rhs_values_or(ev, rel, c, &col.typ, &|| {
+                        format!("Unsupported null value for column {c}")
+                    })?
                 } else {
                     rhs_values(ev, rel, c, &col.typ)?
                 };

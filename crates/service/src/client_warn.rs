@@ -32,6 +32,24 @@ pub fn warn(message: impl Into<String>) {
     });
 }
 
+/// Where the warnings of one request are collected: see [`collecting`].
+#[derive(Clone, Default)]
+pub struct Collector(Arc<Mutex<Vec<String>>>);
+
+impl Collector {
+    /// The warnings collected so far, taken out.
+    pub fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock())
+    }
+}
+
+/// `fut` adding the warnings added within it to `c`: [`capture`] in parts,
+/// for a caller that awaits the request's future in place (a wrapper that
+/// maps the output moves the whole future when it completes).
+pub fn collecting<F: Future>(c: &Collector, fut: F) -> impl Future<Output = F::Output> {
+    WARNINGS.scope(c.0.clone(), fut)
+}
+
 /// Runs `fut` collecting the warnings added within it.
 /// (A plain function: an `async fn` would hold `fut` twice, see
 /// `sibyl_tracing::scope`.)

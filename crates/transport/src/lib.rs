@@ -5,6 +5,7 @@
 pub mod clients;
 
 use bytes::{Buf, Bytes, BytesMut};
+use futures::FutureExt;
 use sibyl_cql::{BatchType, ParsedStatement, Statement};
 use sibyl_cql3::error::Error;
 use sibyl_cql3::query::{BatchChild, ClientState, Outcome, QueryOptions, QueryProcessor};
@@ -806,12 +807,21 @@ impl Conn {
             let trace = (traced || server.tracer.sampled())
                 .then(|| server.begin_trace(&req, client_ip))
                 .flatten();
-            let (processed, mut warned) =
-                sibyl_service::client_warn::capture(sibyl_tracing::scope(
-                    trace.clone(),
-                    unpanicked(server.process(req, &client, version)),
-                ))
-                .await;
+            // awaited in place, through wrappers that do not move the
+            // request's future (see `client_warn::collecting`)
+            let collector = sibyl_service::client_warn::Collector::default();
+            let processed = answered(
+                sibyl_service::client_warn::collecting(
+                    &collector,
+                    sibyl_tracing::scope(
+                        trace.clone(),
+                        std::panic::AssertUnwindSafe(server.process(req, &client, version))
+                            .catch_unwind(),
+                    ),
+                )
+                .await,
+            );
+            let mut warned = collector.take();
             let (resp, warnings, tracing_id) = match processed {
                 Ok(mut o) => {
                     // the statement's own warnings first: they are decided
@@ -872,29 +882,25 @@ impl Conn {
     }
 }
 
-/// A request whose processing panicked is answered with a server error
-/// (and logged), never left without an answer: a bug in one statement's
-/// path must not hang the client or take the connection down.
-/// (A plain function: an `async fn` would hold `f` twice, see
-/// `sibyl_tracing::scope`.)
-fn unpanicked(
-    f: impl std::future::Future<Output = Result<Outcome, Error>>,
-) -> impl std::future::Future<Output = Result<Outcome, Error>> {
-    use futures::FutureExt;
-    std::panic::AssertUnwindSafe(f)
-        .catch_unwind()
-        .map(|r| match r {
-            Ok(r) => r,
-            Err(panic) => {
-                let what = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".into());
-                tracing::error!("Unexpected exception during request: {what}");
-                Err(Error::Server(format!("java.lang.RuntimeException: {what}")))
-            }
-        })
+/// The answer to a request whose processing may have panicked: a panic is
+/// answered with a server error (and logged), never left without an
+/// answer; a bug in one statement's path must not hang the client or take
+/// the connection down.
+fn answered(
+    r: Result<Result<Outcome, Error>, Box<dyn std::any::Any + Send>>,
+) -> Result<Outcome, Error> {
+    match r {
+        Ok(r) => r,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            tracing::error!("Unexpected exception during request: {what}");
+            Err(Error::Server(format!("java.lang.RuntimeException: {what}")))
+        }
+    }
 }
 
 fn options_of(p: sibyl_protocol::QueryParameters) -> QueryOptions {
@@ -1174,7 +1180,9 @@ mod panics {
     /// error the client reads (and the connection lives on).
     #[test]
     fn a_panicking_request_is_answered_with_a_server_error() {
-        let r = futures::executor::block_on(unpanicked(async { boom() }));
+        let r = answered(futures::executor::block_on(
+            std::panic::AssertUnwindSafe(async { boom() }).catch_unwind(),
+        ));
         match r {
             Err(Error::Server(m)) => assert!(m.contains("index out of bounds"), "{m}"),
             Err(e) => panic!("unexpected error {e}"),
