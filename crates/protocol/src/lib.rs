@@ -460,31 +460,38 @@ pub fn encode_response_frame(
     tracing_id: Option<[u8; 16]>,
     out: &mut Vec<u8>,
 ) {
-    let mut fl = 0u8;
-    let mut body = Vec::new();
-    if let Some(id) = tracing_id {
-        fl |= flags::TRACING;
-        body.extend_from_slice(&id);
-    }
-    if !warnings.is_empty() && version >= 4 {
-        fl |= flags::WARNING;
-        wire::put_string_list(&mut body, warnings);
-    }
-    resp.encode_body(version, &mut body);
-    if let Some(c) = compression.filter(|_| version < 5) {
-        body = compress_body(c, &body);
-        fl |= flags::COMPRESSION;
-    }
-    FrameHeader {
+    // the body is written in place after the header, whose flags and length
+    // are filled in once it is known (one buffer, grown once if at all)
+    let start = out.len();
+    let mut header = FrameHeader {
         version,
         is_response: true,
-        flags: fl,
+        flags: 0,
         stream,
         opcode: resp.opcode(),
-        length: body.len() as u32,
+        length: 0,
+    };
+    header.encode(out);
+    let body = out.len();
+    if let Some(id) = tracing_id {
+        header.flags |= flags::TRACING;
+        out.extend_from_slice(&id);
     }
-    .encode(out);
-    out.extend_from_slice(&body);
+    if !warnings.is_empty() && version >= 4 {
+        header.flags |= flags::WARNING;
+        wire::put_string_list(out, warnings);
+    }
+    resp.encode_body(version, out);
+    if let Some(c) = compression.filter(|_| version < 5) {
+        let compressed = compress_body(c, &out[body..]);
+        out.truncate(body);
+        out.extend_from_slice(&compressed);
+        header.flags |= flags::COMPRESSION;
+    }
+    // (the header's layout: version, flags, stream, opcode, length)
+    let length = (out.len() - body) as u32;
+    out[start + 1] = header.flags;
+    out[body - 4..body].copy_from_slice(&length.to_be_bytes());
 }
 
 /// A response frame's body, decoded.

@@ -528,7 +528,7 @@ fn encode(
     warnings: &[String],
     tracing_id: Option<[u8; 16]>,
 ) -> Vec<u8> {
-    let mut out = Vec::with_capacity(128);
+    let mut out = Vec::with_capacity(256);
     encode_response_frame(
         version,
         stream,
