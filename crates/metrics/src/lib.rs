@@ -88,9 +88,22 @@ impl Snapshot {
 static START: OnceLock<Instant> = OnceLock::new();
 
 fn minute_of(at: Instant) -> u64 {
-    at.saturating_duration_since(*START.get_or_init(Instant::now))
-        .as_secs()
-        / 60
+    // the timers of one request record the same instant one after the
+    // other: the thread remembers the last instant it turned into a minute
+    thread_local! {
+        static LAST: std::cell::Cell<Option<(Instant, u64)>> = const { std::cell::Cell::new(None) };
+    }
+    LAST.with(|last| match last.get() {
+        Some((t, minute)) if t == at => minute,
+        _ => {
+            let minute = at
+                .saturating_duration_since(*START.get_or_init(Instant::now))
+                .as_secs()
+                / 60;
+            last.set(Some((at, minute)));
+            minute
+        }
+    })
 }
 
 fn minute_now() -> u64 {
