@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# The performance matrix (issue 19): Sibyl and Apache Cassandra 5.0.4 on this
+# machine, in one run, under the same clients:
+#   latte (bench/kv.rn): write, read and a 90/10 read/write mix,
+#   sibyl stress: write, read and mixed ratio(write=1,read=9),
+# each at 32, 128 and 512 requests in flight. For every point: ops/s,
+# p50/p99/p999, the server's CPU per operation (from /proc/PID/stat), the
+# client's CPU per operation, the cores the server and the whole machine
+# used, and the machine's idle share (from /proc/stat).
+#
+#   bench/matrix.sh [DURATION] [IN_FLIGHT...]     (defaults: 15s, 32 128 512)
+#   SERVERS="sibyl" bench/matrix.sh 10s 128       (Sibyl alone)
+#   CLIENTS="latte" bench/matrix.sh               (latte alone)
+#   WARMUP=60s bench/matrix.sh                    (unmeasured mixed load first; default 30s)
+#
+# Needs: `cargo build --release --bin sibyl`, `cargo install latte-cli`, and
+# ../shared/cassandra/start.sh for Cassandra. Results in
+# bench/results/matrix-<timestamp>/: latte's JSON, stress's text, and
+# summary.md (one row per point, ratios only within this run).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+dur="${1:-15s}"
+shift || true
+points="${*:-32 128 512}"
+servers="${SERVERS:-sibyl cassandra}"
+clients="${CLIENTS:-latte stress}"
+rows="${ROWS:-100000}"
+warmup="${WARMUP:-30s}"   # before the measured points of each server; 0: none
+out="$here/results/matrix-$(date +%Y%m%d-%H%M%S)"
+mkdir -p "$out"
+cassandra_sh="${CASSANDRA_SH:-$root/../shared/cassandra}"
+sibyl="$root/target/release/sibyl"
+. "$here/lib.sh"   # start_sibyl
+pkill -f "target/release/sibyl" 2>/dev/null || true
+tck=$(getconf CLK_TCK)
+ncpu=$(nproc)
+
+# `proc_ticks PID`: the CPU ticks (user + system) a process has used.
+proc_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# `machine_ticks`: "busy total" ticks of the whole machine.
+machine_ticks() { awk '/^cpu / {t=0; for (i=2;i<=NF;i++) t+=$i; print t-$5-$6, t}' /proc/stat; }
+
+# `measure SERVER CLIENT OP INFLIGHT CMD...`: runs CMD, and appends a line of
+# raw figures to $out/raw.tsv: the server's ticks, the client's CPU seconds
+# (from /usr/bin/time), the machine's busy and total ticks, the wall time.
+measure() {
+  local server="$1" client="$2" op="$3" n="$4"; shift 4
+  local name="$server-$client-$op-$n"
+  local s0 m0 m1 t0 t1
+  s0=$(proc_ticks "$pid"); read -r mb0 mt0 < <(machine_ticks); t0=$(date +%s%N)
+  /usr/bin/time -f "%U %S" -o "$out/$name.time" "$@" > "$out/$name.txt" 2>&1 || echo "   ($name failed: see $out/$name.txt)"
+  t1=$(date +%s%N); read -r mb1 mt1 < <(machine_ticks)
+  local sticks=$(( $(proc_ticks "$pid") - s0 ))
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$server" "$client" "$op" "$n" "$sticks" \
+    "$(tail -1 "$out/$name.time")" "$((mb1 - mb0))" "$((mt1 - mt0))" "$(( (t1 - t0) / 1000000 ))" >> "$out/raw.tsv"
+  echo "   $name done"
+}
+
+run_points() { # server port
+  local server="$1" port="$2"
+  if [[ " $clients " == *" latte "* ]]; then
+    latte schema "$here/kv.rn" "127.0.0.1:$port" > /dev/null
+    latte load "$here/kv.rn" "127.0.0.1:$port" -P rows="$rows" > /dev/null 2>&1
+    # unmeasured warm-up (Cassandra's JIT compiles its hot paths in the first
+    # tens of seconds; without it its first points measure the interpreter)
+    [ "$warmup" = 0 ] || latte run "$here/kv.rn" -f "read:0.9,write:0.1" "127.0.0.1:$port" -p 128 \
+      -d "$warmup" -P rows="$rows" > /dev/null 2>&1
+    for n in $points; do
+      for op in write read mix; do
+        local f="$op"; [ "$op" = mix ] && f="read:0.9,write:0.1"
+        measure "$server" latte "$op" "$n" latte run "$here/kv.rn" -f "$f" "127.0.0.1:$port" -p "$n" \
+          -d "$dur" -P rows="$rows" -o "$out/$server-latte-$op-$n.json"
+      done
+    done
+  fi
+  if [[ " $clients " == *" stress "* ]]; then
+    "$sibyl" stress write n="$rows" no-warmup -rate threads=64 -pop seq=1.."$rows" -port native="$port" > /dev/null
+    for n in $points; do
+      for op in write read mix; do
+        local cmd="$op"; [ "$op" = mix ] && cmd="mixed ratio(write=1,read=9)"
+        # shellcheck disable=SC2086
+        measure "$server" stress "$op" "$n" "$sibyl" stress $cmd duration="$dur" no-warmup \
+          -rate threads="$n" -pop "dist=uniform(1..$rows)" -port native="$port"
+      done
+    done
+  fi
+}
+
+for server in $servers; do
+  echo "== $server"
+  case "$server" in
+    sibyl)
+      start_sibyl "$out"
+      pid=$spid
+      run_points sibyl 9042
+      kill "$pid"; wait "$pid" || true
+      rm -rf "$out/sibyl-data"
+      ;;
+    cassandra)
+      "$cassandra_sh/stop.sh" --wipe > /dev/null 2>&1 || true
+      pid=$("$cassandra_sh/start.sh" --port 9043 | tail -1)
+      until (exec 3<>/dev/tcp/127.0.0.1/9043) 2>/dev/null; do sleep 0.1; done
+      sleep 5
+      run_points cassandra 9043
+      "$cassandra_sh/stop.sh" --wipe > /dev/null 2>&1 || true
+      ;;
+  esac
+done
+
+python3 - "$out" "$tck" "$ncpu" <<'PY' | tee "$out/summary.md"
+import json, re, sys, os
+out, tck, ncpu = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rows = []
+for line in open(f"{out}/raw.tsv"):
+    server, client, op, n, sticks, ctime, mbusy, mtotal, wall_ms = line.rstrip("\n").split("\t")
+    name = f"{server}-{client}-{op}-{n}"
+    try:
+        if client == "latte":
+            r = json.load(open(f"{out}/{name}.json"))
+            res, pcts = r["result"], r["percentiles"]
+            lat = res["cycle_latency"]["percentiles"]
+            p = lambda q: lat[pcts.index(q)]["value"]
+            ops, rate = res["cycle_count"], res["cycle_throughput"]["value"]
+            p50, p99, p999 = p(50.0), p(99.0), p(99.9)
+            errors = res["error_count"]
+        else:
+            text = open(f"{out}/{name}.txt").read()
+            num = lambda label: float(re.search(label + r"\s*:\s*([\d,.]+)", text).group(1).replace(",", ""))
+            rate, ops = num("Op rate"), num("Total partitions")
+            p50, p99, p999 = num("Latency median"), num(r"Latency 99th percentile"), num(r"Latency 99\.9th percentile")
+            errors = int(num("Total errors"))
+    except Exception as e:  # a failed point shows as such, the rest stands
+        rows.append((server, client, op, int(n), None, str(e)))
+        continue
+    user, system = (float(x) for x in ctime.split())
+    wall = int(wall_ms) / 1000
+    server_us = int(sticks) / tck * 1e6 / ops
+    client_us = (user + system) * 1e6 / ops
+    busy = int(mbusy) / int(mtotal) * ncpu if int(mtotal) else 0
+    rows.append((server, client, op, int(n), dict(
+        rate=rate, p50=p50, p99=p99, p999=p999, server_us=server_us, client_us=client_us,
+        server_cores=int(sticks) / tck / wall, busy=busy, idle=1 - busy / ncpu, errors=errors), None))
+
+print("| client | op | in flight | server | ops/s | p50 ms | p99 ms | p99.9 ms | server µs/op | client µs/op | server cores | machine busy cores | idle share | errors |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+order = {"write": 0, "read": 1, "mix": 2}
+for server, client, op, n, f, err in sorted(rows, key=lambda r: (r[1], order[r[2]], r[3], r[0])):
+    if f is None:
+        print(f"| {client} | {op} | {n} | {server} | failed: {err} |||||||||")
+        continue
+    print(f"| {client} | {op} | {n} | {server} | {f['rate']:.0f} | {f['p50']:.2f} | {f['p99']:.2f} | {f['p999']:.2f} | "
+          f"{f['server_us']:.1f} | {f['client_us']:.1f} | {f['server_cores']:.2f} | {f['busy']:.2f} | {f['idle']:.0%} | {f['errors']} |")
+
+# Sibyl against Cassandra, point by point, and against Cassandra's best
+by = {(s, c, o, n): f for s, c, o, n, f, _ in rows if f}
+best = {}
+for (s, c, o, n), f in by.items():
+    if s == "cassandra":
+        best[(c, o)] = max(best.get((c, o), 0), f["rate"])
+lines = []
+for (s, c, o, n), f in sorted(by.items(), key=lambda kv: (kv[0][1], order[kv[0][2]], kv[0][3])):
+    cas = by.get(("cassandra", c, o, n))
+    if s != "sibyl" or not cas:
+        continue
+    lines.append(f"| {c} | {o} | {n} | {f['rate'] / cas['rate']:.1f}x | {f['rate'] / best[(c, o)]:.1f}x | "
+                 f"{cas['server_us'] / f['server_us']:.1f}x | {cas['p99'] / f['p99']:.1f}x |")
+if lines:
+    print()
+    print("| client | op | in flight | throughput vs Cassandra | vs Cassandra's best | Cassandra's CPU/op ÷ Sibyl's | Cassandra's p99 ÷ Sibyl's |")
+    print("|---|---|---|---|---|---|---|")
+    print("\n".join(lines))
+PY
+echo "results: $out"
