@@ -247,6 +247,13 @@ def test_a_session_whose_coordinator_dies_is_failed_after_the_timeout(cluster_fa
         wait_for(f"node{n} fails the session", lambda n=n: tablestats(lc, n, "orph.t")["bytes_pending_repair"] == 0,
                  timeout=60, every=1)
         st = tablestats(lc, n, "orph.t")
-        assert st["bytes_unrepaired"] > 0 and st["bytes_repaired"] == 0, st
-        assert "Auto failing timed out repair session" in open(f"{lc.dir}/node{n}/sibyl.log").read()
+        assert st["bytes_repaired"] == 0, st
+        # node2 was prepared and set data aside (checked above). node1
+        # prepares its participants one after the other and may die before
+        # node3's turn; node3 also missed the writes and holds only what was
+        # streamed to it meanwhile: it may have had no session and nothing
+        # to give back
+        if n == 2:
+            assert st["bytes_unrepaired"] > 0, st
+            assert "Auto failing timed out repair session" in open(f"{lc.dir}/node{n}/sibyl.log").read()
     repair.join(timeout=30)
