@@ -65,7 +65,7 @@ run_points() { # server port
     # unmeasured warm-up (Cassandra's JIT compiles its hot paths in the first
     # tens of seconds; without it its first points measure the interpreter)
     [ "$warmup" = 0 ] || latte run "$here/kv.rn" -f "read:0.9,write:0.1" "127.0.0.1:$port" -p 128 \
-      -d "$warmup" -P rows="$rows" > /dev/null 2>&1
+      -d "$warmup" -P rows="$rows" -o "$out/$server-warmup.json" > /dev/null 2>&1
     for n in $points; do
       for op in write read mix; do
         local f="$op"; [ "$op" = mix ] && f="read:0.9,write:0.1"
