@@ -48,11 +48,16 @@ impl TokenMetadata {
     /// replica is whichever node holds the data, so it gives none here and
     /// the coordinator serves it locally.
     pub fn replicas(&self, token: i64, strategy: &ReplicationStrategy) -> Vec<usize> {
-        let mut out: Vec<usize> = Vec::with_capacity(4);
         match strategy {
-            ReplicationStrategy::Local => out,
+            ReplicationStrategy::Local => Vec::new(),
             ReplicationStrategy::Everywhere => (0..self.endpoints.len()).collect(),
             ReplicationStrategy::NetworkTopology { datacenters } => {
+                let mut out = Vec::with_capacity(
+                    datacenters
+                        .values()
+                        .sum::<usize>()
+                        .min(self.endpoints.len()),
+                );
                 for (dc, rf) in datacenters {
                     let rf = *rf;
                     let mut picked: Vec<usize> = Vec::new();
@@ -83,6 +88,7 @@ impl TokenMetadata {
                 out
             }
             ReplicationStrategy::Simple { replication_factor } => {
+                let mut out = Vec::with_capacity((*replication_factor).min(self.endpoints.len()));
                 for e in self.walk(token) {
                     if out.len() >= *replication_factor {
                         break;

@@ -4,13 +4,12 @@
 //! flag, v4+).
 //!
 //! The collector is a task-local the server opens per request
-//! ([`capture`]); work a request hands to another task takes it along only
+//! ([`collecting`]); work a request hands to another task takes it along only
 //! through [`propagate`], so a replica's warnings reach the client only when
 //! the coordinator itself did that replica's work, as in Cassandra with
 //! `read_thresholds_enabled: false`.
 
 use futures::future::Either;
-use futures::FutureExt;
 use parking_lot::Mutex;
 use std::future::Future;
 use std::sync::Arc;
@@ -43,22 +42,12 @@ impl Collector {
     }
 }
 
-/// `fut` adding the warnings added within it to `c`: [`capture`] in parts,
-/// for a caller that awaits the request's future in place (a wrapper that
-/// maps the output moves the whole future when it completes).
+/// `fut` adding the warnings added within it to `c`, which the caller
+/// takes once `fut` is done. (Not a wrapper returning them with the output:
+/// mapping the output moves the whole future when it completes, and the
+/// request's future is large; see `sibyl_tracing::scope`.)
 pub fn collecting<F: Future>(c: &Collector, fut: F) -> impl Future<Output = F::Output> {
     WARNINGS.scope(c.0.clone(), fut)
-}
-
-/// Runs `fut` collecting the warnings added within it.
-/// (A plain function: an `async fn` would hold `fut` twice, see
-/// `sibyl_tracing::scope`.)
-pub fn capture<F: Future>(fut: F) -> impl Future<Output = (F::Output, Vec<String>)> {
-    let w = Arc::new(Mutex::new(Vec::new()));
-    WARNINGS.scope(w.clone(), fut).map(move |out| {
-        let warnings = std::mem::take(&mut *w.lock());
-        (out, warnings)
-    })
 }
 
 /// `fut` adding its warnings to the running request's, if it collects them
@@ -77,7 +66,8 @@ mod tests {
     #[tokio::test]
     async fn warnings_reach_the_request_that_collects_them_only() {
         warn("nobody listens");
-        let ((), got) = capture(async {
+        let c = Collector::default();
+        collecting(&c, async {
             warn("one");
             propagate(async { warn("two") }).await;
             // a task of its own, not propagated: its warnings are not this request's
@@ -85,6 +75,6 @@ mod tests {
             tokio::spawn(propagate(async { warn("three") })).await.ok();
         })
         .await;
-        assert_eq!(got, ["one", "two", "three"]);
+        assert_eq!(c.take(), ["one", "two", "three"]);
     }
 }
