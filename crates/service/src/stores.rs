@@ -96,6 +96,19 @@ pub fn table_options(t: &TableMetadata) -> TableOptions {
             .get("keys")
             .map(|v| v.eq_ignore_ascii_case("ALL"))
             .unwrap_or(true),
+        timestamp_ordered: (!this.has_static()
+            && this.compact.is_none()
+            && this
+                .regular_and_static()
+                .iter()
+                .all(|c| !c.typ.is_multi_cell() && !c.typ.is_counter()))
+        .then(|| {
+            this.regular_and_static()
+                .iter()
+                .map(|c| c.name.clone())
+                .collect::<Vec<_>>()
+                .into()
+        }),
         rows_per_partition: match p
             .caching
             .get("rows_per_partition")

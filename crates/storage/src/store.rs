@@ -33,6 +33,12 @@ pub struct TableOptions {
     pub dropped_columns: Vec<(String, i64)>,
     /// `caching = {'keys': 'ALL'}`: reads use the key cache.
     pub cache_keys: bool,
+    /// The regular columns of a table whose rows a read by name may
+    /// complete before looking at every SSTable (Cassandra's
+    /// `queryMemtableAndSSTablesInTimestampOrder`): every column simple, no
+    /// static or counter column, not COMPACT STORAGE. `None`: every source
+    /// is always read.
+    pub timestamp_ordered: Option<Arc<[String]>>,
     /// `caching = {'rows_per_partition': ...}`: `None` for NONE, `u64::MAX`
     /// for ALL; partitions of at most this many rows go in the row cache.
     pub rows_per_partition: Option<u64>,
@@ -52,6 +58,7 @@ impl Default for TableOptions {
             header: Default::default(),
             dropped_columns: Vec::new(),
             cache_keys: true,
+            timestamp_ordered: None,
             rows_per_partition: None,
             tombstone_gc: Default::default(),
         }
@@ -556,6 +563,21 @@ impl ColumnFamilyStore {
             .cache_keys
             .then_some(self.key_cache.as_ref())
             .filter(|k| k.enabled());
+        // a read of whole rows by name, of every source: done once the rows
+        // found are newer, row marker and every column, than anything left
+        let names = self.options.read().timestamp_ordered.clone().filter(|_| {
+            sources.sstables.is_none()
+                && match slices {
+                    None => self.comparator.types.is_empty(),
+                    Some(sl) => {
+                        !sl.is_empty()
+                            && sl.iter().all(|(a, b)| {
+                                a.values.len() == self.comparator.types.len()
+                                    && a.values == b.values
+                            })
+                    }
+                }
+        });
         for s in sstables.iter() {
             let deleted_at = out
                 .as_ref()
@@ -564,6 +586,17 @@ impl ColumnFamilyStore {
             if s.stats.max_timestamp < deleted_at {
                 // this and every later SSTable hold only data the deletion shadows
                 break;
+            }
+            if let (Some(columns), Some(p)) = (&names, &out) {
+                let wanted = slices.map_or(1, |sl| sl.len());
+                if p.rows.len() == wanted
+                    && p.rows
+                        .values()
+                        .all(|r| newer_than(r, columns, s.stats.max_timestamp))
+                {
+                    // this and every later SSTable hold only older data
+                    break;
+                }
             }
             if let Some(sl) = slices {
                 if !s.intersects(sl) {
@@ -814,6 +847,16 @@ impl ColumnFamilyStore {
 /// A snapshot name becomes a directory: refused as Cassandra 5.0.4 refuses
 /// it (empty, or with a `/`), and `.`/`..`, which name directories that
 /// already exist.
+/// Whether `row` is newer than `timestamp` in everything a read by name
+/// looks at (Cassandra's `canRemoveRow`): its row marker and every one of
+/// `columns`, so that no data written at or before `timestamp` can change it.
+fn newer_than(row: &sibyl_db::Row, columns: &[String], timestamp: i64) -> bool {
+    row.liveness.is_some_and(|l| l.timestamp > timestamp)
+        && columns.iter().all(|c| {
+            matches!(row.cells.get(c), Some(sibyl_db::ColumnData::Simple(cell)) if cell.timestamp > timestamp)
+        })
+}
+
 pub fn check_snapshot_name(tag: &str) -> Result<(), String> {
     if tag.is_empty() {
         return Err("You must supply a snapshot name.".into());
@@ -947,9 +990,28 @@ pub struct StorageEngine {
     compactors: tokio::sync::Semaphore,
     /// Becomes true when a failure policy says to stop serving clients.
     pub stopped: tokio::sync::watch::Receiver<bool>,
+    /// The runtime the engine was made on (the node's): flushes and
+    /// compactions a write starts run there, not on the client connection's
+    /// event loop that happened to trigger them.
+    background: Option<tokio::runtime::Handle>,
 }
 
 impl StorageEngine {
+    /// Runs `f` on the engine's runtime.
+    fn spawn_background<F>(&self, f: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        match &self.background {
+            Some(h) => {
+                h.spawn(f);
+            }
+            None => {
+                tokio::spawn(f);
+            }
+        }
+    }
+
     pub fn new(config: StorageConfig) -> Result<Arc<Self>, StorageError> {
         for d in &config.data_directories {
             std::fs::create_dir_all(d).map_err(|e| StorageError::Io {
@@ -974,6 +1036,7 @@ impl StorageEngine {
             compaction_throughput_bytes: AtomicU64::new(config.compaction_throughput_bytes),
             failures,
             stopped,
+            background: tokio::runtime::Handle::try_current().ok(),
             config,
             commitlog: RwLock::new(None),
             tables: RwLock::new(HashMap::new()),
@@ -1307,7 +1370,7 @@ impl StorageEngine {
             return;
         }
         let me = self.clone();
-        tokio::spawn(async move {
+        self.spawn_background(async move {
             let tables: Vec<Arc<ColumnFamilyStore>> = if log_full {
                 me.tables()
                     .into_iter()
@@ -1481,7 +1544,9 @@ impl StorageEngine {
         if t.options.read().auto_compaction {
             let me = self.clone();
             let t2 = t.clone();
-            tokio::spawn(async move { while let Ok(Some(_)) = me.compact(&t2, false).await {} });
+            self.spawn_background(async move {
+                while let Ok(Some(_)) = me.compact(&t2, false).await {}
+            });
         }
         Ok(generation)
     }
@@ -2242,7 +2307,9 @@ impl StorageEngine {
         }
         if n > 0 && t.options.read().auto_compaction {
             let (me, t2) = (self.clone(), t.clone());
-            tokio::spawn(async move { while let Ok(Some(_)) = me.compact(&t2, false).await {} });
+            self.spawn_background(async move {
+                while let Ok(Some(_)) = me.compact(&t2, false).await {}
+            });
         }
         Ok(n)
     }
@@ -2409,6 +2476,118 @@ mod tests {
         // the memtable in use now is empty: the write is in the SSTable
         assert_eq!(t.memtable.read().partition_count(), 0);
         assert!(t.read(&key, None).expect("read").is_some());
+    }
+
+    /// A row of `columns` written at `ts`, with a row marker when `marker`.
+    fn row_at(
+        id: uuid::Uuid,
+        key: &DecoratedKey,
+        ts: i64,
+        columns: &[&str],
+        marker: bool,
+    ) -> Mutation {
+        let mut cells = RowCells::new();
+        for c in columns {
+            let v = format!("{c}@{ts}");
+            cells.insert(*c, ColumnData::Simple(Cell::live(ts, Bytes::from(v))));
+        }
+        let mut p = Partition::new();
+        p.rows.insert(
+            sibyl_db::ClusteringKey::row(Vec::new(), sibyl_db::no_clustering()),
+            Row {
+                liveness: marker.then_some(sibyl_db::LivenessInfo {
+                    timestamp: ts,
+                    ttl: 0,
+                    local_expiration_time: i32::MAX,
+                }),
+                deletion: None,
+                cells,
+            },
+        );
+        Mutation {
+            table_id: id,
+            key: key.clone(),
+            update: p,
+        }
+    }
+
+    /// Cassandra's reads in timestamp order: a read by name stops at the
+    /// first SSTable older than the whole rows found, and reads on when a
+    /// column, or the row marker, may still be older.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_read_by_name_skips_the_sstables_older_than_the_rows_found() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let engine = StorageEngine::new(StorageConfig::small(dir.path())).expect("engine");
+        let id = uuid::Uuid::new_v4();
+        let t = engine
+            .add_table(id, sibyl_db::no_clustering(), dir.path().join("data/ks/t"))
+            .expect("table");
+        engine.start_commitlog(&[]).expect("log");
+        t.options.write().timestamp_ordered = Some(vec!["a".to_string(), "b".to_string()].into());
+        let key = DecoratedKey::new(Bytes::from_static(b"k"));
+        let value =
+            |p: &Partition, c: &str| match p.rows.values().next().and_then(|r| r.cells.get(c)) {
+                Some(ColumnData::Simple(cell)) => cell.value.clone(),
+                _ => None,
+            };
+        // the oldest SSTable has a and b; the next only a
+        engine
+            .apply(vec![row_at(id, &key, 10, &["a", "b"], true)])
+            .await
+            .expect("apply");
+        engine
+            .flush(&t, FlushReason::UserForced)
+            .await
+            .expect("flush");
+        engine
+            .apply(vec![row_at(id, &key, 20, &["a"], false)])
+            .await
+            .expect("apply");
+        engine
+            .flush(&t, FlushReason::UserForced)
+            .await
+            .expect("flush");
+        assert_eq!(t.sstables().len(), 2);
+        // the memtable has a only: both SSTables are read (b, and the marker)
+        engine
+            .apply(vec![row_at(id, &key, 30, &["a"], false)])
+            .await
+            .expect("apply");
+        let before = t.sstables_per_read.counts();
+        let p = t.read(&key, None).expect("read").expect("found");
+        assert_eq!(value(&p, "a").as_deref(), Some(&b"a@30"[..]));
+        assert_eq!(value(&p, "b").as_deref(), Some(&b"b@10"[..]));
+        let touched = |before: &[u64], after: &[u64]| {
+            (0..after.len()).find(|&i| after[i] > before.get(i).copied().unwrap_or(0))
+        };
+        let after = t.sstables_per_read.counts();
+        let bucket_of = |n: u64| {
+            let h = crate::metrics::Histogram::default();
+            h.record(n);
+            h.counts().iter().position(|&c| c > 0)
+        };
+        assert_eq!(touched(&before, &after), bucket_of(2));
+        // a and b and the marker, newer than every SSTable: none is read
+        engine
+            .apply(vec![row_at(id, &key, 40, &["a", "b"], true)])
+            .await
+            .expect("apply");
+        let before = t.sstables_per_read.counts();
+        let p = t.read(&key, None).expect("read").expect("found");
+        assert_eq!(value(&p, "b").as_deref(), Some(&b"b@40"[..]));
+        assert_eq!(
+            touched(&before, &t.sstables_per_read.counts()),
+            bucket_of(0)
+        );
+        // without the option every source is read, as before
+        t.options.write().timestamp_ordered = None;
+        let before = t.sstables_per_read.counts();
+        let p = t.read(&key, None).expect("read").expect("found");
+        assert_eq!(value(&p, "b").as_deref(), Some(&b"b@40"[..]));
+        assert_eq!(
+            touched(&before, &t.sstables_per_read.counts()),
+            bucket_of(2)
+        );
     }
 
     /// A table in `dir/data/ks/t` with `n` partitions in its memtable.

@@ -3,6 +3,7 @@
 //! events, and the one place where errors become CQL error codes.
 
 pub mod clients;
+pub mod event_loops;
 
 use bytes::{Buf, Bytes, BytesMut};
 use futures::FutureExt;
@@ -164,6 +165,8 @@ pub struct Server {
     pub clients: clients::Clients,
     /// Opens the trace sessions of traced requests.
     pub tracer: Arc<Tracer>,
+    /// The threads connections run on, started with the first listener.
+    event_loops: std::sync::OnceLock<Option<event_loops::EventLoops>>,
 }
 
 /// Cassandra's `Client` and `CQL` metrics.
@@ -229,6 +232,7 @@ impl Server {
             request_bytes_per_ip: std::sync::Mutex::new(HashMap::new()),
             metrics: TransportMetrics::default(),
             clients: Default::default(),
+            event_loops: std::sync::OnceLock::new(),
         }
     }
 
@@ -260,7 +264,24 @@ impl Server {
         }
     }
 
-    /// Accepts connections until `shutdown` fires.
+    /// The event loop the next connection runs on; none when there are none
+    /// or they could not be started (connections then run on the caller's
+    /// runtime).
+    fn event_loop(&self) -> Option<&tokio::runtime::Handle> {
+        let loops = self.event_loops.get_or_init(|| {
+            match event_loops::EventLoops::start(event_loops::EventLoops::default_count()) {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    tracing::warn!("cannot start the native transport's event loops: {e}");
+                    None
+                }
+            }
+        });
+        loops.as_ref().and_then(|l| l.next())
+    }
+
+    /// Accepts connections until `shutdown` fires; each runs on one of the
+    /// event loops.
     pub async fn serve(
         self: Arc<Self>,
         listener: TcpListener,
@@ -273,7 +294,7 @@ impl Server {
                         let _ = sock.set_nodelay(true);
                         let s = self.clone();
                         let sd = shutdown.clone();
-                        tokio::spawn(async move {
+                        let run = move |sock: TcpStream| async move {
                             let ip_budget = s.ip_budget(peer.ip());
                             s.metrics.connections.add(1);
                             let info = s.clients.open(peer);
@@ -283,7 +304,24 @@ impl Server {
                             s.clients.close(&peer);
                             s.metrics.connections.add(-1);
                             s.release_ip(peer.ip());
-                        });
+                        };
+                        match self.event_loop() {
+                            // the socket moves to the reactor of the loop that owns it
+                            Some(h) => match sock.into_std() {
+                                Ok(std_sock) => {
+                                    h.spawn(async move {
+                                        match TcpStream::from_std(std_sock) {
+                                            Ok(sock) => run(sock).await,
+                                            Err(e) => tracing::warn!("connection from {peer} dropped: {e}"),
+                                        }
+                                    });
+                                }
+                                Err(e) => tracing::warn!("connection from {peer} dropped: {e}"),
+                            },
+                            None => {
+                                tokio::spawn(run(sock));
+                            }
+                        }
                     }
                     Err(e) => {
                         tracing::warn!("accept failed: {e}");
