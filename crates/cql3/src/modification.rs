@@ -1257,6 +1257,7 @@ pub fn check_where(
             RelationLhs::Column(c) => {
                 let i = lookup(c)?;
                 let col = &table.columns[i];
+                crate::restrictions::check_duration_slice(&col.typ, rel.op)?;
                 match &rel.rhs {
                     RelationRhs::Term(t) => typecheck(t, &col.typ, c)?,
                     RelationRhs::InList(items) => {

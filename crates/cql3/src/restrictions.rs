@@ -160,6 +160,29 @@ fn token_of(v: &[u8]) -> Result<i64> {
 }
 
 /// Analyses `relations` for `table`.
+/// A slice (`<`, `<=`, `>`, `>=`) of a column whose type holds a duration
+/// is refused: durations have no order (Cassandra's
+/// `SingleColumnRelation.newSliceRestriction`, checked before the
+/// relation's value and receivers).
+pub(crate) fn check_duration_slice(typ: &CqlType, op: Operator) -> Result<()> {
+    if !matches!(
+        op,
+        Operator::Gt | Operator::Ge | Operator::Lt | Operator::Le
+    ) || !typ.references_duration()
+    {
+        return Ok(());
+    }
+    let within = match typ.unfrozen() {
+        CqlType::List(_) | CqlType::Set(_) | CqlType::Map(..) => "collections containing durations",
+        CqlType::Tuple(_) => "tuples containing durations",
+        CqlType::Udt(_) => "UDTs containing durations",
+        _ => "duration columns",
+    };
+    Err(Error::Invalid(format!(
+        "Slice restrictions are not supported on {within}"
+    )))
+}
+
 pub fn analyse(
     table: &TableMetadata,
     relations: &[Relation],
@@ -464,6 +487,7 @@ pub fn analyse(
                     )));
                 };
                 let col = &table.columns[i];
+                check_duration_slice(&col.typ, rel.op)?;
                 if col.typ.is_multi_cell() {
                     if matches!(col.typ, CqlType::Udt(_)) {
                         return Err(Error::Invalid(format!(
