@@ -159,7 +159,6 @@ fn token_of(v: &[u8]) -> Result<i64> {
     Ok(i64::from_be_bytes(a))
 }
 
-/// Analyses `relations` for `table`.
 /// A slice (`<`, `<=`, `>`, `>=`) of a column whose type holds a duration
 /// is refused: durations have no order (Cassandra's
 /// `SingleColumnRelation.newSliceRestriction`, checked before the
@@ -183,6 +182,7 @@ pub(crate) fn check_duration_slice(typ: &CqlType, op: Operator) -> Result<()> {
     )))
 }
 
+/// Analyses `relations` for `table`.
 pub fn analyse(
     table: &TableMetadata,
     relations: &[Relation],

@@ -537,13 +537,13 @@ impl ColumnFamilyStore {
         sibyl_tracing::trace(|| "Acquiring sstable references");
         // rows named by their whole clustering: Cassandra reads those in
         // timestamp order, and its trace says so (looked at only when traced)
-        let by_name = sibyl_tracing::is_tracing()
-            && slices.is_some_and(|sl| {
-                !sl.is_empty()
-                    && sl.iter().all(|(a, b)| {
-                        a.values.len() == self.comparator.types.len() && a.values == b.values
-                    })
-            });
+        let whole_names = |sl: &[Slice]| {
+            !sl.is_empty()
+                && sl.iter().all(|(a, b)| {
+                    a.values.len() == self.comparator.types.len() && a.values == b.values
+                })
+        };
+        let by_name = sibyl_tracing::is_tracing() && slices.is_some_and(whole_names);
         if by_name {
             sibyl_tracing::trace(|| "Merging memtable contents");
         }
@@ -557,25 +557,21 @@ impl ColumnFamilyStore {
         sstables.sort_by_key(|s| std::cmp::Reverse(s.stats.max_timestamp));
         let mut touched = 0u64;
         let mut skipped = 0usize;
-        let kc = self
-            .options
-            .read()
-            .cache_keys
+        // (the options' lock is not held across the SSTable reads)
+        let (cache_keys, timestamp_ordered) = {
+            let o = self.options.read();
+            (o.cache_keys, o.timestamp_ordered.clone())
+        };
+        let kc = cache_keys
             .then_some(self.key_cache.as_ref())
             .filter(|k| k.enabled());
         // a read of whole rows by name, of every source: done once the rows
         // found are newer, row marker and every column, than anything left
-        let names = self.options.read().timestamp_ordered.clone().filter(|_| {
+        let names = timestamp_ordered.as_deref().filter(|_| {
             sources.sstables.is_none()
                 && match slices {
                     None => self.comparator.types.is_empty(),
-                    Some(sl) => {
-                        !sl.is_empty()
-                            && sl.iter().all(|(a, b)| {
-                                a.values.len() == self.comparator.types.len()
-                                    && a.values == b.values
-                            })
-                    }
+                    Some(sl) => whole_names(sl),
                 }
         });
         for s in sstables.iter() {
@@ -587,7 +583,7 @@ impl ColumnFamilyStore {
                 // this and every later SSTable hold only data the deletion shadows
                 break;
             }
-            if let (Some(columns), Some(p)) = (&names, &out) {
+            if let (Some(columns), Some(p)) = (names, &out) {
                 let wanted = slices.map_or(1, |sl| sl.len());
                 if p.rows.len() == wanted
                     && p.rows
@@ -844,9 +840,6 @@ impl ColumnFamilyStore {
     }
 }
 
-/// A snapshot name becomes a directory: refused as Cassandra 5.0.4 refuses
-/// it (empty, or with a `/`), and `.`/`..`, which name directories that
-/// already exist.
 /// Whether `row` is newer than `timestamp` in everything a read by name
 /// looks at (Cassandra's `canRemoveRow`): its row marker and every one of
 /// `columns`, so that no data written at or before `timestamp` can change it.
@@ -857,6 +850,9 @@ fn newer_than(row: &sibyl_db::Row, columns: &[String], timestamp: i64) -> bool {
         })
 }
 
+/// A snapshot name becomes a directory: refused as Cassandra 5.0.4 refuses
+/// it (empty, or with a `/`), and `.`/`..`, which name directories that
+/// already exist.
 pub fn check_snapshot_name(tag: &str) -> Result<(), String> {
     if tag.is_empty() {
         return Err("You must supply a snapshot name.".into());

@@ -344,6 +344,7 @@ impl Server {
         // writer task: frames (already encoded) are batched into one write;
         // the permits a response holds are released once it is written
         let (tx, mut rx) = mpsc::channel::<Outgoing>(MAX_IN_FLIGHT_PER_CONNECTION);
+        let per_turn = requests_per_turn();
         let writer = tokio::spawn(async move {
             let mut v5 = false;
             let mut lz4 = false;
@@ -351,7 +352,7 @@ impl Server {
             let mut frames = Vec::with_capacity(64 * 1024);
             let mut written: Vec<Held> = Vec::new();
             while let Some(first) = rx.recv().await {
-                if requests_per_turn() == 0 {
+                if per_turn == 0 {
                     // let the requests already running finish first, so their
                     // responses go out in the same write
                     tokio::task::yield_now().await;
@@ -413,7 +414,6 @@ impl Server {
         let mut event_rx: Option<broadcast::Receiver<Event>> = None;
         // an oversized v4 frame: its header, and the bytes still to skip
         let mut discarding: Option<(FrameHeader, ProtocolError, usize)> = None;
-        let per_turn = requests_per_turn();
         let mut this_turn = 0usize;
         'read: loop {
             // process everything buffered
