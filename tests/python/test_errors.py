@@ -94,3 +94,25 @@ def test_missing_partition_key_in_insert_is_an_invalid_request(err_session):
     with pytest.raises(InvalidRequest, match="Some partition key parts are missing: b"):
         err_session.execute("INSERT INTO pk2 (a, v) VALUES (1, 1)")
 
+
+
+@pytest.mark.parametrize("term, sources", [
+    ("CAST(1 AS int)", {"bigint", "counter", "decimal", "double", "float", "smallint", "tinyint", "varint"}),
+    ("CAST('b' AS ascii)", {"date", "inet", "time", "timestamp"}),
+])
+def test_an_ambiguous_cast_in_a_term_lists_the_signatures_that_fit(session, term, sources):
+    """Cassandra lists them in the order of a hash set of functions, which
+    changes from one start of Cassandra to the next (so the corpus cannot hold
+    these); the set is checked instead."""
+    session.execute("CREATE TABLE IF NOT EXISTS amb (k int PRIMARY KEY, i int, a ascii)")
+    column = "i" if "int" in term else "a"
+    with pytest.raises(InvalidRequest) as ei:
+        session.execute(f"INSERT INTO amb (k, {column}) VALUES (1, {term})")
+    message = goldens.server_error(ei.value)[2]
+    to = term.rsplit(" ", 1)[1].rstrip(")")
+    prefix = f"Ambiguous call to function system.cast_as_{to} (can be matched by following signatures: "
+    suffix = "): use type casts to disambiguate"
+    assert message.startswith(prefix) and message.endswith(suffix), message
+    listed = message[len(prefix):-len(suffix)].split(", ")
+    assert {s.split("(")[1].split(")")[0] for s in listed} == sources
+    assert all(s.startswith(f"system.cast_as_{to} : (") and s.endswith(f") -> {to}") for s in listed)

@@ -819,6 +819,26 @@ impl Parser {
         if self.is_sym("-") {
             return self.term_group();
         }
+        // Parser.g: K_CAST '(' simpleTerm K_AS native_type ')', the call of
+        // the native function system.cast_as_<type>
+        if self.is_kw("cast") && self.peek_at(1).tok == Tok::Sym("(") {
+            self.advance();
+            self.advance();
+            let inner = self.nested(1, |p| p.simple_term())?;
+            self.expect_kw("as")?;
+            if !sibyl_types::ident::NATIVE_TYPE_NAMES
+                .iter()
+                .any(|n| self.is_kw(n))
+            {
+                return Err(self.no_viable());
+            }
+            let typ = self.ident_any()?.to_lowercase();
+            self.expect_sym(")")?;
+            return Ok(Term::Function {
+                name: format!("system.cast_as_{typ}"),
+                args: vec![inner],
+            });
+        }
         // function call
         if matches!(self.peek().tok, Tok::Ident(_) | Tok::QuotedIdent(_)) {
             let start = self.pos;

@@ -547,12 +547,26 @@ fn cast_sources(to: &CqlType) -> Option<Vec<&'static str>> {
     })
 }
 
+/// The argument types of Cassandra's `system.cast_as_<to>` functions, in
+/// the order its messages list them (by name), with the type they return;
+/// none when there is no such function (`cast_as_varchar`, `cast_as_blob`).
+pub fn cast_function(to_name: &str) -> Option<(CqlType, Vec<CqlType>)> {
+    if to_name == "varchar" {
+        return None;
+    }
+    let to = CqlType::parse(to_name, &|_| None).ok()?;
+    let mut sources: Vec<CqlType> = cast_sources(&to)?
+        .into_iter()
+        .filter_map(|n| CqlType::parse(n, &|_| None).ok())
+        .collect();
+    sources.sort_by_key(|t| t.to_string());
+    Some((to, sources))
+}
+
 /// Cassandra's error for a CAST it has no function for: `selector` is the
 /// cast value's text, `written` the type as the query wrote it.
 pub fn cast_error(to: &CqlType, selector: &str, written: &str) -> Error {
-    // the function is named after the type as written: there is no cast_as_varchar
-    let sources = cast_sources(to.unfrozen()).filter(|_| !written.eq_ignore_ascii_case("varchar"));
-    let Some(sources) = sources else {
+    let Some(sources) = cast_sources(to.unfrozen()) else {
         return Error::Invalid(format!(
             "{selector} cannot be cast to {}",
             written.to_lowercase()

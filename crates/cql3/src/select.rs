@@ -295,7 +295,10 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
             json: None,
         });
     }
+    let mut read = Vec::new();
     for item in &sel.selectors {
+        selector_columns(&item.selector, &mut read);
+        FIRST_COLUMN.with(|f| *f.borrow_mut() = read.first().cloned());
         let (default_name, typ, out) = match &item.selector {
             Selector::Column(c) => {
                 let i = table.column_index(c).ok_or_else(|| undefined(table, c))?;
@@ -690,6 +693,12 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
                 // Cassandra keeps the value as it is, and its name
                 return Ok((n, from, e));
             }
+            if typ.eq_ignore_ascii_case("varchar") {
+                // there is no cast_as_varchar, and Cassandra names the first
+                // column the selection reads, not the cast one
+                let first = FIRST_COLUMN.with(|f| f.borrow().clone()).unwrap_or(n);
+                return Err(Error::Invalid(format!("{first} cannot be cast to varchar")));
+            }
             if !crate::functions::cast_supported(&from, &to) {
                 return Err(crate::functions::cast_error(&to, &n, typ));
             }
@@ -724,6 +733,22 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
         Selector::Function { name, args } => {
             if name.contains('.') && !name.starts_with("system.") {
                 return Err(Error::Invalid(format!("Unknown function '{name}'")));
+            }
+            // `cast_as_text(x)` is the function `CAST(x AS text)` calls
+            if let (Some(to), [arg]) = (
+                name.to_lowercase()
+                    .strip_prefix("system.")
+                    .unwrap_or(&name.to_lowercase())
+                    .strip_prefix("cast_as_"),
+                args.as_slice(),
+            ) {
+                if crate::functions::cast_function(to).is_some() {
+                    let cast = Selector::Cast {
+                        selector: Box::new(arg.clone()),
+                        typ: to.to_string(),
+                    };
+                    return expr(table, &cast);
+                }
             }
             // a Cassandra 5.0 snake_case name calls the function of the old
             // name, and names the column as written
@@ -1898,6 +1923,12 @@ fn ann_plan(
             .unwrap_or_else(|| "cosine".into())
     );
     Ok(Some((i, query, function)))
+}
+
+thread_local! {
+    /// The first column the selectors planned so far read (Cassandra's
+    /// `defs.get(0)`, which its CAST error names).
+    static FIRST_COLUMN: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
 }
 
 /// The columns a selector reads.

@@ -466,6 +466,9 @@ impl<'a> Eval<'a> {
                     }),
                 }
             }
+            Term::Function { name, args } if cast_target(name).is_some() => {
+                Ok(self.cast_call(name, args, Some(t))?.1)
+            }
             Term::Function { name, args } => {
                 let (rt, v) = self.call(name, args)?;
                 if !compatible(&rt, t) {
@@ -490,7 +493,20 @@ impl<'a> Eval<'a> {
         match term {
             Term::Constant(c) => literal_fit(c, t),
             Term::Null => null_fit(t),
-            Term::Bind(_) | Term::Function { .. } => Fit::Weak,
+            Term::Bind(_) => Fit::Weak,
+            // FunctionCall.Raw.testAssignment: the function resolved for the
+            // receiver, weakly assignable when it cannot be
+            Term::Function { name, args } => remembered_fit(term, t, || {
+                let resolved = match cast_target(name) {
+                    Some(_) => self.cast_call(name, args, Some(t)),
+                    None => self.call(name, args),
+                };
+                match resolved {
+                    Ok((rt, _)) if rt == *t => Fit::Exact,
+                    Ok((rt, _)) if !crate::operations::value_compatible(t, &rt) => Fit::No,
+                    _ => Fit::Weak,
+                }
+            }),
             Term::Cast { typ, .. } => match CqlType::parse(typ, &|_| None) {
                 Ok(ct) => type_fit(&ct, t),
                 Err(_) => Fit::No,
@@ -565,11 +581,70 @@ impl<'a> Eval<'a> {
 
     /// Evaluates a function call, returning its result type and value.
     pub fn call(&self, name: &str, args: &[Term]) -> Result<(CqlType, Val)> {
+        if cast_target(name).is_some() {
+            return self.cast_call(name, args, None);
+        }
         let written = name.to_lowercase();
         let written = written.strip_prefix("system.").unwrap_or(&written);
         let canonical = crate::functions::canonical_name(written);
         self.call_canonical(&canonical, args)
             .map_err(|e| crate::functions::as_written(e, &canonical, written))
+    }
+
+    /// A call of `system.cast_as_<to>` (what `CAST(x AS to)` is in a term):
+    /// the argument's type is picked among the function's signatures as
+    /// Cassandra's `FunctionResolver` does, skipping them all when the
+    /// result does not fit the receiver.
+    fn cast_call(
+        &self,
+        written: &str,
+        args: &[Term],
+        receiver: Option<&CqlType>,
+    ) -> Result<(CqlType, Val)> {
+        let to_name = cast_target(written).unwrap_or_default();
+        let written = written.to_lowercase();
+        let Some((to, sources)) = crate::functions::cast_function(&to_name) else {
+            return Err(unknown_function(&written));
+        };
+        let fname = format!("system.cast_as_{to_name}");
+        let signature = |t: &CqlType| format!("{fname} : ({t}) -> {to}");
+        let fits_receiver = args.len() == 1
+            && receiver.is_none_or(|r| crate::operations::type_fit(&to, r).assignable());
+        let mut exact = None;
+        let mut compatibles = Vec::new();
+        for s in sources.iter().filter(|_| fits_receiver) {
+            match self.fit(&args[0], s) {
+                Fit::Exact => {
+                    exact = Some(s.clone());
+                    break;
+                }
+                Fit::Weak => compatibles.push(s.clone()),
+                Fit::No => {}
+            }
+        }
+        let from = match (exact, compatibles.len()) {
+            (Some(s), _) => s,
+            (None, 1) => compatibles.remove(0),
+            (None, 0) => {
+                return Err(Error::Invalid(format!(
+                    "Invalid call to function {written}, none of its type signatures match (known type signatures: {})",
+                    sources.iter().map(signature).collect::<Vec<_>>().join(", ")
+                )))
+            }
+            // Cassandra lists them in its hash set's order, which changes
+            // from one start to the next
+            (None, _) => {
+                return Err(Error::Invalid(format!(
+                    "Ambiguous call to function {written} (can be matched by following signatures: {}): use type casts to disambiguate",
+                    compatibles.iter().map(signature).collect::<Vec<_>>().join(", ")
+                )))
+            }
+        };
+        let v = match self.value(&args[0], &from, &format!("arg0({fname})"))? {
+            Val::Set(b) => Val::Set(crate::functions::cast(&from, &to, &b)?),
+            other => other,
+        };
+        Ok((to, v))
     }
 
     /// `call` of a function by its old name.
@@ -817,6 +892,17 @@ fn remembered_fit(term: &Term, t: &CqlType, fit: impl FnOnce() -> Fit) -> Fit {
         m.insert(key, f);
     });
     f
+}
+
+/// The type `name` casts to when it is one of the `system.cast_as_<type>`
+/// functions.
+fn cast_target(name: &str) -> Option<String> {
+    let lname = name.to_lowercase();
+    lname
+        .strip_prefix("system.")
+        .unwrap_or(&lname)
+        .strip_prefix("cast_as_")
+        .map(str::to_string)
 }
 
 /// `FunctionCall.Raw.prepare`'s error for a function no keyspace has
