@@ -444,11 +444,18 @@ pub struct CreateTable {
 #[derive(Clone, Debug, PartialEq)]
 pub enum AlterTableOp {
     Add(Vec<ColumnDef>),
-    Drop(Vec<String>),
+    /// `DROP c` / `DROP (c, d)`, with `USING TIMESTAMP t` when given.
+    Drop(Vec<String>, Option<i64>),
     Rename(Vec<(String, String)>),
     Alter {
         column: String,
         typ: String,
+    },
+    /// `ALTER [IF EXISTS] c MASKED WITH f(args)` (`mask` set) or
+    /// `ALTER [IF EXISTS] c DROP MASKED`.
+    Mask {
+        column: String,
+        mask: Option<String>,
     },
     With(Vec<Property>),
     /// `DROP COMPACT STORAGE`.
@@ -565,6 +572,17 @@ pub enum Statement {
     DropIndex {
         name: QualifiedName,
         if_exists: bool,
+    },
+    /// `DROP FUNCTION`, `DROP AGGREGATE` or `DROP MATERIALIZED VIEW`:
+    /// Sibyl has none of them, so each names something that does not exist.
+    DropAbsent {
+        /// "Function", "Aggregate" or "Materialized view", as Cassandra's
+        /// messages name it.
+        kind: &'static str,
+        name: QualifiedName,
+        if_exists: bool,
+        /// The argument types of a function or aggregate, when given.
+        args: Option<Vec<String>>,
     },
     Describe(DescribeStatement),
 }

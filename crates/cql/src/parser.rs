@@ -473,6 +473,23 @@ impl Parser {
             });
         }
         let q = self.qualified_name()?;
+        // Parser.g's non_type_ident: an unquoted name Cassandra keeps for
+        // types of its own, compared as written
+        if let Tok::Ident(s) = &self.toks[self.pos - 1].tok {
+            const RESERVED: [&str; 6] = [
+                "byte",
+                "complex",
+                "enum",
+                "interval",
+                "macaddr",
+                "bitstring",
+            ];
+            if RESERVED.contains(&s.as_str()) {
+                return Err(ParseError {
+                    message: format!("Invalid (reserved) user type name {s}"),
+                });
+            }
+        }
         if q.keyspace.is_some()
             && matches!(&self.toks[self.pos - 1].tok, Tok::Ident(s) if sibyl_types::ident::NATIVE_TYPE_NAMES.contains(&s.to_lowercase().as_str()))
         {
@@ -2324,7 +2341,39 @@ impl Parser {
             let name = self.qualified_name()?;
             return Ok(Statement::DropIndex { name, if_exists });
         }
-        Err(self.no_viable())
+        let kind = if self.eat_kw("function") {
+            "Function"
+        } else if self.eat_kw("aggregate") {
+            "Aggregate"
+        } else if self.is_kw("materialized") && self.is_kw_at(1, "view") {
+            self.pos += 2;
+            "Materialized view"
+        } else {
+            return Err(self.no_viable());
+        };
+        let if_exists = self.if_exists()?;
+        let name = self.qualified_name()?;
+        let mut args = None;
+        if kind != "Materialized view" && self.eat_sym("(") {
+            // the argument types of the overload to drop
+            let mut types = Vec::new();
+            if !self.eat_sym(")") {
+                loop {
+                    types.push(self.type_text()?);
+                    if self.eat_sym(")") {
+                        break;
+                    }
+                    self.expect_sym(",")?;
+                }
+            }
+            args = Some(types);
+        }
+        Ok(Statement::DropAbsent {
+            kind,
+            name,
+            if_exists,
+            args,
+        })
     }
 
     fn alter(&mut self) -> PResult<Statement> {
@@ -2447,7 +2496,21 @@ impl Parser {
                 } else {
                     cols.push(self.ident()?);
                 }
-                AlterTableOp::Drop(cols)
+                let timestamp = if self.eat_kw("using") {
+                    self.expect_kw("timestamp")?;
+                    // Parser.g: t=INTEGER, read with Long.parseLong
+                    let Tok::Integer(n) = &self.peek().tok else {
+                        return Err(self.error_here("expecting INTEGER"));
+                    };
+                    let n = n.parse::<i64>().map_err(|_| ParseError {
+                        message: format!("For input string: \"{n}\""),
+                    })?;
+                    self.advance();
+                    Some(n)
+                } else {
+                    None
+                };
+                AlterTableOp::Drop(cols, timestamp)
             } else if self.eat_kw("rename") {
                 if_column_exists = self.if_exists()?;
                 let mut pairs = Vec::new();
@@ -2462,10 +2525,29 @@ impl Parser {
                 }
                 AlterTableOp::Rename(pairs)
             } else if self.eat_kw("alter") {
+                if_column_exists = self.if_exists()?;
                 let column = self.ident()?;
-                self.expect_kw("type")?;
-                let typ = self.type_text()?;
-                AlterTableOp::Alter { column, typ }
+                if self.is_kw("drop") && self.is_kw_at(1, "masked") {
+                    self.pos += 2;
+                    AlterTableOp::Mask { column, mask: None }
+                } else if self.eat_kw("masked") {
+                    self.expect_kw("with")?;
+                    let start = self.pos;
+                    self.simple_term()?;
+                    let mask = self.toks[start..self.pos]
+                        .iter()
+                        .map(|t| t.text.as_str())
+                        .collect::<Vec<_>>()
+                        .join("");
+                    AlterTableOp::Mask {
+                        column,
+                        mask: Some(mask),
+                    }
+                } else {
+                    self.expect_kw("type")?;
+                    let typ = self.type_text()?;
+                    AlterTableOp::Alter { column, typ }
+                }
             } else if self.eat_kw("with") {
                 AlterTableOp::With(self.properties()?)
             } else {

@@ -1526,6 +1526,9 @@ impl QueryProcessor {
             }
             Statement::CreateTable(ct) => {
                 let ks_name = self.keyspace_of(&ct.name, client, ks_opt)?.to_string();
+                // TableAttributes.validate comes before the keyspace and
+                // the table are looked up
+                validate_table_properties(&ct.properties)?;
                 let Some(old) = schema.keyspace(&ks_name) else {
                     return Err(Error::Invalid(format!(
                         "Keyspace '{ks_name}' doesn't exist"
@@ -1578,6 +1581,9 @@ impl QueryProcessor {
             }
             Statement::AlterTable(at) => {
                 let ks_name = self.keyspace_of(&at.name, client, ks_opt)?.to_string();
+                if let AlterTableOp::With(props) = &at.op {
+                    validate_table_properties(props)?;
+                }
                 let old = schema.keyspace(&ks_name);
                 let Some((old, t)) = old.and_then(|o| o.tables.get(&at.name.name).map(|t| (o, t)))
                 else {
@@ -1972,6 +1978,32 @@ impl QueryProcessor {
                         Some(&ci.table.name),
                     )),
                 )
+            }
+            Statement::DropAbsent {
+                kind,
+                name,
+                if_exists,
+                args,
+            } => {
+                // Sibyl has no functions, aggregates or views: the statement
+                // names one that does not exist
+                let ks_name = self.keyspace_of(name, client, ks_opt)?.to_string();
+                if *if_exists {
+                    return Ok(Outcome::void());
+                }
+                if *kind != "Materialized view" && schema.keyspace(&ks_name).is_none() {
+                    return Err(Error::Invalid(format!(
+                        "Keyspace '{ks_name}' doesn't exist"
+                    )));
+                }
+                let args = args
+                    .as_ref()
+                    .map(|a| format!("({})", a.join(", ")))
+                    .unwrap_or_default();
+                return Err(Error::Invalid(format!(
+                    "{kind} '{ks_name}.{}{args}' doesn't exist",
+                    name.name
+                )));
             }
             Statement::DropIndex { name, if_exists } => {
                 let ks_name = self.keyspace_of(name, client, ks_opt)?.to_string();
@@ -4108,21 +4140,7 @@ fn build_table(ks_name: &str, ct: &CreateTable, ks: &KeyspaceMetadata) -> Result
             "Cannot mix counter and non counter columns in the same table".into(),
         ));
     }
-    let mut params = TableParams::default();
-    let mut props = ct.properties.clone();
-    let mut id = None;
-    props.retain(|p| {
-        if p.name == "id" {
-            id = p
-                .value
-                .as_text()
-                .and_then(|t| uuid::Uuid::parse_str(&t).ok());
-            false
-        } else {
-            true
-        }
-    });
-    params.apply(&props)?;
+    let (params, id) = table_properties(&ct.properties)?;
     if counters > 0 && params.default_time_to_live > 0 {
         return Err(Error::Invalid(
             "Cannot set default_time_to_live on a table with counters".into(),
@@ -4210,6 +4228,39 @@ fn compact_storage_of(columns: &[ColumnMetadata], counters: bool) -> CompactStor
     }
 }
 
+/// A table's properties as CREATE TABLE gives them: the parameters, and
+/// the `id` when one is given (Cassandra's `TableAttributes`).
+fn table_properties(properties: &[Property]) -> Result<(TableParams, Option<uuid::Uuid>)> {
+    let mut params = TableParams::default();
+    let mut props = properties.to_vec();
+    let mut id = None;
+    let mut invalid_id = false;
+    props.retain(|p| {
+        if p.name == "id" {
+            // TableAttributes.getId: the text of any constant, as a UUID
+            id = p
+                .value
+                .as_text()
+                .and_then(|t| uuid::Uuid::parse_str(&t).ok());
+            invalid_id = id.is_none();
+            false
+        } else {
+            true
+        }
+    });
+    if invalid_id {
+        return Err(Error::Config("Invalid table id".into()));
+    }
+    params.apply(&props)?;
+    Ok((params, id))
+}
+
+/// `TableAttributes.validate`, which Cassandra runs before it looks the
+/// keyspace and the table up (so IF [NOT] EXISTS does not skip it).
+fn validate_table_properties(properties: &[Property]) -> Result<()> {
+    table_properties(properties).map(|_| ())
+}
+
 /// The table an ALTER TABLE makes, or `None` when it changes nothing
 /// (`ADD IF NOT EXISTS` of existing columns, `DROP IF EXISTS` of missing ones).
 fn alter_table(
@@ -4290,7 +4341,7 @@ fn alter_table(
                 return Ok(None);
             }
         }
-        AlterTableOp::Drop(cols) => {
+        AlterTableOp::Drop(cols, timestamp) => {
             let mut dropped_any = false;
             // (a set of columns: each once)
             let mut distinct: Vec<&String> = Vec::new();
@@ -4346,7 +4397,8 @@ fn alter_table(
                 // drop time is rounded up to the next one, so that every
                 // node (and this one after a restart) reads back a time no
                 // earlier than the writes that preceded the drop
-                let dropped_at = (now_micros().div_euclid(1000) + 1) * 1000;
+                let dropped_at =
+                    timestamp.unwrap_or_else(|| (now_micros().div_euclid(1000) + 1) * 1000);
                 nt.dropped.insert(c.clone(), (typ, dropped_at));
             }
             if !dropped_any {
@@ -4402,6 +4454,20 @@ fn alter_table(
                     ix.column = to.clone();
                 }
             }
+        }
+        AlterTableOp::Mask { column, mask } => {
+            // Cassandra's dynamic_data_masking_enabled, off by default (Sibyl
+            // has no column masks): unmasking a column changes nothing
+            if mask.is_some() {
+                return Err(Error::Invalid("Cannot mask columns because dynamic data masking is not enabled. You can enable it with the dynamic_data_masking_enabled property on cassandra.yaml".into()));
+            }
+            if nt.column(column).is_none() && !if_column_exists {
+                return Err(Error::Invalid(format!(
+                    "Column with name '{column}' doesn't exist on table '{}'",
+                    t.name
+                )));
+            }
+            return Ok(None);
         }
         AlterTableOp::Alter { column, .. } => {
             let _ = column;
@@ -4560,6 +4626,10 @@ impl QueryProcessor {
                 let ks = self.keyspace_of(&ci.table, client, ks_opt)?.to_string();
                 let r = format!("<table {ks}.{}>", ci.table.name);
                 (ks, "ALTER", Some((r, false)))
+            }
+            Statement::DropAbsent { name, .. } => {
+                let ks = self.keyspace_of(name, client, ks_opt)?.to_string();
+                (ks, "DROP", None)
             }
             Statement::DropIndex { name, .. } => {
                 let ks = self.keyspace_of(name, client, ks_opt)?.to_string();

@@ -494,7 +494,9 @@ fn exact_type(table: &TableMetadata, s: &Selector) -> Result<Option<CqlType>> {
         other => {
             // planning asks a nested selector's type at every level above
             // it: known once per selection, or nesting costs exponential time
-            let key = other as *const Selector as usize;
+            // (by the selector itself: planning makes temporary selectors,
+            // whose addresses are reused once they are dropped)
+            let key = format!("{other:?}");
             if let Some(t) =
                 EXACT_TYPES.with(|c| c.borrow().as_ref().and_then(|m| m.get(&key).cloned()))
             {
@@ -512,9 +514,8 @@ fn exact_type(table: &TableMetadata, s: &Selector) -> Result<Option<CqlType>> {
 }
 
 thread_local! {
-    /// The exact types of the selectors of the selection being planned (by
-    /// address: the statement is not moved while it is planned).
-    static EXACT_TYPES: std::cell::RefCell<Option<std::collections::HashMap<usize, CqlType>>> =
+    /// The exact types of the selectors of the selection being planned.
+    static EXACT_TYPES: std::cell::RefCell<Option<std::collections::HashMap<String, CqlType>>> =
         const { std::cell::RefCell::new(None) };
 }
 

@@ -12,7 +12,7 @@
 //! found stale are deleted then, as Cassandra's `CassandraIndexSearcher` does.
 
 use crate::error::{Result, SchemaError as Error};
-use crate::schema::{ColumnKind, TableMetadata};
+use crate::schema::{ColumnKind, ColumnMetadata, TableMetadata};
 use sibyl_cql::Operator;
 use sibyl_db::ClusteringComparator;
 use sibyl_types::CqlType;
@@ -62,6 +62,73 @@ const SAI_CLASSES: &[&str] = &[
     "storageattachedindex",
     "org.apache.cassandra.index.sai.storageattachedindex",
 ];
+
+/// The options of an SAI index's text analyzer.
+const ANALYSIS_OPTIONS: [&str; 5] = [
+    "case_sensitive",
+    "normalize",
+    "ascii",
+    "index_analyzer",
+    "query_analyzer",
+];
+
+/// What SAI indexes and analyzes: analysis options only on text values of
+/// regular columns, and no blob values (Cassandra's `IndexTermType` and
+/// `AbstractAnalyzer` checks).
+fn check_sai_type(
+    col: &ColumnMetadata,
+    target: TargetKind,
+    options: &[(String, String)],
+) -> Result<()> {
+    let analysis: Vec<String> = options
+        .iter()
+        .filter(|(k, _)| ANALYSIS_OPTIONS.contains(&k.as_str()))
+        .map(|(k, v)| format!("'{k}': '{v}'"))
+        .collect();
+    // the type of the values indexed: an element, a key or the whole value
+    let indexed = match (col.typ.unfrozen(), target) {
+        (CqlType::Map(k, _), TargetKind::Keys) => Some(k.as_ref().clone()),
+        (CqlType::Map(k, v), TargetKind::Entries) => {
+            let class = |t: &CqlType| {
+                format!(
+                    "org.apache.cassandra.db.marshal.{}",
+                    sibyl_types::marshal_class(t).unwrap_or("BytesType")
+                )
+            };
+            if !analysis.is_empty() {
+                return Err(Error::Invalid(format!(
+                    "CQL type 'org.apache.cassandra.db.marshal.CompositeType({},{})' cannot be analyzed.",
+                    class(k),
+                    class(v)
+                )));
+            }
+            None
+        }
+        (CqlType::Map(_, v), _) if target != TargetKind::Full => Some(v.as_ref().clone()),
+        (CqlType::List(e) | CqlType::Set(e), _) if target != TargetKind::Full => {
+            Some(e.as_ref().clone())
+        }
+        _ => Some(col.typ.clone()),
+    };
+    if !analysis.is_empty() {
+        if col.kind.is_primary_key() {
+            return Err(Error::Invalid(format!(
+                "Analysis options are not supported on primary key columns, but found {{{}}}",
+                analysis.join(", ")
+            )));
+        }
+        if let Some(t) = indexed
+            .as_ref()
+            .filter(|t| !matches!(t, CqlType::Text | CqlType::Ascii))
+        {
+            return Err(Error::Invalid(format!("CQL type {t} cannot be analyzed.")));
+        }
+    }
+    if let Some(CqlType::Blob) = indexed {
+        return Err(Error::Invalid("Unsupported type: blob".into()));
+    }
+    Ok(())
+}
 
 /// The options a storage-attached index understands.
 const SAI_OPTIONS: &[&str] = &[
@@ -412,11 +479,14 @@ pub fn validate_create(
         && table
             .indexes
             .iter()
-            .any(|o| o.is_sai() && o.column == ix.column)
+            .any(|o| o.is_sai() && o.column == ix.column && o.target == ix.target)
     {
         return Err(Error::Invalid(format!(
             "Cannot create more than one storage-attached index on the same column: {column}"
         )));
+    }
+    if custom_class.is_some() {
+        check_sai_type(col, target, options)?;
     }
     Ok((ix, duplicate))
 }

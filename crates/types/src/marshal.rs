@@ -239,6 +239,36 @@ pub fn from_marshal_class(short: &str) -> Option<CqlType> {
     })
 }
 
+/// The short name of the marshal class of a simple CQL type (the inverse
+/// of `from_marshal_class`; `TimestampType` for timestamps).
+pub fn marshal_class(t: &CqlType) -> Option<&'static str> {
+    const SHORT: [&str; 19] = [
+        "AsciiType",
+        "LongType",
+        "BytesType",
+        "BooleanType",
+        "CounterColumnType",
+        "SimpleDateType",
+        "DecimalType",
+        "DoubleType",
+        "DurationType",
+        "FloatType",
+        "InetAddressType",
+        "Int32Type",
+        "ShortType",
+        "UTF8Type",
+        "TimeType",
+        "TimestampType",
+        "TimeUUIDType",
+        "ByteType",
+        "UUIDType",
+    ];
+    SHORT
+        .into_iter()
+        .chain(["IntegerType"])
+        .find(|s| from_marshal_class(s).as_ref() == Some(t))
+}
+
 /// A quoted custom type: Cassandra maps its own marshal classes back to CQL types.
 fn custom_class(class: &str) -> CqlType {
     let short = class
