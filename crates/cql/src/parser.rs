@@ -1516,6 +1516,17 @@ impl Parser {
             });
         }
         if self.eat_sym("(") {
+            // Parser.g: '(' relation ')', told from a multi-column relation
+            // by what follows the first name
+            let parenthesized = self.is_sym("(")
+                || (self.is_kw("token") && self.peek_at(1).tok == Tok::Sym("("))
+                || (matches!(self.peek().tok, Tok::Ident(_) | Tok::QuotedIdent(_))
+                    && !matches!(self.peek_at(1).tok, Tok::Sym(",") | Tok::Sym(")")));
+            if parenthesized {
+                let r = self.nested(1, |p| p.relation_nested())?;
+                self.expect_sym(")")?;
+                return Ok(r);
+            }
             let mut cols = Vec::new();
             loop {
                 cols.push(self.ident()?);

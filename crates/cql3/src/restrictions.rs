@@ -525,9 +525,30 @@ pub fn analyse(
                 let vals = if null_bound {
                     vec![Bytes::new()]
                 } else if matches!(col.kind, ColumnKind::Regular | ColumnKind::Static) {
-                    rhs_values_or(ev, rel, c, &col.typ, &|| {
-                        format!("Unsupported null value for column {c}")
-                    })?
+                    match &rel.rhs {
+                        // several IN values of a filter may hold a null:
+                        // Cassandra's list of them ends at the first one
+                        // (one value alone is an equality, where null is
+                        // refused)
+                        RelationRhs::InList(items) if items.len() > 1 => {
+                            let mut out = Vec::with_capacity(items.len());
+                            for it in items {
+                                match ev.value(it, &col.typ, c)? {
+                                    Val::Set(b) => out.push(b),
+                                    Val::Null => break,
+                                    Val::Unset => {
+                                        return Err(Error::Invalid(format!(
+                                            "Invalid unset value for column {c}"
+                                        )))
+                                    }
+                                }
+                            }
+                            out
+                        }
+                        _ => rhs_values_or(ev, rel, c, &col.typ, &|| {
+                            format!("Unsupported null value for column {c}")
+                        })?,
+                    }
                 } else {
                     rhs_values(ev, rel, c, &col.typ)?
                 };

@@ -2370,6 +2370,19 @@ pub async fn execute(
                 None => order_by.push(o.clone()),
             }
         }
+        // the clustering columns before an ordered one may be skipped when
+        // an equality restricts them (SelectStatement.isReversed)
+        let restricted_by_eq = |name: &str| {
+            stmt.where_clause.iter().any(|rel| {
+                rel.op == sibyl_cql::Operator::Eq
+                    && match &rel.lhs {
+                        sibyl_cql::RelationLhs::Column(c) => c == name,
+                        sibyl_cql::RelationLhs::Columns(cs) => cs.iter().any(|c| c == name),
+                        _ => false,
+                    }
+            })
+        };
+        let mut position = 0;
         for (i, o) in order_by.iter().enumerate() {
             let Some(col) = table.column(&o.column) else {
                 return Err(undefined(table, &o.column));
@@ -2380,11 +2393,18 @@ pub async fn execute(
                     o.column
                 )));
             }
-            if ck.get(i).map(|c| c.name.as_str()) != Some(o.column.as_str()) {
-                return Err(Error::Invalid(
+            let out_of_order = || {
+                Error::Invalid(
                     "Order by currently only supports the ordering of columns following their declared order in the PRIMARY KEY".into(),
-                ));
+                )
+            };
+            while ck.get(position).map(|c| c.name.as_str()) != Some(o.column.as_str()) {
+                match ck.get(position) {
+                    Some(c) if restricted_by_eq(&c.name) => position += 1,
+                    _ => return Err(out_of_order()),
+                }
             }
+            position += 1;
             let rev = o.descending != col.reversed;
             if i == 0 {
                 reversed = rev;

@@ -426,7 +426,9 @@ impl CqlType {
             },
             CqlType::Date | CqlType::Time => match j {
                 Json::String(s) => self.from_constant(&Constant::String(s.clone())).map_err(|e| match t {
-                    CqlType::Time => bad(format!("(TimeType) {e}")),
+                    CqlType::Time if e.to_string().starts_with("Unable to coerce") => {
+                        bad(format!("(TimeType) {e}"))
+                    }
                     _ => e,
                 }),
                 _ => Err(bad(format!("Expected a string representation of a {t} value, but got a {}: {}", j.kind(), j.show()))),

@@ -562,6 +562,18 @@ fn parse_time_part(s: &str) -> Option<i64> {
     Some(((h * 60 + m) * 60 + sec) * 1_000_000_000 + nanos)
 }
 
+/// `TimeSerializer.parseTimeStrictly`: hh:mm:ss with up to nine digits of
+/// fraction, nothing missing.
+fn parse_time_strictly(s: &str) -> Option<i64> {
+    let s = s.trim();
+    let first = s.find(':').filter(|i| *i > 0)?;
+    let second = first + 1 + s[first + 1..].find(':')?;
+    if second >= s.len() - 1 {
+        return None;
+    }
+    parse_time_part(s)
+}
+
 /// Parses a timestamp literal into epoch millis (UTC unless a zone is given).
 pub fn parse_timestamp(s: &str) -> Option<i64> {
     let s = s.trim();
@@ -1238,9 +1250,19 @@ impl CqlType {
                 Ok(Bytes::copy_from_slice(&(n as u32).to_be_bytes()))
             }
             (CqlType::Time, Constant::String(s)) => {
-                let n = parse_time_part(s).ok_or_else(|| {
-                    bad(format!("Unable to coerce '{s}' to a formatted time (long)"))
-                })?;
+                // TimeSerializer.timeStringToLong: digits are nanoseconds
+                // since midnight, anything else hh:mm:ss[.fffffffff]
+                let digits = s.strip_prefix('-').unwrap_or(s);
+                let n = if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+                    s.parse::<i64>()
+                        .ok()
+                        .filter(|n| (0..86_400_000_000_000).contains(n))
+                        .ok_or_else(|| bad(format!("Unable to make long (for time) from: '{s}'")))?
+                } else {
+                    parse_time_strictly(s).ok_or_else(|| {
+                        bad(format!("Unable to coerce '{s}' to a formatted time (long)"))
+                    })?
+                };
                 Ok(Bytes::copy_from_slice(&n.to_be_bytes()))
             }
             (CqlType::Time, Constant::Integer(s)) => {
