@@ -4255,10 +4255,16 @@ fn table_properties(properties: &[Property]) -> Result<(TableParams, Option<uuid
     Ok((params, id))
 }
 
-/// `TableAttributes.validate`, which Cassandra runs before it looks the
-/// keyspace and the table up (so IF [NOT] EXISTS does not skip it).
+/// What Cassandra checks of a table's properties as it reads them, before
+/// it looks the keyspace and the table up (so IF [NOT] EXISTS does not skip
+/// it); the table id and the ranges come later.
 fn validate_table_properties(properties: &[Property]) -> Result<()> {
-    table_properties(properties).map(|_| ())
+    let props: Vec<Property> = properties
+        .iter()
+        .filter(|p| p.name != "id")
+        .cloned()
+        .collect();
+    Ok(TableParams::check_forms(&props)?)
 }
 
 /// The table an ALTER TABLE makes, or `None` when it changes nothing
@@ -4476,8 +4482,19 @@ fn alter_table(
             ));
         }
         AlterTableOp::With(props) => {
-            if props.iter().any(|p| p.name == "id") {
-                return Err(Error::Config("Cannot alter table id.".into()));
+            if let Some(id) = props.iter().find(|p| p.name == "id") {
+                let valid = id
+                    .value
+                    .as_text()
+                    .is_some_and(|t| uuid::Uuid::parse_str(&t).is_ok());
+                return Err(Error::Config(
+                    if valid {
+                        "Cannot alter table id."
+                    } else {
+                        "Invalid table id"
+                    }
+                    .into(),
+                ));
             }
             nt.params.apply(props)?;
             if t.is_counter && nt.params.default_time_to_live > 0 {

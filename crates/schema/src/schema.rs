@@ -187,6 +187,31 @@ fn full_class(short: &str, package: &str) -> String {
     }
 }
 
+/// The table properties Cassandra 5.0 knows, Scylla's `tombstone_gc` among
+/// them.
+const KNOWN_TABLE_PROPERTIES: [&str; 20] = [
+    "additional_write_policy",
+    "allow_auto_snapshot",
+    "bloom_filter_fp_chance",
+    "caching",
+    "cdc",
+    "comment",
+    "compaction",
+    "compression",
+    "crc_check_chance",
+    "default_time_to_live",
+    "extensions",
+    "tombstone_gc",
+    "gc_grace_seconds",
+    "incremental_backups",
+    "max_index_interval",
+    "memtable",
+    "memtable_flush_period_in_ms",
+    "min_index_interval",
+    "read_repair",
+    "speculative_retry",
+];
+
 impl TableParams {
     /// Applies `WITH` properties, validating names and values like Cassandra.
     /// Leveled compaction defaults `bloom_filter_fp_chance` to 0.1.
@@ -194,9 +219,9 @@ impl TableParams {
         // Cassandra validates the options given over the defaults (not over
         // an altered table's current options)
         let mut given = TableParams::default();
-        given.apply_each(props)?;
+        given.apply_each(props, false)?;
         given.validate()?;
-        self.apply_each(props)?;
+        self.apply_each(props, false)?;
         let lcs = self
             .compaction
             .get("class")
@@ -211,7 +236,17 @@ impl TableParams {
         Ok(())
     }
 
-    fn apply_each(&mut self, props: &[Property]) -> Result<()> {
+    /// What Cassandra's `TableAttributes.build` checks when it reads the
+    /// properties, before a statement looks its table up (so even under
+    /// IF [NOT] EXISTS): the values' forms, caching, compression and the
+    /// compaction class, not the ranges, the compaction strategy's own
+    /// options or unknown names, which come once the table is built.
+    pub fn check_forms(props: &[Property]) -> Result<()> {
+        TableParams::default().apply_each(props, true)
+    }
+
+    /// `forms_only`: skip the checks `check_forms` leaves for later.
+    fn apply_each(&mut self, props: &[Property], forms_only: bool) -> Result<()> {
         for p in props {
             match p.name.as_str() {
                 "additional_write_policy" => {
@@ -287,6 +322,9 @@ impl TableParams {
                             "Unable to find compaction strategy class '{class}'"
                         )));
                     }
+                    if forms_only {
+                        continue;
+                    }
                     validate_compaction_options(&class, &m)?;
                     m.insert("class".into(), class);
                     m.entry("max_threshold".into())
@@ -348,6 +386,9 @@ impl TableParams {
                 "crc_check_chance" => self.crc_check_chance = prop_double(p)?,
                 "default_time_to_live" => {
                     let v = prop_int(p)?;
+                    if forms_only {
+                        continue;
+                    }
                     if v < 0 {
                         return Err(Error::Config(format!(
                             "default_time_to_live must be greater than or equal to 0 (got {v})"
@@ -359,6 +400,7 @@ impl TableParams {
                     self.default_time_to_live = v;
                 }
                 "extensions" => {}
+                _ if forms_only && !KNOWN_TABLE_PROPERTIES.contains(&p.name.as_str()) => {}
                 // ScyllaDB's option (kept in `extensions`): when tombstones
                 // may be purged
                 "tombstone_gc" => {
@@ -393,6 +435,9 @@ impl TableParams {
                 }
                 "gc_grace_seconds" => {
                     let v = prop_int(p)?;
+                    if forms_only {
+                        continue;
+                    }
                     if v < 0 {
                         return Err(Error::Config(format!(
                             "gc_grace_seconds must be greater than or equal to 0 (got {v})"
