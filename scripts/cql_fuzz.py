@@ -682,12 +682,14 @@ def render(v):
 
 
 def normalize(msg):
-    """Cassandra lists a function's type signatures in hash order, which changes between JVM runs: sort them."""
-    marker = "(known type signatures: "
-    i, j = msg.find(marker), msg.rfind(")")
-    if i < 0 or j < i:
-        return msg
-    return msg[:i + len(marker)] + ", ".join(sorted(msg[i + len(marker):j].split(", "))) + msg[j:]
+    """Cassandra lists a function's type signatures in hash order, which changes between JVM runs: sort them
+    (the known signatures of a call none matches, and the ones an ambiguous call matches)."""
+    for marker, end in (("(known type signatures: ", ")"), ("(can be matched by following signatures: ", "): use")):
+        i = msg.find(marker)
+        j = msg.rfind(end)
+        if i >= 0 and j > i:
+            msg = msg[:i + len(marker)] + ", ".join(sorted(msg[i + len(marker):j].split(", "))) + msg[j:]
+    return msg
 
 
 def template(msg, ks):

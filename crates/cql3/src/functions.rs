@@ -53,7 +53,7 @@ pub fn time_conversion(name: &str, t: &CqlType, b: &[u8]) -> Result<(CqlType, By
 }
 
 /// The types a time conversion accepts.
-pub fn time_conversion_accepts(name: &str, t: &CqlType) -> bool {
+fn time_conversion_accepts(name: &str, t: &CqlType) -> bool {
     match name {
         "todate" => matches!(t.unfrozen(), CqlType::Timeuuid | CqlType::Timestamp),
         "totimestamp" | "tounixtimestamp" => matches!(
@@ -62,6 +62,27 @@ pub fn time_conversion_accepts(name: &str, t: &CqlType) -> bool {
         ),
         _ => false,
     }
+}
+
+/// The type a value of type `t` is read as by an argument that accepts
+/// the types `accepts` does: its own, or the one it is value-compatible
+/// with (Cassandra reads an int as a date and a bigint as a timestamp).
+pub fn read_as(t: &CqlType, accepts: impl Fn(&CqlType) -> bool) -> Option<CqlType> {
+    let t = t.unfrozen();
+    if accepts(t) {
+        return Some(t.clone());
+    }
+    let compatible = match t {
+        CqlType::Int => CqlType::Date,
+        CqlType::Bigint => CqlType::Timestamp,
+        _ => return None,
+    };
+    accepts(&compatible).then_some(compatible)
+}
+
+/// The type a time conversion reads a value of type `t` as, if any.
+pub fn time_conversion_input(name: &str, t: &CqlType) -> Option<CqlType> {
+    read_as(t, |t| time_conversion_accepts(name, t))
 }
 
 // ---------- numbers ----------

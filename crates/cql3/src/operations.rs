@@ -33,6 +33,7 @@ pub fn value_compatible(receiver: &CqlType, t: &CqlType) -> bool {
             (r, t),
             (Blob, _)
                 | (Text, Ascii)
+                | (Date, Int)
                 | (Bigint, Timestamp)
                 | (Timestamp, Bigint)
                 | (Varint, Int | Bigint | Timestamp)

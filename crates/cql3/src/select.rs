@@ -700,9 +700,11 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
                 let first = FIRST_COLUMN.with(|f| f.borrow().clone()).unwrap_or(n);
                 return Err(Error::Invalid(format!("{first} cannot be cast to varchar")));
             }
-            if !crate::functions::cast_supported(&from, &to) {
+            let Some(from) =
+                crate::functions::read_as(&from, |f| crate::functions::cast_supported(f, &to))
+            else {
                 return Err(crate::functions::cast_error(&to, &n, typ));
-            }
+            };
             if from == to {
                 // a cast to the selector's own type is no selector at all
                 return Ok((n, from, e));
@@ -866,7 +868,7 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
                     let (_, t, e) = it
                         .next()
                         .ok_or_else(|| Error::Invalid(format!("{lname} needs an argument")))?;
-                    if !crate::functions::time_conversion_accepts(&lname, &t) {
+                    let Some(t) = crate::functions::time_conversion_input(&lname, &t) else {
                         let (accepted, to): (&[&str], &str) = match lname.as_str() {
                             "todate" => (&["timeuuid", "timestamp"], "date"),
                             "totimestamp" => (&["timeuuid", "date"], "timestamp"),
@@ -880,7 +882,7 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
                             "Invalid call to function {lname}, none of its type signatures match (known type signatures: {})",
                             sigs.join(", ")
                         )));
-                    }
+                    };
                     let (key, rt): (&'static str, CqlType) = match lname.as_str() {
                         "todate" => ("todate", CqlType::Date),
                         "totimestamp" => ("totimestamp", CqlType::Timestamp),
