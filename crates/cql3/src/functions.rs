@@ -211,7 +211,7 @@ fn operand_dec(n: &Num) -> BigDecimal {
 }
 
 /// `BigDecimal.valueOf(d)`: the decimal written by Java's `Double.toString`.
-fn java_double_decimal(f: f64) -> BigDecimal {
+pub(crate) fn java_double_decimal(f: f64) -> BigDecimal {
     if !f.is_finite() {
         return BigDecimal::from(0);
     }
@@ -773,7 +773,12 @@ pub fn math(name: &str, t: &CqlType, v: &[u8]) -> Result<Option<Bytes>> {
 pub fn collection_aggregate(name: &str, elem: &CqlType, v: &[u8]) -> Option<Bytes> {
     let items = sibyl_types::value::deserialize_collection(v).ok()?;
     if items.is_empty() {
-        return None;
+        // an empty (frozen) collection has no least or greatest element,
+        // and sums and averages to zero
+        return match name {
+            "collection_min" | "collection_max" => None,
+            _ => Some(encode_num(elem, &Num::Int(0))),
+        };
     }
     match name {
         "collection_min" => items.iter().min_by(|a, b| elem.compare(a, b)).cloned(),

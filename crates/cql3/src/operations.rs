@@ -61,13 +61,32 @@ pub fn preferred_type(c: &Constant) -> CqlType {
             Ok(_) => CqlType::Bigint,
             Err(_) => CqlType::Varint,
         },
-        Constant::Float(_) => CqlType::Double,
+        Constant::Float(s) => float_preferred_type(s),
         Constant::String(s) if s.is_ascii() => CqlType::Ascii,
         Constant::String(_) => CqlType::Text,
         Constant::Boolean(_) => CqlType::Boolean,
         Constant::Uuid(_) => CqlType::Uuid,
         Constant::Hex(_) => CqlType::Blob,
         Constant::Duration(_) => CqlType::Duration,
+    }
+}
+
+/// Cassandra's `Constants.Type.FLOAT.getPreferedTypeFor`: a double when
+/// the literal's value is the decimal the nearest double prints as (`1.50`,
+/// `0.1`, `1e20`), else a decimal (`12345678901234567890.123456789`).
+fn float_preferred_type(text: &str) -> CqlType {
+    let t = text.trim_start_matches('-');
+    if t == "NaN" || t == "Infinity" {
+        return CqlType::Double;
+    }
+    let (Ok(exact), Ok(f)) = (text.parse::<bigdecimal::BigDecimal>(), text.parse::<f64>()) else {
+        return CqlType::Double;
+    };
+    let as_double = crate::functions::java_double_decimal(f);
+    if f.is_finite() && exact == as_double {
+        CqlType::Double
+    } else {
+        CqlType::Decimal
     }
 }
 

@@ -1158,6 +1158,13 @@ fn aggregate_expr(
     if matches!(kind, AggKind::Sum | AggKind::Avg) && !crate::functions::is_numeric(&t) {
         return Err(signatures());
     }
+    // Cassandra has no min or max of timeuuids: the call takes its blob
+    // overload, which compares and returns the bytes
+    let t = if matches!(kind, AggKind::Min | AggKind::Max) && *t.unfrozen() == CqlType::Timeuuid {
+        CqlType::Blob
+    } else {
+        t
+    };
     let rt = if kind == AggKind::Count {
         CqlType::Bigint
     } else {
