@@ -64,25 +64,38 @@ fn time_conversion_accepts(name: &str, t: &CqlType) -> bool {
     }
 }
 
-/// The type a value of type `t` is read as by an argument that accepts
-/// the types `accepts` does: its own, or the one it is value-compatible
-/// with (Cassandra reads an int as a date and a bigint as a timestamp).
-pub fn read_as(t: &CqlType, accepts: impl Fn(&CqlType) -> bool) -> Option<CqlType> {
+/// The type a value of type `t` is read as by an argument whose overloads
+/// take `candidates`: its own, or the one candidate that is value-compatible
+/// with it (Cassandra reads an int as a date, a bigint as a timestamp, a
+/// timestamp as a bigint or a varint).
+pub fn read_as(t: &CqlType, candidates: &[CqlType]) -> Option<CqlType> {
     let t = t.unfrozen();
-    if accepts(t) {
+    if candidates.contains(t) {
         return Some(t.clone());
     }
-    let compatible = match t {
-        CqlType::Int => CqlType::Date,
-        CqlType::Bigint => CqlType::Timestamp,
-        _ => return None,
-    };
-    accepts(&compatible).then_some(compatible)
+    match compatible_candidates(t, candidates).as_slice() {
+        [c] => Some(c.clone()),
+        _ => None,
+    }
+}
+
+/// The candidates a value of type `t` is value-compatible with (several:
+/// an ambiguous call).
+pub fn compatible_candidates(t: &CqlType, candidates: &[CqlType]) -> Vec<CqlType> {
+    candidates
+        .iter()
+        .filter(|c| **c != CqlType::Blob && crate::operations::value_compatible(c, t.unfrozen()))
+        .cloned()
+        .collect()
 }
 
 /// The type a time conversion reads a value of type `t` as, if any.
 pub fn time_conversion_input(name: &str, t: &CqlType) -> Option<CqlType> {
-    read_as(t, |t| time_conversion_accepts(name, t))
+    let candidates: Vec<CqlType> = [CqlType::Timeuuid, CqlType::Timestamp, CqlType::Date]
+        .into_iter()
+        .filter(|c| time_conversion_accepts(name, c))
+        .collect();
+    read_as(t, &candidates)
 }
 
 // ---------- numbers ----------

@@ -535,6 +535,12 @@ pub fn analyse(
                             for it in items {
                                 match ev.value(it, &col.typ, c)? {
                                     Val::Set(b) => out.push(b),
+                                    Val::Null if col.typ.is_counter() => {
+                                        return Err(Error::Invalid(
+                                            "Invalid null value for counter increment/decrement"
+                                                .into(),
+                                        ))
+                                    }
                                     Val::Null => break,
                                     Val::Unset => {
                                         return Err(Error::Invalid(format!(

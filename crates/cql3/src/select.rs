@@ -700,9 +700,23 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
                 let first = FIRST_COLUMN.with(|f| f.borrow().clone()).unwrap_or(n);
                 return Err(Error::Invalid(format!("{first} cannot be cast to varchar")));
             }
-            let Some(from) =
-                crate::functions::read_as(&from, |f| crate::functions::cast_supported(f, &to))
-            else {
+            let sources = crate::functions::cast_function(&typ.to_lowercase())
+                .map(|(_, s)| s)
+                .unwrap_or_default();
+            let Some(from) = crate::functions::read_as(&from, &sources) else {
+                let several = crate::functions::compatible_candidates(&from, &sources);
+                if several.len() > 1 {
+                    // (Cassandra lists them in an order that changes from
+                    // one start to the next)
+                    let sigs: Vec<String> = several
+                        .iter()
+                        .map(|s| format!("system.cast_as_{to} : ({s}) -> {to}"))
+                        .collect();
+                    return Err(Error::Invalid(format!(
+                        "Ambiguous call to function system.cast_as_{to} (can be matched by following signatures: {}): use type casts to disambiguate",
+                        sigs.join(", ")
+                    )));
+                }
                 return Err(crate::functions::cast_error(&to, &n, typ));
             };
             if from == to {
