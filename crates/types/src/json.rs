@@ -390,6 +390,11 @@ impl CqlType {
                         ("Long" | "BigInteger", CqlType::Int)
                             | ("BigInteger", CqlType::Bigint | CqlType::Counter)
                     );
+                    // IntegerType.fromJSONObject: new BigInteger(parsed.toString())
+                    if matches!(t, CqlType::Varint) && matches!(j, Json::Number(_)) && n.contains(['.', 'e', 'E']) {
+                        let f: f64 = n.parse().unwrap_or(f64::NAN);
+                        return Err(bad(format!("Value '{}' is not a valid representation of a varint value", crate::marshal::java_double(f))));
+                    }
                     if matches!(j, Json::Number(_)) && (too_wide || n.contains(['.', 'e', 'E'])) {
                         return Err(bad(format!("Expected an {} value, but got a {}: {}", int_word(t), j.kind(), j.show())));
                     }
@@ -398,6 +403,16 @@ impl CqlType {
                 _ => Err(bad(format!("Expected an {} value, but got a {}: {}", int_word(t), j.kind(), j.show()))),
             },
             CqlType::Float | CqlType::Double | CqlType::Decimal => match j {
+                // Jackson reads a JSON number with a fraction or an exponent
+                // as a Java double: a decimal gets that double's digits
+                Json::Number(n) if matches!(t, CqlType::Decimal) && n.contains(['.', 'e', 'E']) => {
+                    let f: f64 = n.parse().unwrap_or(f64::NAN);
+                    let text = crate::marshal::java_double(f);
+                    if !f.is_finite() {
+                        return Err(bad(format!("Value '{text}' is not a valid representation of a decimal value")));
+                    }
+                    self.from_constant(&Constant::Float(text))
+                }
                 Json::Number(n) | Json::String(n) => {
                     let c = if n.contains(['.', 'e', 'E', 'N', 'I']) { Constant::Float(n.clone()) } else { Constant::Integer(n.clone()) };
                     self.from_constant(&c)
