@@ -196,3 +196,16 @@ def test_drop_index_and_table_remove_the_index_files(tmp_path):
         c.shutdown()
     finally:
         n.stop()
+
+
+def test_a_sasi_index_is_refused_as_cassandra_refuses_it_by_default(session):
+    """Cassandra 5.0 ships with sasi_indexes_enabled: false, and refuses SASI
+    indexes then (CreateIndexStatement.SASI_INDEX_DISABLED) before it looks the
+    table up; Sibyl has no SASI and answers the same (the oracle of the
+    differential fuzzer runs with SASI enabled, so this is not in the corpus)."""
+    session.execute("CREATE TABLE IF NOT EXISTS sasi_t (k int PRIMARY KEY, v text)")
+    for table in ("sasi_t", "no_such_table"):
+        with pytest.raises(InvalidRequest) as ei:
+            session.execute(f"CREATE CUSTOM INDEX ON {table} (v) USING 'org.apache.cassandra.index.sasi.SASIIndex' "
+                            "WITH OPTIONS = {'mode': 'CONTAINS'}")
+        assert "SASI indexes are disabled. Enable in cassandra.yaml to use." in str(ei.value)

@@ -1871,6 +1871,13 @@ impl QueryProcessor {
                     ));
                 }
                 let ks_name = self.keyspace_of(&ci.table, client, ks_opt)?.to_string();
+                // Sibyl has no SASI: it answers as Cassandra does with its
+                // default sasi_indexes_enabled: false
+                if ci.custom_class.as_deref() == Some("org.apache.cassandra.index.sasi.SASIIndex") {
+                    return Err(Error::Invalid(
+                        "SASI indexes are disabled. Enable in cassandra.yaml to use.".into(),
+                    ));
+                }
                 let Some(old) = schema.keyspace(&ks_name) else {
                     return Err(Error::Invalid(format!(
                         "Keyspace '{ks_name}' doesn't exist"
