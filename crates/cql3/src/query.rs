@@ -1299,9 +1299,33 @@ impl QueryProcessor {
         for c in children {
             let ks_opt = c.keyspace.as_deref().or(opts.keyspace.as_deref());
             self.bind_conditions(c, client, ks_opt)?;
-            let (_, muts) = self
+            let muts = match self
                 .mutations_of(c.statement, client, ks_opt, c.ev, ts, now, opts.consistency)
-                .await?;
+                .await
+            {
+                Ok((_, muts)) => muts,
+                // Cassandra builds the updates of a conditional statement
+                // (its values, TTL, list elements) only once its conditions
+                // hold: what fails there is answered only if they do (the
+                // updates are built again then, and fail again), and a
+                // statement whose conditions fail answers [applied] false
+                Err(e) if applied_only(&e) => {
+                    let table = statement_table(c.statement)
+                        .and_then(|name| self.table(name, client, ks_opt).ok());
+                    let Some(key_only) = table.and_then(|t| key_only_statement(&t, c.statement))
+                    else {
+                        return Err(e);
+                    };
+                    match self
+                        .mutations_of(&key_only, client, ks_opt, c.ev, ts, now, opts.consistency)
+                        .await
+                    {
+                        Ok((_, muts)) => muts,
+                        Err(_) => return Err(e),
+                    }
+                }
+                Err(e) => return Err(e),
+            };
             let Some(name) = statement_table(c.statement) else {
                 continue;
             };
@@ -3313,6 +3337,62 @@ impl BoundCondition {
 /// Paxos's `updateAllTimestamp`: every write of a lightweight transaction
 /// at the ballot's timestamp, every deletion one microsecond before it (so
 /// that a batch's deletions never shadow its own writes).
+/// Whether Cassandra raises this error of a conditional statement only
+/// when it applies the statement's updates: the TTL's checks, a function
+/// failing on a value, a list element set or deleted by index.
+fn applied_only(e: &Error) -> bool {
+    match e {
+        Error::FunctionFailure { .. } => true,
+        Error::Invalid(m) => [
+            "A TTL must be",
+            "ttl is too large",
+            "Attempted to set an element on a list which is null",
+            "Attempted to delete an element from a list which is null",
+            "List index ",
+        ]
+        .iter()
+        .any(|p| m.starts_with(p)),
+        _ => false,
+    }
+}
+
+/// The row a conditional statement writes to, as a statement that writes
+/// nothing else there: its key columns alone for an INSERT, a deletion of
+/// the row for an UPDATE or a DELETE (none for an INSERT JSON).
+fn key_only_statement(t: &TableMetadata, st: &Statement) -> Option<Statement> {
+    match st {
+        Statement::Insert(i) if i.json.is_none() => {
+            let (columns, values) = i
+                .columns
+                .iter()
+                .zip(&i.values)
+                .filter(|(c, _)| t.column(c).is_some_and(|c| c.kind.is_primary_key()))
+                .map(|(c, v)| (c.clone(), v.clone()))
+                .unzip();
+            Some(Statement::Insert(Box::new(Insert {
+                columns,
+                values,
+                using: UsingClause::default(),
+                ..(**i).clone()
+            })))
+        }
+        Statement::Update(u) => Some(Statement::Delete(Box::new(Delete {
+            table: u.table.clone(),
+            columns: Vec::new(),
+            using: UsingClause::default(),
+            where_clause: u.where_clause.clone(),
+            conditions: Conditions::None,
+        }))),
+        Statement::Delete(d) => Some(Statement::Delete(Box::new(Delete {
+            columns: Vec::new(),
+            using: UsingClause::default(),
+            conditions: Conditions::None,
+            ..(**d).clone()
+        }))),
+        _ => None,
+    }
+}
+
 fn cas_timestamps(m: &mut Mutation, ts: i64) {
     fn cell(c: &mut sibyl_db::Cell, ts: i64) {
         c.timestamp = if c.is_tombstone() { ts - 1 } else { ts };
