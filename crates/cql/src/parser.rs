@@ -2078,17 +2078,40 @@ impl Parser {
             return Ok(format!("vector<{element}, {minus}{n}>"));
         }
         if self.eat_sym("<") {
+            // Parser.g's collection_type and tuple_type: a map takes two
+            // types, a list, a set and frozen one, a tuple one or more
+            let arity = match name.as_str() {
+                "map" => Some(2),
+                "list" | "set" | "frozen" => Some(1),
+                _ => None,
+            };
             let mut args = Vec::new();
             loop {
-                if matches!(self.peek().tok, Tok::Integer(_)) {
+                if arity.is_none() && matches!(self.peek().tok, Tok::Integer(_)) {
                     args.push(self.advance().text);
                 } else {
                     args.push(self.type_text()?);
                 }
-                if self.eat_sym(">") {
-                    break;
+                // (ANTLR looked one token past the one it refuses)
+                match arity {
+                    Some(n) if args.len() < n => {
+                        if !self.eat_sym(",") {
+                            return Err(self.error_seen("expecting ','", self.pos + 1));
+                        }
+                    }
+                    Some(_) => {
+                        if !self.eat_sym(">") {
+                            return Err(self.error_seen("expecting '>'", self.pos + 1));
+                        }
+                        break;
+                    }
+                    None => {
+                        if self.eat_sym(">") {
+                            break;
+                        }
+                        self.expect_sym(",")?;
+                    }
                 }
-                self.expect_sym(",")?;
             }
             return Ok(format!("{name}<{}>", args.join(", ")));
         }
@@ -2119,6 +2142,14 @@ impl Parser {
             loop {
                 if self.at_empty_quoted() {
                     return Err(self.no_viable());
+                }
+                // Parser.g's fident: no reserved keyword
+                if matches!(&self.peek().tok, Tok::Ident(s) if sibyl_types::ident::is_reserved(s)) {
+                    return Err(if fields.is_empty() {
+                        self.no_viable()
+                    } else {
+                        self.error_here("expecting ')'")
+                    });
                 }
                 let f = self.ident_any()?;
                 let t = self.type_text()?;

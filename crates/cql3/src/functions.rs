@@ -370,6 +370,27 @@ pub fn arithmetic(
             Num::Big(apply(op, p, q))
         }
         _ => {
+            // NumberType.toBigDecimal refuses what no decimal is
+            for n in [&x, &y] {
+                if let Num::Float(f) = n {
+                    if f.is_nan() {
+                        return Err(arith_failure(
+                            op,
+                            ta,
+                            tb,
+                            "A NaN cannot be converted into a decimal".into(),
+                        ));
+                    }
+                    if f.is_infinite() {
+                        return Err(arith_failure(
+                            op,
+                            ta,
+                            tb,
+                            "An infinite number cannot be converted into a decimal".into(),
+                        ));
+                    }
+                }
+            }
             let (p, q) = (operand_dec(&x), operand_dec(&y));
             if matches!(op, '/' | '%') && q == 0 {
                 let m = if op == '/' {

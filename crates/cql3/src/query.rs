@@ -1310,6 +1310,18 @@ impl QueryProcessor {
                 // updates are built again then, and fail again), and a
                 // statement whose conditions fail answers [applied] false
                 Err(e) if applied_only(&e) => {
+                    // the values' own checks come first (Cassandra makes
+                    // them as it prepares the statement): the statement
+                    // without its TTL must fail only where Cassandra waits
+                    if let Some(no_ttl) = without_ttl(c.statement) {
+                        match self
+                            .mutations_of(&no_ttl, client, ks_opt, c.ev, ts, now, opts.consistency)
+                            .await
+                        {
+                            Err(e) if !applied_only(&e) => return Err(e),
+                            _ => {}
+                        }
+                    }
                     let table = statement_table(c.statement)
                         .and_then(|name| self.table(name, client, ks_opt).ok());
                     let Some(key_only) = table.and_then(|t| key_only_statement(&t, c.statement))
@@ -3354,6 +3366,18 @@ fn applied_only(e: &Error) -> bool {
         .any(|p| m.starts_with(p)),
         _ => false,
     }
+}
+
+/// A modification without its `USING TTL` (none when it has none).
+fn without_ttl(st: &Statement) -> Option<Statement> {
+    let mut st = st.clone();
+    let using = match &mut st {
+        Statement::Insert(i) => &mut i.using,
+        Statement::Update(u) => &mut u.using,
+        _ => return None,
+    };
+    using.ttl.take()?;
+    Some(st)
 }
 
 /// The row a conditional statement writes to, as a statement that writes

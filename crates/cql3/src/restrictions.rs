@@ -532,8 +532,11 @@ pub fn analyse(
                         // refused)
                         RelationRhs::InList(items) if items.len() > 1 => {
                             let mut out = Vec::with_capacity(items.len());
+                            let mut ended = false;
                             for it in items {
+                                // (every value is still checked)
                                 match ev.value(it, &col.typ, c)? {
+                                    _ if ended => {}
                                     Val::Set(b) => out.push(b),
                                     Val::Null if col.typ.is_counter() => {
                                         return Err(Error::Invalid(
@@ -541,7 +544,7 @@ pub fn analyse(
                                                 .into(),
                                         ))
                                     }
-                                    Val::Null => break,
+                                    Val::Null => ended = true,
                                     Val::Unset => {
                                         return Err(Error::Invalid(format!(
                                             "Invalid unset value for column {c}"
