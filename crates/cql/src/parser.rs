@@ -395,6 +395,26 @@ impl Parser {
         }
     }
 
+    /// Items separated by `,` up to `close` (consumed); none when `close`
+    /// comes first.
+    fn list_until<T>(
+        &mut self,
+        close: &str,
+        mut item: impl FnMut(&mut Self) -> PResult<T>,
+    ) -> PResult<Vec<T>> {
+        let mut items = Vec::new();
+        if self.eat_sym(close) {
+            return Ok(items);
+        }
+        loop {
+            items.push(item(self)?);
+            if self.eat_sym(close) {
+                return Ok(items);
+            }
+            self.expect_sym(",")?;
+        }
+    }
+
     fn expect_kw(&mut self, kw: &str) -> PResult<()> {
         if self.eat_kw(kw) {
             Ok(())
@@ -792,16 +812,7 @@ impl Parser {
             return Ok(Term::Null);
         }
         if self.eat_sym("[") {
-            let mut items = Vec::new();
-            if !self.eat_sym("]") {
-                loop {
-                    items.push(self.term()?);
-                    if self.eat_sym("]") {
-                        break;
-                    }
-                    self.expect_sym(",")?;
-                }
-            }
+            let items = self.list_until("]", |p| p.term())?;
             return Ok(Term::List(items));
         }
         if self.eat_sym("{") {
@@ -867,16 +878,7 @@ impl Parser {
                 name = format!("{name}.{}", self.ident_any()?);
             }
             if self.eat_sym("(") {
-                let mut args = Vec::new();
-                if !self.eat_sym(")") {
-                    loop {
-                        args.push(self.term()?);
-                        if self.eat_sym(")") {
-                            break;
-                        }
-                        self.expect_sym(",")?;
-                    }
-                }
+                let args = self.list_until(")", |p| p.term())?;
                 return Ok(Term::Function { name, args });
             }
             // ANTLR's decision for a function call looked past the name
@@ -2398,17 +2400,7 @@ impl Parser {
         let mut args = None;
         if kind != "Materialized view" && self.eat_sym("(") {
             // the argument types of the overload to drop
-            let mut types = Vec::new();
-            if !self.eat_sym(")") {
-                loop {
-                    types.push(self.type_text()?);
-                    if self.eat_sym(")") {
-                        break;
-                    }
-                    self.expect_sym(",")?;
-                }
-            }
-            args = Some(types);
+            args = Some(self.list_until(")", |p| p.type_text())?);
         }
         Ok(Statement::DropAbsent {
             kind,

@@ -372,24 +372,13 @@ pub fn arithmetic(
         _ => {
             // NumberType.toBigDecimal refuses what no decimal is
             for n in [&x, &y] {
-                if let Num::Float(f) = n {
-                    if f.is_nan() {
-                        return Err(arith_failure(
-                            op,
-                            ta,
-                            tb,
-                            "A NaN cannot be converted into a decimal".into(),
-                        ));
-                    }
-                    if f.is_infinite() {
-                        return Err(arith_failure(
-                            op,
-                            ta,
-                            tb,
-                            "An infinite number cannot be converted into a decimal".into(),
-                        ));
-                    }
-                }
+                let what = match n {
+                    Num::Float(f) if f.is_nan() => "A NaN",
+                    Num::Float(f) if f.is_infinite() => "An infinite number",
+                    _ => continue,
+                };
+                let m = format!("{what} cannot be converted into a decimal");
+                return Err(arith_failure(op, ta, tb, m));
             }
             let (p, q) = (operand_dec(&x), operand_dec(&y));
             if matches!(op, '/' | '%') && q == 0 {
@@ -618,23 +607,32 @@ pub fn cast_function(to_name: &str) -> Option<(CqlType, Vec<CqlType>)> {
     Some((to, sources))
 }
 
+/// A function's signatures as Cassandra's messages list them:
+/// `system.f : (int) -> bigint, ...`.
+pub fn signature_list<'a>(
+    name: &str,
+    args: impl IntoIterator<Item = &'a CqlType>,
+    to: &CqlType,
+) -> String {
+    args.into_iter()
+        .map(|a| format!("system.{name} : ({a}) -> {to}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Cassandra's error for a CAST it has no function for: `selector` is the
 /// cast value's text, `written` the type as the query wrote it.
 pub fn cast_error(to: &CqlType, selector: &str, written: &str) -> Error {
-    let Some(sources) = cast_sources(to.unfrozen()) else {
+    let to_name = to.unfrozen().to_string();
+    let Some((to, sources)) = cast_function(&to_name) else {
         return Error::Invalid(format!(
             "{selector} cannot be cast to {}",
             written.to_lowercase()
         ));
     };
-    let to_name = to.to_string();
-    let sigs: Vec<String> = sources
-        .iter()
-        .map(|n| format!("system.cast_as_{to_name} : ({n}) -> {to_name}"))
-        .collect();
     Error::Invalid(format!(
         "Invalid call to function system.cast_as_{to_name}, none of its type signatures match (known type signatures: {})",
-        sigs.join(", ")
+        signature_list(&format!("cast_as_{to_name}"), &sources, &to)
     ))
 }
 

@@ -708,13 +708,9 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
                 if several.len() > 1 {
                     // (Cassandra lists them in an order that changes from
                     // one start to the next)
-                    let sigs: Vec<String> = several
-                        .iter()
-                        .map(|s| format!("system.cast_as_{to} : ({s}) -> {to}"))
-                        .collect();
                     return Err(Error::Invalid(format!(
                         "Ambiguous call to function system.cast_as_{to} (can be matched by following signatures: {}): use type casts to disambiguate",
-                        sigs.join(", ")
+                        crate::functions::signature_list(&format!("cast_as_{to}"), &several, &to)
                     )));
                 }
                 return Err(crate::functions::cast_error(&to, &n, typ));

@@ -606,8 +606,9 @@ impl<'a> Eval<'a> {
         let Some((to, sources)) = crate::functions::cast_function(&to_name) else {
             return Err(unknown_function(&written));
         };
-        let fname = format!("system.cast_as_{to_name}");
-        let signature = |t: &CqlType| format!("{fname} : ({t}) -> {to}");
+        let signatures = |of: &[CqlType]| {
+            crate::functions::signature_list(&format!("cast_as_{to_name}"), of, &to)
+        };
         let fits_receiver = args.len() == 1
             && receiver.is_none_or(|r| crate::operations::type_fit(&to, r).assignable());
         let mut exact = None;
@@ -628,7 +629,7 @@ impl<'a> Eval<'a> {
             (None, 0) => {
                 return Err(Error::Invalid(format!(
                     "Invalid call to function {written}, none of its type signatures match (known type signatures: {})",
-                    sources.iter().map(signature).collect::<Vec<_>>().join(", ")
+                    signatures(&sources)
                 )))
             }
             // Cassandra lists them in its hash set's order, which changes
@@ -636,11 +637,11 @@ impl<'a> Eval<'a> {
             (None, _) => {
                 return Err(Error::Invalid(format!(
                     "Ambiguous call to function {written} (can be matched by following signatures: {}): use type casts to disambiguate",
-                    compatibles.iter().map(signature).collect::<Vec<_>>().join(", ")
+                    signatures(&compatibles)
                 )))
             }
         };
-        let v = match self.value(&args[0], &from, &format!("arg0({fname})"))? {
+        let v = match self.value(&args[0], &from, &format!("arg0(system.cast_as_{to_name})"))? {
             Val::Set(b) => Val::Set(crate::functions::cast(&from, &to, &b)?),
             other => other,
         };
