@@ -56,7 +56,8 @@ pub fn time_conversion(name: &str, t: &CqlType, b: &[u8]) -> Result<(CqlType, By
 fn time_conversion_accepts(name: &str, t: &CqlType) -> bool {
     match name {
         "todate" => matches!(t.unfrozen(), CqlType::Timeuuid | CqlType::Timestamp),
-        "totimestamp" | "tounixtimestamp" => matches!(
+        "totimestamp" => matches!(t.unfrozen(), CqlType::Timeuuid | CqlType::Date),
+        "tounixtimestamp" => matches!(
             t.unfrozen(),
             CqlType::Timeuuid | CqlType::Date | CqlType::Timestamp
         ),
