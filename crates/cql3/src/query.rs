@@ -1562,8 +1562,12 @@ impl QueryProcessor {
             }
             Statement::CreateTable(ct) => {
                 let ks_name = self.keyspace_of(&ct.name, client, ks_opt)?.to_string();
-                // TableAttributes.validate comes before the keyspace and
-                // the table are looked up
+                // the grammar's checks of the types come first, then
+                // TableAttributes.validate, before the keyspace and the
+                // table are looked up
+                for c in &ct.columns {
+                    check_type_syntax(&c.typ)?;
+                }
                 validate_table_properties(&ct.properties)?;
                 let Some(old) = schema.keyspace(&ks_name) else {
                     return Err(Error::Invalid(format!(
@@ -1674,6 +1678,10 @@ impl QueryProcessor {
             }
             Statement::CreateType(ct) => {
                 let ks_name = self.keyspace_of(&ct.name, client, ks_opt)?.to_string();
+                // (the grammar's checks of the types, before any lookup)
+                for (_, tstr) in &ct.fields {
+                    check_type_syntax(tstr)?;
+                }
                 let Some(old) = schema.keyspace(&ks_name) else {
                     return Err(Error::Invalid(format!(
                         "Keyspace '{ks_name}' doesn't exist"

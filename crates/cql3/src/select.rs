@@ -1168,17 +1168,12 @@ fn aggregate_expr(
     if matches!(kind, AggKind::Sum | AggKind::Avg) && !crate::functions::is_numeric(&t) {
         return Err(signatures());
     }
-    // Cassandra has no min or max of timeuuids: the call takes its blob
-    // overload, which compares and returns the bytes
-    let t = if matches!(kind, AggKind::Min | AggKind::Max) && *t.unfrozen() == CqlType::Timeuuid {
-        CqlType::Blob
-    } else {
-        t
-    };
-    let rt = if kind == AggKind::Count {
-        CqlType::Bigint
-    } else {
-        t.clone()
+    let rt = match kind {
+        AggKind::Count => CqlType::Bigint,
+        // Cassandra's min and max of timeuuids compare them as timeuuids
+        // and answer the bytes, typed blob
+        AggKind::Min | AggKind::Max if *t.unfrozen() == CqlType::Timeuuid => CqlType::Blob,
+        _ => t.clone(),
     };
     Ok((
         format!("system.{lname}({n})"),
@@ -2432,8 +2427,15 @@ pub async fn execute(
             }
         }
     }
+    // (IN values as written: `pk IN ('b', 'b')` is an IN of two)
+    let key_in = r.partition_keys.as_ref().is_some_and(|k| k.len() > 1)
+        || stmt.where_clause.iter().any(|rel| {
+            matches!(&rel.lhs, sibyl_cql::RelationLhs::Column(c)
+                if table.column(c).is_some_and(|c| c.kind == ColumnKind::PartitionKey))
+                && matches!(&rel.rhs, sibyl_cql::RelationRhs::InList(items) if items.len() > 1)
+        });
     if reversed_or_ordered(stmt)
-        && r.partition_keys.as_ref().is_some_and(|k| k.len() > 1)
+        && key_in
         && (page_size.is_some_and(|p| p > 0) || sel.aggregate || grouped)
     {
         return Err(Error::Invalid("Cannot page queries with both ORDER BY and a IN restriction on the partition key; you must either remove the ORDER BY or the IN and sort client side, or disable paging for this query".into()));
