@@ -1002,6 +1002,8 @@ pub fn delete(
                 match &r.clusterings {
                     Some(c) => c.clone(),
                     None if only_static || all_eq => Vec::new(),
+                    // an empty slice deletes nothing, before the check below
+                    None if r.selects_nothing() => Vec::new(),
                     // `DeleteStatement.addUpdateForKey`
                     None => {
                         return Err(Error::Invalid(

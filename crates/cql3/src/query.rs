@@ -939,7 +939,16 @@ impl QueryProcessor {
         let mut tables = Vec::with_capacity(statements.len());
         for (s, ks) in statements {
             if let Some(name) = statement_table(s) {
-                tables.push(self.table(name, client, *ks)?);
+                let t = self.table(name, client, *ks)?;
+                // (a check of each statement as Cassandra prepares it,
+                // before the batch's own)
+                if t.is_counter && matches!(s, Statement::Insert(_)) {
+                    return Err(Error::Invalid(
+                        "INSERT statements are not allowed on counter tables, use UPDATE instead"
+                            .into(),
+                    ));
+                }
+                tables.push(t);
             }
         }
         let conditional = statements.iter().any(|(s, _)| has_conditions(s));

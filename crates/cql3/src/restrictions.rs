@@ -59,6 +59,17 @@ pub struct Restrictions {
     pub filter_error: Option<String>,
 }
 
+impl Restrictions {
+    /// Whether the clustering restrictions select no row at all (every
+    /// slice starts after its end, or there is none): Cassandra answers
+    /// such a statement before it checks its keys or its deletions.
+    pub fn selects_nothing(&self) -> bool {
+        self.slices
+            .as_ref()
+            .is_some_and(|s| s.iter().all(|(start, end)| start > end))
+    }
+}
+
 fn rhs_values(ev: &Eval, rel: &Relation, col: &str, t: &CqlType) -> Result<Vec<Bytes>> {
     rhs_values_or(ev, rel, col, t, &|| {
         format!("Invalid null value in condition for column {col}")

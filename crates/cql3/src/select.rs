@@ -380,12 +380,8 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
                 let (n, t, e) = cell_meta(table, kind, column, selector, true)?;
                 (n, t, Out::Expr(e))
             }
-            other => {
-                return Err(Error::Invalid(format!(
-                    "Selector {} is not supported yet",
-                    sel_text(other)
-                )))
-            }
+            // a literal, null or marker has no type of its own here
+            other => return Err(cannot_infer(&sel_text(other))),
         };
         columns.push(spec(item.alias.clone().unwrap_or(default_name), typ));
         outs.push(out);
@@ -2462,8 +2458,14 @@ pub async fn execute(
     let mut agg = Agg::new(sel.aggs.len());
     let mut next_state: Option<PagingState> = None;
 
-    // partition iteration (`QueryProcessor.validateKey` of each key first)
-    for k in r.partition_keys.iter().flatten() {
+    // partition iteration (`QueryProcessor.validateKey` of each key first,
+    // unless the clustering restrictions select nothing)
+    for k in r
+        .partition_keys
+        .iter()
+        .flatten()
+        .filter(|_| !r.selects_nothing())
+    {
         if k.is_empty() {
             return Err(Error::Invalid("Key may not be empty".into()));
         }
@@ -2614,6 +2616,7 @@ pub async fn execute(
             ) {
                 continue;
             }
+            let mut deferred = None;
             let row = build_row(
                 table,
                 sel,
@@ -2623,12 +2626,13 @@ pub async fn execute(
                 only_row,
                 &key,
                 now,
+                &mut deferred,
             )?;
             if grouped {
                 let gk: Vec<Bytes> = pk_values.iter().take(group_len).cloned().collect();
                 next_group(sel, table, &mut group, gk, &mut out, &mut agg)?;
             }
-            emit(sel, &mut out, &mut agg, row, now, table);
+            emit(sel, &mut out, &mut agg, row, deferred)?;
             remaining -= 1;
             if remaining <= 0 {
                 break 'partitions;
@@ -2679,6 +2683,7 @@ pub async fn execute(
             ) {
                 continue;
             }
+            let mut deferred = None;
             let built = build_row(
                 table,
                 sel,
@@ -2688,6 +2693,7 @@ pub async fn execute(
                 Some(&row),
                 &key,
                 now,
+                &mut deferred,
             )?;
             if let Some((vi, query, function)) = &ann {
                 // nearest first: every candidate scored, the best kept at the end
@@ -2731,7 +2737,7 @@ pub async fn execute(
                 }
                 next_group(sel, table, &mut group, gk, &mut out, &mut agg)?;
             }
-            emit(sel, &mut out, &mut agg, built, now, table);
+            emit(sel, &mut out, &mut agg, built, deferred)?;
             if !grouped {
                 in_partition += 1;
             }
@@ -2836,6 +2842,7 @@ fn build_row(
     row: Option<&Row>,
     key: &DecoratedKey,
     now: i32,
+    deferred: &mut Option<Error>,
 ) -> Result<Vec<Option<Bytes>>> {
     let cell = |i: usize| cell_of(table, i, pk, ck, srow, row, now);
     let meta = |e: &Expr| -> Option<Bytes> {
@@ -2910,6 +2917,15 @@ fn build_row(
                 Out::Const(v) => v.clone(),
                 // computed once per group
                 Out::Expr(e) if sel.aggregate && e.has_aggregate() => None,
+                // an aggregate query answers the first row's other values:
+                // what fails on a later row is never computed by Cassandra
+                Out::Expr(e) if sel.aggregate => match eval(e, &cell, &meta) {
+                    Ok(v) => v,
+                    Err(err) => {
+                        deferred.get_or_insert(err);
+                        None
+                    }
+                },
                 Out::Expr(e) => eval(e, &cell, &meta)?,
             })
         })
@@ -3050,27 +3066,31 @@ fn emit(
     out: &mut Vec<Vec<Option<Bytes>>>,
     agg: &mut Agg,
     row: Vec<Option<Bytes>>,
-    _now: i32,
-    _table: &TableMetadata,
-) {
+    deferred: Option<Error>,
+) -> Result<()> {
     if !sel.aggregate {
         if sel.grouped {
             // GROUP BY without aggregates: the first row of each group
             if agg.first_row.is_none() {
                 agg.first_row = Some(row);
             }
-            return;
+            return Ok(());
         }
         out.push(row);
-        return;
+        return Ok(());
     }
     if agg.first_row.is_none() {
+        // the group's answer is this row's: what failed on it fails now
+        if let Some(e) = deferred {
+            return Err(e);
+        }
         agg.first_row = Some(row.clone());
     }
     let base = sel.outs.len();
     for (k, ((kind, _, t), st)) in sel.aggs.iter().zip(agg.states.iter_mut()).enumerate() {
         st.add(*kind, t, row.get(base + k).and_then(|v| v.as_ref()));
     }
+    Ok(())
 }
 
 impl Agg {
