@@ -451,11 +451,11 @@ pub enum AlterTableOp {
         column: String,
         typ: String,
     },
-    /// `ALTER [IF EXISTS] c MASKED WITH f(args)` (`mask` set) or
+    /// `ALTER [IF EXISTS] c MASKED WITH f(args)` (`masked`) or
     /// `ALTER [IF EXISTS] c DROP MASKED`.
     Mask {
         column: String,
-        mask: Option<String>,
+        masked: bool,
     },
     With(Vec<Property>),
     /// `DROP COMPACT STORAGE`.

@@ -395,6 +395,17 @@ impl Parser {
         }
     }
 
+    /// Parser.g's `native_type` (what CAST takes), as written.
+    fn native_type(&mut self) -> PResult<String> {
+        if !sibyl_types::ident::NATIVE_TYPE_NAMES
+            .iter()
+            .any(|n| self.is_kw(n))
+        {
+            return Err(self.no_viable());
+        }
+        self.ident_any()
+    }
+
     /// Items separated by `,` up to `close` (consumed); none when `close`
     /// comes first.
     fn list_until<T>(
@@ -854,13 +865,7 @@ impl Parser {
             self.advance();
             let inner = self.nested(1, |p| p.simple_term())?;
             self.expect_kw("as")?;
-            if !sibyl_types::ident::NATIVE_TYPE_NAMES
-                .iter()
-                .any(|n| self.is_kw(n))
-            {
-                return Err(self.no_viable());
-            }
-            let typ = self.ident_any()?.to_lowercase();
+            let typ = self.native_type()?.to_lowercase();
             self.expect_sym(")")?;
             return Ok(Term::Function {
                 name: format!("system.cast_as_{typ}"),
@@ -1256,14 +1261,7 @@ impl Parser {
             self.advance();
             let inner = self.selector()?;
             self.expect_kw("as")?;
-            // Parser.g: CAST (... AS native_type)
-            if !sibyl_types::ident::NATIVE_TYPE_NAMES
-                .iter()
-                .any(|n| self.is_kw(n))
-            {
-                return Err(self.no_viable());
-            }
-            let typ = self.ident_any()?;
+            let typ = self.native_type()?;
             self.expect_sym(")")?;
             return Ok(Selector::Cast {
                 selector: Box::new(inner),
@@ -2563,19 +2561,17 @@ impl Parser {
                 let column = self.ident()?;
                 if self.is_kw("drop") && self.is_kw_at(1, "masked") {
                     self.pos += 2;
-                    AlterTableOp::Mask { column, mask: None }
-                } else if self.eat_kw("masked") {
-                    self.expect_kw("with")?;
-                    let start = self.pos;
-                    self.simple_term()?;
-                    let mask = self.toks[start..self.pos]
-                        .iter()
-                        .map(|t| t.text.as_str())
-                        .collect::<Vec<_>>()
-                        .join("");
                     AlterTableOp::Mask {
                         column,
-                        mask: Some(mask),
+                        masked: false,
+                    }
+                } else if self.eat_kw("masked") {
+                    self.expect_kw("with")?;
+                    // the masking function (parsed; Sibyl masks nothing)
+                    self.simple_term()?;
+                    AlterTableOp::Mask {
+                        column,
+                        masked: true,
                     }
                 } else {
                     self.expect_kw("type")?;

@@ -3363,9 +3363,6 @@ impl BoundCondition {
     }
 }
 
-/// Paxos's `updateAllTimestamp`: every write of a lightweight transaction
-/// at the ballot's timestamp, every deletion one microsecond before it (so
-/// that a batch's deletions never shadow its own writes).
 /// Whether Cassandra raises this error of a conditional statement only
 /// when it applies the statement's updates: the TTL's checks, a function
 /// failing on a value, a list element set or deleted by index.
@@ -3434,6 +3431,9 @@ fn key_only_statement(t: &TableMetadata, st: &Statement) -> Option<Statement> {
     }
 }
 
+/// Paxos's `updateAllTimestamp`: every write of a lightweight transaction
+/// at the ballot's timestamp, every deletion one microsecond before it (so
+/// that a batch's deletions never shadow its own writes).
 fn cas_timestamps(m: &mut Mutation, ts: i64) {
     fn cell(c: &mut sibyl_db::Cell, ts: i64) {
         c.timestamp = if c.is_tombstone() { ts - 1 } else { ts };
@@ -4365,11 +4365,7 @@ fn table_properties(properties: &[Property]) -> Result<(TableParams, Option<uuid
     let mut invalid_id = false;
     props.retain(|p| {
         if p.name == "id" {
-            // TableAttributes.getId: the text of any constant, as a UUID
-            id = p
-                .value
-                .as_text()
-                .and_then(|t| uuid::Uuid::parse_str(&t).ok());
+            id = table_id(p);
             invalid_id = id.is_none();
             false
         } else {
@@ -4383,16 +4379,18 @@ fn table_properties(properties: &[Property]) -> Result<(TableParams, Option<uuid
     Ok((params, id))
 }
 
+/// `TableAttributes.getId`: the text of any constant, as a UUID.
+fn table_id(p: &Property) -> Option<uuid::Uuid> {
+    p.value
+        .as_text()
+        .and_then(|t| uuid::Uuid::parse_str(&t).ok())
+}
+
 /// What Cassandra checks of a table's properties as it reads them, before
 /// it looks the keyspace and the table up (so IF [NOT] EXISTS does not skip
-/// it); the table id and the ranges come later.
+/// it); the table id (an unknown name there) and the ranges come later.
 fn validate_table_properties(properties: &[Property]) -> Result<()> {
-    let props: Vec<Property> = properties
-        .iter()
-        .filter(|p| p.name != "id")
-        .cloned()
-        .collect();
-    Ok(TableParams::check_forms(&props)?)
+    Ok(TableParams::check_forms(properties)?)
 }
 
 /// The table an ALTER TABLE makes, or `None` when it changes nothing
@@ -4589,10 +4587,10 @@ fn alter_table(
                 }
             }
         }
-        AlterTableOp::Mask { column, mask } => {
+        AlterTableOp::Mask { column, masked } => {
             // Cassandra's dynamic_data_masking_enabled, off by default (Sibyl
             // has no column masks): unmasking a column changes nothing
-            if mask.is_some() {
+            if *masked {
                 return Err(Error::Invalid("Cannot mask columns because dynamic data masking is not enabled. You can enable it with the dynamic_data_masking_enabled property on cassandra.yaml".into()));
             }
             if nt.column(column).is_none() && !if_column_exists {
@@ -4611,12 +4609,8 @@ fn alter_table(
         }
         AlterTableOp::With(props) => {
             if let Some(id) = props.iter().find(|p| p.name == "id") {
-                let valid = id
-                    .value
-                    .as_text()
-                    .is_some_and(|t| uuid::Uuid::parse_str(&t).is_ok());
                 return Err(Error::Config(
-                    if valid {
+                    if table_id(id).is_some() {
                         "Cannot alter table id."
                     } else {
                         "Invalid table id"

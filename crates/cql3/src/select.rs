@@ -295,10 +295,12 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
             json: None,
         });
     }
-    let mut read = Vec::new();
+    FIRST_COLUMN.with(|f| f.set(None));
     for item in &sel.selectors {
-        selector_columns(&item.selector, &mut read);
-        FIRST_COLUMN.with(|f| *f.borrow_mut() = read.first().cloned());
+        if FIRST_COLUMN.with(|f| f.get()).is_none() {
+            let first = first_column(&item.selector).and_then(|c| table.column_index(c));
+            FIRST_COLUMN.with(|f| f.set(first));
+        }
         let (default_name, typ, out) = match &item.selector {
             Selector::Column(c) => {
                 let i = table.column_index(c).ok_or_else(|| undefined(table, c))?;
@@ -693,7 +695,9 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
             if typ.eq_ignore_ascii_case("varchar") {
                 // there is no cast_as_varchar, and Cassandra names the first
                 // column the selection reads, not the cast one
-                let first = FIRST_COLUMN.with(|f| f.borrow().clone()).unwrap_or(n);
+                let first = FIRST_COLUMN
+                    .with(|f| f.get())
+                    .map_or(n, |i| table.columns[i].name.clone());
                 return Err(Error::Invalid(format!("{first} cannot be cast to varchar")));
             }
             let sources = crate::functions::cast_function(&typ.to_lowercase())
@@ -744,17 +748,11 @@ fn expr_plain(table: &TableMetadata, s: &Selector) -> Result<(String, CqlType, E
                 return Err(Error::Invalid(format!("Unknown function '{name}'")));
             }
             // `cast_as_text(x)` is the function `CAST(x AS text)` calls
-            if let (Some(to), [arg]) = (
-                name.to_lowercase()
-                    .strip_prefix("system.")
-                    .unwrap_or(&name.to_lowercase())
-                    .strip_prefix("cast_as_"),
-                args.as_slice(),
-            ) {
-                if crate::functions::cast_function(to).is_some() {
+            if let (Some(to), [arg]) = (crate::terms::cast_target(name), args.as_slice()) {
+                if crate::functions::cast_function(&to).is_some() {
                     let cast = Selector::Cast {
                         selector: Box::new(arg.clone()),
-                        typ: to.to_string(),
+                        typ: to,
                     };
                     return expr(table, &cast);
                 }
@@ -1937,34 +1935,49 @@ fn ann_plan(
 }
 
 thread_local! {
-    /// The first column the selectors planned so far read (Cassandra's
-    /// `defs.get(0)`, which its CAST error names).
-    static FIRST_COLUMN: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+    /// The first column (by index) the selectors planned so far read
+    /// (Cassandra's `defs.get(0)`, which its CAST error names).
+    static FIRST_COLUMN: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
 }
 
-/// The columns a selector reads.
-fn selector_columns(s: &Selector, out: &mut Vec<String>) {
+/// Calls `f` on each column a selector reads, in order, while it returns
+/// true; false when `f` stopped it.
+fn each_column<'a>(s: &'a Selector, f: &mut dyn FnMut(&'a String) -> bool) -> bool {
     match s {
-        Selector::Column(c) | Selector::WriteTime(c) | Selector::Ttl(c) => {
-            if !out.contains(c) {
-                out.push(c.clone())
-            }
+        Selector::Column(c) | Selector::WriteTime(c) | Selector::Ttl(c) => f(c),
+        Selector::Function { args, .. } | Selector::Parens(args) => {
+            args.iter().all(|a| each_column(a, f))
         }
-        Selector::Function { args, .. } => args.iter().for_each(|a| selector_columns(a, out)),
         Selector::Cast { selector, .. }
         | Selector::Field { selector, .. }
         | Selector::Element { selector, .. }
         | Selector::Slice { selector, .. }
         | Selector::Negate(selector)
         | Selector::Hint { selector, .. }
-        | Selector::MetaOf { selector, .. } => selector_columns(selector, out),
-        Selector::Parens(items) => items.iter().for_each(|a| selector_columns(a, out)),
-        Selector::Arith { lhs, rhs, .. } => {
-            selector_columns(lhs, out);
-            selector_columns(rhs, out);
-        }
-        Selector::CountRows | Selector::Term(_) => {}
+        | Selector::MetaOf { selector, .. } => each_column(selector, f),
+        Selector::Arith { lhs, rhs, .. } => each_column(lhs, f) && each_column(rhs, f),
+        Selector::CountRows | Selector::Term(_) => true,
     }
+}
+
+/// The columns a selector reads.
+fn selector_columns(s: &Selector, out: &mut Vec<String>) {
+    each_column(s, &mut |c| {
+        if !out.contains(c) {
+            out.push(c.clone())
+        }
+        true
+    });
+}
+
+/// The first column a selector reads.
+fn first_column(s: &Selector) -> Option<&String> {
+    let mut first = None;
+    each_column(s, &mut |c| {
+        first = Some(c);
+        false
+    });
+    first
 }
 
 /// Cassandra's checks of what a SELECT reads against its WHERE clause:

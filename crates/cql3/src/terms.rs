@@ -896,14 +896,16 @@ fn remembered_fit(term: &Term, t: &CqlType, fit: impl FnOnce() -> Fit) -> Fit {
 }
 
 /// The type `name` casts to when it is one of the `system.cast_as_<type>`
-/// functions.
-fn cast_target(name: &str) -> Option<String> {
-    let lname = name.to_lowercase();
-    lname
-        .strip_prefix("system.")
-        .unwrap_or(&lname)
-        .strip_prefix("cast_as_")
-        .map(str::to_string)
+/// functions (it allocates only then: every function call asks).
+pub(crate) fn cast_target(name: &str) -> Option<String> {
+    let strip = |s: &'_ str, prefix: &str| -> Option<usize> {
+        s.get(..prefix.len())
+            .filter(|p| p.eq_ignore_ascii_case(prefix))
+            .map(|_| prefix.len())
+    };
+    let rest = &name[strip(name, "system.").unwrap_or(0)..];
+    let to = &rest[strip(rest, "cast_as_")?..];
+    Some(to.to_lowercase())
 }
 
 /// `FunctionCall.Raw.prepare`'s error for a function no keyspace has
