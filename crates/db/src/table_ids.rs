@@ -23,3 +23,11 @@ pub fn canonical(id: uuid::Uuid) -> uuid::Uuid {
         .and_then(|m| m.get(&id).copied())
         .unwrap_or(id)
 }
+
+/// Every old id → current id pair (none until [`set_aliases`]).
+pub fn aliases() -> impl Iterator<Item = (uuid::Uuid, uuid::Uuid)> {
+    ALIASES
+        .get()
+        .into_iter()
+        .flat_map(|m| m.iter().map(|(a, b)| (*a, *b)))
+}

@@ -5,6 +5,7 @@ use crate::error::{Result, SchemaError as Error};
 use sibyl_cql::{Property, PropertyValue};
 use sibyl_db::ClusteringComparator;
 use sibyl_types::{CqlType, UserType};
+use sibyl_types::fast_map::FastHashMap;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -1300,6 +1301,29 @@ pub fn validate_name(kind: &str, name: &str) -> Result<()> {
 pub struct Schema {
     pub keyspaces: BTreeMap<String, Arc<KeyspaceMetadata>>,
     pub version: uuid::Uuid,
+    /// Tables by id, for [`Schema::table_by_id`] (every write looks its
+    /// table up by id, on the coordinator and on each replica).
+    by_id: TableIndex,
+}
+
+/// The tables of a schema by id (old ids of system tables included), built
+/// on the first lookup. A clone starts without one: clones are how a new
+/// schema is made, and its keyspaces change before it is published.
+#[derive(Default)]
+struct TableIndex(
+    std::sync::OnceLock<FastHashMap<uuid::Uuid, Arc<TableMetadata>>>,
+);
+
+impl Clone for TableIndex {
+    fn clone(&self) -> Self {
+        TableIndex::default()
+    }
+}
+
+impl std::fmt::Debug for TableIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TableIndex")
+    }
 }
 
 impl Schema {
@@ -1312,6 +1336,29 @@ impl Schema {
     }
 
     pub fn table_by_id(&self, id: uuid::Uuid) -> Option<&Arc<TableMetadata>> {
+        let index = self.by_id.0.get_or_init(|| {
+            let mut m: FastHashMap<_, _> = self
+                .keyspaces
+                .values()
+                .flat_map(|k| k.tables.values())
+                .map(|t| (t.id, t.clone()))
+                .collect();
+            for (old, new) in sibyl_db::table_ids::aliases() {
+                if let Some(t) = m.get(&new).cloned() {
+                    m.insert(old, t);
+                }
+            }
+            m
+        });
+        // the index is only used while it names this schema's own table
+        // (keyspaces may have changed after it was built)
+        if let Some(t) = index.get(&id) {
+            if let Some(cur) = self.table(&t.keyspace, &t.name) {
+                if Arc::ptr_eq(cur, t) {
+                    return Some(cur);
+                }
+            }
+        }
         // a system table may be named by the id an earlier build gave it
         let id = sibyl_db::table_ids::canonical(id);
         self.keyspaces
@@ -2203,6 +2250,42 @@ mod system_table_ids {
             .and_then(|k| k.tables.get("local").cloned())
             .expect("system.local");
         assert_eq!(local.id, system_table_id("system", "local"));
+    }
+
+    /// Lookups by id follow the schema they are made on: a table added, or
+    /// replaced under the same id, after the index was built is found as it
+    /// is now, and a dropped one is not.
+    #[test]
+    fn tables_by_id_follow_the_schema() {
+        let mut s = Schema::default();
+        for ks in system_keyspaces() {
+            s.keyspaces.insert(ks.name.clone(), Arc::new(ks));
+        }
+        let id = system_table_id("system", "local");
+        let local = s.table_by_id(id).cloned().expect("system.local");
+        assert_eq!((local.keyspace.as_str(), local.name.as_str()), ("system", "local"));
+        assert!(s.table_by_id(uuid::Uuid::from_u128(7)).is_none());
+        // changed in place after the index was built
+        let mut ks = (**s.keyspaces.get("system").expect("system")).clone();
+        let mut t = (*local).clone();
+        t.params.comment = "replaced".into();
+        ks.tables.insert("local".into(), Arc::new(t));
+        let mut extra = (*local).clone();
+        extra.name = "extra".into();
+        extra.id = uuid::Uuid::from_u128(7);
+        ks.tables.insert("extra".into(), Arc::new(extra));
+        s.keyspaces.insert("system".into(), Arc::new(ks.clone()));
+        assert_eq!(s.table_by_id(id).map(|t| t.params.comment.as_str()), Some("replaced"));
+        assert_eq!(
+            s.table_by_id(uuid::Uuid::from_u128(7)).map(|t| t.name.as_str()),
+            Some("extra")
+        );
+        // a clone builds its own index
+        let mut next = s.clone();
+        ks.tables.remove("local");
+        next.keyspaces.insert("system".into(), Arc::new(ks));
+        assert!(next.table_by_id(id).is_none());
+        assert!(s.table_by_id(id).is_some());
     }
 
     /// Every table the old builds stored still exists, under its new id

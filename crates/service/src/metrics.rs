@@ -156,7 +156,7 @@ pub struct ProxyMetrics {
     pub batchlog_replays: Counter,
     pub counter_forwards: Counter,
     tables:
-        parking_lot::RwLock<std::collections::HashMap<uuid::Uuid, Arc<CoordinatorTableMetrics>>>,
+        parking_lot::RwLock<sibyl_types::fast_map::FastHashMap<uuid::Uuid, Arc<CoordinatorTableMetrics>>>,
 }
 
 impl ProxyMetrics {

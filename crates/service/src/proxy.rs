@@ -83,7 +83,7 @@ pub struct StorageProxy {
     pub metrics: ProxyMetrics,
     /// Coordinator read latencies per table, for `speculative_retry`'s
     /// percentiles.
-    latencies: parking_lot::Mutex<std::collections::HashMap<uuid::Uuid, LatencyHistogram>>,
+    latencies: parking_lot::Mutex<sibyl_types::fast_map::FastHashMap<uuid::Uuid, LatencyHistogram>>,
     /// Stream sessions and the outbound stream throttle.
     pub(crate) streams: crate::streaming::StreamManager,
     /// The incremental repair sessions this node takes part in.
@@ -290,7 +290,7 @@ impl StorageProxy {
             hints: RwLock::new(None),
             last_ballot_micros: std::sync::atomic::AtomicI64::new(0),
             metrics: ProxyMetrics::default(),
-            latencies: parking_lot::Mutex::new(std::collections::HashMap::new()),
+            latencies: parking_lot::Mutex::new(Default::default()),
             streams: crate::streaming::StreamManager::default(),
             repair_sessions: crate::repair::LocalSessions::default(),
         }

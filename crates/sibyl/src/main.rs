@@ -2,10 +2,12 @@
 //! 127.0.0.1:9042, data under ./data); `--config FILE` reads a cassandra.yaml-
 //! style file.
 
+mod allocator;
+
 /// mimalloc: less fragmentation than glibc malloc under a server's mix of
 /// short-lived request buffers and long-lived memtable data.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: allocator::Mimalloc = allocator::Mimalloc;
 
 /// `println!` for tools whose output is often piped (`nodetool ... | head`):
 /// a closed pipe ends the tool quietly instead of panicking.

@@ -10,6 +10,7 @@ use crate::memtable::{Memtable, MemtablePool, Slice};
 use crate::serde::{decode_mutation, encode_mutation};
 use crate::sstable::{list_generations, ChunkCache, RepairState, SSTableReader, SSTableWriter};
 use crate::{now_in_seconds, StorageError};
+use sibyl_types::fast_map::FastHashMap;
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -952,7 +953,7 @@ impl Drop for PendingWrite {
 pub struct StorageEngine {
     pub config: StorageConfig,
     commitlog: RwLock<Option<Arc<CommitLog>>>,
-    tables: RwLock<HashMap<uuid::Uuid, Arc<ColumnFamilyStore>>>,
+    tables: RwLock<FastHashMap<uuid::Uuid, Arc<ColumnFamilyStore>>>,
     /// Held for reading across "append to the log, apply to the memtable";
     /// a memtable switch holds it for writing, so the position it records
     /// splits the log exactly between the old and the new memtable.
@@ -1035,7 +1036,7 @@ impl StorageEngine {
             background: tokio::runtime::Handle::try_current().ok(),
             config,
             commitlog: RwLock::new(None),
-            tables: RwLock::new(HashMap::new()),
+            tables: RwLock::new(FastHashMap::default()),
             barrier: RwLock::new(()),
             stall: Mutex::new(None),
             pool: Arc::new(MemtablePool::default()),

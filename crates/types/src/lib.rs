@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+pub mod fast_map;
 pub mod ident;
 pub mod json;
 mod marshal;
