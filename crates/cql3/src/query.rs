@@ -159,6 +159,24 @@ fn now_micros() -> i64 {
     sibyl_types::timeuuid::timestamp_micros_now()
 }
 
+/// A statement's `nowInSec` and default write timestamp, from the options
+/// or from one reading of the clock: the time is read once per request
+/// where both come from it, and a SELECT (which writes nothing) takes no
+/// timestamp (0).
+fn now_and_timestamp(opts: &QueryOptions, st: &Statement) -> (i32, i64) {
+    let writes = !matches!(st, Statement::Select(_));
+    match (opts.now_in_seconds, opts.timestamp) {
+        (now, Some(ts)) => (now.unwrap_or_else(sibyl_db::now_in_seconds), ts),
+        (Some(now), None) => (now, if writes { now_micros() } else { 0 }),
+        (None, None) if !writes => (sibyl_db::now_in_seconds(), 0),
+        (None, None) => {
+            let ts = now_micros();
+            let secs = ts.div_euclid(1_000_000).clamp(0, i32::MAX as i64) as i32;
+            (secs, ts)
+        }
+    }
+}
+
 impl QueryProcessor {
     pub fn new(proxy: Arc<StorageProxy>, warn: u64, fail: u64) -> Self {
         QueryProcessor {
@@ -632,8 +650,7 @@ impl QueryProcessor {
             bindings: &bindings,
         };
         let ks_opt = opts.keyspace.as_deref();
-        let now = opts.now_in_seconds.unwrap_or_else(sibyl_db::now_in_seconds);
-        let default_ts = opts.timestamp.unwrap_or_else(now_micros);
+        let (now, default_ts) = now_and_timestamp(opts, &st.statement);
         match &st.statement {
             Statement::Select(s) => {
                 let t = self.table(&s.table, client, ks_opt)?;

@@ -192,9 +192,10 @@ pub fn entries_for(
 pub fn index_mutations(
     schema: &sibyl_schema::schema::Schema,
     mutations: &[Mutation],
-    now: i32,
+    now: impl Fn() -> i32,
 ) -> Vec<Mutation> {
     let mut out = Vec::new();
+    // the clock is read only for a table with indexes
     for m in mutations {
         let Some(t) = schema.table_by_id(m.table_id) else {
             continue;
@@ -202,7 +203,7 @@ pub fn index_mutations(
         if t.indexes.is_empty() {
             continue;
         }
-        out.extend(entries_for(t, &m.key, &m.update, now));
+        out.extend(entries_for(t, &m.key, &m.update, now()));
     }
     out
 }

@@ -78,7 +78,7 @@ impl Replica {
     /// commit-log batch (`MUTATION_REQ`).
     pub async fn apply(&self, mut mutations: Vec<Mutation>) -> Result<(), ReplicaFailure> {
         let schema = self.schema();
-        let entries = index::index_mutations(&schema, &mutations, self.clock.now_seconds());
+        let entries = index::index_mutations(&schema, &mutations, || self.clock.now_seconds());
         mutations.extend(entries);
         let tables: Vec<String> = if sibyl_tracing::is_tracing() {
             sibyl_tracing::trace(|| "Appending to commitlog");

@@ -2,6 +2,7 @@
 //! framing, compression, many requests in flight per connection (bounded),
 //! events, and the one place where errors become CQL error codes.
 
+pub mod budget;
 pub mod clients;
 pub mod event_loops;
 
@@ -24,7 +25,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{broadcast, mpsc, OwnedSemaphorePermit, Semaphore};
+use budget::{Budget, Taken};
+use tokio::sync::{broadcast, mpsc};
 
 /// Requests in flight per connection before reading pauses (back-pressure).
 pub const MAX_IN_FLIGHT_PER_CONNECTION: usize = 1024;
@@ -157,9 +159,9 @@ pub struct Server {
     pub max_frame_bytes: usize,
     pub release_version: String,
     pub limits: Limits,
-    request_bytes: Arc<Semaphore>,
+    request_bytes: Arc<Budget>,
     /// Per client address: its request-bytes budget and its connections.
-    request_bytes_per_ip: std::sync::Mutex<HashMap<IpAddr, (Arc<Semaphore>, usize)>>,
+    request_bytes_per_ip: std::sync::Mutex<HashMap<IpAddr, (Arc<Budget>, usize)>>,
     pub metrics: TransportMetrics,
     /// The open connections.
     pub clients: clients::Clients,
@@ -208,8 +210,8 @@ impl TransportMetrics {
 /// Permits clamped to what one acquisition can ask for, and never more than
 /// the whole budget (a request larger than the budget runs alone, as in
 /// Cassandra, instead of never).
-fn permits(n: usize, limit: usize) -> u32 {
-    n.min(limit).min(u32::MAX as usize) as u32
+fn permits(n: usize, limit: usize) -> usize {
+    n.min(limit)
 }
 
 impl Server {
@@ -228,7 +230,7 @@ impl Server {
             max_frame_bytes,
             release_version,
             limits,
-            request_bytes: Arc::new(Semaphore::new(limits.request_bytes)),
+            request_bytes: Budget::new(limits.request_bytes),
             request_bytes_per_ip: std::sync::Mutex::new(HashMap::new()),
             metrics: TransportMetrics::default(),
             clients: Default::default(),
@@ -236,16 +238,13 @@ impl Server {
         }
     }
 
-    fn ip_budget(&self, ip: IpAddr) -> Arc<Semaphore> {
+    fn ip_budget(&self, ip: IpAddr) -> Arc<Budget> {
         let mut m = self
             .request_bytes_per_ip
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         let e = m.entry(ip).or_insert_with(|| {
-            (
-                Arc::new(Semaphore::new(self.limits.request_bytes_per_ip)),
-                0,
-            )
+(Budget::new(self.limits.request_bytes_per_ip), 0)
         });
         e.1 += 1;
         e.0.clone()
@@ -337,7 +336,7 @@ impl Server {
         self: Arc<Self>,
         sock: TcpStream,
         info: Arc<clients::ClientInfo>,
-        ip_budget: Arc<Semaphore>,
+        ip_budget: Arc<Budget>,
         mut shutdown: tokio::sync::watch::Receiver<bool>,
     ) -> std::io::Result<()> {
         let (mut rd, mut wr) = sock.into_split();
@@ -401,8 +400,8 @@ impl Server {
             throw_on_overload: false,
             client: Arc::new(tokio::sync::Mutex::new(ClientState::default())),
             tx: tx.clone(),
-            slots: Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION)),
-            response_budget: Arc::new(Semaphore::new(budget)),
+            slots: Budget::new(MAX_IN_FLIGHT_PER_CONNECTION),
+            response_budget: Budget::new(budget),
             response_estimate: Arc::new(AtomicUsize::new(budget / 8)),
             ip_budget,
             events: None,
@@ -558,9 +557,14 @@ async fn take_turns(per_turn: usize, this_turn: &mut usize) {
     }
 }
 
-/// What a response keeps from its request until it is written.
+/// What a response keeps from its request until it is written: its slot
+/// among the connection's requests in flight, its request's bytes from the
+/// node's and the client address's budgets, its own bytes from the
+/// connection's response budget.
 struct Held {
-    _permits: Vec<OwnedSemaphorePermit>,
+    _slot: Taken,
+    _request: (Taken, Taken),
+    _response: Taken,
 }
 
 enum Outgoing {
@@ -581,11 +585,11 @@ struct Conn {
     throw_on_overload: bool,
     client: Arc<tokio::sync::Mutex<ClientState>>,
     tx: mpsc::Sender<Outgoing>,
-    slots: Arc<Semaphore>,
-    response_budget: Arc<Semaphore>,
+    slots: Arc<Budget>,
+    response_budget: Arc<Budget>,
     /// Size of the last response: what a new request is expected to need.
     response_estimate: Arc<AtomicUsize>,
-    ip_budget: Arc<Semaphore>,
+    ip_budget: Arc<Budget>,
     events: Option<Vec<String>>,
     info: Arc<clients::ClientInfo>,
 }
@@ -686,22 +690,22 @@ impl Conn {
     /// The request-bytes budgets of the node and of the client's address, in
     /// that order (so no two requests wait on each other). `None`: spent,
     /// and the client asked to be told rather than made to wait.
-    async fn admit(&self, len: usize) -> Option<Vec<OwnedSemaphorePermit>> {
+    async fn admit(&self, len: usize) -> Option<(Taken, Taken)> {
         let l = self.server.limits;
-        let node = self.server.request_bytes.clone();
-        let ip = self.ip_budget.clone();
+        let node = &self.server.request_bytes;
+        let ip = &self.ip_budget;
         let (a, b) = (
             permits(len, l.request_bytes),
             permits(len, l.request_bytes_per_ip),
         );
         if self.throw_on_overload {
-            let n = node.try_acquire_many_owned(a).ok()?;
-            let i = ip.try_acquire_many_owned(b).ok()?;
-            return Some(vec![n, i]);
+            let n = node.try_take(a)?;
+            let i = ip.try_take(b)?;
+            return Some((n, i));
         }
-        let n = node.acquire_many_owned(a).await.ok()?;
-        let i = ip.acquire_many_owned(b).await.ok()?;
-        Some(vec![n, i])
+        let n = node.take(a).await;
+        let i = ip.take(b).await;
+        Some((n, i))
     }
 
     /// Handles one frame; false when the connection must close.
@@ -838,10 +842,8 @@ impl Conn {
     async fn dispatch(&mut self, h: FrameHeader, len: usize, req: Request, traced: bool) {
         let queued = sibyl_metrics::stages::NATIVE_TRANSPORT_REQUESTS.enqueue();
         self.info.request();
-        let Ok(slot) = self.slots.clone().acquire_owned().await else {
-            return;
-        };
-        let Some(mut held) = self.admit(HEADER_LEN + len).await else {
+        let slot = self.slots.take(1).await;
+        let Some(request) = self.admit(HEADER_LEN + len).await else {
             let e = ErrorResponse::new(
                 ErrorKind::Overloaded,
                 "Server is in overloaded state. Cannot accept more requests at this point",
@@ -849,17 +851,10 @@ impl Conn {
             self.send_error(h.stream, e).await;
             return;
         };
-        held.push(slot);
         let cap = self.server.limits.response_bytes_per_connection;
         let estimate = self.response_estimate.load(Ordering::Relaxed).clamp(1, cap);
         let budget = self.response_budget.clone();
-        let Ok(reserved) = budget
-            .clone()
-            .acquire_many_owned(permits(estimate, cap))
-            .await
-        else {
-            return;
-        };
+        let mut reserved = budget.take(permits(estimate, cap)).await;
         let estimates = self.response_estimate.clone();
         let server = self.server.clone();
         let client = self.client.clone();
@@ -918,25 +913,18 @@ impl Conn {
             estimates.store(f.len(), Ordering::Relaxed);
             // the response holds its real size from the budget until written
             let need = permits(f.len(), cap);
-            if need as usize > estimate {
-                match budget
-                    .clone()
-                    .try_acquire_many_owned(need - estimate as u32)
-                {
-                    Ok(more) => held.extend([reserved, more]),
-                    Err(_) => {
-                        // give back what is held before waiting: no two responses
-                        // each hold part of the budget while waiting for the rest
-                        drop(reserved);
-                        held.extend(budget.acquire_many_owned(need).await.ok());
-                    }
-                }
-            } else {
-                held.push(reserved);
+            if need > reserved.units() && !reserved.try_grow(need - reserved.units()) {
+                // give back what is held before waiting: no two responses
+                // each hold part of the budget while waiting for the rest
+                drop(reserved);
+                reserved = budget.take(need).await;
             }
-            let _ = tx
-                .send(Outgoing::Frame(f, Some(Held { _permits: held })))
-                .await;
+            let held = Held {
+                _slot: slot,
+                _request: request,
+                _response: reserved,
+            };
+            let _ = tx.send(Outgoing::Frame(f, Some(held))).await;
         };
         if is_use {
             // USE changes connection state: finish it before reading further requests
