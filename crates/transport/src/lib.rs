@@ -4,6 +4,7 @@
 
 pub mod budget;
 pub mod clients;
+mod outbox;
 pub mod event_loops;
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -11,7 +12,7 @@ use futures::FutureExt;
 use sibyl_cql::{BatchType, ParsedStatement, Statement};
 use sibyl_cql3::error::Error;
 use sibyl_cql3::query::{BatchChild, ClientState, Outcome, QueryOptions, QueryProcessor};
-use sibyl_protocol::segment::{encode_segments, FrameReassembler, SegmentDecoder};
+use sibyl_protocol::segment::{FrameReassembler, SegmentDecoder};
 use sibyl_protocol::{
     decode_request_frame, encode_response_frame, BatchQueryKind, Compression, ErrorKind,
     ErrorResponse, Event, FrameHeader, Opcode, ProtocolError, Request, Response, ResultBody, Value,
@@ -23,10 +24,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use budget::{Budget, Taken};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::broadcast;
 
 /// Requests in flight per connection before reading pauses (back-pressure).
 pub const MAX_IN_FLIGHT_PER_CONNECTION: usize = 1024;
@@ -339,57 +340,12 @@ impl Server {
         ip_budget: Arc<Budget>,
         mut shutdown: tokio::sync::watch::Receiver<bool>,
     ) -> std::io::Result<()> {
-        let (mut rd, mut wr) = sock.into_split();
-        // writer task: frames (already encoded) are batched into one write;
-        // the permits a response holds are released once it is written
-        let (tx, mut rx) = mpsc::channel::<Outgoing>(MAX_IN_FLIGHT_PER_CONNECTION);
+        let (mut rd, wr) = sock.into_split();
+        // the writer: what the requests queued since its last write goes in
+        // one write; what a response holds is given back once written
         let per_turn = requests_per_turn();
-        let writer = tokio::spawn(async move {
-            let mut v5 = false;
-            let mut lz4 = false;
-            let mut buf = Vec::with_capacity(64 * 1024);
-            let mut frames = Vec::with_capacity(64 * 1024);
-            let mut written: Vec<Held> = Vec::new();
-            while let Some(first) = rx.recv().await {
-                if per_turn == 0 {
-                    // let the requests already running finish first, so their
-                    // responses go out in the same write
-                    tokio::task::yield_now().await;
-                }
-                let mut item = Some(first);
-                while let Some(o) = item.take() {
-                    match o {
-                        Outgoing::Frame(f, held) => {
-                            frames.extend_from_slice(&f);
-                            written.extend(held);
-                        }
-                        Outgoing::SwitchToV5(f, with_lz4) => {
-                            lz4 = with_lz4;
-                            // the READY/AUTHENTICATE that precedes segment framing is sent as a plain frame
-                            frames.extend_from_slice(&f);
-                            buf.extend_from_slice(&frames);
-                            frames.clear();
-                            v5 = true;
-                        }
-                    }
-                    if frames.len() < 256 * 1024 {
-                        item = rx.try_recv().ok();
-                    }
-                }
-                if v5 && !frames.is_empty() {
-                    encode_segments(&frames, lz4, &mut buf);
-                } else {
-                    buf.extend_from_slice(&frames);
-                }
-                frames.clear();
-                if wr.write_all(&buf).await.is_err() {
-                    break;
-                }
-                written.clear();
-                buf.clear();
-            }
-            let _ = wr.shutdown().await;
-        });
+        let (outbox, write_loop) = outbox::Outbox::<Held>::new(wr, per_turn == 0);
+        let writer = tokio::spawn(write_loop);
         let budget = self.limits.response_bytes_per_connection;
         let mut conn = Conn {
             server: self.clone(),
@@ -399,7 +355,7 @@ impl Server {
             ready: false,
             throw_on_overload: false,
             client: Arc::new(tokio::sync::Mutex::new(ClientState::default())),
-            tx: tx.clone(),
+            outbox: outbox.clone(),
             slots: Budget::new(MAX_IN_FLIGHT_PER_CONNECTION),
             response_budget: Budget::new(budget),
             response_estimate: Arc::new(AtomicUsize::new(budget / 8)),
@@ -524,7 +480,7 @@ impl Server {
         // every sender must go for the writer to finish: the connection's own,
         // then those of requests still running; the socket closes after
         drop(conn);
-        drop(tx);
+        drop(outbox);
         let _ = writer.await;
         Ok(())
     }
@@ -567,11 +523,6 @@ struct Held {
     _response: Taken,
 }
 
-enum Outgoing {
-    Frame(Vec<u8>, Option<Held>),
-    /// This frame is the last before v5 segment framing starts.
-    SwitchToV5(Vec<u8>, bool),
-}
 
 struct Conn {
     server: Arc<Server>,
@@ -584,7 +535,7 @@ struct Conn {
     /// pausing when a request-bytes budget is spent.
     throw_on_overload: bool,
     client: Arc<tokio::sync::Mutex<ClientState>>,
-    tx: mpsc::Sender<Outgoing>,
+    outbox: outbox::Outbox<Held>,
     slots: Arc<Budget>,
     response_budget: Arc<Budget>,
     /// Size of the last response: what a new request is expected to need.
@@ -658,15 +609,12 @@ impl Conn {
     }
 
     async fn send(&self, stream: i16, resp: &Response, warnings: &[String]) {
-        let f = encode(
-            self.version.max(3),
-            stream,
-            resp,
-            self.body_compression(),
-            warnings,
-            None,
-        );
-        let _ = self.tx.send(Outgoing::Frame(f, None)).await;
+        let (version, compression) = (self.version.max(3), self.body_compression());
+        self.outbox
+            .push_unbudgeted(|out| {
+                encode_response_frame(version, stream, resp, compression, warnings, None, out)
+            })
+            .await;
     }
 
     async fn send_error(&self, stream: i16, e: ErrorResponse) {
@@ -676,15 +624,11 @@ impl Conn {
     /// Answers an error after which the connection is closed.
     async fn fatal(&self, stream: i16, e: &ProtocolError) {
         let err = ErrorResponse::from(e);
-        let f = encode(
-            if self.version == 0 { 4 } else { self.version },
-            stream,
-            &Response::Error(err),
-            None,
-            &[],
-            None,
-        );
-        let _ = self.tx.send(Outgoing::Frame(f, None)).await;
+        let version = if self.version == 0 { 4 } else { self.version };
+        let resp = Response::Error(err);
+        self.outbox
+            .push_unbudgeted(|out| encode_response_frame(version, stream, &resp, None, &[], None, out))
+            .await;
     }
 
     /// The request-bytes budgets of the node and of the client's address, in
@@ -799,15 +743,10 @@ impl Conn {
                 let f = encode(self.version, h.stream, &Response::Ready, None, &[], None);
                 if self.version >= 5 {
                     self.v5_framing = true;
-                    let _ = self
-                        .tx
-                        .send(Outgoing::SwitchToV5(
-                            f,
-                            self.compression == Some(Compression::Lz4),
-                        ))
-                        .await;
+                    self.outbox
+                        .push_switch_to_v5(&f, self.compression == Some(Compression::Lz4));
                 } else {
-                    let _ = self.tx.send(Outgoing::Frame(f, None)).await;
+                    self.outbox.push_frame(&f, None);
                 }
             }
             Request::AuthResponse(token) => {
@@ -858,7 +797,7 @@ impl Conn {
         let estimates = self.response_estimate.clone();
         let server = self.server.clone();
         let client = self.client.clone();
-        let tx = self.tx.clone();
+        let outbox = self.outbox.clone();
         let version = self.version;
         let compression = self.body_compression();
         let stream = h.stream;
@@ -909,22 +848,40 @@ impl Conn {
             if let Some(t) = &trace {
                 t.stop();
             }
-            let f = encode(version, stream, &resp, compression, &warnings, tracing_id);
-            estimates.store(f.len(), Ordering::Relaxed);
-            // the response holds its real size from the budget until written
-            let need = permits(f.len(), cap);
-            if need > reserved.units() && !reserved.try_grow(need - reserved.units()) {
+            // encoded straight into the connection's outbox; the response
+            // holds its real size from the budget until written
+            let pushed = outbox.push_response(
+                |out| {
+                    encode_response_frame(
+                        version, stream, &resp, compression, &warnings, tracing_id, out,
+                    )
+                },
+                |len| {
+                    estimates.store(len, Ordering::Relaxed);
+                    let need = permits(len, cap);
+                    if need > reserved.units() && !reserved.try_grow(need - reserved.units()) {
+                        return Err((slot, request, reserved));
+                    }
+                    Ok(Held {
+                        _slot: slot,
+                        _request: request,
+                        _response: reserved,
+                    })
+                },
+            );
+            if let Err(refused) = pushed {
+                let (slot, request, reserved) = refused.back;
                 // give back what is held before waiting: no two responses
                 // each hold part of the budget while waiting for the rest
                 drop(reserved);
-                reserved = budget.take(need).await;
+                let need = permits(refused.frame.len(), cap);
+                let held = Held {
+                    _slot: slot,
+                    _request: request,
+                    _response: budget.take(need).await,
+                };
+                outbox.push_frame(&refused.frame, Some(held));
             }
-            let held = Held {
-                _slot: slot,
-                _request: request,
-                _response: reserved,
-            };
-            let _ = tx.send(Outgoing::Frame(f, Some(held))).await;
         };
         if is_use {
             // USE changes connection state: finish it before reading further requests
