@@ -1217,7 +1217,6 @@ mod tests {
         assert_eq!(first, Bytes::from(vec![7u8; 100]));
     }
 
-
     #[test]
     fn reconcile_higher_timestamp_wins_then_tombstone_then_greater_value() {
         let now = 1000;

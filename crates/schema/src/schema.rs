@@ -4,8 +4,8 @@
 use crate::error::{Result, SchemaError as Error};
 use sibyl_cql::{Property, PropertyValue};
 use sibyl_db::ClusteringComparator;
-use sibyl_types::{CqlType, UserType};
 use sibyl_types::fast_map::FastHashMap;
+use sibyl_types::{CqlType, UserType};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -1310,9 +1310,7 @@ pub struct Schema {
 /// on the first lookup. A clone starts without one: clones are how a new
 /// schema is made, and its keyspaces change before it is published.
 #[derive(Default)]
-struct TableIndex(
-    std::sync::OnceLock<FastHashMap<uuid::Uuid, Arc<TableMetadata>>>,
-);
+struct TableIndex(std::sync::OnceLock<FastHashMap<uuid::Uuid, Arc<TableMetadata>>>);
 
 impl Clone for TableIndex {
     fn clone(&self) -> Self {
@@ -2263,7 +2261,10 @@ mod system_table_ids {
         }
         let id = system_table_id("system", "local");
         let local = s.table_by_id(id).cloned().expect("system.local");
-        assert_eq!((local.keyspace.as_str(), local.name.as_str()), ("system", "local"));
+        assert_eq!(
+            (local.keyspace.as_str(), local.name.as_str()),
+            ("system", "local")
+        );
         assert!(s.table_by_id(uuid::Uuid::from_u128(7)).is_none());
         // changed in place after the index was built
         let mut ks = (**s.keyspaces.get("system").expect("system")).clone();
@@ -2275,9 +2276,13 @@ mod system_table_ids {
         extra.id = uuid::Uuid::from_u128(7);
         ks.tables.insert("extra".into(), Arc::new(extra));
         s.keyspaces.insert("system".into(), Arc::new(ks.clone()));
-        assert_eq!(s.table_by_id(id).map(|t| t.params.comment.as_str()), Some("replaced"));
         assert_eq!(
-            s.table_by_id(uuid::Uuid::from_u128(7)).map(|t| t.name.as_str()),
+            s.table_by_id(id).map(|t| t.params.comment.as_str()),
+            Some("replaced")
+        );
+        assert_eq!(
+            s.table_by_id(uuid::Uuid::from_u128(7))
+                .map(|t| t.name.as_str()),
             Some("extra")
         );
         // a clone builds its own index

@@ -155,8 +155,9 @@ pub struct ProxyMetrics {
     pub speculative_retries: Counter,
     pub batchlog_replays: Counter,
     pub counter_forwards: Counter,
-    tables:
-        parking_lot::RwLock<sibyl_types::fast_map::FastHashMap<uuid::Uuid, Arc<CoordinatorTableMetrics>>>,
+    tables: parking_lot::RwLock<
+        sibyl_types::fast_map::FastHashMap<uuid::Uuid, Arc<CoordinatorTableMetrics>>,
+    >,
 }
 
 impl ProxyMetrics {

@@ -4,9 +4,10 @@
 
 pub mod budget;
 pub mod clients;
-mod outbox;
 pub mod event_loops;
+mod outbox;
 
+use budget::{Budget, Taken};
 use bytes::{Buf, Bytes, BytesMut};
 use futures::FutureExt;
 use sibyl_cql::{BatchType, ParsedStatement, Statement};
@@ -26,7 +27,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
-use budget::{Budget, Taken};
 use tokio::sync::broadcast;
 
 /// Requests in flight per connection before reading pauses (back-pressure).
@@ -244,9 +244,9 @@ impl Server {
             .request_bytes_per_ip
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        let e = m.entry(ip).or_insert_with(|| {
-(Budget::new(self.limits.request_bytes_per_ip), 0)
-        });
+        let e = m
+            .entry(ip)
+            .or_insert_with(|| (Budget::new(self.limits.request_bytes_per_ip), 0));
         e.1 += 1;
         e.0.clone()
     }
@@ -523,7 +523,6 @@ struct Held {
     _response: Taken,
 }
 
-
 struct Conn {
     server: Arc<Server>,
     version: u8,
@@ -627,7 +626,9 @@ impl Conn {
         let version = if self.version == 0 { 4 } else { self.version };
         let resp = Response::Error(err);
         self.outbox
-            .push_unbudgeted(|out| encode_response_frame(version, stream, &resp, None, &[], None, out))
+            .push_unbudgeted(|out| {
+                encode_response_frame(version, stream, &resp, None, &[], None, out)
+            })
             .await;
     }
 
@@ -853,7 +854,13 @@ impl Conn {
             let pushed = outbox.push_response(
                 |out| {
                     encode_response_frame(
-                        version, stream, &resp, compression, &warnings, tracing_id, out,
+                        version,
+                        stream,
+                        &resp,
+                        compression,
+                        &warnings,
+                        tracing_id,
+                        out,
                     )
                 },
                 |len| {

@@ -164,7 +164,11 @@ impl<H: Send + 'static> Outbox<H> {
     }
 }
 
-async fn write_loop<H, W: AsyncWrite + Unpin>(shared: Arc<Shared<H>>, mut wr: W, yield_first: bool) {
+async fn write_loop<H, W: AsyncWrite + Unpin>(
+    shared: Arc<Shared<H>>,
+    mut wr: W,
+    yield_first: bool,
+) {
     let mut v5: Option<bool> = None;
     let mut frames: Vec<u8> = Vec::with_capacity(64 * 1024);
     let mut held: Vec<H> = Vec::new();
@@ -244,17 +248,18 @@ mod tests {
         let token = Arc::new(());
         out.push_frame(b"one,", Some(token.clone()));
         let t = token.clone();
-        out.push_response(|b| b.extend_from_slice(b"two,"), |n| {
-            assert_eq!(n, 4);
-            Ok::<_, ()>(t)
-        })
-        .ok()
-        .expect("fits");
+        let fits = out.push_response(
+            |b| b.extend_from_slice(b"two,"),
+            |n| {
+                assert_eq!(n, 4);
+                Ok::<_, ()>(t)
+            },
+        );
+        assert!(fits.is_ok());
         let t = token.clone();
-        let refused = out
-            .push_response(|b| b.extend_from_slice(b"big"), |_| Err(t))
-            .err()
-            .expect("refused");
+        let Err(refused) = out.push_response(|b| b.extend_from_slice(b"big"), |_| Err(t)) else {
+            panic!("a response over its budget is refused");
+        };
         assert_eq!(refused.frame, b"big");
         let o2 = out.clone();
         o2.push_unbudgeted(|b| b.extend_from_slice(b"three")).await;
