@@ -211,8 +211,16 @@ impl ColumnData {
 /// A column name, interned: one copy of each distinct name for the life of
 /// the process, so a cell's name costs neither an allocation nor a shared
 /// reference count (names come from schemas: few, and rarely new).
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// Two names are equal exactly when they are the same copy, so equality
+/// compares addresses; order (the order of a row's cells) is by content.
+#[derive(Clone, Copy, Eq, PartialOrd, Ord, Hash)]
 pub struct ColumnName(&'static str);
+
+impl PartialEq for ColumnName {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self.0, other.0)
+    }
+}
 
 impl ColumnName {
     pub fn new(name: &str) -> ColumnName {
@@ -343,6 +351,15 @@ impl RowCells {
         }
     }
 
+    /// [`RowCells::get_mut`] by interned name: in a row of a few cells, a
+    /// scan of addresses, without comparing any text.
+    pub fn get_mut_by_name(&mut self, name: ColumnName) -> Option<&mut ColumnData> {
+        if self.0.len() <= 16 {
+            return self.0.iter_mut().find(|(n, _)| *n == name).map(|(_, d)| d);
+        }
+        self.get_mut(name.as_str())
+    }
+
     pub fn contains_key(&self, name: &str) -> bool {
         self.find(name).is_ok()
     }
@@ -435,7 +452,7 @@ impl Row {
             }
         }
         for (name, data) in other.cells {
-            match self.cells.get_mut(&name) {
+            match self.cells.get_mut_by_name(name) {
                 None => {
                     self.cells.insert(name, data);
                 }
@@ -1188,6 +1205,40 @@ mod tests {
 
     fn b(s: &str) -> Bytes {
         Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    /// Names made from equal text are the same copy (equality compares
+    /// addresses), and a row finds its cells by name, short or wide.
+    #[test]
+    fn column_names_are_interned() {
+        let a = ColumnName::new("abc");
+        let owned = String::from("ab") + "c";
+        assert_eq!(a, ColumnName::new(&owned));
+        assert_eq!(
+            a,
+            std::thread::spawn(|| ColumnName::new("abc"))
+                .join()
+                .unwrap()
+        );
+        assert_ne!(a, ColumnName::new("abd"));
+        assert!(ColumnName::new("abd") > a);
+        for width in [3usize, 40] {
+            let mut row = RowCells::new();
+            for i in 0..width {
+                row.insert(
+                    format!("c{i}").as_str(),
+                    ColumnData::Simple(Cell::live(i as i64, Bytes::new())),
+                );
+            }
+            for i in 0..width {
+                let d = row.get_mut_by_name(ColumnName::new(&format!("c{i}")));
+                assert_eq!(
+                    d.and_then(|d| d.single()).map(|c| c.timestamp),
+                    Some(i as i64)
+                );
+            }
+            assert!(row.get_mut_by_name(ColumnName::new("zz")).is_none());
+        }
     }
 
     /// Detached values equal the originals and share no memory with the
