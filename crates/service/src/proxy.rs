@@ -578,7 +578,7 @@ impl StorageProxy {
             // the ring of one, and local keyspaces: one local batch
             let local_write =
                 sibyl_tracing::scope_in_stage(Stage::Mutation, self.replica.apply(mutations));
-            return match tokio::time::timeout(timeout, local_write).await {
+            return match timeout_after_first_wait(timeout, local_write).await {
                 Ok(Ok(())) => Ok(()),
                 Ok(Err(f)) => Err(Self::replica_failure(f)),
                 Err(_) => Err(ServiceError::WriteTimeout {
@@ -1668,6 +1668,39 @@ impl sibyl_cluster::messaging::VerbHandler for StorageVerbs {
     }
 }
 
+/// `tokio::time::timeout` for a local write, whose timer is made only if
+/// the write is still pending when polled a second time. A local write
+/// first yields once, so that the writes ready on its thread append to the
+/// commit log before one of them writes it out (`CommitLog::wait_written`),
+/// and is then done on its next poll: a timer made, registered and
+/// cancelled for each write was 2.6% of a write's instructions. A write
+/// pending at its first poll is woken again at once (the yield), or waits
+/// for room in the memtables, which has its own bound (the admission
+/// timeout, the write timeout too); one still pending at its second poll
+/// waits for a commit log write another thread does, and gets its timer
+/// then (`after` from then on).
+async fn timeout_after_first_wait<F: std::future::Future>(
+    after: Duration,
+    fut: F,
+) -> std::result::Result<F::Output, tokio::time::error::Elapsed> {
+    use std::task::Poll;
+    let mut fut = std::pin::pin!(fut);
+    let mut pending = 0;
+    let quick = std::future::poll_fn(|cx| match fut.as_mut().poll(cx) {
+        Poll::Ready(v) => Poll::Ready(Some(v)),
+        Poll::Pending if pending == 0 => {
+            pending += 1;
+            Poll::Pending
+        }
+        Poll::Pending => Poll::Ready(None),
+    })
+    .await;
+    match quick {
+        Some(v) => Ok(v),
+        None => tokio::time::timeout(after, fut).await,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::Plan;
@@ -1696,5 +1729,38 @@ mod tests {
         assert!(plan.satisfied_by(&[a(3), a(1)]));
         assert!(!plan.satisfied_by(&[a(3)]));
         assert_eq!(plan.read_targets(), vec![a(1), a(2)]);
+    }
+}
+
+#[cfg(test)]
+mod local_timeouts {
+    use super::timeout_after_first_wait;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn a_local_write_times_out_only_when_it_waits() {
+        let d = Duration::from_millis(50);
+        assert_eq!(timeout_after_first_wait(d, async { 1 }).await.ok(), Some(1));
+        let yields_once = async {
+            tokio::task::yield_now().await;
+            2
+        };
+        assert_eq!(timeout_after_first_wait(d, yields_once).await.ok(), Some(2));
+        let yields_twice = async {
+            tokio::task::yield_now().await;
+            tokio::task::yield_now().await;
+            3
+        };
+        assert_eq!(
+            timeout_after_first_wait(d, yields_twice).await.ok(),
+            Some(3)
+        );
+        let started = std::time::Instant::now();
+        let stuck = async {
+            tokio::task::yield_now().await;
+            std::future::pending::<()>().await
+        };
+        assert!(timeout_after_first_wait(d, stuck).await.is_err());
+        assert!(started.elapsed() >= d);
     }
 }

@@ -899,7 +899,18 @@ impl Conn {
             // boxed: the task then holds a pointer, and tokio's moves of the
             // task's state (when spawned, when its output is stored) copy
             // 16 bytes, not the whole request's future
-            tokio::spawn(Box::pin(fut));
+            let mut fut = Box::pin(fut);
+            // polled once here: a request done at once (a read served from
+            // memory) needs no task of its own. One that waits is spawned;
+            // its task's first poll registers the task's own waker (a wake
+            // meant for this first poll only wakes the reader, harmlessly)
+            let done = std::future::poll_fn(|cx| {
+                std::task::Poll::Ready(std::future::Future::poll(fut.as_mut(), cx).is_ready())
+            })
+            .await;
+            if !done {
+                tokio::spawn(fut);
+            }
         }
     }
 }
