@@ -298,12 +298,18 @@ fn insert_values(
         ));
     }
     // column by column, as Cassandra prepares them: the column, then the
-    // value of one outside the primary key (its operation)
+    // value of one outside the primary key (its operation); the columns and
+    // those values are kept for building the row below
+    let mut cols = Vec::with_capacity(ins.columns.len());
+    let mut vals = Vec::with_capacity(ins.columns.len());
     for (c, term) in ins.columns.iter().zip(&ins.values) {
         let col = table.column(c).ok_or_else(|| undefined(table, c))?;
-        if !col.kind.is_primary_key() {
-            ev.value(term, &col.typ, c)?;
-        }
+        vals.push(if col.kind.is_primary_key() {
+            None
+        } else {
+            Some(ev.value(term, &col.typ, c)?)
+        });
+        cols.push(col);
     }
     let find = |name: &str| ins.columns.iter().position(|c| c == name);
     let mut pk = Vec::new();
@@ -332,17 +338,10 @@ fn insert_values(
             None => missing.push(c.name.clone()),
         }
     }
-    let only_static = ins.columns.iter().all(|c| {
-        table
-            .column(c)
-            .map(|c| c.kind != ColumnKind::Regular && c.kind != ColumnKind::Clustering)
-            .unwrap_or(false)
-    }) && ins.columns.iter().any(|c| {
-        table
-            .column(c)
-            .map(|c| c.kind == ColumnKind::Static)
-            .unwrap_or(false)
-    });
+    let only_static = cols
+        .iter()
+        .all(|c| c.kind != ColumnKind::Regular && c.kind != ColumnKind::Clustering)
+        && cols.iter().any(|c| c.kind == ColumnKind::Static);
     if only_static && ck.is_empty() {
         missing.clear();
     }
@@ -423,12 +422,9 @@ fn insert_values(
         ..Default::default()
     };
     let mut static_row = Row::default();
-    for (c, term) in ins.columns.iter().zip(ins.values.iter()) {
-        let Some(col) = table.column(c) else { continue };
-        if col.kind.is_primary_key() {
-            continue;
-        }
-        let v = ev.value(term, &col.typ, c)?;
+    for ((c, col), v) in ins.columns.iter().zip(&cols).zip(vals) {
+        // (the values of the primary key's columns are not kept)
+        let Some(v) = v else { continue };
         if v == Val::Unset {
             continue;
         }
