@@ -213,12 +213,19 @@ impl ColumnData {
 /// reference count (names come from schemas: few, and rarely new).
 /// Two names are equal exactly when they are the same copy, so equality
 /// compares addresses; order (the order of a row's cells) is by content.
-#[derive(Clone, Copy, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Eq, PartialOrd, Ord)]
 pub struct ColumnName(&'static str);
 
 impl PartialEq for ColumnName {
     fn eq(&self, other: &Self) -> bool {
         std::ptr::eq(self.0, other.0)
+    }
+}
+
+// by content, as before: equal names are the same copy, so the same text
+impl std::hash::Hash for ColumnName {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.hash(state)
     }
 }
 
