@@ -1685,11 +1685,11 @@ async fn timeout_after_first_wait<F: std::future::Future>(
 ) -> std::result::Result<F::Output, tokio::time::error::Elapsed> {
     use std::task::Poll;
     let mut fut = std::pin::pin!(fut);
-    let mut pending = 0;
+    let mut waited = false;
     let quick = std::future::poll_fn(|cx| match fut.as_mut().poll(cx) {
         Poll::Ready(v) => Poll::Ready(Some(v)),
-        Poll::Pending if pending == 0 => {
-            pending += 1;
+        Poll::Pending if !waited => {
+            waited = true;
             Poll::Pending
         }
         Poll::Pending => Poll::Ready(None),

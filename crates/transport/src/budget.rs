@@ -33,7 +33,8 @@ impl Budget {
     }
 
     /// Units available now.
-    pub fn available(&self) -> usize {
+    #[cfg(test)]
+    fn available(&self) -> usize {
         self.available.load(SeqCst)
     }
 

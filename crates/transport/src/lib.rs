@@ -2,7 +2,7 @@
 //! framing, compression, many requests in flight per connection (bounded),
 //! events, and the one place where errors become CQL error codes.
 
-pub mod budget;
+mod budget;
 pub mod clients;
 pub mod event_loops;
 mod outbox;
