@@ -200,6 +200,9 @@ pub fn analyse(
     ev: &Eval,
     purpose: Purpose,
 ) -> Result<Restrictions> {
+    if let Some(r) = partition_key_only(table, relations, ev, purpose) {
+        return r;
+    }
     let pk_n = table.partition_key_count;
     let ck_n = table.clustering_count;
     let mut pk_vals: Vec<Option<Vec<Bytes>>> = vec![None; pk_n];
@@ -1049,6 +1052,63 @@ pub fn analyse(
     r.order_error = merger.order_error;
     r.filter_error = filter_error;
     Ok(r)
+}
+
+/// The restrictions of the most common WHERE clause, `k1 = ? AND k2 = ?`:
+/// one equality on each partition key column and nothing else (a point
+/// read, or the key of a table without clustering columns), made without
+/// the general analysis' allocations; `None` for any other clause. Values
+/// are read with the general analysis' own function.
+fn partition_key_only(
+    table: &TableMetadata,
+    relations: &[Relation],
+    ev: &Eval,
+    purpose: Purpose,
+) -> Option<Result<Restrictions>> {
+    let pk_n = table.partition_key_count;
+    let ck_n = table.clustering_count;
+    if relations.len() != pk_n || pk_n > 64 || !(purpose == Purpose::Select || ck_n == 0) {
+        return None;
+    }
+    // one pass, as the general analysis goes: a relation of another shape
+    // (or a duplicate) leaves it to the general analysis; a bad value is the
+    // error the general analysis gives at the same relation
+    let mut parts = vec![Bytes::new(); pk_n];
+    let mut seen = 0u64;
+    for rel in relations {
+        let (RelationLhs::Column(c), Operator::Eq, RelationRhs::Term(_)) =
+            (&rel.lhs, rel.op, &rel.rhs)
+        else {
+            return None;
+        };
+        let i = table.column_index(c).filter(|&i| i < pk_n)?;
+        if seen & (1 << i) != 0 {
+            return None;
+        }
+        seen |= 1 << i;
+        let col = &table.columns[i];
+        let mut vals = match rhs_values(ev, rel, c, &col.typ) {
+            Ok(v) => v,
+            Err(e) => return Some(Err(e)),
+        };
+        if vals.len() != 1 {
+            return None;
+        }
+        parts[i] = vals.pop()?;
+    }
+    Some(Ok(Restrictions {
+        partition_keys: Some(vec![make_partition_key(&parts)]),
+        token_range: None,
+        slices: None,
+        // every clustering column of none: the one row of the partition
+        clusterings: (ck_n == 0).then(|| vec![Vec::new()]),
+        has_clustering_restriction: false,
+        filters: Vec::new(),
+        needs_filtering: false,
+        clustering_gap: None,
+        order_error: None,
+        filter_error: None,
+    }))
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -1991,32 +1991,29 @@ fn validate_shape(table: &TableMetadata, stmt: &Select, r: &Restrictions) -> Res
             k => k,
         })
     };
-    let rel_kinds = |rel: &sibyl_cql::Relation| -> Vec<Option<ColumnKind>> {
-        match &rel.lhs {
-            RelationLhs::Column(c) | RelationLhs::Element(c, _) => vec![kind_of(c)],
-            RelationLhs::Columns(cs) => cs.iter().map(|c| kind_of(c)).collect(),
-            RelationLhs::Token(_) => Vec::new(),
-        }
-    };
+    // (no allocation on the common path: this runs on every execution)
     let restricts = |k: ColumnKind| {
-        stmt.where_clause
-            .iter()
-            .any(|rel| rel_kinds(rel).contains(&Some(k)))
+        stmt.where_clause.iter().any(|rel| match &rel.lhs {
+            RelationLhs::Column(c) | RelationLhs::Element(c, _) => kind_of(c) == Some(k),
+            RelationLhs::Columns(cs) => cs.iter().any(|c| kind_of(c) == Some(k)),
+            RelationLhs::Token(_) => false,
+        })
     };
     let mut cols = Vec::new();
-    for item in &stmt.selectors {
-        selector_columns(&item.selector, &mut cols);
-    }
-    let kinds: Vec<Option<ColumnKind>> = cols.iter().map(|c| kind_of(c)).collect();
-    let only_static = !stmt.selectors.is_empty()
-        && kinds.contains(&Some(ColumnKind::Static))
-        && kinds
-            .iter()
-            .all(|k| matches!(k, Some(ColumnKind::Static | ColumnKind::PartitionKey)));
-    if only_static && restricts(ColumnKind::Clustering) {
-        return Err(Error::Invalid(
-            "Cannot restrict clustering columns when selecting only static columns".into(),
-        ));
+    if !stmt.selectors.is_empty() && (stmt.distinct || restricts(ColumnKind::Clustering)) {
+        for item in &stmt.selectors {
+            selector_columns(&item.selector, &mut cols);
+        }
+        let kinds: Vec<Option<ColumnKind>> = cols.iter().map(|c| kind_of(c)).collect();
+        let only_static = kinds.contains(&Some(ColumnKind::Static))
+            && kinds
+                .iter()
+                .all(|k| matches!(k, Some(ColumnKind::Static | ColumnKind::PartitionKey)));
+        if only_static && restricts(ColumnKind::Clustering) {
+            return Err(Error::Invalid(
+                "Cannot restrict clustering columns when selecting only static columns".into(),
+            ));
+        }
     }
     if !stmt.distinct {
         return Ok(());

@@ -1299,16 +1299,65 @@ pub fn validate_name(kind: &str, name: &str) -> Result<()> {
 /// The whole schema of the node. Immutable; replaced on every change.
 #[derive(Debug, Clone, Default)]
 pub struct Schema {
-    pub keyspaces: BTreeMap<String, Arc<KeyspaceMetadata>>,
+    pub keyspaces: Keyspaces,
     pub version: uuid::Uuid,
-    /// Tables by id, for [`Schema::table_by_id`] (every write looks its
-    /// table up by id, on the coordinator and on each replica).
+}
+
+/// The keyspaces of a schema by name, and their tables by id for
+/// [`Schema::table_by_id`] (every write looks its table up by id, on the
+/// coordinator and on each replica). Read as a map; changed only by
+/// [`insert`](Self::insert) and [`remove`](Self::remove), which drop the
+/// index: it is built again, on the next lookup, from what the map then holds.
+#[derive(Debug, Clone, Default)]
+pub struct Keyspaces {
+    map: BTreeMap<String, Arc<KeyspaceMetadata>>,
     by_id: TableIndex,
 }
 
+impl Keyspaces {
+    pub fn insert(
+        &mut self,
+        name: String,
+        ks: Arc<KeyspaceMetadata>,
+    ) -> Option<Arc<KeyspaceMetadata>> {
+        self.by_id = TableIndex::default();
+        self.map.insert(name, ks)
+    }
+
+    pub fn remove(&mut self, name: &str) -> Option<Arc<KeyspaceMetadata>> {
+        self.by_id = TableIndex::default();
+        self.map.remove(name)
+    }
+}
+
+impl std::ops::Deref for Keyspaces {
+    type Target = BTreeMap<String, Arc<KeyspaceMetadata>>;
+    fn deref(&self) -> &Self::Target {
+        &self.map
+    }
+}
+
+impl<'a> IntoIterator for &'a Keyspaces {
+    type Item = (&'a String, &'a Arc<KeyspaceMetadata>);
+    type IntoIter = std::collections::btree_map::Iter<'a, String, Arc<KeyspaceMetadata>>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.map.iter()
+    }
+}
+
+impl FromIterator<(String, Arc<KeyspaceMetadata>)> for Keyspaces {
+    fn from_iter<I: IntoIterator<Item = (String, Arc<KeyspaceMetadata>)>>(iter: I) -> Self {
+        Keyspaces {
+            map: iter.into_iter().collect(),
+            by_id: TableIndex::default(),
+        }
+    }
+}
+
 /// The tables of a schema by id (old ids of system tables included), built
-/// on the first lookup. A clone starts without one: clones are how a new
-/// schema is made, and its keyspaces change before it is published.
+/// on the first lookup. A clone starts without one (clones are how a new
+/// schema is made, and its keyspaces change before it is published), and
+/// every change of the keyspaces drops it.
 #[derive(Default)]
 struct TableIndex(std::sync::OnceLock<FastHashMap<uuid::Uuid, Arc<TableMetadata>>>);
 
@@ -1334,7 +1383,7 @@ impl Schema {
     }
 
     pub fn table_by_id(&self, id: uuid::Uuid) -> Option<&Arc<TableMetadata>> {
-        let index = self.by_id.0.get_or_init(|| {
+        let index = self.keyspaces.by_id.0.get_or_init(|| {
             let mut m: FastHashMap<_, _> = self
                 .keyspaces
                 .values()
@@ -1348,21 +1397,7 @@ impl Schema {
             }
             m
         });
-        // the index is only used while it names this schema's own table
-        // (keyspaces may have changed after it was built)
-        if let Some(t) = index.get(&id) {
-            if let Some(cur) = self.table(&t.keyspace, &t.name) {
-                if Arc::ptr_eq(cur, t) {
-                    return Some(cur);
-                }
-            }
-        }
-        // a system table may be named by the id an earlier build gave it
-        let id = sibyl_db::table_ids::canonical(id);
-        self.keyspaces
-            .values()
-            .flat_map(|k| k.tables.values())
-            .find(|t| t.id == id)
+        index.get(&id)
     }
 
     /// A digest of the user-visible schema, as `schema_version`.
