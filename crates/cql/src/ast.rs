@@ -608,4 +608,74 @@ impl Statement {
 pub struct ParsedStatement {
     pub statement: Statement,
     pub bind_markers: Vec<BindMarker>,
+    /// What the executor derived from the statement once, for the next
+    /// executions (a prepared statement runs many times).
+    pub memo: Memo,
+}
+
+/// A value the executor derives from a statement once and keeps with it
+/// (Cassandra prepares a SELECT's selection once, not on every execution).
+/// Set once, read without a lock; opaque to this crate, and shared by the
+/// statement's clones. It takes no part in the statement's equality. Only a
+/// statement that will run again keeps one ([`Memo::kept`], for prepared
+/// statements): the default keeps nothing.
+#[derive(Clone, Default)]
+pub struct Memo(Option<std::sync::Arc<std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>>>>);
+
+impl Memo {
+    /// A memo that keeps what is set in it.
+    pub fn kept() -> Self {
+        Memo(Some(Default::default()))
+    }
+
+    /// The value set, if it is a `T`.
+    pub fn get<T: 'static>(&self) -> Option<&T> {
+        self.0.as_ref()?.get().and_then(|v| v.downcast_ref())
+    }
+
+    /// Sets the value `make` gives, unless one is set already or the memo
+    /// keeps nothing (then `make` is not called).
+    pub fn set_with<T: std::any::Any + Send + Sync>(&self, make: impl FnOnce() -> T) {
+        if let Some(cell) = &self.0 {
+            if cell.get().is_none() {
+                let _ = cell.set(Box::new(make()));
+            }
+        }
+    }
+}
+
+impl PartialEq for Memo {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for Memo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Memo")
+    }
+}
+
+#[cfg(test)]
+mod memo_tests {
+    use super::Memo;
+
+    #[test]
+    fn a_kept_memo_is_set_once_and_shared_by_clones() {
+        let m = Memo::kept();
+        assert_eq!(m.get::<u32>(), None);
+        m.set_with(|| 7u32);
+        m.set_with(|| -> u32 { panic!("set twice") });
+        let c = m.clone();
+        assert_eq!(c.get::<u32>(), Some(&7));
+        // another type than the one set reads as nothing
+        assert_eq!(c.get::<u64>(), None);
+    }
+
+    #[test]
+    fn the_default_memo_keeps_nothing() {
+        let m = Memo::default();
+        m.set_with(|| -> u32 { panic!("a memo that keeps nothing makes nothing") });
+        assert_eq!(m.get::<u32>(), None);
+    }
 }

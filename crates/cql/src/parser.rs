@@ -25,6 +25,7 @@ pub fn parse_statement(src: &str) -> PResult<ParsedStatement> {
     Ok(ParsedStatement {
         statement: st,
         bind_markers: p.markers,
+        memo: Default::default(),
     })
 }
 
@@ -42,6 +43,7 @@ pub fn parse_statements(src: &str) -> PResult<Vec<ParsedStatement>> {
         out.push(ParsedStatement {
             statement: st,
             bind_markers: std::mem::take(&mut p.markers),
+            memo: Default::default(),
         });
         if !p.eat_sym(";") && !p.at_eof() {
             return Err(p.trailing("expecting ';'"));

@@ -247,7 +247,9 @@ impl QueryProcessor {
         let ks_for_id = keyspace
             .map(|s| s.to_string())
             .or_else(|| client.keyspace.clone());
-        let statement = parse_statement(query)?;
+        let mut statement = parse_statement(query)?;
+        // a prepared statement runs again: it keeps what its first run derives
+        statement.memo = sibyl_cql::Memo::kept();
         let id = if statement.statement.is_fully_qualified() {
             prepared_id(query, None)
         } else {
@@ -654,7 +656,17 @@ impl QueryProcessor {
         match &st.statement {
             Statement::Select(s) => {
                 let t = self.table(&s.table, client, ks_opt)?;
-                let sel = select::selection(&t, s)?;
+                // the selection is the statement's and the table's: made on
+                // the first execution, kept with the statement for that table
+                let made;
+                let sel = match st.memo.get::<(Arc<TableMetadata>, select::Selection)>() {
+                    Some((of, sel)) if Arc::ptr_eq(of, &t) => sel,
+                    _ => {
+                        made = select::selection(&t, s)?;
+                        st.memo.set_with(|| (t.clone(), made.clone()));
+                        &made
+                    }
+                };
                 let source = if t.is_virtual {
                     let rows = match self.virtual_tables.read().clone() {
                         Some(v) => v.rows(&t, now),
@@ -669,7 +681,7 @@ impl QueryProcessor {
                     &source,
                     opts.consistency,
                     s,
-                    &sel,
+                    sel,
                     &ev,
                     opts.page_size,
                     opts.paging_state.as_ref(),
@@ -678,7 +690,7 @@ impl QueryProcessor {
                 .await?;
                 r.rows = sel.finish(r.rows);
                 let metadata = RowsMetadata {
-                    columns: sel.columns,
+                    columns: sel.columns.clone(),
                     paging_state: r.paging_state,
                     no_metadata: opts.skip_metadata,
                     new_metadata_id: None,

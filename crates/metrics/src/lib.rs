@@ -15,7 +15,7 @@ pub mod prometheus;
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::OnceLock;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub use histogram::{bucket_offsets, percentile_of, Histogram};
 
@@ -88,19 +88,19 @@ impl Snapshot {
 static START: OnceLock<Instant> = OnceLock::new();
 
 fn minute_of(at: Instant) -> u64 {
-    // the timers of one request record the same instant one after the
-    // other: the thread remembers the last instant it turned into a minute
+    // every timer of every request asks: the thread remembers the minute it
+    // last computed, from when to when it runs (comparing instants is
+    // cheaper than subtracting them)
     thread_local! {
-        static LAST: std::cell::Cell<Option<(Instant, u64)>> = const { std::cell::Cell::new(None) };
+        static LAST: std::cell::Cell<Option<(Instant, Instant, u64)>> = const { std::cell::Cell::new(None) };
     }
     LAST.with(|last| match last.get() {
-        Some((t, minute)) if t == at => minute,
+        Some((from, to, minute)) if from <= at && at < to => minute,
         _ => {
-            let minute = at
-                .saturating_duration_since(*START.get_or_init(Instant::now))
-                .as_secs()
-                / 60;
-            last.set(Some((at, minute)));
+            let start = *START.get_or_init(Instant::now);
+            let minute = at.saturating_duration_since(start).as_secs() / 60;
+            let from = start + Duration::from_secs(minute * 60);
+            last.set(Some((from, from + Duration::from_secs(60), minute)));
             minute
         }
     })

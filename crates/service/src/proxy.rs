@@ -589,6 +589,20 @@ impl StorageProxy {
                 }),
             };
         }
+        // boxed, for the reason given in `read_from`
+        Box::pin(self.write_to_replicas(mutations, plans, cl, write_type, timeout)).await
+    }
+
+    /// [`write`](Self::write) when other replicas are written.
+    async fn write_to_replicas(
+        &self,
+        mutations: Vec<Mutation>,
+        plans: Vec<Plan>,
+        cl: Consistency,
+        write_type: WriteType,
+        timeout: Duration,
+    ) -> Result<()> {
+        let local = self.local_address();
         // one message per endpoint with the mutations it replicates
         let mut per_endpoint: Vec<(IpAddr, Vec<usize>)> = Vec::new();
         for (i, p) in plans.iter().enumerate() {
@@ -1030,31 +1044,41 @@ impl StorageProxy {
             }
             ReadKind::PartitionRange { .. } => Box::pin(self.range_read(strategy, cmd, cl)).await,
             ReadKind::Index { limit, .. } => {
-                // every node searches its own index: ask each, keep each
-                // partition once, in token order
                 let limit = *limit;
-                let endpoints: Vec<IpAddr> = if *strategy == ReplicationStrategy::Local {
-                    vec![self.local_address()]
-                } else {
-                    self.ring
-                        .read()
-                        .endpoints
-                        .iter()
-                        .map(|e| e.address)
-                        .collect()
-                };
-                let mut all: Vec<(DecoratedKey, Partition)> = Vec::new();
-                for to in endpoints {
-                    let plan = Plan::new(vec![to], 1);
-                    let part = self
-                        .read_from(plan, cmd.clone(), cl, self.timeouts.range)
-                        .await?;
-                    all = merge_sorted(all, part, cmd.now);
-                }
-                all.truncate(limit);
-                Ok(all)
+                Box::pin(self.index_read(strategy, cmd, cl, limit)).await
             }
         }
+    }
+
+    /// An index read: every node searches its own index; each is asked,
+    /// each partition kept once, in token order.
+    async fn index_read(
+        &self,
+        strategy: &ReplicationStrategy,
+        cmd: ReadCommand,
+        cl: Consistency,
+        limit: usize,
+    ) -> Result<Vec<(DecoratedKey, Partition)>> {
+        let endpoints: Vec<IpAddr> = if *strategy == ReplicationStrategy::Local {
+            vec![self.local_address()]
+        } else {
+            self.ring
+                .read()
+                .endpoints
+                .iter()
+                .map(|e| e.address)
+                .collect()
+        };
+        let mut all: Vec<(DecoratedKey, Partition)> = Vec::new();
+        for to in endpoints {
+            let plan = Plan::new(vec![to], 1);
+            let part = self
+                .read_from(plan, cmd.clone(), cl, self.timeouts.range)
+                .await?;
+            all = merge_sorted(all, part, cmd.now);
+        }
+        all.truncate(limit);
+        Ok(all)
     }
 
     /// A partition range read: the range is cut at the ring's tokens, and
@@ -1153,6 +1177,21 @@ impl StorageProxy {
                 Err(f) => Err(Self::replica_failure(f)),
             };
         }
+        // boxed: the state of a read across replicas (tasks, timers, read
+        // repair) is large, and every future a request's task holds above
+        // this one would hold it too, and be copied with it, for local reads
+        Box::pin(self.read_from_replicas(plan, targets, cmd, cl, timeout)).await
+    }
+
+    /// [`read_from`](Self::read_from) when other replicas are read.
+    async fn read_from_replicas(
+        &self,
+        plan: Plan,
+        targets: Vec<IpAddr>,
+        cmd: ReadCommand,
+        cl: Consistency,
+        timeout: Duration,
+    ) -> Result<Vec<(DecoratedKey, Partition)>> {
         let timeout_error = |received: usize, data_present: bool| ServiceError::ReadTimeout {
             consistency: cl,
             received,

@@ -890,16 +890,17 @@ impl Conn {
                 outbox.push_frame(&refused.frame, Some(held));
             }
         };
+        // boxed: the task then holds a pointer, and tokio's moves of the
+        // task's state (when spawned, when its output is stored) copy 16
+        // bytes, not the whole request's future; nor does this function's
+        // own future (nor its callers') hold one
+        let mut fut = Box::pin(fut);
         if is_use {
             // USE changes connection state: finish it before reading further requests
             fut.await;
             self.info
                 .set_keyspace(self.client.lock().await.keyspace.clone());
         } else {
-            // boxed: the task then holds a pointer, and tokio's moves of the
-            // task's state (when spawned, when its output is stored) copy
-            // 16 bytes, not the whole request's future
-            let mut fut = Box::pin(fut);
             // polled once here: a request done at once (a read served from
             // memory) needs no task of its own. One that waits is spawned;
             // its task's first poll registers the task's own waker (a wake
