@@ -73,7 +73,49 @@ impl Drop for Memtable {
 /// The partitions of one token, in key order (nearly always one, held in
 /// the B-tree node itself: no allocation per partition, and no pointer to
 /// follow, a cache miss, on every write and read of it).
-type SameToken = smallvec::SmallVec<[(Bytes, Partition); 1]>;
+type SameToken = smallvec::SmallVec<[(MemKey, Partition); 1]>;
+
+/// Longest partition key held inline.
+const INLINE_KEY: usize = 23;
+
+/// A partition key as the memtable holds it: up to [`INLINE_KEY`] bytes in
+/// place (most keys are a few bytes: every write and read compares them
+/// where the tree node already is, instead of following a pointer to the
+/// bytes, a cache miss), longer ones shared. As large as a `Bytes`.
+#[derive(Clone)]
+enum MemKey {
+    Inline { len: u8, bytes: [u8; INLINE_KEY] },
+    Shared(Bytes),
+}
+
+impl MemKey {
+    fn new(key: Bytes) -> Self {
+        if key.len() <= INLINE_KEY {
+            let mut bytes = [0; INLINE_KEY];
+            bytes[..key.len()].copy_from_slice(&key);
+            MemKey::Inline {
+                len: key.len() as u8,
+                bytes,
+            }
+        } else {
+            MemKey::Shared(key)
+        }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            MemKey::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            MemKey::Shared(b) => b,
+        }
+    }
+
+    fn to_bytes(&self) -> Bytes {
+        match self {
+            MemKey::Inline { .. } => Bytes::copy_from_slice(self.as_slice()),
+            MemKey::Shared(b) => b.clone(),
+        }
+    }
+}
 
 /// Memory a new partition costs in a memtable beyond its data: its token,
 /// key and partition in a B-tree node (about 200 bytes) in nodes partly full.
@@ -81,7 +123,7 @@ const PARTITION_OVERHEAD_BYTES: usize = 300;
 
 /// Where `key` is (or would go) among the partitions of its token.
 fn position(same: &SameToken, key: &[u8]) -> Result<usize, usize> {
-    same.binary_search_by(|(k, _)| k.as_ref().cmp(key))
+    same.binary_search_by(|(k, _)| k.as_slice().cmp(key))
 }
 
 /// Shards of the token range (a power of two).
@@ -167,7 +209,7 @@ impl Memtable {
                     size += PARTITION_OVERHEAD_BYTES;
                     let mut p = Partition::new();
                     p.merge(m.update, now);
-                    same.insert(i, (m.key.key, p));
+                    same.insert(i, (MemKey::new(m.key.key), p));
                     self.partitions.fetch_add(1, Ordering::Relaxed);
                 }
             }
@@ -225,12 +267,12 @@ impl Memtable {
                     if token > end_token || out.len() >= limit {
                         return out;
                     }
-                    if token == from && after_key.is_some_and(|a| k <= a) {
+                    if token == from && after_key.is_some_and(|a| k.as_slice() <= a.as_ref()) {
                         continue;
                     }
                     out.push(DecoratedKey {
                         token,
-                        key: k.clone(),
+                        key: k.to_bytes(),
                     });
                 }
             }
@@ -250,7 +292,7 @@ impl Memtable {
                 for (k, p) in same {
                     let key = DecoratedKey {
                         token,
-                        key: k.clone(),
+                        key: k.to_bytes(),
                     };
                     f(&key, p)?;
                 }
@@ -380,5 +422,62 @@ mod tests {
         assert_eq!(m.keys(None, 5, 9, 2), want[1..3].to_vec());
         assert!(m.contains(&at(5, b"b")) && !m.contains(&at(5, b"d")) && !m.contains(&at(6, b"b")));
         assert!(m.read(&at(5, b"c"), None).is_some() && m.read(&at(9, b"a"), None).is_none());
+    }
+
+    #[test]
+    fn keys_held_inline_or_shared_read_back_the_same() {
+        assert_eq!(
+            std::mem::size_of::<MemKey>(),
+            std::mem::size_of::<Bytes>(),
+            "an inline key costs no more room than a shared one"
+        );
+        let m = Memtable::new();
+        // on both sides of the inline length, and empty; one token for all,
+        // so they are ordered by their bytes
+        let keys: Vec<Bytes> = [0usize, 1, 22, 23, 24, 40]
+            .iter()
+            .map(|&n| Bytes::from(vec![b'k'; n]))
+            .collect();
+        for k in keys.iter().rev() {
+            m.apply(
+                Mutation {
+                    table_id: uuid::Uuid::nil(),
+                    key: DecoratedKey {
+                        token: 7,
+                        key: k.clone(),
+                    },
+                    update: Partition::new(),
+                },
+                0,
+            );
+        }
+        let mut all = Vec::new();
+        m.for_each(|k, _| {
+            all.push(k.key.clone());
+            Ok(())
+        })
+        .expect("iterate");
+        assert_eq!(all, keys, "key order, inline and shared keys alike");
+        for k in &keys {
+            let dk = DecoratedKey {
+                token: 7,
+                key: k.clone(),
+            };
+            assert!(m.contains(&dk) && m.read(&dk, None).is_some());
+        }
+        let after = DecoratedKey {
+            token: 7,
+            key: keys[3].clone(),
+        };
+        let rest: Vec<Bytes> = m
+            .keys(Some(&after), i64::MIN, i64::MAX, 10)
+            .into_iter()
+            .map(|k| k.key)
+            .collect();
+        assert_eq!(rest, keys[4..].to_vec());
+        assert!(!m.contains(&DecoratedKey {
+            token: 7,
+            key: Bytes::from(vec![b'k'; 2]),
+        }));
     }
 }
