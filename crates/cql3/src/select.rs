@@ -2195,7 +2195,12 @@ impl Source<'_> {
         cl: Consistency,
     ) -> Result<Vec<(DecoratedKey, Partition)>> {
         match self {
-            Source::Coordinator(proxy) => Ok(proxy.read(cmd, cl).await?),
+            // a read this node answers alone is answered without a future;
+            // the others' (boxed) is not held by every read's
+            Source::Coordinator(proxy) => match proxy.read_now(&cmd, cl) {
+                Some(r) => Ok(r?),
+                None => Ok(Box::pin(proxy.read(cmd, cl)).await?),
+            },
             Source::Virtual(rows) => rows.read(&cmd),
         }
     }

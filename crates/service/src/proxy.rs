@@ -1023,6 +1023,62 @@ impl StorageProxy {
         r
     }
 
+    /// A read this node answers alone and at once (one partition, at a
+    /// level one replica satisfies, this node the replica asked): what
+    /// [`read`](Self::read) answers, metrics included, without making its
+    /// future (every future above a request's read holds it, and is copied
+    /// with it). `None` for any other read, or one that fails before a
+    /// replica is asked: `read` answers those.
+    pub fn read_now(
+        &self,
+        cmd: &ReadCommand,
+        cl: Consistency,
+    ) -> Option<Result<Vec<(DecoratedKey, Partition)>>> {
+        let ReadKind::SinglePartition { key } = &cmd.kind else {
+            return None;
+        };
+        if cl.is_serial() || consistency::validate_for_read(cl).is_err() {
+            return None;
+        }
+        let started = std::time::Instant::now();
+        let schema = self.schema();
+        let ks = self.keyspace_of(&schema, cmd.table_id)?;
+        let plan = self.plan(&ks.replication.strategy, key.token, cl);
+        self.check_available(&plan, cl).ok()?;
+        let local = self.local_address();
+        let plan = self.order_for_read(plan);
+        if plan.read_targets() != [local] {
+            return None;
+        }
+        let r = self.read_locally(cmd, cl, &plan, local);
+        let now = std::time::Instant::now();
+        self.metrics
+            .requests
+            .record(Operation::Read, cl, started, now, r.as_ref().err());
+        self.metrics
+            .with_table(cmd.table_id, |table| table.read.record_span(started, now));
+        Some(r)
+    }
+
+    /// The read of `cmd` by this node alone (the ring of one, and ONE or
+    /// LOCAL_ONE on a replica).
+    fn read_locally(
+        &self,
+        cmd: &ReadCommand,
+        cl: Consistency,
+        plan: &Plan,
+        local: IpAddr,
+    ) -> Result<Vec<(DecoratedKey, Partition)>> {
+        match sibyl_tracing::in_stage(Stage::Read, || self.replica.read(cmd)) {
+            Ok(ReadResponse::Data(d)) => Ok(d),
+            Ok(ReadResponse::Digest(_)) => Ok(Vec::new()),
+            Err(ReplicaFailure::Error(m)) => {
+                Err(Self::read_failed(local, &m, (cl, plan.block_for), 0, false))
+            }
+            Err(f) => Err(Self::replica_failure(f)),
+        }
+    }
+
     /// A read at a level that is not serial.
     pub(crate) async fn read_plain(
         &self,
@@ -1167,15 +1223,7 @@ impl StorageProxy {
         let plan = self.order_for_read(plan);
         let targets = plan.read_targets();
         if targets == [local] {
-            // the ring of one, and ONE/LOCAL_ONE on a replica
-            return match sibyl_tracing::in_stage(Stage::Read, || self.replica.read(&cmd)) {
-                Ok(ReadResponse::Data(d)) => Ok(d),
-                Ok(ReadResponse::Digest(_)) => Ok(Vec::new()),
-                Err(ReplicaFailure::Error(m)) => {
-                    Err(Self::read_failed(local, &m, (cl, plan.block_for), 0, false))
-                }
-                Err(f) => Err(Self::replica_failure(f)),
-            };
+            return self.read_locally(&cmd, cl, &plan, local);
         }
         // boxed: the state of a read across replicas (tasks, timers, read
         // repair) is large, and every future a request's task holds above
@@ -1718,25 +1766,62 @@ impl sibyl_cluster::messaging::VerbHandler for StorageVerbs {
 /// timeout, the write timeout too); one still pending at its second poll
 /// waits for a commit log write another thread does, and gets its timer
 /// then (`after` from then on).
-async fn timeout_after_first_wait<F: std::future::Future>(
+///
+/// A future of its own, not an `async fn`: one would hold the write's future
+/// twice (as its argument and pinned), and every future above it (the
+/// request's, boxed and copied once) would carry both.
+fn timeout_after_first_wait<F: std::future::Future>(
     after: Duration,
     fut: F,
-) -> std::result::Result<F::Output, tokio::time::error::Elapsed> {
-    use std::task::Poll;
-    let mut fut = std::pin::pin!(fut);
-    let mut waited = false;
-    let quick = std::future::poll_fn(|cx| match fut.as_mut().poll(cx) {
-        Poll::Ready(v) => Poll::Ready(Some(v)),
-        Poll::Pending if !waited => {
-            waited = true;
-            Poll::Pending
+) -> TimeoutAfterFirstWait<F> {
+    TimeoutAfterFirstWait {
+        fut,
+        after,
+        waited: false,
+        timer: None,
+    }
+}
+
+/// The local write's deadline passed.
+#[derive(Debug, PartialEq, Eq)]
+struct TimedOut;
+
+pin_project_lite::pin_project! {
+    /// The future of [`timeout_after_first_wait`].
+    struct TimeoutAfterFirstWait<F> {
+        #[pin]
+        fut: F,
+        after: Duration,
+        waited: bool,
+        // boxed: made only for the writes that wait
+        timer: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    }
+}
+
+impl<F: std::future::Future> std::future::Future for TimeoutAfterFirstWait<F> {
+    type Output = std::result::Result<F::Output, TimedOut>;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        use std::task::Poll;
+        let this = self.project();
+        if let Poll::Ready(v) = this.fut.poll(cx) {
+            return Poll::Ready(Ok(v));
         }
-        Poll::Pending => Poll::Ready(None),
-    })
-    .await;
-    match quick {
-        Some(v) => Ok(v),
-        None => tokio::time::timeout(after, fut).await,
+        if !*this.waited {
+            *this.waited = true;
+            return Poll::Pending;
+        }
+        let after = *this.after;
+        let timer = this
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(after)));
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(TimedOut)),
+            Poll::Pending => Poll::Pending,
+        }
     }
 }
 

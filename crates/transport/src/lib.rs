@@ -1049,156 +1049,209 @@ impl Server {
             .begin(TraceType::Query, client, request.to_string(), params)
     }
 
-    async fn process(
-        &self,
+    /// A request's processing. A plain function returning the future of
+    /// its kind of request: each kind is processed by a function of its
+    /// own, and this future is only as large as the largest of theirs
+    /// (every request's future, boxed and copied once, holds it). The kinds
+    /// other than EXECUTE are boxed: a prepared statement's execution is
+    /// what most requests are.
+    fn process<'a>(
+        &'a self,
         req: Request,
-        client: &tokio::sync::Mutex<ClientState>,
+        client: &'a tokio::sync::Mutex<ClientState>,
         version: u8,
-    ) -> Result<Outcome, Error> {
-        let qp = &self.qp;
+    ) -> impl std::future::Future<Output = Result<Outcome, Error>> + 'a {
+        use futures::future::Either;
+        type Boxed<'b> = std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<Outcome, Error>> + Send + 'b>,
+        >;
         match req {
-            Request::Query { query, params } => {
-                sibyl_tracing::trace(|| format!("Parsing {query}"));
-                let st = sibyl_cql::parse_statement(&query)?;
-                sibyl_tracing::trace(|| "Preparing statement");
-                let opts = options_of(params);
-                // Cassandra's `QueryProcessor.process`, for a query with
-                // its values
-                if opts.names.is_none() && opts.values.len() != st.bind_markers.len() {
-                    return Err(Error::Invalid("Invalid amount of bind variables".into()));
-                }
-                let mut c = client.lock().await.clone();
-                self.metrics.regular_executed.inc();
-                let out = qp.execute(&st, &mut c, &opts).await;
-                if let Statement::Use(_) = &st.statement {
-                    if out.is_ok() {
-                        *client.lock().await = c;
-                    }
-                }
-                out
-            }
-            Request::Prepare { query, keyspace } => {
-                let c = client.lock().await.clone();
-                let p = qp.prepare(&query, &c, keyspace.as_deref())?;
-                let mut warnings = Vec::new();
-                if !p.statement.statement.is_fully_qualified() {
-                    let id = sibyl_cql3::query::prepared_id(&query, c.keyspace.as_deref());
-                    warnings.extend(use_warning(client, &id, c.keyspace.as_deref()).await);
-                }
-                Ok(Outcome {
-                    body: qp.prepared_result(&p),
-                    warnings,
-                    event: None,
-                })
-            }
             Request::Execute {
                 id,
                 result_metadata_id,
                 params,
             } => {
-                let Some(p) = qp.get_prepared(&id) else {
-                    return Err(Error::Unprepared(id));
-                };
-                let mut opts = options_of(params);
-                if opts.keyspace.is_none() {
-                    opts.keyspace = p.keyspace.clone();
-                }
-                let mut c = client.lock().await.clone();
-                self.metrics.prepared_executed.inc();
-                // an unqualified statement run under another keyspace than it
-                // was prepared under (batches are not checked, as in Cassandra)
-                let warned = if !p.statement.statement.is_fully_qualified()
-                    && c.keyspace != p.keyspace
-                    && !matches!(p.statement.statement, Statement::Batch(_))
-                {
-                    use_warning(client, &id, p.keyspace.as_deref()).await
-                } else {
-                    None
-                };
-                let mut out = qp.execute(&p.statement, &mut c, &opts).await?;
-                out.warnings.splice(0..0, warned);
-                if let ResultBody::Rows { metadata, .. } = &mut out.body {
-                    if version >= 5 {
-                        if let Some(rid) = &result_metadata_id {
-                            if rid != &p.result_metadata_id {
-                                metadata.new_metadata_id = Some(p.result_metadata_id.clone());
-                                metadata.no_metadata = false;
-                            }
-                        }
-                    }
-                }
-                Ok(out)
+                Either::Left(self.process_execute(id, result_metadata_id, params, client, version))
+            }
+            Request::Query { query, params } => {
+                Either::Right(Box::pin(self.process_query(query, params, client)) as Boxed<'a>)
+            }
+            Request::Prepare { query, keyspace } => {
+                Either::Right(Box::pin(self.process_prepare(query, keyspace, client)) as Boxed<'a>)
             }
             Request::Batch(b) => {
-                let c = client.lock().await.clone();
-                let bt = match b.batch_type {
-                    0 => BatchType::Logged,
-                    1 => BatchType::Unlogged,
-                    2 => BatchType::Counter,
-                    x => return Err(Error::Protocol(format!("Unknown batch type {x}"))),
-                };
-                let now = b.now_in_seconds.unwrap_or_else(sibyl_db::now_in_seconds);
-                let ts = b
-                    .timestamp
-                    .unwrap_or_else(sibyl_types::timeuuid::timestamp_micros_now);
-                let mut parsed: Vec<(ParsedStatement, Option<String>, Vec<Value>)> = Vec::new();
-                for s in b.statements {
-                    let (p, pks): (ParsedStatement, Option<String>) = match s.kind {
-                        BatchQueryKind::Query(q) => {
-                            self.metrics.regular_executed.inc();
-                            (sibyl_cql::parse_statement(&q)?, None)
-                        }
-                        BatchQueryKind::Prepared(id) => {
-                            let Some(p) = qp.get_prepared(&id) else {
-                                return Err(Error::Unprepared(id));
-                            };
-                            self.metrics.prepared_executed.inc();
-                            (p.statement.clone(), p.keyspace.clone())
-                        }
-                    };
-                    if s.values.len() != p.bind_markers.len() {
-                        return Err(Error::Invalid(format!(
-                            "There were {} markers(?) in CQL but {} bound variables",
-                            p.bind_markers.len(),
-                            s.values.len()
-                        )));
-                    }
-                    parsed.push((p, pks, s.values));
-                }
-                let bindings: Vec<sibyl_cql3::terms::Bindings<'_>> = parsed
-                    .iter()
-                    .map(|(_, _, values)| sibyl_cql3::terms::Bindings { values })
-                    .collect();
-                let evs: Vec<sibyl_cql3::terms::Eval<'_>> = bindings
-                    .iter()
-                    .map(|bindings| sibyl_cql3::terms::Eval { bindings })
-                    .collect();
-                let children: Vec<BatchChild<'_>> = parsed
-                    .iter()
-                    .zip(&evs)
-                    .map(|((p, pks, _), ev)| BatchChild {
-                        statement: &p.statement,
-                        ev,
-                        keyspace: b.keyspace.clone().or(pks.clone()),
-                    })
-                    .collect();
-                let opts = QueryOptions {
-                    consistency: b.consistency,
-                    serial_consistency: b.serial_consistency,
-                    keyspace: b.keyspace.clone(),
-                    now_in_seconds: Some(now),
-                    ..Default::default()
-                };
-                // boxed: every request's task holds the largest future it
-                // may await, and single statements should not pay for a
-                // batch's (see `sibyl_tracing::scope`)
-                Box::pin(qp.execute_batch(bt, &children, &c, &opts, None, ts, now)).await
+                Either::Right(Box::pin(self.process_batch(b, client)) as Boxed<'a>)
             }
-            other => Err(Error::Protocol(format!(
-                "Unexpected message {}",
-                opcode_name(other.opcode())
-            ))),
+            other => {
+                let e = Error::Protocol(format!(
+                    "Unexpected message {}",
+                    opcode_name(other.opcode())
+                ));
+                Either::Right(Box::pin(std::future::ready(Err(e))) as Boxed<'a>)
+            }
         }
+    }
+
+    async fn process_query(
+        &self,
+        query: String,
+        params: sibyl_protocol::QueryParameters,
+        client: &tokio::sync::Mutex<ClientState>,
+    ) -> Result<Outcome, Error> {
+        let qp = &self.qp;
+        sibyl_tracing::trace(|| format!("Parsing {query}"));
+        let st = sibyl_cql::parse_statement(&query)?;
+        sibyl_tracing::trace(|| "Preparing statement");
+        let opts = options_of(params);
+        // Cassandra's `QueryProcessor.process`, for a query with
+        // its values
+        if opts.names.is_none() && opts.values.len() != st.bind_markers.len() {
+            return Err(Error::Invalid("Invalid amount of bind variables".into()));
+        }
+        let mut c = client.lock().await.clone();
+        self.metrics.regular_executed.inc();
+        let out = qp.execute(&st, &mut c, &opts).await;
+        if let Statement::Use(_) = &st.statement {
+            if out.is_ok() {
+                *client.lock().await = c;
+            }
+        }
+        out
+    }
+
+    async fn process_prepare(
+        &self,
+        query: String,
+        keyspace: Option<String>,
+        client: &tokio::sync::Mutex<ClientState>,
+    ) -> Result<Outcome, Error> {
+        let qp = &self.qp;
+        let c = client.lock().await.clone();
+        let p = qp.prepare(&query, &c, keyspace.as_deref())?;
+        let mut warnings = Vec::new();
+        if !p.statement.statement.is_fully_qualified() {
+            let id = sibyl_cql3::query::prepared_id(&query, c.keyspace.as_deref());
+            warnings.extend(use_warning(client, &id, c.keyspace.as_deref()).await);
+        }
+        Ok(Outcome {
+            body: qp.prepared_result(&p),
+            warnings,
+            event: None,
+        })
+    }
+
+    async fn process_execute(
+        &self,
+        id: Bytes,
+        result_metadata_id: Option<Bytes>,
+        params: sibyl_protocol::QueryParameters,
+        client: &tokio::sync::Mutex<ClientState>,
+        version: u8,
+    ) -> Result<Outcome, Error> {
+        let qp = &self.qp;
+        let Some(p) = qp.get_prepared(&id) else {
+            return Err(Error::Unprepared(id));
+        };
+        let mut opts = options_of(params);
+        if opts.keyspace.is_none() {
+            opts.keyspace = p.keyspace.clone();
+        }
+        let mut c = client.lock().await.clone();
+        self.metrics.prepared_executed.inc();
+        // an unqualified statement run under another keyspace than it
+        // was prepared under (batches are not checked, as in Cassandra)
+        let warned = if !p.statement.statement.is_fully_qualified()
+            && c.keyspace != p.keyspace
+            && !matches!(p.statement.statement, Statement::Batch(_))
+        {
+            use_warning(client, &id, p.keyspace.as_deref()).await
+        } else {
+            None
+        };
+        let mut out = qp.execute(&p.statement, &mut c, &opts).await?;
+        out.warnings.splice(0..0, warned);
+        if let ResultBody::Rows { metadata, .. } = &mut out.body {
+            if version >= 5 {
+                if let Some(rid) = &result_metadata_id {
+                    if rid != &p.result_metadata_id {
+                        metadata.new_metadata_id = Some(p.result_metadata_id.clone());
+                        metadata.no_metadata = false;
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn process_batch(
+        &self,
+        b: sibyl_protocol::Batch,
+        client: &tokio::sync::Mutex<ClientState>,
+    ) -> Result<Outcome, Error> {
+        let qp = &self.qp;
+        let c = client.lock().await.clone();
+        let bt = match b.batch_type {
+            0 => BatchType::Logged,
+            1 => BatchType::Unlogged,
+            2 => BatchType::Counter,
+            x => return Err(Error::Protocol(format!("Unknown batch type {x}"))),
+        };
+        let now = b.now_in_seconds.unwrap_or_else(sibyl_db::now_in_seconds);
+        let ts = b
+            .timestamp
+            .unwrap_or_else(sibyl_types::timeuuid::timestamp_micros_now);
+        let mut parsed: Vec<(ParsedStatement, Option<String>, Vec<Value>)> = Vec::new();
+        for s in b.statements {
+            let (p, pks): (ParsedStatement, Option<String>) = match s.kind {
+                BatchQueryKind::Query(q) => {
+                    self.metrics.regular_executed.inc();
+                    (sibyl_cql::parse_statement(&q)?, None)
+                }
+                BatchQueryKind::Prepared(id) => {
+                    let Some(p) = qp.get_prepared(&id) else {
+                        return Err(Error::Unprepared(id));
+                    };
+                    self.metrics.prepared_executed.inc();
+                    (p.statement.clone(), p.keyspace.clone())
+                }
+            };
+            if s.values.len() != p.bind_markers.len() {
+                return Err(Error::Invalid(format!(
+                    "There were {} markers(?) in CQL but {} bound variables",
+                    p.bind_markers.len(),
+                    s.values.len()
+                )));
+            }
+            parsed.push((p, pks, s.values));
+        }
+        let bindings: Vec<sibyl_cql3::terms::Bindings<'_>> = parsed
+            .iter()
+            .map(|(_, _, values)| sibyl_cql3::terms::Bindings { values })
+            .collect();
+        let evs: Vec<sibyl_cql3::terms::Eval<'_>> = bindings
+            .iter()
+            .map(|bindings| sibyl_cql3::terms::Eval { bindings })
+            .collect();
+        let children: Vec<BatchChild<'_>> = parsed
+            .iter()
+            .zip(&evs)
+            .map(|((p, pks, _), ev)| BatchChild {
+                statement: &p.statement,
+                ev,
+                keyspace: b.keyspace.clone().or(pks.clone()),
+            })
+            .collect();
+        let opts = QueryOptions {
+            consistency: b.consistency,
+            serial_consistency: b.serial_consistency,
+            keyspace: b.keyspace.clone(),
+            now_in_seconds: Some(now),
+            ..Default::default()
+        };
+        // boxed: every request's task holds the largest future it
+        // may await, and single statements should not pay for a
+        // batch's (see `sibyl_tracing::scope`)
+        Box::pin(qp.execute_batch(bt, &children, &c, &opts, None, ts, now)).await
     }
 }
 
