@@ -1058,7 +1058,10 @@ pub fn analyse(
 /// one equality on each partition key column and nothing else (a point
 /// read, or the key of a table without clustering columns), made without
 /// the general analysis' allocations; `None` for any other clause. Values
-/// are read with the general analysis' own function.
+/// are read with the general analysis' own function. The two agree only
+/// while the general analysis raises nothing but value errors for this
+/// shape: a check added there for equalities on partition key columns
+/// must be added here too.
 fn partition_key_only(
     table: &TableMetadata,
     relations: &[Relation],

@@ -1028,7 +1028,8 @@ impl StorageProxy {
     /// [`read`](Self::read) answers, metrics included, without making its
     /// future (every future above a request's read holds it, and is copied
     /// with it). `None` for any other read, or one that fails before a
-    /// replica is asked: `read` answers those.
+    /// replica is asked: `read` answers those. It records what `read`
+    /// records: a metric added there must be added here.
     pub fn read_now(
         &self,
         cmd: &ReadCommand,
