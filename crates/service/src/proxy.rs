@@ -1012,6 +1012,20 @@ impl StorageProxy {
         } else {
             self.read_plain(cmd, cl).await
         };
+        self.record_read(op, cl, table_id, started, &r);
+        r
+    }
+
+    /// A coordinator read's latencies: the client request's, and the
+    /// table's (its scans apart).
+    fn record_read<T>(
+        &self,
+        op: Operation,
+        cl: Consistency,
+        table_id: uuid::Uuid,
+        started: std::time::Instant,
+        r: &Result<T>,
+    ) {
         let now = std::time::Instant::now();
         self.metrics
             .requests
@@ -1020,7 +1034,6 @@ impl StorageProxy {
             Operation::RangeSlice => table.scan.record_span(started, now),
             _ => table.read.record_span(started, now),
         });
-        r
     }
 
     /// A read this node answers alone and at once (one partition, at a
@@ -1029,7 +1042,7 @@ impl StorageProxy {
     /// future (every future above a request's read holds it, and is copied
     /// with it). `None` for any other read, or one that fails before a
     /// replica is asked: `read` answers those. It records what `read`
-    /// records: a metric added there must be added here.
+    /// records (`record_read`).
     pub fn read_now(
         &self,
         cmd: &ReadCommand,
@@ -1052,12 +1065,7 @@ impl StorageProxy {
             return None;
         }
         let r = self.read_locally(cmd, cl, &plan, local);
-        let now = std::time::Instant::now();
-        self.metrics
-            .requests
-            .record(Operation::Read, cl, started, now, r.as_ref().err());
-        self.metrics
-            .with_table(cmd.table_id, |table| table.read.record_span(started, now));
+        self.record_read(Operation::Read, cl, cmd.table_id, started, &r);
         Some(r)
     }
 

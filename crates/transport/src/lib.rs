@@ -1248,10 +1248,9 @@ impl Server {
             now_in_seconds: Some(now),
             ..Default::default()
         };
-        // boxed: every request's task holds the largest future it
-        // may await, and single statements should not pay for a
-        // batch's (see `sibyl_tracing::scope`)
-        Box::pin(qp.execute_batch(bt, &children, &c, &opts, None, ts, now)).await
+        // (this whole function is boxed by `process`)
+        qp.execute_batch(bt, &children, &c, &opts, None, ts, now)
+            .await
     }
 }
 
