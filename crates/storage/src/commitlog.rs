@@ -530,24 +530,27 @@ impl CommitLog {
     /// to the segment buffer and returns its end position. It reaches the OS
     /// at the next write of the buffer, one write for everything appended
     /// meanwhile (group writing): await [`CommitLog::wait_written`] before
-    /// acknowledging.
+    /// acknowledging. Call [`CommitLog::write_if_full`] once no lock of the
+    /// caller's is held.
     pub fn append_mutation(
         &self,
         payload: &[u8],
         table: Option<uuid::Uuid>,
     ) -> Result<u64, StorageError> {
-        let (pos, full) = {
-            let mut w = self.writer.lock();
-            let pos = self.append_locked(&mut w, 1, payload, table)?;
-            (pos, w.pending.len() >= PENDING_WRITE_BYTES)
-        };
-        if full {
-            // a large buffer goes out now, unless a write is under way already
-            if let Some(io) = self.io.try_lock() {
-                self.write_pending(io);
-            }
+        let mut w = self.writer.lock();
+        self.append_locked(&mut w, 1, payload, table)
+    }
+
+    /// Writes the buffer now if it holds a large amount, unless a write is
+    /// under way already (large mutations then go out without waiting for
+    /// the first waiter's turn).
+    pub fn write_if_full(&self) {
+        if self.writer.lock().pending.len() < PENDING_WRITE_BYTES {
+            return;
         }
-        Ok(pos)
+        if let Some(io) = self.io.try_lock() {
+            self.write_pending(io);
+        }
     }
 
     fn append_deferred(

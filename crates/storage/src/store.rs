@@ -665,7 +665,10 @@ impl ColumnFamilyStore {
                 all.extend(m.keys(after, start_token, end_token, limit));
             }
         }
-        for s in self.sstables.read().iter() {
+        // the list is copied: reading the index blocks under the lock would
+        // hold back a flush or compaction publishing its SSTables, and every
+        // read queued behind that
+        for s in self.sstables().iter() {
             if sources.sstables.is_none_or(|keep| keep(s)) {
                 all.extend(s.keys(after, start_token, end_token, limit)?);
             }
@@ -1092,7 +1095,11 @@ impl StorageEngine {
     /// `auto_snapshot` its SSTables are kept in a snapshot first.
     pub fn drop_table(&self, table_id: uuid::Uuid) {
         self.row_cache.invalidate_table(table_id);
-        if let Some(t) = self.tables.write().remove(&table_id) {
+        // removed first, on a line of its own: the map's write guard would
+        // otherwise live through the snapshot and the file deletions below,
+        // and every read and write of every table waits on that map
+        let removed = self.tables.write().remove(&table_id);
+        if let Some(t) = removed {
             if self.config.auto_snapshot {
                 let tag = format!(
                     "dropped-{}",
@@ -1102,7 +1109,7 @@ impl StorageEngine {
                     tracing::error!("auto snapshot before DROP failed: {e}");
                 }
             }
-            for s in t.sstables.read().iter() {
+            for s in t.sstables().iter() {
                 s.delete_files();
             }
             let _ = std::fs::remove_file(t.dir.join("truncated_at"));
@@ -1243,6 +1250,9 @@ impl StorageEngine {
                 }
             }
         }
+        // a write of a large buffer is made here, out of the barrier: a
+        // flush's switch waits for the barrier, and every write behind it
+        log.write_if_full();
         // acknowledged only once the entries reached the OS (one write for
         // every mutation appended meanwhile), and are durable as the sync mode says
         let durable = async {
@@ -2351,7 +2361,7 @@ impl StorageEngine {
             t.snapshot(&format!("truncated-{}", truncated_at_micros / 1000))?;
         }
         let _one = t.flush_lock.lock().await;
-        let pos = {
+        let (pos, old_memtables) = {
             let _g = self.barrier.write();
             let pos = log.append(
                 &Entry::Truncate {
@@ -2360,14 +2370,30 @@ impl StorageEngine {
                 },
                 None,
             )?;
-            *t.memtable.write() = Arc::new(Memtable::in_pool(t.pool.clone()));
-            t.flushing.write().clear();
+            let fresh = Arc::new(Memtable::in_pool(t.pool.clone()));
+            let mut old = std::mem::take(&mut *t.flushing.write());
+            old.push(std::mem::replace(&mut *t.memtable.write(), fresh));
             t.failed_flushes.lock().clear();
-            pos
+            (pos, old)
         };
-        log.sync()?;
+        // what follows blocks (freeing the memtables, an fsync, the files):
+        // not on the thread of the request, which serves other connections too
+        let (me, t2, log2) = (self.clone(), t.clone(), log.clone());
+        tokio::task::spawn_blocking(move || {
+            drop(old_memtables);
+            log2.sync()
+        })
+        .await
+        .map_err(|e| StorageError::Decode(format!("truncate task failed: {e}")))??;
         log.wait_durable(pos).await?;
-        // record the point before which this table's log entries are void, then drop the files
+        tokio::task::spawn_blocking(move || me.truncate_files(&t2, pos))
+            .await
+            .map_err(|e| StorageError::Decode(format!("truncate task failed: {e}")))?
+    }
+
+    /// Truncate's file work, once its log entry is durable: records the point
+    /// before which the table's log entries are void, then drops the files.
+    fn truncate_files(&self, t: &ColumnFamilyStore, pos: u64) -> Result<(), StorageError> {
         let p = t.dir.join("truncated_at");
         let tmp = t.dir.join("truncated_at.tmp");
         std::fs::write(&tmp, pos.to_string()).map_err(|e| StorageError::Io {
@@ -2382,7 +2408,7 @@ impl StorageEngine {
             source: e,
         })?;
         let old: Vec<Arc<SSTableReader>> = std::mem::take(&mut *t.sstables.write());
-        self.row_cache.invalidate_table(table_id);
+        self.row_cache.invalidate_table(t.table_id);
         for s in old {
             s.delete_files();
         }
