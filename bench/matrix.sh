@@ -15,7 +15,8 @@
 #
 # Needs: `cargo build --release --bin sibyl`, `cargo install latte-cli`, and
 # ../shared/cassandra/start.sh for Cassandra. Results in
-# bench/results/matrix-<timestamp>/: latte's JSON, stress's text, and
+# bench/results/matrix-<timestamp>/: latte's JSON, stress's text and
+# HdrHistogram log (its percentiles to the microsecond), and
 # summary.md (one row per point, ratios only within this run).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -81,7 +82,8 @@ run_points() { # server port
         local cmd="$op"; [ "$op" = mix ] && cmd="mixed ratio(write=1,read=9)"
         # shellcheck disable=SC2086
         measure "$server" stress "$op" "$n" "$sibyl" stress $cmd duration="$dur" no-warmup \
-          -rate threads="$n" -pop "dist=uniform(1..$rows)" -port native="$port"
+          -rate threads="$n" -pop "dist=uniform(1..$rows)" -port native="$port" \
+          -log hdrfile="$out/$server-stress-$op-$n.hdr"
       done
     done
   fi
@@ -108,9 +110,11 @@ for server in $servers; do
   esac
 done
 
-python3 - "$out" "$tck" "$ncpu" <<'PY' | tee "$out/summary.md"
+python3 - "$out" "$tck" "$ncpu" "$here" <<'PY' | tee "$out/summary.md"
 import json, re, sys, os
 out, tck, ncpu = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+sys.path.insert(0, sys.argv[4])
+import hdrlog
 rows = []
 for line in open(f"{out}/raw.tsv"):
     server, client, op, n, sticks, ctime, mbusy, mtotal, wall_ms = line.rstrip("\n").split("\t")
@@ -129,6 +133,11 @@ for line in open(f"{out}/raw.tsv"):
             num = lambda label: float(re.search(label + r"\s*:\s*([\d,.]+)", text).group(1).replace(",", ""))
             rate, ops = num("Op rate"), num("Total partitions")
             p50, p99, p999 = num("Latency median"), num(r"Latency 99th percentile"), num(r"Latency 99\.9th percentile")
+            if os.path.exists(f"{out}/{name}.hdr"):
+                # the summary rounds to 0.1 ms (as cassandra-stress); the
+                # run's HdrHistogram log has them to the microsecond
+                h = hdrlog.read(f"{out}/{name}.hdr")
+                p50, p99, p999 = (h.value_at_quantile(q) / 1000 for q in (0.5, 0.99, 0.999))
             errors = int(num("Total errors"))
     except Exception as e:  # a failed point shows as such, the rest stands
         rows.append((server, client, op, int(n), None, str(e)))

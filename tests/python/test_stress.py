@@ -49,6 +49,31 @@ def test_write_read_and_mixed_commands_report_like_cassandra_stress(node, tmp_pa
     assert all(r["intervals"] for r in data["revisions"])
 
 
+def test_hdr_log_holds_every_operation_with_the_summary_percentiles(node, tmp_path):
+    """-log hdrfile=FILE (cassandra-stress's HdrHistogram interval log): one
+    tagged histogram per kind and interval; added up, they are the run."""
+    import sys
+
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import hdrlog
+
+    hdr = tmp_path / "run.hdr"
+    p = stress(node, "mixed", "ratio(write=1,read=3)", "n=4000", "no-warmup", "-rate", "threads=8", "-pop", "seq=1..2000", "-log", f"hdrfile={hdr}", "interval=1s")
+    lines = hdr.read_text().splitlines()
+    assert lines[0].startswith("#") and any(l.startswith("#[BaseTime:") for l in lines)
+    tags = {l.split(",", 1)[0] for l in lines if l.startswith("Tag=")}
+    assert tags == {"Tag=WRITE", "Tag=READ"}
+    merged = hdrlog.read(str(hdr))
+    assert merged.total() == 4000
+    writes, reads = hdrlog.read(str(hdr), ["WRITE"]), hdrlog.read(str(hdr), ["READ"])
+    assert writes.total() + reads.total() == 4000 and writes.total() > 0
+    # the summary's percentiles, in 0.1 ms, are the log's rounded
+    for label, q in (("median", 0.5), ("99th percentile", 0.99), ("99.9th percentile", 0.999)):
+        shown = float(re.search(rf"Latency {re.escape(label)}\s*:\s*([\d.]+) ms", p.stdout).group(1))
+        exact = merged.value_at_quantile(q) / 1000
+        assert abs(exact - shown) <= 0.05 + 1e-9, (label, exact, shown)
+
+
 def test_bad_options_are_named():
     for args, word in [(["write", "-bogus"], "-bogus"), (["write", "n=x"], "n=x"), (["fly"], "fly"), (["write", "-rate", "speed=3"], "speed=3")]:
         p = subprocess.run([BIN, "stress", *args], capture_output=True, text=True, timeout=30)

@@ -5,6 +5,7 @@ pub mod client;
 pub mod dist;
 pub mod generate;
 pub mod graph;
+pub mod hdrlog;
 pub mod options;
 pub mod profile;
 pub mod workload;
@@ -180,7 +181,7 @@ commands: write | read | mixed ratio(write=N,read=M) | counter_write [add=DIST] 
   -mode native cql3 prepared|unprepared [user=NAME password=SECRET] [compression=lz4|snappy|none]
   -pop seq=A..B | dist=DIST       -col n=DIST size=DIST
   -schema replication(factor=N) compaction(strategy=NAME)
-  -log file=FILE interval=TIME   -graph file=FILE.html title=T revision=R   -errors [retries=N] [ignore]
+  -log file=FILE interval=TIME hdrfile=FILE   -graph file=FILE.html title=T revision=R   -errors [retries=N] [ignore]
 DIST: FIXED(n) UNIFORM(a..b) GAUSSIAN(a..b[,stdvrng]) EXP(a..b) EXTREME(a..b,shape) SEQ(a..b), ~ inverts";
 
 struct Shared {
@@ -191,6 +192,8 @@ struct Shared {
     interval: Mutex<Stats>,
     /// Operations tried again after an error (`-errors retries=N`).
     retried: AtomicU64,
+    /// `-log hdrfile=FILE`.
+    hdr: Option<Mutex<hdrlog::HdrLog>>,
 }
 
 /// One run at one thread count.
@@ -365,6 +368,7 @@ async fn run_round(sh: &Arc<Shared>, o: &Arc<Options>, threads: usize, names: &[
                 continue;
             }
         }
+        let from = last;
         let secs = last.elapsed().as_secs_f64();
         last = Instant::now();
         let snapshot = {
@@ -375,6 +379,17 @@ async fn run_round(sh: &Arc<Shared>, o: &Arc<Options>, threads: usize, names: &[
             std::mem::replace(&mut *st, Stats::new(names.len()))
         };
         total.absorb(&snapshot);
+        if let Some(h) = &sh.hdr {
+            let mut h = match h.lock() {
+                Ok(h) => h,
+                Err(p) => p.into_inner(),
+            };
+            for (name, k) in names.iter().zip(&snapshot.kinds) {
+                if let Err(e) = h.interval(name, &k.latency, from, last) {
+                    eprintln!("cannot write the hdr log: {e}");
+                }
+            }
+        }
         let time = start.elapsed().as_secs_f64();
         if names.len() > 1 {
             for (i, name) in names.iter().enumerate() {
@@ -466,6 +481,12 @@ async fn run_async(
         done: AtomicBool::new(false),
         interval: Mutex::new(Stats::new(names.len())),
         retried: AtomicU64::new(0),
+        hdr: match &o.hdr_file {
+            Some(f) => Some(Mutex::new(
+                hdrlog::HdrLog::create(f).map_err(|e| format!("cannot write {f}: {e}"))?,
+            )),
+            None => None,
+        },
     });
     let o = Arc::new(o);
     if o.warmup {

@@ -84,6 +84,8 @@ pub struct Options {
     pub replication_factor: u32,
     pub compaction: Option<String>,
     pub log_file: Option<String>,
+    /// `-log hdrfile=FILE`: the latencies as an HdrHistogram interval log.
+    pub hdr_file: Option<String>,
     pub log_interval: Duration,
     pub graph_file: Option<String>,
     pub graph_title: Option<String>,
@@ -183,6 +185,7 @@ impl Options {
             replication_factor: 1,
             compaction: None,
             log_file: None,
+            hdr_file: None,
             log_interval: Duration::from_secs(1),
             graph_file: None,
             graph_title: None,
@@ -446,6 +449,8 @@ impl Options {
                             o.log_file = Some(v.to_string());
                         } else if let Some(v) = a.strip_prefix("interval=") {
                             o.log_interval = parse_duration(v)?;
+                        } else if let Some(v) = a.strip_prefix("hdrfile=") {
+                            o.hdr_file = Some(v.to_string());
                         } else {
                             return Err(format!("Invalid -log option '{a}'"));
                         }
@@ -566,6 +571,10 @@ mod tests {
             }
         );
         assert_eq!(t.duration, Some(Duration::from_secs(20)));
+        let l = p("write n=10 -log file=run.log interval=2s hdrfile=run.hdr").expect("parse");
+        assert_eq!(l.log_file.as_deref(), Some("run.log"));
+        assert_eq!(l.hdr_file.as_deref(), Some("run.hdr"));
+        assert_eq!(l.log_interval, Duration::from_secs(2));
     }
 
     #[test]
