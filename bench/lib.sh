@@ -13,6 +13,23 @@ YAML
   until (exec 3<>/dev/tcp/127.0.0.1/9042) 2>/dev/null; do sleep 0.05; done
 }
 
+# `need_disk GB OUT`: stops a benchmark before it starts when the file system
+# of OUT has less than GB gigabytes free (a full disk ends a long run midway,
+# as it ended one on 2026-11-27 fifteen minutes in).
+need_disk() {
+  local free
+  free=$(df -P -BG "$2" | awk 'NR==2 {gsub("G", "", $4); print $4}')
+  if [ "$free" -lt "$1" ]; then
+    echo "only $free GB free under $2; this benchmark needs about $1 GB" \
+      "(old runs' data: bench/results/*/sibyl-data; build output: target/)" >&2
+    exit 1
+  fi
+}
+
+# `drop_data OUT`: removes a run's data once measured (its figures stay),
+# unless KEEP_DATA=1.
+drop_data() { [ "${KEEP_DATA:-0}" = 1 ] || rm -rf "$1/sibyl-data"; }
+
 # `summary JSON` prints "ops/s p50 p99" of a latte report.
 summary() { # json -> "ops p50 p99"
   python3 - "$1" <<'PY'

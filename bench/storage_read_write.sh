@@ -21,6 +21,7 @@ sibyl="$root/target/release/sibyl"
 # shellcheck source=bench/lib.sh
 . "$here/lib.sh"
 [ -x "$sibyl" ] || (cd "$root" && cargo build --release -p sibyl)
+need_disk 8 "$out"   # 2026-11-27: 0.8 GB (Sibyl) and about as much for Cassandra
 
 phase() { # port revision
   "$sibyl" stress write n="$rows" no-warmup -rate threads="$threads" -pop seq=1.."$rows" -col n=FIXED\(1\) size=FIXED\(100\) \
@@ -41,10 +42,15 @@ phase 9042 sibyl
 "$sibyl" nodetool tablestats keyspace1.standard1 > "$out/sibyl-tablestats.txt" 2>&1 || true
 du -sh "$out/sibyl-data" | tee -a "$out/summary.txt"
 kill $spid; wait $spid || true
+drop_data "$out"
 
 echo "== Cassandra"
 "$cassandra_sh/stop.sh" --wipe > /dev/null 2>&1 || true
 "$cassandra_sh/start.sh" --port 9043 > /dev/null
 phase 9043 cassandra
-"$cassandra_sh/stop.sh" > /dev/null 2>&1 || true
+if [ "${KEEP_DATA:-0}" = 1 ]; then
+  "$cassandra_sh/stop.sh" > /dev/null 2>&1 || true
+else
+  "$cassandra_sh/stop.sh" --wipe > /dev/null 2>&1 || true
+fi
 echo "summary: $out/summary.txt   graph: $out/storage.html"

@@ -5,6 +5,7 @@
 # Cassandra 5.0.4 on this machine, with the same `sibyl stress` command.
 #
 #   bench/strategies_90_10.sh [DURATION] [THREADS]     (defaults: 20m 8)
+#   KEEP_DATA=1 bench/strategies_90_10.sh               (keep both servers' data)
 #
 # Records per run: op rate, mean and p99 latency (stress summary), number of
 # compactions and bytes compacted (Sibyl: nodetool compactionhistory;
@@ -23,6 +24,7 @@ sibyl="$root/target/release/sibyl"
 # shellcheck source=bench/lib.sh
 . "$here/lib.sh"
 py="$root/.venv/bin/python"
+need_disk 35 "$out"   # the 2026-11-23 run ended with 16 GB (Sibyl) and 10 GB (Cassandra)
 [ -x "$sibyl" ] || (cd "$root" && cargo build --release -p sibyl)
 
 strategy_map() {
@@ -70,10 +72,15 @@ echo "== Sibyl"
 start_sibyl "$out"
 for s in stcs lcs twcs; do run sibyl 9042 "$out/sibyl-data/data/stress_$s" "$s"; done
 kill $spid; wait $spid || true
+drop_data "$out"
 
 echo "== Cassandra"
 "$cassandra_sh/stop.sh" --wipe > /dev/null 2>&1 || true
 "$cassandra_sh/start.sh" --port 9043 > /dev/null
 for s in stcs lcs twcs; do run cassandra 9043 "$cassandra_dir/data/data/stress_$s" "$s"; done
-"$cassandra_sh/stop.sh" > /dev/null 2>&1 || true
+if [ "${KEEP_DATA:-0}" = 1 ]; then
+  "$cassandra_sh/stop.sh" > /dev/null 2>&1 || true
+else
+  "$cassandra_sh/stop.sh" --wipe > /dev/null 2>&1 || true
+fi
 echo "summary: $out/summary.txt   graph: $out/strategies.html"
