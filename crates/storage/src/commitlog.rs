@@ -1027,6 +1027,11 @@ impl CommitLog {
 mod tests {
     use super::*;
 
+    /// A log of 4 KB segments that syncs only when asked.
+    fn small_segments(dir: &Path) -> Arc<CommitLog> {
+        CommitLog::open(dir, SyncMode::Periodic(Duration::from_secs(3600)), 4096).expect("open")
+    }
+
     #[test]
     fn entries_replay_in_order_and_a_torn_tail_is_ignored() {
         let dir = tempfile::tempdir().expect("tmp");
@@ -1197,12 +1202,7 @@ mod tests {
     #[tokio::test]
     async fn a_roll_uses_the_spare_segment_made_ahead_by_the_syncer() {
         let dir = tempfile::tempdir().expect("tmp");
-        let log = CommitLog::open(
-            dir.path(),
-            SyncMode::Periodic(Duration::from_secs(3600)),
-            4096,
-        )
-        .expect("open");
+        let log = small_segments(dir.path());
         let spare_ready = || log.writer.lock().spare.as_ref().map(|(id, _)| *id);
         for _ in 0..200 {
             if spare_ready().is_some() {
@@ -1240,12 +1240,7 @@ mod tests {
     #[tokio::test]
     async fn segments_flushed_past_are_removed_and_counted_off() {
         let dir = tempfile::tempdir().expect("tmp");
-        let log = CommitLog::open(
-            dir.path(),
-            SyncMode::Periodic(Duration::from_secs(3600)),
-            4096,
-        )
-        .expect("open");
+        let log = small_segments(dir.path());
         let table = uuid::Uuid::from_u128(7);
         let mut last = 0;
         for i in 0..150u8 {
@@ -1291,12 +1286,7 @@ mod tests {
     #[tokio::test]
     async fn buffered_entries_reach_the_os_in_one_write_before_acknowledgement() {
         let dir = tempfile::tempdir().expect("tmp");
-        let log = CommitLog::open(
-            dir.path(),
-            SyncMode::Periodic(Duration::from_secs(3600)),
-            4096,
-        )
-        .expect("open");
+        let log = small_segments(dir.path());
         let seg = list_segments(dir.path()).expect("list")[0].1.clone();
         let mut ends = Vec::new();
         for i in 0..10u8 {
