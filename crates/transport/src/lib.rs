@@ -491,13 +491,15 @@ impl Server {
 /// responses while the server works on the rest, instead of the two taking
 /// turns a whole batch at a time. `SIBYL_NATIVE_REQUESTS_PER_TURN`, 0: the
 /// reader starts everything it has read, and the writer waits for all of it.
+/// 8 rather than 16 (bench/README.md, 2026-11-28): latte at 32 and 128 in
+/// flight waited less for responses, at the same CPU per request.
 fn requests_per_turn() -> usize {
     static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *N.get_or_init(|| {
         std::env::var("SIBYL_NATIVE_REQUESTS_PER_TURN")
             .ok()
             .and_then(|v| v.parse().ok())
-            .unwrap_or(16)
+            .unwrap_or(8)
     })
 }
 
