@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# One matrix point, quickly, for A/B of settings on one build: latte OP (write,
+# read or mix) at N in flight, ROUNDS rounds of 10 s against a fresh node
+# (kv.rn's 100,000 rows loaded, no warm-up), each printing ops/s, the cores
+# the server used, the cores the whole machine used, and the server's CPU
+# per operation (from /proc, as matrix.sh counts them).
+#
+#   bench/busy.sh BIN OP N [ROUNDS] [pin]
+#   SIBYL_NATIVE_REQUESTS_PER_TURN=16 bench/busy.sh target/release/sibyl write 128 2
+#   NODURABLE=1 bench/busy.sh ...   (the keyspace made with durable_writes = false first)
+#   bench/busy.sh BIN write 128 3 pin   (each native-transport event loop pinned to a core)
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+sibyl="$(realpath "$1")" op=$2 n=$3 rounds=${4:-3} pin=${5:-}
+out=$(mktemp -d /tmp/busy.XXXX)
+. "$here/lib.sh"
+start_sibyl "$out"
+pid=$spid
+trap 'kill $pid 2>/dev/null; rm -rf "$out"' EXIT
+if [ -n "${NODURABLE:-}" ]; then
+  "$here/../.venv/bin/python" -c "
+from cassandra.cluster import Cluster
+Cluster(['127.0.0.1']).connect().execute(\"CREATE KEYSPACE latte WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1} AND durable_writes = false\")"
+fi
+latte schema "$here/kv.rn" 127.0.0.1:9042 > /dev/null
+latte load "$here/kv.rn" 127.0.0.1:9042 -P rows=100000 > /dev/null 2>&1
+if [ -n "$pin" ]; then
+  c=0
+  for t in /proc/$pid/task/*; do
+    # thread names are cut to 15 characters: "native-transpor"
+    if [[ "$(cat "$t/comm")" == native-transpor* ]]; then
+      taskset -p -c "$c" "${t##*/}" > /dev/null
+      echo "event loop thread ${t##*/} pinned to core $c"
+      c=$(( (c + 1) % $(nproc) ))
+    fi
+  done
+fi
+f=$op
+[ "$op" = mix ] && f="read:0.9,write:0.1"
+machine() { awk '/^cpu / {t=0; for (i=2;i<=NF;i++) t+=$i; print t-$5-$6, t}' /proc/stat; }
+server() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+for r in $(seq "$rounds"); do
+  s0=$(server); read -r b0 t0 < <(machine)
+  latte run "$here/kv.rn" -f "$f" 127.0.0.1:9042 -p "$n" -d 10s -P rows=100000 -o "$out/r$r.json" > /dev/null 2>&1
+  s1=$(server); read -r b1 t1 < <(machine)
+  python3 - "$out/r$r.json" "$r" "$((s1 - s0))" "$((b1 - b0))" "$((t1 - t0))" "$(nproc)" "$(getconf CLK_TCK)" <<'PY'
+import json, sys
+path, r, sticks, busy, total, ncpu, tck = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
+res = json.load(open(path))["result"]
+ops = res["cycle_throughput"]["value"]
+secs = total / ncpu / tck  # the window measured: latte's start and end too
+print(f"round {r}: {ops:,.0f} ops/s, server {sticks / tck / secs:.2f} cores, "
+      f"machine {busy * ncpu / total:.2f} cores, server {sticks / tck * 1e6 / res['cycle_count']:.2f} µs/op")
+PY
+done
