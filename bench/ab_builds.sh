@@ -15,6 +15,7 @@ set -u
 old="$1" new="$2" n="${3:-1000000}" rounds="${4:-2}" threads="${5:-32}"
 client="${CLIENT:-stress}" dur="${DUR:-10s}"
 here="$(cd "$(dirname "$0")" && pwd)"
+. "$here/lib.sh"   # wait_node
 # `latte_ops JSON`: "op/s p99-ms" of a latte report
 latte_ops() {
   python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); res=r["result"]; l=res["cycle_latency"]["percentiles"]; print(round(res["cycle_throughput"]["value"]), round(l[r["percentiles"].index(99.0)]["value"], 2))' "$1"
@@ -29,7 +30,7 @@ for round in $(seq 1 "$rounds"); do
     d="$(mktemp -d)"
     printf 'native_transport_port: 9042\ndata_file_directories: [%s/data]\ncommitlog_directory: %s/commitlog\n' "$d" "$d" > "$d/s.yaml"
     "$bin" --config "$d/s.yaml" > "$d/log" 2>&1 & pid=$!
-    until (exec 3<>/dev/tcp/127.0.0.1/9042) 2>/dev/null; do sleep 0.05; done
+    wait_node "$pid" 9042 "$d/log" || exit 1
     if [ "$client" = latte ]; then
       # kv.rn's 100,000 rows, then $dur of writes and of reads, $threads in flight
       latte schema "$here/kv.rn" 127.0.0.1:9042 > /dev/null 2>&1

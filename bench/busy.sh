@@ -16,7 +16,8 @@ out=$(mktemp -d /tmp/busy.XXXX)
 . "$here/lib.sh"
 start_sibyl "$out"
 pid=$spid
-trap 'kill $pid 2>/dev/null; rm -rf "$out"' EXIT
+# the node is gone before the script returns: the next run binds its port
+trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$out"' EXIT
 if [ -n "${NODURABLE:-}" ]; then
   "$here/../.venv/bin/python" -c "
 from cassandra.cluster import Cluster

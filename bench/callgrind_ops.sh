@@ -14,6 +14,7 @@
 # the CPU. The counts rank changes; they are not cycles.
 set -u
 here="$(cd "$(dirname "$0")" && pwd)"
+. "$here/lib.sh"   # wait_node
 n="${N:-20000}"
 for bin in "$@"; do
   d="$(mktemp -d)"
@@ -23,7 +24,7 @@ for bin in "$@"; do
   valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out/cg.out" \
     "$bin" --config "$d/s.yaml" > "$out/server.log" 2>&1 &
   pid=$!
-  until (exec 3<>/dev/tcp/127.0.0.1/9042) 2>/dev/null; do sleep 0.2; done
+  wait_node "$pid" 9042 "$out/server.log" || exit 1
   latte schema "$here/kv.rn" 127.0.0.1:9042 > /dev/null 2>&1
   latte load "$here/kv.rn" 127.0.0.1:9042 -P rows=10000 > /dev/null 2>&1
   for op in write read; do

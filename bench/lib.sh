@@ -10,7 +10,21 @@ commitlog_directory: $out/sibyl-data/commitlog
 YAML
   "$sibyl" --config "$out/sibyl.yaml" > "$out/sibyl.log" 2>&1 &
   spid=$!
-  until (exec 3<>/dev/tcp/127.0.0.1/9042) 2>/dev/null; do sleep 0.05; done
+  wait_node "$spid" 9042 "$out/sibyl.log"
+}
+
+# `wait_node PID PORT LOG`: waits until the node PID accepts on PORT; a node
+# that exits first (its port still held by the last run's, a bad config)
+# ends the benchmark with the end of its LOG, not a wait for ever.
+wait_node() {
+  until (exec 3<>"/dev/tcp/127.0.0.1/$2") 2>/dev/null; do
+    if ! kill -0 "$1" 2>/dev/null; then
+      echo "the node exited before accepting on port $2; the end of $3:" >&2
+      tail -5 "$3" >&2
+      return 1
+    fi
+    sleep 0.05
+  done
 }
 
 # `need_disk GB OUT`: stops a benchmark before it starts when the file system
