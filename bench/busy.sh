@@ -38,12 +38,10 @@ if [ -n "$pin" ]; then
 fi
 f=$op
 [ "$op" = mix ] && f="read:0.9,write:0.1"
-machine() { awk '/^cpu / {t=0; for (i=2;i<=NF;i++) t+=$i; print t-$5-$6, t}' /proc/stat; }
-server() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
 for r in $(seq "$rounds"); do
-  s0=$(server); read -r b0 t0 < <(machine)
+  s0=$(proc_ticks "$pid"); read -r b0 t0 < <(machine_ticks)
   latte run "$here/kv.rn" -f "$f" 127.0.0.1:9042 -p "$n" -d 10s -P rows=100000 -o "$out/r$r.json" > /dev/null 2>&1
-  s1=$(server); read -r b1 t1 < <(machine)
+  s1=$(proc_ticks "$pid"); read -r b1 t1 < <(machine_ticks)
   python3 - "$out/r$r.json" "$r" "$((s1 - s0))" "$((b1 - b0))" "$((t1 - t0))" "$(nproc)" "$(getconf CLK_TCK)" <<'PY'
 import json, sys
 path, r, sticks, busy, total, ncpu, tck = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])

@@ -57,6 +57,11 @@ print(f"{res['cycle_throughput']['value']:.0f} {p(50.0):.3f} {p(99.0):.3f}")
 PY
 }
 
+# `proc_ticks PID`: the CPU ticks (user + system) a process has used.
+proc_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# `machine_ticks`: "busy total" ticks of the whole machine.
+machine_ticks() { awk '/^cpu / {t=0; for (i=2;i<=NF;i++) t+=$i; print t-$5-$6, t}' /proc/stat; }
+
 # `rss_mb PID`: the process's resident memory in MB.
 rss_mb() { awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$1/status"; }
 

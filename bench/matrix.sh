@@ -32,15 +32,11 @@ out="$here/results/matrix-$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$out"
 cassandra_sh="${CASSANDRA_SH:-$root/../shared/cassandra}"
 sibyl="$root/target/release/sibyl"
-. "$here/lib.sh"   # start_sibyl
+. "$here/lib.sh"   # start_sibyl, proc_ticks, machine_ticks
 pkill -f "target/release/sibyl" 2>/dev/null || true
 tck=$(getconf CLK_TCK)
 ncpu=$(nproc)
 
-# `proc_ticks PID`: the CPU ticks (user + system) a process has used.
-proc_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-# `machine_ticks`: "busy total" ticks of the whole machine.
-machine_ticks() { awk '/^cpu / {t=0; for (i=2;i<=NF;i++) t+=$i; print t-$5-$6, t}' /proc/stat; }
 
 # `measure SERVER CLIENT OP INFLIGHT CMD...`: runs CMD, and appends a line of
 # raw figures to $out/raw.tsv: the server's ticks, the client's CPU seconds
