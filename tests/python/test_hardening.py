@@ -480,16 +480,22 @@ def test_the_operator_can_start_past_a_corrupt_commit_log_entry():
         c.shutdown()
         n.kill9()
         cl = os.path.join(n.data_dir, "commitlog")
-        seg = max((os.path.join(cl, f) for f in os.listdir(cl)), key=os.path.getsize)
+        def entries_of(data):
+            # walk the [len][crc][payload][crc] records (zeros end a segment)
+            pos, entries = 20, []
+            while pos + 8 <= len(data):
+                length = st.unpack(">I", data[pos:pos + 4])[0]
+                if length == 0 or pos + 12 + length > len(data):
+                    break
+                entries.append((pos, length))
+                pos += 12 + length
+            return entries
+        # the segment holding the writes (segments are made whole, so size
+        # does not tell; a killed node also leaves its spare, empty)
+        segs = [os.path.join(cl, f) for f in os.listdir(cl)]
+        seg = max(segs, key=lambda p: len(entries_of(open(p, "rb").read())))
         data = bytearray(open(seg, "rb").read())
-        # the payload of an entry in the middle: walk the [len][crc][payload][crc] records
-        pos, entries = 20, []
-        while pos + 8 <= len(data):
-            length = st.unpack(">I", data[pos:pos + 4])[0]
-            if length == 0 or pos + 12 + length > len(data):
-                break
-            entries.append((pos, length))
-            pos += 12 + length
+        entries = entries_of(data)
         mid, length = entries[len(entries) // 2]
         data[mid + 8 + length // 2] ^= 0xFF
         open(seg, "wb").write(bytes(data))

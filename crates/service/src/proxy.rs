@@ -578,7 +578,7 @@ impl StorageProxy {
             // the ring of one, and local keyspaces: one local batch
             let local_write =
                 sibyl_tracing::scope_in_stage(Stage::Mutation, self.replica.apply(mutations));
-            return match timeout_after_first_wait(timeout, local_write).await {
+            return match timeout_when_pending(timeout, local_write).await {
                 Ok(Ok(())) => Ok(()),
                 Ok(Err(f)) => Err(Self::replica_failure(f)),
                 Err(_) => Err(ServiceError::WriteTimeout {
@@ -1765,28 +1765,19 @@ impl sibyl_cluster::messaging::VerbHandler for StorageVerbs {
 }
 
 /// `tokio::time::timeout` for a local write, whose timer is made only if
-/// the write is still pending when polled a second time. A local write
-/// first yields once, so that the writes ready on its thread append to the
-/// commit log before one of them writes it out (`CommitLog::wait_written`),
-/// and is then done on its next poll: a timer made, registered and
-/// cancelled for each write was 2.6% of a write's instructions. A write
-/// pending at its first poll is woken again at once (the yield), or waits
-/// for room in the memtables, which has its own bound (the admission
-/// timeout, the write timeout too); one still pending at its second poll
-/// waits for a commit log write another thread does, and gets its timer
-/// then (`after` from then on).
+/// the write is pending when polled. A write in periodic commit log mode is
+/// done at its first poll (its entry copied into the mapped segment, the
+/// memtable updated): a timer made, registered and cancelled for each write
+/// was 2.6% of a write's instructions. One that waits (for room in the
+/// memtables, or for the fsync of a batch commit log) gets its timer then.
 ///
 /// A future of its own, not an `async fn`: one would hold the write's future
 /// twice (as its argument and pinned), and every future above it (the
 /// request's, boxed and copied once) would carry both.
-fn timeout_after_first_wait<F: std::future::Future>(
-    after: Duration,
-    fut: F,
-) -> TimeoutAfterFirstWait<F> {
-    TimeoutAfterFirstWait {
+fn timeout_when_pending<F: std::future::Future>(after: Duration, fut: F) -> TimeoutWhenPending<F> {
+    TimeoutWhenPending {
         fut,
         after,
-        waited: false,
         timer: None,
     }
 }
@@ -1796,18 +1787,17 @@ fn timeout_after_first_wait<F: std::future::Future>(
 struct TimedOut;
 
 pin_project_lite::pin_project! {
-    /// The future of [`timeout_after_first_wait`].
-    struct TimeoutAfterFirstWait<F> {
+    /// The future of [`timeout_when_pending`].
+    struct TimeoutWhenPending<F> {
         #[pin]
         fut: F,
         after: Duration,
-        waited: bool,
         // boxed: made only for the writes that wait
         timer: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
     }
 }
 
-impl<F: std::future::Future> std::future::Future for TimeoutAfterFirstWait<F> {
+impl<F: std::future::Future> std::future::Future for TimeoutWhenPending<F> {
     type Output = std::result::Result<F::Output, TimedOut>;
 
     fn poll(
@@ -1818,10 +1808,6 @@ impl<F: std::future::Future> std::future::Future for TimeoutAfterFirstWait<F> {
         let this = self.project();
         if let Poll::Ready(v) = this.fut.poll(cx) {
             return Poll::Ready(Ok(v));
-        }
-        if !*this.waited {
-            *this.waited = true;
-            return Poll::Pending;
         }
         let after = *this.after;
         let timer = this
@@ -1867,33 +1853,23 @@ mod tests {
 
 #[cfg(test)]
 mod local_timeouts {
-    use super::timeout_after_first_wait;
+    use super::timeout_when_pending;
     use std::time::Duration;
 
     #[tokio::test]
     async fn a_local_write_times_out_only_when_it_waits() {
         let d = Duration::from_millis(50);
-        assert_eq!(timeout_after_first_wait(d, async { 1 }).await.ok(), Some(1));
-        let yields_once = async {
-            tokio::task::yield_now().await;
-            2
-        };
-        assert_eq!(timeout_after_first_wait(d, yields_once).await.ok(), Some(2));
+        assert_eq!(timeout_when_pending(d, async { 1 }).await.ok(), Some(1));
         let yields_twice = async {
             tokio::task::yield_now().await;
             tokio::task::yield_now().await;
             3
         };
-        assert_eq!(
-            timeout_after_first_wait(d, yields_twice).await.ok(),
-            Some(3)
-        );
+        assert_eq!(timeout_when_pending(d, yields_twice).await.ok(), Some(3));
         let started = std::time::Instant::now();
-        let stuck = async {
-            tokio::task::yield_now().await;
-            std::future::pending::<()>().await
-        };
-        assert!(timeout_after_first_wait(d, stuck).await.is_err());
+        // stuck at its first poll (an fsync that never ends): it times out
+        let stuck = std::future::pending::<()>();
+        assert!(timeout_when_pending(d, stuck).await.is_err());
         assert!(started.elapsed() >= d);
     }
 }

@@ -8,20 +8,26 @@
 //! header  = b"SBCL" | version u32 | segment id u64 | crc32(previous 16 bytes) u32
 //! entry   = length u32 | crc32(length) u32 | payload | crc32(payload) u32
 //! payload = kind u8 (1 mutation, 2 truncate) | body
-//! Entries never span segments. Every write reaches the OS before the write is
-//! acknowledged, so a killed process loses nothing acknowledged; `batch`/`group`
-//! also survive power loss.
+//! then zeros to the segment's size. Entries never span segments.
+//!
+//! Segments are made whole ahead of need (allocated on disk to
+//! `commitlog_segment_size`) and mapped into memory, as Cassandra's: an
+//! append is a copy into the page cache under a lock (`mapped.rs`), so it has
+//! reached the OS when it returns, and a killed process loses nothing
+//! acknowledged; `batch`/`group` also survive power loss. A clean shutdown
+//! cuts the active segment's unused tail.
 //!
 //! A position is `segment_id << 32 | offset`: it only grows, across restarts.
 //! Each segment knows which tables wrote to it; once every one of them has
 //! flushed past the segment, the segment is deleted.
 
+use crate::mapped::MappedFile;
 use crate::StorageError;
 use parking_lot::{Condvar, Mutex};
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,6 +36,8 @@ pub const SEGMENT_VERSION: u32 = 1;
 const HEADER_LEN: usize = 20;
 /// Bound on a single entry, as Cassandra's `max_mutation_size` (half a segment).
 pub const MAX_ENTRY_BYTES: usize = 16 * 1024 * 1024;
+/// Bytes an entry takes besides its payload: length, its CRC, the payload's CRC.
+const ENTRY_OVERHEAD: u64 = 12;
 
 /// `commitlog_sync` with its period or window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,105 +96,35 @@ impl Entry {
     }
 }
 
+/// A segment file, allocated and mapped.
+struct Segment {
+    id: u64,
+    file: Arc<File>,
+    map: MappedFile,
+}
+
 struct Writer {
     /// Tables with data in each segment not yet flushed.
     dirty: std::collections::BTreeMap<u64, std::collections::HashSet<uuid::Uuid>>,
     /// The last (segment, table) added to `dirty`: most appends repeat it,
     /// and need no look-up (the active segment's set only grows).
     last_dirty: Option<(u64, uuid::Uuid)>,
-    file: Arc<File>,
+    /// The segment appended to; none once shut down.
+    active: Option<Segment>,
     segment_id: u64,
-    /// Bytes of the current segment, appended entries included.
+    /// Bytes of the active segment holding its header and entries.
     segment_bytes: u64,
-    /// Logical position: total bytes appended since start.
-    position: u64,
     dir: PathBuf,
-    /// Entries appended and not yet written (group writing).
-    pending: Vec<u8>,
-    /// A spent buffer kept for the next `pending`.
-    spare_buffer: Option<Vec<u8>>,
-    /// Everything up to this position has reached the OS (or failed to).
-    written: u64,
-    /// Buffered entries of segments that rolled before they were written.
-    sealed: Vec<Job>,
-    /// Rolled segments the syncer has not fsynced yet.
-    unsynced: Vec<Arc<File>>,
-    /// The next segment, created ahead of need by the syncer thread so that a
+    /// Rolled segments the syncer has not fsynced yet (it unmaps them after,
+    /// off the write path).
+    unsynced: Vec<Segment>,
+    /// The next segment, made ahead of need by the syncer thread so that a
     /// roll on the write path makes no file system calls.
-    spare: Option<(u64, File)>,
+    spare: Option<Segment>,
     /// The next segment id to hand out (ids only grow; a spare made too late
     /// for its roll is deleted, leaving a gap).
     next_id: u64,
-    /// After a failed write: the next append starts a new segment.
-    must_roll: bool,
-    /// The latest failed writes, for the waiters of their entries.
-    failures: Vec<Failure>,
 }
-
-/// Buffered entries of one segment taken for one write: offsets `start..end`.
-struct Job {
-    segment_id: u64,
-    file: Arc<File>,
-    buf: Vec<u8>,
-    start: u64,
-    end: u64,
-}
-
-/// A write of buffered entries that failed: positions `(from, to]`.
-struct Failure {
-    from: u64,
-    to: u64,
-    path: PathBuf,
-    os_error: Option<i32>,
-    kind: std::io::ErrorKind,
-    message: String,
-}
-
-impl Writer {
-    /// Whether the entry ending at `pos` was written (`Some(Ok)`), failed to
-    /// be (`Some(Err)`), or is still buffered (`None`).
-    fn outcome(&self, pos: u64) -> Option<Result<(), StorageError>> {
-        if let Some(f) = self
-            .failures
-            .iter()
-            .rev()
-            .find(|f| pos > f.from && pos <= f.to)
-        {
-            let e = match f.os_error {
-                Some(code) => std::io::Error::from_raw_os_error(code),
-                None => std::io::Error::new(f.kind, f.message.clone()),
-            };
-            return Some(Err(io_err(&f.path, e)));
-        }
-        if pos <= self.written {
-            return Some(Ok(()));
-        }
-        None
-    }
-
-    /// The current segment's buffered entries as a write job.
-    fn take_pending(&mut self) -> Option<Job> {
-        if self.pending.is_empty() {
-            return None;
-        }
-        let next = self
-            .spare_buffer
-            .take()
-            .unwrap_or_else(|| Vec::with_capacity(64 * 1024));
-        let buf = std::mem::replace(&mut self.pending, next);
-        Some(Job {
-            segment_id: self.segment_id,
-            file: self.file.clone(),
-            start: self.segment_bytes - buf.len() as u64,
-            end: self.segment_bytes,
-            buf,
-        })
-    }
-}
-
-/// Buffered entries are written once they reach this size even before a
-/// writer waits for them.
-const PENDING_WRITE_BYTES: usize = 256 * 1024;
 
 struct SyncState {
     requested: u64,
@@ -199,24 +137,15 @@ const FSYNC_STALL: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The commit log of a node.
 ///
-/// Appending only copies an entry into the segment buffer under `writer`, a
-/// lock never held across a system call. Writes of the buffer are serialized
-/// by `io`; a request thread that finds it taken awaits `written` instead of
-/// blocking, and segment files are created and fsynced by the syncer thread.
-/// The write itself is made by a request's thread: handing it to a thread of
-/// its own cost a third of the writes' throughput (bench/README.md), although
-/// a write into the page cache can block for milliseconds where it meets a
-/// page being written back.
+/// Appending copies an entry into the active segment's mapping under
+/// `writer`, a lock never held across a system call but where a roll finds no
+/// spare segment ready. Segment files are created and fsynced by the syncer
+/// thread. (Before segments were mapped, an append went to a buffer that
+/// one of the waiting writers then wrote to the file: a `write` per group of
+/// writes was 7% of a write's CPU under latte, and every write waited for
+/// it, bench/README.md.)
 pub struct CommitLog {
     writer: Mutex<Writer>,
-    /// Held while buffered entries are written to their files.
-    io: Mutex<()>,
-    /// Signalled after every write of buffered entries.
-    written: tokio::sync::Notify,
-    /// `Writer::written`, readable without the lock, while no write has
-    /// failed (`write_failed`): the common check of [`CommitLog::wait_written`].
-    written_position: AtomicU64,
-    write_failed: AtomicBool,
     /// One fsync pass at a time (its position must cover what it synced).
     sync_pass: Mutex<()>,
     state: Mutex<SyncState>,
@@ -229,7 +158,7 @@ pub struct CommitLog {
     need_spare: AtomicBool,
     /// Held while a spare is made (shutdown waits for it, then removes it).
     making_spare: Mutex<()>,
-    /// Bytes of all segment files, kept as they are written and removed (the
+    /// Bytes of all segment files, kept as they are made and removed (the
     /// write path checks it on every write: no directory listing there).
     disk_bytes: std::sync::atomic::AtomicU64,
     /// Entries appended since start, writes waiting for an fsync now, and
@@ -279,25 +208,48 @@ pub fn list_segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, StorageError> {
     Ok(out)
 }
 
-fn open_segment(dir: &Path, id: u64) -> Result<File, StorageError> {
+/// Makes segment `id` of `size` bytes: its header written and fsynced, its
+/// whole size allocated on disk, mapped. Nothing is left behind on failure
+/// (a full disk leaves no half-made segment).
+fn open_segment(dir: &Path, id: u64, size: u64) -> Result<Segment, StorageError> {
     let path = segment_path(dir, id);
     let mut f = OpenOptions::new()
         .create_new(true)
+        .read(true)
         .write(true)
         .open(&path)
         .map_err(|e| io_err(&path, e))?;
-    let mut h = Vec::with_capacity(HEADER_LEN);
-    h.extend_from_slice(SEGMENT_MAGIC);
-    h.extend_from_slice(&SEGMENT_VERSION.to_be_bytes());
-    h.extend_from_slice(&id.to_be_bytes());
-    let crc = crc32fast::hash(&h);
-    h.extend_from_slice(&crc.to_be_bytes());
-    f.write_all(&h).map_err(|e| io_err(&path, e))?;
-    f.sync_all().map_err(|e| io_err(&path, e))?;
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
+    let mut made = || {
+        let mut h = Vec::with_capacity(HEADER_LEN);
+        h.extend_from_slice(SEGMENT_MAGIC);
+        h.extend_from_slice(&SEGMENT_VERSION.to_be_bytes());
+        h.extend_from_slice(&id.to_be_bytes());
+        let crc = crc32fast::hash(&h);
+        h.extend_from_slice(&crc.to_be_bytes());
+        f.write_all(&h)?;
+        let len = usize::try_from(size.max(HEADER_LEN as u64)).map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "segment too large")
+        })?;
+        let map = MappedFile::allocate_and_map(&f, len)?;
+        f.sync_all()?;
+        Ok::<_, std::io::Error>(map)
+    };
+    match made() {
+        Ok(map) => {
+            if let Ok(d) = File::open(dir) {
+                let _ = d.sync_all();
+            }
+            Ok(Segment {
+                id,
+                file: Arc::new(f),
+                map,
+            })
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(&path);
+            Err(io_err(&path, e))
+        }
     }
-    Ok(f)
 }
 
 /// What replay found.
@@ -323,10 +275,10 @@ pub fn segment_of(position: u64) -> u64 {
 }
 
 /// Reads every entry of every segment in `dir`, oldest first, with the
-/// position of its end. A partial entry at the very end of a segment (a write
-/// the process died in; a rolled segment is fsynced after the roll, so after a
-/// power loss an older segment can end in one too) is ignored, as is garbage
-/// after the last whole entry of the newest segment; any other damage is an
+/// position of its end. A partial entry at the end of a segment's entries (a
+/// copy the process died in; a rolled segment is fsynced after the roll, so
+/// after a power loss an older segment can end in one too) is ignored, as is
+/// garbage after the last whole entry of the newest segment; any other damage is an
 /// error naming the file and position — unless `ignore_errors` (Cassandra's
 /// `cassandra.commitlog.ignorereplayerrors`): then each damaged entry is
 /// logged as an error and skipped (the rest of its segment when its length
@@ -386,11 +338,16 @@ pub fn replay(
             skip(e, "the whole segment")?;
             continue;
         }
+        // segments are made whole, zero-filled: zeros where an entry would
+        // start end the segment, and a damaged entry with nothing but zeros
+        // after it is one a crash cut short (the process died copying it, or
+        // a power loss kept only some of its pages)
+        let zero_from = |p: usize| data.get(p..).is_none_or(|r| r.iter().all(|b| *b == 0));
         let mut pos = HEADER_LEN;
         while pos < data.len() {
             let is_tail_region = i == last;
             if data.len() - pos < 8 {
-                stats.torn_tail = true;
+                stats.torn_tail |= !zero_from(pos);
                 break;
             }
             let len_bytes = &data[pos..pos + 4];
@@ -398,10 +355,10 @@ pub fn replay(
                 as usize;
             let len_crc = &data[pos + 4..pos + 8];
             if crc32fast::hash(len_bytes).to_be_bytes() != len_crc {
-                if data[pos..].iter().all(|b| *b == 0) {
+                if zero_from(pos) {
                     break;
                 }
-                if is_tail_region {
+                if is_tail_region || zero_from(pos + 8) {
                     stats.torn_tail = true;
                     break;
                 }
@@ -418,7 +375,7 @@ pub fn replay(
             }
             let payload = &data[pos + 8..pos + 8 + len];
             if crc32fast::hash(payload).to_be_bytes() != data[pos + 8 + len..end] {
-                if end == data.len() {
+                if zero_from(end) {
                     stats.torn_tail = true;
                     break;
                 }
@@ -454,31 +411,21 @@ impl CommitLog {
             .filter_map(|(_, p)| std::fs::metadata(p).ok())
             .map(|m| m.len())
             .sum();
-        let file = open_segment(dir, next_id)?;
+        let first = open_segment(dir, next_id, segment_size_bytes)?;
+        let first_bytes = first.map.len() as u64;
         let (synced_tx, _) = tokio::sync::watch::channel(0u64);
         let log = Arc::new(CommitLog {
             writer: Mutex::new(Writer {
                 dirty: Default::default(),
                 last_dirty: None,
-                file: Arc::new(file),
+                active: Some(first),
                 segment_id: next_id,
                 segment_bytes: HEADER_LEN as u64,
-                position: 0,
                 dir: dir.to_path_buf(),
-                pending: Vec::with_capacity(64 * 1024),
-                spare_buffer: None,
-                written: 0,
-                sealed: Vec::new(),
                 unsynced: Vec::new(),
                 spare: None,
                 next_id: next_id + 1,
-                must_roll: false,
-                failures: Vec::new(),
             }),
-            io: Mutex::new(()),
-            written: tokio::sync::Notify::new(),
-            written_position: AtomicU64::new(0),
-            write_failed: AtomicBool::new(false),
             sync_pass: Mutex::new(()),
             state: Mutex::new(SyncState {
                 requested: 0,
@@ -492,7 +439,7 @@ impl CommitLog {
             stopped: AtomicBool::new(false),
             need_spare: AtomicBool::new(true),
             making_spare: Mutex::new(()),
-            disk_bytes: std::sync::atomic::AtomicU64::new(existing_bytes + HEADER_LEN as u64),
+            disk_bytes: std::sync::atomic::AtomicU64::new(existing_bytes + first_bytes),
             completed: Default::default(),
             waiting: Default::default(),
             waiting_on_commit: Default::default(),
@@ -516,22 +463,14 @@ impl CommitLog {
     pub fn append(&self, entry: &Entry, table: Option<uuid::Uuid>) -> Result<u64, StorageError> {
         let mut payload = Vec::with_capacity(64);
         entry.encode(&mut payload);
-        let pos = self.append_deferred(&payload, table)?;
-        self.write_pending(self.io.lock());
-        self.writer.lock().outcome(pos).unwrap_or_else(|| {
-            Err(StorageError::CommitLogStopped(
-                "commit log entry not written".into(),
-            ))
-        })?;
-        Ok(pos)
+        let mut w = self.writer.lock();
+        self.append_locked(&mut w, payload[0], &payload[1..], table)
     }
 
     /// Appends a mutation entry (`payload` from `serde::encode_mutation`)
-    /// to the segment buffer and returns its end position. It reaches the OS
-    /// at the next write of the buffer, one write for everything appended
-    /// meanwhile (group writing): await [`CommitLog::wait_written`] before
-    /// acknowledging. Call [`CommitLog::write_if_full`] once no lock of the
-    /// caller's is held.
+    /// and returns its end position. The entry has reached the OS when this
+    /// returns (a killed process loses nothing appended): call
+    /// [`CommitLog::wait_durable`] before acknowledging.
     pub fn append_mutation(
         &self,
         payload: &[u8],
@@ -539,27 +478,6 @@ impl CommitLog {
     ) -> Result<u64, StorageError> {
         let mut w = self.writer.lock();
         self.append_locked(&mut w, 1, payload, table)
-    }
-
-    /// Writes the buffer now if it holds a large amount, unless a write is
-    /// under way already (large mutations then go out without waiting for
-    /// the first waiter's turn).
-    pub fn write_if_full(&self) {
-        if self.writer.lock().pending.len() < PENDING_WRITE_BYTES {
-            return;
-        }
-        if let Some(io) = self.io.try_lock() {
-            self.write_pending(io);
-        }
-    }
-
-    fn append_deferred(
-        &self,
-        encoded: &[u8],
-        table: Option<uuid::Uuid>,
-    ) -> Result<u64, StorageError> {
-        let mut w = self.writer.lock();
-        self.append_locked(&mut w, encoded[0], &encoded[1..], table)
     }
 
     fn append_locked(
@@ -580,27 +498,30 @@ impl CommitLog {
                 "Mutation of {len} bytes is too large for the maximum size of {MAX_ENTRY_BYTES}"
             )));
         }
-        let entry_bytes = (len + 12) as u64;
-        if w.must_roll
-            || (w.segment_bytes + entry_bytes > self.segment_size_bytes
-                && w.segment_bytes > HEADER_LEN as u64)
-        {
+        let entry_bytes = len as u64 + ENTRY_OVERHEAD;
+        let room = w.active.as_ref().map_or(0, |s| s.map.len() as u64);
+        if w.segment_bytes + entry_bytes > room {
             let started = std::time::Instant::now();
-            self.roll(w)?;
+            self.roll(w, entry_bytes)?;
             self.waiting_on_segment_allocation.record_elapsed(started);
         }
+        let at = w.segment_bytes as usize;
+        let Some(seg) = w.active.as_mut() else {
+            return Err(StorageError::CommitLogStopped(
+                "the commit log is shut down".into(),
+            ));
+        };
         let lb = (len as u32).to_be_bytes();
-        w.pending.extend_from_slice(&lb);
-        w.pending
-            .extend_from_slice(&crc32fast::hash(&lb).to_be_bytes());
         let mut crc = crc32fast::Hasher::new();
         crc.update(&[kind]);
         crc.update(payload);
-        w.pending.push(kind);
-        w.pending.extend_from_slice(payload);
-        w.pending.extend_from_slice(&crc.finalize().to_be_bytes());
+        let map = &mut seg.map;
+        map.write(at, &lb);
+        map.write(at + 4, &crc32fast::hash(&lb).to_be_bytes());
+        map.write(at + 8, &[kind]);
+        map.write(at + 9, payload);
+        map.write(at + 8 + len, &crc.finalize().to_be_bytes());
         w.segment_bytes += entry_bytes;
-        w.position = position(w.segment_id, w.segment_bytes);
         if let Some(t) = table {
             let seg = w.segment_id;
             if w.last_dirty != Some((seg, t)) {
@@ -609,41 +530,34 @@ impl CommitLog {
             }
         }
         self.completed.inc();
-        Ok(w.position)
+        Ok(position(w.segment_id, w.segment_bytes))
     }
 
-    /// Starts the next segment: the spare the syncer made, or a new file when
-    /// it has none ready. The old segment's buffered entries are written and
-    /// its file fsynced later, in order, by the next write and sync.
-    fn roll(&self, w: &mut Writer) -> Result<(), StorageError> {
-        let (id, file) = match w.spare.take() {
-            Some((id, f)) => (id, f),
-            None => {
+    /// Starts the next segment, one with room for an entry of `entry_bytes`:
+    /// the spare the syncer made, or a new file when it has none ready (or
+    /// the entry is larger than a segment). The old segment is fsynced and
+    /// unmapped later by the syncer.
+    fn roll(&self, w: &mut Writer, entry_bytes: u64) -> Result<(), StorageError> {
+        let need = HEADER_LEN as u64 + entry_bytes;
+        let next = match w.spare.take() {
+            Some(s) if s.map.len() as u64 >= need => s,
+            other => {
+                w.spare = other;
                 // the new segment must exist whole before it is used (a full
                 // disk leaves the current one in place, and nothing half-made)
                 let id = w.next_id;
                 w.next_id += 1;
-                match open_segment(&w.dir, id) {
-                    Ok(f) => {
-                        self.disk_bytes
-                            .fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
-                        (id, f)
-                    }
-                    Err(e) => {
-                        let _ = std::fs::remove_file(segment_path(&w.dir, id));
-                        return Err(e);
-                    }
-                }
+                let seg = open_segment(&w.dir, id, self.segment_size_bytes.max(need))?;
+                self.disk_bytes
+                    .fetch_add(seg.map.len() as u64, Ordering::Relaxed);
+                seg
             }
         };
-        if let Some(job) = w.take_pending() {
-            w.sealed.push(job);
-        }
-        let old = std::mem::replace(&mut w.file, Arc::new(file));
-        w.unsynced.push(old);
-        w.segment_id = id;
+        w.segment_id = next.id;
         w.segment_bytes = HEADER_LEN as u64;
-        w.must_roll = false;
+        if let Some(old) = w.active.replace(next) {
+            w.unsynced.push(old);
+        }
         // the syncer makes the next spare
         self.need_spare.store(true, Ordering::Relaxed);
         self.wake_syncer.notify_one();
@@ -663,148 +577,38 @@ impl CommitLog {
             w.next_id += 1;
             (id, w.dir.clone())
         };
-        match open_segment(&dir, id) {
-            Ok(f) => {
-                self.disk_bytes
-                    .fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
+        match open_segment(&dir, id, self.segment_size_bytes) {
+            Ok(seg) => {
+                let bytes = seg.map.len() as u64;
+                self.disk_bytes.fetch_add(bytes, Ordering::Relaxed);
                 let mut w = self.writer.lock();
                 if w.spare.is_none() && id > w.segment_id && !self.stopped.load(Ordering::Relaxed) {
-                    w.spare = Some((id, f));
+                    w.spare = Some(seg);
                     return;
                 }
                 drop(w);
-                self.remove_spare_file(&dir, id);
+                drop(seg);
+                self.remove_segment_file(&dir, id, bytes);
             }
             Err(e) => {
                 // the roll will try again itself, and report the error
                 tracing::warn!("cannot create the next commit log segment: {e}");
-                let _ = std::fs::remove_file(segment_path(&dir, id));
             }
         }
     }
 
-    fn remove_spare_file(&self, dir: &Path, id: u64) {
+    fn remove_segment_file(&self, dir: &Path, id: u64, bytes: u64) {
         if std::fs::remove_file(segment_path(dir, id)).is_ok() {
-            self.disk_bytes
-                .fetch_sub(HEADER_LEN as u64, Ordering::Relaxed);
+            self.count_off(bytes);
         }
     }
 
-    /// Writes the buffered entries, one write per segment (nearly always
-    /// one), then releases `io` and wakes the waiters. On failure (a full
-    /// disk) the partial write is cut off so the segment holds whole entries
-    /// only; those entries, and any appended to that segment after them, are
-    /// recorded as failed for their waiters, and the next append starts a new
-    /// segment (positions are never reused).
-    fn write_pending(&self, io: parking_lot::MutexGuard<'_, ()>) {
-        let jobs = {
-            let mut w = self.writer.lock();
-            let mut jobs = std::mem::take(&mut w.sealed);
-            jobs.extend(w.take_pending());
-            jobs
-        };
-        for job in jobs {
-            let r = (&*job.file).write_all(&job.buf);
-            let mut w = self.writer.lock();
-            match r {
-                Ok(()) => {
-                    w.written = w.written.max(position(job.segment_id, job.end));
-                    self.written_position
-                        .fetch_max(w.written, Ordering::Release);
-                    self.disk_bytes
-                        .fetch_add(job.buf.len() as u64, Ordering::Relaxed);
-                }
-                Err(e) => {
-                    let undone = job.file.set_len(job.start).and_then(|_| {
-                        (&*job.file)
-                            .seek(std::io::SeekFrom::Start(job.start))
-                            .map(|_| ())
-                    });
-                    if undone.is_err() {
-                        self.stopped.store(true, Ordering::Relaxed);
-                    }
-                    // what was appended to this segment meanwhile can no
-                    // longer follow in the file: it fails with this write
-                    let mut to = job.end;
-                    w.sealed.retain(|j| {
-                        let same = j.segment_id == job.segment_id;
-                        if same {
-                            to = to.max(j.end);
-                        }
-                        !same
-                    });
-                    if w.segment_id == job.segment_id {
-                        to = to.max(w.segment_bytes);
-                        w.pending.clear();
-                        w.must_roll = true;
-                    }
-                    let failure = Failure {
-                        from: position(job.segment_id, job.start),
-                        to: position(job.segment_id, to),
-                        path: segment_path(&w.dir, job.segment_id),
-                        os_error: e.raw_os_error(),
-                        kind: e.kind(),
-                        message: e.to_string(),
-                    };
-                    if w.failures.len() >= 64 {
-                        w.failures.remove(0);
-                    }
-                    self.write_failed.store(true, Ordering::Release);
-                    w.failures.push(failure);
-                }
-            }
-            let mut buf = job.buf;
-            buf.clear();
-            if buf.capacity() <= 4 * PENDING_WRITE_BYTES && w.spare_buffer.is_none() {
-                w.spare_buffer = Some(buf);
-            }
-        }
-        drop(io);
-        self.written.notify_waiters();
-    }
-
-    /// Waits until the entry ending at `position` has reached the OS (a
-    /// process crash no longer loses it). It first lets the other ready
-    /// writers append, so one write carries many entries; then it writes the
-    /// buffer itself, or, while another thread is writing, waits for that
-    /// write without holding its thread. Errors when the write failed.
-    pub async fn wait_written(&self, position: u64) -> Result<(), StorageError> {
-        // the first yield lets the requests already running on this thread
-        // append too: one write for all of them
-        let mut yielded = false;
-        loop {
-            if let Some(r) = self.written_outcome(position) {
-                return r;
-            }
-            if !yielded {
-                tokio::task::yield_now().await;
-                yielded = true;
-                continue;
-            }
-            if let Some(io) = self.io.try_lock() {
-                self.write_pending(io);
-                continue;
-            }
-            // another thread is writing: wait for it to signal (registered
-            // first, then checked again, so that its signal is not missed)
-            let written = self.written.notified();
-            tokio::pin!(written);
-            written.as_mut().enable();
-            if let Some(r) = self.written_outcome(position) {
-                return r;
-            }
-            written.await;
-        }
-    }
-
-    /// [`Writer::outcome`], without the writer's lock while no write failed.
-    fn written_outcome(&self, position: u64) -> Option<Result<(), StorageError>> {
-        if !self.write_failed.load(Ordering::Acquire)
-            && position <= self.written_position.load(Ordering::Acquire)
-        {
-            return Some(Ok(()));
-        }
-        self.writer.lock().outcome(position)
+    fn count_off(&self, bytes: u64) {
+        let _ = self
+            .disk_bytes
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
+                Some(b - bytes.min(b))
+            });
     }
 
     /// The position after the last appended entry.
@@ -859,11 +663,7 @@ impl CommitLog {
         for (id, path) in clean {
             let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
             if std::fs::remove_file(&path).is_ok() {
-                let _ = self
-                    .disk_bytes
-                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
-                        Some(b - len.min(b))
-                    });
+                self.count_off(len);
                 removed.push(id);
             }
         }
@@ -908,19 +708,21 @@ impl CommitLog {
         }
     }
 
-    /// Writes the buffer and fsyncs every segment with unsynced writes;
-    /// returns the position everything before which is durable.
+    /// Fsyncs every segment with unsynced entries (unmapping the rolled
+    /// ones); returns the position everything before which is durable.
     fn sync_now(&self) -> Result<u64, String> {
         let _pass = self.sync_pass.lock();
-        self.write_pending(self.io.lock());
-        let (files, pos) = {
+        let (rolled, active, pos) = {
             let mut w = self.writer.lock();
-            let mut files = std::mem::take(&mut w.unsynced);
-            files.push(w.file.clone());
-            (files, w.written)
+            let rolled = std::mem::take(&mut w.unsynced);
+            let active = w.active.as_ref().map(|s| s.file.clone());
+            (rolled, active, position(w.segment_id, w.segment_bytes))
         };
         let started = std::time::Instant::now();
-        for f in files {
+        for seg in rolled {
+            seg.file.sync_data().map_err(|e| e.to_string())?;
+        }
+        if let Some(f) = active {
             f.sync_data().map_err(|e| e.to_string())?;
         }
         // a slow fsync holds back every synced write: a pause of the node
@@ -1000,17 +802,39 @@ impl CommitLog {
         }
     }
 
-    /// Makes everything durable and stops accepting writes.
+    /// Stops accepting writes and makes everything durable; the active
+    /// segment is cut to its entries and the spare removed, so a cleanly
+    /// shut down log holds only what was written.
     pub fn shutdown(&self) {
+        // under the writer's lock: no append is under way, none follows
+        {
+            let _w = self.writer.lock();
+            self.stopped.store(true, Ordering::Relaxed);
+        }
         let _ = self.sync_now();
-        self.stopped.store(true, Ordering::Relaxed);
         let _making = self.making_spare.lock();
-        let spare = {
+        let (active, used, spare, dir) = {
             let mut w = self.writer.lock();
-            w.spare.take().map(|(id, _)| (id, w.dir.clone()))
+            (
+                w.active.take(),
+                w.segment_bytes,
+                w.spare.take(),
+                w.dir.clone(),
+            )
         };
-        if let Some((id, dir)) = spare {
-            self.remove_spare_file(&dir, id);
+        if let Some(seg) = active {
+            let Segment { file, map, .. } = seg;
+            let mapped = map.len() as u64;
+            // unmapped first: the file is never shorter than its mapping
+            drop(map);
+            if file.set_len(used).and_then(|_| file.sync_all()).is_ok() {
+                self.count_off(mapped.saturating_sub(used));
+            }
+        }
+        if let Some(seg) = spare {
+            let (id, bytes) = (seg.id, seg.map.len() as u64);
+            drop(seg);
+            self.remove_segment_file(&dir, id, bytes);
         }
         self.wake_syncer.notify_all();
     }
@@ -1030,6 +854,21 @@ mod tests {
     /// A log of 4 KB segments that syncs only when asked.
     fn small_segments(dir: &Path) -> Arc<CommitLog> {
         CommitLog::open(dir, SyncMode::Periodic(Duration::from_secs(3600)), 4096).expect("open")
+    }
+
+    /// Where each entry of a segment's bytes ends.
+    fn entry_ends(data: &[u8]) -> Vec<usize> {
+        let mut pos = HEADER_LEN;
+        let mut ends = Vec::new();
+        while pos + 8 <= data.len() {
+            let len = u32::from_be_bytes([data[pos], data[pos + 1], data[pos + 2], data[pos + 3]]);
+            if len == 0 {
+                break;
+            }
+            pos += 12 + len as usize;
+            ends.push(pos);
+        }
+        ends
     }
 
     #[test]
@@ -1140,12 +979,12 @@ mod tests {
                 .len()
                 > HEADER_LEN as u64
         );
-        let len = std::fs::metadata(&segs[0].1).expect("meta").len();
-        let f = OpenOptions::new()
-            .write(true)
-            .open(&segs[0].1)
-            .expect("open");
-        f.set_len(len - 3).expect("truncate");
+        // a rolled segment keeps its zero-filled tail; a power loss that kept
+        // only part of its last entry leaves zeros in place of the rest
+        let mut data = std::fs::read(&segs[0].1).expect("read");
+        let end = entry_ends(&data).pop().expect("entries");
+        data[end - 3..end].fill(0);
+        std::fs::write(&segs[0].1, data).expect("write");
         let mut seen = Vec::new();
         let stats = replay(dir.path(), false, |_, e| {
             seen.push(e);
@@ -1158,8 +997,7 @@ mod tests {
     }
 
     #[test]
-    #[allow(clippy::await_holding_lock)] // the held lock is the point: another writer
-    fn a_writer_waiting_for_another_threads_write_does_not_hold_its_thread() {
+    fn an_appended_entry_is_in_its_file_at_once_and_a_crash_mid_copy_is_a_torn_tail() {
         let dir = tempfile::tempdir().expect("tmp");
         let log = CommitLog::open(
             dir.path(),
@@ -1167,43 +1005,70 @@ mod tests {
             1 << 20,
         )
         .expect("open");
-        let (done_tx, done_rx) = std::sync::mpsc::channel();
-        let l = log.clone();
-        std::thread::spawn(move || {
-            // one thread for every task: a blocked wait would stop them all
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async move {
-                let pos = l.append_mutation(&[7; 50], None).expect("append");
-                let io = l.io.lock(); // another thread is writing
-                let l2 = l.clone();
-                let waiter = tokio::spawn(async move { l2.wait_written(pos).await });
-                let ticks = tokio::spawn(async {
-                    for _ in 0..5 {
-                        tokio::time::sleep(Duration::from_millis(5)).await;
-                    }
-                });
-                ticks.await.expect("other tasks ran meanwhile");
-                assert!(!waiter.is_finished());
-                // that write covers the waiter's entry and wakes it
-                l.write_pending(io);
-                waiter.await.expect("join").expect("written");
-            });
-            let _ = done_tx.send(());
-        });
-        done_rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("the waiting task did not block the runtime's thread");
+        for i in 0..10u8 {
+            log.append_mutation(&[i; 50], None).expect("append");
+        }
+        // no write, no sync, no shutdown: what a killed process leaves
+        let mut seen = Vec::new();
+        let stats = replay(dir.path(), false, |_, e| {
+            seen.push(e);
+            Ok(())
+        })
+        .expect("replay");
+        assert_eq!(seen.len(), 10);
+        assert_eq!(seen[9], Entry::Mutation(vec![9; 50]));
+        assert!(!stats.torn_tail);
+        // the process died copying an eleventh entry: its length and part of
+        // its payload are there, the rest is the segment's zeros
+        let seg = list_segments(dir.path()).expect("list")[0].1.clone();
+        let mut data = std::fs::read(&seg).expect("read");
+        let end = *entry_ends(&data).last().expect("entries");
+        let lb = 51u32.to_be_bytes();
+        data[end..end + 4].copy_from_slice(&lb);
+        data[end + 4..end + 8].copy_from_slice(&crc32fast::hash(&lb).to_be_bytes());
+        data[end + 8..end + 20].fill(1);
         log.shutdown();
+        std::fs::write(&seg, &data).expect("write");
+        let mut n = 0;
+        let stats = replay(dir.path(), false, |_, _| {
+            n += 1;
+            Ok(())
+        })
+        .expect("replay");
+        assert_eq!(n, 10);
+        assert!(stats.torn_tail);
+    }
+
+    #[test]
+    fn an_entry_larger_than_a_segment_gets_a_segment_of_its_own() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let log = small_segments(dir.path());
+        log.append_mutation(&[1; 100], None).expect("append");
+        let big = log.append_mutation(&[2; 10_000], None).expect("append");
+        let after = log.append_mutation(&[3; 100], None).expect("append");
+        assert!(segment_of(after) > segment_of(big));
+        log.shutdown();
+        let mut seen = Vec::new();
+        replay(dir.path(), false, |_, e| {
+            seen.push(e);
+            Ok(())
+        })
+        .expect("replay");
+        assert_eq!(
+            seen,
+            vec![
+                Entry::Mutation(vec![1; 100]),
+                Entry::Mutation(vec![2; 10_000]),
+                Entry::Mutation(vec![3; 100])
+            ]
+        );
     }
 
     #[tokio::test]
     async fn a_roll_uses_the_spare_segment_made_ahead_by_the_syncer() {
         let dir = tempfile::tempdir().expect("tmp");
         let log = small_segments(dir.path());
-        let spare_ready = || log.writer.lock().spare.as_ref().map(|(id, _)| *id);
+        let spare_ready = || log.writer.lock().spare.as_ref().map(|s| s.id);
         for _ in 0..200 {
             if spare_ready().is_some() {
                 break;
@@ -1215,7 +1080,6 @@ mod tests {
         for i in 0..60u8 {
             last = log.append_mutation(&[i; 100], None).expect("append");
         }
-        log.wait_written(last).await.expect("written");
         assert_eq!(segment_of(last), spare, "the roll went to the spare");
         for _ in 0..200 {
             if spare_ready().is_some_and(|id| id > spare) {
@@ -1246,7 +1110,6 @@ mod tests {
         for i in 0..150u8 {
             last = log.append_mutation(&[i; 100], Some(table)).expect("append");
         }
-        log.wait_written(last).await.expect("written");
         let active = segment_of(last);
         let ids = |d: &Path| -> Vec<u64> {
             list_segments(d)
@@ -1283,44 +1146,36 @@ mod tests {
         log.shutdown();
     }
 
-    #[tokio::test]
-    async fn buffered_entries_reach_the_os_in_one_write_before_acknowledgement() {
+    #[test]
+    fn a_clean_shutdown_cuts_the_active_segment_to_its_entries() {
         let dir = tempfile::tempdir().expect("tmp");
         let log = small_segments(dir.path());
-        let seg = list_segments(dir.path()).expect("list")[0].1.clone();
-        let mut ends = Vec::new();
-        for i in 0..10u8 {
-            ends.push(log.append_mutation(&[i; 50], None).expect("append"));
-        }
-        // appended, not yet written: a crash now would lose only unacknowledged entries
-        assert_eq!(
-            std::fs::metadata(&seg).expect("meta").len(),
-            HEADER_LEN as u64
-        );
-        log.wait_written(ends[3]).await.expect("written");
-        assert_eq!(
-            std::fs::metadata(&seg).expect("meta").len(),
-            HEADER_LEN as u64 + 10 * 63,
-            "one write carries all ten"
-        );
-        for e in &ends {
-            log.wait_written(*e).await.expect("written");
-        }
-        // a segment rolls past its size with the buffered entries written first
+        let before = log.total_bytes();
+        assert_eq!(before, 4096, "the active segment is made whole");
+        let mut last = 0;
         for i in 0..100u8 {
-            let end = log.append_mutation(&[i; 50], None).expect("append");
-            log.wait_written(end).await.expect("written");
+            last = log.append_mutation(&[i; 50], None).expect("append");
         }
         log.shutdown();
+        assert!(log.append_mutation(&[0; 50], None).is_err());
+        let segs = list_segments(dir.path()).expect("list");
+        let (id, path) = segs.last().expect("segments");
+        assert_eq!(*id, segment_of(last), "no spare is left");
+        let len = std::fs::metadata(path).expect("meta").len();
+        assert_eq!(position(*id, len), last);
+        let on_disk: u64 = segs
+            .iter()
+            .map(|(_, p)| std::fs::metadata(p).expect("meta").len())
+            .sum();
+        assert_eq!(log.total_bytes(), on_disk);
         let mut seen = Vec::new();
         replay(dir.path(), false, |_, e| {
             seen.push(e);
             Ok(())
         })
         .expect("replay");
-        assert_eq!(seen.len(), 110);
-        assert_eq!(seen[9], Entry::Mutation(vec![9; 50]));
-        assert_eq!(seen[109], Entry::Mutation(vec![99; 50]));
-        assert!(list_segments(dir.path()).expect("list").len() > 1);
+        assert_eq!(seen.len(), 100);
+        assert_eq!(seen[99], Entry::Mutation(vec![99; 50]));
+        assert!(segs.len() > 1);
     }
 }

@@ -8,6 +8,7 @@ pub mod cache;
 pub mod commitlog;
 pub mod compaction;
 pub mod lifecycle;
+mod mapped;
 pub mod memtable;
 pub mod repaired;
 pub use sibyl_metrics as metrics;

@@ -1250,16 +1250,10 @@ impl StorageEngine {
                 }
             }
         }
-        // a write of a large buffer is made here, out of the barrier: a
-        // flush's switch waits for the barrier, and every write behind it
-        log.write_if_full();
-        // acknowledged only once the entries reached the OS (one write for
-        // every mutation appended meanwhile), and are durable as the sync mode says
-        let durable = async {
-            log.wait_written(last).await?;
-            log.wait_durable(last).await
-        }
-        .await;
+        // the entries reached the OS as they were appended (a mapped
+        // segment): acknowledged once durable as the sync mode says, at
+        // once in periodic mode
+        let durable = log.wait_durable(last).await;
         for (m, t, pending) in held {
             if durable.is_ok() {
                 t.apply_to(&pending.0, m, now);

@@ -1,0 +1,142 @@
+//! A file mapped into memory for appending: the commit log's segments, as
+//! Cassandra's (`MemoryMappedSegment`). An append is then a copy into the
+//! page cache, which outlives the process: no system call, nothing to wait
+//! for, and a killed process still loses nothing appended.
+//!
+//! The only `unsafe` code of the storage engine, kept behind this safe
+//! interface. It rests on two rules the commit log keeps:
+//! - the whole mapped range of the file is allocated on disk
+//!   (`posix_fallocate`) before it is mapped, so a write never meets a page
+//!   without blocks behind it (SIGBUS, on a full disk): a full disk fails
+//!   the segment's creation instead, with a clear error;
+//! - the file is never made shorter while mapped (the commit log cuts a
+//!   segment's unused tail only after unmapping it).
+//!
+//! The mapping is only written, never read, here: what another process
+//! might write to the file cannot break an invariant of this module.
+
+#![allow(unsafe_code)]
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+
+/// `len` bytes of a file, mapped shared and writable.
+pub struct MappedFile {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is memory owned by this value alone; writes take
+// `&mut self`, and nothing reads it through `&self`.
+unsafe impl Send for MappedFile {}
+// SAFETY: as above: `&self` gives access to the length only.
+unsafe impl Sync for MappedFile {}
+
+impl MappedFile {
+    /// Allocates the first `len` bytes of `file` on disk (a full disk fails
+    /// here, not at a later write) and maps them. `file` must be open for
+    /// reading and writing.
+    pub fn allocate_and_map(file: &File, len: usize) -> std::io::Result<MappedFile> {
+        let invalid = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidInput, what);
+        if len == 0 {
+            return Err(invalid("cannot map an empty range"));
+        }
+        let off = libc::off_t::try_from(len).map_err(|_| invalid("mapping too large"))?;
+        let fd = file.as_raw_fd();
+        // SAFETY: a system call on an open descriptor, with no memory passed.
+        let r = unsafe { libc::posix_fallocate(fd, 0, off) };
+        if r != 0 {
+            return Err(std::io::Error::from_raw_os_error(r));
+        }
+        // SAFETY: a new mapping chosen by the kernel (no address given), of
+        // a range the file now holds; nothing else refers to that memory.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(MappedFile {
+            ptr: ptr.cast::<u8>(),
+            len,
+        })
+    }
+
+    /// Bytes mapped.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Copies `data` to `offset` of the file. A range past the mapping is a
+    /// bug of the caller: it panics rather than write out of bounds.
+    pub fn write(&mut self, offset: usize, data: &[u8]) {
+        let end = offset.checked_add(data.len());
+        assert!(
+            end.is_some_and(|e| e <= self.len),
+            "write of {} bytes at {offset} past a mapping of {}",
+            data.len(),
+            self.len
+        );
+        // SAFETY: `offset..offset + data.len()` lies within the live mapping
+        // (checked above), which `data`, a Rust slice, cannot overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.add(offset), data.len());
+        }
+    }
+}
+
+impl Drop for MappedFile {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `allocate_and_map`, unmapped once.
+        // Written pages stay in the page cache, and reach the disk as any.
+        unsafe {
+            libc::munmap(self.ptr.cast::<libc::c_void>(), self.len);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_reach_the_file_without_a_system_call_of_ours() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("f");
+        let file = std::fs::OpenOptions::new()
+            .create_new(true)
+            .read(true)
+            .write(true)
+            .open(&path)
+            .expect("open");
+        let mut m = MappedFile::allocate_and_map(&file, 8192).expect("map");
+        assert_eq!(std::fs::metadata(&path).expect("meta").len(), 8192);
+        m.write(4094, b"abcd");
+        let data = std::fs::read(&path).expect("read");
+        assert_eq!(&data[4094..4098], b"abcd");
+        assert!(data[..4094].iter().all(|b| *b == 0));
+        drop(m);
+        assert_eq!(&std::fs::read(&path).expect("read")[4094..4098], b"abcd");
+    }
+
+    #[test]
+    #[should_panic(expected = "past a mapping")]
+    fn a_write_past_the_end_panics_instead_of_corrupting_memory() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let file = std::fs::OpenOptions::new()
+            .create_new(true)
+            .read(true)
+            .write(true)
+            .open(dir.path().join("f"))
+            .expect("open");
+        let mut m = MappedFile::allocate_and_map(&file, 4096).expect("map");
+        m.write(4094, b"abcd");
+    }
+}
