@@ -248,6 +248,13 @@ impl FailureHandler {
     }
 }
 
+/// SSTables in the order a read takes them: newest data first.
+fn newest_first(sstables: &[Arc<SSTableReader>]) -> Arc<[Arc<SSTableReader>]> {
+    let mut v = sstables.to_vec();
+    v.sort_by_key(|s| std::cmp::Reverse(s.stats.max_timestamp));
+    v.into()
+}
+
 /// The data of one table on this node (Cassandra's `ColumnFamilyStore`).
 pub struct ColumnFamilyStore {
     pub table_id: uuid::Uuid,
@@ -256,7 +263,14 @@ pub struct ColumnFamilyStore {
     pub options: RwLock<TableOptions>,
     memtable: RwLock<Arc<Memtable>>,
     flushing: RwLock<Vec<Arc<Memtable>>>,
+    /// The live SSTables, oldest first; changed only through
+    /// [`edit_sstables`](Self::edit_sstables).
     sstables: RwLock<Vec<Arc<SSTableReader>>>,
+    /// The same SSTables as a read takes them, newest data first (by maximum
+    /// timestamp): one shared list, replaced whole when the set changes
+    /// (Cassandra's `View`), so that a read clones one pointer, not every
+    /// SSTable's, and neither allocates nor sorts.
+    newest_first: RwLock<Arc<[Arc<SSTableReader>]>>,
     next_generation: AtomicU64,
     /// Commit log entries of this table ending at or before this position are
     /// already in SSTables (or were truncated away).
@@ -367,6 +381,7 @@ impl ColumnFamilyStore {
             options: RwLock::new(TableOptions::default()),
             memtable: RwLock::new(Arc::new(Memtable::in_pool(pool.clone()))),
             flushing: RwLock::new(Vec::new()),
+            newest_first: RwLock::new(newest_first(&sstables)),
             sstables: RwLock::new(sstables),
             next_generation: AtomicU64::new(gens.last().copied().unwrap_or(0) + 1),
             replay_after: AtomicU64::new(replay_after),
@@ -548,14 +563,10 @@ impl ColumnFamilyStore {
         if by_name {
             sibyl_tracing::trace(|| "Merging memtable contents");
         }
-        let mut sstables: Vec<Arc<SSTableReader>> = self
-            .sstables
-            .read()
+        let newest_first = self.newest_first.read().clone();
+        let sstables = newest_first
             .iter()
-            .filter(|s| sources.sstables.is_none_or(|keep| keep(s)))
-            .cloned()
-            .collect();
-        sstables.sort_by_key(|s| std::cmp::Reverse(s.stats.max_timestamp));
+            .filter(|s| sources.sstables.is_none_or(|keep| keep(s)));
         let mut touched = 0u64;
         let mut skipped = 0usize;
         // (the options' lock is not held across the SSTable reads)
@@ -575,7 +586,7 @@ impl ColumnFamilyStore {
                     Some(sl) => whole_names(sl),
                 }
         });
-        for s in sstables.iter() {
+        for s in sstables {
             let deleted_at = out
                 .as_ref()
                 .map(|p| p.deletion.marked_for_delete_at)
@@ -622,7 +633,10 @@ impl ColumnFamilyStore {
             sibyl_tracing::trace(|| {
                 format!(
                     "Skipped {skipped}/{} non-slice-intersecting sstables, included 0 due to tombstones",
-                    sstables.len()
+                    newest_first
+                        .iter()
+                        .filter(|s| sources.sstables.is_none_or(|keep| keep(s)))
+                        .count()
                 )
             });
             sibyl_tracing::trace(|| format!("Merged data from memtables and {touched} sstables"));
@@ -735,16 +749,24 @@ impl ColumnFamilyStore {
         self.sstables.read().clone()
     }
 
+    /// Changes the set of live SSTables, and the reads' view of it with it
+    /// (under the same lock: a read never sees one without the other).
+    fn edit_sstables<R>(&self, f: impl FnOnce(&mut Vec<Arc<SSTableReader>>) -> R) -> R {
+        let mut ss = self.sstables.write();
+        let r = f(&mut ss);
+        *self.newest_first.write() = newest_first(&ss);
+        r
+    }
+
     /// Publishes what a compaction (or a rewrite) wrote in place of its
     /// inputs, and deletes the inputs' files.
     fn replace_sstables(&self, inputs: &[Arc<SSTableReader>], outputs: Vec<SSTableReader>) {
         let gone: std::collections::HashSet<u64> = inputs.iter().map(|s| s.generation).collect();
-        {
-            let mut ss = self.sstables.write();
+        self.edit_sstables(|ss| {
             ss.retain(|s| !gone.contains(&s.generation));
             ss.extend(outputs.into_iter().map(Arc::new));
             ss.sort_by_key(|s| s.generation);
-        }
+        });
         for s in inputs {
             s.delete_files();
         }
@@ -1534,11 +1556,11 @@ impl StorageEngine {
             position & 0xffff_ffff
         );
         t.bytes_flushed.add(reader.size_bytes());
-        {
-            let mut ss = t.sstables.write();
+        // the SSTable is readable before its memtable leaves the reads
+        t.edit_sstables(|ss| {
             ss.push(Arc::new(reader));
             t.flushing.write().retain(|m| !Arc::ptr_eq(m, old));
-        }
+        });
         t.replay_after.fetch_max(position, Ordering::AcqRel);
         t.flushes.fetch_add(1, Ordering::Relaxed);
         self.discard_segments();
@@ -1793,7 +1815,7 @@ impl StorageEngine {
             return 0;
         }
         let gens: std::collections::HashSet<u64> = dead.iter().map(|s| s.generation).collect();
-        t.sstables.write().retain(|s| !gens.contains(&s.generation));
+        t.edit_sstables(|ss| ss.retain(|s| !gens.contains(&s.generation)));
         for s in &dead {
             tracing::info!("dropping fully expired SSTable {}", s.generation);
             s.delete_files();
@@ -2401,7 +2423,7 @@ impl StorageEngine {
             path: p.display().to_string(),
             source: e,
         })?;
-        let old: Vec<Arc<SSTableReader>> = std::mem::take(&mut *t.sstables.write());
+        let old: Vec<Arc<SSTableReader>> = t.edit_sstables(std::mem::take);
         self.row_cache.invalidate_table(t.table_id);
         for s in old {
             s.delete_files();
