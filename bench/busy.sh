@@ -9,6 +9,7 @@
 #   SIBYL_NATIVE_REQUESTS_PER_TURN=16 bench/busy.sh target/release/sibyl write 128 2
 #   NODURABLE=1 bench/busy.sh ...   (the keyspace made with durable_writes = false first)
 #   bench/busy.sh BIN write 128 3 pin   (each native-transport event loop pinned to a core)
+#   LATTE_ARGS="--threads 2" bench/busy.sh ...   (more of latte's own options; it runs one thread by default)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 sibyl="$(realpath "$1")" op=$2 n=$3 rounds=${4:-3} pin=${5:-}
@@ -40,7 +41,8 @@ f=$op
 [ "$op" = mix ] && f="read:0.9,write:0.1"
 for r in $(seq "$rounds"); do
   s0=$(proc_ticks "$pid"); read -r b0 t0 < <(machine_ticks)
-  latte run "$here/kv.rn" -f "$f" 127.0.0.1:9042 -p "$n" -d 10s -P rows=100000 -o "$out/r$r.json" > /dev/null 2>&1
+  # shellcheck disable=SC2086 # LATTE_ARGS is a list of options
+  latte run "$here/kv.rn" -f "$f" 127.0.0.1:9042 -p "$n" -d 10s -P rows=100000 ${LATTE_ARGS:-} -o "$out/r$r.json" > /dev/null 2>&1
   s1=$(proc_ticks "$pid"); read -r b1 t1 < <(machine_ticks)
   python3 - "$out/r$r.json" "$r" "$((s1 - s0))" "$((b1 - b0))" "$((t1 - t0))" "$(nproc)" "$(getconf CLK_TCK)" <<'PY'
 import json, sys
