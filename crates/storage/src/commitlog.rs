@@ -178,6 +178,10 @@ fn io_err(path: &Path, e: std::io::Error) -> StorageError {
     }
 }
 
+fn shut_down() -> StorageError {
+    StorageError::CommitLogStopped("the commit log is shut down".into())
+}
+
 fn segment_path(dir: &Path, id: u64) -> PathBuf {
     dir.join(format!("CommitLog-{SEGMENT_VERSION}-{id}.log"))
 }
@@ -488,9 +492,7 @@ impl CommitLog {
         table: Option<uuid::Uuid>,
     ) -> Result<u64, StorageError> {
         if self.stopped.load(Ordering::Relaxed) {
-            return Err(StorageError::CommitLogStopped(
-                "the commit log is shut down".into(),
-            ));
+            return Err(shut_down());
         }
         let len = payload.len() + 1;
         if len > MAX_ENTRY_BYTES {
@@ -507,20 +509,21 @@ impl CommitLog {
         }
         let at = w.segment_bytes as usize;
         let Some(seg) = w.active.as_mut() else {
-            return Err(StorageError::CommitLogStopped(
-                "the commit log is shut down".into(),
-            ));
+            return Err(shut_down());
         };
+        // length, its CRC and the kind in one copy, then the body, then the
+        // CRC of kind and body
         let lb = (len as u32).to_be_bytes();
+        let mut head = [0u8; 9];
+        head[..4].copy_from_slice(&lb);
+        head[4..8].copy_from_slice(&crc32fast::hash(&lb).to_be_bytes());
+        head[8] = kind;
         let mut crc = crc32fast::Hasher::new();
         crc.update(&[kind]);
         crc.update(payload);
-        let map = &mut seg.map;
-        map.write(at, &lb);
-        map.write(at + 4, &crc32fast::hash(&lb).to_be_bytes());
-        map.write(at + 8, &[kind]);
-        map.write(at + 9, payload);
-        map.write(at + 8 + len, &crc.finalize().to_be_bytes());
+        seg.map.write(at, &head);
+        seg.map.write(at + 9, payload);
+        seg.map.write(at + 8 + len, &crc.finalize().to_be_bytes());
         w.segment_bytes += entry_bytes;
         if let Some(t) = table {
             let seg = w.segment_id;
