@@ -995,6 +995,9 @@ pub struct StorageEngine {
     flushed: tokio::sync::Notify,
     /// The last flush failure (cleared by a successful flush), and when.
     flush_error: Mutex<Option<(String, std::time::Instant)>>,
+    /// The last flush failure, kept after a flush succeeds: a write held
+    /// back past its deadline names it when it failed during the wait.
+    last_flush_failure: Mutex<Option<(String, std::time::Instant)>>,
     /// Tables dropped: their commit log entries are never needed again.
     dropped: Mutex<std::collections::HashSet<uuid::Uuid>>,
     pub compaction_history: Mutex<std::collections::VecDeque<CompactionRecord>>,
@@ -1071,6 +1074,7 @@ impl StorageEngine {
             flush_pending: AtomicBool::new(false),
             flushed: tokio::sync::Notify::new(),
             flush_error: Mutex::new(None),
+            last_flush_failure: Mutex::new(None),
             dropped: Mutex::new(Default::default()),
             compaction_history: Mutex::new(Default::default()),
             compactions_running: Mutex::new(Vec::new()),
@@ -1346,19 +1350,9 @@ impl StorageEngine {
             let waited = started
                 .get_or_insert_with(std::time::Instant::now)
                 .elapsed();
-            if let Some(t) = timeout.filter(|t| waited >= *t) {
-                let why = self
-                    .stall
-                    .lock()
-                    .clone()
-                    .unwrap_or_else(|| "are still flushing".into());
-                return Err(StorageError::Overloaded(format!(
-                    "Write held back for {} ms: memtables hold {} bytes, more than memtable_heap_space ({} bytes); {why}",
-                    t.as_millis(),
-                    live + flushing,
-                    self.config.memtable_space_bytes
-                )));
-            }
+            // a failing flush is the reason, whenever the wait ends: it is
+            // looked at before the deadline (a late wake-up past the deadline
+            // must not turn "the disk is full" into "still flushing")
             let failing = self.flush_error.lock().clone();
             if let Some((e, _)) = failing {
                 // try again (at most every second): space may have been
@@ -1371,6 +1365,26 @@ impl StorageEngine {
                         live + flushing
                     )));
                 }
+            }
+            if let Some(t) = timeout.filter(|t| waited >= *t) {
+                let failed_meanwhile = self
+                    .last_flush_failure
+                    .lock()
+                    .clone()
+                    .filter(|(_, at)| at.elapsed() <= waited)
+                    .map(|(e, _)| format!("a flush failed meanwhile: {e}"));
+                let why = self
+                    .stall
+                    .lock()
+                    .clone()
+                    .or(failed_meanwhile)
+                    .unwrap_or_else(|| "are still flushing".into());
+                return Err(StorageError::Overloaded(format!(
+                    "Write held back for {} ms: memtables hold {} bytes, more than memtable_heap_space ({} bytes); {why}",
+                    t.as_millis(),
+                    live + flushing,
+                    self.config.memtable_space_bytes
+                )));
             }
             self.start_flush(false);
             let _ = tokio::time::timeout(std::time::Duration::from_millis(100), flushed).await;
@@ -1542,7 +1556,9 @@ impl StorageEngine {
             Ok(r) => r,
             Err(e) => {
                 tracing::error!("flush of table {} failed: {e}", t.table_id);
-                *self.flush_error.lock() = Some((e.to_string(), std::time::Instant::now()));
+                let failure = (e.to_string(), std::time::Instant::now());
+                *self.last_flush_failure.lock() = Some(failure.clone());
+                *self.flush_error.lock() = Some(failure);
                 return Err(e);
             }
         };
