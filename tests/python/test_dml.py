@@ -151,9 +151,12 @@ def test_using_ttl_and_ttl_function(session):
     assert 90 <= row[0] <= 100 and row[1] is None
     session.execute("UPDATE tt USING TTL 500 SET w = 'y' WHERE k = 2")
     assert 490 <= session.execute("SELECT ttl(w) FROM tt WHERE k = 2").one()[0] <= 500
-    session.execute("INSERT INTO tt (k, v) VALUES (3, 'gone') USING TTL 1 AND TIMESTAMP 1000")
+    # TTL 3, not 1: a TTL counts from the write's whole second, so a TTL of 1
+    # written late in a second expires milliseconds later (the read before
+    # the sleep found nothing, once)
+    session.execute("INSERT INTO tt (k, v) VALUES (3, 'gone') USING TTL 3 AND TIMESTAMP 1000")
     assert session.execute("SELECT writetime(v) FROM tt WHERE k = 3").one()[0] == 1000
-    time.sleep(2.5)
+    time.sleep(3.5)
     assert session.execute("SELECT * FROM tt WHERE k = 3").one() is None, "an expired row disappears"
 
 
