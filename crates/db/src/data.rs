@@ -335,12 +335,14 @@ impl From<Arc<str>> for ColumnName {
 
 /// The cells of a row by column name: a small sorted vector, since rows have
 /// few columns (a `BTreeMap` node costs about a kilobyte even for one entry).
+/// One cell is held in place: a row of one column (a key-value table's) is
+/// made, copied and freed without an allocation for its cells.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RowCells(Vec<(ColumnName, ColumnData)>);
+pub struct RowCells(smallvec::SmallVec<[(ColumnName, ColumnData); 1]>);
 
 impl RowCells {
     pub fn new() -> Self {
-        RowCells(Vec::new())
+        RowCells(smallvec::SmallVec::new())
     }
 
     fn find(&self, name: &str) -> Result<usize, usize> {
@@ -384,7 +386,7 @@ impl RowCells {
     }
 
     pub fn retain(&mut self, mut f: impl FnMut(&ColumnName, &mut ColumnData) -> bool) {
-        self.0.retain_mut(|(n, d)| f(n, d));
+        self.0.retain(|(n, d)| f(n, d));
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&ColumnName, &ColumnData)> {
@@ -415,7 +417,7 @@ impl RowCells {
 
 impl IntoIterator for RowCells {
     type Item = (ColumnName, ColumnData);
-    type IntoIter = std::vec::IntoIter<(ColumnName, ColumnData)>;
+    type IntoIter = smallvec::IntoIter<[(ColumnName, ColumnData); 1]>;
     fn into_iter(self) -> Self::IntoIter {
         self.0.into_iter()
     }

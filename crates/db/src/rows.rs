@@ -1,6 +1,8 @@
 //! The rows of a partition by clustering: a sorted vector while small (most
 //! partitions hold one or a few rows, and a `BTreeMap` node costs about a
-//! kilobyte even for one entry), a `BTreeMap` once wide.
+//! kilobyte even for one entry), a `BTreeMap` once wide. The vector holds
+//! one row in place: a partition of one row (a key-value table's) is copied,
+//! read out of a memtable, and freed without an allocation for its rows.
 
 use crate::clustering::ClusteringKey;
 use crate::data::Row;
@@ -9,15 +11,18 @@ use std::collections::BTreeMap;
 /// Rows beyond this count move into a `BTreeMap`.
 const SMALL_MAX: usize = 32;
 
+/// The small form: sorted by clustering, one row without an allocation.
+pub type SmallRows = smallvec::SmallVec<[(ClusteringKey, Row); 1]>;
+
 #[derive(Debug, Clone)]
 pub enum Rows {
-    Small(Vec<(ClusteringKey, Row)>),
+    Small(SmallRows),
     Large(BTreeMap<ClusteringKey, Row>),
 }
 
 impl Default for Rows {
     fn default() -> Self {
-        Rows::Small(Vec::new())
+        Rows::Small(SmallRows::new())
     }
 }
 
@@ -48,7 +53,7 @@ impl DoubleEndedIterator for Iter<'_> {
 
 /// Owning iterator over either representation.
 pub enum IntoIter {
-    Small(std::vec::IntoIter<(ClusteringKey, Row)>),
+    Small(smallvec::IntoIter<[(ClusteringKey, Row); 1]>),
     Large(std::collections::btree_map::IntoIter<ClusteringKey, Row>),
 }
 
@@ -136,7 +141,7 @@ impl Rows {
 
     pub fn retain(&mut self, mut f: impl FnMut(&ClusteringKey, &mut Row) -> bool) {
         match self {
-            Rows::Small(v) => v.retain_mut(|(k, r)| f(k, r)),
+            Rows::Small(v) => v.retain(|(k, r)| f(k, r)),
             Rows::Large(m) => m.retain(|k, r| f(k, r)),
         }
     }
