@@ -53,7 +53,7 @@ impl DoubleEndedIterator for Iter<'_> {
 
 /// Owning iterator over either representation.
 pub enum IntoIter {
-    Small(smallvec::IntoIter<[(ClusteringKey, Row); 1]>),
+    Small(<SmallRows as IntoIterator>::IntoIter),
     Large(std::collections::btree_map::IntoIter<ClusteringKey, Row>),
 }
 

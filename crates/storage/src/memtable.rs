@@ -173,14 +173,22 @@ const SLAB_CHUNK_MIN: usize = 8;
 const SLAB_CHUNK_MAX: usize = 1 << 14;
 
 impl Slab {
+    /// A slot's chunk and place in it.
+    fn place(slot: u32) -> (usize, usize) {
+        (
+            (slot >> SLAB_OFFSET_BITS) as usize,
+            (slot & ((1 << SLAB_OFFSET_BITS) - 1)) as usize,
+        )
+    }
+
     fn get(&self, slot: u32) -> &SameToken {
-        &self.chunks[(slot >> SLAB_OFFSET_BITS) as usize]
-            [(slot & ((1 << SLAB_OFFSET_BITS) - 1)) as usize]
+        let (chunk, i) = Self::place(slot);
+        &self.chunks[chunk][i]
     }
 
     fn get_mut(&mut self, slot: u32) -> &mut SameToken {
-        &mut self.chunks[(slot >> SLAB_OFFSET_BITS) as usize]
-            [(slot & ((1 << SLAB_OFFSET_BITS) - 1)) as usize]
+        let (chunk, i) = Self::place(slot);
+        &mut self.chunks[chunk][i]
     }
 
     /// A new empty slot.

@@ -974,6 +974,14 @@ impl Drop for PendingWrite {
     }
 }
 
+/// A flush that failed: its error, when, and whether a flush has succeeded
+/// since.
+struct FlushFailure {
+    error: String,
+    at: std::time::Instant,
+    recovered: bool,
+}
+
 /// All tables of the node and the commit log in front of them.
 pub struct StorageEngine {
     pub config: StorageConfig,
@@ -993,11 +1001,10 @@ pub struct StorageEngine {
     flush_pending: AtomicBool,
     /// Signalled when a background flush ends (writers waiting on memory).
     flushed: tokio::sync::Notify,
-    /// The last flush failure (cleared by a successful flush), and when.
-    flush_error: Mutex<Option<(String, std::time::Instant)>>,
-    /// The last flush failure, kept after a flush succeeds: a write held
-    /// back past its deadline names it when it failed during the wait.
-    last_flush_failure: Mutex<Option<(String, std::time::Instant)>>,
+    /// The last flush failure, and when; kept after a flush succeeds (then
+    /// `recovered`): a write held back past its deadline names a failure
+    /// that happened during its wait.
+    flush_failure: Mutex<Option<FlushFailure>>,
     /// Tables dropped: their commit log entries are never needed again.
     dropped: Mutex<std::collections::HashSet<uuid::Uuid>>,
     pub compaction_history: Mutex<std::collections::VecDeque<CompactionRecord>>,
@@ -1073,8 +1080,7 @@ impl StorageEngine {
             row_cache,
             flush_pending: AtomicBool::new(false),
             flushed: tokio::sync::Notify::new(),
-            flush_error: Mutex::new(None),
-            last_flush_failure: Mutex::new(None),
+            flush_failure: Mutex::new(None),
             dropped: Mutex::new(Default::default()),
             compaction_history: Mutex::new(Default::default()),
             compactions_running: Mutex::new(Vec::new()),
@@ -1353,7 +1359,7 @@ impl StorageEngine {
             // a failing flush is the reason, whenever the wait ends: it is
             // looked at before the deadline (a late wake-up past the deadline
             // must not turn "the disk is full" into "still flushing")
-            let failing = self.flush_error.lock().clone();
+            let failing = self.flush_error();
             if let Some((e, _)) = failing {
                 // try again (at most every second): space may have been
                 // freed; a write that may wait gives that retry its chance
@@ -1368,11 +1374,11 @@ impl StorageEngine {
             }
             if let Some(t) = timeout.filter(|t| waited >= *t) {
                 let failed_meanwhile = self
-                    .last_flush_failure
+                    .flush_failure
                     .lock()
-                    .clone()
-                    .filter(|(_, at)| at.elapsed() <= waited)
-                    .map(|(e, _)| format!("a flush failed meanwhile: {e}"));
+                    .as_ref()
+                    .filter(|f| f.at.elapsed() <= waited)
+                    .map(|f| format!("a flush failed meanwhile: {}", f.error));
                 let why = self
                     .stall
                     .lock()
@@ -1391,15 +1397,21 @@ impl StorageEngine {
         }
     }
 
+    /// The last flush failure and when, unless a flush has succeeded since.
+    fn flush_error(&self) -> Option<(String, std::time::Instant)> {
+        self.flush_failure
+            .lock()
+            .as_ref()
+            .filter(|f| !f.recovered)
+            .map(|f| (f.error.clone(), f.at))
+    }
+
     /// Flushes in the background the largest memtable (every non-empty one
     /// when the commit log is full), unless such a flush is already running.
     fn start_flush(self: &Arc<Self>, log_full: bool) {
         let failed_recently = self
-            .flush_error
-            .lock()
-            .as_ref()
-            .map(|(_, at)| at.elapsed() < std::time::Duration::from_secs(1))
-            .unwrap_or(false);
+            .flush_error()
+            .is_some_and(|(_, at)| at.elapsed() < std::time::Duration::from_secs(1));
         if failed_recently {
             return;
         }
@@ -1556,13 +1568,17 @@ impl StorageEngine {
             Ok(r) => r,
             Err(e) => {
                 tracing::error!("flush of table {} failed: {e}", t.table_id);
-                let failure = (e.to_string(), std::time::Instant::now());
-                *self.last_flush_failure.lock() = Some(failure.clone());
-                *self.flush_error.lock() = Some(failure);
+                *self.flush_failure.lock() = Some(FlushFailure {
+                    error: e.to_string(),
+                    at: std::time::Instant::now(),
+                    recovered: false,
+                });
                 return Err(e);
             }
         };
-        *self.flush_error.lock() = None;
+        if let Some(f) = self.flush_failure.lock().as_mut() {
+            f.recovered = true;
+        }
         let data = crate::sstable::component_path(&t.dir, generation, "Data.db");
         tracing::info!(
             "Completed flushing {} ({}) for commitlog position CommitLogPosition(segmentId={}, position={})",
