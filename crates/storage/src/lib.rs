@@ -10,6 +10,7 @@ pub mod compaction;
 pub mod lifecycle;
 mod mapped;
 pub mod memtable;
+mod prefetch;
 pub mod repaired;
 pub use sibyl_metrics as metrics;
 pub mod sstable;

@@ -533,10 +533,12 @@ impl ColumnFamilyStore {
         slices: Option<&[Slice]>,
         sources: Sources,
     ) -> Result<Option<Partition>, StorageError> {
-        let now = now_in_seconds();
+        // the clock is read when a second source is merged in: a read that
+        // finds one source (the memtable, most often) does not need it
+        let now = std::cell::OnceCell::new();
         let mut out: Option<Partition> = None;
         let merge = |p: Partition, out: &mut Option<Partition>| match out {
-            Some(o) => o.merge(p, now),
+            Some(o) => o.merge(p, *now.get_or_init(now_in_seconds)),
             None => *out = Some(p),
         };
         if sources.memtables {
