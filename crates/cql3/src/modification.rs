@@ -438,11 +438,11 @@ fn insert_values(
     let mut p = Partition::new();
     if only_static && ck.is_empty() {
         static_row.liveness = row.liveness;
-        p.static_row = Some(static_row);
+        p.static_row = Some(Box::new(static_row));
         return Ok(vec![partition_mutation(table, &key, p)]);
     }
     if !static_row.cells.is_empty() {
-        p.static_row = Some(static_row);
+        p.static_row = Some(Box::new(static_row));
     }
     if table.clustering_count == 0 {
         // the row lives in the single, empty clustering
@@ -581,7 +581,7 @@ pub fn update(
             }
         }
         if !static_row.cells.is_empty() {
-            p.static_row = Some(static_row);
+            p.static_row = Some(Box::new(static_row));
         }
         for (ck, row) in rows {
             if !row.cells.is_empty() {
@@ -1119,7 +1119,7 @@ pub fn delete(
                 }
             }
             if !static_row.cells.is_empty() {
-                p.static_row = Some(static_row);
+                p.static_row = Some(Box::new(static_row));
             }
             for (ck, row) in rows {
                 p.rows

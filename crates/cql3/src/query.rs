@@ -2846,7 +2846,7 @@ impl CasRequest {
         };
         let static_row = p
             .static_row
-            .as_ref()
+            .as_deref()
             .filter(|r| self.has_live(r, ColumnKind::Static, now));
         let rows = if self.conditions.is_empty() {
             // conditions on the static row only: the first live row tells
@@ -3521,7 +3521,7 @@ fn current_cells(
         .map(|c| c.kind == ColumnKind::Static)
         .unwrap_or(false)
     {
-        p.static_row.as_ref()
+        p.static_row.as_deref()
     } else {
         p.rows.get(&ckey)
     };

@@ -372,7 +372,7 @@ fn decode_partition_from(
     let r = &mut *r;
     let deletion = get_deletion(r)?;
     let static_row = if r.u8()? == 1 {
-        Some(get_row(r)?)
+        Some(Box::new(get_row(r)?))
     } else {
         None
     };

@@ -1646,7 +1646,7 @@ fn has_deltas(m: &Mutation) -> bool {
     let row_has = |r: &Row| {
         r.cells.values().any(|d| matches!(d, ColumnData::Counter(c) if c.value.as_deref().is_some_and(|v| !counter::is_context(v))))
     };
-    m.update.static_row.as_ref().is_some_and(row_has) || m.update.rows.values().any(row_has)
+    m.update.static_row.as_deref().is_some_and(row_has) || m.update.rows.values().any(row_has)
 }
 
 /// Turns each delta in `m` into this node's new shard. The clock continues from
@@ -1660,7 +1660,7 @@ fn lead_counter_update(raw: Option<Partition>, m: &mut Mutation, id: &[u8; 16], 
     let shard = |p: &Option<Partition>, ck: Option<&sibyl_db::ClusteringKey>, name: &str| {
         let p = p.as_ref()?;
         let row = match ck {
-            None => p.static_row.as_ref(),
+            None => p.static_row.as_deref(),
             Some(ck) => p.rows.get(ck),
         }?;
         match row.cells.get(name)? {

@@ -225,7 +225,8 @@ fn prefetch_values(p: &Partition) {
     use crate::data::ColumnData;
     let values = p
         .static_row
-        .iter()
+        .as_deref()
+        .into_iter()
         .chain(p.rows.values())
         .flat_map(|r| r.cells.values())
         .filter_map(|d| match d {
