@@ -215,6 +215,8 @@ fn shard_of(token: i64) -> usize {
 
 /// Values whose first cache line a read asks for ahead ([`prefetch_values`]).
 const PREFETCHED_VALUES: usize = 4;
+/// Bytes of a value whose cache lines are asked for.
+const PREFETCHED_VALUE_BYTES: usize = 256;
 
 /// Asks the CPU for the first cache line of each of the first few values
 /// of `p`, read out of a memtable. Nearly every read of a large memtable
@@ -235,7 +237,14 @@ fn prefetch_values(p: &Partition) {
         })
         .take(PREFETCHED_VALUES);
     for v in values {
-        crate::prefetch::prefetch(v.as_ptr());
+        // every line of a small value (a 100-byte one spans two or three)
+        let (p, n) = (v.as_ptr(), v.len().min(PREFETCHED_VALUE_BYTES));
+        for off in (0..n).step_by(64) {
+            crate::prefetch::prefetch(p.wrapping_add(off));
+        }
+        if n > 0 {
+            crate::prefetch::prefetch(p.wrapping_add(n - 1));
+        }
     }
 }
 

@@ -814,16 +814,20 @@ impl Conn {
             let trace = (traced || server.tracer.sampled())
                 .then(|| server.begin_trace(&req, client_ip))
                 .flatten();
-            // awaited in place, through wrappers that do not move the
-            // request's future (see `client_warn::collecting`)
+            // boxed where it is made: each wrapper around it (the panic's
+            // catch, the trace's and the warnings' scopes) and this
+            // future's state then hold a pointer, not a copy of the
+            // request's future (2.5 KB, moved into each as it is built)
             let collector = sibyl_service::client_warn::Collector::default();
             let processed = answered(
                 sibyl_service::client_warn::collecting(
                     &collector,
                     sibyl_tracing::scope(
                         trace.clone(),
-                        std::panic::AssertUnwindSafe(server.process(req, &client, version))
-                            .catch_unwind(),
+                        std::panic::AssertUnwindSafe(Box::pin(
+                            server.process(req, &client, version),
+                        ))
+                        .catch_unwind(),
                     ),
                 )
                 .await,
