@@ -213,13 +213,13 @@ fn shard_of(token: i64) -> usize {
     (((token as u64) ^ (1 << 63)) >> (64 - SHARDS.trailing_zeros())) as usize
 }
 
-/// Values whose first cache line a read asks for ahead ([`prefetch_values`]).
+/// Values whose cache lines a read asks for ahead ([`prefetch_values`]).
 const PREFETCHED_VALUES: usize = 4;
 /// Bytes of a value whose cache lines are asked for.
 const PREFETCHED_VALUE_BYTES: usize = 256;
 
-/// Asks the CPU for the first cache line of each of the first few values
-/// of `p`, read out of a memtable. Nearly every read of a large memtable
+/// Asks the CPU for the cache lines (up to [`PREFETCHED_VALUE_BYTES`]) of
+/// each of the first few values of `p`, read out of a memtable. Nearly every read of a large memtable
 /// misses on its value, which the response copies much later; fetched now,
 /// the miss overlaps the work in between (the statement's row building,
 /// the metrics) instead of stalling the copy.
