@@ -219,10 +219,11 @@ const PREFETCHED_VALUES: usize = 4;
 const PREFETCHED_VALUE_BYTES: usize = 256;
 
 /// Asks the CPU for the cache lines (up to [`PREFETCHED_VALUE_BYTES`]) of
-/// each of the first few values of `p`, read out of a memtable. Nearly every read of a large memtable
-/// misses on its value, which the response copies much later; fetched now,
-/// the miss overlaps the work in between (the statement's row building,
-/// the metrics) instead of stalling the copy.
+/// each of the first few values of `p`, read out of a memtable. Nearly
+/// every read of a large memtable misses on its value, which the response
+/// copies much later; fetched now, the miss overlaps the work in between
+/// (the statement's row building, the metrics) instead of stalling the
+/// copy.
 fn prefetch_values(p: &Partition) {
     use crate::data::ColumnData;
     let values = p
