@@ -20,6 +20,8 @@ here="$(cd "$(dirname "$0")" && pwd)"
 latte_ops() {
   python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); res=r["result"]; l=res["cycle_latency"]["percentiles"]; print(round(res["cycle_throughput"]["value"]), round(l[r["percentiles"].index(99.0)]["value"], 2))' "$1"
 }
+# `stress_p99 TEXT`: the 99th percentile of a stress summary, in ms
+stress_p99() { grep -m1 '^Latency 99th percentile' "$1" | awk '{print $5}'; }
 stress="$(cd "$(dirname "$0")/.." && pwd)/target/release/sibyl"
 [ -x "$stress" ] || stress="$new"
 tick_us=$((1000000 / $(getconf CLK_TCK)))
@@ -49,9 +51,9 @@ for round in $(seq 1 "$rounds"); do
       c1=$(proc_ticks $pid)
       "$stress" stress read n="$n" no-warmup -rate threads="$threads" -pop dist=UNIFORM\(1.."$n"\) -col n=FIXED\(1\) size=FIXED\(100\) > "$d/r.txt"
       c2=$(proc_ticks $pid)
-      printf '%s %-3s write %s, %s us CPU/op | read %s, %s us CPU/op\n' "$round" "$build" \
-        "$(grep -m1 '^Op rate' "$d/w.txt" | awk '{print $4, $5}')" "$(awk -v a=$c0 -v b=$c1 -v t=$tick_us -v n=$n 'BEGIN{printf "%.2f", (b-a)*t/n}')" \
-        "$(grep -m1 '^Op rate' "$d/r.txt" | awk '{print $4, $5}')" "$(awk -v a=$c1 -v b=$c2 -v t=$tick_us -v n=$n 'BEGIN{printf "%.2f", (b-a)*t/n}')"
+      printf '%s %-3s write %s p99 %s ms, %s us CPU/op | read %s p99 %s ms, %s us CPU/op\n' "$round" "$build" \
+        "$(grep -m1 '^Op rate' "$d/w.txt" | awk '{print $4, $5}')" "$(stress_p99 "$d/w.txt")" "$(awk -v a=$c0 -v b=$c1 -v t=$tick_us -v n=$n 'BEGIN{printf "%.2f", (b-a)*t/n}')" \
+        "$(grep -m1 '^Op rate' "$d/r.txt" | awk '{print $4, $5}')" "$(stress_p99 "$d/r.txt")" "$(awk -v a=$c1 -v b=$c2 -v t=$tick_us -v n=$n 'BEGIN{printf "%.2f", (b-a)*t/n}')"
     fi
     kill $pid; wait $pid 2>/dev/null
     rm -rf "$d"

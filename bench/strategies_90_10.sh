@@ -23,6 +23,7 @@ cassandra_dir="${TMPDIR:-/tmp}/apache-cassandra"
 sibyl="$root/target/release/sibyl"
 # shellcheck source=bench/lib.sh
 . "$here/lib.sh"
+"$root/scripts/venv.sh"   # the Python driver, for Cassandra's compaction counts
 py="$root/.venv/bin/python"
 need_disk 35 "$out"   # the 2026-11-23 run ended with 16 GB (Sibyl) and 10 GB (Cassandra)
 [ -x "$sibyl" ] || (cd "$root" && cargo build --release -p sibyl)

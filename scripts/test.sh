@@ -9,17 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 echo "== python environment"
-if [ ! -x .venv/bin/python ]; then
-  python3 -m venv .venv
-fi
-req=tests/python/requirements.txt
-stamp=.venv/.requirements.sha256
-want="$(sha256sum "$req" | cut -d' ' -f1)"
-if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
-  # cassandra-driver ships manylinux wheels; if pip ever falls back to the sdist, skip its minutes-long Cython build
-  CASS_DRIVER_NO_CYTHON=1 .venv/bin/pip install -q -r "$req"
-  echo "$want" > "$stamp"
-fi
+scripts/venv.sh
 
 echo "== a headless browser for the web page tests (best effort: they skip without one)"
 if ! command -v chromium >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then

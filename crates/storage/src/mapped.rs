@@ -3,9 +3,9 @@
 //! page cache, which outlives the process: no system call, nothing to wait
 //! for, and a killed process still loses nothing appended.
 //!
-//! With `prefetch.rs` (a cache hint), the only `unsafe` code of the
-//! storage engine, kept behind this safe interface. It rests on two rules
-//! the commit log keeps:
+//! With `prefetch.rs` (a cache hint) and `background.rs` (a thread's
+//! priority), the only `unsafe` code of the storage engine, kept behind
+//! this safe interface. It rests on two rules the commit log keeps:
 //! - the whole mapped range of the file is allocated on disk
 //!   (`posix_fallocate`) before it is mapped, so a write never meets a page
 //!   without blocks behind it (SIGBUS, on a full disk): a full disk fails

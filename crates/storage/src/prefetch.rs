@@ -4,7 +4,8 @@
 //!
 //! `unsafe` only because the intrinsic is a `#[target_feature]` function:
 //! a prefetch reads nothing and faults on no address, so any pointer is
-//! sound. With `mapped.rs`, the storage engine's only unsafe code.
+//! sound. With `mapped.rs` and `background.rs`, the storage engine's only
+//! unsafe code.
 
 #![allow(unsafe_code)]
 

@@ -2,6 +2,7 @@
 //! engine that ties them to the commit log: write path, flush, replay and
 //! commit log recycling.
 
+use crate::background::{self, Priority};
 use crate::cache::{KeyCache, RowCache, RowLookup};
 use crate::clustering::ClusteringComparator;
 use crate::commitlog::{self, CommitLog, Entry, ReplayStats, SyncMode};
@@ -900,6 +901,11 @@ fn read_truncation(dir: &Path) -> u64 {
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(0)
 }
+
+/// Pending compactions of a table past which its compactions stop giving
+/// way to requests (see `StorageEngine::compaction_priority`): with
+/// size-tiered's threshold of 4, some 20 SSTables.
+pub const COMPACTION_BACKLOG_PRESSING: usize = 4;
 
 /// Storage settings from the node configuration.
 #[derive(Debug, Clone)]
@@ -1808,6 +1814,20 @@ impl StorageEngine {
         }
     }
 
+    /// A compaction runs behind the requests (as Cassandra's compaction
+    /// threads, made at `Thread.MIN_PRIORITY`), unless its table's backlog
+    /// is past [`COMPACTION_BACKLOG_PRESSING`]: then it has fallen behind
+    /// the writes, reads pay for every SSTable it leaves, and it runs as the
+    /// requests do until it catches up (the starvation guard; decided per
+    /// compaction, when it starts).
+    fn compaction_priority(&self, t: &ColumnFamilyStore) -> Priority {
+        if Self::pending_compactions_of(t) > COMPACTION_BACKLOG_PRESSING {
+            Priority::Normal
+        } else {
+            Priority::Background
+        }
+    }
+
     /// Holds a background flush of `t` while its compaction backlog is over
     /// the limit (and compaction can shrink it), with the reason where
     /// held-back writes report it.
@@ -1985,7 +2005,8 @@ impl StorageEngine {
             .min()
             .flatten()
             .map_or(RepairState::Unrepaired, RepairState::Repaired);
-        let result = tokio::task::spawn_blocking(move || {
+        let priority = self.compaction_priority(t);
+        let result = background::run("CompactionExecutor", priority, move || {
             let log =
                 std::cell::RefCell::new(crate::lifecycle::CompactionLog::begin(&dir, &input_gens)?);
             let mut new_writer = || -> Result<SSTableWriter, StorageError> {
@@ -2067,8 +2088,7 @@ impl StorageEngine {
                 }
             }
         })
-        .await
-        .map_err(|e| StorageError::Decode(format!("compaction task failed: {e}")));
+        .await;
         self.compactions_running
             .lock()
             .retain(|p| p.id != progress_id);
@@ -2274,7 +2294,8 @@ impl StorageEngine {
             total_partitions: input.stats.partitions,
             total_bytes: input.stats.data_bytes,
         });
-        let result = tokio::task::spawn_blocking(move || {
+        let priority = self.compaction_priority(t);
+        let result = background::run(kind, priority, move || {
             let dir = t2.dir.clone();
             let mut log = crate::lifecycle::CompactionLog::begin(&dir, &[inp.generation])?;
             let mut outputs: Vec<(RepairState, SSTableWriter)> = Vec::new();
@@ -2334,8 +2355,7 @@ impl StorageEngine {
                 }
             }
         })
-        .await
-        .map_err(|e| StorageError::Decode(format!("{kind} task failed: {e}")));
+        .await;
         self.compactions_running
             .lock()
             .retain(|p| p.id != progress_id);
@@ -2688,6 +2708,37 @@ mod tests {
             .await
             .expect("apply");
         (dir, engine, id, t, keys)
+    }
+
+    /// The starvation guard: a table's compactions give way to requests
+    /// while its backlog is small, and stop giving way once it has fallen
+    /// behind (past `COMPACTION_BACKLOG_PRESSING` pending compactions).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn compactions_give_way_to_requests_until_their_backlog_presses() {
+        let (_dir, engine, id, t, _keys) = table_with_keys(10).await;
+        t.options.write().auto_compaction = false;
+        engine
+            .flush(&t, FlushReason::UserForced)
+            .await
+            .expect("flush");
+        assert_eq!(engine.compaction_priority(&t), Priority::Background);
+        let mut round = 0u32;
+        while StorageEngine::pending_compactions_of(&t) <= COMPACTION_BACKLOG_PRESSING {
+            assert_eq!(engine.compaction_priority(&t), Priority::Background);
+            let k = DecoratedKey::new(Bytes::from((1000 + round).to_be_bytes().to_vec()));
+            engine.apply(vec![write(id, &k)]).await.expect("apply");
+            engine
+                .flush(&t, FlushReason::UserForced)
+                .await
+                .expect("flush");
+            round += 1;
+            assert!(round < 200, "the backlog never grew: {}", t.sstable_count());
+        }
+        assert_eq!(engine.compaction_priority(&t), Priority::Normal);
+        // a major compaction (whatever its priority) clears the backlog
+        engine.compact(&t, true).await.expect("compact");
+        assert_eq!(t.sstable_count(), 1);
+        assert_eq!(engine.compaction_priority(&t), Priority::Background);
     }
 
     /// Incremental repair's sets: anticompaction splits an SSTable at the
