@@ -2683,6 +2683,22 @@ mod tests {
         );
     }
 
+    /// Writes the partition `key` (as big-endian bytes) and flushes it into
+    /// an SSTable of its own.
+    async fn one_more_sstable(
+        engine: &Arc<StorageEngine>,
+        t: &Arc<ColumnFamilyStore>,
+        id: uuid::Uuid,
+        key: u32,
+    ) {
+        let k = DecoratedKey::new(Bytes::from(key.to_be_bytes().to_vec()));
+        engine.apply(vec![write(id, &k)]).await.expect("apply");
+        engine
+            .flush(t, FlushReason::UserForced)
+            .await
+            .expect("flush");
+    }
+
     /// A table in `dir/data/ks/t` with `n` partitions in its memtable.
     async fn table_with_keys(
         n: u32,
@@ -2725,12 +2741,7 @@ mod tests {
         let mut round = 0u32;
         while StorageEngine::pending_compactions_of(&t) <= COMPACTION_BACKLOG_PRESSING {
             assert_eq!(engine.compaction_priority(&t), Priority::Background);
-            let k = DecoratedKey::new(Bytes::from((1000 + round).to_be_bytes().to_vec()));
-            engine.apply(vec![write(id, &k)]).await.expect("apply");
-            engine
-                .flush(&t, FlushReason::UserForced)
-                .await
-                .expect("flush");
+            one_more_sstable(&engine, &t, id, 1000 + round).await;
             round += 1;
             assert!(round < 200, "the backlog never grew: {}", t.sstable_count());
         }
@@ -2818,12 +2829,7 @@ mod tests {
         assert!(pct > 0.0 && pct < 100.0, "{pct}");
         // more unrepaired SSTables: compaction merges them, never with the repaired one
         for round in 0..3u32 {
-            let k = DecoratedKey::new(Bytes::from((1000 + round).to_be_bytes().to_vec()));
-            engine.apply(vec![write(id, &k)]).await.expect("apply");
-            engine
-                .flush(&t, FlushReason::UserForced)
-                .await
-                .expect("flush");
+            one_more_sstable(&engine, &t, id, 1000 + round).await;
         }
         while engine.compact(&t, true).await.expect("compact").is_some() {
             if t.sstable_count() <= 2 {
