@@ -1,22 +1,23 @@
-//! Flushes and compactions on threads of their own, scheduled behind the
-//! threads that serve requests while nothing presses.
+//! Compactions on threads of their own, scheduled behind the threads that
+//! serve requests while nothing presses.
 //!
-//! On a busy machine a flush or a compaction competes for a core with the
-//! event loops, and every millisecond an event loop waits for a core is a
-//! millisecond on the latency of every request it holds. Cassandra makes
-//! its compaction threads at `Thread.MIN_PRIORITY` for the same reason;
-//! here a background task's thread lowers its own scheduling priority (a
-//! nice value [`BACKGROUND_NICE`] above the process's) before it starts,
-//! unless its caller asks for [`Priority::Normal`]: someone waits for it
-//! (a user's flush, a drain), or its backlog is about to hold writes back
-//! (the starvation guard is the caller's choice of priority, made from the
-//! memtables' memory and the compaction backlog when the task starts).
+//! On a busy machine a compaction competes for a core with the event loops,
+//! and every millisecond an event loop waits for a core is a millisecond on
+//! the latency of every request it holds. Cassandra makes its compaction
+//! threads at `Thread.MIN_PRIORITY` for the same reason; here a background
+//! task's thread lowers its own scheduling priority (a nice value
+//! [`BACKGROUND_NICE`] above the process's) before it starts, unless its
+//! caller asks for [`Priority::Normal`]: the starvation guard is the
+//! caller's choice, made from the table's compaction backlog when the task
+//! starts (`StorageEngine::compaction_priority`). Flushes stay on tokio's
+//! blocking pool at normal priority: one that fell behind would hold
+//! writers back within seconds.
 //!
 //! A thread per task, not a pool: a thread's priority can be lowered by
 //! anyone but raised again only with privilege, so a thread that ran a
-//! background task must not serve a pressing one afterwards. Flushes and
-//! compactions are few (bounded by the flush flag and the compactors'
-//! semaphore), so a thread's start costs nothing that shows.
+//! background task must not serve a pressing one afterwards. Compactions
+//! are few (bounded by the compactors' semaphore), so a thread's start
+//! costs nothing that shows.
 //!
 //! `unsafe` only for `gettid`, `getpriority` and `setpriority`, which take
 //! integers and touch no memory of ours. With `mapped.rs` and
@@ -28,7 +29,7 @@ use crate::StorageError;
 
 /// How a background task's thread is scheduled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Priority {
+pub(crate) enum Priority {
     /// As the threads that serve requests.
     Normal,
     /// [`BACKGROUND_NICE`] behind them.
@@ -38,11 +39,11 @@ pub enum Priority {
 /// How much nicer than the process a [`Priority::Background`] thread is:
 /// under the kernel's fair scheduler, a weight about a tenth of a normal
 /// thread's when both want the same core, and all of an idle core.
-pub const BACKGROUND_NICE: i32 = 10;
+pub(crate) const BACKGROUND_NICE: i32 = 10;
 
 /// Runs `f` on a thread of its own named `name`, at `priority`, and
 /// returns what it returns (an error if it panicked).
-pub async fn run<T, F>(name: &str, priority: Priority, f: F) -> Result<T, StorageError>
+pub(crate) async fn run<T, F>(name: &str, priority: Priority, f: F) -> Result<T, StorageError>
 where
     T: Send + 'static,
     F: FnOnce() -> T + Send + 'static,
@@ -68,7 +69,7 @@ where
 
 /// Lowers the calling thread's scheduling priority by `by` nice steps (at
 /// most to 19); false when the system refused (nothing else changes).
-pub fn lower_priority(by: i32) -> bool {
+pub(crate) fn lower_priority(by: i32) -> bool {
     match current_nice() {
         Some(now) => set_nice(now.saturating_add(by).min(19)),
         None => false,
@@ -77,7 +78,7 @@ pub fn lower_priority(by: i32) -> bool {
 
 /// The calling thread's nice value (Linux schedules threads, not processes:
 /// `PRIO_PROCESS` with a thread id is that thread alone).
-pub fn current_nice() -> Option<i32> {
+pub(crate) fn current_nice() -> Option<i32> {
     #[cfg(target_os = "linux")]
     // SAFETY: plain system calls on integers; errno is the thread's own
     unsafe {

@@ -4,7 +4,7 @@
 //! Counterpart of Cassandra's `db` package. SSTables and compaction plug in
 //! behind [`ColumnFamilyStore`] as further [`PartitionSource`]s.
 
-pub mod background;
+mod background;
 pub mod cache;
 pub mod commitlog;
 pub mod compaction;

@@ -905,7 +905,7 @@ fn read_truncation(dir: &Path) -> u64 {
 /// Pending compactions of a table past which its compactions stop giving
 /// way to requests (see `StorageEngine::compaction_priority`): with
 /// size-tiered's threshold of 4, some 20 SSTables.
-pub const COMPACTION_BACKLOG_PRESSING: usize = 4;
+pub(crate) const COMPACTION_BACKLOG_PRESSING: usize = 4;
 
 /// Storage settings from the node configuration.
 #[derive(Debug, Clone)]
