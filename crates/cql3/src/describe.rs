@@ -222,7 +222,7 @@ fn rows_result(with_stmt: bool, rows: Vec<(String, String, String, Option<String
     Outcome {
         body: ResultBody::Rows {
             metadata: RowsMetadata {
-                columns,
+                columns: columns.into(),
                 ..Default::default()
             },
             rows,
@@ -335,7 +335,7 @@ pub fn describe(
             Ok(Outcome {
                 body: ResultBody::Rows {
                     metadata: RowsMetadata {
-                        columns,
+                        columns: columns.into(),
                         ..Default::default()
                     },
                     rows,

@@ -332,7 +332,7 @@ impl QueryProcessor {
                 Statement::Select(s) => {
                     let t = self.table(&s.table, client, ks)?;
                     if top {
-                        *result = select::selection(&t, s)?.columns;
+                        *result = select::selection(&t, s)?.columns.to_vec();
                     }
                     let mut extra = Vec::new();
                     if let Some(l) = &s.limit {
@@ -631,7 +631,7 @@ impl QueryProcessor {
                 pk_indexes: p.pk_indexes.clone(),
             },
             result_metadata: RowsMetadata {
-                columns: p.result_columns.clone(),
+                columns: p.result_columns.clone().into(),
                 ..Default::default()
             },
         }
@@ -2375,7 +2375,7 @@ fn rows_outcome(columns: Vec<ColumnSpec>, rows: Vec<Vec<Option<Bytes>>>) -> Outc
     Outcome {
         body: ResultBody::Rows {
             metadata: RowsMetadata {
-                columns,
+                columns: columns.into(),
                 ..Default::default()
             },
             rows,

@@ -186,7 +186,8 @@ impl Out {
 /// The analysed select clause.
 #[derive(Debug, Clone)]
 pub struct Selection {
-    pub columns: Vec<ColumnSpec>,
+    /// Shared with every execution's response metadata.
+    pub columns: Arc<[ColumnSpec]>,
     pub outs: Vec<Out>,
     pub aggregate: bool,
     /// The aggregates of the selection: kind, argument, argument type.
@@ -218,7 +219,7 @@ pub fn selection(table: &TableMetadata, sel: &Select) -> Result<Selection> {
             name: "[json]".into(),
             typ: CqlType::Text,
         };
-        s.json = Some(std::mem::replace(&mut s.columns, vec![json]));
+        s.json = Some(std::mem::replace(&mut s.columns, Arc::from([json])).to_vec());
     }
     Ok(s)
 }
@@ -286,7 +287,7 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
             outs.push(Out::Column(i));
         }
         return Ok(Selection {
-            columns,
+            columns: columns.into(),
             outs,
             aggregate: false,
             aggs: Vec::new(),
@@ -398,7 +399,7 @@ fn selection_of(table: &TableMetadata, sel: &Select) -> Result<Selection> {
         }
     }
     Ok(Selection {
-        columns,
+        columns: columns.into(),
         outs,
         aggregate: !aggs.is_empty(),
         aggs,

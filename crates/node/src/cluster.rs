@@ -842,6 +842,11 @@ impl GossipDriver {
 
     /// Whether gossip has `endpoint` up (this node always is).
     pub fn is_alive(&self, endpoint: IpAddr) -> bool {
+        // this node is alive to itself without the gossiper's lock (every
+        // request asks about its replicas, and this node is one of most)
+        if endpoint == self.messaging.local_address() {
+            return true;
+        }
         let g = self.gossiper.lock();
         endpoint == g.local_address() || g.is_alive(endpoint)
     }

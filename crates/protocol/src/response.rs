@@ -465,7 +465,9 @@ pub struct ColumnSpec {
 /// such metadata yields that many placeholder columns (empty names, `blob`).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct RowsMetadata {
-    pub columns: Vec<ColumnSpec>,
+    /// Shared: a statement's result columns are the same for every
+    /// execution, and each execution's response holds them.
+    pub columns: std::sync::Arc<[ColumnSpec]>,
     pub paging_state: Option<Bytes>,
     pub no_metadata: bool,
     /// v5 Metadata_changed.
@@ -605,7 +607,7 @@ impl RowsMetadata {
             read_specs(r, count, f & rflags::GLOBAL_TABLES_SPEC != 0)?
         };
         Ok(RowsMetadata {
-            columns,
+            columns: columns.into(),
             paging_state,
             no_metadata,
             new_metadata_id,

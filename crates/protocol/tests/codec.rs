@@ -739,7 +739,7 @@ fn sample_responses(version: u8) -> Vec<Response> {
         Response::Result(ResultBody::SetKeyspace("ks".into())),
         Response::Result(ResultBody::Rows {
             metadata: RowsMetadata {
-                columns: cols.clone(),
+                columns: cols.clone().into(),
                 paging_state: Some(b(b"ps")),
                 no_metadata: false,
                 new_metadata_id: None,
@@ -751,7 +751,7 @@ fn sample_responses(version: u8) -> Vec<Response> {
         }),
         Response::Result(ResultBody::Rows {
             metadata: RowsMetadata {
-                columns: mixed.clone(),
+                columns: mixed.clone().into(),
                 paging_state: None,
                 no_metadata: false,
                 new_metadata_id: None,
@@ -768,7 +768,8 @@ fn sample_responses(version: u8) -> Vec<Response> {
                         typ: CqlType::Blob
                     };
                     2
-                ],
+                ]
+                .into(),
                 paging_state: None,
                 no_metadata: true,
                 new_metadata_id: None,
@@ -787,7 +788,7 @@ fn sample_responses(version: u8) -> Vec<Response> {
                 pk_indexes: if version >= 4 { vec![0] } else { vec![] },
             },
             result_metadata: RowsMetadata {
-                columns: mixed,
+                columns: mixed.into(),
                 ..RowsMetadata::default()
             },
         }),
@@ -847,7 +848,7 @@ fn sample_responses(version: u8) -> Vec<Response> {
     if version >= 5 {
         v.push(Response::Result(ResultBody::Rows {
             metadata: RowsMetadata {
-                columns: cols,
+                columns: cols.into(),
                 paging_state: None,
                 no_metadata: false,
                 new_metadata_id: Some(b(&[5; 16])),
@@ -956,7 +957,7 @@ fn errors_are_downgraded_for_old_versions() {
 fn rows_exact_bytes_use_global_table_spec() {
     let resp = Response::Result(ResultBody::Rows {
         metadata: RowsMetadata {
-            columns: vec![col("k", CqlType::Int)],
+            columns: vec![col("k", CqlType::Int)].into(),
             ..RowsMetadata::default()
         },
         rows: vec![vec![Some(b(&[0, 0, 0, 7]))]],
@@ -1178,7 +1179,7 @@ fn big_frame(body_len: usize) -> Vec<u8> {
     ))]];
     let resp = Response::Result(ResultBody::Rows {
         metadata: RowsMetadata {
-            columns: vec![col("v", CqlType::Blob)],
+            columns: vec![col("v", CqlType::Blob)].into(),
             ..RowsMetadata::default()
         },
         rows,

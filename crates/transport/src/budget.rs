@@ -33,8 +33,7 @@ impl Budget {
     }
 
     /// Units available now.
-    #[cfg(test)]
-    fn available(&self) -> usize {
+    pub fn available(&self) -> usize {
         self.available.load(SeqCst)
     }
 

@@ -344,7 +344,7 @@ impl Server {
         // the writer: what the requests queued since its last write goes in
         // one write; what a response holds is given back once written
         let per_turn = requests_per_turn();
-        let (outbox, write_loop) = outbox::Outbox::<Held>::new(wr, per_turn == 0);
+        let (outbox, write_loop) = outbox::Outbox::<Held>::new(wr, per_turn == Some(0));
         let writer = tokio::spawn(write_loop);
         let budget = self.limits.response_bytes_per_connection;
         let mut conn = Conn {
@@ -369,7 +369,7 @@ impl Server {
         let mut event_rx: Option<broadcast::Receiver<Event>> = None;
         // an oversized v4 frame: its header, and the bytes still to skip
         let mut discarding: Option<(FrameHeader, ProtocolError, usize)> = None;
-        let mut this_turn = 0usize;
+        let mut turn = Turn::default();
         'read: loop {
             // process everything buffered
             loop {
@@ -397,7 +397,7 @@ impl Server {
                                     if !conn.handle_frame(h, body).await {
                                         break 'read;
                                     }
-                                    take_turns(per_turn, &mut this_turn).await;
+                                    turn.take(per_turn, &conn.slots).await;
                                 }
                             }
                             Err(e) => {
@@ -429,7 +429,7 @@ impl Server {
                             if !conn.handle_frame(h, body).await {
                                 break 'read;
                             }
-                            take_turns(per_turn, &mut this_turn).await;
+                            turn.take(per_turn, &conn.slots).await;
                             if conn.v5_framing && !was_v5 {
                                 seg_decoder =
                                     SegmentDecoder::new(conn.compression == Some(Compression::Lz4));
@@ -489,29 +489,60 @@ impl Server {
 /// Requests a connection's reader starts before it lets them run (and the
 /// writer send the responses of those done): the client gets the first
 /// responses while the server works on the rest, instead of the two taking
-/// turns a whole batch at a time. `SIBYL_NATIVE_REQUESTS_PER_TURN`, 0: the
-/// reader starts everything it has read, and the writer waits for all of it.
-/// 8 rather than 16 (bench/README.md, 2026-11-28): latte at 32 and 128 in
-/// flight waited less for responses, at the same CPU per request.
-fn requests_per_turn() -> usize {
-    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+/// turns a whole batch at a time. `SIBYL_NATIVE_REQUESTS_PER_TURN` fixes
+/// it (0: the reader starts everything it has read, and the writer waits
+/// for all of it); unset, a turn is a quarter of the connection's requests
+/// in flight ([`Turn::size`]).
+fn requests_per_turn() -> Option<usize> {
+    static N: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     *N.get_or_init(|| {
         std::env::var("SIBYL_NATIVE_REQUESTS_PER_TURN")
             .ok()
             .and_then(|v| v.parse().ok())
-            .unwrap_or(8)
     })
 }
 
-/// Counts a request started; every `per_turn` of them, lets the others run.
-async fn take_turns(per_turn: usize, this_turn: &mut usize) {
-    if per_turn == 0 {
-        return;
+/// The requests of a connection's reader's turn.
+#[derive(Default)]
+struct Turn {
+    started: usize,
+    size: usize,
+}
+
+/// Turns per round of a connection's requests in flight, and the bounds of
+/// a turn. Four: the client reads a quarter of its responses while the
+/// server works on the next (on two cores, latte at 128 in flight: 3.2 µs
+/// of server CPU per read against 3.4 with turns of 8, as many reads a
+/// second; bench/README.md, 2026-12-02, late). At least 8: with fewer in
+/// flight, shorter turns only add writes (32 in flight: turns of 8 made
+/// 284k reads/s, of 16 181k).
+const TURNS_PER_ROUND: usize = 4;
+const MIN_TURN: usize = 8;
+const MAX_TURN: usize = 128;
+
+impl Turn {
+    /// A turn's size when it starts: `fixed`, or a quarter of the
+    /// requests holding one of the connection's `slots`.
+    fn size(fixed: Option<usize>, slots: &Budget) -> usize {
+        fixed.unwrap_or_else(|| {
+            let in_flight = MAX_IN_FLIGHT_PER_CONNECTION.saturating_sub(slots.available());
+            (in_flight / TURNS_PER_ROUND).clamp(MIN_TURN, MAX_TURN)
+        })
     }
-    *this_turn += 1;
-    if *this_turn >= per_turn {
-        *this_turn = 0;
-        tokio::task::yield_now().await;
+
+    /// Counts a request started; at the end of a turn, lets the others run.
+    async fn take(&mut self, fixed: Option<usize>, slots: &Budget) {
+        if fixed == Some(0) {
+            return;
+        }
+        if self.started == 0 {
+            self.size = Self::size(fixed, slots);
+        }
+        self.started += 1;
+        if self.started >= self.size {
+            self.started = 0;
+            tokio::task::yield_now().await;
+        }
     }
 }
 
@@ -1280,5 +1311,43 @@ mod panics {
             Err(e) => panic!("unexpected error {e}"),
             Ok(_) => panic!("expected an error"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_turn_is_a_quarter_of_the_requests_in_flight_within_its_bounds() {
+        let slots = Budget::new(MAX_IN_FLIGHT_PER_CONNECTION);
+        let held = |n| slots.try_take(n).unwrap();
+        assert_eq!(Turn::size(None, &slots), MIN_TURN);
+        let a = held(32);
+        assert_eq!(Turn::size(None, &slots), 8);
+        let b = held(96);
+        assert_eq!(Turn::size(None, &slots), 32, "128 in flight");
+        let c = held(896);
+        assert_eq!(Turn::size(None, &slots), MAX_TURN, "every slot held");
+        // a fixed size is kept whatever is in flight
+        assert_eq!(Turn::size(Some(16), &slots), 16);
+        drop((a, b, c));
+        assert_eq!(Turn::size(None, &slots), MIN_TURN, "all given back");
+    }
+
+    #[tokio::test]
+    async fn a_turn_yields_once_its_requests_are_started() {
+        let slots = Budget::new(MAX_IN_FLIGHT_PER_CONNECTION);
+        let _held = slots.try_take(64).unwrap();
+        let mut turn = Turn::default();
+        for i in 1..=16 {
+            turn.take(None, &slots).await;
+            assert_eq!(turn.size, 16);
+            assert_eq!(turn.started, i % 16, "request {i}");
+        }
+        // never a turn with a fixed size of 0: nothing is counted
+        let mut all = Turn::default();
+        all.take(Some(0), &slots).await;
+        assert_eq!(all.started, 0);
     }
 }
