@@ -843,7 +843,7 @@ impl GossipDriver {
     /// Whether gossip has `endpoint` up (this node always is).
     pub fn is_alive(&self, endpoint: IpAddr) -> bool {
         // this node is alive to itself without the gossiper's lock (every
-        // request asks about its replicas, and this node is one of most)
+        // request asks about its replicas, this node often among them)
         if endpoint == self.messaging.local_address() {
             return true;
         }
