@@ -1336,7 +1336,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_turn_yields_once_its_requests_are_started() {
+    async fn a_turn_counts_its_requests_and_starts_again_at_its_size() {
         let slots = Budget::new(MAX_IN_FLIGHT_PER_CONNECTION);
         let _held = slots.try_take(64).unwrap();
         let mut turn = Turn::default();
@@ -1345,7 +1345,7 @@ mod tests {
             assert_eq!(turn.size, 16);
             assert_eq!(turn.started, i % 16, "request {i}");
         }
-        // never a turn with a fixed size of 0: nothing is counted
+        // a fixed size of 0 has no turns: nothing is counted
         let mut all = Turn::default();
         all.take(Some(0), &slots).await;
         assert_eq!(all.started, 0);
