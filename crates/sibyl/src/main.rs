@@ -60,6 +60,7 @@ Starts a Sibyl node. Without --config it serves CQL on 127.0.0.1:9042 and keeps
 its data under ./data. FILE uses cassandra.yaml key names and units.";
 
 fn main() -> anyhow::Result<()> {
+    allocator::configure();
     let all: Vec<String> = std::env::args().skip(1).collect();
     if all.first().map(|a| a == "nodetool").unwrap_or(false) {
         return nodetool::run(all[1..].to_vec());
