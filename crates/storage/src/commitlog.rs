@@ -546,7 +546,10 @@ impl CommitLog {
         seg.map.write(at + 9, payload);
         seg.map.write(at + 8 + len, &crc.finalize().to_be_bytes());
         w.segment_bytes += entry_bytes;
-        if seg.populated < w.segment_bytes + POPULATE_AHEAD / 2
+        // (up to the segment's end: past it there is nothing to fault in,
+        // and the syncer would be woken by every append)
+        let wanted = (w.segment_bytes + POPULATE_AHEAD / 2).min(seg.map.len() as u64);
+        if seg.populated < wanted
             && self.populate_ahead.load(Ordering::Relaxed)
             && !self.need_populate.swap(true, Ordering::Relaxed)
         {
@@ -1182,13 +1185,18 @@ mod tests {
             "and a new spare follows"
         );
         log.shutdown();
+        assert_eq!(replayed(dir.path()), 60);
+    }
+
+    /// Entries a replay of `dir` finds.
+    fn replayed(dir: &Path) -> usize {
         let mut n = 0;
-        replay(dir.path(), false, |_, _| {
+        replay(dir, false, |_, _| {
             n += 1;
             Ok(())
         })
         .expect("replay");
-        assert_eq!(n, 60);
+        n
     }
 
     /// (populated bytes, appended bytes) of the active segment.
@@ -1228,13 +1236,36 @@ mod tests {
             assert!(wait(&log), "ahead again: {:?}", populated(&log));
         }
         log.shutdown();
-        let mut n = 0;
-        replay(dir.path(), false, |_, _| {
-            n += 1;
-            Ok(())
-        })
-        .expect("replay");
-        assert_eq!(n, 15_000, "faulting in changes no entry");
+        assert_eq!(replayed(dir.path()), 15_000, "faulting in changes no entry");
+
+        // faulted in to its end, a segment's last appends wake no one
+        let dir = tempfile::tempdir().expect("tmp");
+        let log = CommitLog::open(dir.path(), period, 2 << 20).expect("open");
+        for i in 0..8_000u32 {
+            log.append_mutation(&[i as u8; 200], None).expect("append");
+        }
+        let len = log
+            .writer
+            .lock()
+            .active
+            .as_ref()
+            .map(|s| s.map.len() as u64);
+        for _ in 0..300 {
+            if Some(populated(&log).0) >= len {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(
+            Some(populated(&log).0) >= len,
+            "{:?} of {len:?}",
+            populated(&log)
+        );
+        for i in 0..100u8 {
+            log.append_mutation(&[i; 200], None).expect("append");
+            assert!(!log.need_populate.load(Ordering::Relaxed));
+        }
+        log.shutdown();
 
         // batch mode syncs every few writes: it never faults ahead
         let dir = tempfile::tempdir().expect("tmp");

@@ -156,8 +156,9 @@ impl Drop for Mapping {
 mod tests {
     use super::*;
 
-    #[test]
-    fn writes_reach_the_file_without_a_system_call_of_ours() {
+    /// A new file open for reading and writing, in a directory of its own
+    /// (kept while the test runs).
+    fn new_file() -> (tempfile::TempDir, std::path::PathBuf, File) {
         let dir = tempfile::tempdir().expect("tmp");
         let path = dir.path().join("f");
         let file = std::fs::OpenOptions::new()
@@ -166,6 +167,12 @@ mod tests {
             .write(true)
             .open(&path)
             .expect("open");
+        (dir, path, file)
+    }
+
+    #[test]
+    fn writes_reach_the_file_without_a_system_call_of_ours() {
+        let (_dir, path, file) = new_file();
         let mut m = MappedFile::allocate_and_map(&file, 8192).expect("map");
         assert_eq!(std::fs::metadata(&path).expect("meta").len(), 8192);
         m.write(4094, b"abcd");
@@ -178,14 +185,7 @@ mod tests {
 
     #[test]
     fn populating_faults_pages_in_and_changes_no_byte() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let path = dir.path().join("f");
-        let file = std::fs::OpenOptions::new()
-            .create_new(true)
-            .read(true)
-            .write(true)
-            .open(&path)
-            .expect("open");
+        let (_dir, path, file) = new_file();
         let mut m = MappedFile::allocate_and_map(&file, 64 * 1024).expect("map");
         m.write(5000, b"kept");
         let pages = m.pages();
