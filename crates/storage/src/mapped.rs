@@ -45,7 +45,6 @@ unsafe impl Sync for Mapping {}
 
 /// A handle on a [`MappedFile`]'s pages that faults them in ahead of its
 /// writer (another thread's work), and keeps the mapping alive meanwhile.
-#[derive(Clone)]
 pub struct Pages(Arc<Mapping>);
 
 impl MappedFile {
