@@ -40,17 +40,17 @@ fi
 f=$op
 [ "$op" = mix ] && f="read:0.9,write:0.1"
 for r in $(seq "$rounds"); do
-  s0=$(proc_ticks "$pid"); read -r b0 t0 < <(machine_ticks)
+  s0=$(proc_ticks "$pid"); read -r b0 t0 st0 < <(machine_ticks)
   # shellcheck disable=SC2086 # LATTE_ARGS is a list of options
   latte run "$here/kv.rn" -f "$f" 127.0.0.1:9042 -p "$n" -d 10s -P rows=100000 ${LATTE_ARGS:-} -o "$out/r$r.json" > /dev/null 2>&1
-  s1=$(proc_ticks "$pid"); read -r b1 t1 < <(machine_ticks)
-  python3 - "$out/r$r.json" "$r" "$((s1 - s0))" "$((b1 - b0))" "$((t1 - t0))" "$(nproc)" "$(getconf CLK_TCK)" <<'PY'
+  s1=$(proc_ticks "$pid"); read -r b1 t1 st1 < <(machine_ticks)
+  python3 - "$out/r$r.json" "$r" "$((s1 - s0))" "$((b1 - b0))" "$((t1 - t0))" "$((st1 - st0))" "$(nproc)" "$(getconf CLK_TCK)" <<'PY'
 import json, sys
-path, r, sticks, busy, total, ncpu, tck = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
+path, r, sticks, busy, total, steal, ncpu, tck = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
 res = json.load(open(path))["result"]
 ops = res["cycle_throughput"]["value"]
 secs = total / ncpu / tck  # the window measured: latte's start and end too
 print(f"round {r}: {ops:,.0f} ops/s, server {sticks / tck / secs:.2f} cores, "
-      f"machine {busy * ncpu / total:.2f} cores, server {sticks / tck * 1e6 / res['cycle_count']:.2f} µs/op")
+      f"machine {busy * ncpu / total:.2f} cores (stolen {steal * ncpu / total:.2f}), server {sticks / tck * 1e6 / res['cycle_count']:.2f} µs/op")
 PY
 done

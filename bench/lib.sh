@@ -59,8 +59,11 @@ PY
 
 # `proc_ticks PID`: the CPU ticks (user + system) a process has used.
 proc_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-# `machine_ticks`: "busy total" ticks of the whole machine.
-machine_ticks() { awk '/^cpu / {t=0; for (i=2;i<=NF;i++) t+=$i; print t-$5-$6, t}' /proc/stat; }
+# `machine_ticks`: "busy total steal" ticks of the whole machine. Steal is
+# time the hypervisor gave this VM's vCPUs to another guest while they had
+# work: counted busy, and charged to no process here (a process's ticks
+# leave it out), but a run with much of it ran on a contended host.
+machine_ticks() { awk '/^cpu / {t=0; for (i=2;i<=NF;i++) t+=$i; print t-$5-$6, t, $9}' /proc/stat; }
 
 # `rss_mb PID`: the process's resident memory in MB.
 rss_mb() { awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$1/status"; }

@@ -6,7 +6,8 @@
 # each at 32, 128 and 512 requests in flight. For every point: ops/s,
 # p50/p99/p999, the server's CPU per operation (from /proc/PID/stat), the
 # client's CPU per operation, the cores the server and the whole machine
-# used, and the machine's idle share (from /proc/stat).
+# used, the machine's idle share, and how much of its busy time the
+# hypervisor gave to other guests (steal), from /proc/stat.
 #
 #   bench/matrix.sh [DURATION] [IN_FLIGHT...]     (defaults: 15s, 32 128 512)
 #   SERVERS="sibyl" bench/matrix.sh 10s 128       (Sibyl alone)
@@ -45,12 +46,13 @@ measure() {
   local server="$1" client="$2" op="$3" n="$4"; shift 4
   local name="$server-$client-$op-$n"
   local s0 m0 m1 t0 t1
-  s0=$(proc_ticks "$pid"); read -r mb0 mt0 < <(machine_ticks); t0=$(date +%s%N)
+  s0=$(proc_ticks "$pid"); read -r mb0 mt0 ms0 < <(machine_ticks); t0=$(date +%s%N)
   /usr/bin/time -f "%U %S" -o "$out/$name.time" "$@" > "$out/$name.txt" 2>&1 || echo "   ($name failed: see $out/$name.txt)"
-  t1=$(date +%s%N); read -r mb1 mt1 < <(machine_ticks)
+  t1=$(date +%s%N); read -r mb1 mt1 ms1 < <(machine_ticks)
   local sticks=$(( $(proc_ticks "$pid") - s0 ))
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$server" "$client" "$op" "$n" "$sticks" \
-    "$(tail -1 "$out/$name.time")" "$((mb1 - mb0))" "$((mt1 - mt0))" "$(( (t1 - t0) / 1000000 ))" >> "$out/raw.tsv"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$server" "$client" "$op" "$n" "$sticks" \
+    "$(tail -1 "$out/$name.time")" "$((mb1 - mb0))" "$((mt1 - mt0))" "$(( (t1 - t0) / 1000000 ))" \
+    "$((ms1 - ms0))" >> "$out/raw.tsv"
   echo "   $name done"
 }
 
@@ -113,7 +115,10 @@ sys.path.insert(0, sys.argv[4])
 import hdrlog
 rows = []
 for line in open(f"{out}/raw.tsv"):
-    server, client, op, n, sticks, ctime, mbusy, mtotal, wall_ms = line.rstrip("\n").split("\t")
+    fields = line.rstrip("\n").split("\t")
+    # the stolen ticks came as a tenth field on 2026-12-03
+    server, client, op, n, sticks, ctime, mbusy, mtotal, wall_ms = fields[:9]
+    msteal = fields[9] if len(fields) > 9 else "0"
     name = f"{server}-{client}-{op}-{n}"
     try:
         if client == "latte":
@@ -145,17 +150,18 @@ for line in open(f"{out}/raw.tsv"):
     busy = int(mbusy) / int(mtotal) * ncpu if int(mtotal) else 0
     rows.append((server, client, op, int(n), dict(
         rate=rate, p50=p50, p99=p99, p999=p999, server_us=server_us, client_us=client_us,
-        server_cores=int(sticks) / tck / wall, busy=busy, idle=1 - busy / ncpu, errors=errors), None))
+        server_cores=int(sticks) / tck / wall, busy=busy, idle=1 - busy / ncpu, errors=errors,
+        stolen=int(msteal) / int(mtotal) * ncpu if int(mtotal) else 0), None))
 
-print("| client | op | in flight | server | ops/s | p50 ms | p99 ms | p99.9 ms | server µs/op | client µs/op | server cores | machine busy cores | idle share | errors |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("| client | op | in flight | server | ops/s | p50 ms | p99 ms | p99.9 ms | server µs/op | client µs/op | server cores | machine busy cores | of which stolen | idle share | errors |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 order = {"write": 0, "read": 1, "mix": 2}
 for server, client, op, n, f, err in sorted(rows, key=lambda r: (r[1], order[r[2]], r[3], r[0])):
     if f is None:
-        print(f"| {client} | {op} | {n} | {server} | failed: {err} |||||||||")
+        print(f"| {client} | {op} | {n} | {server} | failed: {err} ||||||||||")
         continue
     print(f"| {client} | {op} | {n} | {server} | {f['rate']:.0f} | {f['p50']:.2f} | {f['p99']:.2f} | {f['p999']:.2f} | "
-          f"{f['server_us']:.1f} | {f['client_us']:.1f} | {f['server_cores']:.2f} | {f['busy']:.2f} | {f['idle']:.0%} | {f['errors']} |")
+          f"{f['server_us']:.1f} | {f['client_us']:.1f} | {f['server_cores']:.2f} | {f['busy']:.2f} | {f['stolen']:.2f} | {f['idle']:.0%} | {f['errors']} |")
 
 # Sibyl against Cassandra, point by point, and against Cassandra's best
 by = {(s, c, o, n): f for s, c, o, n, f, _ in rows if f}
