@@ -14,4 +14,4 @@ pub mod token_allocator;
 pub mod token_metadata;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use token_metadata::{Endpoint, TokenMetadata};
+pub use token_metadata::{Endpoint, Replicas, TokenMetadata};

@@ -22,6 +22,10 @@ pub struct TokenMetadata {
     ring: Vec<(i64, usize)>,
 }
 
+/// The replicas of a token, as indexes into [`TokenMetadata::endpoints`]:
+/// on the stack up to four (every write and read asks for them).
+pub type Replicas = smallvec::SmallVec<[usize; 4]>;
+
 impl TokenMetadata {
     pub fn new() -> Self {
         Self::default()
@@ -47,12 +51,12 @@ impl TokenMetadata {
     /// Cassandra lists them. `LocalStrategy` has no ring placement: its only
     /// replica is whichever node holds the data, so it gives none here and
     /// the coordinator serves it locally.
-    pub fn replicas(&self, token: i64, strategy: &ReplicationStrategy) -> Vec<usize> {
+    pub fn replicas(&self, token: i64, strategy: &ReplicationStrategy) -> Replicas {
         match strategy {
-            ReplicationStrategy::Local => Vec::new(),
+            ReplicationStrategy::Local => Replicas::new(),
             ReplicationStrategy::Everywhere => (0..self.endpoints.len()).collect(),
             ReplicationStrategy::NetworkTopology { datacenters } => {
-                let mut out = Vec::with_capacity(
+                let mut out = Replicas::with_capacity(
                     datacenters
                         .values()
                         .sum::<usize>()
@@ -88,7 +92,8 @@ impl TokenMetadata {
                 out
             }
             ReplicationStrategy::Simple { replication_factor } => {
-                let mut out = Vec::with_capacity((*replication_factor).min(self.endpoints.len()));
+                let mut out =
+                    Replicas::with_capacity((*replication_factor).min(self.endpoints.len()));
                 for e in self.walk(token) {
                     if out.len() >= *replication_factor {
                         break;
@@ -174,9 +179,9 @@ mod tests {
             ("class", "org.apache.cassandra.locator.SimpleStrategy"),
             ("replication_factor", "2"),
         ]);
-        assert_eq!(tm.replicas(-5, &rf2), vec![1, 2]);
-        assert_eq!(tm.replicas(60, &rf2), vec![0, 1]);
-        assert_eq!(tm.replicas(101, &rf2), vec![0, 1], "wraps around");
+        assert_eq!(tm.replicas(-5, &rf2).as_slice(), [1, 2]);
+        assert_eq!(tm.replicas(60, &rf2).as_slice(), [0, 1]);
+        assert_eq!(tm.replicas(101, &rf2).as_slice(), [0, 1], "wraps around");
     }
 
     #[test]
@@ -196,8 +201,8 @@ mod tests {
         ]);
         let r = tm.replicas(-1, &k);
         assert_eq!(
-            r,
-            vec![0, 2, 3],
+            r.as_slice(),
+            [0, 2, 3],
             "dc1 takes racks r1 and r2 before a second r1 node"
         );
     }
@@ -223,7 +228,7 @@ mod tests {
             ("class", "org.apache.cassandra.locator.SimpleStrategy"),
             ("replication_factor", "3"),
         ]);
-        assert_eq!(tm.replicas(i64::MIN, &k), vec![0]);
+        assert_eq!(tm.replicas(i64::MIN, &k).as_slice(), [0]);
         let other_dc = ks(&[
             (
                 "class",

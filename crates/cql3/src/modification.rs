@@ -300,8 +300,10 @@ fn insert_values(
     // column by column, as Cassandra prepares them: the column, then the
     // value of one outside the primary key (its operation); the columns and
     // those values are kept for building the row below
-    let mut cols = Vec::with_capacity(ins.columns.len());
-    let mut vals = Vec::with_capacity(ins.columns.len());
+    // (on the stack for a statement of up to eight columns: this runs on
+    // every execution)
+    let mut cols = smallvec::SmallVec::<[_; 8]>::with_capacity(ins.columns.len());
+    let mut vals = smallvec::SmallVec::<[_; 8]>::with_capacity(ins.columns.len());
     for (c, term) in ins.columns.iter().zip(&ins.values) {
         let col = table.column(c).ok_or_else(|| undefined(table, c))?;
         vals.push(if col.kind.is_primary_key() {
@@ -312,7 +314,7 @@ fn insert_values(
         cols.push(col);
     }
     let find = |name: &str| ins.columns.iter().position(|c| c == name);
-    let mut pk = Vec::new();
+    let mut pk = smallvec::SmallVec::<[_; 2]>::new();
     let mut missing = Vec::new();
     for c in table.partition_key() {
         match find(&c.name) {

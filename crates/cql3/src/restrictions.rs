@@ -85,15 +85,7 @@ fn rhs_values_or(
     t: &CqlType,
     null_msg: &dyn Fn() -> String,
 ) -> Result<Vec<Bytes>> {
-    let one = |v: Val| -> Result<Bytes> {
-        match v {
-            Val::Set(b) => Ok(b),
-            Val::Null => Err(Error::Invalid(null_msg())),
-            Val::Unset => Err(Error::Invalid(format!(
-                "Invalid unset value for column {col}"
-            ))),
-        }
-    };
+    let one = |v: Val| set_value(v, col, null_msg);
     match &rel.rhs {
         RelationRhs::Term(term) => {
             let vt = match rel.op {
@@ -117,10 +109,10 @@ fn rhs_values_or(
                 _ => t.clone(),
             };
             // Cassandra's receivers of CONTAINS and CONTAINS KEY values
-            let receiver = match rel.op {
-                Operator::Contains => format!("value({col})"),
-                Operator::ContainsKey => format!("key({col})"),
-                _ => col.to_string(),
+            let receiver: std::borrow::Cow<str> = match rel.op {
+                Operator::Contains => format!("value({col})").into(),
+                Operator::ContainsKey => format!("key({col})").into(),
+                _ => col.into(),
             };
             Ok(vec![one(ev.value(term, &vt, &receiver)?)?])
         }
@@ -146,6 +138,17 @@ fn rhs_values_or(
             }
         }
         RelationRhs::NotNull => Ok(Vec::new()),
+    }
+}
+
+/// A relation's set value; `null_msg`: the error for a null value.
+fn set_value(v: Val, col: &str, null_msg: &dyn Fn() -> String) -> Result<Bytes> {
+    match v {
+        Val::Set(b) => Ok(b),
+        Val::Null => Err(Error::Invalid(null_msg())),
+        Val::Unset => Err(Error::Invalid(format!(
+            "Invalid unset value for column {col}"
+        ))),
     }
 }
 
@@ -1076,10 +1079,10 @@ fn partition_key_only(
     // one pass, as the general analysis goes: a relation of another shape
     // (or a duplicate) leaves it to the general analysis; a bad value is the
     // error the general analysis gives at the same relation
-    let mut parts = vec![Bytes::new(); pk_n];
+    let mut parts: smallvec::SmallVec<[Bytes; 2]> = smallvec::smallvec![Bytes::new(); pk_n];
     let mut seen = 0u64;
     for rel in relations {
-        let (RelationLhs::Column(c), Operator::Eq, RelationRhs::Term(_)) =
+        let (RelationLhs::Column(c), Operator::Eq, RelationRhs::Term(term)) =
             (&rel.lhs, rel.op, &rel.rhs)
         else {
             return None;
@@ -1090,14 +1093,16 @@ fn partition_key_only(
         }
         seen |= 1 << i;
         let col = &table.columns[i];
-        let mut vals = match rhs_values(ev, rel, c, &col.typ) {
-            Ok(v) => v,
+        // as `rhs_values` reads an equality's one value, without its vector
+        let v = ev.value(term, &col.typ, c).and_then(|v| {
+            set_value(v, c, &|| {
+                format!("Invalid null value in condition for column {c}")
+            })
+        });
+        match v {
+            Ok(v) => parts[i] = v,
             Err(e) => return Some(Err(e)),
-        };
-        if vals.len() != 1 {
-            return None;
         }
-        parts[i] = vals.pop()?;
     }
     Some(Ok(Restrictions {
         partition_keys: Some(vec![make_partition_key(&parts)]),

@@ -5,6 +5,7 @@
 //! FILTERING`.
 
 use crate::error::{Error, Result};
+use bytes::Bytes;
 use sibyl_db::cells::split_partition_key;
 use sibyl_db::{DecoratedKey, Mutation, Partition, ReadCommand, ReadKind};
 use sibyl_schema::schema::TableMetadata;
@@ -24,7 +25,7 @@ pub struct VirtualRows {
 }
 
 /// The order of two partition keys by their columns' values.
-pub fn compare_partition_keys(table: &TableMetadata, a: &[u8], b: &[u8]) -> Ordering {
+pub fn compare_partition_keys(table: &TableMetadata, a: &Bytes, b: &Bytes) -> Ordering {
     let types: Vec<_> = table.partition_key().iter().map(|c| &c.typ).collect();
     if types.len() == 1 {
         return types[0].compare(a, b);

@@ -192,18 +192,22 @@ pub fn simple_cell<'a>(row: &'a Row, name: &str) -> Option<&'a Cell> {
     row.cells.get(name)?.single()
 }
 
+/// The components of a partition key, inline for up to two.
+pub type PartitionKeyValues = smallvec::SmallVec<[Bytes; 2]>;
+
 /// Splits a serialized partition key into its components.
-pub fn split_partition_key(key: &[u8], components: usize) -> Vec<Bytes> {
+pub fn split_partition_key(key: &Bytes, components: usize) -> PartitionKeyValues {
     if components <= 1 {
-        return vec![Bytes::copy_from_slice(key)];
+        return smallvec::smallvec![key.clone()];
     }
-    let mut out = Vec::with_capacity(components);
+    let mut out = PartitionKeyValues::with_capacity(components);
     let mut pos = 0;
     while pos + 2 <= key.len() && out.len() < components {
         let len = u16::from_be_bytes([key[pos], key[pos + 1]]) as usize;
         pos += 2;
         let end = (pos + len).min(key.len());
-        out.push(Bytes::copy_from_slice(&key[pos..end]));
+        // slices of the key: a read splits the key of every partition it returns
+        out.push(key.slice(pos..end));
         pos = end + 1; // skip end-of-component byte
     }
     while out.len() < components {

@@ -379,9 +379,14 @@ pub struct RequestEnvelope {
 /// flag set without one is Malformed, as is the flag in v5), strips the custom
 /// payload, decodes the message. Response opcodes are
 /// [`ProtocolError::Malformed`], unknown ones [`ProtocolError::UnknownOpcode`].
+///
+/// Bound values, prepared ids and paging states are slices of `body` (of
+/// the decompressed body when compressed), not copies: a write's values are
+/// copied once, when the storage engine detaches its mutation, and a value
+/// cloned on the way there costs a reference count, not an allocation.
 pub fn decode_request_frame(
     header: &FrameHeader,
-    body: &[u8],
+    body: &Bytes,
     compression: Option<Compression>,
 ) -> Result<RequestEnvelope, ProtocolError> {
     let decompressed;
@@ -389,7 +394,7 @@ pub fn decode_request_frame(
     if header.has_flag(flags::COMPRESSION) {
         match compression {
             Some(c) if header.version < 5 => {
-                decompressed = decompress_body(c, body)?;
+                decompressed = Bytes::from(decompress_body(c, body)?);
                 body = &decompressed;
             }
             _ => {
@@ -399,13 +404,13 @@ pub fn decode_request_frame(
             }
         }
     }
-    let mut r = wire::Reader::new(body);
+    let mut r = wire::Reader::from_bytes(body);
     let custom_payload = if header.has_flag(flags::CUSTOM_PAYLOAD) && header.version >= 4 {
         Some(r.bytes_map()?)
     } else {
         None
     };
-    let request = Request::decode(header.version, header.opcode, r.rest())?;
+    let request = Request::read(header.version, header.opcode, r)?;
     Ok(RequestEnvelope {
         request,
         tracing: header.has_flag(flags::TRACING),

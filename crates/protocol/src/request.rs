@@ -278,7 +278,11 @@ impl Request {
         Self::read(version, opcode, Reader::from_bytes(body))
     }
 
-    fn read(version: u8, opcode: u8, mut r: Reader<'_>) -> Result<Request, ProtocolError> {
+    pub(crate) fn read(
+        version: u8,
+        opcode: u8,
+        mut r: Reader<'_>,
+    ) -> Result<Request, ProtocolError> {
         let op = Opcode::try_from(opcode)?;
         let r = &mut r;
         Ok(match op {

@@ -45,7 +45,7 @@ fn options_request_frame_exact_bytes() {
             length: 0
         }
     );
-    let env = decode_request_frame(&h, &out[HEADER_LEN..], None).unwrap();
+    let env = decode_request_frame(&h, &Bytes::copy_from_slice(&out[HEADER_LEN..]), None).unwrap();
     assert_eq!(env.request, Request::Options);
 }
 
@@ -344,7 +344,12 @@ fn request_frames_round_trip_with_compression_and_custom_payload() {
                 assert_eq!(h.frame_len(), frame.len());
                 let compressed = !matches!(req, Request::Startup(_) | Request::Options);
                 assert_eq!(h.has_flag(flags::COMPRESSION), compressed);
-                let env = decode_request_frame(&h, &frame[HEADER_LEN..], Some(c)).unwrap();
+                let env = decode_request_frame(
+                    &h,
+                    &Bytes::copy_from_slice(&frame[HEADER_LEN..]),
+                    Some(c),
+                )
+                .unwrap();
                 assert_eq!(env.request, req);
             }
         }
@@ -363,7 +368,7 @@ fn request_frames_round_trip_with_compression_and_custom_payload() {
         opcode: 5,
         length: body.len() as u32,
     };
-    let env = decode_request_frame(&h, &body, None).unwrap();
+    let env = decode_request_frame(&h, &Bytes::from(body.clone()), None).unwrap();
     assert!(env.tracing);
     assert_eq!(
         env.custom_payload.unwrap().get("key").unwrap().as_deref(),
@@ -375,7 +380,7 @@ fn request_frames_round_trip_with_compression_and_custom_payload() {
         ..h
     };
     assert!(matches!(
-        decode_request_frame(&h, &body, None),
+        decode_request_frame(&h, &Bytes::from(body.clone()), None),
         Err(ProtocolError::Malformed(_))
     ));
 }
@@ -1406,6 +1411,51 @@ fn garbage_never_panics() {
                 m[i] = next() as u8;
                 let _ = Response::decode(v, resp.opcode(), &m);
             }
+        }
+    }
+}
+
+/// A decoded EXECUTE's prepared id and bound values are slices of the
+/// frame's body, compressed or not: nothing is copied (nor allocated)
+/// per value on the way to the storage engine.
+#[test]
+fn decoded_values_are_slices_of_the_frame_body() {
+    let req = Request::Execute {
+        id: Bytes::from_static(b"0123456789abcdef"),
+        result_metadata_id: None,
+        params: QueryParameters {
+            values: Values::Positional(vec![
+                Value::Set(Bytes::from_static(&[0, 0, 0, 0, 0, 0, 0, 7])),
+                Value::Set(Bytes::from(vec![9u8; 100])),
+            ]),
+            ..Default::default()
+        },
+    };
+    for c in [None, Some(Compression::Lz4)] {
+        let mut frame = Vec::new();
+        encode_request_frame(4, 1, &req, c, &mut frame);
+        let h = FrameHeader::parse(&frame).unwrap().unwrap();
+        let body = Bytes::copy_from_slice(&frame[HEADER_LEN..]);
+        let env = decode_request_frame(&h, &body, c).unwrap();
+        assert_eq!(env.request, req);
+        let Request::Execute { id, params, .. } = env.request else {
+            unreachable!()
+        };
+        let Values::Positional(values) = params.values else {
+            unreachable!()
+        };
+        let mut parts = vec![id];
+        parts.extend(values.into_iter().filter_map(|v| match v {
+            Value::Set(b) => Some(b),
+            _ => None,
+        }));
+        for b in &parts {
+            if c.is_none() {
+                let range = body.as_ptr_range();
+                assert!(range.contains(&b.as_ptr()), "{b:?} is a copy of the body");
+            }
+            // a slice of a shared buffer: its clone shares it
+            assert_eq!(b.clone().as_ptr(), b.as_ptr());
         }
     }
 }

@@ -73,7 +73,7 @@ impl StorageProxy {
             if cl != Consistency::Any {
                 self.check_available(&plan, cl)?;
             }
-            all_local &= plan.replicas == [local];
+            all_local &= plan.replicas.as_slice() == [local];
         }
         if all_local {
             // one local commit-log batch is atomic already

@@ -217,7 +217,7 @@ impl StorageProxy {
                 .map(|(a, _)| *a)
                 .collect();
             if !missing.is_empty() {
-                let plan = Plan::new(missing.clone(), missing.len());
+                let plan = Plan::new(missing.iter().copied().collect(), missing.len());
                 self.paxos_round(&plan, Request::PaxosCommit(c), deadline, |a| {
                     a.len() >= plan.block_for
                 })

@@ -32,8 +32,32 @@ pub fn warn(message: impl Into<String>) {
 }
 
 /// Where the warnings of one request are collected: see [`collecting`].
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Collector(Arc<Mutex<Vec<String>>>);
+
+thread_local! {
+    /// A collector's storage no request holds any more, for the thread's
+    /// next request: every request makes a collector, and few warn.
+    static SPARE: std::cell::Cell<Option<Arc<Mutex<Vec<String>>>>> = const { std::cell::Cell::new(None) };
+}
+
+impl Default for Collector {
+    fn default() -> Collector {
+        Collector(SPARE.take().unwrap_or_default())
+    }
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        // the last holder, nothing left in it: kept for the next request
+        if Arc::strong_count(&self.0) == 1
+            && Arc::weak_count(&self.0) == 0
+            && self.0.lock().is_empty()
+        {
+            SPARE.set(Some(self.0.clone()));
+        }
+    }
+}
 
 impl Collector {
     /// The warnings collected so far, taken out.
@@ -76,5 +100,22 @@ mod tests {
         })
         .await;
         assert_eq!(c.take(), ["one", "two", "three"]);
+    }
+
+    #[tokio::test]
+    async fn a_collector_made_from_a_spare_starts_empty_and_alone() {
+        let c = Collector::default();
+        collecting(&c, async { warn("kept") }).await;
+        // dropped holding a warning: not kept as a spare
+        drop(c);
+        let c = Collector::default();
+        assert!(c.take().is_empty());
+        drop(c);
+        // a spare is reused by one collector only
+        let (a, b) = (Collector::default(), Collector::default());
+        assert!(!Arc::ptr_eq(&a.0, &b.0));
+        collecting(&a, async { warn("a") }).await;
+        assert!(b.take().is_empty());
+        assert_eq!(a.take(), ["a"]);
     }
 }

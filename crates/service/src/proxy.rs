@@ -158,9 +158,13 @@ pub trait SchemaLog: Send + Sync {
     ) -> sibyl_cluster::messaging::BoxFuture<Result<Arc<Schema>>>;
 }
 
+/// A plan's replicas: on the stack up to three (a replication factor of
+/// three, the usual, allocates nothing on a request's path).
+pub(crate) type PlanReplicas = smallvec::SmallVec<[IpAddr; 3]>;
+
 /// Where one request goes: its replicas and how many must answer.
 pub(crate) struct Plan {
-    pub(crate) replicas: Vec<IpAddr>,
+    pub(crate) replicas: PlanReplicas,
     pub(crate) block_for: usize,
     /// EACH_QUORUM: each data center's replicas and the answers it must
     /// give (empty for every other level, which counts answers in total).
@@ -169,7 +173,7 @@ pub(crate) struct Plan {
 
 impl Plan {
     /// Replicas counted as one total.
-    pub(crate) fn new(replicas: Vec<IpAddr>, block_for: usize) -> Plan {
+    pub(crate) fn new(replicas: PlanReplicas, block_for: usize) -> Plan {
         Plan {
             replicas,
             block_for,
@@ -343,11 +347,11 @@ impl StorageProxy {
     pub(crate) fn plan(&self, strategy: &ReplicationStrategy, token: i64, cl: Consistency) -> Plan {
         let local = self.local_address();
         if *strategy == ReplicationStrategy::Local {
-            return Plan::new(vec![local], 1);
+            return Plan::new(smallvec::smallvec![local], 1);
         }
         let ring = self.ring.read();
         let natural = ring.replicas(token, strategy);
-        let mut replicas: Vec<IpAddr> = natural
+        let mut replicas: PlanReplicas = natural
             .iter()
             .filter(|i| !is_datacenter_local(cl) || ring.endpoints[**i].datacenter == self.local_dc)
             .map(|i| ring.endpoints[*i].address)
@@ -423,8 +427,8 @@ impl StorageProxy {
         let local = self.local_address();
         let fd = self.failure_detector.read().clone();
         let alive = |a: &IpAddr| *a == local || fd.as_ref().is_none_or(|f| f(*a));
-        let (mut up, down): (Vec<IpAddr>, Vec<IpAddr>) =
-            plan.replicas.iter().partition(|a| alive(a));
+        let (mut up, down): (PlanReplicas, PlanReplicas) =
+            plan.replicas.iter().copied().partition(|a| alive(a));
         let start = usize::from(up.first() == Some(&local));
         self.snitch.sort(&mut up[start..]);
         up.extend(down);
@@ -494,7 +498,8 @@ impl StorageProxy {
             return Ok(());
         }
         let started = std::time::Instant::now();
-        let mut tables: Vec<uuid::Uuid> = mutations.iter().map(|m| m.table_id).collect();
+        let mut tables: smallvec::SmallVec<[uuid::Uuid; 2]> =
+            mutations.iter().map(|m| m.table_id).collect();
         tables.sort_unstable();
         tables.dedup();
         let r = self.mutate_inner(mutations, cl, write_type).await;
@@ -557,8 +562,9 @@ impl StorageProxy {
             self.timeouts.write
         };
         let local = self.local_address();
-        // (replicas, block_for) of each mutation
-        let mut plans = Vec::with_capacity(mutations.len());
+        // (replicas, block_for) of each mutation (nearly always one: on the
+        // stack)
+        let mut plans = smallvec::SmallVec::<[Plan; 1]>::with_capacity(mutations.len());
         for m in &mutations {
             let Some(ks) = self.keyspace_of(schema, m.table_id) else {
                 return Err(ServiceError::Invalid(format!(
@@ -573,7 +579,7 @@ impl StorageProxy {
             }
             plans.push(plan);
         }
-        let all_local = plans.iter().all(|p| p.replicas == [local]);
+        let all_local = plans.iter().all(|p| p.replicas.as_slice() == [local]);
         if all_local {
             // the ring of one, and local keyspaces: one local batch
             let local_write =
@@ -590,7 +596,7 @@ impl StorageProxy {
             };
         }
         // boxed, for the reason given in `read_from`
-        Box::pin(self.write_to_replicas(mutations, plans, cl, write_type, timeout)).await
+        Box::pin(self.write_to_replicas(mutations, plans.into_vec(), cl, write_type, timeout)).await
     }
 
     /// [`write`](Self::write) when other replicas are written.
@@ -1141,7 +1147,7 @@ impl StorageProxy {
         };
         let mut all: Vec<(DecoratedKey, Partition)> = Vec::new();
         for to in endpoints {
-            let plan = Plan::new(vec![to], 1);
+            let plan = Plan::new(smallvec::smallvec![to], 1);
             let part = self
                 .read_from(plan, cmd.clone(), cl, self.timeouts.range)
                 .await?;
@@ -1213,7 +1219,7 @@ impl StorageProxy {
                 ..cmd.clone()
             };
             let plan = if everything_local && *strategy == ReplicationStrategy::Local {
-                Plan::new(vec![local], 1)
+                Plan::new(smallvec::smallvec![local], 1)
             } else {
                 self.plan(strategy, hi, cl)
             };
@@ -1846,7 +1852,7 @@ mod tests {
         assert!(!plan.satisfied_by(&[a(1), a(2), a(3), a(4)]));
         assert!(plan.satisfied_by(&[a(1), a(3), a(4), a(6)]));
         // reads ask each data center's first replicas up to its quorum
-        plan.replicas = vec![a(5), a(1), a(2), a(3), a(6), a(4)];
+        plan.replicas = smallvec::smallvec![a(5), a(1), a(2), a(3), a(6), a(4)];
         assert_eq!(plan.read_targets(), vec![a(5), a(1), a(2), a(6)]);
         // other levels count the total
         let plan = Plan::new((1..=3).map(a).collect(), 2);

@@ -582,11 +582,7 @@ fn read_cql(t: &TableMetadata, cmd: &ReadCommand) -> String {
     let pk = t.partition_key();
     let restriction = match &cmd.kind {
         ReadKind::SinglePartition { key } => {
-            let values = if pk.len() == 1 {
-                vec![key.key.clone()]
-            } else {
-                sibyl_db::cells::split_partition_key(&key.key, pk.len())
-            };
+            let values = sibyl_db::cells::split_partition_key(&key.key, pk.len());
             pk.iter()
                 .zip(values)
                 .map(|(c, v)| format!("{} = {}", maybe_quote(&c.name), c.typ.to_cql_literal(&v)))

@@ -990,6 +990,16 @@ struct FlushFailure {
     recovered: bool,
 }
 
+thread_local! {
+    /// A mutation encoded for the commit log, the buffer kept by the
+    /// thread for the next one (every write encodes one).
+    static ENCODED: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(Vec::with_capacity(256));
+}
+
+/// Capacity beyond which [`ENCODED`] is not kept (one large mutation must
+/// not hold its size for the thread's life).
+const ENCODED_KEPT_BYTES: usize = 1 << 20;
+
 /// All tables of the node and the commit log in front of them.
 pub struct StorageEngine {
     pub config: StorageConfig,
@@ -1257,7 +1267,6 @@ impl StorageEngine {
         self.admit(admission_timeout).await?;
         let now = now_in_seconds();
         let mut last = 0;
-        let mut buf = Vec::with_capacity(256);
         // With a synced commit log (batch, group) a write becomes visible
         // only once durable, as in Cassandra: a reader must never see what
         // a crash then loses (at QUORUM, a stale read after the crash). It
@@ -1267,15 +1276,23 @@ impl StorageEngine {
         let mut held = Vec::new();
         {
             let _g = self.barrier.read();
-            let mut targets = Vec::with_capacity(mutations.len());
+            // (nearly always one mutation: no allocation for its table)
+            let mut targets = smallvec::SmallVec::<[_; 2]>::with_capacity(mutations.len());
             for m in &mutations {
                 let t = self
                     .table(m.table_id)
                     .ok_or(StorageError::UnknownTable(m.table_id))?;
-                buf.clear();
-                encode_mutation(m, &mut buf);
-                last = log
-                    .append_mutation(&buf, Some(m.table_id))
+                last = ENCODED
+                    .with(|buf| {
+                        let mut buf = buf.borrow_mut();
+                        buf.clear();
+                        encode_mutation(m, &mut buf);
+                        let appended = log.append_mutation(&buf, Some(m.table_id));
+                        if buf.capacity() > ENCODED_KEPT_BYTES {
+                            *buf = Vec::with_capacity(256);
+                        }
+                        appended
+                    })
                     .map_err(|e| self.failures.commit_failed(e))?;
                 targets.push(t);
             }

@@ -619,7 +619,8 @@ mod tests {
                         break;
                     }
                     let frame: Vec<u8> = buf.drain(..h.frame_len()).collect();
-                    let req = decode_request_frame(&h, &frame[HEADER_LEN..], compressed)
+                    let body = Bytes::copy_from_slice(&frame[HEADER_LEN..]);
+                    let req = decode_request_frame(&h, &body, compressed)
                         .expect("request")
                         .request;
                     let resp = match req {

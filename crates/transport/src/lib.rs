@@ -455,6 +455,7 @@ impl Server {
             if buf.capacity() - buf.len() < 16 * 1024 {
                 buf.reserve(64 * 1024);
             }
+            turn.reading();
             tokio::select! {
                 n = rd.read_buf(&mut buf) => {
                     match n {
@@ -502,11 +503,21 @@ fn requests_per_turn() -> Option<usize> {
     })
 }
 
-/// The requests of a connection's reader's turn.
+/// The requests of a connection's reader's turn, and what it knows of the
+/// client's requests in flight.
 #[derive(Default)]
 struct Turn {
     started: usize,
     size: usize,
+    /// requests started since the reader last read the socket
+    read: usize,
+    /// the most requests one read brought, decaying by an eighth a read.
+    /// A read brings about half of the client's requests in flight (it
+    /// reads the other half's responses meanwhile: latte's reads at 32, 128
+    /// and 512 in flight brought 16, 50-100 and 140-180). The slots held
+    /// are no measure of them: a request done at once gives back its slot
+    /// when written, before the next read
+    burst: usize,
 }
 
 /// Turns per round of a connection's requests in flight, and the bounds of
@@ -523,11 +534,18 @@ const MAX_TURN: usize = 128;
 impl Turn {
     /// A turn's size when it starts: `fixed`, or a quarter of the
     /// requests holding one of the connection's `slots`.
-    fn size(fixed: Option<usize>, slots: &Budget) -> usize {
+    fn size(&self, fixed: Option<usize>, slots: &Budget) -> usize {
         fixed.unwrap_or_else(|| {
-            let in_flight = MAX_IN_FLIGHT_PER_CONNECTION.saturating_sub(slots.available());
-            (in_flight / TURNS_PER_ROUND).clamp(MIN_TURN, MAX_TURN)
+            let held = MAX_IN_FLIGHT_PER_CONNECTION.saturating_sub(slots.available());
+            (held.max(2 * self.burst) / TURNS_PER_ROUND).clamp(MIN_TURN, MAX_TURN)
         })
+    }
+
+    /// The reader is about to read the socket: what the last read brought
+    /// is counted in the client's requests in flight.
+    fn reading(&mut self) {
+        self.burst = self.read.max(self.burst - self.burst / 8);
+        self.read = 0;
     }
 
     /// Counts a request started; at the end of a turn, lets the others run.
@@ -536,8 +554,9 @@ impl Turn {
             return;
         }
         if self.started == 0 {
-            self.size = Self::size(fixed, slots);
+            self.size = self.size(fixed, slots);
         }
+        self.read += 1;
         self.started += 1;
         if self.started >= self.size {
             self.started = 0;
@@ -1322,17 +1341,48 @@ mod tests {
     fn a_turn_is_a_quarter_of_the_requests_in_flight_within_its_bounds() {
         let slots = Budget::new(MAX_IN_FLIGHT_PER_CONNECTION);
         let held = |n| slots.try_take(n).unwrap();
-        assert_eq!(Turn::size(None, &slots), MIN_TURN);
+        let turn = Turn::default();
+        assert_eq!(turn.size(None, &slots), MIN_TURN);
         let a = held(32);
-        assert_eq!(Turn::size(None, &slots), 8);
+        assert_eq!(turn.size(None, &slots), 8);
         let b = held(96);
-        assert_eq!(Turn::size(None, &slots), 32, "128 in flight");
+        assert_eq!(turn.size(None, &slots), 32, "128 in flight");
         let c = held(896);
-        assert_eq!(Turn::size(None, &slots), MAX_TURN, "every slot held");
+        assert_eq!(turn.size(None, &slots), MAX_TURN, "every slot held");
         // a fixed size is kept whatever is in flight
-        assert_eq!(Turn::size(Some(16), &slots), 16);
+        assert_eq!(turn.size(Some(16), &slots), 16);
         drop((a, b, c));
-        assert_eq!(Turn::size(None, &slots), MIN_TURN, "all given back");
+        assert_eq!(turn.size(None, &slots), MIN_TURN, "all given back");
+    }
+
+    #[tokio::test]
+    async fn the_requests_one_read_brings_count_as_half_of_the_clients_in_flight() {
+        let slots = Budget::new(MAX_IN_FLIGHT_PER_CONNECTION);
+        let mut turn = Turn::default();
+        // a read brings 64 requests: 128 in flight at the client, nothing
+        // held (each was answered at once)
+        for _ in 0..64 {
+            turn.take(None, &slots).await;
+        }
+        turn.reading();
+        assert_eq!(turn.size(None, &slots), 32);
+        // the estimate decays by an eighth a read that brings fewer
+        turn.reading();
+        assert_eq!(turn.burst, 56);
+        assert_eq!(turn.size(None, &slots), 28);
+        for _ in 0..40 {
+            turn.reading();
+        }
+        assert_eq!(turn.size(None, &slots), MIN_TURN, "the client went quiet");
+        // the next turn takes its size from the reads so far (twelve
+        // turns of 8 end where a turn starts)
+        for _ in 0..96 {
+            turn.take(None, &slots).await;
+        }
+        assert_eq!(turn.started, 0);
+        turn.reading();
+        turn.take(None, &slots).await;
+        assert_eq!(turn.size, 48);
     }
 
     #[tokio::test]
