@@ -100,6 +100,31 @@ impl Write for RollingFile {
     }
 }
 
+thread_local! {
+    /// The time of the event being logged, read once for all the files
+    /// that log it ([`EventClock`]).
+    static EVENT_MILLIS: std::cell::Cell<Option<i64>> = const { std::cell::Cell::new(None) };
+}
+
+fn now_millis() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Stamps each event before the files format it, so that one event has one
+/// time in system.log and debug.log, as a logback event has (each file
+/// reading the clock itself, a line could differ by a millisecond between
+/// them). First among the layers: a `Vec` of layers sees an event in order.
+struct EventClock;
+
+impl<S: tracing::Subscriber> Layer<S> for EventClock {
+    fn on_event(&self, _: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        EVENT_MILLIS.set(Some(now_millis()));
+    }
+}
+
 /// Cassandra's logback pattern: `%-5level [%thread] %date{ISO8601} %F:%L - %msg%n`.
 pub struct CassandraLayout;
 
@@ -115,10 +140,7 @@ where
         event: &tracing::Event<'_>,
     ) -> std::fmt::Result {
         let meta = event.metadata();
-        let ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0);
+        let ms = EVENT_MILLIS.get().unwrap_or_else(now_millis);
         let thread = std::thread::current();
         let file = meta
             .file()
@@ -291,8 +313,15 @@ pub fn init(dir: &Path) -> std::io::Result<Guards> {
                 .unwrap_or_else(|_| "info,openraft=off,gc=off".into()),
         )
         .boxed();
-    let layers: Vec<Box<dyn Layer<tracing_subscriber::Registry> + Send + Sync>> =
-        vec![stdout, system, debug, gc];
+    let layers: Vec<Box<dyn Layer<tracing_subscriber::Registry> + Send + Sync>> = vec![
+        EventClock
+            .with_filter(tracing::level_filters::LevelFilter::DEBUG)
+            .boxed(),
+        stdout,
+        system,
+        debug,
+        gc,
+    ];
     // the loggers' levels, changed at run time by nodetool setlogginglevel
     let (levels, handle) = tracing_subscriber::reload::Layer::new(targets_of(&initial_levels()));
     tracing_subscriber::registry()
