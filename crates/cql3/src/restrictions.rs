@@ -71,9 +71,7 @@ impl Restrictions {
 }
 
 fn rhs_values(ev: &Eval, rel: &Relation, col: &str, t: &CqlType) -> Result<Vec<Bytes>> {
-    rhs_values_or(ev, rel, col, t, &|| {
-        format!("Invalid null value in condition for column {col}")
-    })
+    rhs_values_or(ev, rel, col, t, &|| null_in_condition(col))
 }
 
 /// The values of a relation; `null_msg`: the error for a null value (made
@@ -139,6 +137,11 @@ fn rhs_values_or(
         }
         RelationRhs::NotNull => Ok(Vec::new()),
     }
+}
+
+/// Cassandra's words for a null where a relation needs a value.
+fn null_in_condition(col: &str) -> String {
+    format!("Invalid null value in condition for column {col}")
 }
 
 /// A relation's set value; `null_msg`: the error for a null value.
@@ -378,9 +381,7 @@ pub fn analyse(
                             // Cassandra's words differ: a tuple slice's bound
                             // is a condition, an equality's a value
                             Val::Null if !matches!(rel.op, Operator::Eq | Operator::In) => {
-                                return Err(Error::Invalid(format!(
-                                    "Invalid null value in condition for column {name}"
-                                )))
+                                return Err(Error::Invalid(null_in_condition(name)))
                             }
                             Val::Null => {
                                 return Err(Error::Invalid(format!(
@@ -1094,11 +1095,9 @@ fn partition_key_only(
         seen |= 1 << i;
         let col = &table.columns[i];
         // as `rhs_values` reads an equality's one value, without its vector
-        let v = ev.value(term, &col.typ, c).and_then(|v| {
-            set_value(v, c, &|| {
-                format!("Invalid null value in condition for column {c}")
-            })
-        });
+        let v = ev
+            .value(term, &col.typ, c)
+            .and_then(|v| set_value(v, c, &|| null_in_condition(c)));
         match v {
             Ok(v) => parts[i] = v,
             Err(e) => return Some(Err(e)),

@@ -1552,11 +1552,7 @@ fn cache_json(
 
 /// Now, as nodetool repair stamps its lines.
 fn local_timestamp() -> String {
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0);
-    sibyl_types::utc_millis(ms)
+    sibyl_types::utc_millis(sibyl_types::now_millis())
 }
 
 /// A histogram's 50th, 75th, 95th, 98th and 99th percentiles, minimum and

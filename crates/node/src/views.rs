@@ -21,6 +21,7 @@ use sibyl_schema::schema::TableMetadata;
 use sibyl_schema::schema_tables::{boolean, double, int, row_mutation, text, text_list, text_map};
 use sibyl_storage::StorageEngine;
 use sibyl_transport::Server;
+use sibyl_types::now_millis;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Weak};
@@ -94,13 +95,6 @@ fn timeuuid_of(id: uuid::Uuid) -> Bytes {
     out[8] = 0x80 | (b[8] & 0x3F);
     out[9..16].copy_from_slice(&b[9..16]);
     Bytes::copy_from_slice(&out)
-}
-
-fn now_millis() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 /// A latency in microseconds as the tables' milliseconds.

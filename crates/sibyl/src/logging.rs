@@ -12,6 +12,7 @@
 //! of lines waits in a bounded queue, and lines past it are dropped rather
 //! than slowing requests.
 
+use sibyl_types::now_millis;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -104,13 +105,6 @@ thread_local! {
     /// The time of the event being logged, read once for all the files
     /// that log it ([`EventClock`]).
     static EVENT_MILLIS: std::cell::Cell<Option<i64>> = const { std::cell::Cell::new(None) };
-}
-
-fn now_millis() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 /// Stamps each event before the files format it, so that one event has one

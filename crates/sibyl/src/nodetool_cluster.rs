@@ -479,10 +479,7 @@ pub fn run(
                     "full"
                 }
             );
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_millis() as i64)
-                .unwrap_or(0);
+            let now = sibyl_types::now_millis();
             let mut rows = vec![vec![
                 "Keyspace".to_string(),
                 "Table".into(),

@@ -15,7 +15,7 @@ pub mod timeuuid;
 pub mod value;
 pub use marshal::{
     civil_from_days, days_from_civil, fixed_len, from_marshal_class, iso_alternative, json_string,
-    marshal_class, parse_timestamp, serialize_vector, utc_millis,
+    marshal_class, now_millis, parse_timestamp, serialize_vector, utc_millis,
 };
 
 /// A CQL type as Cassandra knows it.

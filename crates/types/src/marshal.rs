@@ -479,6 +479,14 @@ pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     era * 146097 + doe - 719468
 }
 
+/// Milliseconds since the epoch, now.
+pub fn now_millis() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
 /// `yyyy-MM-dd HH:mm:ss,SSS` (UTC) of milliseconds since the epoch, as
 /// nodetool stamps its lines.
 pub fn utc_millis(ms: i64) -> String {
