@@ -900,6 +900,47 @@ impl Partition {
     }
 }
 
+impl Partition {
+    /// Calls `see` with every timestamp this fragment carries: its deletion,
+    /// each row's liveness and deletion, each cell's and each complex
+    /// deletion's, and its range tombstones'.
+    pub fn timestamps(&self, see: &mut impl FnMut(i64)) {
+        if !self.deletion.is_live() {
+            see(self.deletion.marked_for_delete_at);
+        }
+        let row = |r: &Row, see: &mut dyn FnMut(i64)| {
+            if let Some(l) = &r.liveness {
+                see(l.timestamp);
+            }
+            if let Some(d) = &r.deletion {
+                see(d.marked_for_delete_at);
+            }
+            for d in r.cells.values() {
+                match d {
+                    ColumnData::Simple(c) | ColumnData::Counter(c) => see(c.timestamp),
+                    ColumnData::Complex { deletion, cells } => {
+                        if !deletion.is_live() {
+                            see(deletion.marked_for_delete_at);
+                        }
+                        for c in cells.values() {
+                            see(c.timestamp);
+                        }
+                    }
+                }
+            }
+        };
+        if let Some(r) = &self.static_row {
+            row(r, see);
+        }
+        for r in self.rows.values() {
+            row(r, see);
+        }
+        for rt in &self.range_tombstones {
+            see(rt.deletion.marked_for_delete_at);
+        }
+    }
+}
+
 impl Default for Partition {
     fn default() -> Self {
         Self::new()

@@ -48,6 +48,7 @@ use sibyl_tcm::{
 };
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::sync::broadcast;
@@ -327,6 +328,12 @@ pub struct ClusterState {
     /// Called with the address of a node that left the ring (gossip
     /// forgets it).
     pub on_removed: RwLock<Option<Box<dyn Fn(IpAddr) + Send + Sync>>>,
+    /// The newest write timestamp of the schema this state holds: of the
+    /// last schema entry applied, or of the snapshot restored. A snapshot
+    /// writes its rows at this time, not at the time it is taken: the
+    /// entries after it were planned after this one, but may have been
+    /// planned before the snapshot was built, and must still win.
+    schema_timestamp: AtomicI64,
 }
 
 impl ClusterState {
@@ -487,6 +494,10 @@ impl ClusterState {
 
     fn apply_schema(&self, payload: &[u8]) -> Result<Vec<u8>, String> {
         let entry = decode_schema_entry(payload, &self.replica.schema())?;
+        let mut written = i64::MIN;
+        for m in &entry.mutations {
+            m.update.timestamps(&mut |t| written = written.max(t));
+        }
         let replica = self.replica.clone();
         // openraft applies entries on a task of the node's multi-threaded
         // runtime; storing the rows is asynchronous
@@ -498,6 +509,7 @@ impl ClusterState {
         let Some(schema) = applied else {
             return Err(CONFLICT.into());
         };
+        self.schema_timestamp.fetch_max(written, Ordering::Relaxed);
         if let Some(f) = self.on_schema.read().as_ref() {
             f(&schema);
         }
@@ -573,7 +585,9 @@ impl MetadataStateMachine for ClusterState {
     /// The directory and the user schema as `system_schema` rows.
     fn snapshot(&self) -> Vec<u8> {
         let schema = self.replica.schema();
-        let ts = self.replica.clock().now_micros();
+        // (none before the first schema entry: the system keyspaces'
+        // defaults, which any change overrides)
+        let ts = self.schema_timestamp.load(Ordering::Relaxed).max(0);
         let now = self.replica.clock().now_seconds();
         let mut mutations: Vec<Mutation> = schema
             .keyspaces
@@ -601,6 +615,7 @@ impl MetadataStateMachine for ClusterState {
     fn restore(&self, epoch: Epoch, snapshot: &[u8]) -> Result<(), String> {
         if snapshot.is_empty() {
             self.set_directory(Directory::default());
+            self.schema_timestamp.store(i64::MIN, Ordering::Relaxed);
             return Ok(());
         }
         let s: Snapshot =
@@ -612,6 +627,8 @@ impl MetadataStateMachine for ClusterState {
         if !s.schema.is_empty() {
             self.restore_schema(&s.schema, s.schema_timestamp)?;
         }
+        self.schema_timestamp
+            .store(s.schema_timestamp, Ordering::Relaxed);
         tracing::info!(
             "cluster metadata restored from a snapshot at epoch {}",
             epoch.0
@@ -1157,6 +1174,7 @@ pub async fn join(
         on_schema: RwLock::new(None),
         on_topology: RwLock::new(None),
         on_removed: RwLock::new(None),
+        schema_timestamp: AtomicI64::new(i64::MIN),
     });
     let addr = NodeAddr(SocketAddr::new(me, config.storage_port).to_string());
     let metadata = ClusterMetadataService::open(
@@ -2282,6 +2300,124 @@ mod tests {
         assert!(range_contains((100, -100), (200, 300)));
         assert!(range_contains((100, -100), (i64::MAX - 5, -200)));
         assert!(!range_contains((100, -100), (-150, 0)));
+    }
+
+    /// A cluster state over its own storage in `dir`, as a node's.
+    fn state_in(dir: &std::path::Path) -> ClusterState {
+        let storage =
+            sibyl_storage::StorageEngine::new(sibyl_storage::store::StorageConfig::small(dir))
+                .expect("storage");
+        let mut schema = Schema::default();
+        for ks in sibyl_schema::schema::system_keyspaces() {
+            for t in ks.tables.values() {
+                sibyl_service::stores::open_store(&storage, t).expect("system table");
+            }
+            schema.keyspaces.insert(ks.name.clone(), Arc::new(ks));
+        }
+        storage.start_commitlog(&[]).expect("commit log");
+        schema.compute_version();
+        let shared: sibyl_service::replica::SharedSchema = Arc::new(RwLock::new(Arc::new(schema)));
+        let replica = Arc::new(Replica::new(
+            storage,
+            shared.clone(),
+            Arc::new(SystemClock),
+            Duration::from_secs(2),
+        ));
+        let net = sibyl_cluster::messaging::LocalNetwork::new();
+        let proxy = Arc::new(StorageProxy::new(
+            replica.clone(),
+            net.endpoint(IpAddr::from([127, 0, 0, 1])),
+            Arc::new(SystemClock),
+            shared,
+            "datacenter1".into(),
+            sibyl_service::proxy::Timeouts::default(),
+        ));
+        ClusterState {
+            replica,
+            proxy,
+            directory: RwLock::new(Directory::default()),
+            events: broadcast::channel(16).0,
+            local_host_id: uuid::Uuid::from_u128(1),
+            on_schema: RwLock::new(None),
+            on_topology: RwLock::new(None),
+            on_removed: RwLock::new(None),
+            schema_timestamp: AtomicI64::new(i64::MIN),
+        }
+    }
+
+    /// A schema entry that makes keyspace `ks` hold `tables` (each `k int
+    /// PRIMARY KEY`), planned at `ts` against `state`'s schema, as CREATE
+    /// and DROP TABLE plan them (the whole keyspace rewritten).
+    fn keyspace_entry(state: &ClusterState, tables: &[&str], ts: i64) -> Transformation {
+        use sibyl_schema::schema::{ColumnKind, ColumnMetadata, KeyspaceMetadata, TableMetadata};
+        let mut options = BTreeMap::new();
+        options.insert("class".to_string(), "SimpleStrategy".to_string());
+        options.insert("replication_factor".to_string(), "1".to_string());
+        let mut ks = KeyspaceMetadata {
+            name: "ks".into(),
+            replication: options.into(),
+            durable_writes: true,
+            tables: BTreeMap::new(),
+            types: BTreeMap::new(),
+            is_system: false,
+            is_virtual: false,
+        };
+        for (i, t) in tables.iter().enumerate() {
+            let column = ColumnMetadata {
+                name: "k".into(),
+                typ: sibyl_types::CqlType::Int,
+                kind: ColumnKind::PartitionKey,
+                position: 0,
+                reversed: false,
+            };
+            let id = uuid::Uuid::from_u128(100 + i as u128);
+            let table = TableMetadata::new("ks", t, id, vec![column], Default::default());
+            ks.tables.insert(t.to_string(), Arc::new(table));
+        }
+        let base = state.replica.schema().version;
+        let mutations = sibyl_schema::schema_tables::keyspace_mutations(&ks, ts, 0);
+        Transformation::schema(encode_schema_entry(base, &mutations, &None))
+    }
+
+    fn tables(state: &ClusterState) -> Vec<String> {
+        let schema = state.replica.schema();
+        schema
+            .keyspace("ks")
+            .map(|ks| ks.tables.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_entry_planned_before_a_snapshot_was_built_survives_its_restore() {
+        let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (leader, behind) = (state_in(d1.path()), state_in(d2.path()));
+        // the leader applies two entries, and the second is planned...
+        let micros = sibyl_types::now_millis() * 1000;
+        let first = keyspace_entry(&leader, &["t"], micros - 3_000_000);
+        leader.apply(Epoch(1), &first).expect("first entry");
+        let next = keyspace_entry(&leader, &["t", "u"], micros - 2_000_000);
+        // ...before the snapshot of the first is built (later, in the
+        // background)
+        let snapshot = leader.snapshot();
+        leader.apply(Epoch(2), &next).expect("second entry");
+        // a node behind the log's purge point gets the snapshot, then the
+        // entry after it
+        behind.restore(Epoch(1), &snapshot).expect("restore");
+        assert_eq!(tables(&behind), ["t"]);
+        behind.apply(Epoch(2), &next).expect("second entry");
+        assert_eq!(tables(&behind), ["t", "u"]);
+        assert_eq!(tables(&leader), ["t", "u"]);
+        assert_eq!(
+            behind.replica.schema().version,
+            leader.replica.schema().version
+        );
+        // and a snapshot of the restored state carries the same time on
+        let d3 = tempfile::tempdir().unwrap();
+        let again = state_in(d3.path());
+        again
+            .restore(Epoch(2), &behind.snapshot())
+            .expect("restore");
+        assert_eq!(tables(&again), ["t", "u"]);
     }
 
     #[test]

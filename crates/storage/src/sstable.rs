@@ -28,7 +28,7 @@
 use crate::cache::{KeyCache, KeyEntry};
 use crate::clustering::ClusteringComparator;
 use crate::clustering::{BoundKind, ClusteringKey};
-use crate::data::{ColumnData, DecoratedKey, Partition, Row};
+use crate::data::{DecoratedKey, Partition, Row};
 use crate::memtable::Slice;
 use crate::serde::{
     decode_clustering, decode_partition, encode_clustering, encode_partition, encode_rows,
@@ -477,46 +477,6 @@ pub struct SSTableWriter {
     body: Vec<u8>,
 }
 
-fn timestamps(p: &Partition, min: &mut i64, max: &mut i64) {
-    let mut see = |t: i64| {
-        *min = (*min).min(t);
-        *max = (*max).max(t);
-    };
-    if !p.deletion.is_live() {
-        see(p.deletion.marked_for_delete_at);
-    }
-    let row = |r: &Row, see: &mut dyn FnMut(i64)| {
-        if let Some(l) = &r.liveness {
-            see(l.timestamp);
-        }
-        if let Some(d) = &r.deletion {
-            see(d.marked_for_delete_at);
-        }
-        for d in r.cells.values() {
-            match d {
-                ColumnData::Simple(c) | ColumnData::Counter(c) => see(c.timestamp),
-                ColumnData::Complex { deletion, cells } => {
-                    if !deletion.is_live() {
-                        see(deletion.marked_for_delete_at);
-                    }
-                    for c in cells.values() {
-                        see(c.timestamp);
-                    }
-                }
-            }
-        }
-    };
-    if let Some(r) = &p.static_row {
-        row(r, &mut see);
-    }
-    for r in p.rows.values() {
-        row(r, &mut see);
-    }
-    for rt in &p.range_tombstones {
-        see(rt.deletion.marked_for_delete_at);
-    }
-}
-
 impl SSTableWriter {
     pub fn create(
         dir: &Path,
@@ -767,7 +727,10 @@ impl SSTableWriter {
         s.max_token = s.max_token.max(key.token);
         s.partition_deletions |= !p.deletion.is_live();
         s.static_rows |= p.static_row.is_some();
-        timestamps(p, &mut s.min_timestamp, &mut s.max_timestamp);
+        p.timestamps(&mut |t| {
+            s.min_timestamp = s.min_timestamp.min(t);
+            s.max_timestamp = s.max_timestamp.max(t);
+        });
         s.max_local_deletion_time = s.max_local_deletion_time.max(local_deletion_times(p));
         Ok(())
     }
@@ -1712,7 +1675,7 @@ pub(crate) fn rewrite_as_format_1(dir: &Path, generation: u64) {
 mod tests {
     use super::*;
     use crate::clustering::ClusteringKey;
-    use crate::data::{Cell, RowCells};
+    use crate::data::{Cell, ColumnData, RowCells};
     use sibyl_types::CqlType;
 
     fn part(cmp: &Arc<ClusteringComparator>, n: i32) -> Partition {
