@@ -13,6 +13,7 @@
 #   SERVERS="sibyl" bench/matrix.sh 10s 128       (Sibyl alone)
 #   CLIENTS="latte" bench/matrix.sh               (latte alone)
 #   WARMUP=60s bench/matrix.sh                    (unmeasured mixed load first; default 30s)
+#   LATTE_THREADS=2 bench/matrix.sh               (latte on two threads, the same in flight)
 #
 # Needs: `cargo build --release --bin sibyl`, `cargo install latte-cli`, and
 # ../shared/cassandra/start.sh for Cassandra. Results in
@@ -29,6 +30,9 @@ servers="${SERVERS:-sibyl cassandra}"
 clients="${CLIENTS:-latte stress}"
 rows="${ROWS:-100000}"
 warmup="${WARMUP:-30s}"   # before the measured points of each server; 0: none
+# latte's worker threads; each keeps IN_FLIGHT / LATTE_THREADS requests in
+# flight, so a point has the same requests in flight whatever the threads
+lthreads="${LATTE_THREADS:-1}"
 out="$here/results/matrix-$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$out"
 cassandra_sh="${CASSANDRA_SH:-$root/../shared/cassandra}"
@@ -68,7 +72,8 @@ run_points() { # server port
     for n in $points; do
       for op in write read mix; do
         local f="$op"; [ "$op" = mix ] && f="read:0.9,write:0.1"
-        measure "$server" latte "$op" "$n" latte run "$here/kv.rn" -f "$f" "127.0.0.1:$port" -p "$n" \
+        measure "$server" latte "$op" "$n" latte run "$here/kv.rn" -f "$f" "127.0.0.1:$port" \
+          -t "$lthreads" -p "$(( n / lthreads ))" \
           -d "$dur" -P rows="$rows" -o "$out/$server-latte-$op-$n.json"
       done
     done
