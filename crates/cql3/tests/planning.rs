@@ -16,10 +16,10 @@ use sibyl_cql3::query::{ClientState, Outcome, QueryOptions, QueryProcessor};
 use sibyl_db::{BoundKind, ReadKind};
 use sibyl_protocol::Consistency;
 use sibyl_protocol::ResultBody;
-use sibyl_schema::schema::{system_keyspaces, Schema};
+use sibyl_schema::schema::Schema;
 use sibyl_service::proxy::{StorageProxy, Timeouts};
 use sibyl_service::replica::{Replica, ReplicaVerbs, SharedSchema};
-use sibyl_service::stores::open_store;
+use sibyl_service::stores::open_system_keyspaces;
 use sibyl_storage::store::StorageConfig;
 use sibyl_storage::StorageEngine;
 use std::net::IpAddr;
@@ -33,13 +33,7 @@ fn ip(i: u8) -> IpAddr {
 /// A storage engine with the system tables open, and the schema they make.
 fn storage(dir: &std::path::Path) -> (Arc<StorageEngine>, Schema) {
     let storage = StorageEngine::new(StorageConfig::small(dir)).expect("storage");
-    let mut schema = Schema::default();
-    for ks in system_keyspaces() {
-        for t in ks.tables.values() {
-            open_store(&storage, t).expect("system table");
-        }
-        schema.keyspaces.insert(ks.name.clone(), Arc::new(ks));
-    }
+    let schema = open_system_keyspaces(&storage).expect("system tables");
     storage.start_commitlog(&[]).expect("commit log");
     (storage, schema)
 }

@@ -591,6 +591,45 @@ pub struct Partition {
 }
 
 impl Partition {
+    /// Calls `see` with every timestamp this fragment carries: its deletion,
+    /// each row's liveness and deletion, each cell's and each complex
+    /// deletion's, and its range tombstones'.
+    pub fn timestamps(&self, see: &mut impl FnMut(i64)) {
+        if !self.deletion.is_live() {
+            see(self.deletion.marked_for_delete_at);
+        }
+        let row = |r: &Row, see: &mut dyn FnMut(i64)| {
+            if let Some(l) = &r.liveness {
+                see(l.timestamp);
+            }
+            if let Some(d) = &r.deletion {
+                see(d.marked_for_delete_at);
+            }
+            for d in r.cells.values() {
+                match d {
+                    ColumnData::Simple(c) | ColumnData::Counter(c) => see(c.timestamp),
+                    ColumnData::Complex { deletion, cells } => {
+                        if !deletion.is_live() {
+                            see(deletion.marked_for_delete_at);
+                        }
+                        for c in cells.values() {
+                            see(c.timestamp);
+                        }
+                    }
+                }
+            }
+        };
+        if let Some(r) = &self.static_row {
+            row(r, see);
+        }
+        for r in self.rows.values() {
+            row(r, see);
+        }
+        for rt in &self.range_tombstones {
+            see(rt.deletion.marked_for_delete_at);
+        }
+    }
+
     /// What a read of this fragment went through (Cassandra's
     /// `LiveScannedHistogram` and `TombstoneScannedHistogram`): its live
     /// rows, and its tombstones (the partition's, range tombstones, row
@@ -897,47 +936,6 @@ impl Partition {
             s += ck.values.iter().map(|v| v.len() + 48).sum::<usize>() + row_size(r);
         }
         s + self.range_tombstones.len() * 160
-    }
-}
-
-impl Partition {
-    /// Calls `see` with every timestamp this fragment carries: its deletion,
-    /// each row's liveness and deletion, each cell's and each complex
-    /// deletion's, and its range tombstones'.
-    pub fn timestamps(&self, see: &mut impl FnMut(i64)) {
-        if !self.deletion.is_live() {
-            see(self.deletion.marked_for_delete_at);
-        }
-        let row = |r: &Row, see: &mut dyn FnMut(i64)| {
-            if let Some(l) = &r.liveness {
-                see(l.timestamp);
-            }
-            if let Some(d) = &r.deletion {
-                see(d.marked_for_delete_at);
-            }
-            for d in r.cells.values() {
-                match d {
-                    ColumnData::Simple(c) | ColumnData::Counter(c) => see(c.timestamp),
-                    ColumnData::Complex { deletion, cells } => {
-                        if !deletion.is_live() {
-                            see(deletion.marked_for_delete_at);
-                        }
-                        for c in cells.values() {
-                            see(c.timestamp);
-                        }
-                    }
-                }
-            }
-        };
-        if let Some(r) = &self.static_row {
-            row(r, see);
-        }
-        for r in self.rows.values() {
-            row(r, see);
-        }
-        for rt in &self.range_tombstones {
-            see(rt.deletion.marked_for_delete_at);
-        }
     }
 }
 

@@ -337,6 +337,25 @@ pub struct ClusterState {
 }
 
 impl ClusterState {
+    fn new(
+        replica: Arc<Replica>,
+        proxy: Arc<StorageProxy>,
+        events: broadcast::Sender<Event>,
+        local_host_id: uuid::Uuid,
+    ) -> Self {
+        ClusterState {
+            replica,
+            proxy,
+            directory: RwLock::new(Directory::default()),
+            events,
+            local_host_id,
+            on_schema: RwLock::new(None),
+            on_topology: RwLock::new(None),
+            on_removed: RwLock::new(None),
+            schema_timestamp: AtomicI64::new(i64::MIN),
+        }
+    }
+
     fn set_directory(&self, d: Directory) {
         *self.proxy.ring.write() = d.ring();
         self.proxy.set_future_ring(d.future_ring());
@@ -1165,17 +1184,12 @@ pub async fn join(
         metadata: OnceLock::new(),
     });
     messaging.set_handler(verbs.clone());
-    let state = Arc::new(ClusterState {
-        replica: replica.clone(),
-        proxy: proxy.clone(),
-        directory: RwLock::new(Directory::default()),
-        events: events.clone(),
-        local_host_id: host_id,
-        on_schema: RwLock::new(None),
-        on_topology: RwLock::new(None),
-        on_removed: RwLock::new(None),
-        schema_timestamp: AtomicI64::new(i64::MIN),
-    });
+    let state = Arc::new(ClusterState::new(
+        replica.clone(),
+        proxy.clone(),
+        events.clone(),
+        host_id,
+    ));
     let addr = NodeAddr(SocketAddr::new(me, config.storage_port).to_string());
     let metadata = ClusterMetadataService::open(
         &config.metadata_directory,
@@ -2307,13 +2321,8 @@ mod tests {
         let storage =
             sibyl_storage::StorageEngine::new(sibyl_storage::store::StorageConfig::small(dir))
                 .expect("storage");
-        let mut schema = Schema::default();
-        for ks in sibyl_schema::schema::system_keyspaces() {
-            for t in ks.tables.values() {
-                sibyl_service::stores::open_store(&storage, t).expect("system table");
-            }
-            schema.keyspaces.insert(ks.name.clone(), Arc::new(ks));
-        }
+        let mut schema =
+            sibyl_service::stores::open_system_keyspaces(&storage).expect("system tables");
         storage.start_commitlog(&[]).expect("commit log");
         schema.compute_version();
         let shared: sibyl_service::replica::SharedSchema = Arc::new(RwLock::new(Arc::new(schema)));
@@ -2332,17 +2341,12 @@ mod tests {
             "datacenter1".into(),
             sibyl_service::proxy::Timeouts::default(),
         ));
-        ClusterState {
+        ClusterState::new(
             replica,
             proxy,
-            directory: RwLock::new(Directory::default()),
-            events: broadcast::channel(16).0,
-            local_host_id: uuid::Uuid::from_u128(1),
-            on_schema: RwLock::new(None),
-            on_topology: RwLock::new(None),
-            on_removed: RwLock::new(None),
-            schema_timestamp: AtomicI64::new(i64::MIN),
-        }
+            broadcast::channel(16).0,
+            uuid::Uuid::from_u128(1),
+        )
     }
 
     /// A schema entry that makes keyspace `ks` hold `tables` (each `k int

@@ -37,7 +37,7 @@ use sibyl_schema::schema_tables;
 use sibyl_schema::schema_tables::{boolean, inet, int, row_mutation, text};
 use sibyl_service::proxy::{StorageProxy, Timeouts};
 use sibyl_service::replica::{Replica, SharedSchema};
-use sibyl_service::stores::{open_store, LocalSchema};
+use sibyl_service::stores::{open_store, open_system_keyspaces, LocalSchema};
 use sibyl_storage::commitlog::SyncMode;
 use sibyl_storage::store::StorageConfig;
 use sibyl_storage::{StorageEngine, StorageError};
@@ -187,15 +187,12 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
     );
     migrate_system_table_directories(storage.data_directory())?;
     // 1. system tables, and their part of the commit log
-    let mut schema = Schema::default();
-    let mut system_ids = std::collections::HashSet::new();
-    for ks in system_keyspaces() {
-        for t in ks.tables.values() {
-            open_store(&storage, t)?;
-            system_ids.insert(t.id);
-        }
-        schema.keyspaces.insert(ks.name.clone(), Arc::new(ks));
-    }
+    let mut schema = open_system_keyspaces(&storage)?;
+    let system_ids: std::collections::HashSet<uuid::Uuid> = schema
+        .keyspaces
+        .values()
+        .flat_map(|ks| ks.tables.values().map(|t| t.id))
+        .collect();
     let (stats, mut dirty) = storage.replay_commitlog(&|id| system_ids.contains(&id))?;
     // 2. user schema from system_schema, then user data
     let now = sibyl_storage::now_in_seconds();

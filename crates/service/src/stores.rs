@@ -9,6 +9,21 @@ use sibyl_storage::store::TableOptions;
 use sibyl_storage::{ColumnFamilyStore, StorageEngine, StorageError};
 use std::sync::Arc;
 
+/// Opens the stores of the system keyspaces' tables, and gives the schema
+/// they make (no user keyspace yet).
+pub fn open_system_keyspaces(
+    storage: &StorageEngine,
+) -> Result<sibyl_schema::schema::Schema, StorageError> {
+    let mut schema = sibyl_schema::schema::Schema::default();
+    for ks in sibyl_schema::schema::system_keyspaces() {
+        for t in ks.tables.values() {
+            open_store(storage, t)?;
+        }
+        schema.keyspaces.insert(ks.name.clone(), Arc::new(ks));
+    }
+    Ok(schema)
+}
+
 /// Registers a table's store with the engine, with its options.
 pub fn open_store(
     storage: &sibyl_storage::StorageEngine,
