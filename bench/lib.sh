@@ -1,12 +1,14 @@
 # Shared by the bench scripts: `start_sibyl OUT` starts target/release/sibyl on
 # port 9042 with its data under OUT/sibyl-data, waits for the CQL port, and
-# sets `spid` to its PID.
+# sets `spid` to its PID. SIBYL_YAML is appended to its configuration
+# (`SIBYL_YAML='memtable_heap_space: 4GiB'`).
 start_sibyl() {
   local out="$1"
   cat > "$out/sibyl.yaml" <<YAML
 native_transport_port: 9042
 data_file_directories: [$out/sibyl-data/data]
 commitlog_directory: $out/sibyl-data/commitlog
+${SIBYL_YAML:-}
 YAML
   "$sibyl" --config "$out/sibyl.yaml" > "$out/sibyl.log" 2>&1 &
   spid=$!

@@ -432,7 +432,17 @@ pub struct Row {
 }
 
 impl Row {
-    pub fn merge(&mut self, mut other: Row, now: i32) {
+    pub fn merge(&mut self, other: Row, now: i32) {
+        self.merge_in::<false>(other, now);
+    }
+
+    /// [`merge`](Self::merge), and what it changed of the row's
+    /// [memory](Partition::memory_size) when `SIZED` (0 otherwise): cells
+    /// added count whole, a cell replaced counts the difference of the two.
+    /// What a deletion drops of counter cells is not taken off (the sum
+    /// errs high, never low).
+    fn merge_in<const SIZED: bool>(&mut self, mut other: Row, now: i32) -> isize {
+        let mut delta = 0;
         // counter shards on either side that a row deletion covers must not
         // be summed into the other side's shards (merging is order-free)
         if let Some(d) = self
@@ -463,11 +473,15 @@ impl Row {
         for (name, data) in other.cells {
             match self.cells.get_mut_by_name(name) {
                 None => {
+                    if SIZED {
+                        delta += column_memory(&data) as isize;
+                    }
                     self.cells.insert(name, data);
                 }
-                Some(existing) => merge_column(existing, data, now),
+                Some(existing) => delta += merge_column::<SIZED>(existing, data, now),
             }
         }
+        delta
     }
 
     /// Removes counter cells written at or before `d`.
@@ -525,17 +539,36 @@ impl Row {
     }
 }
 
-fn merge_column(existing: &mut ColumnData, other: ColumnData, now: i32) {
+/// Merges `other` into `existing`; when `SIZED`, returns the change in
+/// memory (see [`Row::merge_in`]).
+fn merge_column<const SIZED: bool>(
+    existing: &mut ColumnData,
+    other: ColumnData,
+    now: i32,
+) -> isize {
+    let diff = |new: usize, old: usize| {
+        if SIZED {
+            new as isize - old as isize
+        } else {
+            0
+        }
+    };
     match (existing, other) {
         (ColumnData::Simple(a), ColumnData::Simple(b)) => {
             if std::ptr::eq(Cell::reconcile(a, &b, now), &b) {
+                let d = diff(cell_memory(&b), cell_memory(a));
                 *a = b;
+                return d;
             }
+            0
         }
         (ColumnData::Counter(a), ColumnData::Counter(b)) => {
             if let Some(merged) = Cell::reconcile_counter(a, b) {
+                let d = diff(cell_memory(&merged), cell_memory(a));
                 *a = merged;
+                return d;
             }
+            0
         }
         (
             ColumnData::Complex { deletion, cells },
@@ -545,23 +578,67 @@ fn merge_column(existing: &mut ColumnData, other: ColumnData, now: i32) {
             },
         ) => {
             deletion.merge(&od);
+            let mut d = 0;
             for (path, c) in oc {
                 match cells.get_mut(&path) {
                     None => {
+                        d += diff(complex_cell_memory(&path, &c), 0);
                         cells.insert(path, c);
                     }
                     Some(a) => {
                         if std::ptr::eq(Cell::reconcile(a, &c, now), &c) {
+                            d += diff(cell_memory(&c), cell_memory(a));
                             *a = c;
                         }
                     }
                 }
             }
+            d
         }
         // a column changed between simple and complex (dropped and re-added): newest wins wholesale
-        (e, o) => *e = o,
+        (e, o) => {
+            let d = diff(column_memory(&o), column_memory(e));
+            *e = o;
+            d
+        }
     }
 }
+
+/// Memory of a cell's value beyond the cell's slot ([`Partition::memory_size`]).
+fn cell_memory(c: &Cell) -> usize {
+    c.value.as_ref().map_or(0, |v| v.len() + 16)
+}
+
+/// Memory of one cell of a complex column: its path, its slot and its value.
+fn complex_cell_memory(path: &Bytes, c: &Cell) -> usize {
+    path.len() + 112 + cell_memory(c)
+}
+
+/// Memory of a column's data in a row: its 72-byte slot and what it holds.
+fn column_memory(d: &ColumnData) -> usize {
+    match d {
+        ColumnData::Simple(c) | ColumnData::Counter(c) => 72 + cell_memory(c),
+        ColumnData::Complex { cells, .. } => {
+            72 + cells
+                .iter()
+                .map(|(p, c)| complex_cell_memory(p, c))
+                .sum::<usize>()
+        }
+    }
+}
+
+/// Memory of a row: a 150-byte slot and its columns.
+fn row_memory(r: &Row) -> usize {
+    150 + r.cells.values().map(column_memory).sum::<usize>()
+}
+
+/// Memory of a row's clustering values.
+fn clustering_memory(ck: &ClusteringKey) -> usize {
+    ck.values.iter().map(|v| v.len() + 48).sum()
+}
+
+/// Memory of a range tombstone.
+const RANGE_TOMBSTONE_MEMORY: usize = 160;
 
 /// A range tombstone over a clustering slice.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -710,12 +787,31 @@ impl Partition {
     }
 
     /// Merges `other` into `self` (per-cell reconciliation).
-    pub fn merge(&mut self, mut other: Partition, now: i32) {
+    pub fn merge(&mut self, other: Partition, now: i32) {
+        self.merge_in::<false>(other, now);
+    }
+
+    /// [`merge`](Self::merge), returning by how much it changed the
+    /// partition's [`memory_size`](Self::memory_size): what is added counts
+    /// whole, a cell replaced by a newer one counts the difference of the
+    /// two (an overwrite of a value by one as long costs nothing). The
+    /// memtable keeps its size with it, so that a workload that overwrites
+    /// the same rows flushes for what it holds, not for what it wrote.
+    pub fn merge_sized(&mut self, other: Partition, now: i32) -> isize {
+        self.merge_in::<true>(other, now)
+    }
+
+    fn merge_in<const SIZED: bool>(&mut self, mut other: Partition, now: i32) -> isize {
         if self.is_empty() {
             // nothing to reconcile with (a new memtable partition): take it whole
             *self = other;
-            return;
+            return if SIZED {
+                self.memory_size() as isize
+            } else {
+                0
+            };
         }
+        let mut delta = 0;
         let (mine, theirs) = (self.deletion, other.deletion);
         self.deletion.merge(&other.deletion);
         if !self.deletion.is_live() {
@@ -739,23 +835,35 @@ impl Partition {
         }
         if let Some(sr) = other.static_row {
             match &mut self.static_row {
-                Some(mine) => mine.merge(*sr, now),
-                None => self.static_row = Some(sr),
+                Some(mine) => delta += mine.merge_in::<SIZED>(*sr, now),
+                None => {
+                    if SIZED {
+                        delta += row_memory(&sr) as isize;
+                    }
+                    self.static_row = Some(sr);
+                }
             }
         }
         for (ck, row) in other.rows {
             match self.rows.get_mut(&ck) {
-                Some(mine) => mine.merge(row, now),
+                Some(mine) => delta += mine.merge_in::<SIZED>(row, now),
                 None => {
+                    if SIZED {
+                        delta += (clustering_memory(&ck) + row_memory(&row)) as isize;
+                    }
                     self.rows.insert(ck, row);
                 }
             }
         }
         for rt in other.range_tombstones {
             if !self.range_tombstones.contains(&rt) {
+                if SIZED {
+                    delta += RANGE_TOMBSTONE_MEMORY as isize;
+                }
                 self.range_tombstones.push(rt);
             }
         }
+        delta
     }
 
     /// Forgets cells of dropped columns written at or before the drop (a
@@ -912,30 +1020,14 @@ impl Partition {
     /// clustering values; a cell a 72-byte slot plus its value allocation;
     /// column names are shared).
     pub fn memory_size(&self) -> usize {
-        let cell = |c: &Cell| c.value.as_ref().map_or(0, |v| v.len() + 16);
-        let row_size = |r: &Row| {
-            150 + r
-                .cells
-                .values()
-                .map(|d| match d {
-                    ColumnData::Simple(c) | ColumnData::Counter(c) => 72 + cell(c),
-                    ColumnData::Complex { cells, .. } => {
-                        72 + cells
-                            .iter()
-                            .map(|(p, c)| p.len() + 112 + cell(c))
-                            .sum::<usize>()
-                    }
-                })
-                .sum::<usize>()
-        };
         let mut s = 0;
         if let Some(r) = &self.static_row {
-            s += row_size(r);
+            s += row_memory(r);
         }
         for (ck, r) in &self.rows {
-            s += ck.values.iter().map(|v| v.len() + 48).sum::<usize>() + row_size(r);
+            s += clustering_memory(ck) + row_memory(r);
         }
-        s + self.range_tombstones.len() * 160
+        s + self.range_tombstones.len() * RANGE_TOMBSTONE_MEMORY
     }
 }
 
@@ -1263,6 +1355,96 @@ mod tests {
 
     fn b(s: &str) -> Bytes {
         Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    /// What `merge_sized` reports, summed from an empty partition, is the
+    /// partition's memory after every kind of change: new rows, static rows,
+    /// columns and complex cells, overwrites by longer, shorter and older
+    /// values, a column turned complex, range tombstones, a repeat.
+    #[test]
+    fn sized_merges_add_up_to_the_partitions_memory() {
+        let cmp = crate::clustering::ClusteringComparator::new(vec![]);
+        let ck = |v: &str| crate::clustering::ClusteringKey::row(vec![b(v)], cmp.clone());
+        let simple = |ts: i64, v: &str| ColumnData::Simple(Cell::live(ts, b(v)));
+        let complex = |cells: &[(&str, i64, &str)]| ColumnData::Complex {
+            deletion: DeletionTime::LIVE,
+            cells: cells
+                .iter()
+                .map(|(p, ts, v)| (b(p), Cell::live(*ts, b(v))))
+                .collect(),
+        };
+        let update = |rows: Vec<(&str, Vec<(&str, ColumnData)>)>, rt: bool| {
+            let mut p = Partition::new();
+            for (k, cols) in rows {
+                let mut row = Row::default();
+                for (name, d) in cols {
+                    row.cells.insert(name, d);
+                }
+                if k == "static" {
+                    p.static_row = Some(Box::new(row));
+                } else {
+                    p.rows.insert(ck(k), row);
+                }
+            }
+            if rt {
+                p.range_tombstones.push(RangeTombstone {
+                    start: ck("a"),
+                    end: ck("c"),
+                    deletion: DeletionTime {
+                        marked_for_delete_at: 1,
+                        local_deletion_time: 0,
+                    },
+                });
+            }
+            p
+        };
+        let updates = vec![
+            update(vec![("a", vec![("v", simple(1, "one"))])], false),
+            // a longer value, then a shorter one, then an older one (no change)
+            update(vec![("a", vec![("v", simple(2, "a longer value"))])], false),
+            update(vec![("a", vec![("v", simple(3, "s"))])], false),
+            update(
+                vec![("a", vec![("v", simple(0, "older and ignored"))])],
+                false,
+            ),
+            // a new column, a new row, a static row, a range tombstone
+            update(
+                vec![
+                    ("a", vec![("w", simple(4, "w"))]),
+                    ("b", vec![("v", simple(4, "bb"))]),
+                ],
+                true,
+            ),
+            update(vec![("static", vec![("s", simple(5, "static"))])], false),
+            update(
+                vec![("static", vec![("s", simple(6, "static, longer"))])],
+                true,
+            ),
+            // complex cells added and replaced, a column turned complex
+            update(vec![("b", vec![("m", complex(&[("k1", 7, "x")]))])], false),
+            update(
+                vec![(
+                    "b",
+                    vec![("m", complex(&[("k1", 8, "xyz"), ("k2", 8, "")]))],
+                )],
+                false,
+            ),
+            update(
+                vec![("a", vec![("v", complex(&[("k", 9, "now complex")]))])],
+                false,
+            ),
+        ];
+        let mut p = Partition::new();
+        let mut sum = 0isize;
+        for (i, u) in updates.into_iter().enumerate() {
+            sum += p.merge_sized(u, 0);
+            assert_eq!(sum, p.memory_size() as isize, "after update {i}");
+        }
+        assert_eq!(p.range_tombstones.len(), 1, "the repeated tombstone is one");
+        // what a plain merge makes is the same partition
+        let mut q = Partition::new();
+        q.merge(p.clone(), 0);
+        assert_eq!(q.memory_size(), p.memory_size());
     }
 
     /// Names made from equal text are the same copy (equality compares

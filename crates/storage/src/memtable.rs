@@ -16,14 +16,19 @@ use crate::data::{DecoratedKey, Mutation, Partition};
 use bytes::Bytes;
 use parking_lot::RwLock;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// An in-memory, sorted write buffer of one table.
 pub struct Memtable {
     shards: [RwLock<Shard>; SHARDS],
     partitions: AtomicUsize,
-    live_bytes: AtomicUsize,
+    /// Signed, as the pool's counters: see [`MemtablePool`].
+    live_bytes: AtomicIsize,
+    /// What this memtable counts in its pool's live share now: all of
+    /// `live_bytes` until it is switched out, then what writes begun
+    /// before that added to the live share after it.
+    in_live: AtomicIsize,
     operations: AtomicUsize,
     /// The memory accounting shared by the memtables of all tables.
     pool: Arc<MemtablePool>,
@@ -38,18 +43,21 @@ pub struct Memtable {
 /// The memory of all memtables of a node (Cassandra's `MemtablePool`): what
 /// the live memtables hold and what those being flushed still hold, kept as
 /// writes come and memtables go, so the write path never adds them up.
+/// Signed: an overwrite's change may be negative, and a write racing its
+/// memtable's switch may count in either share; each reads as at least 0
+/// and each is exact once the memtables are gone.
 #[derive(Default, Debug)]
 pub struct MemtablePool {
-    live: AtomicUsize,
-    flushing: AtomicUsize,
+    live: AtomicIsize,
+    flushing: AtomicIsize,
 }
 
 impl MemtablePool {
     /// Bytes of the live memtables and of those being flushed.
     pub fn usage(&self) -> (usize, usize) {
         (
-            self.live.load(Ordering::Relaxed),
-            self.flushing.load(Ordering::Relaxed),
+            self.live.load(Ordering::Relaxed).max(0) as usize,
+            self.flushing.load(Ordering::Relaxed).max(0) as usize,
         )
     }
 }
@@ -63,12 +71,9 @@ impl Default for Memtable {
 impl Drop for Memtable {
     fn drop(&mut self) {
         let b = self.live_bytes.load(Ordering::Relaxed);
-        let counter = if self.flushing.load(Ordering::Relaxed) {
-            &self.pool.flushing
-        } else {
-            &self.pool.live
-        };
-        counter.fetch_sub(b, Ordering::Relaxed);
+        let live = self.in_live.load(Ordering::Relaxed);
+        self.pool.live.fetch_sub(live, Ordering::Relaxed);
+        self.pool.flushing.fetch_sub(b - live, Ordering::Relaxed);
     }
 }
 
@@ -262,7 +267,8 @@ impl Memtable {
         Memtable {
             shards: std::array::from_fn(|_| RwLock::new(Shard::default())),
             partitions: AtomicUsize::new(0),
-            live_bytes: AtomicUsize::new(0),
+            live_bytes: AtomicIsize::new(0),
+            in_live: AtomicIsize::new(0),
             operations: AtomicUsize::new(0),
             pool,
             flushing: AtomicBool::new(false),
@@ -305,43 +311,48 @@ impl Memtable {
     /// begun before are applied, and waited for, before it is written).
     pub fn mark_flushing(&self) {
         if !self.flushing.swap(true, Ordering::AcqRel) {
-            let b = self.live_bytes.load(Ordering::Relaxed);
+            // a write that saw the memtable live adds to the live share
+            // (and to `in_live`) even after this
+            let b = self.in_live.swap(0, Ordering::AcqRel);
             self.pool.live.fetch_sub(b, Ordering::Relaxed);
             self.pool.flushing.fetch_add(b, Ordering::Relaxed);
         }
     }
 
-    /// Merges a mutation in.
+    /// Merges a mutation in. The memtable's size (and its pool's) changes by
+    /// what the partition's memory did ([`Partition::merge_sized`]): a new
+    /// partition counts whole, an overwrite the difference of the values.
     pub fn apply(&self, m: Mutation, now: i32) {
-        let mut size = m.update.memory_size() + m.key.key.len() + 16;
-        {
-            let mut shard = self.shards[shard_of(m.key.token)].write();
-            // one search of the tree whether the partition is new or not
-            let same = shard.entry(m.key.token);
-            match position(same, &m.key.key) {
-                Ok(i) => same[i].1.merge(m.update, now),
-                Err(i) => {
-                    size += PARTITION_OVERHEAD_BYTES;
-                    let mut p = Partition::new();
-                    p.merge(m.update, now);
-                    same.insert(i, (MemKey::new(m.key.key), p));
-                    self.partitions.fetch_add(1, Ordering::Relaxed);
-                }
+        let mut shard = self.shards[shard_of(m.key.token)].write();
+        // one search of the tree whether the partition is new or not
+        let same = shard.entry(m.key.token);
+        let delta = match position(same, &m.key.key) {
+            Ok(i) => same[i].1.merge_sized(m.update, now),
+            Err(i) => {
+                let size = m.key.key.len() + 16 + PARTITION_OVERHEAD_BYTES;
+                let mut p = Partition::new();
+                let d = p.merge_sized(m.update, now) + size as isize;
+                same.insert(i, (MemKey::new(m.key.key), p));
+                self.partitions.fetch_add(1, Ordering::Relaxed);
+                d
             }
-        }
-        self.live_bytes.fetch_add(size, Ordering::Relaxed);
-        let counter = if self.flushing.load(Ordering::Relaxed) {
-            &self.pool.flushing
-        } else {
-            &self.pool.live
         };
-        counter.fetch_add(size, Ordering::Relaxed);
+        // counted under the shard's lock: what a write adds to a partition
+        // is counted before a later write to it takes any of it off
+        self.live_bytes.fetch_add(delta, Ordering::Relaxed);
+        if self.flushing.load(Ordering::Acquire) {
+            self.pool.flushing.fetch_add(delta, Ordering::Relaxed);
+        } else {
+            self.in_live.fetch_add(delta, Ordering::AcqRel);
+            self.pool.live.fetch_add(delta, Ordering::Relaxed);
+        }
+        drop(shard);
         self.operations.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Bytes of data held (an estimate, for the flush threshold).
     pub fn live_bytes(&self) -> usize {
-        self.live_bytes.load(Ordering::Relaxed)
+        self.live_bytes.load(Ordering::Relaxed).max(0) as usize
     }
 
     pub fn operations(&self) -> usize {
@@ -485,6 +496,76 @@ mod tests {
         let (lo, hi) = (all[1000].token, all[3999].token);
         assert_eq!(m.keys(None, lo, hi, usize::MAX), all[1000..4000].to_vec());
         assert!(m.contains(&all[4321]) && m.read(&all[4321], None).is_some());
+    }
+
+    fn write(m: &Memtable, k: u32, ts: i64, value: &[u8]) {
+        let mut row = crate::data::Row::default();
+        row.cells.insert(
+            "v",
+            crate::data::ColumnData::Simple(crate::data::Cell::live(
+                ts,
+                Bytes::copy_from_slice(value),
+            )),
+        );
+        let mut update = Partition::new();
+        update.rows.insert(
+            crate::clustering::ClusteringKey::row(
+                vec![],
+                crate::clustering::ClusteringComparator::new(vec![]),
+            ),
+            row,
+        );
+        m.apply(
+            Mutation {
+                table_id: uuid::Uuid::nil(),
+                key: key(k),
+                update,
+            },
+            0,
+        );
+    }
+
+    /// A memtable is as large as what it holds: overwriting the same rows
+    /// with values as long leaves its size (and its pool's) where the first
+    /// writes put it; longer values grow it by the difference. The pool's
+    /// shares come back to nothing once the memtables are gone, also when a
+    /// write lands after its memtable was switched out.
+    #[test]
+    fn overwrites_count_what_they_change_not_what_they_write() {
+        let pool = Arc::new(MemtablePool::default());
+        let m = Memtable::in_pool(pool.clone());
+        for k in 0..100 {
+            write(&m, k, 1, &[1; 100]);
+        }
+        let first = m.live_bytes();
+        assert!(first > 100 * 100, "{first}");
+        assert_eq!(pool.usage(), (first, 0));
+        for ts in 2..12 {
+            for k in 0..100 {
+                write(&m, k, ts, &[ts as u8; 100]);
+            }
+        }
+        assert_eq!(m.live_bytes(), first, "ten overwrites of every row");
+        assert_eq!(m.operations(), 1100);
+        for k in 0..100 {
+            write(&m, k, 20, &[2; 150]);
+        }
+        assert_eq!(m.live_bytes(), first + 100 * 50);
+        assert_eq!(pool.usage(), (first + 100 * 50, 0));
+        // switched out: its bytes are the flushing share; a late write (one
+        // begun before the switch) and a new memtable's count where they land
+        m.mark_flushing();
+        assert_eq!(pool.usage(), (0, first + 100 * 50));
+        write(&m, 1000, 1, &[1; 100]);
+        let next = Memtable::in_pool(pool.clone());
+        write(&next, 1, 30, &[3; 100]);
+        let (live, flushing) = pool.usage();
+        assert_eq!(live, next.live_bytes());
+        assert_eq!(flushing, m.live_bytes());
+        drop(m);
+        assert_eq!(pool.usage(), (next.live_bytes(), 0));
+        drop(next);
+        assert_eq!(pool.usage(), (0, 0));
     }
 
     #[test]
