@@ -676,7 +676,10 @@ impl QueryProcessor {
                 } else {
                     select::Source::Coordinator(&self.proxy)
                 };
-                let mut r = select::execute(
+                // boxed: a select's future (1.7 KB) would otherwise be the
+                // room every statement's future holds, and copies at each
+                // level above it: a write's twice its own size
+                let mut r = Box::pin(select::execute(
                     &t,
                     &source,
                     opts.consistency,
@@ -686,7 +689,7 @@ impl QueryProcessor {
                     opts.page_size,
                     opts.paging_state.as_ref(),
                     now,
-                )
+                ))
                 .await?;
                 r.rows = sel.finish(r.rows);
                 let metadata = RowsMetadata {

@@ -581,10 +581,20 @@ impl StorageProxy {
         }
         let all_local = plans.iter().all(|p| p.replicas.as_slice() == [local]);
         if all_local {
-            // the ring of one, and local keyspaces: one local batch
+            // the ring of one, and local keyspaces: one local batch, done
+            // here when it need not wait (nearly always); a write that waits
+            // (for room in the memtables, for a synced commit log) gets a
+            // future and a deadline, boxed: every write's future (and its
+            // callers') would otherwise hold and copy its room
+            let mutations = match sibyl_tracing::in_stage(Stage::Mutation, || {
+                self.replica.try_apply_now(mutations)
+            }) {
+                Ok(r) => return r.map_err(Self::replica_failure),
+                Err(m) => m,
+            };
             let local_write =
                 sibyl_tracing::scope_in_stage(Stage::Mutation, self.replica.apply(mutations));
-            return match timeout_when_pending(timeout, local_write).await {
+            return match Box::pin(timeout_when_pending(timeout, local_write)).await {
                 Ok(Ok(())) => Ok(()),
                 Ok(Err(f)) => Err(Self::replica_failure(f)),
                 Err(_) => Err(ServiceError::WriteTimeout {

@@ -38,6 +38,13 @@ pub struct Replica {
     pub tombstone_warn_threshold: std::sync::atomic::AtomicU64,
 }
 
+/// Traces the memtables a traced write was added to.
+fn traced_memtables(tables: Vec<String>) {
+    for t in tables {
+        sibyl_tracing::trace(|| format!("Adding to {t} memtable"));
+    }
+}
+
 fn failure(e: StorageError) -> ReplicaFailure {
     match e {
         StorageError::Overloaded(m) => ReplicaFailure::Overloaded(m),
@@ -76,7 +83,39 @@ impl Replica {
 
     /// Applies mutations durably, with the index entries they make, in one
     /// commit-log batch (`MUTATION_REQ`).
-    pub async fn apply(&self, mut mutations: Vec<Mutation>) -> Result<(), ReplicaFailure> {
+    pub async fn apply(&self, mutations: Vec<Mutation>) -> Result<(), ReplicaFailure> {
+        let (mutations, tables) = self.with_index_entries(mutations);
+        self.storage
+            .apply_within(mutations, self.admission_timeout)
+            .await
+            .map_err(failure)?;
+        traced_memtables(tables);
+        Ok(())
+    }
+
+    /// [`apply`](Self::apply) done here when nothing would make it wait
+    /// (`StorageEngine::applies_at_once`: a periodic commit log, room in
+    /// the memtables), as nearly every write: no future for it. The
+    /// mutations come back, untouched, when it would wait.
+    pub fn try_apply_now(
+        &self,
+        mutations: Vec<Mutation>,
+    ) -> std::result::Result<Result<(), ReplicaFailure>, Vec<Mutation>> {
+        let Some(at_once) = self.storage.applies_at_once() else {
+            return Err(mutations);
+        };
+        let (mutations, tables) = self.with_index_entries(mutations);
+        Ok(self
+            .storage
+            .apply_now(mutations, at_once)
+            .map_err(failure)
+            .map(|()| traced_memtables(tables)))
+    }
+
+    /// The mutations with their secondary indexes' entries, and, when the
+    /// request is traced, the names of the tables they go to (traced
+    /// once applied).
+    fn with_index_entries(&self, mut mutations: Vec<Mutation>) -> (Vec<Mutation>, Vec<String>) {
         let schema = self.schema();
         let entries = index::index_mutations(&schema, &mutations, || self.clock.now_seconds());
         mutations.extend(entries);
@@ -91,14 +130,7 @@ impl Replica {
         } else {
             Vec::new()
         };
-        self.storage
-            .apply_within(mutations, self.admission_timeout)
-            .await
-            .map_err(failure)?;
-        for t in tables {
-            sibyl_tracing::trace(|| format!("Adding to {t} memtable"));
-        }
-        Ok(())
+        (mutations, tables)
     }
 
     /// Serves a read command (`READ_REQ`, `RANGE_REQ`).
