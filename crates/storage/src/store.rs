@@ -1291,10 +1291,16 @@ impl StorageEngine {
     /// would not hold it back). Its proof is what
     /// [`apply_now`](Self::apply_now) takes.
     pub fn applies_at_once(&self) -> Option<AtOnce> {
-        let (live, flushing) = self.memtable_usage();
         (matches!(self.config.sync, SyncMode::Periodic(_))
-            && live + flushing <= self.config.memtable_space_bytes)
+            && self.memtables_held_bytes() <= self.config.memtable_space_bytes)
             .then_some(AtOnce(()))
+    }
+
+    /// What the memtables hold, flushing ones included: past the memtable
+    /// space a write is held back ([`admit`](Self::admit)).
+    fn memtables_held_bytes(&self) -> usize {
+        let (live, flushing) = self.memtable_usage();
+        live + flushing
     }
 
     /// [`apply`](Self::apply) of a write [`applies_at_once`](Self::applies_at_once)
@@ -1317,7 +1323,6 @@ impl StorageEngine {
     /// Appends the mutations to the commit log, then applies them to their
     /// memtables; the last entry's position, and, with a synced commit log
     /// (batch, group), the writes still to apply once it is durable.
-    #[allow(clippy::type_complexity)]
     fn log_and_apply(
         &self,
         log: &CommitLog,
@@ -1419,8 +1424,8 @@ impl StorageEngine {
         let mut started: Option<std::time::Instant> = None;
         loop {
             let flushed = self.flushed.notified();
-            let (live, flushing) = self.memtable_usage();
-            if live + flushing <= self.config.memtable_space_bytes {
+            let held = self.memtables_held_bytes();
+            if held <= self.config.memtable_space_bytes {
                 return Ok(());
             }
             let waited = started
@@ -1437,8 +1442,7 @@ impl StorageEngine {
                 self.start_flush(false);
                 if timeout.is_none_or(|t| waited + std::time::Duration::from_millis(100) >= t) {
                     return Err(StorageError::WritesBlocked(format!(
-                        "Cannot accept writes: memtables are full ({} bytes) and cannot be flushed: {e}",
-                        live + flushing
+                        "Cannot accept writes: memtables are full ({held} bytes) and cannot be flushed: {e}"
                     )));
                 }
             }
@@ -1458,7 +1462,7 @@ impl StorageEngine {
                 return Err(StorageError::Overloaded(format!(
                     "Write held back for {} ms: memtables hold {} bytes, more than memtable_heap_space ({} bytes); {why}",
                     t.as_millis(),
-                    live + flushing,
+                    held,
                     self.config.memtable_space_bytes
                 )));
             }
