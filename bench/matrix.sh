@@ -14,6 +14,9 @@
 #   CLIENTS="latte" bench/matrix.sh               (latte alone)
 #   WARMUP=60s bench/matrix.sh                    (unmeasured mixed load first; default 30s)
 #   LATTE_THREADS=2 bench/matrix.sh               (latte on two threads, the same in flight)
+#   LATTE_PROCS=2 bench/matrix.sh                 (two latte processes, each with half the
+#                                                  in flight on its own connection: their
+#                                                  throughputs added, their histograms merged)
 #
 # Needs: `cargo build --release --bin sibyl`, `cargo install latte-cli`, and
 # ../shared/cassandra/start.sh for Cassandra. Results in
@@ -33,6 +36,10 @@ warmup="${WARMUP:-30s}"   # before the measured points of each server; 0: none
 # latte's worker threads; each keeps IN_FLIGHT / LATTE_THREADS requests in
 # flight, so a point has the same requests in flight whatever the threads
 lthreads="${LATTE_THREADS:-1}"
+# latte processes run side by side (one thread each unless LATTE_THREADS):
+# latte's threads share one runtime and cost more an operation than one
+# (bench/README.md, 2026-12-05); processes share nothing
+lprocs="${LATTE_PROCS:-1}"
 out="$here/results/matrix-$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$out"
 cassandra_sh="${CASSANDRA_SH:-$root/../shared/cassandra}"
@@ -72,9 +79,17 @@ run_points() { # server port
     for n in $points; do
       for op in write read mix; do
         local f="$op"; [ "$op" = mix ] && f="read:0.9,write:0.1"
-        measure "$server" latte "$op" "$n" latte run "$here/kv.rn" -f "$f" "127.0.0.1:$port" \
-          -t "$lthreads" -p "$(( n / lthreads ))" \
-          -d "$dur" -P rows="$rows" -o "$out/$server-latte-$op-$n.json"
+        local args=(run "$here/kv.rn" -f "$f" "127.0.0.1:$port" -t "$lthreads"
+          -p "$(( n / lthreads / lprocs ))" -d "$dur" -P rows="$rows")
+        if [ "$lprocs" = 1 ]; then
+          measure "$server" latte "$op" "$n" latte "${args[@]}" -o "$out/$server-latte-$op-$n.json"
+        else
+          # /usr/bin/time counts the processes' CPU too (the shell waits for them)
+          # shellcheck disable=SC2016 # expanded by the inner shell
+          measure "$server" latte "$op" "$n" bash -c \
+            'o=$1; p=$2; shift 2; for k in $(seq "$p"); do latte "$@" -o "$o.$k.json" & done; wait' \
+            _ "$out/$server-latte-$op-$n" "$lprocs" "${args[@]}"
+        fi
       done
     done
   fi
@@ -126,7 +141,7 @@ for line in open(f"{out}/raw.tsv"):
     msteal = fields[9] if len(fields) > 9 else "0"
     name = f"{server}-{client}-{op}-{n}"
     try:
-        if client == "latte":
+        if client == "latte" and os.path.exists(f"{out}/{name}.json"):
             r = json.load(open(f"{out}/{name}.json"))
             res, pcts = r["result"], r["percentiles"]
             lat = res["cycle_latency"]["percentiles"]
@@ -134,6 +149,21 @@ for line in open(f"{out}/raw.tsv"):
             ops, rate = res["cycle_count"], res["cycle_throughput"]["value"]
             p50, p99, p999 = p(50.0), p(99.0), p(99.9)
             errors = res["error_count"]
+        elif client == "latte":
+            # LATTE_PROCS: each process's report; throughputs add up, and
+            # the percentiles are those of their latency histograms merged
+            # (in nanoseconds)
+            parts = [json.load(open(f"{out}/{name}.{k}.json"))["result"] for k in range(1, 1000)
+                     if os.path.exists(f"{out}/{name}.{k}.json")]
+            if not parts:
+                raise FileNotFoundError(f"{name}.json")
+            ops = sum(res["cycle_count"] for res in parts)
+            rate = sum(res["cycle_throughput"]["value"] for res in parts)
+            errors = sum(res["error_count"] for res in parts)
+            h = hdrlog.Merged()
+            for res in parts:
+                h.add(*hdrlog.decode(res["cycle_latency"]["histogram"]))
+            p50, p99, p999 = (h.value_at_quantile(q) / 1e6 for q in (0.5, 0.99, 0.999))
         else:
             text = open(f"{out}/{name}.txt").read()
             num = lambda label: float(re.search(label + r"\s*:\s*([\d,.]+)", text).group(1).replace(",", ""))
