@@ -129,7 +129,7 @@ for server in $servers; do
 done
 
 python3 - "$out" "$tck" "$ncpu" "$here" <<'PY' | tee "$out/summary.md"
-import json, re, sys, os
+import glob, json, re, sys, os
 out, tck, ncpu = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 sys.path.insert(0, sys.argv[4])
 import hdrlog
@@ -141,22 +141,14 @@ for line in open(f"{out}/raw.tsv"):
     msteal = fields[9] if len(fields) > 9 else "0"
     name = f"{server}-{client}-{op}-{n}"
     try:
-        if client == "latte" and os.path.exists(f"{out}/{name}.json"):
-            r = json.load(open(f"{out}/{name}.json"))
-            res, pcts = r["result"], r["percentiles"]
-            lat = res["cycle_latency"]["percentiles"]
-            p = lambda q: lat[pcts.index(q)]["value"]
-            ops, rate = res["cycle_count"], res["cycle_throughput"]["value"]
-            p50, p99, p999 = p(50.0), p(99.0), p(99.9)
-            errors = res["error_count"]
-        elif client == "latte":
-            # LATTE_PROCS: each process's report; throughputs add up, and
-            # the percentiles are those of their latency histograms merged
-            # (in nanoseconds)
-            parts = [json.load(open(f"{out}/{name}.{k}.json"))["result"] for k in range(1, 1000)
-                     if os.path.exists(f"{out}/{name}.{k}.json")]
-            if not parts:
+        if client == "latte":
+            # one report, or one per process (LATTE_PROCS): throughputs add
+            # up, and the percentiles are those of their latency histograms
+            # (nanoseconds) merged, for one report the ones latte prints
+            paths = glob.glob(f"{out}/{name}.json") or sorted(glob.glob(f"{out}/{name}.*.json"))
+            if not paths:
                 raise FileNotFoundError(f"{name}.json")
+            parts = [json.load(open(path))["result"] for path in paths]
             ops = sum(res["cycle_count"] for res in parts)
             rate = sum(res["cycle_throughput"]["value"] for res in parts)
             errors = sum(res["error_count"] for res in parts)
