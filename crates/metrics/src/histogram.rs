@@ -3,7 +3,8 @@
 //! counts (Cassandra's `EstimatedHistogram`: bucket offsets growing by 1.2x,
 //! so a percentile is exact to about 20%).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 /// Buckets: offsets 1, 2, 3, ... growing by 1.2x up to about 3.6e10, plus one
@@ -76,68 +77,123 @@ pub fn percentile_of(counts: &[u64], p: f64, max: u64) -> u64 {
     max
 }
 
-/// A lock-free histogram over [`bucket_offsets`].
+/// Stripes of a histogram: each thread records into one
+/// ([`stripe_of_thread`]), so two event loops recording every request's
+/// latencies do not pass the same cache lines between their cores on
+/// every write (a bucket's count, the sum); reads add the stripes up.
+pub const STRIPES: usize = 4;
+
+/// One stripe's counts, on cache lines of its own.
 #[derive(Debug)]
-pub struct Histogram {
-    counts: Vec<AtomicU64>,
+#[repr(align(64))]
+struct Stripe {
+    counts: [AtomicU64; BUCKETS + 1],
     sum: AtomicU64,
     max: AtomicU64,
 }
 
-impl Default for Histogram {
-    fn default() -> Self {
-        Histogram {
-            counts: (0..=BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+impl Stripe {
+    fn new() -> Box<Stripe> {
+        Box::new(Stripe {
+            counts: std::array::from_fn(|_| AtomicU64::new(0)),
             sum: AtomicU64::new(0),
             max: AtomicU64::new(0),
-        }
+        })
     }
+}
+
+static NEXT_STRIPE: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    static THREAD_STRIPE: Cell<usize> =
+        Cell::new(NEXT_STRIPE.fetch_add(1, Ordering::Relaxed) % STRIPES);
+}
+
+/// The stripe the calling thread records into: given out round-robin as
+/// threads first record, unless set with [`use_stripe`].
+fn stripe_of_thread() -> usize {
+    THREAD_STRIPE.with(|s| s.get())
+}
+
+/// Makes the calling thread record into stripe `i` (mod [`STRIPES`]): the
+/// event loops take one each, so the threads that record on every request
+/// never share one while there are stripes enough.
+pub fn use_stripe(i: usize) {
+    THREAD_STRIPE.with(|s| s.set(i % STRIPES));
+}
+
+/// A lock-free histogram over [`bucket_offsets`], in [`STRIPES`] stripes
+/// made as threads first record into them (a table only one thread writes
+/// holds one).
+#[derive(Debug, Default)]
+pub struct Histogram {
+    stripes: [OnceLock<Box<Stripe>>; STRIPES],
 }
 
 impl Histogram {
     pub fn record(&self, value: u64) {
-        self.record_in(bucket_of(value), value);
-        self.sum.fetch_add(value, Ordering::Relaxed);
+        let s = self.stripe();
+        s.counts[bucket_of(value)].fetch_add(1, Ordering::Relaxed);
+        Self::keep_max(s, value);
+        s.sum.fetch_add(value, Ordering::Relaxed);
     }
 
-    /// Counts `value` in its bucket `bucket` and keeps the maximum; not its
-    /// sum (a timer's recent windows need none). Recording is on every
-    /// request's path and the histogram shared by every thread: the
-    /// maximum is only written when it grows.
-    pub(crate) fn record_in(&self, bucket: usize, value: u64) {
-        self.counts[bucket].fetch_add(1, Ordering::Relaxed);
-        if value > self.max.load(Ordering::Relaxed) {
-            self.max.fetch_max(value, Ordering::Relaxed);
+    fn stripe(&self) -> &Stripe {
+        self.stripes[stripe_of_thread()].get_or_init(Stripe::new)
+    }
+
+    fn made(&self) -> impl Iterator<Item = &Stripe> {
+        self.stripes.iter().filter_map(|s| s.get().map(|b| &**b))
+    }
+
+    /// The maximum is only written when it grows.
+    fn keep_max(s: &Stripe, value: u64) {
+        if value > s.max.load(Ordering::Relaxed) {
+            s.max.fetch_max(value, Ordering::Relaxed);
         }
     }
 
-    pub(crate) fn add_to_sum(&self, value: u64) {
-        self.sum.fetch_add(value, Ordering::Relaxed);
+    /// Counts `value` in its bucket `bucket` and keeps the maximum; adds it
+    /// to the sum when `summed` (a timer's recent windows need none).
+    pub(crate) fn record_in(&self, bucket: usize, value: u64, summed: bool) {
+        let s = self.stripe();
+        s.counts[bucket].fetch_add(1, Ordering::Relaxed);
+        Self::keep_max(s, value);
+        if summed {
+            s.sum.fetch_add(value, Ordering::Relaxed);
+        }
     }
 
     /// The bucket counts (for storing in SSTable statistics).
     pub fn counts(&self) -> Vec<u64> {
-        self.counts
-            .iter()
-            .map(|c| c.load(Ordering::Relaxed))
-            .collect()
+        let mut out = vec![0; BUCKETS + 1];
+        for s in self.made() {
+            for (o, c) in out.iter_mut().zip(&s.counts) {
+                *o += c.load(Ordering::Relaxed);
+            }
+        }
+        out
     }
 
     /// Adds stored bucket counts in.
     pub fn add_counts(&self, counts: &[u64]) {
         let offsets = bucket_offsets();
-        for (i, n) in counts.iter().enumerate().take(self.counts.len()) {
+        let s = self.stripe();
+        for (i, n) in counts.iter().enumerate().take(BUCKETS + 1) {
             if *n > 0 {
-                self.counts[i].fetch_add(*n, Ordering::Relaxed);
+                s.counts[i].fetch_add(*n, Ordering::Relaxed);
                 let v = offsets.get(i).copied().unwrap_or(u64::MAX);
-                self.sum.fetch_add(v.saturating_mul(*n), Ordering::Relaxed);
-                self.max.fetch_max(v, Ordering::Relaxed);
+                s.sum.fetch_add(v.saturating_mul(*n), Ordering::Relaxed);
+                s.max.fetch_max(v, Ordering::Relaxed);
             }
         }
     }
 
     pub fn count(&self) -> u64 {
-        self.counts.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+        self.made()
+            .flat_map(|s| &s.counts)
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum()
     }
 
     pub fn mean(&self) -> f64 {
@@ -145,20 +201,23 @@ impl Histogram {
         if n == 0 {
             0.0
         } else {
-            self.sum.load(Ordering::Relaxed) as f64 / n as f64
+            self.sum() as f64 / n as f64
         }
     }
 
     pub fn max(&self) -> u64 {
-        self.max.load(Ordering::Relaxed)
+        self.made()
+            .map(|s| s.max.load(Ordering::Relaxed))
+            .max()
+            .unwrap_or(0)
     }
 
     /// The smallest recorded bucket's bound (0 when empty).
     pub fn min(&self) -> u64 {
         let offsets = bucket_offsets();
-        self.counts
+        self.counts()
             .iter()
-            .position(|c| c.load(Ordering::Relaxed) > 0)
+            .position(|c| *c > 0)
             .map(|i| if i == 0 { 0 } else { offsets[i - 1] + 1 })
             .unwrap_or(0)
     }
@@ -171,15 +230,17 @@ impl Histogram {
 
     /// Empties the histogram.
     pub fn reset(&self) {
-        for c in &self.counts {
-            c.store(0, Ordering::Relaxed);
+        for s in self.made() {
+            for c in &s.counts {
+                c.store(0, Ordering::Relaxed);
+            }
+            s.sum.store(0, Ordering::Relaxed);
+            s.max.store(0, Ordering::Relaxed);
         }
-        self.sum.store(0, Ordering::Relaxed);
-        self.max.store(0, Ordering::Relaxed);
     }
 
     pub fn sum(&self) -> u64 {
-        self.sum.load(Ordering::Relaxed)
+        self.made().map(|s| s.sum.load(Ordering::Relaxed)).sum()
     }
 }
 
@@ -220,5 +281,54 @@ mod tests {
         assert_eq!(back.count(), 1000);
         assert_eq!(back.percentile(50.0), p50);
         assert_eq!(Histogram::default().percentile(99.0), 0);
+    }
+
+    #[test]
+    fn threads_record_into_stripes_of_their_own_and_reads_add_them_up() {
+        let h = std::sync::Arc::new(Histogram::default());
+        let threads: Vec<_> = (0..STRIPES)
+            .map(|i| {
+                let h = h.clone();
+                std::thread::spawn(move || {
+                    use_stripe(i);
+                    for v in 1..=1000u64 {
+                        h.record(v * (i as u64 + 1));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        // every stripe made, each with its thread's values only
+        assert_eq!(h.made().count(), STRIPES);
+        for (i, s) in h.made().enumerate() {
+            let n: u64 = s.counts.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+            assert_eq!(n, 1000);
+            assert_eq!(s.max.load(Ordering::Relaxed), 1000 * (i as u64 + 1));
+        }
+        let k = STRIPES as u64;
+        assert_eq!(h.count(), 1000 * k);
+        assert_eq!(h.sum(), 500_500 * k * (k + 1) / 2);
+        assert_eq!(h.max(), 1000 * k);
+        assert_eq!(h.min(), 0); // value 1 falls in the first bucket, [0, 1]
+                                // the median of all stripes' values together, not of one stripe
+        let mut all: Vec<u64> = (1..=k)
+            .flat_map(|m| (1..=1000).map(move |v| v * m))
+            .collect();
+        all.sort_unstable();
+        let median = all[all.len() / 2 - 1];
+        assert_eq!(h.percentile(50.0), bucket_offsets()[bucket_of(median)]);
+        h.reset();
+        assert_eq!((h.count(), h.sum(), h.max()), (0, 0, 0));
+    }
+
+    #[test]
+    fn a_histogram_no_thread_recorded_into_holds_no_stripe() {
+        let h = Histogram::default();
+        assert_eq!(h.made().count(), 0);
+        assert_eq!((h.count(), h.sum(), h.max(), h.min()), (0, 0, 0, 0));
+        h.record(5);
+        assert_eq!(h.made().count(), 1);
     }
 }

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-pub use histogram::{bucket_offsets, percentile_of, Histogram};
+pub use histogram::{bucket_offsets, percentile_of, use_stripe, Histogram};
 
 /// A count that only grows (Cassandra's `Counter` and `Meter` counts).
 #[derive(Debug, Default)]
@@ -145,10 +145,10 @@ impl Timer {
 
     fn record_in_minute(&self, micros: u64, minute: u64) {
         let bucket = histogram::bucket_of(micros);
-        self.all.record_in(bucket, micros);
-        self.all.add_to_sum(micros);
+        self.all.record_in(bucket, micros, true);
         self.roll_to(minute);
-        self.windows[self.current.load(Ordering::Acquire) as usize & 1].record_in(bucket, micros);
+        self.windows[self.current.load(Ordering::Acquire) as usize & 1]
+            .record_in(bucket, micros, false);
     }
 
     /// Makes `windows[current]` the window of `minute`.

@@ -41,6 +41,8 @@ impl EventLoops {
                 .name(format!("native-transport-{i}"))
                 .stack_size(STACK_BYTES)
                 .spawn(move || {
+                    // each loop records its requests' latencies apart
+                    sibyl_metrics::use_stripe(i);
                     let _ = rt.block_on(rx);
                 })?;
         }
