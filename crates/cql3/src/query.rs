@@ -196,7 +196,7 @@ impl QueryProcessor {
         }
     }
 
-    pub fn schema(&self) -> Arc<Schema> {
+    pub fn schema(&self) -> sibyl_service::replica::SchemaGuard {
         self.proxy.schema()
     }
 
@@ -2143,7 +2143,7 @@ impl QueryProcessor {
             _ => Vec::new(),
         };
         // new schema
-        let mut next = (*schema).clone();
+        let mut next = Schema::clone(&schema);
         match (new_ks, dropped_ks) {
             (Some(ks), _) => {
                 next.keyspaces.insert(ks.name.clone(), Arc::new(ks));

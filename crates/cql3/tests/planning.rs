@@ -7,7 +7,7 @@
 //! answer it. A statement that planning refuses must send nothing.
 
 use bytes::Bytes;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 use sibyl_cluster::messaging::{BoxFuture, LocalNetwork, Request, Response, VerbHandler};
 use sibyl_cluster::{Endpoint, SystemClock, TokenMetadata};
 use sibyl_cql::parse_statement;
@@ -73,7 +73,7 @@ impl Harness {
         for _ in 1..=2u8 {
             let dir = tempfile::tempdir().expect("temp dir");
             let (storage, schema) = storage(dir.path());
-            let shared: SharedSchema = Arc::new(RwLock::new(Arc::new(schema)));
+            let shared: SharedSchema = sibyl_service::replica::shared_schema(schema);
             let replica = Arc::new(Replica::new(
                 storage,
                 shared.clone(),
@@ -122,7 +122,7 @@ impl Harness {
     /// Runs a schema statement on node 1 and gives node 2 the same schema.
     async fn ddl(&self, q: &str) {
         self.exec(q).await.expect(q);
-        let next = (*self.qp.schema()).clone();
+        let next = Schema::clone(&self.qp.schema());
         self.remote
             .apply_schema_change(Vec::new(), next, None)
             .await

@@ -736,7 +736,7 @@ impl SchemaLog for LogSchema {
                             );
                         }
                     }
-                    Ok(proxy.schema())
+                    Ok(proxy.shared_schema().load_full())
                 }
                 Err(TcmError::Rejected { message, .. }) if message == CONFLICT => {
                     Err(ServiceError::SchemaConflict)
@@ -1151,7 +1151,7 @@ pub async fn bind_messaging(
         mc.max_version = v;
     }
     let lookup: sibyl_cluster::net::ComparatorLookup =
-        Arc::new(move |id| schema.read().table_by_id(id).map(|t| t.comparator.clone()));
+        Arc::new(move |id| schema.load().table_by_id(id).map(|t| t.comparator.clone()));
     Ok(Arc::new(TcpMessaging::bind(mc, lookup).await?))
 }
 
@@ -2325,7 +2325,7 @@ mod tests {
             sibyl_service::stores::open_system_keyspaces(&storage).expect("system tables");
         storage.start_commitlog(&[]).expect("commit log");
         schema.compute_version();
-        let shared: sibyl_service::replica::SharedSchema = Arc::new(RwLock::new(Arc::new(schema)));
+        let shared = sibyl_service::replica::shared_schema(schema);
         let replica = Arc::new(Replica::new(
             storage,
             shared.clone(),

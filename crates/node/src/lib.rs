@@ -304,7 +304,7 @@ pub async fn start(config: Config) -> Result<Node, StartError> {
     let broadcast = addr_of(&config.broadcast_address)?;
     let broadcast_rpc = addr_of(&config.broadcast_rpc_address)?;
 
-    let shared_schema: SharedSchema = Arc::new(parking_lot::RwLock::new(Arc::new(schema.clone())));
+    let shared_schema: SharedSchema = sibyl_service::replica::shared_schema(schema.clone());
     let messaging =
         cluster::bind_messaging(&config, listen, broadcast, shared_schema.clone()).await?;
     pauses::spawn_monitor();

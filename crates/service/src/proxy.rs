@@ -56,6 +56,9 @@ impl Default for Timeouts {
     }
 }
 
+/// The failure detector's judgement of an address.
+type IsAlive = Arc<dyn Fn(IpAddr) -> bool + Send + Sync>;
+
 pub struct StorageProxy {
     /// This node's replica side, called directly when this node is a replica.
     pub(crate) replica: Arc<Replica>,
@@ -75,7 +78,8 @@ pub struct StorageProxy {
     /// Response times of the other nodes, to read from the fastest.
     pub(crate) snitch: Arc<DynamicSnitch>,
     /// Whether a node is up (gossip's failure detector, in a cluster).
-    failure_detector: RwLock<Option<Arc<dyn Fn(IpAddr) -> bool + Send + Sync>>>,
+    /// Read on every request: loaded without a lock (see [`SharedSchema`]).
+    failure_detector: arc_swap::ArcSwapOption<IsAlive>,
     /// Hinted handoff (none: writes a replica misses are not hinted).
     hints: RwLock<Option<Arc<HintsService>>>,
     /// The last Paxos ballot's time on this coordinator (ballots only grow).
@@ -289,7 +293,7 @@ impl StorageProxy {
                 .map(|_| tokio::sync::Mutex::new(()))
                 .collect(),
             schema_log: RwLock::new(None),
-            failure_detector: RwLock::new(None),
+            failure_detector: arc_swap::ArcSwapOption::empty(),
             snitch: Arc::new(DynamicSnitch::default()),
             hints: RwLock::new(None),
             last_ballot_micros: std::sync::atomic::AtomicI64::new(0),
@@ -301,8 +305,8 @@ impl StorageProxy {
     }
 
     /// The current schema.
-    pub fn schema(&self) -> Arc<Schema> {
-        self.schema.read().clone()
+    pub fn schema(&self) -> crate::replica::SchemaGuard {
+        self.schema.load()
     }
 
     /// The schema holder shared with the statement layer.
@@ -425,7 +429,7 @@ impl StorageProxy {
     /// down.
     fn order_for_read(&self, mut plan: Plan) -> Plan {
         let local = self.local_address();
-        let fd = self.failure_detector.read().clone();
+        let fd = self.failure_detector.load();
         let alive = |a: &IpAddr| *a == local || fd.as_ref().is_none_or(|f| f(*a));
         let (mut up, down): (PlanReplicas, PlanReplicas) =
             plan.replicas.iter().copied().partition(|a| alive(a));
@@ -439,8 +443,8 @@ impl StorageProxy {
     /// UNAVAILABLE when fewer replicas than needed are alive, as the
     /// failure detector judges (every replica counts as alive without one).
     pub(crate) fn check_available(&self, plan: &Plan, cl: Consistency) -> Result<()> {
-        let fd = self.failure_detector.read().clone();
-        let live = |replicas: &[IpAddr]| match &fd {
+        let fd = self.failure_detector.load();
+        let live = |replicas: &[IpAddr]| match &*fd {
             Some(is_alive) => replicas.iter().filter(|a| is_alive(**a)).count(),
             None => replicas.len(),
         };
@@ -716,7 +720,7 @@ impl StorageProxy {
         addr == self.local_address()
             || self
                 .failure_detector
-                .read()
+                .load()
                 .as_ref()
                 .is_none_or(|f| f(addr))
     }
@@ -1616,7 +1620,7 @@ impl StorageProxy {
     }
 
     pub fn set_failure_detector(&self, is_alive: Arc<dyn Fn(IpAddr) -> bool + Send + Sync>) {
-        *self.failure_detector.write() = Some(is_alive);
+        self.failure_detector.store(Some(Arc::new(is_alive)));
     }
 
     /// Sends schema changes through the cluster metadata log from now on.

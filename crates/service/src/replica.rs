@@ -5,7 +5,6 @@
 //! commit-log batch as the base write.
 
 use crate::index;
-use parking_lot::RwLock;
 use sibyl_cluster::messaging::{BoxFuture, ReplicaFailure, Request, Response, VerbHandler};
 use sibyl_cluster::Clock;
 use sibyl_db::{
@@ -19,8 +18,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The node's current schema, shared by the coordinator, the replica side
-/// and the statement layer.
-pub type SharedSchema = Arc<RwLock<Arc<Schema>>>;
+/// and the statement layer. Every request reads it, several times, on
+/// every event loop: it is loaded without a lock and without a count on
+/// the schema's own `Arc` (arc-swap's per-thread debts), either of which
+/// was a cache line written by both cores on each read.
+pub type SharedSchema = Arc<arc_swap::ArcSwap<Schema>>;
+
+/// A loaded schema: derefs to `Arc<Schema>`; short-lived (an owned
+/// `Arc<Schema>` is `SchemaGuard::into_inner`).
+pub type SchemaGuard = arc_swap::Guard<Arc<Schema>>;
+
+/// A holder of `schema`.
+pub fn shared_schema(schema: Schema) -> SharedSchema {
+    Arc::new(arc_swap::ArcSwap::from_pointee(schema))
+}
 
 /// Serves the coordinator's verbs from local storage.
 pub struct Replica {
@@ -72,8 +83,8 @@ impl Replica {
         }
     }
 
-    pub fn schema(&self) -> Arc<Schema> {
-        self.schema.read().clone()
+    pub fn schema(&self) -> SchemaGuard {
+        self.schema.load()
     }
 
     /// The node's clock.
@@ -455,7 +466,7 @@ impl Replica {
             }
         }
         let next = Arc::new(next);
-        *self.schema.write() = next.clone();
+        self.schema.store(next.clone());
         if let Some((t, ix)) = build {
             index::build(&self.storage, &t, &ix).await?;
         }
@@ -530,7 +541,7 @@ impl Replica {
             .await?;
         for (t, ix) in builds {
             index::build(&self.storage, &t, &ix).await?;
-            applied = self.schema();
+            applied = SchemaGuard::into_inner(self.schema());
         }
         Ok(Some(applied))
     }

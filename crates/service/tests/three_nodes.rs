@@ -4,7 +4,6 @@
 //! engines in temporary directories).
 
 use bytes::Bytes;
-use parking_lot::RwLock;
 use sibyl_cluster::messaging::{LocalNetwork, Verb};
 use sibyl_cluster::{Endpoint, SystemClock, TokenMetadata};
 use sibyl_db::{
@@ -106,7 +105,7 @@ fn cluster(net: &Arc<LocalNetwork>) -> (Vec<Node>, Arc<TableMetadata>) {
             let storage = StorageEngine::new(StorageConfig::small(dir.path())).expect("storage");
             sibyl_service::stores::open_store(&storage, &table).expect("store");
             storage.start_commitlog(&[]).expect("commit log");
-            let shared: SharedSchema = Arc::new(RwLock::new(Arc::new(schema.clone())));
+            let shared: SharedSchema = sibyl_service::replica::shared_schema(schema.clone());
             let replica = Arc::new(Replica::new(
                 storage.clone(),
                 shared.clone(),
@@ -342,7 +341,7 @@ async fn unavailable_when_the_ring_has_too_few_replicas() {
     let net = LocalNetwork::new();
     let (nodes, t) = cluster(&net);
     // a keyspace asking for more replicas than the ring has nodes
-    let mut s = (*nodes[0].proxy.schema()).clone();
+    let mut s = Schema::clone(&nodes[0].proxy.schema());
     let mut ks = (**s.keyspaces.get("ks").expect("ks")).clone();
     ks.replication = [
         ("class".to_string(), "SimpleStrategy".to_string()),
@@ -352,7 +351,7 @@ async fn unavailable_when_the_ring_has_too_few_replicas() {
     .collect::<BTreeMap<_, _>>()
     .into();
     s.keyspaces.insert("ks".into(), Arc::new(ks));
-    *nodes[0].proxy.shared_schema().write() = Arc::new(s);
+    nodes[0].proxy.shared_schema().store(Arc::new(s));
     match nodes[0]
         .proxy
         .mutate(vec![write(&t, 1, "x", 1)], Consistency::All)

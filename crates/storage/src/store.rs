@@ -262,7 +262,9 @@ pub struct ColumnFamilyStore {
     pub comparator: Arc<ClusteringComparator>,
     pub dir: PathBuf,
     pub options: RwLock<TableOptions>,
-    memtable: RwLock<Arc<Memtable>>,
+    /// Loaded by every write and read without a lock (see the engine's
+    /// `tables`); switched under the engine's barrier.
+    memtable: arc_swap::ArcSwap<Memtable>,
     flushing: RwLock<Vec<Arc<Memtable>>>,
     /// The live SSTables, oldest first; changed only through
     /// [`edit_sstables`](Self::edit_sstables).
@@ -380,7 +382,7 @@ impl ColumnFamilyStore {
             table_id,
             comparator,
             options: RwLock::new(TableOptions::default()),
-            memtable: RwLock::new(Arc::new(Memtable::in_pool(pool.clone()))),
+            memtable: arc_swap::ArcSwap::from_pointee(Memtable::in_pool(pool.clone())),
             flushing: RwLock::new(Vec::new()),
             newest_first: RwLock::new(newest_first(&sstables)),
             sstables: RwLock::new(sstables),
@@ -442,8 +444,7 @@ impl ColumnFamilyStore {
     }
 
     fn apply(&self, m: Mutation, now: i32) {
-        let mt = self.memtable.read().clone();
-        self.apply_to(&mt, m, now);
+        self.apply_to(&self.memtable.load(), m, now);
     }
 
     /// Applies to `mt`: the memtable that was current when the write was
@@ -543,8 +544,7 @@ impl ColumnFamilyStore {
             None => *out = Some(p),
         };
         if sources.memtables {
-            let mt = self.memtable.read().clone();
-            if let Some(p) = mt.read(key, slices) {
+            if let Some(p) = self.memtable.load().read(key, slices) {
                 merge(p, &mut out);
             }
             for m in self.flushing.read().iter() {
@@ -676,7 +676,7 @@ impl ColumnFamilyStore {
         if sources.memtables {
             all = self
                 .memtable
-                .read()
+                .load()
                 .keys(after, start_token, end_token, limit);
             for m in self.flushing.read().iter() {
                 all.extend(m.keys(after, start_token, end_token, limit));
@@ -702,7 +702,7 @@ impl ColumnFamilyStore {
     }
 
     pub fn memtable_bytes(&self) -> usize {
-        self.memtable.read().live_bytes()
+        self.memtable.load().live_bytes()
     }
 
     /// Partitions in the SSTables and memtables (an estimate: a partition in
@@ -720,7 +720,7 @@ impl ColumnFamilyStore {
             .iter()
             .map(|m| m.partition_count())
             .sum();
-        on_disk + (flushing + self.memtable.read().partition_count()) as u64
+        on_disk + (flushing + self.memtable.load().partition_count()) as u64
     }
 
     /// The keyspace and table names, from the table's directory
@@ -1004,11 +1004,20 @@ thread_local! {
 /// not hold its size for the thread's life).
 const ENCODED_KEPT_BYTES: usize = 1 << 20;
 
+fn log_not_started() -> StorageError {
+    StorageError::CommitLogStopped("commit log not started".into())
+}
+
 /// All tables of the node and the commit log in front of them.
 pub struct StorageEngine {
     pub config: StorageConfig,
-    commitlog: RwLock<Option<Arc<CommitLog>>>,
-    tables: RwLock<FastHashMap<uuid::Uuid, Arc<ColumnFamilyStore>>>,
+    /// The commit log and the tables are read by every write on every
+    /// event loop: loaded without a lock or a count on a cache line both
+    /// cores write (arc-swap); the rare changes of the tables copy the map,
+    /// one at a time ([`tables_change`](Self::tables_change)).
+    commitlog: arc_swap::ArcSwapOption<CommitLog>,
+    tables: arc_swap::ArcSwap<FastHashMap<uuid::Uuid, Arc<ColumnFamilyStore>>>,
+    tables_change: Mutex<()>,
     /// Held for reading across "append to the log, apply to the memtable";
     /// a memtable switch holds it for writing, so the position it records
     /// splits the log exactly between the old and the new memtable.
@@ -1092,8 +1101,9 @@ impl StorageEngine {
             stopped,
             background: tokio::runtime::Handle::try_current().ok(),
             config,
-            commitlog: RwLock::new(None),
-            tables: RwLock::new(FastHashMap::default()),
+            commitlog: arc_swap::ArcSwapOption::empty(),
+            tables: arc_swap::ArcSwap::from_pointee(FastHashMap::default()),
+            tables_change: Mutex::new(()),
             barrier: RwLock::new(()),
             stall: Mutex::new(None),
             pool: Arc::new(MemtablePool::default()),
@@ -1127,7 +1137,7 @@ impl StorageEngine {
         comparator: Arc<ClusteringComparator>,
         dir: PathBuf,
     ) -> Result<Arc<ColumnFamilyStore>, StorageError> {
-        if let Some(t) = self.tables.read().get(&table_id) {
+        if let Some(t) = self.tables.load().get(&table_id) {
             return Ok(t.clone());
         }
         let caches = (self.key_cache.clone(), self.row_cache.clone());
@@ -1142,7 +1152,11 @@ impl StorageEngine {
         )?);
         // an id can come back (an index dropped and created again under its name)
         self.dropped.lock().remove(&table_id);
-        Ok(self.tables.write().entry(table_id).or_insert(cfs).clone())
+        let _g = self.tables_change.lock();
+        let mut tables = FastHashMap::clone(&self.tables.load());
+        let t = tables.entry(table_id).or_insert(cfs).clone();
+        self.tables.store(Arc::new(tables));
+        Ok(t)
     }
 
     /// Forgets a table and deletes its files (DROP TABLE); with
@@ -1152,7 +1166,13 @@ impl StorageEngine {
         // removed first, on a line of its own: the map's write guard would
         // otherwise live through the snapshot and the file deletions below,
         // and every read and write of every table waits on that map
-        let removed = self.tables.write().remove(&table_id);
+        let removed = {
+            let _g = self.tables_change.lock();
+            let mut tables = FastHashMap::clone(&self.tables.load());
+            let removed = tables.remove(&table_id);
+            self.tables.store(Arc::new(tables));
+            removed
+        };
         if let Some(t) = removed {
             if self.config.auto_snapshot {
                 let tag = format!(
@@ -1172,11 +1192,11 @@ impl StorageEngine {
     }
 
     pub fn table(&self, table_id: uuid::Uuid) -> Option<Arc<ColumnFamilyStore>> {
-        self.tables.read().get(&table_id).cloned()
+        self.tables.load().get(&table_id).cloned()
     }
 
     pub fn tables(&self) -> Vec<Arc<ColumnFamilyStore>> {
-        self.tables.read().values().cloned().collect()
+        self.tables.load().values().cloned().collect()
     }
 
     /// Replays the commit log into the memtables of the registered tables for
@@ -1210,7 +1230,8 @@ impl StorageEngine {
                     if only(table_id) {
                         if let Some(t) = self.table(table_id) {
                             if pos > t.replay_after.load(Ordering::Relaxed) {
-                                *t.memtable.write() = Arc::new(Memtable::in_pool(t.pool.clone()));
+                                t.memtable
+                                    .store(Arc::new(Memtable::in_pool(t.pool.clone())));
                             }
                         }
                     }
@@ -1234,15 +1255,12 @@ impl StorageEngine {
         for (seg, t) in dirty {
             log.mark_dirty(*seg, *t);
         }
-        *self.commitlog.write() = Some(log);
+        self.commitlog.store(Some(log));
         Ok(())
     }
 
     fn log(&self) -> Result<Arc<CommitLog>, StorageError> {
-        self.commitlog
-            .read()
-            .clone()
-            .ok_or_else(|| StorageError::CommitLogStopped("commit log not started".into()))
+        self.commitlog.load_full().ok_or_else(log_not_started)
     }
 
     /// Applies mutations durably: commit log, then memtables; waits for the
@@ -1312,8 +1330,10 @@ impl StorageEngine {
         mutations: Vec<Mutation>,
         _: AtOnce,
     ) -> Result<(), StorageError> {
-        let log = self.log()?;
-        let (_, held) = self.log_and_apply(&log, mutations, now_in_seconds())?;
+        // loaded, not counted: the write is done before this returns
+        let loaded = self.commitlog.load();
+        let log = loaded.as_deref().ok_or_else(log_not_started)?;
+        let (_, held) = self.log_and_apply(log, mutations, now_in_seconds())?;
         // periodic: nothing waits for a sync
         debug_assert!(held.is_empty());
         self.maybe_flush();
@@ -1338,11 +1358,13 @@ impl StorageEngine {
         let visible_after_sync = !matches!(self.config.sync, SyncMode::Periodic(_));
         let mut held = Vec::new();
         let _g = self.barrier.read();
+        // borrowed from the loaded map: no count taken on each table
+        let tables = self.tables.load();
         // (nearly always one mutation: no allocation for its table)
         let mut targets = smallvec::SmallVec::<[_; 2]>::with_capacity(mutations.len());
         for m in &mutations {
-            let t = self
-                .table(m.table_id)
+            let t = tables
+                .get(&m.table_id)
                 .ok_or(StorageError::UnknownTable(m.table_id))?;
             last = ENCODED
                 .with(|buf| {
@@ -1361,9 +1383,9 @@ impl StorageEngine {
         for (mut m, t) in mutations.into_iter().zip(targets) {
             m.detach();
             if visible_after_sync {
-                let mt = t.memtable.read().clone();
+                let mt = t.memtable.load_full();
                 mt.begin_write();
-                held.push((m, t, PendingWrite(mt)));
+                held.push((m, t.clone(), PendingWrite(mt)));
             } else {
                 t.apply(m, now);
             }
@@ -1550,7 +1572,7 @@ impl StorageEngine {
         }
         let (old, position) = {
             let _g = self.barrier.write();
-            let old = t.memtable.read().clone();
+            let old = t.memtable.load_full();
             if old.partition_count() == 0 && old.pending_writes() == 0 {
                 return Ok(None);
             }
@@ -1563,7 +1585,8 @@ impl StorageEngine {
             );
             old.mark_flushing();
             t.flushing.write().push(old.clone());
-            *t.memtable.write() = Arc::new(Memtable::in_pool(t.pool.clone()));
+            t.memtable
+                .store(Arc::new(Memtable::in_pool(t.pool.clone())));
             (old, position)
         };
         old.wait_for_writes().await;
@@ -1834,7 +1857,7 @@ impl StorageEngine {
         // Sibyl never narrows a compaction for lack of disk space
         c.counter(cm("CompactionsReduced"), 0);
         c.counter(cm("SSTablesDroppedFromCompaction"), 0);
-        if let Some(log) = self.commitlog.read().clone() {
+        if let Some(log) = self.commitlog.load_full() {
             let l = |name: &str| MetricName::new("CommitLog", name);
             c.counter(l("CompletedTasks"), log.completed.get());
             c.gauge(l("PendingTasks"), log.waiting.get().max(0) as f64);
@@ -2096,7 +2119,7 @@ impl StorageEngine {
                 t2.sstables()
                     .iter()
                     .any(|s| !in_gens.contains(&s.generation) && s.may_contain(k))
-                    || t2.memtable.read().contains(k)
+                    || t2.memtable.load().contains(k)
                     || t2.flushing.read().iter().any(|m| m.contains(k))
             };
             let started = std::time::Instant::now();
@@ -2508,7 +2531,7 @@ impl StorageEngine {
             )?;
             let fresh = Arc::new(Memtable::in_pool(t.pool.clone()));
             let mut old = std::mem::take(&mut *t.flushing.write());
-            old.push(std::mem::replace(&mut *t.memtable.write(), fresh));
+            old.push(t.memtable.swap(fresh));
             t.failed_flushes.lock().clear();
             (pos, old)
         };
@@ -2558,7 +2581,7 @@ impl StorageEngine {
         if let Err(e) = self.flush_all().await {
             tracing::error!("flush at shutdown failed: {e}");
         }
-        if let Some(l) = self.commitlog.write().take() {
+        if let Some(l) = self.commitlog.swap(None) {
             l.shutdown();
         }
     }
@@ -2633,7 +2656,7 @@ mod tests {
         assert_eq!(t.sstables().len(), 1);
         pending.await.expect("join").expect("apply");
         // the memtable in use now is empty: the write is in the SSTable
-        assert_eq!(t.memtable.read().partition_count(), 0);
+        assert_eq!(t.memtable.load().partition_count(), 0);
         assert!(t.read(&key, None).expect("read").is_some());
     }
 
