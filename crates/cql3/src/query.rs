@@ -224,14 +224,26 @@ impl QueryProcessor {
         client: &ClientState,
         opts_ks: Option<&str>,
     ) -> Result<Arc<TableMetadata>> {
+        self.table_in(&self.schema(), name, client, opts_ks)
+            .cloned()
+    }
+
+    /// [`table`](Self::table), borrowed from `schema`: the statements every
+    /// request runs take no count on their table (a cache line every event
+    /// loop would write).
+    pub fn table_in<'s>(
+        &self,
+        schema: &'s Schema,
+        name: &QualifiedName,
+        client: &ClientState,
+        opts_ks: Option<&str>,
+    ) -> Result<&'s Arc<TableMetadata>> {
         let ks = self.keyspace_of(name, client, opts_ks)?;
-        let schema = self.schema();
         let Some(k) = schema.keyspace(ks) else {
             return Err(Error::Invalid(format!("keyspace {ks} does not exist")));
         };
         k.tables
             .get(&name.name)
-            .cloned()
             .ok_or_else(|| Error::Invalid(format!("table {} does not exist", name.name)))
     }
 
@@ -655,12 +667,13 @@ impl QueryProcessor {
         let (now, default_ts) = now_and_timestamp(opts, &st.statement);
         match &st.statement {
             Statement::Select(s) => {
-                let t = self.table(&s.table, client, ks_opt)?;
+                let schema = self.schema();
+                let t = self.table_in(&schema, &s.table, client, ks_opt)?;
                 // the selection is the statement's and the table's: made on
                 // the first execution, kept with the statement for that table
                 let made;
                 let sel = match st.memo.get::<(Arc<TableMetadata>, select::Selection)>() {
-                    Some((of, sel)) if Arc::ptr_eq(of, &t) => sel,
+                    Some((of, sel)) if Arc::ptr_eq(of, t) => sel,
                     _ => {
                         made = select::selection(&t, s)?;
                         st.memo.set_with(|| (t.clone(), made.clone()));
@@ -844,7 +857,8 @@ impl QueryProcessor {
                 ))
             }
         };
-        let t = self.table(name, client, ks_opt)?;
+        let schema = self.schema();
+        let t = self.table_in(&schema, name, client, ks_opt)?;
         if is_virtual_keyspace(&t.keyspace) {
             return Err(Error::Invalid(format!(
                 "Modification is not supported by table {}.{}",
@@ -2179,7 +2193,7 @@ impl QueryProcessor {
     /// The data centers the cluster has: this node's and those of the
     /// ring (Cassandra's `Datacenters.getValidDatacenters`).
     fn datacenters(&self) -> Vec<String> {
-        let ring = self.proxy.ring.read();
+        let ring = self.proxy.ring.load();
         let mut dcs = vec![self.proxy.local_dc().to_string()];
         for e in &ring.endpoints {
             if !dcs.contains(&e.datacenter) {
@@ -2192,7 +2206,7 @@ impl QueryProcessor {
     /// Cassandra's warning when a keyspace asks for more replicas than a
     /// datacenter has nodes.
     fn replication_warnings(&self, ks: &KeyspaceMetadata) -> Vec<String> {
-        let ring = self.proxy.ring.read();
+        let ring = self.proxy.ring.load();
         // a data center without nodes is not warned about (Cassandra's nodeCount == 0)
         let nodes_in = |dc: Option<&str>| {
             ring.endpoints

@@ -110,7 +110,7 @@ impl Harness {
             },
             &[0],
         );
-        *proxy.ring.write() = ring;
+        proxy.ring.store(Arc::new(ring));
         Harness {
             qp: QueryProcessor::new(Arc::new(proxy), 5 << 10, 50 << 10),
             remote,

@@ -289,7 +289,7 @@ impl Admin {
             }
         };
         let effective = strategy.is_some();
-        let ring = self.qp.proxy.ring.read().clone();
+        let ring = sibyl_cluster::TokenMetadata::clone(&self.qp.proxy.ring.load());
         let own = ownership(&ring, strategy.as_ref());
         let gossip = &self.cluster.gossip;
         let local_load: u64 = self
@@ -842,7 +842,7 @@ impl Admin {
                 // partitions whose token this node neither replicates nor
                 // is about to replicate
                 let me = self.qp.proxy.local_address();
-                let ring = Arc::new(self.qp.proxy.ring.read().clone());
+                let ring = self.qp.proxy.ring.load_full();
                 let future = Arc::new(self.qp.proxy.future_ring());
                 let schema = self.qp.schema();
                 let mut cleaned = Vec::new();
@@ -1497,7 +1497,7 @@ impl Admin {
                 }
                 let token =
                     sibyl_types::murmur3::token(&sibyl_db::cells::make_partition_key(&comps));
-                let ring = self.qp.proxy.ring.read();
+                let ring = self.qp.proxy.ring.load();
                 let eps: Vec<String> = ring
                     .replicas(token, &ks.replication.strategy)
                     .into_iter()

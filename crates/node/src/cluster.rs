@@ -357,7 +357,7 @@ impl ClusterState {
     }
 
     fn set_directory(&self, d: Directory) {
-        *self.proxy.ring.write() = d.ring();
+        self.proxy.ring.store(Arc::new(d.ring()));
         self.proxy.set_future_ring(d.future_ring());
         *self.directory.write() = d.clone();
         if let Some(f) = self.on_topology.read().as_ref() {

@@ -119,7 +119,7 @@ fn endpoints(c: &mut Collection, cluster: &ClusterServices, qp: &QueryProcessor)
     let local = cluster.messaging.config().broadcast_address;
     let directory = cluster.state.directory.read().clone();
     let all = directory.ring_of_all();
-    let ring = qp.proxy.ring.read().clone();
+    let ring = sibyl_cluster::TokenMetadata::clone(&qp.proxy.ring.load());
     let total_tokens = ring.tokens().count().max(1) as f64;
     let now = cluster.gossip.now();
     let g = cluster.gossip.gossiper.lock();

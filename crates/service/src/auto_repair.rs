@@ -177,7 +177,7 @@ impl AutoRepair {
         if !self.enabled() {
             return;
         }
-        let ring = proxy.ring.read().clone();
+        let ring = sibyl_cluster::TokenMetadata::clone(&proxy.ring.load());
         let down: Vec<String> = ring
             .endpoints
             .iter()

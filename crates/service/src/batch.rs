@@ -20,7 +20,7 @@ impl StorageProxy {
     /// live peer there.
     fn batchlog_endpoints(&self) -> Vec<IpAddr> {
         let local = self.local_address();
-        let ring = self.ring.read();
+        let ring = self.ring.load();
         let my_rack = ring
             .endpoint_of(local)
             .map(|i| ring.endpoints[i].rack.clone());

@@ -155,18 +155,21 @@ pub struct ProxyMetrics {
     pub speculative_retries: Counter,
     pub batchlog_replays: Counter,
     pub counter_forwards: Counter,
-    tables: parking_lot::RwLock<
+    /// Looked in on every request: loaded without a lock; a table's
+    /// first request copies the map in (one at a time).
+    tables: arc_swap::ArcSwap<
         sibyl_types::fast_map::FastHashMap<uuid::Uuid, Arc<CoordinatorTableMetrics>>,
     >,
+    tables_change: parking_lot::Mutex<()>,
 }
 
 impl ProxyMetrics {
     /// The coordinator's figures of one table.
     pub fn table(&self, id: uuid::Uuid) -> Arc<CoordinatorTableMetrics> {
-        if let Some(t) = self.tables.read().get(&id) {
+        if let Some(t) = self.tables.load().get(&id) {
             return t.clone();
         }
-        self.tables.write().entry(id).or_default().clone()
+        self.add_table(id)
     }
 
     /// Runs `f` on a table's figures without taking a reference to them
@@ -177,16 +180,25 @@ impl ProxyMetrics {
         id: uuid::Uuid,
         f: impl FnOnce(&CoordinatorTableMetrics) -> R,
     ) -> R {
-        if let Some(t) = self.tables.read().get(&id) {
+        if let Some(t) = self.tables.load().get(&id) {
             return f(t);
         }
-        f(self.tables.write().entry(id).or_default())
+        f(&self.add_table(id))
+    }
+
+    /// A table's figures, made if it has none yet.
+    fn add_table(&self, id: uuid::Uuid) -> Arc<CoordinatorTableMetrics> {
+        let _g = self.tables_change.lock();
+        let mut tables = sibyl_types::fast_map::FastHashMap::clone(&self.tables.load());
+        let t = tables.entry(id).or_default().clone();
+        self.tables.store(Arc::new(tables));
+        t
     }
 
     /// Every table's figures so far.
     pub fn tables(&self) -> Vec<(uuid::Uuid, Arc<CoordinatorTableMetrics>)> {
         self.tables
-            .read()
+            .load()
             .iter()
             .map(|(id, t)| (*id, t.clone()))
             .collect()
@@ -200,8 +212,13 @@ impl ProxyMetrics {
         name_of: &dyn Fn(uuid::Uuid) -> Option<(String, String)>,
     ) {
         // a dropped table's figures go with it
-        self.tables.write().retain(|id, _| name_of(*id).is_some());
-        for (id, t) in self.tables.read().iter() {
+        {
+            let _g = self.tables_change.lock();
+            let mut tables = sibyl_types::fast_map::FastHashMap::clone(&self.tables.load());
+            tables.retain(|id, _| name_of(*id).is_some());
+            self.tables.store(Arc::new(tables));
+        }
+        for (id, t) in self.tables.load().iter() {
             let Some((ks, table)) = name_of(*id) else {
                 continue;
             };

@@ -68,10 +68,12 @@ pub struct StorageProxy {
     local_dc: String,
     pub timeouts: Timeouts,
     /// The ring.
-    pub ring: RwLock<TokenMetadata>,
+    /// Read on every request: loaded without a lock (see [`SharedSchema`]);
+    /// replaced whole on each change.
+    pub ring: arc_swap::ArcSwap<TokenMetadata>,
     /// The ring after the nodes joining or leaving now are done: writes
     /// also go to the replicas it adds (pending replicas).
-    future_ring: RwLock<Option<TokenMetadata>>,
+    future_ring: arc_swap::ArcSwapOption<TokenMetadata>,
     locks: Vec<tokio::sync::Mutex<()>>,
     /// Where schema changes go in a cluster (none on a single node).
     schema_log: RwLock<Option<Arc<dyn SchemaLog>>>,
@@ -287,8 +289,8 @@ impl StorageProxy {
             schema,
             local_dc,
             timeouts,
-            ring: RwLock::new(TokenMetadata::new()),
-            future_ring: RwLock::new(None),
+            ring: arc_swap::ArcSwap::from_pointee(TokenMetadata::new()),
+            future_ring: arc_swap::ArcSwapOption::empty(),
             locks: (0..LOCK_STRIPES)
                 .map(|_| tokio::sync::Mutex::new(()))
                 .collect(),
@@ -320,7 +322,7 @@ impl StorageProxy {
 
     /// The data center of a node of the ring.
     pub fn datacenter_of(&self, address: IpAddr) -> Option<String> {
-        let ring = self.ring.read();
+        let ring = self.ring.load();
         ring.endpoint_of(address)
             .map(|i| ring.endpoints[i].datacenter.clone())
     }
@@ -331,19 +333,21 @@ impl StorageProxy {
 
     /// This node's host id.
     pub fn host_id(&self) -> uuid::Uuid {
-        let ring = self.ring.read();
+        let ring = self.ring.load();
         ring.endpoint_of(self.local_address())
             .map(|i| ring.endpoints[i].host_id)
             .unwrap_or_default()
     }
 
-    pub(crate) fn keyspace_of(
+    /// Borrowed from `schema`: no count taken on the keyspace (a cache
+    /// line every event loop would write on every request).
+    pub(crate) fn keyspace_of<'s>(
         &self,
-        schema: &Schema,
+        schema: &'s Schema,
         table_id: uuid::Uuid,
-    ) -> Option<Arc<KeyspaceMetadata>> {
+    ) -> Option<&'s Arc<KeyspaceMetadata>> {
         let t = schema.table_by_id(table_id)?;
-        schema.keyspace(&t.keyspace).cloned()
+        schema.keyspace(&t.keyspace)
     }
 
     /// The natural replicas of `token`, this node first when it is one (it
@@ -353,7 +357,7 @@ impl StorageProxy {
         if *strategy == ReplicationStrategy::Local {
             return Plan::new(smallvec::smallvec![local], 1);
         }
-        let ring = self.ring.read();
+        let ring = self.ring.load();
         let natural = ring.replicas(token, strategy);
         let mut replicas: PlanReplicas = natural
             .iter()
@@ -396,7 +400,7 @@ impl StorageProxy {
         cl: Consistency,
     ) -> Plan {
         let mut plan = self.plan(strategy, token, cl);
-        let future = self.future_ring.read();
+        let future = self.future_ring.load();
         let Some(future) = future.as_ref() else {
             return plan;
         };
@@ -728,7 +732,7 @@ impl StorageProxy {
     /// The host to hint for a write `addr` misses, if it is to be hinted.
     fn hint_target(&self, addr: IpAddr) -> Option<uuid::Uuid> {
         let hints = self.hints.read().clone()?;
-        let ring = self.ring.read();
+        let ring = self.ring.load();
         let e = &ring.endpoints[ring.endpoint_of(addr)?];
         hints.should_hint(addr, &e.datacenter).then_some(e.host_id)
     }
@@ -778,7 +782,7 @@ impl StorageProxy {
         let mut deliveries = tokio::task::JoinSet::new();
         for p in hints.pending() {
             let (addr, others) = {
-                let ring = self.ring.read();
+                let ring = self.ring.load();
                 let addr = ring
                     .endpoints
                     .iter()
@@ -887,7 +891,7 @@ impl StorageProxy {
             }
             // the leader: a live replica of this data center, fastest first
             let mut candidates: Vec<IpAddr> = {
-                let ring = self.ring.read();
+                let ring = self.ring.load();
                 let all = ring.replicas(m.key.token, &ks.replication.strategy);
                 let in_dc: Vec<IpAddr> = all
                     .iter()
@@ -1153,7 +1157,7 @@ impl StorageProxy {
             vec![self.local_address()]
         } else {
             self.ring
-                .read()
+                .load()
                 .endpoints
                 .iter()
                 .map(|e| e.address)
@@ -1191,7 +1195,7 @@ impl StorageProxy {
         };
         let local = self.local_address();
         let everything_local = *strategy == ReplicationStrategy::Local || {
-            let ring = self.ring.read();
+            let ring = self.ring.load();
             ring.endpoints.len() <= 1
                 || strategy.replication_factor(ring.endpoints.len()) >= ring.endpoints.len()
                     && ring.endpoint_of(local).is_some()
@@ -1201,7 +1205,7 @@ impl StorageProxy {
         let pieces: Vec<(i64, i64)> = if everything_local {
             vec![(first, end_token)]
         } else {
-            self.ring.read().split(first, end_token)
+            self.ring.load().split(first, end_token)
         };
         // one range at a time: each continues after the last key read
         sibyl_tracing::trace(|| {
@@ -1535,7 +1539,7 @@ impl StorageProxy {
     pub async fn truncate(&self, table_id: uuid::Uuid) -> Result<()> {
         let endpoints: Vec<IpAddr> = self
             .ring
-            .read()
+            .load()
             .endpoints
             .iter()
             .map(|e| e.address)
@@ -1612,11 +1616,11 @@ impl StorageProxy {
     /// Judges replicas alive or down with `is_alive` from now on.
     /// The ring after the current range movements (None: none under way).
     pub fn set_future_ring(&self, future: Option<TokenMetadata>) {
-        *self.future_ring.write() = future;
+        self.future_ring.store(future.map(Arc::new));
     }
 
     pub fn future_ring(&self) -> Option<TokenMetadata> {
-        self.future_ring.read().clone()
+        self.future_ring.load().as_deref().cloned()
     }
 
     pub fn set_failure_detector(&self, is_alive: Arc<dyn Fn(IpAddr) -> bool + Send + Sync>) {

@@ -541,7 +541,7 @@ impl StorageProxy {
             }
         }
         let me = self.local_address();
-        let ring = self.ring.read().clone();
+        let ring = sibyl_cluster::TokenMetadata::clone(&self.ring.load());
         let strategy = ks.replication.strategy.clone();
         let dc_of = |a: &IpAddr| {
             ring.endpoint_of(*a)

@@ -121,7 +121,7 @@ fn cluster(net: &Arc<LocalNetwork>) -> (Vec<Node>, Arc<TableMetadata>) {
                 "datacenter1".into(),
                 timeouts,
             );
-            *proxy.ring.write() = ring.clone();
+            proxy.ring.store(Arc::new(ring.clone()));
             Node {
                 proxy,
                 storage,
