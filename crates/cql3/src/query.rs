@@ -675,17 +675,17 @@ impl QueryProcessor {
                 let sel = match st.memo.get::<(Arc<TableMetadata>, select::Selection)>() {
                     Some((of, sel)) if Arc::ptr_eq(of, t) => sel,
                     _ => {
-                        made = select::selection(&t, s)?;
+                        made = select::selection(t, s)?;
                         st.memo.set_with(|| (t.clone(), made.clone()));
                         &made
                     }
                 };
                 let source = if t.is_virtual {
                     let rows = match self.virtual_tables.read().clone() {
-                        Some(v) => v.rows(&t, now),
+                        Some(v) => v.rows(t, now),
                         None => Vec::new(),
                     };
-                    select::Source::Virtual(crate::virtual_table::VirtualRows::new(&t, rows, now))
+                    select::Source::Virtual(crate::virtual_table::VirtualRows::new(t, rows, now))
                 } else {
                     select::Source::Coordinator(&self.proxy)
                 };
@@ -693,7 +693,7 @@ impl QueryProcessor {
                 // room every statement's future holds, and copies at each
                 // level above it: a write's twice its own size
                 let mut r = Box::pin(select::execute(
-                    &t,
+                    t,
                     &source,
                     opts.consistency,
                     s,
@@ -873,9 +873,9 @@ impl QueryProcessor {
         }
         let build = |read_list: &dyn Fn(&Bytes, &[Bytes], &str) -> modification::ListState| match st
         {
-            Statement::Insert(i) => modification::insert(&t, i, ev, default_ts, now),
-            Statement::Update(u) => modification::update(&t, u, ev, default_ts, now, read_list),
-            Statement::Delete(d) => modification::delete(&t, d, ev, default_ts, now, read_list),
+            Statement::Insert(i) => modification::insert(t, i, ev, default_ts, now),
+            Statement::Update(u) => modification::update(t, u, ev, default_ts, now, read_list),
+            Statement::Delete(d) => modification::delete(t, d, ev, default_ts, now, read_list),
             _ => Ok(Vec::new()),
         };
         // pass after pass, read the partitions whose lists (or, in a
@@ -889,7 +889,7 @@ impl QueryProcessor {
         loop {
             let wanted = std::cell::RefCell::new(Vec::<Bytes>::new());
             let built = build(&|key, ck, col| match current.get(key) {
-                Some(p) => current_cells(&t, p.as_ref(), ck, col, now),
+                Some(p) => current_cells(t, p.as_ref(), ck, col, now),
                 None => {
                     wanted.borrow_mut().push(key.clone());
                     Vec::new()
