@@ -267,7 +267,7 @@ impl Server {
     /// The event loop the next connection runs on; none when there are none
     /// or they could not be started (connections then run on the caller's
     /// runtime).
-    fn event_loop(&self) -> Option<&tokio::runtime::Handle> {
+    fn event_loop(&self) -> Option<(&tokio::runtime::Handle, event_loops::Placed)> {
         let loops = self.event_loops.get_or_init(|| {
             match event_loops::EventLoops::start(event_loops::EventLoops::default_count()) {
                 Ok(l) => Some(l),
@@ -294,11 +294,11 @@ impl Server {
                         let _ = sock.set_nodelay(true);
                         let s = self.clone();
                         let sd = shutdown.clone();
-                        let run = move |sock: TcpStream| async move {
+                        let run = move |sock: TcpStream, placed: Option<event_loops::Placed>| async move {
                             let ip_budget = s.ip_budget(peer.ip());
                             s.metrics.connections.add(1);
                             let info = s.clients.open(peer);
-                            if let Err(e) = s.clone().connection(sock, info, ip_budget, sd).await {
+                            if let Err(e) = s.clone().connection(sock, info, ip_budget, placed, sd).await {
                                 tracing::debug!("connection {peer} closed: {e}");
                             }
                             s.clients.close(&peer);
@@ -307,11 +307,11 @@ impl Server {
                         };
                         match self.event_loop() {
                             // the socket moves to the reactor of the loop that owns it
-                            Some(h) => match sock.into_std() {
+                            Some((h, placed)) => match sock.into_std() {
                                 Ok(std_sock) => {
                                     h.spawn(async move {
                                         match TcpStream::from_std(std_sock) {
-                                            Ok(sock) => run(sock).await,
+                                            Ok(sock) => run(sock, Some(placed)).await,
                                             Err(e) => tracing::warn!("connection from {peer} dropped: {e}"),
                                         }
                                     });
@@ -319,7 +319,7 @@ impl Server {
                                 Err(e) => tracing::warn!("connection from {peer} dropped: {e}"),
                             },
                             None => {
-                                tokio::spawn(run(sock));
+                                tokio::spawn(run(sock, None));
                             }
                         }
                     }
@@ -338,6 +338,7 @@ impl Server {
         sock: TcpStream,
         info: Arc<clients::ClientInfo>,
         ip_budget: Arc<Budget>,
+        placed: Option<event_loops::Placed>,
         mut shutdown: tokio::sync::watch::Receiver<bool>,
     ) -> std::io::Result<()> {
         let (mut rd, wr) = sock.into_split();
@@ -362,6 +363,7 @@ impl Server {
             ip_budget,
             events: None,
             info,
+            placed,
         };
         let mut buf = BytesMut::with_capacity(64 * 1024);
         let mut seg_decoder = SegmentDecoder::new(false);
@@ -594,6 +596,8 @@ struct Conn {
     ip_budget: Arc<Budget>,
     events: Option<Vec<String>>,
     info: Arc<clients::ClientInfo>,
+    /// Its place on its event loop (none off the loops).
+    placed: Option<event_loops::Placed>,
 }
 
 fn encode(
@@ -821,6 +825,10 @@ impl Conn {
                     }
                 }
                 self.events = Some(types);
+                // a control connection: it weighs little on its loop
+                if let Some(p) = &self.placed {
+                    p.uncount();
+                }
                 self.send(h.stream, &Response::Ready, &[]).await;
             }
             req => self.dispatch(h, body.len(), req, env.tracing).await,
