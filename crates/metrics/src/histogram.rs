@@ -132,10 +132,7 @@ pub struct Histogram {
 
 impl Histogram {
     pub fn record(&self, value: u64) {
-        let s = self.stripe();
-        s.counts[bucket_of(value)].fetch_add(1, Ordering::Relaxed);
-        Self::keep_max(s, value);
-        s.sum.fetch_add(value, Ordering::Relaxed);
+        self.record_in(bucket_of(value), value, true);
     }
 
     fn stripe(&self) -> &Stripe {
@@ -146,19 +143,15 @@ impl Histogram {
         self.stripes.iter().filter_map(|s| s.get().map(|b| &**b))
     }
 
-    /// The maximum is only written when it grows.
-    fn keep_max(s: &Stripe, value: u64) {
-        if value > s.max.load(Ordering::Relaxed) {
-            s.max.fetch_max(value, Ordering::Relaxed);
-        }
-    }
-
-    /// Counts `value` in its bucket `bucket` and keeps the maximum; adds it
-    /// to the sum when `summed` (a timer's recent windows need none).
+    /// Counts `value` in its bucket `bucket` and keeps the maximum (only
+    /// written when it grows); adds it to the sum when `summed` (a timer's
+    /// recent windows need none).
     pub(crate) fn record_in(&self, bucket: usize, value: u64, summed: bool) {
         let s = self.stripe();
         s.counts[bucket].fetch_add(1, Ordering::Relaxed);
-        Self::keep_max(s, value);
+        if value > s.max.load(Ordering::Relaxed) {
+            s.max.fetch_max(value, Ordering::Relaxed);
+        }
         if summed {
             s.sum.fetch_add(value, Ordering::Relaxed);
         }

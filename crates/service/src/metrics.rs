@@ -156,11 +156,10 @@ pub struct ProxyMetrics {
     pub batchlog_replays: Counter,
     pub counter_forwards: Counter,
     /// Looked in on every request: loaded without a lock; a table's
-    /// first request copies the map in (one at a time).
+    /// first request replaces the map with a copy that has it (`rcu`).
     tables: arc_swap::ArcSwap<
         sibyl_types::fast_map::FastHashMap<uuid::Uuid, Arc<CoordinatorTableMetrics>>,
     >,
-    tables_change: parking_lot::Mutex<()>,
 }
 
 impl ProxyMetrics {
@@ -188,11 +187,14 @@ impl ProxyMetrics {
 
     /// A table's figures, made if it has none yet.
     fn add_table(&self, id: uuid::Uuid) -> Arc<CoordinatorTableMetrics> {
-        let _g = self.tables_change.lock();
-        let mut tables = sibyl_types::fast_map::FastHashMap::clone(&self.tables.load());
-        let t = tables.entry(id).or_default().clone();
-        self.tables.store(Arc::new(tables));
-        t
+        let mut t = None;
+        self.tables.rcu(|tables| {
+            let mut tables = sibyl_types::fast_map::FastHashMap::clone(tables);
+            t = Some(tables.entry(id).or_default().clone());
+            tables
+        });
+        // (rcu runs the closure at least once)
+        t.unwrap_or_default()
     }
 
     /// Every table's figures so far.
@@ -212,12 +214,11 @@ impl ProxyMetrics {
         name_of: &dyn Fn(uuid::Uuid) -> Option<(String, String)>,
     ) {
         // a dropped table's figures go with it
-        {
-            let _g = self.tables_change.lock();
-            let mut tables = sibyl_types::fast_map::FastHashMap::clone(&self.tables.load());
+        self.tables.rcu(|tables| {
+            let mut tables = sibyl_types::fast_map::FastHashMap::clone(tables);
             tables.retain(|id, _| name_of(*id).is_some());
-            self.tables.store(Arc::new(tables));
-        }
+            tables
+        });
         for (id, t) in self.tables.load().iter() {
             let Some((ks, table)) = name_of(*id) else {
                 continue;

@@ -1013,11 +1013,10 @@ pub struct StorageEngine {
     pub config: StorageConfig,
     /// The commit log and the tables are read by every write on every
     /// event loop: loaded without a lock or a count on a cache line both
-    /// cores write (arc-swap); the rare changes of the tables copy the map,
-    /// one at a time ([`tables_change`](Self::tables_change)).
+    /// cores write (arc-swap); a change of the tables replaces the map
+    /// with a changed copy (`rcu`).
     commitlog: arc_swap::ArcSwapOption<CommitLog>,
     tables: arc_swap::ArcSwap<FastHashMap<uuid::Uuid, Arc<ColumnFamilyStore>>>,
-    tables_change: Mutex<()>,
     /// Held for reading across "append to the log, apply to the memtable";
     /// a memtable switch holds it for writing, so the position it records
     /// splits the log exactly between the old and the new memtable.
@@ -1103,7 +1102,6 @@ impl StorageEngine {
             config,
             commitlog: arc_swap::ArcSwapOption::empty(),
             tables: arc_swap::ArcSwap::from_pointee(FastHashMap::default()),
-            tables_change: Mutex::new(()),
             barrier: RwLock::new(()),
             stall: Mutex::new(None),
             pool: Arc::new(MemtablePool::default()),
@@ -1152,10 +1150,16 @@ impl StorageEngine {
         )?);
         // an id can come back (an index dropped and created again under its name)
         self.dropped.lock().remove(&table_id);
-        let _g = self.tables_change.lock();
-        let mut tables = FastHashMap::clone(&self.tables.load());
-        let t = tables.entry(table_id).or_insert(cfs).clone();
-        self.tables.store(Arc::new(tables));
+        let mut t = cfs.clone();
+        self.tables.rcu(|tables| {
+            let mut tables = FastHashMap::clone(tables);
+            // one registered meanwhile by another caller wins
+            t = tables
+                .entry(table_id)
+                .or_insert_with(|| cfs.clone())
+                .clone();
+            tables
+        });
         Ok(t)
     }
 
@@ -1166,13 +1170,12 @@ impl StorageEngine {
         // removed first, on a line of its own: the map's write guard would
         // otherwise live through the snapshot and the file deletions below,
         // and every read and write of every table waits on that map
-        let removed = {
-            let _g = self.tables_change.lock();
-            let mut tables = FastHashMap::clone(&self.tables.load());
-            let removed = tables.remove(&table_id);
-            self.tables.store(Arc::new(tables));
-            removed
-        };
+        let mut removed = None;
+        self.tables.rcu(|tables| {
+            let mut tables = FastHashMap::clone(tables);
+            removed = tables.remove(&table_id);
+            tables
+        });
         if let Some(t) = removed {
             if self.config.auto_snapshot {
                 let tag = format!(
