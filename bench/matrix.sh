@@ -14,6 +14,10 @@
 #   CLIENTS="latte" bench/matrix.sh               (latte alone)
 #   WARMUP=60s bench/matrix.sh                    (unmeasured mixed load first; default 30s)
 #   LATTE_THREADS=2 bench/matrix.sh               (latte on two threads, the same in flight)
+#   INTERLEAVE=0 bench/matrix.sh                  (each server's points in one block, as
+#                                                  before 2026-12-06: by default both run
+#                                                  at once, the idle one paused, and the
+#                                                  points alternate between them)
 #   LATTE_PROCS=2 bench/matrix.sh                 (two latte processes, each with half the
 #                                                  in flight on its own connection: their
 #                                                  throughputs added, their histograms merged)
@@ -33,6 +37,11 @@ servers="${SERVERS:-sibyl cassandra}"
 clients="${CLIENTS:-latte stress}"
 rows="${ROWS:-100000}"
 warmup="${WARMUP:-30s}"   # before the measured points of each server; 0: none
+# with both servers: the two up at once, the one not measured paused, the
+# points alternating between them (INTERLEAVE=0: Sibyl's points, then
+# Cassandra's)
+interleave="${INTERLEAVE:-1}"
+[[ "$servers" == *" "* ]] || interleave=0
 # latte's worker threads; each keeps IN_FLIGHT / LATTE_THREADS requests in
 # flight, so a point has the same requests in flight whatever the threads
 lthreads="${LATTE_THREADS:-1}"
@@ -67,66 +76,119 @@ measure() {
   echo "   $name done"
 }
 
-run_points() { # server port
+# `prepare SERVER PORT`: the schema, the rows, and an unmeasured warm-up
+# (Cassandra's JIT compiles its hot paths in the first tens of seconds;
+# without it its first points measure the interpreter)
+prepare() {
   local server="$1" port="$2"
   if [[ " $clients " == *" latte "* ]]; then
     latte schema "$here/kv.rn" "127.0.0.1:$port" > /dev/null
     latte load "$here/kv.rn" "127.0.0.1:$port" -P rows="$rows" > /dev/null 2>&1
-    # unmeasured warm-up (Cassandra's JIT compiles its hot paths in the first
-    # tens of seconds; without it its first points measure the interpreter)
     [ "$warmup" = 0 ] || latte run "$here/kv.rn" -f "read:0.9,write:0.1" "127.0.0.1:$port" -p 128 \
       -d "$warmup" -P rows="$rows" -o "$out/$server-warmup.json" > /dev/null 2>&1
-    for n in $points; do
-      for op in write read mix; do
-        local f="$op"; [ "$op" = mix ] && f="read:0.9,write:0.1"
-        local args=(run "$here/kv.rn" -f "$f" "127.0.0.1:$port" -t "$lthreads"
-          -p "$(( n / lthreads / lprocs ))" -d "$dur" -P rows="$rows")
-        if [ "$lprocs" = 1 ]; then
-          measure "$server" latte "$op" "$n" latte "${args[@]}" -o "$out/$server-latte-$op-$n.json"
-        else
-          # /usr/bin/time counts the processes' CPU too (the shell waits for them)
-          # shellcheck disable=SC2016 # expanded by the inner shell
-          measure "$server" latte "$op" "$n" bash -c \
-            'o=$1; p=$2; shift 2; for k in $(seq "$p"); do latte "$@" -o "$o.$k.json" & done; wait' \
-            _ "$out/$server-latte-$op-$n" "$lprocs" "${args[@]}"
-        fi
-      done
-    done
   fi
   if [[ " $clients " == *" stress "* ]]; then
     "$sibyl" stress write n="$rows" no-warmup -rate threads=64 -pop seq=1.."$rows" -port native="$port" > /dev/null
-    for n in $points; do
-      for op in write read mix; do
-        local cmd="$op"; [ "$op" = mix ] && cmd="mixed ratio(write=1,read=9)"
-        # shellcheck disable=SC2086
-        measure "$server" stress "$op" "$n" "$sibyl" stress $cmd duration="$dur" no-warmup \
-          -rate threads="$n" -pop "dist=uniform(1..$rows)" -port native="$port" \
-          -log hdrfile="$out/$server-stress-$op-$n.hdr"
-      done
-    done
   fi
 }
 
-for server in $servers; do
-  echo "== $server"
-  case "$server" in
+# `point SERVER PORT CLIENT OP N`: one measured point
+point() {
+  local server="$1" port="$2" client="$3" op="$4" n="$5"
+  if [ "$client" = latte ]; then
+    local f="$op"; [ "$op" = mix ] && f="read:0.9,write:0.1"
+    local args=(run "$here/kv.rn" -f "$f" "127.0.0.1:$port" -t "$lthreads"
+      -p "$(( n / lthreads / lprocs ))" -d "$dur" -P rows="$rows")
+    if [ "$lprocs" = 1 ]; then
+      measure "$server" latte "$op" "$n" latte "${args[@]}" -o "$out/$server-latte-$op-$n.json"
+    else
+      # /usr/bin/time counts the processes' CPU too (the shell waits for them)
+      # shellcheck disable=SC2016 # expanded by the inner shell
+      measure "$server" latte "$op" "$n" bash -c \
+        'o=$1; p=$2; shift 2; for k in $(seq "$p"); do latte "$@" -o "$o.$k.json" & done; wait' \
+        _ "$out/$server-latte-$op-$n" "$lprocs" "${args[@]}"
+    fi
+  else
+    local cmd="$op"; [ "$op" = mix ] && cmd="mixed ratio(write=1,read=9)"
+    # shellcheck disable=SC2086
+    measure "$server" stress "$op" "$n" "$sibyl" stress $cmd duration="$dur" no-warmup \
+      -rate threads="$n" -pop "dist=uniform(1..$rows)" -port native="$port" \
+      -log hdrfile="$out/$server-stress-$op-$n.hdr"
+  fi
+}
+
+declare -A pids ports
+start_server() { # server: sets pids[server] and ports[server]
+  case "$1" in
     sibyl)
       start_sibyl "$out"
-      pid=$spid
-      run_points sibyl 9042
-      kill "$pid"; wait "$pid" || true
-      rm -rf "$out/sibyl-data"
+      pids[sibyl]=$spid ports[sibyl]=9042
       ;;
     cassandra)
       "$cassandra_sh/stop.sh" --wipe > /dev/null 2>&1 || true
-      pid=$("$cassandra_sh/start.sh" --port 9043 | tail -1)
+      pids[cassandra]=$("$cassandra_sh/start.sh" --port 9043 | tail -1)
+      ports[cassandra]=9043
       until (exec 3<>/dev/tcp/127.0.0.1/9043) 2>/dev/null; do sleep 0.1; done
       sleep 5
-      run_points cassandra 9043
-      "$cassandra_sh/stop.sh" --wipe > /dev/null 2>&1 || true
       ;;
   esac
-done
+}
+stop_server() {
+  case "$1" in
+    sibyl) kill -CONT "${pids[sibyl]}"; kill "${pids[sibyl]}"; wait "${pids[sibyl]}" || true; rm -rf "$out/sibyl-data" ;;
+    cassandra) kill -CONT "${pids[cassandra]}" 2>/dev/null || true; "$cassandra_sh/stop.sh" --wipe > /dev/null 2>&1 || true ;;
+  esac
+}
+# `only SERVER`: the other servers paused (SIGSTOP), this one running
+only() {
+  local s
+  for s in $servers; do
+    [ "$s" = "$1" ] || [ -z "${pids[$s]:-}" ] || kill -STOP "${pids[$s]}"
+  done
+  kill -CONT "${pids[$1]}"
+  pid=${pids[$1]}
+  sleep 1
+}
+
+if [ "$interleave" = 1 ]; then
+  # both servers up, each paused while the other is measured, and the
+  # points alternate between them: a ratio compares two measurements a few
+  # seconds apart, not two halves of a run the machine's speed drifted
+  # between (on 2026-12-05 the same build's writes at 128 in flight went
+  # from 280k to 210k/s within half an hour)
+  for server in $servers; do
+    echo "== $server"
+    start_server "$server"
+    only "$server"
+    prepare "$server" "${ports[$server]}"
+  done
+  for client in $clients; do
+    for n in $points; do
+      for op in write read mix; do
+        for server in $servers; do
+          only "$server"
+          point "$server" "${ports[$server]}" "$client" "$op" "$n"
+        done
+      done
+    done
+  done
+  for server in $servers; do stop_server "$server"; done
+else
+  for server in $servers; do
+    echo "== $server"
+    start_server "$server"
+    pid=${pids[$server]}
+    prepare "$server" "${ports[$server]}"
+    for client in $clients; do
+      for n in $points; do
+        for op in write read mix; do
+          point "$server" "${ports[$server]}" "$client" "$op" "$n"
+        done
+      done
+    done
+    stop_server "$server"
+  done
+fi
 
 python3 - "$out" "$tck" "$ncpu" "$here" <<'PY' | tee "$out/summary.md"
 import glob, json, re, sys, os

@@ -530,6 +530,19 @@ struct Turn {
 /// flight, shorter turns only add writes (32 in flight: turns of 8 made
 /// 284k reads/s, of 16 181k).
 const TURNS_PER_ROUND: usize = 4;
+
+/// [`TURNS_PER_ROUND`], or `SIBYL_NATIVE_TURNS_PER_ROUND` when set (at
+/// least 1): for measuring other sizes without a build.
+fn turns_per_round() -> usize {
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *N.get_or_init(|| {
+        std::env::var("SIBYL_NATIVE_TURNS_PER_ROUND")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(TURNS_PER_ROUND)
+            .max(1)
+    })
+}
 const MIN_TURN: usize = 8;
 const MAX_TURN: usize = 128;
 
@@ -539,7 +552,7 @@ impl Turn {
     fn size(&self, fixed: Option<usize>, slots: &Budget) -> usize {
         fixed.unwrap_or_else(|| {
             let held = MAX_IN_FLIGHT_PER_CONNECTION.saturating_sub(slots.available());
-            (held.max(2 * self.burst) / TURNS_PER_ROUND).clamp(MIN_TURN, MAX_TURN)
+            (held.max(2 * self.burst) / turns_per_round()).clamp(MIN_TURN, MAX_TURN)
         })
     }
 
