@@ -1369,6 +1369,8 @@ impl StorageEngine {
             let t = tables
                 .get(&m.table_id)
                 .ok_or(StorageError::UnknownTable(m.table_id))?;
+            // the memtable's miss on the partition overlaps the append
+            t.memtable.load().prefetch(&m.key);
             last = ENCODED
                 .with(|buf| {
                     let mut buf = buf.borrow_mut();
