@@ -505,6 +505,9 @@ impl StorageProxy {
         if mutations.is_empty() {
             return Ok(());
         }
+        // where the memtables hold these partitions, asked for now: the
+        // planning below overlaps the miss (a replica of them or not)
+        self.replica.prefetch(&mutations);
         let started = std::time::Instant::now();
         let mut tables: smallvec::SmallVec<[uuid::Uuid; 2]> =
             mutations.iter().map(|m| m.table_id).collect();

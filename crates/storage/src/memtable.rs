@@ -2,14 +2,18 @@
 //! reconciliation. Flushing to SSTables reads it in token order.
 //!
 //! Partitions live in shards, one per 1/64 of the token range, each behind
-//! its own lock, so two writers rarely meet. A shard is a B-tree from token
-//! to slot and an arena (slab) of slots, each holding the partitions of one
-//! token, nearly always one, in key order. The tree's entries are twelve
-//! bytes, so the trees of a memtable of a few hundred thousand partitions
-//! stay in the CPU's cache and a lookup misses it once, on the slot; with
-//! the partitions inline in the tree nodes (176 bytes an entry, 2 KB a node)
-//! every level of the tree was a miss, and an insert shifted a kilobyte of
-//! its leaf. Iterating the shards in order gives token order.
+//! its own lock, so two writers rarely meet. A shard is a hash table from
+//! token to slot (point writes and reads), a B-tree from token to slot
+//! (token order, for flushes and ranges), and an arena (slab) of slots,
+//! each holding the partitions of one token, nearly always one, in key
+//! order. With the partitions inline in the tree nodes (176 bytes an
+//! entry, 2 KB a node) every level of the tree was a miss, and an insert
+//! shifted a kilobyte of its leaf; with the tree alone (twelve-byte
+//! entries) a write still stalled on its walk and on the slot. The table's
+//! place of a token is known from the token, so a write asks for that line
+//! when it starts ([`Memtable::prefetch_token`]) and for its slot's before
+//! its commit log append ([`Memtable::prefetch`]): by the apply both are
+//! in the cache. Iterating the shards in order gives token order.
 
 use crate::clustering::Bound;
 use crate::data::{DecoratedKey, Mutation, Partition};
@@ -22,6 +26,7 @@ use std::sync::Arc;
 /// An in-memory, sorted write buffer of one table.
 pub struct Memtable {
     shards: [RwLock<Shard>; SHARDS],
+    hints: [TableHint; SHARDS],
     partitions: AtomicUsize,
     /// Signed, as the pool's counters: see [`MemtablePool`].
     live_bytes: AtomicIsize,
@@ -124,8 +129,9 @@ impl MemKey {
     }
 }
 
-/// Memory a new partition costs in a memtable beyond its data: its token,
-/// key and partition in a B-tree node (about 200 bytes) in nodes partly full.
+/// Memory a new partition costs in a memtable beyond its data: its slot
+/// (about 250 bytes), its B-tree entry in nodes partly full and its token
+/// table bucket (16 bytes, the table at most half full).
 const PARTITION_OVERHEAD_BYTES: usize = 300;
 
 /// Where `key` is (or would go) among the partitions of its token.
@@ -134,25 +140,34 @@ fn position(same: &SameToken, key: &[u8]) -> Result<usize, usize> {
 }
 
 /// The partitions of a 1/64 of the token range: a B-tree from token to
-/// slot, and the slots in an arena that never moves them.
+/// slot (their order, for flushes and ranges), a hash table from token to
+/// slot (point writes and reads: one probe, whose place the token alone
+/// gives, so a write asks for it long before it applies), and the slots in
+/// an arena that never moves them.
 #[derive(Default)]
 struct Shard {
     index: BTreeMap<i64, u32>,
+    table: TokenTable,
     slots: Slab,
 }
 
 impl Shard {
     fn get(&self, token: &i64) -> Option<&SameToken> {
-        self.index.get(token).map(|&s| self.slots.get(s))
+        self.table.get(*token).map(|s| self.slots.get(s))
     }
 
-    /// The slot of `token`, made empty if it has none.
-    fn entry(&mut self, token: i64) -> &mut SameToken {
-        let slot = match self.index.entry(token) {
-            std::collections::btree_map::Entry::Occupied(o) => *o.get(),
-            std::collections::btree_map::Entry::Vacant(v) => *v.insert(self.slots.push()),
+    /// The slot of `token`, made empty if it has none; true when the token
+    /// table was reallocated.
+    fn entry(&mut self, token: i64) -> (&mut SameToken, bool) {
+        let (slot, grew) = match self.table.get(token) {
+            Some(s) => (s, false),
+            None => {
+                let s = self.slots.push();
+                self.index.insert(token, s);
+                (s, self.table.insert(token, s))
+            }
         };
-        self.slots.get_mut(slot)
+        (self.slots.get_mut(slot), grew)
     }
 
     /// Tokens from `from` (inclusive) on, in order, with their partitions.
@@ -161,6 +176,90 @@ impl Shard {
             .range(from..)
             .map(|(&t, &s)| (t, self.slots.get(s)))
     }
+}
+
+/// A token's slot in a [`TokenTable`]; `slot` is [`NO_SLOT`] in an empty one.
+#[derive(Clone, Copy)]
+struct Bucket {
+    token: i64,
+    slot: u32,
+}
+
+const NO_SLOT: u32 = u32::MAX;
+
+/// Token to slot by open addressing (linear probing), at most half full; a
+/// power of two of buckets. Partitions never leave a memtable: nothing is
+/// ever removed.
+#[derive(Default)]
+struct TokenTable {
+    buckets: Vec<Bucket>,
+    len: usize,
+}
+
+/// Fibonacci hashing: the token's bits spread over the high half (tokens
+/// of one shard share their top bits; other partitioners' need not be
+/// uniform at all).
+fn home(token: i64, mask: usize) -> usize {
+    (((token as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)) >> 32) as usize & mask
+}
+
+impl TokenTable {
+    fn get(&self, token: i64) -> Option<u32> {
+        let mask = self.buckets.len().checked_sub(1)?;
+        let mut i = home(token, mask);
+        loop {
+            let b = self.buckets[i];
+            if b.slot == NO_SLOT {
+                return None;
+            }
+            if b.token == token {
+                return Some(b.slot);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Adds a token not yet here; true when the buckets were reallocated.
+    fn insert(&mut self, token: i64, slot: u32) -> bool {
+        let grow = (self.len + 1) * 2 > self.buckets.len();
+        if grow {
+            let cap = (self.buckets.len() * 2).max(16);
+            let old = std::mem::replace(
+                &mut self.buckets,
+                vec![
+                    Bucket {
+                        token: 0,
+                        slot: NO_SLOT
+                    };
+                    cap
+                ],
+            );
+            for b in old.into_iter().filter(|b| b.slot != NO_SLOT) {
+                self.place(b);
+            }
+        }
+        self.place(Bucket { token, slot });
+        self.len += 1;
+        grow
+    }
+
+    fn place(&mut self, b: Bucket) {
+        let mask = self.buckets.len() - 1;
+        let mut i = home(b.token, mask);
+        while self.buckets[i].slot != NO_SLOT {
+            i = (i + 1) & mask;
+        }
+        self.buckets[i] = b;
+    }
+}
+
+/// Where a shard's token table is, read without its lock by
+/// [`Memtable::prefetch_token`]: written under the lock when the table
+/// moves, read racily (a prefetch of a stale place is only a wasted hint).
+#[derive(Default)]
+struct TableHint {
+    buckets: std::sync::atomic::AtomicPtr<Bucket>,
+    mask: AtomicUsize,
 }
 
 /// Slots in chunks that are never reallocated (a growing `Vec` would copy
@@ -266,6 +365,7 @@ impl Memtable {
     pub fn in_pool(pool: Arc<MemtablePool>) -> Self {
         Memtable {
             shards: std::array::from_fn(|_| RwLock::new(Shard::default())),
+            hints: std::array::from_fn(|_| TableHint::default()),
             partitions: AtomicUsize::new(0),
             live_bytes: AtomicIsize::new(0),
             in_live: AtomicIsize::new(0),
@@ -323,9 +423,10 @@ impl Memtable {
     /// what the partition's memory did ([`Partition::merge_sized`]): a new
     /// partition counts whole, an overwrite the difference of the values.
     pub fn apply(&self, m: Mutation, now: i32) {
-        let mut shard = self.shards[shard_of(m.key.token)].write();
-        // one search of the tree whether the partition is new or not
-        let same = shard.entry(m.key.token);
+        let n = shard_of(m.key.token);
+        let mut shard = self.shards[n].write();
+        // one search of the table whether the partition is new or not
+        let (same, grew) = shard.entry(m.key.token);
         let delta = match position(same, &m.key.key) {
             Ok(i) => same[i].1.merge_sized(m.update, now),
             Err(i) => {
@@ -334,6 +435,12 @@ impl Memtable {
                 let d = p.merge_sized(m.update, now) + size as isize;
                 same.insert(i, (MemKey::new(m.key.key), p));
                 self.partitions.fetch_add(1, Ordering::Relaxed);
+                if grew {
+                    let b = &shard.table.buckets;
+                    let hint = &self.hints[n];
+                    hint.buckets.store(b.as_ptr().cast_mut(), Ordering::Relaxed);
+                    hint.mask.store(b.len() - 1, Ordering::Relaxed);
+                }
                 d
             }
         };
@@ -350,11 +457,22 @@ impl Memtable {
         self.operations.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Asks the CPU for the cache line of `token`'s place in its shard's
+    /// token table, without a lock: a write calls it when it starts, so
+    /// that [`prefetch`](Self::prefetch) finds the line there.
+    pub fn prefetch_token(&self, token: i64) {
+        let hint = &self.hints[shard_of(token)];
+        let b = hint.buckets.load(Ordering::Relaxed);
+        if !b.is_null() {
+            let at = b.wrapping_add(home(token, hint.mask.load(Ordering::Relaxed)));
+            crate::prefetch::prefetch(at.cast());
+        }
+    }
+
     /// Asks the CPU for the cache lines of `key`'s slot, when the partition
     /// is here: a write calls it before its commit log append, so the miss
     /// its [`apply`](Self::apply) would stall on (the slot, one of tens of
-    /// thousands) overlaps the append instead. Walking the tree now also
-    /// leaves its nodes in the cache for the apply.
+    /// thousands) overlaps the append instead.
     pub fn prefetch(&self, key: &DecoratedKey) {
         let shard = self.shards[shard_of(key.token)].read();
         if let Some(same) = shard.get(&key.token) {
@@ -584,6 +702,57 @@ mod tests {
         assert_eq!(pool.usage(), (next.live_bytes(), 0));
         drop(next);
         assert_eq!(pool.usage(), (0, 0));
+    }
+
+    #[test]
+    fn the_token_table_finds_every_token_across_growth_and_collisions() {
+        let mut t = TokenTable::default();
+        assert_eq!(t.get(5), None, "an empty table has no buckets");
+        // tokens alike in their low bits and in their high bits, and the
+        // extremes: each found, its neighbours not
+        let tokens: Vec<i64> = (0..3000i64)
+            .map(|i| i << 40)
+            .chain((0..3000).map(|i| i64::MIN + i))
+            .chain([i64::MAX, -1, 0x7fff_0000])
+            .collect();
+        let mut grew = 0;
+        for (s, &tok) in tokens.iter().enumerate() {
+            if t.get(tok).is_none() {
+                grew += usize::from(t.insert(tok, s as u32));
+            }
+        }
+        assert!(grew >= 9, "reallocated as it filled: {grew}");
+        assert!(t.len * 2 <= t.buckets.len(), "at most half full");
+        for (s, &tok) in tokens.iter().enumerate() {
+            let first = tokens.iter().position(|&x| x == tok).expect("present") as u32;
+            assert_eq!(t.get(tok), Some(first), "token {tok} (slot {s})");
+        }
+        assert_eq!(t.get(1 << 39), None);
+        assert_eq!(t.get(i64::MIN + 3000), None);
+    }
+
+    #[test]
+    fn a_prefetch_of_any_token_is_harmless_and_a_write_after_it_lands() {
+        let m = Memtable::new();
+        // no table yet in any shard, then tables that grow under the hints
+        for i in 0..2000u32 {
+            m.prefetch_token(key(i).token);
+            m.prefetch(&key(i));
+            m.apply(
+                Mutation {
+                    table_id: uuid::Uuid::nil(),
+                    key: key(i),
+                    update: Partition::new(),
+                },
+                0,
+            );
+        }
+        for i in 0..2000u32 {
+            m.prefetch_token(key(i).token);
+            assert!(m.read(&key(i), None).is_some(), "partition {i}");
+        }
+        assert!(m.read(&key(2000), None).is_none());
+        assert_eq!(m.partition_count(), 2000);
     }
 
     #[test]
