@@ -104,15 +104,15 @@ impl Replica {
         Ok(())
     }
 
-    /// [`apply`](Self::apply) done here when nothing would make it wait
-    /// (`StorageEngine::applies_at_once`: a periodic commit log, room in
-    /// the memtables), as nearly every write: no future for it. The
-    /// mutations come back, untouched, when it would wait.
     /// See `StorageEngine::prefetch`: the memtables asked for the partitions.
     pub fn prefetch(&self, mutations: &[Mutation]) {
         self.storage.prefetch(mutations);
     }
 
+    /// [`apply`](Self::apply) done here when nothing would make it wait
+    /// (`StorageEngine::applies_at_once`: a periodic commit log, room in
+    /// the memtables), as nearly every write: no future for it. The
+    /// mutations come back, untouched, when it would wait.
     pub fn try_apply_now(
         &self,
         mutations: Vec<Mutation>,
