@@ -486,7 +486,7 @@ impl Inner {
             if one_way {
                 return Ok(Response::Done);
             }
-            let sent = std::time::Instant::now();
+            let sent = sibyl_metrics::Instant::now();
             let body = match tokio::time::timeout_at(deadline, rx).await {
                 Ok(Ok(Ok(body))) => body,
                 Ok(Ok(Err(e))) => return Err(e),

@@ -10,6 +10,7 @@ pub mod error;
 pub mod functions;
 pub mod modification;
 pub mod operations;
+pub mod prepared_cache;
 pub mod query;
 pub mod restrictions;
 pub mod select;

@@ -7,7 +7,7 @@ use crate::modification;
 use crate::select;
 use crate::terms::{Bindings, Eval};
 use bytes::Bytes;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::RwLock;
 use sibyl_cql::*;
 use sibyl_db::cells::{split_partition_key, WriteParams};
 use sibyl_db::{DecoratedKey, Mutation, Partition, ReadCommand};
@@ -21,7 +21,6 @@ use sibyl_service::error::{ServiceError, WriteType};
 use sibyl_service::proxy::StorageProxy;
 use sibyl_types::{CqlType, UserType};
 use std::collections::BTreeMap;
-use std::num::NonZeroUsize;
 use std::sync::Arc;
 
 /// Per-request options, from QUERY/EXECUTE/BATCH parameters.
@@ -106,7 +105,7 @@ pub struct BatchMetrics {
 pub struct QueryProcessor {
     /// The coordinator: every read and write goes through it.
     pub proxy: Arc<StorageProxy>,
-    prepared: Mutex<lru::LruCache<Bytes, Arc<Prepared>>>,
+    prepared: crate::prepared_cache::PreparedCache<Prepared>,
     prepared_evicted: sibyl_metrics::Counter,
     /// Serialises schema changes.
     schema_lock: tokio::sync::Mutex<()>,
@@ -181,9 +180,7 @@ impl QueryProcessor {
     pub fn new(proxy: Arc<StorageProxy>, warn: u64, fail: u64) -> Self {
         QueryProcessor {
             proxy,
-            prepared: Mutex::new(lru::LruCache::new(
-                NonZeroUsize::new(10_000).unwrap_or(NonZeroUsize::MIN),
-            )),
+            prepared: crate::prepared_cache::PreparedCache::new(10_000),
             schema_lock: tokio::sync::Mutex::new(()),
             batch_size_warn_threshold_bytes: warn,
             batch_size_fail_threshold_bytes: fail,
@@ -267,8 +264,8 @@ impl QueryProcessor {
         } else {
             prepared_id(query, ks_for_id.as_deref())
         };
-        if let Some(p) = self.prepared.lock().get(&id) {
-            return Ok(p.clone());
+        if let Some(p) = self.prepared.get_shared(&id) {
+            return Ok(p);
         }
         self.check_prepared_conditions(&statement.statement, client, keyspace, false)?;
         let (bind_specs, pk_indexes, result_columns) =
@@ -290,24 +287,21 @@ impl QueryProcessor {
             result_columns,
             result_metadata_id,
         });
-        let mut cache = self.prepared.lock();
-        if cache.len() == cache.cap().get() && !cache.contains(&id) {
+        if self.prepared.put(id, p.clone()) {
             self.prepared_evicted.inc();
         }
-        cache.put(id, p.clone());
-        drop(cache);
         Ok(p)
     }
 
     /// Forgets every prepared statement (after a schema change: drivers
     /// prepare again when told the id is unknown).
     pub fn clear_prepared(&self) {
-        self.prepared.lock().clear();
+        self.prepared.clear();
     }
 
     /// Statements in the prepared statement cache now.
     pub fn prepared_count(&self) -> usize {
-        self.prepared.lock().len()
+        self.prepared.len()
     }
 
     /// Statements the prepared statement cache let go to make room.
@@ -316,7 +310,7 @@ impl QueryProcessor {
     }
 
     pub fn get_prepared(&self, id: &Bytes) -> Option<Arc<Prepared>> {
-        self.prepared.lock().get(id).cloned()
+        self.prepared.get(id)
     }
 
     /// The bind marker specs, partition key indexes and result columns of a statement.
@@ -2178,7 +2172,7 @@ impl QueryProcessor {
                 ev.clone(),
             )
             .await?;
-        self.prepared.lock().clear();
+        self.prepared.clear();
         if let Some(cb) = self.on_schema_change.read().as_ref() {
             cb(&next);
         }

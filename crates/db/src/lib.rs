@@ -27,10 +27,11 @@ pub use read::{KeyBound, ReadCommand, ReadKind, ReadResponse};
 #[error("cannot decode: {0}")]
 pub struct DecodeError(pub String);
 
-/// Seconds since the epoch, as Cassandra's `nowInSec`.
+/// Seconds since the epoch, as Cassandra's `nowInSec`: from the kernel's
+/// coarse real-time clock (the time of its last tick, a few milliseconds
+/// behind at most), which costs 3 ns to read against 30 for the precise
+/// one, and a write reads it on every replica's apply.
 pub fn now_in_seconds() -> i32 {
-    let d = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    d.as_secs().min(i32::MAX as u64) as i32
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
+    t.tv_sec.clamp(0, i32::MAX as i64) as i32
 }

@@ -151,6 +151,8 @@ fn migrate_system_table_directories(data: &std::path::Path) -> Result<(), StartE
 /// Starts a node: replays the commit log, loads the schema, serves CQL.
 pub async fn start(config: Config) -> Result<Node, StartError> {
     let started = Instant::now();
+    // before any request is timed
+    sibyl_metrics::calibrate();
     if !config.not_acted_on.is_empty() {
         tracing::warn!(
             "cassandra.yaml: Sibyl takes these settings as Cassandra does but does not act on them: {}",

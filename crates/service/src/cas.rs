@@ -339,7 +339,7 @@ impl StorageProxy {
             i64,
         ) -> std::result::Result<(T, Vec<Mutation>), E>,
     ) -> std::result::Result<T, E> {
-        let started = std::time::Instant::now();
+        let started = sibyl_metrics::Instant::now();
         let r = self
             .cas_round(table, key, serial_cl, commit_cl, |p, now, ts| {
                 decide(p, now, ts).map_err(CasError::Decided)
@@ -353,7 +353,7 @@ impl StorageProxy {
             Operation::CasWrite,
             serial_cl,
             started,
-            std::time::Instant::now(),
+            sibyl_metrics::Instant::now(),
             error,
         );
         r.map_err(|e| match e {

@@ -20,8 +20,8 @@ pub struct RequestMetrics {
 impl RequestMetrics {
     fn record(
         &self,
-        started: std::time::Instant,
-        now: std::time::Instant,
+        started: sibyl_metrics::Instant,
+        now: sibyl_metrics::Instant,
         error: Option<&ServiceError>,
     ) {
         self.latency.record_span(started, now);
@@ -105,8 +105,8 @@ impl ClientRequestMetrics {
         &self,
         op: Operation,
         cl: Consistency,
-        started: std::time::Instant,
-        now: std::time::Instant,
+        started: sibyl_metrics::Instant,
+        now: sibyl_metrics::Instant,
         error: Option<&ServiceError>,
     ) {
         self.of(op).record(started, now, error);

@@ -508,13 +508,13 @@ impl StorageProxy {
         // where the memtables hold these partitions, asked for now: the
         // planning below overlaps the miss (a replica of them or not)
         self.replica.prefetch(&mutations);
-        let started = std::time::Instant::now();
+        let started = sibyl_metrics::Instant::now();
         let mut tables: smallvec::SmallVec<[uuid::Uuid; 2]> =
             mutations.iter().map(|m| m.table_id).collect();
         tables.sort_unstable();
         tables.dedup();
         let r = self.mutate_inner(mutations, cl, write_type).await;
-        let now = std::time::Instant::now();
+        let now = sibyl_metrics::Instant::now();
         self.metrics
             .requests
             .record(Operation::Write, cl, started, now, r.as_ref().err());
@@ -1020,7 +1020,7 @@ impl StorageProxy {
         cl: Consistency,
     ) -> Result<Vec<(DecoratedKey, Partition)>> {
         consistency::validate_for_read(cl)?;
-        let started = std::time::Instant::now();
+        let started = sibyl_metrics::Instant::now();
         let table_id = cmd.table_id;
         let op = match (&cmd.kind, cl.is_serial()) {
             (_, true) => Operation::CasRead,
@@ -1050,10 +1050,10 @@ impl StorageProxy {
         op: Operation,
         cl: Consistency,
         table_id: uuid::Uuid,
-        started: std::time::Instant,
+        started: sibyl_metrics::Instant,
         r: &Result<T>,
     ) {
-        let now = std::time::Instant::now();
+        let now = sibyl_metrics::Instant::now();
         self.metrics
             .requests
             .record(op, cl, started, now, r.as_ref().err());
@@ -1081,7 +1081,7 @@ impl StorageProxy {
         if cl.is_serial() || consistency::validate_for_read(cl).is_err() {
             return None;
         }
-        let started = std::time::Instant::now();
+        let started = sibyl_metrics::Instant::now();
         let schema = self.schema();
         let ks = self.keyspace_of(&schema, cmd.table_id)?;
         let plan = self.plan(&ks.replication.strategy, key.token, cl);

@@ -167,7 +167,7 @@ impl Replica {
         // a scan's latency is the replica's to time (a partition's read is
         // timed by its table): the clock is read for scans only
         let started =
-            matches!(cmd.kind, ReadKind::PartitionRange { .. }).then(std::time::Instant::now);
+            matches!(cmd.kind, ReadKind::PartitionRange { .. }).then(sibyl_metrics::Instant::now);
         if sibyl_tracing::is_tracing() {
             let schema = self.schema();
             let (ks, name) = schema

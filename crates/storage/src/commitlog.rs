@@ -524,7 +524,7 @@ impl CommitLog {
         let entry_bytes = len as u64 + ENTRY_OVERHEAD;
         let room = w.active.as_ref().map_or(0, |s| s.map.len() as u64);
         if w.segment_bytes + entry_bytes > room {
-            let started = std::time::Instant::now();
+            let started = sibyl_metrics::Instant::now();
             self.roll(w, entry_bytes)?;
             self.waiting_on_segment_allocation.record_elapsed(started);
         }
@@ -769,7 +769,7 @@ impl CommitLog {
             }
             self.wake_syncer.notify_one();
         }
-        let started = std::time::Instant::now();
+        let started = sibyl_metrics::Instant::now();
         self.waiting.add(1);
         let mut rx = self.synced_tx.subscribe();
         let r = rx.wait_for(|p| *p >= position || *p == u64::MAX).await;

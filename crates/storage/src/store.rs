@@ -450,7 +450,7 @@ impl ColumnFamilyStore {
     /// Applies to `mt`: the memtable that was current when the write was
     /// logged, which a flush waits for (see `Memtable::begin_write`).
     fn apply_to(&self, mt: &Memtable, m: Mutation, now: i32) {
-        let started = std::time::Instant::now();
+        let started = sibyl_metrics::Instant::now();
         let key = self.row_cache.enabled().then(|| m.key.key.clone());
         mt.apply(m, now);
         if let Some(k) = key {
@@ -472,7 +472,7 @@ impl ColumnFamilyStore {
         key: &DecoratedKey,
         slices: Option<&[Slice]>,
     ) -> Result<Option<Partition>, StorageError> {
-        let started = std::time::Instant::now();
+        let started = sibyl_metrics::Instant::now();
         let rows_per_partition = self.options.read().rows_per_partition;
         let r = match rows_per_partition {
             Some(limit) if self.row_cache.enabled() => {
