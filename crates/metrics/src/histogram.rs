@@ -111,7 +111,7 @@ thread_local! {
 
 /// The stripe the calling thread records into: given out round-robin as
 /// threads first record, unless set with [`use_stripe`].
-fn stripe_of_thread() -> usize {
+pub(crate) fn stripe_of_thread() -> usize {
     THREAD_STRIPE.with(|s| s.get())
 }
 

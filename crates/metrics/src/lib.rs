@@ -363,13 +363,33 @@ pub struct Stage {
     pub path: &'static str,
     // counts that only grow, one write per event (pending is queued less
     // dequeued, active started less completed): every request passes
-    // through two stages from every thread
+    // through two stages from every thread, so each thread counts in its
+    // own stripe (as histograms do) and reads add the stripes up
+    counts: [StageCounts; histogram::STRIPES],
+    blocked: AtomicI64,
+    blocked_total: AtomicU64,
+}
+
+/// A stage's counts from the threads of one stripe, on a cache line of
+/// their own.
+#[derive(Debug)]
+#[repr(align(64))]
+struct StageCounts {
     queued: AtomicU64,
     dequeued: AtomicU64,
     started: AtomicU64,
     completed: AtomicU64,
-    blocked: AtomicI64,
-    blocked_total: AtomicU64,
+}
+
+impl StageCounts {
+    const fn new() -> StageCounts {
+        StageCounts {
+            queued: AtomicU64::new(0),
+            dequeued: AtomicU64::new(0),
+            started: AtomicU64::new(0),
+            completed: AtomicU64::new(0),
+        }
+    }
 }
 
 /// Work waiting in a stage; [`start`](Queued::start) it to run it.
@@ -384,23 +404,33 @@ impl Stage {
         Stage {
             name,
             path,
-            queued: AtomicU64::new(0),
-            dequeued: AtomicU64::new(0),
-            started: AtomicU64::new(0),
-            completed: AtomicU64::new(0),
+            counts: [const { StageCounts::new() }; histogram::STRIPES],
             blocked: AtomicI64::new(0),
             blocked_total: AtomicU64::new(0),
         }
     }
 
+    /// The calling thread's stripe.
+    fn mine(&self) -> &StageCounts {
+        &self.counts[histogram::stripe_of_thread()]
+    }
+
+    /// One count summed over the stripes.
+    fn sum(&self, count: impl Fn(&StageCounts) -> &AtomicU64) -> u64 {
+        self.counts
+            .iter()
+            .map(|c| count(c).load(Ordering::Relaxed))
+            .fold(0, u64::wrapping_add)
+    }
+
     pub fn enqueue(&'static self) -> Queued {
-        self.queued.fetch_add(1, Ordering::Relaxed);
+        self.mine().queued.fetch_add(1, Ordering::Relaxed);
         Queued(self)
     }
 
     /// Work that starts at once.
     pub fn start(&'static self) -> Running {
-        self.started.fetch_add(1, Ordering::Relaxed);
+        self.mine().started.fetch_add(1, Ordering::Relaxed);
         Running(self)
     }
 
@@ -413,15 +443,15 @@ impl Stage {
     pub fn active(&self) -> i64 {
         // the end is read first: a task that starts and ends between the
         // two reads is not counted as running
-        let completed = self.completed.load(Ordering::Relaxed);
-        (self.started.load(Ordering::Relaxed) as i64 - completed as i64).max(0)
+        let completed = self.sum(|c| &c.completed);
+        (self.sum(|c| &c.started) as i64 - completed as i64).max(0)
     }
     pub fn pending(&self) -> i64 {
-        let dequeued = self.dequeued.load(Ordering::Relaxed);
-        (self.queued.load(Ordering::Relaxed) as i64 - dequeued as i64).max(0)
+        let dequeued = self.sum(|c| &c.dequeued);
+        (self.sum(|c| &c.queued) as i64 - dequeued as i64).max(0)
     }
     pub fn completed(&self) -> u64 {
-        self.completed.load(Ordering::Relaxed)
+        self.sum(|c| &c.completed)
     }
     pub fn blocked(&self) -> i64 {
         self.blocked.load(Ordering::Relaxed)
@@ -441,13 +471,13 @@ impl Queued {
 
 impl Drop for Queued {
     fn drop(&mut self) {
-        self.0.dequeued.fetch_add(1, Ordering::Relaxed);
+        self.0.mine().dequeued.fetch_add(1, Ordering::Relaxed);
     }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        self.0.completed.fetch_add(1, Ordering::Relaxed);
+        self.0.mine().completed.fetch_add(1, Ordering::Relaxed);
     }
 }
 
