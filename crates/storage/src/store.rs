@@ -1302,7 +1302,7 @@ impl StorageEngine {
             }
         }
         durable.map_err(|e| self.failures.commit_failed(e))?;
-        self.maybe_flush();
+        self.maybe_flush(&log);
         Ok(())
     }
 
@@ -1351,7 +1351,7 @@ impl StorageEngine {
         let (_, held) = self.log_and_apply(log, mutations, now_in_seconds())?;
         // periodic: nothing waits for a sync
         debug_assert!(held.is_empty());
-        self.maybe_flush();
+        self.maybe_flush(log);
         Ok(())
     }
 
@@ -1376,13 +1376,16 @@ impl StorageEngine {
         // borrowed from the loaded map: no count taken on each table
         let tables = self.tables.load();
         // (nearly always one mutation: no allocation for its table)
+        // (each table with its memtable: the barrier held, no memtable is
+        // switched until the writes are applied)
         let mut targets = smallvec::SmallVec::<[_; 2]>::with_capacity(mutations.len());
         for m in &mutations {
             let t = tables
                 .get(&m.table_id)
                 .ok_or(StorageError::UnknownTable(m.table_id))?;
+            let mt = t.memtable.load();
             // the memtable's miss on the partition overlaps the append
-            t.memtable.load().prefetch(&m.key);
+            mt.prefetch(&m.key);
             last = ENCODED
                 .with(|buf| {
                     let mut buf = buf.borrow_mut();
@@ -1395,16 +1398,16 @@ impl StorageEngine {
                     appended
                 })
                 .map_err(|e| self.failures.commit_failed(e))?;
-            targets.push(t);
+            targets.push((t, mt));
         }
-        for (mut m, t) in mutations.into_iter().zip(targets) {
+        for (mut m, (t, mt)) in mutations.into_iter().zip(targets) {
             m.detach();
             if visible_after_sync {
-                let mt = t.memtable.load_full();
+                let mt = arc_swap::Guard::into_inner(mt);
                 mt.begin_write();
                 held.push((m, t.clone(), PendingWrite(mt)));
             } else {
-                t.apply(m, now);
+                t.apply_to(&mt, m, now);
             }
         }
         Ok((last, held))
@@ -1442,12 +1445,10 @@ impl StorageEngine {
     /// threshold, the largest is flushed; when the commit log is over its
     /// space, every table with data is. A writer waits (back-pressure) while
     /// live and flushing memtables hold more than the whole memtable space.
-    fn maybe_flush(self: &Arc<Self>) {
+    /// (`log`: the commit log the write went to, loaded already.)
+    fn maybe_flush(self: &Arc<Self>, log: &CommitLog) {
         let (live, _) = self.memtable_usage();
-        let log_full = self
-            .log()
-            .map(|l| l.total_bytes() > self.config.commitlog_total_space_bytes)
-            .unwrap_or(false);
+        let log_full = log.total_bytes() > self.config.commitlog_total_space_bytes;
         if live >= self.config.memtable_flush_threshold_bytes || log_full {
             self.start_flush(log_full);
         }

@@ -355,7 +355,7 @@ impl Server {
             v5_framing: false,
             ready: false,
             throw_on_overload: false,
-            client: Arc::new(tokio::sync::Mutex::new(ClientState::default())),
+            client: Arc::new(parking_lot::Mutex::new(ClientState::default())),
             outbox: outbox.clone(),
             slots: Budget::new(MAX_IN_FLIGHT_PER_CONNECTION),
             response_budget: Budget::new(budget),
@@ -600,7 +600,7 @@ struct Conn {
     /// STARTUP's THROW_ON_OVERLOAD=1: refuse with Overloaded instead of
     /// pausing when a request-bytes budget is spent.
     throw_on_overload: bool,
-    client: Arc<tokio::sync::Mutex<ClientState>>,
+    client: Arc<parking_lot::Mutex<ClientState>>,
     outbox: outbox::Outbox<Held>,
     slots: Arc<Budget>,
     response_budget: Arc<Budget>,
@@ -976,7 +976,7 @@ impl Conn {
             // USE changes connection state: finish it before reading further requests
             fut.await;
             self.info
-                .set_keyspace(self.client.lock().await.keyspace.clone());
+                .set_keyspace(self.client.lock().keyspace.clone());
         } else {
             // polled once here: a request done at once (a read served from
             // memory) needs no task of its own. One that waits is spawned;
@@ -1039,11 +1039,11 @@ fn options_of(p: sibyl_protocol::QueryParameters) -> QueryOptions {
 /// Cassandra's warning about `USE` with prepared statements, once per
 /// connection.
 async fn use_warning(
-    client: &tokio::sync::Mutex<ClientState>,
+    client: &parking_lot::Mutex<ClientState>,
     id: &[u8],
     statement_keyspace: Option<&str>,
 ) -> Option<String> {
-    let mut c = client.lock().await;
+    let mut c = client.lock();
     if c.use_warning_issued {
         return None;
     }
@@ -1135,7 +1135,7 @@ impl Server {
     fn process<'a>(
         &'a self,
         req: Request,
-        client: &'a tokio::sync::Mutex<ClientState>,
+        client: &'a parking_lot::Mutex<ClientState>,
         version: u8,
     ) -> impl std::future::Future<Output = Result<Outcome, Error>> + 'a {
         use futures::future::Either;
@@ -1173,7 +1173,7 @@ impl Server {
         &self,
         query: String,
         params: sibyl_protocol::QueryParameters,
-        client: &tokio::sync::Mutex<ClientState>,
+        client: &parking_lot::Mutex<ClientState>,
     ) -> Result<Outcome, Error> {
         let qp = &self.qp;
         sibyl_tracing::trace(|| format!("Parsing {query}"));
@@ -1185,12 +1185,12 @@ impl Server {
         if opts.names.is_none() && opts.values.len() != st.bind_markers.len() {
             return Err(Error::Invalid("Invalid amount of bind variables".into()));
         }
-        let mut c = client.lock().await.clone();
+        let mut c = client.lock().clone();
         self.metrics.regular_executed.inc();
         let out = qp.execute(&st, &mut c, &opts).await;
         if let Statement::Use(_) = &st.statement {
             if out.is_ok() {
-                *client.lock().await = c;
+                *client.lock() = c;
             }
         }
         out
@@ -1200,10 +1200,10 @@ impl Server {
         &self,
         query: String,
         keyspace: Option<String>,
-        client: &tokio::sync::Mutex<ClientState>,
+        client: &parking_lot::Mutex<ClientState>,
     ) -> Result<Outcome, Error> {
         let qp = &self.qp;
-        let c = client.lock().await.clone();
+        let c = client.lock().clone();
         let p = qp.prepare(&query, &c, keyspace.as_deref())?;
         let mut warnings = Vec::new();
         if !p.statement.statement.is_fully_qualified() {
@@ -1222,7 +1222,7 @@ impl Server {
         id: Bytes,
         result_metadata_id: Option<Bytes>,
         params: sibyl_protocol::QueryParameters,
-        client: &tokio::sync::Mutex<ClientState>,
+        client: &parking_lot::Mutex<ClientState>,
         version: u8,
     ) -> Result<Outcome, Error> {
         let qp = &self.qp;
@@ -1233,7 +1233,7 @@ impl Server {
         if opts.keyspace.is_none() {
             opts.keyspace = p.keyspace.clone();
         }
-        let mut c = client.lock().await.clone();
+        let mut c = client.lock().clone();
         self.metrics.prepared_executed.inc();
         // an unqualified statement run under another keyspace than it
         // was prepared under (batches are not checked, as in Cassandra)
@@ -1263,10 +1263,10 @@ impl Server {
     async fn process_batch(
         &self,
         b: sibyl_protocol::Batch,
-        client: &tokio::sync::Mutex<ClientState>,
+        client: &parking_lot::Mutex<ClientState>,
     ) -> Result<Outcome, Error> {
         let qp = &self.qp;
-        let c = client.lock().await.clone();
+        let c = client.lock().clone();
         let bt = match b.batch_type {
             0 => BatchType::Logged,
             1 => BatchType::Unlogged,
