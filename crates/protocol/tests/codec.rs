@@ -1459,3 +1459,34 @@ fn decoded_values_are_slices_of_the_frame_body() {
         }
     }
 }
+
+/// A statement's result columns are shared by its executions and encoded
+/// once per thread: every later encoding, in any version and with either
+/// spec shape, is what a fresh copy of the columns encodes to.
+#[test]
+fn shared_result_columns_encode_as_fresh_ones() {
+    let global: Arc<[ColumnSpec]> = vec![col("k", CqlType::Int), col("v", CqlType::Blob)].into();
+    let mut other = col("w", CqlType::Text);
+    other.table = "other".into();
+    let mixed: Arc<[ColumnSpec]> = vec![col("k", CqlType::Int), other].into();
+    let encode = |columns: &Arc<[ColumnSpec]>, version: u8| {
+        let m = RowsMetadata {
+            columns: columns.clone(),
+            ..RowsMetadata::default()
+        };
+        let mut out = Vec::new();
+        m.encode(version, &mut out);
+        out
+    };
+    for _ in 0..3 {
+        for version in [3, 4, 5] {
+            for columns in [&global, &mixed] {
+                let fresh: Arc<[ColumnSpec]> = columns.to_vec().into();
+                assert_eq!(encode(columns, version), encode(&fresh, version));
+            }
+        }
+    }
+    // the flags tell the shapes apart: a global spec, then one per column
+    assert_eq!(encode(&global, 4)[..4], [0, 0, 0, 1]);
+    assert_eq!(encode(&mixed, 4)[..4], [0, 0, 0, 0]);
+}
