@@ -127,14 +127,28 @@ fn minute_now() -> u64 {
 /// start, every value in [`all`](Self::all), and the recent ones (this
 /// minute and the one before) for percentiles that follow the load, as
 /// Cassandra's decaying reservoir does.
+///
+/// The recent values are not recorded apart: they are what `all` counts
+/// beyond its counts when the minute before this one began, kept when the
+/// minute turns (a request's timers record once each, not twice).
 #[derive(Debug, Default)]
 pub struct Timer {
     all: Histogram,
-    windows: [Histogram; 2],
-    /// The minute `windows[current]` counts (the other one: the minute before).
+    /// The largest value of this minute (`maxes[current]`) and of the
+    /// minute before.
+    maxes: [AtomicU64; 2],
+    /// The minute `maxes[current]` and `marks.this` are of.
     minute: AtomicU64,
     current: AtomicU64,
-    rotate: parking_lot::Mutex<()>,
+    marks: parking_lot::Mutex<Marks>,
+}
+
+/// `all`'s bucket counts when the minute before the timer's began
+/// (`before`) and when its own did (`this`); empty: none yet.
+#[derive(Debug, Default)]
+struct Marks {
+    before: Vec<u64>,
+    this: Vec<u64>,
 }
 
 impl Timer {
@@ -157,32 +171,57 @@ impl Timer {
     }
 
     fn record_in_minute(&self, micros: u64, minute: u64) {
-        let bucket = histogram::bucket_of(micros);
-        self.all.record_in(bucket, micros, true);
         self.roll_to(minute);
-        self.windows[self.current.load(Ordering::Acquire) as usize & 1]
-            .record_in(bucket, micros, false);
+        self.all
+            .record_in(histogram::bucket_of(micros), micros, true);
+        let max = &self.maxes[self.current.load(Ordering::Acquire) as usize & 1];
+        if micros > max.load(Ordering::Relaxed) {
+            max.fetch_max(micros, Ordering::Relaxed);
+        }
     }
 
-    /// Makes `windows[current]` the window of `minute`.
+    /// Makes `minute` the timer's: what `all` counts now is where it
+    /// begins.
     fn roll_to(&self, minute: u64) {
         if self.minute.load(Ordering::Acquire) == minute {
             return;
         }
-        let _g = self.rotate.lock();
+        let mut marks = self.marks.lock();
         let was = self.minute.load(Ordering::Acquire);
         if was >= minute {
             return;
         }
         let cur = self.current.load(Ordering::Acquire) as usize & 1;
+        let counts = self.all.counts();
         if minute == was + 1 {
-            self.windows[cur ^ 1].reset();
+            marks.before = std::mem::replace(&mut marks.this, counts);
+            self.maxes[cur ^ 1].store(0, Ordering::Relaxed);
             self.current.store((cur ^ 1) as u64, Ordering::Release);
         } else {
-            self.windows[0].reset();
-            self.windows[1].reset();
+            // the minute before this one saw nothing
+            marks.before = counts.clone();
+            marks.this = counts;
+            self.maxes[0].store(0, Ordering::Relaxed);
+            self.maxes[1].store(0, Ordering::Relaxed);
         }
         self.minute.store(minute, Ordering::Release);
+    }
+
+    /// Bucket counts of this minute and the one before, and their maximum.
+    fn recent(&self, minute: u64) -> (Vec<u64>, u64) {
+        self.roll_to(minute);
+        let marks = self.marks.lock();
+        let mut counts = self.all.counts();
+        for (c, m) in counts.iter_mut().zip(&marks.before) {
+            *c = c.saturating_sub(*m);
+        }
+        let max = self
+            .maxes
+            .iter()
+            .map(|m| m.load(Ordering::Relaxed))
+            .max()
+            .unwrap_or(0);
+        (counts, max)
     }
 
     /// Every value since start (`nodetool tablehistograms` and the means).
@@ -199,7 +238,7 @@ impl Timer {
     pub fn snapshot(&self) -> Snapshot {
         let now = Instant::now();
         let minute = minute_of(now);
-        let mut s = self.snapshot_in_minute(minute);
+        let (mut s, recent) = self.snapshot_in_minute(minute);
         let into_minute = START
             .get()
             .map(|s| now.saturating_duration_since(*s).as_secs_f64() % 60.0)
@@ -209,23 +248,16 @@ impl Timer {
         } else {
             60.0 + into_minute
         };
-        let recent: u64 = self.windows.iter().map(|w| w.count()).sum();
         if span > 0.0 {
             s.rate = recent as f64 / span;
         }
         s
     }
 
-    fn snapshot_in_minute(&self, minute: u64) -> Snapshot {
-        self.roll_to(minute);
-        let mut counts = vec![0u64; histogram::BUCKETS + 1];
-        let mut max = 0;
-        for w in &self.windows {
-            for (c, n) in counts.iter_mut().zip(w.counts()) {
-                *c += n;
-            }
-            max = max.max(w.max());
-        }
+    /// The snapshot (its rate left at 0), and how many values it has of
+    /// this minute and the one before.
+    fn snapshot_in_minute(&self, minute: u64) -> (Snapshot, u64) {
+        let (counts, max) = self.recent(minute);
         let min = counts
             .iter()
             .position(|c| *c > 0)
@@ -237,14 +269,15 @@ impl Timer {
                 }
             })
             .unwrap_or(0);
-        Snapshot {
+        let snapshot = Snapshot {
             count: self.all.count(),
             sum: self.all.sum() as f64,
             quantiles: QUANTILES.map(|q| percentile_of(&counts, q * 100.0, max) as f64),
             min: min as f64,
             max: max as f64,
             rate: 0.0,
-        }
+        };
+        (snapshot, counts.iter().sum())
     }
 }
 
@@ -687,19 +720,26 @@ mod tests {
         for v in 1..=100 {
             t.record_in_minute(v * 1000, 5);
         }
-        let s = t.snapshot_in_minute(5);
-        assert_eq!(s.count, 100);
+        let (s, recent) = t.snapshot_in_minute(5);
+        assert_eq!((s.count, recent), (100, 100));
         assert_eq!(s.sum, 5_050_000.0);
         assert!((45_000.0..=60_000.0).contains(&s.quantiles[0]), "{s:?}");
         assert_eq!(s.max, 100_000.0);
         // the next minute still sees them; two minutes on, only the count
-        assert_eq!(t.snapshot_in_minute(6).quantiles, s.quantiles);
+        let (next, recent) = t.snapshot_in_minute(6);
+        assert_eq!((next.quantiles, next.max, recent), (s.quantiles, s.max, 100));
         t.record_in_minute(7, 7);
-        let later = t.snapshot_in_minute(7);
-        assert_eq!(later.count, 101);
+        let (later, recent) = t.snapshot_in_minute(7);
+        assert_eq!((later.count, recent), (101, 1));
         assert_eq!(later.quantiles, [7.0; 6]);
-        assert_eq!(t.snapshot_in_minute(20).quantiles, [0.0; 6]);
-        assert_eq!(t.all().count(), 101);
+        assert_eq!(later.max, 7.0);
+        let (idle, recent) = t.snapshot_in_minute(20);
+        assert_eq!((idle.quantiles, idle.max, recent), ([0.0; 6], 0.0, 0));
+        // values after an idle spell are counted from where it ended
+        t.record_in_minute(3, 21);
+        let (back, recent) = t.snapshot_in_minute(21);
+        assert_eq!((back.quantiles, recent), ([3.0; 6], 1));
+        assert_eq!(t.all().count(), 102);
     }
 
     #[test]
