@@ -494,8 +494,8 @@ impl Server {
 /// responses while the server works on the rest, instead of the two taking
 /// turns a whole batch at a time. `SIBYL_NATIVE_REQUESTS_PER_TURN` fixes
 /// it (0: the reader starts everything it has read, and the writer waits
-/// for all of it); unset, a turn is a quarter of the connection's requests
-/// in flight ([`Turn::size`]).
+/// for all of it); unset, a turn is the connection's requests in flight
+/// ([`Turn::size`], [`TURNS_PER_ROUND`]).
 fn requests_per_turn() -> Option<usize> {
     static N: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     *N.get_or_init(|| {
@@ -523,13 +523,18 @@ struct Turn {
 }
 
 /// Turns per round of a connection's requests in flight, and the bounds of
-/// a turn. Four: the client reads a quarter of its responses while the
-/// server works on the next (on two cores, latte at 128 in flight: 3.2 µs
-/// of server CPU per read against 3.4 with turns of 8, as many reads a
-/// second; bench/README.md, 2026-12-02, late). At least 8: with fewer in
-/// flight, shorter turns only add writes (32 in flight: turns of 8 made
-/// 284k reads/s, of 16 181k).
-const TURNS_PER_ROUND: usize = 4;
+/// a turn. One: a turn is what the client has in flight (up to
+/// [`MAX_TURN`]), so the writer sends a read's responses together. Four
+/// (the client reads a quarter of its responses while the server works on
+/// the next) was the better one while a write cost the server 3.2 µs
+/// (bench/README.md, 2026-12-02, late); at 2.2-2.6 µs the client's reads
+/// cost more than the overlap gains: writes at 128 in flight from two latte
+/// processes cost 2.17-2.29 µs with one turn, 2.33-2.47 with two and
+/// 2.32-2.73 with four, in alternated runs, and the matrix's points are as
+/// fast or faster, with p99 as low or lower (bench/README.md, 2026-12-06).
+/// At least 8: with fewer in flight, shorter turns only add writes (32 in
+/// flight: turns of 8 made 284k reads/s, of 16 181k).
+const TURNS_PER_ROUND: usize = 1;
 
 /// [`TURNS_PER_ROUND`], or `SIBYL_NATIVE_TURNS_PER_ROUND` when set (at
 /// least 1): for measuring other sizes without a build.
@@ -547,8 +552,8 @@ const MIN_TURN: usize = 8;
 const MAX_TURN: usize = 128;
 
 impl Turn {
-    /// A turn's size when it starts: `fixed`, or a quarter of the
-    /// requests holding one of the connection's `slots`.
+    /// A turn's size when it starts: `fixed`, or the requests holding
+    /// one of the connection's `slots` over [`TURNS_PER_ROUND`].
     fn size(&self, fixed: Option<usize>, slots: &Budget) -> usize {
         fixed.unwrap_or_else(|| {
             let held = MAX_IN_FLIGHT_PER_CONNECTION.saturating_sub(slots.available());
@@ -559,7 +564,8 @@ impl Turn {
     /// The reader is about to read the socket: what the last read brought
     /// is counted in the client's requests in flight.
     fn reading(&mut self) {
-        self.burst = self.read.max(self.burst - self.burst / 8);
+        // (rounded up: a quiet client's estimate goes down to nothing)
+        self.burst = self.read.max(self.burst - self.burst.div_ceil(8));
         self.read = 0;
     }
 
@@ -1359,20 +1365,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_turn_is_a_quarter_of_the_requests_in_flight_within_its_bounds() {
+    fn a_turn_is_the_requests_in_flight_within_its_bounds() {
         let slots = Budget::new(MAX_IN_FLIGHT_PER_CONNECTION);
         let held = |n| slots.try_take(n).unwrap();
         let turn = Turn::default();
         assert_eq!(turn.size(None, &slots), MIN_TURN);
-        let a = held(32);
-        assert_eq!(turn.size(None, &slots), 8);
-        let b = held(96);
-        assert_eq!(turn.size(None, &slots), 32, "128 in flight");
+        let a = held(4);
+        assert_eq!(turn.size(None, &slots), MIN_TURN);
+        let b = held(28);
+        assert_eq!(turn.size(None, &slots), 32);
+        let b2 = held(64);
+        assert_eq!(turn.size(None, &slots), 96, "96 in flight");
         let c = held(896);
         assert_eq!(turn.size(None, &slots), MAX_TURN, "every slot held");
         // a fixed size is kept whatever is in flight
         assert_eq!(turn.size(Some(16), &slots), 16);
-        drop((a, b, c));
+        drop((a, b, b2, c));
         assert_eq!(turn.size(None, &slots), MIN_TURN, "all given back");
     }
 
@@ -1386,11 +1394,11 @@ mod tests {
             turn.take(None, &slots).await;
         }
         turn.reading();
-        assert_eq!(turn.size(None, &slots), 32);
+        assert_eq!(turn.size(None, &slots), MAX_TURN);
         // the estimate decays by an eighth a read that brings fewer
         turn.reading();
         assert_eq!(turn.burst, 56);
-        assert_eq!(turn.size(None, &slots), 28);
+        assert_eq!(turn.size(None, &slots), 112);
         for _ in 0..40 {
             turn.reading();
         }
@@ -1403,7 +1411,7 @@ mod tests {
         assert_eq!(turn.started, 0);
         turn.reading();
         turn.take(None, &slots).await;
-        assert_eq!(turn.size, 48);
+        assert_eq!(turn.size, MAX_TURN);
     }
 
     #[tokio::test]
@@ -1411,10 +1419,10 @@ mod tests {
         let slots = Budget::new(MAX_IN_FLIGHT_PER_CONNECTION);
         let _held = slots.try_take(64).unwrap();
         let mut turn = Turn::default();
-        for i in 1..=16 {
+        for i in 1..=128 {
             turn.take(None, &slots).await;
-            assert_eq!(turn.size, 16);
-            assert_eq!(turn.started, i % 16, "request {i}");
+            assert_eq!(turn.size, 64);
+            assert_eq!(turn.started, i % 64, "request {i}");
         }
         // a fixed size of 0 has no turns: nothing is counted
         let mut all = Turn::default();
