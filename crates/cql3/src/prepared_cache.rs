@@ -41,8 +41,8 @@ impl Hasher for IdHasher {
         for chunk in bytes.chunks(8) {
             let mut b = [0u8; 8];
             b[..chunk.len()].copy_from_slice(chunk);
-            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(b))
-                .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            self.0 =
+                (self.0.rotate_left(5) ^ u64::from_le_bytes(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         }
     }
     fn write_usize(&mut self, _len: usize) {
@@ -196,7 +196,10 @@ mod tests {
         // 1 is the least recently used in the LRU: it goes
         c.get_shared(&id(2));
         assert!(c.put(id(3), Arc::new(3)));
-        assert!(c.get(&id(1)).is_none(), "evicted, not served from the thread's map");
+        assert!(
+            c.get(&id(1)).is_none(),
+            "evicted, not served from the thread's map"
+        );
         assert_eq!(c.get(&id(2)).as_deref(), Some(&2));
         assert_eq!(c.get(&id(3)).as_deref(), Some(&3));
         assert_eq!(c.len(), 2);

@@ -72,7 +72,9 @@ pub struct Outcome {
     pub body: ResultBody,
     pub warnings: Vec<String>,
     /// A schema change to announce to registered clients.
-    pub event: Option<SchemaChange>,
+    /// (Boxed: rare, and an outcome is moved up through every layer of
+    /// its request.)
+    pub event: Option<Box<SchemaChange>>,
 }
 
 impl Outcome {
@@ -632,14 +634,14 @@ impl QueryProcessor {
         ResultBody::Prepared {
             id: p.id.clone(),
             result_metadata_id: p.result_metadata_id.clone(),
-            metadata: PreparedMetadata {
+            metadata: Box::new(PreparedMetadata {
                 columns: p.bind_specs.clone(),
                 pk_indexes: p.pk_indexes.clone(),
-            },
-            result_metadata: RowsMetadata {
+            }),
+            result_metadata: Box::new(RowsMetadata {
                 columns: p.result_columns.clone().into(),
                 ..Default::default()
-            },
+            }),
         }
     }
 
@@ -2176,7 +2178,7 @@ impl QueryProcessor {
         if let Some(cb) = self.on_schema_change.read().as_ref() {
             cb(&next);
         }
-        let event = ev.clone();
+        let event = ev.clone().map(Box::new);
         Ok(Outcome {
             body: ev.map(ResultBody::SchemaChange).unwrap_or(ResultBody::Void),
             warnings,

@@ -727,7 +727,10 @@ mod tests {
         assert_eq!(s.max, 100_000.0);
         // the next minute still sees them; two minutes on, only the count
         let (next, recent) = t.snapshot_in_minute(6);
-        assert_eq!((next.quantiles, next.max, recent), (s.quantiles, s.max, 100));
+        assert_eq!(
+            (next.quantiles, next.max, recent),
+            (s.quantiles, s.max, 100)
+        );
         t.record_in_minute(7, 7);
         let (later, recent) = t.snapshot_in_minute(7);
         assert_eq!((later.count, recent), (101, 1));

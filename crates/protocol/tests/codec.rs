@@ -788,14 +788,14 @@ fn sample_responses(version: u8) -> Vec<Response> {
             } else {
                 Bytes::new()
             },
-            metadata: PreparedMetadata {
+            metadata: Box::new(PreparedMetadata {
                 columns: cols.clone(),
                 pk_indexes: if version >= 4 { vec![0] } else { vec![] },
-            },
-            result_metadata: RowsMetadata {
+            }),
+            result_metadata: Box::new(RowsMetadata {
                 columns: mixed.into(),
                 ..RowsMetadata::default()
-            },
+            }),
         }),
         Response::Result(ResultBody::Prepared {
             id: b(&[1; 16]),
@@ -804,8 +804,8 @@ fn sample_responses(version: u8) -> Vec<Response> {
             } else {
                 Bytes::new()
             },
-            metadata: PreparedMetadata::default(),
-            result_metadata: RowsMetadata::default(),
+            metadata: Box::new(PreparedMetadata::default()),
+            result_metadata: Box::new(RowsMetadata::default()),
         }),
         Response::Result(ResultBody::SchemaChange(schema(
             SchemaChangeTarget::Keyspace,
@@ -987,14 +987,14 @@ fn prepared_metadata_exact_bytes_v4_has_pk_indexes() {
     let resp = Response::Result(ResultBody::Prepared {
         id: b(&[0xAA]),
         result_metadata_id: b(&[0xBB]),
-        metadata: PreparedMetadata {
+        metadata: Box::new(PreparedMetadata {
             columns: vec![col("k", CqlType::Int)],
             pk_indexes: vec![0],
-        },
-        result_metadata: RowsMetadata {
+        }),
+        result_metadata: Box::new(RowsMetadata {
             no_metadata: true,
             ..RowsMetadata::default()
-        },
+        }),
     });
     let mut v4 = Vec::new();
     resp.encode_body(4, &mut v4);

@@ -261,9 +261,10 @@ impl Connection {
             })
             .await?
         {
-            Response::Result(ResultBody::Prepared { id, metadata, .. }) => {
-                Ok(Prepared { id, metadata })
-            }
+            Response::Result(ResultBody::Prepared { id, metadata, .. }) => Ok(Prepared {
+                id,
+                metadata: *metadata,
+            }),
             other => Err(ClientError::Protocol(format!(
                 "unexpected answer to PREPARE: {other:?}"
             ))),

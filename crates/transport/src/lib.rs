@@ -916,7 +916,7 @@ impl Conn {
                     // before it runs (Cassandra's order)
                     o.warnings.append(&mut warned);
                     if let Some(ev) = o.event {
-                        let _ = server.events.send(Event::SchemaChange(ev));
+                        let _ = server.events.send(Event::SchemaChange(*ev));
                     }
                     // only a client that asked learns the session
                     let id = trace
@@ -981,8 +981,7 @@ impl Conn {
         if is_use {
             // USE changes connection state: finish it before reading further requests
             fut.await;
-            self.info
-                .set_keyspace(self.client.lock().keyspace.clone());
+            self.info.set_keyspace(self.client.lock().keyspace.clone());
         } else {
             // polled once here: a request done at once (a read served from
             // memory) needs no task of its own. One that waits is spawned;
