@@ -311,7 +311,9 @@ impl QueryProcessor {
         self.prepared_evicted.get()
     }
 
-    pub fn get_prepared(&self, id: &Bytes) -> Option<Arc<Prepared>> {
+    /// (A count of the calling thread's own on the statement: see
+    /// [`PreparedCache`](crate::prepared_cache::PreparedCache).)
+    pub fn get_prepared(&self, id: &Bytes) -> Option<Arc<Arc<Prepared>>> {
         self.prepared.get(id)
     }
 

@@ -349,7 +349,7 @@ impl Server {
         let writer = tokio::spawn(write_loop);
         let budget = self.limits.response_bytes_per_connection;
         let mut conn = Conn {
-            server: self.clone(),
+            server: Arc::new(self.clone()),
             version: 0,
             compression: None,
             v5_framing: false,
@@ -597,7 +597,10 @@ struct Held {
 }
 
 struct Conn {
-    server: Arc<Server>,
+    /// The server, behind a count of the connection's own: each request
+    /// holds the server while it runs, and a count shared by every
+    /// connection would be written from every event loop twice a request.
+    server: Arc<Arc<Server>>,
     version: u8,
     compression: Option<Compression>,
     v5_framing: bool,
