@@ -600,6 +600,7 @@ struct Conn {
     /// The server, behind a count of the connection's own: each request
     /// holds the server while it runs, and a count shared by every
     /// connection would be written from every event loop twice a request.
+    #[allow(clippy::redundant_allocation)] // the outer count is the point
     server: Arc<Arc<Server>>,
     version: u8,
     compression: Option<Compression>,
