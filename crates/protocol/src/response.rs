@@ -533,6 +533,11 @@ thread_local! {
 /// them after that (the names, the types and the comparisons that find a
 /// global table spec were 3% of a read's instructions, every time the same).
 fn encoded_specs(columns: &std::sync::Arc<[ColumnSpec]>, version: u8) -> (bool, std::rc::Rc<[u8]>) {
+    // columns no one else holds are one response's (an unprepared
+    // statement's): encoded as they are, not kept in place of a statement's
+    if std::sync::Arc::strong_count(columns) == 1 {
+        return encode_specs(columns, version);
+    }
     ENCODED_SPECS.with(|cache| {
         let mut cache = cache.borrow_mut();
         if let Some(e) = cache
@@ -541,21 +546,26 @@ fn encoded_specs(columns: &std::sync::Arc<[ColumnSpec]>, version: u8) -> (bool, 
         {
             return (e.global, e.bytes.clone());
         }
-        let global = global_spec(columns);
-        let mut bytes = Vec::new();
-        write_specs(columns, global, version, &mut bytes);
-        let bytes: std::rc::Rc<[u8]> = bytes.into();
+        let (global, bytes) = encode_specs(columns, version);
         if cache.len() >= ENCODED_SPECS_KEPT {
             cache.pop_front();
         }
         cache.push_back(EncodedSpecs {
             columns: columns.clone(),
             version,
-            global: global.is_some(),
+            global,
             bytes: bytes.clone(),
         });
-        (global.is_some(), bytes)
+        (global, bytes)
     })
+}
+
+/// Whether `columns` share one table spec, and their [`write_specs`].
+fn encode_specs(columns: &[ColumnSpec], version: u8) -> (bool, std::rc::Rc<[u8]>) {
+    let global = global_spec(columns);
+    let mut bytes = Vec::new();
+    write_specs(columns, global, version, &mut bytes);
+    (global.is_some(), bytes.into())
 }
 
 fn read_specs(

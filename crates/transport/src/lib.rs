@@ -1047,7 +1047,7 @@ fn options_of(p: sibyl_protocol::QueryParameters) -> QueryOptions {
 
 /// Cassandra's warning about `USE` with prepared statements, once per
 /// connection.
-async fn use_warning(
+fn use_warning(
     client: &parking_lot::Mutex<ClientState>,
     id: &[u8],
     statement_keyspace: Option<&str>,
@@ -1217,7 +1217,7 @@ impl Server {
         let mut warnings = Vec::new();
         if !p.statement.statement.is_fully_qualified() {
             let id = sibyl_cql3::query::prepared_id(&query, c.keyspace.as_deref());
-            warnings.extend(use_warning(client, &id, c.keyspace.as_deref()).await);
+            warnings.extend(use_warning(client, &id, c.keyspace.as_deref()));
         }
         Ok(Outcome {
             body: qp.prepared_result(&p),
@@ -1250,7 +1250,7 @@ impl Server {
             && c.keyspace != p.keyspace
             && !matches!(p.statement.statement, Statement::Batch(_))
         {
-            use_warning(client, &id, p.keyspace.as_deref()).await
+            use_warning(client, &id, p.keyspace.as_deref())
         } else {
             None
         };
