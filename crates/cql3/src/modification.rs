@@ -4,11 +4,13 @@ use crate::error::{Error, Result};
 use crate::restrictions::{analyse, Purpose};
 use crate::terms::{Eval, Val};
 use bytes::Bytes;
-use sibyl_cql::{AssignOp, ColumnTarget, Delete, Insert, Term, Update, UsingClause};
-use sibyl_db::cells::{add_cells, collection_cells, list_path, set_column, WriteParams};
+use sibyl_cql::{AssignOp, ColumnTarget, Delete, Insert, Memo, Term, Update, UsingClause};
+use sibyl_db::cells::{
+    add_cells, collection_cells, list_path, set_column, set_named_column, WriteParams,
+};
 use sibyl_db::{
-    BoundKind, Cell, ClusteringKey, ColumnData, DecoratedKey, DeletionTime, LivenessInfo, Mutation,
-    Partition, RangeTombstone, Row, NO_DELETION_TIME,
+    BoundKind, Cell, ClusteringKey, ColumnData, ColumnName, DecoratedKey, DeletionTime,
+    LivenessInfo, Mutation, Partition, RangeTombstone, Row, NO_DELETION_TIME,
 };
 use sibyl_schema::schema::{ColumnKind, ColumnMetadata, TableMetadata};
 use sibyl_types::{value, CqlType};
@@ -115,10 +117,10 @@ fn undefined(table: &TableMetadata, c: &str) -> Error {
     ))
 }
 
-fn partition_mutation(table: &TableMetadata, key: &Bytes, update: Partition) -> Mutation {
+fn partition_mutation(table: &TableMetadata, key: Bytes, update: Partition) -> Mutation {
     Mutation {
         table_id: table.id,
-        key: DecoratedKey::new(key.clone()),
+        key: DecoratedKey::new(key),
         update,
     }
 }
@@ -144,6 +146,7 @@ pub fn insert(
     ev: &Eval,
     default_ts: i64,
     now: i32,
+    memo: &Memo,
 ) -> Result<Vec<Mutation>> {
     if table.is_counter {
         return Err(Error::Invalid(
@@ -152,7 +155,7 @@ pub fn insert(
     }
     let wp = write_params(table, &ins.using, ev, default_ts, now)?;
     let Some(json) = &ins.json else {
-        return insert_values(table, ins, ev, wp, now, false);
+        return insert_values(table, ins, ev, wp, now, false, memo);
     };
     // Cassandra's INSERT JSON names every column, a static-compact table's
     // hidden clustering column too, which no statement may name
@@ -181,7 +184,15 @@ pub fn insert(
         ..ins.clone()
     };
     let bound = crate::terms::Bindings { values: &values };
-    insert_values(table, &synthetic, &Eval { bindings: &bound }, wp, now, true)
+    insert_values(
+        table,
+        &synthetic,
+        &Eval { bindings: &bound },
+        wp,
+        now,
+        true,
+        memo,
+    )
 }
 
 /// The values of an INSERT JSON document, one per table column in order.
@@ -273,7 +284,9 @@ fn json_values(
     Ok(values)
 }
 
-/// INSERT with columns and values.
+/// INSERT with columns and values. The statement's checks against the
+/// table are its [`InsertPlan`]: made on the first execution of a prepared
+/// statement and kept in its memo for that table.
 fn insert_values(
     table: &Arc<TableMetadata>,
     ins: &Insert,
@@ -281,187 +294,266 @@ fn insert_values(
     wp: WriteParams,
     now: i32,
     json: bool,
+    memo: &Memo,
 ) -> Result<Vec<Mutation>> {
-    if ins.columns.len() != ins.values.len() {
-        return Err(Error::Invalid("Unmatched column names/values".into()));
-    }
-    // (compared pairwise: a statement names a few columns, and this runs on
-    // every execution)
-    if ins
-        .columns
-        .iter()
-        .enumerate()
-        .any(|(i, c)| ins.columns[..i].contains(c))
-    {
-        return Err(Error::Invalid(
-            "The column names contains duplicates".into(),
-        ));
-    }
-    // column by column, as Cassandra prepares them: the column, then the
-    // value of one outside the primary key (its operation); the columns and
-    // those values are kept for building the row below
-    // (on the stack for a statement of up to eight columns: this runs on
-    // every execution)
-    let mut cols = smallvec::SmallVec::<[_; 8]>::with_capacity(ins.columns.len());
-    let mut vals = smallvec::SmallVec::<[_; 8]>::with_capacity(ins.columns.len());
-    for (c, term) in ins.columns.iter().zip(&ins.values) {
-        let col = table.column(c).ok_or_else(|| undefined(table, c))?;
-        vals.push(if col.kind.is_primary_key() {
-            None
-        } else {
-            Some(ev.value(term, &col.typ, c)?)
-        });
-        cols.push(col);
-    }
-    let find = |name: &str| ins.columns.iter().position(|c| c == name);
-    let mut pk = smallvec::SmallVec::<[_; 2]>::new();
-    let mut missing = Vec::new();
-    for c in table.partition_key() {
-        match find(&c.name) {
-            Some(i) => pk.push(key_value(
-                ev,
-                &ins.values[i],
-                c,
-                table.partition_key_count > 1,
-            )?),
-            None => missing.push(c.name.clone()),
+    let made;
+    let plan = match memo.get::<(Arc<TableMetadata>, InsertPlan)>() {
+        Some((of, plan)) if Arc::ptr_eq(of, table) => plan,
+        _ => {
+            made = match InsertPlan::new(table, ins, json, None) {
+                Ok(plan) => plan,
+                // the checks again with the values: a value's error comes
+                // before a later column's, as Cassandra prepares them
+                Err(e) => {
+                    return Err(InsertPlan::new(table, ins, json, Some(ev))
+                        .err()
+                        .unwrap_or(e))
+                }
+            };
+            memo.set_with(|| (table.clone(), made.clone()));
+            &made
         }
-    }
-    if !missing.is_empty() {
-        return Err(Error::Invalid(format!(
-            "Some partition key parts are missing: {}",
-            missing.join(", ")
-        )));
-    }
-    let mut ck = Vec::new();
-    for c in table.clustering() {
-        match find(&c.name) {
-            Some(i) => ck.push(key_value(ev, &ins.values[i], c, true)?),
-            None => missing.push(c.name.clone()),
+    };
+    plan.mutations(table, ins, ev, &wp, now)
+}
+
+/// An INSERT's column list checked against a table: the column each value
+/// goes to, where the key's parts are, whether the row gets a marker. It
+/// depends on the statement and the table only.
+#[derive(Clone, Debug)]
+pub struct InsertPlan {
+    /// Per value: its column's place in the table, and its name in rows.
+    columns: smallvec::SmallVec<[(usize, ColumnName); 8]>,
+    /// Per partition key column, in key order: the place of its value.
+    partition_key: smallvec::SmallVec<[usize; 2]>,
+    /// Per clustering column given, in clustering order (a prefix of the
+    /// clustering): the place of its value.
+    clustering: smallvec::SmallVec<[usize; 4]>,
+    /// Only static columns and no clustering: the partition's static row.
+    static_only: bool,
+    /// The row gets a row marker (a COMPACT STORAGE row mostly has none).
+    marker: bool,
+}
+
+impl InsertPlan {
+    /// Cassandra's checks of an INSERT, in its order. With `ev`, the values
+    /// are evaluated where Cassandra would (and dropped), so that the first
+    /// error is the one Cassandra gives.
+    fn new(table: &TableMetadata, ins: &Insert, json: bool, ev: Option<&Eval>) -> Result<Self> {
+        if ins.columns.len() != ins.values.len() {
+            return Err(Error::Invalid("Unmatched column names/values".into()));
         }
-    }
-    let only_static = cols
-        .iter()
-        .all(|c| c.kind != ColumnKind::Regular && c.kind != ColumnKind::Clustering)
-        && cols.iter().any(|c| c.kind == ColumnKind::Static);
-    if only_static && ck.is_empty() {
-        missing.clear();
-    }
-    // a dense COMPACT STORAGE table takes a row under a clustering prefix
-    // (its missing clustering columns read as null)
-    if table.is_dense() && !ck.is_empty() {
-        let given: Vec<bool> = table
-            .clustering()
+        if ins
+            .columns
             .iter()
-            .map(|c| find(&c.name).is_some())
-            .collect();
-        if let Some(gap) = given.iter().position(|g| !g) {
-            if let Some(after) = given[gap..].iter().position(|g| *g) {
-                return Err(Error::Invalid(format!(
-                    "PRIMARY KEY column \"{}\" cannot be restricted as preceding column \"{}\" is not restricted",
-                    table.clustering()[gap + after].name,
-                    table.clustering()[gap].name
-                )));
+            .enumerate()
+            .any(|(i, c)| ins.columns[..i].contains(c))
+        {
+            return Err(Error::Invalid(
+                "The column names contains duplicates".into(),
+            ));
+        }
+        // column by column, as Cassandra prepares them: the column, then the
+        // value of one outside the primary key (its operation)
+        let mut columns = smallvec::SmallVec::with_capacity(ins.columns.len());
+        for (c, term) in ins.columns.iter().zip(&ins.values) {
+            let i = table.column_index(c).ok_or_else(|| undefined(table, c))?;
+            let col = &table.columns[i];
+            if let (Some(ev), false) = (ev, col.kind.is_primary_key()) {
+                ev.value(term, &col.typ, c)?;
+            }
+            columns.push((i, ColumnName::new(&col.name)));
+        }
+        let find = |name: &str| ins.columns.iter().position(|c| c == name);
+        let mut partition_key = smallvec::SmallVec::new();
+        let mut missing = Vec::new();
+        for c in table.partition_key() {
+            match find(&c.name) {
+                Some(i) => {
+                    if let Some(ev) = ev {
+                        key_value(ev, &ins.values[i], c, table.partition_key_count > 1)?;
+                    }
+                    partition_key.push(i)
+                }
+                None => missing.push(c.name.clone()),
             }
         }
-        missing.clear();
-    }
-    if !missing.is_empty() {
-        return Err(Error::Invalid(format!(
-            "Some clustering keys are missing: {}",
-            missing.join(", ")
-        )));
-    }
-    if let Some(cs) = &table.compact {
-        // a static-compact row is its declared (static) columns: naming
-        // none of them leaves Cassandra's hidden clustering column unset
-        if let Some(hidden) = &cs.hidden_clustering {
-            if ins
-                .columns
+        if !missing.is_empty() {
+            return Err(Error::Invalid(format!(
+                "Some partition key parts are missing: {}",
+                missing.join(", ")
+            )));
+        }
+        let mut clustering = smallvec::SmallVec::new();
+        for c in table.clustering() {
+            match find(&c.name) {
+                Some(i) => {
+                    if let Some(ev) = ev {
+                        key_value(ev, &ins.values[i], c, true)?;
+                    }
+                    clustering.push(i)
+                }
+                None => missing.push(c.name.clone()),
+            }
+        }
+        let kinds = || {
+            columns
                 .iter()
-                .all(|c| table.column(c).is_some_and(|c| c.kind.is_primary_key()))
-            {
-                return Err(Error::Invalid(format!(
-                    "Some clustering keys are missing: {hidden}"
-                )));
-            }
+                .map(|(i, _): &(usize, ColumnName)| table.columns[*i].kind)
+        };
+        let static_only = clustering.is_empty()
+            && kinds().all(|k| k != ColumnKind::Regular && k != ColumnKind::Clustering)
+            && kinds().any(|k| k == ColumnKind::Static);
+        if static_only {
+            missing.clear();
         }
-        if cs.hidden_value.is_none() {
-            if let Some(value) = table.regular_and_static().first() {
-                if !ins.columns.contains(&value.name) {
+        // a dense COMPACT STORAGE table takes a row under a clustering prefix
+        // (its missing clustering columns read as null)
+        if table.is_dense() && !clustering.is_empty() {
+            let given: Vec<bool> = table
+                .clustering()
+                .iter()
+                .map(|c| find(&c.name).is_some())
+                .collect();
+            if let Some(gap) = given.iter().position(|g| !g) {
+                if let Some(after) = given[gap..].iter().position(|g| *g) {
                     return Err(Error::Invalid(format!(
-                        "Column {} is mandatory for this COMPACT STORAGE table",
-                        value.name
+                        "PRIMARY KEY column \"{}\" cannot be restricted as preceding column \"{}\" is not restricted",
+                        table.clustering()[gap + after].name,
+                        table.clustering()[gap].name
                     )));
                 }
             }
+            missing.clear();
         }
+        if !missing.is_empty() {
+            return Err(Error::Invalid(format!(
+                "Some clustering keys are missing: {}",
+                missing.join(", ")
+            )));
+        }
+        if let Some(cs) = &table.compact {
+            // a static-compact row is its declared (static) columns: naming
+            // none of them leaves Cassandra's hidden clustering column unset
+            if let Some(hidden) = &cs.hidden_clustering {
+                if kinds().all(|k| k.is_primary_key()) {
+                    return Err(Error::Invalid(format!(
+                        "Some clustering keys are missing: {hidden}"
+                    )));
+                }
+            }
+            if cs.hidden_value.is_none() {
+                if let Some(value) = table.regular_and_static().first() {
+                    if !ins.columns.contains(&value.name) {
+                        return Err(Error::Invalid(format!(
+                            "Column {} is mandatory for this COMPACT STORAGE table",
+                            value.name
+                        )));
+                    }
+                }
+            }
+        }
+        if table.is_counter {
+            return Err(Error::Invalid(
+                "INSERT statements are not allowed on counter tables, use UPDATE instead".into(),
+            ));
+        }
+        // a COMPACT STORAGE row has no row marker: it lives while a cell does
+        // (a dense table without a value column writes the marker in place of
+        // Cassandra's empty value cell, which INSERT JSON writes null)
+        let marker = table
+            .compact
+            .as_ref()
+            .is_none_or(|c| !json && c.hidden_value.as_ref().is_some_and(|(_, t)| t == "empty"));
+        Ok(InsertPlan {
+            columns,
+            partition_key,
+            clustering,
+            static_only,
+            marker,
+        })
     }
-    if table.is_counter {
-        return Err(Error::Invalid(
-            "INSERT statements are not allowed on counter tables, use UPDATE instead".into(),
-        ));
-    }
-    let key = sibyl_db::cells::make_partition_key(&pk);
-    check_key_size(&key)?;
-    // a COMPACT STORAGE row has no row marker: it lives while a cell does
-    // (a dense table without a value column writes the marker in place of
-    // Cassandra's empty value cell, which INSERT JSON writes null)
-    let marker = table
-        .compact
-        .as_ref()
-        .is_none_or(|c| !json && c.hidden_value.as_ref().is_some_and(|(_, t)| t == "empty"));
-    let mut row = Row {
-        liveness: marker.then_some(LivenessInfo {
-            timestamp: wp.timestamp,
-            ttl: wp.ttl,
-            local_expiration_time: if wp.ttl > 0 {
-                now.saturating_add(wp.ttl)
+
+    /// The statement's mutation with these values: the values outside the
+    /// primary key, then the key's, in Cassandra's order.
+    fn mutations(
+        &self,
+        table: &TableMetadata,
+        ins: &Insert,
+        ev: &Eval,
+        wp: &WriteParams,
+        now: i32,
+    ) -> Result<Vec<Mutation>> {
+        // (on the stack for a statement of up to eight columns: this runs on
+        // every execution)
+        let mut vals = smallvec::SmallVec::<[_; 8]>::with_capacity(self.columns.len());
+        for ((i, _), term) in self.columns.iter().zip(&ins.values) {
+            let col = &table.columns[*i];
+            vals.push(if col.kind.is_primary_key() {
+                None
             } else {
-                NO_DELETION_TIME
-            },
-        }),
-        ..Default::default()
-    };
-    let mut static_row = Row::default();
-    for ((c, col), v) in ins.columns.iter().zip(&cols).zip(vals) {
-        // (the values of the primary key's columns are not kept)
-        let Some(v) = v else { continue };
-        if v == Val::Unset {
-            continue;
+                Some(ev.value(term, &col.typ, &col.name)?)
+            });
         }
-        let target = if col.kind == ColumnKind::Static {
-            &mut static_row
-        } else {
-            &mut row
+        let compound = table.partition_key_count > 1;
+        let pk = self
+            .partition_key
+            .iter()
+            .zip(table.partition_key())
+            .map(|(i, c)| key_value(ev, &ins.values[*i], c, compound))
+            .collect::<Result<smallvec::SmallVec<[_; 2]>>>()?;
+        let ck = self
+            .clustering
+            .iter()
+            .zip(table.clustering())
+            .map(|(i, c)| key_value(ev, &ins.values[*i], c, true))
+            .collect::<Result<Vec<_>>>()?;
+        let key = sibyl_db::cells::make_partition_key(&pk);
+        check_key_size(&key)?;
+        let mut row = Row {
+            liveness: self.marker.then_some(LivenessInfo {
+                timestamp: wp.timestamp,
+                ttl: wp.ttl,
+                local_expiration_time: if wp.ttl > 0 {
+                    now.saturating_add(wp.ttl)
+                } else {
+                    NO_DELETION_TIME
+                },
+            }),
+            ..Default::default()
         };
-        set_column(target, c, &col.typ, v.bytes(), &wp).map_err(Error::Invalid)?;
-    }
-    let mut p = Partition::new();
-    if only_static && ck.is_empty() {
-        static_row.liveness = row.liveness;
-        p.static_row = Some(Box::new(static_row));
-        return Ok(vec![partition_mutation(table, &key, p)]);
-    }
-    if !static_row.cells.is_empty() {
-        p.static_row = Some(Box::new(static_row));
-    }
-    if table.clustering_count == 0 {
-        // the row lives in the single, empty clustering
-        p.rows.insert(
-            ClusteringKey::row(Vec::new(), table.comparator.clone()),
-            row,
-        );
-    } else {
+        let mut static_row = Row::default();
+        for ((i, name), v) in self.columns.iter().zip(vals) {
+            // (the values of the primary key's columns are not kept)
+            let Some(v) = v else { continue };
+            if v == Val::Unset {
+                continue;
+            }
+            let col = &table.columns[*i];
+            let target = if col.kind == ColumnKind::Static {
+                &mut static_row
+            } else {
+                &mut row
+            };
+            set_named_column(target, *name, &col.typ, v.bytes(), wp).map_err(Error::Invalid)?;
+        }
+        let mut p = Partition::new();
+        if self.static_only {
+            static_row.liveness = row.liveness;
+            p.static_row = Some(Box::new(static_row));
+            return Ok(vec![partition_mutation(table, key, p)]);
+        }
+        if !static_row.cells.is_empty() {
+            p.static_row = Some(Box::new(static_row));
+        }
+        // (a table without clustering columns: the row lives in the single,
+        // empty clustering)
         p.rows
             .insert(ClusteringKey::row(ck, table.comparator.clone()), row);
+        Ok(vec![partition_mutation(table, key, p)])
     }
-    Ok(vec![partition_mutation(table, &key, p)])
 }
 
-/// A primary key value of an INSERT; `empty_ok`: an empty value is legal
-/// (a clustering value, a component of a composite partition key, whose
-/// encoding is never empty).
 /// A map key or set element naming a cell (`m[k]`, `s[e]`): neither null
 /// nor unset (`Invalid null map key`, `Invalid unset set element`).
 fn element_key(ev: &Eval, term: &Term, t: &CqlType, receiver: &str, what: &str) -> Result<Bytes> {
@@ -472,6 +564,9 @@ fn element_key(ev: &Eval, term: &Term, t: &CqlType, receiver: &str, what: &str) 
     }
 }
 
+/// A primary key value of an INSERT; `empty_ok`: an empty value is legal
+/// (a clustering value, a component of a composite partition key, whose
+/// encoding is never empty).
 fn key_value(ev: &Eval, term: &Term, c: &ColumnMetadata, empty_ok: bool) -> Result<Bytes> {
     match ev.value(term, &c.typ, &c.name)? {
         Val::Set(b) => {
@@ -593,7 +688,7 @@ pub fn update(
         }
         // (a transaction's update, even empty, names its partition)
         if !p.is_empty() || up.conditions != sibyl_cql::Conditions::None {
-            out.push(partition_mutation(table, key, p));
+            out.push(partition_mutation(table, key.clone(), p));
         }
     }
     Ok(out)
@@ -1128,7 +1223,7 @@ pub fn delete(
                     .insert(ClusteringKey::row(ck, table.comparator.clone()), row);
             }
         }
-        out.push(partition_mutation(table, key, p));
+        out.push(partition_mutation(table, key.clone(), p));
     }
     let _ = BoundKind::Row;
     Ok(out)
@@ -2004,10 +2099,140 @@ fn jackson_map(text: &str) -> std::result::Result<usize, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::jackson_map;
+    use super::*;
+    use sibyl_protocol::Value;
+
+    fn column(name: &str, typ: CqlType, kind: ColumnKind, position: i32) -> ColumnMetadata {
+        ColumnMetadata {
+            name: name.into(),
+            typ,
+            kind,
+            position,
+            reversed: false,
+        }
+    }
+
+    /// `ks.t (k int, c int, s int static, v text, PRIMARY KEY (k, c))`
+    fn table() -> Arc<TableMetadata> {
+        Arc::new(TableMetadata::new(
+            "ks",
+            "t",
+            uuid::Uuid::nil(),
+            vec![
+                column("k", CqlType::Int, ColumnKind::PartitionKey, 0),
+                column("c", CqlType::Int, ColumnKind::Clustering, 0),
+                column("s", CqlType::Int, ColumnKind::Static, -1),
+                column("v", CqlType::Text, ColumnKind::Regular, -1),
+            ],
+            Default::default(),
+        ))
+    }
+
+    fn insert_of(cql: &str) -> Insert {
+        match sibyl_cql::parse_statement(cql).unwrap().statement {
+            sibyl_cql::Statement::Insert(i) => *i,
+            other => panic!("not an insert: {other:?}"),
+        }
+    }
+
+    fn run(t: &Arc<TableMetadata>, ins: &Insert, values: &[Value], memo: &Memo) -> Result<String> {
+        let bindings = crate::terms::Bindings { values };
+        let ev = Eval {
+            bindings: &bindings,
+        };
+        insert(t, ins, &ev, 7, 100, memo).map(|m| format!("{m:?}"))
+    }
+
+    fn int(i: i32) -> Value {
+        Value::Set(Bytes::copy_from_slice(&i.to_be_bytes()))
+    }
+
+    #[test]
+    fn a_kept_insert_plan_writes_what_a_fresh_one_writes() {
+        let t = table();
+        let ins = insert_of("INSERT INTO ks.t (v, c, k, s) VALUES (?, ?, ?, ?)");
+        let kept = Memo::kept();
+        for (k, v) in [(1, "a"), (2, "b"), (3, "c")] {
+            let values = [Value::Set(Bytes::from(v)), int(k * 10), int(k), int(-k)];
+            let fresh = run(&t, &ins, &values, &Memo::default()).unwrap();
+            assert_eq!(run(&t, &ins, &values, &kept).unwrap(), fresh);
+            assert!(fresh.contains(&format!("{:?}", Bytes::from(v))), "{fresh}");
+        }
+        assert!(kept.get::<(Arc<TableMetadata>, InsertPlan)>().is_some());
+        // a plan made for another table (one altered since) is not used
+        let altered = table();
+        let values = [Value::Unset, int(1), int(2), int(3)];
+        assert_eq!(
+            run(&altered, &ins, &values, &kept).unwrap(),
+            run(&altered, &ins, &values, &Memo::default()).unwrap()
+        );
+        // static columns only, and no clustering: the static row
+        let statics = insert_of("INSERT INTO ks.t (k, s) VALUES (?, ?)");
+        let kept = Memo::kept();
+        for _ in 0..2 {
+            let m = run(&t, &statics, &[int(1), int(2)], &kept).unwrap();
+            assert!(m.contains("static_row: Some"), "{m}");
+        }
+    }
+
+    #[test]
+    fn an_insert_fails_as_cassandra_orders_its_checks_with_a_plan_or_without() {
+        let t = table();
+        let cases = [
+            // a value's error comes before a later column's
+            (
+                "INSERT INTO ks.t (k, v, x) VALUES (?, ?, ?)",
+                vec![int(1), int(1), int(1)],
+                "Undefined column name x in table ks.t",
+            ),
+            (
+                "INSERT INTO ks.t (k, s, x) VALUES (?, ?, ?)",
+                vec![int(1), Value::Set(Bytes::from_static(b"abc")), int(1)],
+                "Expected 4 or 0 byte int (3)",
+            ),
+            (
+                "INSERT INTO ks.t (k, v) VALUES (?, ?)",
+                vec![int(1), Value::Null],
+                "Some clustering keys are missing: c",
+            ),
+            (
+                "INSERT INTO ks.t (c, v) VALUES (?, ?)",
+                vec![int(1), Value::Null],
+                "Some partition key parts are missing: k",
+            ),
+            (
+                "INSERT INTO ks.t (k, c, k) VALUES (?, ?, ?)",
+                vec![int(1), int(1), int(1)],
+                "The column names contains duplicates",
+            ),
+            // the key's value errors are the value's, each execution
+            (
+                "INSERT INTO ks.t (k, c) VALUES (?, ?)",
+                vec![Value::Null, int(1)],
+                "Invalid null value in condition for column k",
+            ),
+        ];
+        for (cql, values, error) in cases {
+            let ins = insert_of(cql);
+            let kept = Memo::kept();
+            for memo in [&Memo::default(), &kept, &kept] {
+                match run(&t, &ins, &values, memo) {
+                    Err(e) => assert!(e.to_string().contains(error), "{cql}: {e} is not {error}"),
+                    Ok(m) => panic!("{cql}: wrote {m}"),
+                }
+            }
+        }
+        // a plan kept from a good execution, then a value that fails
+        let ins = insert_of("INSERT INTO ks.t (k, c) VALUES (?, ?)");
+        let kept = Memo::kept();
+        run(&t, &ins, &[int(1), int(1)], &kept).unwrap();
+        let e = run(&t, &ins, &[int(1), Value::Unset], &kept).unwrap_err();
+        assert!(e.to_string().contains("Invalid unset value for column c"), "{e}");
+    }
 
     #[test]
     fn insert_json_documents_are_read_as_jackson_reads_them() {
+        use super::jackson_map;
         assert_eq!(jackson_map(r#"{"k": 1} x"#), Ok(8));
         assert_eq!(jackson_map("null"), Ok(4));
         assert_eq!(

@@ -727,6 +727,7 @@ impl QueryProcessor {
                 {
                     let child = BatchChild {
                         statement: &st.statement,
+                        memo: &st.memo,
                         ev: &ev,
                         keyspace: None,
                     };
@@ -743,6 +744,7 @@ impl QueryProcessor {
                 let (_, muts) = self
                     .mutations_of(
                         &st.statement,
+                        &st.memo,
                         client,
                         ks_opt,
                         &ev,
@@ -777,11 +779,15 @@ impl QueryProcessor {
                     ),
                     None => None,
                 };
+                // (the statements of a batch keep nothing: the memo is the
+                // batch's, one for all of them)
+                let none = sibyl_cql::Memo::default();
                 let children: Vec<BatchChild<'_>> = b
                     .statements
                     .iter()
                     .map(|statement| BatchChild {
                         statement,
+                        memo: &none,
                         ev: &ev,
                         keyspace: None,
                     })
@@ -838,6 +844,7 @@ impl QueryProcessor {
     pub async fn mutations_of(
         &self,
         st: &Statement,
+        memo: &sibyl_cql::Memo,
         client: &ClientState,
         ks_opt: Option<&str>,
         ev: &Eval<'_>,
@@ -871,7 +878,7 @@ impl QueryProcessor {
         }
         let build = |read_list: &dyn Fn(&Bytes, &[Bytes], &str) -> modification::ListState| match st
         {
-            Statement::Insert(i) => modification::insert(t, i, ev, default_ts, now),
+            Statement::Insert(i) => modification::insert(t, i, ev, default_ts, now, memo),
             Statement::Update(u) => modification::update(t, u, ev, default_ts, now, read_list),
             Statement::Delete(d) => modification::delete(t, d, ev, default_ts, now, read_list),
             _ => Ok(Vec::new()),
@@ -962,7 +969,16 @@ impl QueryProcessor {
             let ks_opt = c.keyspace.as_deref().or(opts.keyspace.as_deref());
             self.bind_conditions(c, client, ks_opt)?;
             let (_, muts) = self
-                .mutations_of(c.statement, client, ks_opt, c.ev, ts, now, opts.consistency)
+                .mutations_of(
+                    c.statement,
+                    c.memo,
+                    client,
+                    ks_opt,
+                    c.ev,
+                    ts,
+                    now,
+                    opts.consistency,
+                )
                 .await?;
             all.extend(muts);
         }
@@ -1353,7 +1369,16 @@ impl QueryProcessor {
             let ks_opt = c.keyspace.as_deref().or(opts.keyspace.as_deref());
             self.bind_conditions(c, client, ks_opt)?;
             let muts = match self
-                .mutations_of(c.statement, client, ks_opt, c.ev, ts, now, opts.consistency)
+                .mutations_of(
+                    c.statement,
+                    c.memo,
+                    client,
+                    ks_opt,
+                    c.ev,
+                    ts,
+                    now,
+                    opts.consistency,
+                )
                 .await
             {
                 Ok((_, muts)) => muts,
@@ -1368,7 +1393,16 @@ impl QueryProcessor {
                     // without its TTL must fail only where Cassandra waits
                     if let Some(no_ttl) = without_ttl(c.statement) {
                         match self
-                            .mutations_of(&no_ttl, client, ks_opt, c.ev, ts, now, opts.consistency)
+                            .mutations_of(
+                                &no_ttl,
+                                &Default::default(),
+                                client,
+                                ks_opt,
+                                c.ev,
+                                ts,
+                                now,
+                                opts.consistency,
+                            )
                             .await
                         {
                             Err(e) if !applied_only(&e) => return Err(e),
@@ -1382,7 +1416,16 @@ impl QueryProcessor {
                         return Err(e);
                     };
                     match self
-                        .mutations_of(&key_only, client, ks_opt, c.ev, ts, now, opts.consistency)
+                        .mutations_of(
+                            &key_only,
+                            &Default::default(),
+                            client,
+                            ks_opt,
+                            c.ev,
+                            ts,
+                            now,
+                            opts.consistency,
+                        )
                         .await
                     {
                         Ok((_, muts)) => muts,
@@ -1466,7 +1509,9 @@ impl QueryProcessor {
                                 }
                             };
                             update.extend(match st {
-                                Statement::Insert(i) => modification::insert(t, i, ev, ts, now)?,
+                                Statement::Insert(i) => {
+                                    modification::insert(t, i, ev, ts, now, &Default::default())?
+                                }
                                 Statement::Update(u) => {
                                     modification::update(t, u, ev, ts, now, &cells)?
                                 }
@@ -2372,6 +2417,8 @@ They don't yet support SELECT queries with:
 /// One statement of a batch, with its own values and keyspace.
 pub struct BatchChild<'a> {
     pub statement: &'a Statement,
+    /// What the statement's executions keep (a prepared statement's memo).
+    pub memo: &'a sibyl_cql::Memo,
     pub ev: &'a Eval<'a>,
     /// The keyspace a prepared statement was prepared in.
     pub keyspace: Option<String>,

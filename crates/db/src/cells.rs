@@ -86,7 +86,17 @@ pub fn set_column(
     v: Option<&Bytes>,
     wp: &WriteParams,
 ) -> Result<(), String> {
-    let name = ColumnName::new(name);
+    set_named_column(row, ColumnName::new(name), typ, v, wp)
+}
+
+/// [`set_column`] with the name already made (a statement's plan keeps it).
+pub fn set_named_column(
+    row: &mut Row,
+    name: ColumnName,
+    typ: &CqlType,
+    v: Option<&Bytes>,
+    wp: &WriteParams,
+) -> Result<(), String> {
     if typ.is_multi_cell() {
         let deletion = DeletionTime {
             marked_for_delete_at: wp.timestamp - 1,

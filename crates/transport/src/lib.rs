@@ -1323,6 +1323,7 @@ impl Server {
             .zip(&evs)
             .map(|((p, pks, _), ev)| BatchChild {
                 statement: &p.statement,
+                memo: &p.memo,
                 ev,
                 keyspace: b.keyspace.clone().or(pks.clone()),
             })
