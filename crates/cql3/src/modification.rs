@@ -2227,7 +2227,10 @@ mod tests {
         let kept = Memo::kept();
         run(&t, &ins, &[int(1), int(1)], &kept).unwrap();
         let e = run(&t, &ins, &[int(1), Value::Unset], &kept).unwrap_err();
-        assert!(e.to_string().contains("Invalid unset value for column c"), "{e}");
+        assert!(
+            e.to_string().contains("Invalid unset value for column c"),
+            "{e}"
+        );
     }
 
     #[test]
