@@ -178,7 +178,7 @@ commands: write | read | mixed ratio(write=N,read=M) | counter_write [add=DIST] 
   n=COUNT  duration=TIME  cl=LEVEL  no-warmup
   -rate threads=N [throttle=N/s | fixed=N/s] | threads>=A threads<=B [auto]
   -node HOST[,HOST]   -port native=PORT
-  -mode native cql3 prepared|unprepared [user=NAME password=SECRET] [compression=lz4|snappy|none]
+  -mode native cql3 prepared|unprepared [user=NAME password=SECRET] [compression=lz4|snappy|none] [connectionsPerHost=2]
   -pop seq=A..B | dist=DIST       -col n=DIST size=DIST
   -schema replication(factor=N) compaction(strategy=NAME)
   -log file=FILE interval=TIME hdrfile=FILE   -graph file=FILE.html title=T revision=R   -errors [retries=N] [ignore]
@@ -455,9 +455,11 @@ async fn run_async(
         password: o.password.clone(),
         compression: o.compression,
     };
-    let mut cluster = Cluster::connect(&o.nodes, o.port, 2, &copts).await?;
+    let mut cluster = Cluster::connect(&o.nodes, o.port, o.connections_per_host, &copts).await?;
     if !o.whitelist {
-        let found = cluster.discover(o.port, 2, &copts).await;
+        let found = cluster
+            .discover(o.port, o.connections_per_host, &copts)
+            .await;
         if found > 0 {
             println!("Found {found} more nodes in the cluster");
         }
