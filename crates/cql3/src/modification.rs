@@ -1,7 +1,7 @@
 //! INSERT, UPDATE and DELETE: from statement to mutations.
 
 use crate::error::{Error, Result};
-use crate::restrictions::{analyse, Purpose};
+use crate::restrictions::{analyse, check_clustering_prefix, preceding_not_restricted, Purpose};
 use crate::terms::{Eval, Val};
 use bytes::Bytes;
 use sibyl_cql::{AssignOp, ColumnTarget, Delete, Insert, Memo, Term, Update, UsingClause};
@@ -415,15 +415,7 @@ impl InsertPlan {
                 .iter()
                 .map(|c| find(&c.name).is_some())
                 .collect();
-            if let Some(gap) = given.iter().position(|g| !g) {
-                if let Some(after) = given[gap..].iter().position(|g| *g) {
-                    return Err(Error::Invalid(format!(
-                        "PRIMARY KEY column \"{}\" cannot be restricted as preceding column \"{}\" is not restricted",
-                        table.clustering()[gap + after].name,
-                        table.clustering()[gap].name
-                    )));
-                }
-            }
+            check_clustering_prefix(table, &given)?;
             missing.clear();
         }
         if !missing.is_empty() {
@@ -1520,15 +1512,7 @@ pub fn check_where(
             let given: Vec<bool> = (0..table.clustering_count)
                 .map(|k| restricted.contains_key(&(pk_n + k)))
                 .collect();
-            if let Some(gap) = given.iter().position(|g| !g) {
-                if let Some(after) = given[gap..].iter().position(|g| *g) {
-                    return Err(Error::Invalid(format!(
-                        "PRIMARY KEY column \"{}\" cannot be restricted as preceding column \"{}\" is not restricted",
-                        table.clustering()[gap + after].name,
-                        table.clustering()[gap].name
-                    )));
-                }
-            }
+            check_clustering_prefix(table, &given)?;
         } else if !only_static && !unrestricted.is_empty() {
             return Err(Error::Invalid(format!(
                 "Some clustering keys are missing: {}",
@@ -1538,11 +1522,10 @@ pub fn check_where(
     } else {
         for (k, (i, _)) in ck.iter().enumerate() {
             if *i != pk_n + k {
-                return Err(Error::Invalid(format!(
-                    "PRIMARY KEY column \"{}\" cannot be restricted as preceding column \"{}\" is not restricted",
-                    table.columns[*i].name,
-                    table.columns[pk_n + k].name
-                )));
+                return Err(preceding_not_restricted(
+                    &table.columns[*i].name,
+                    &table.columns[pk_n + k].name,
+                ));
             }
         }
     }

@@ -70,6 +70,29 @@ impl Restrictions {
     }
 }
 
+/// Cassandra's error for a clustering (or partition) key column restricted
+/// while one before it is not.
+pub(crate) fn preceding_not_restricted(col: &str, prev: &str) -> Error {
+    Error::Invalid(format!(
+        "PRIMARY KEY column \"{col}\" cannot be restricted as preceding column \"{prev}\" is not restricted"
+    ))
+}
+
+/// A dense COMPACT STORAGE table takes a row under a clustering prefix:
+/// `given` says which clustering columns have a value; a gap before one
+/// that has is refused.
+pub(crate) fn check_clustering_prefix(table: &TableMetadata, given: &[bool]) -> Result<()> {
+    if let Some(gap) = given.iter().position(|g| !g) {
+        if let Some(after) = given[gap..].iter().position(|g| *g) {
+            return Err(preceding_not_restricted(
+                &table.clustering()[gap + after].name,
+                &table.clustering()[gap].name,
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn rhs_values(ev: &Eval, rel: &Relation, col: &str, t: &CqlType) -> Result<Vec<Bytes>> {
     rhs_values_or(ev, rel, col, t, &|| null_in_condition(col))
 }
@@ -813,10 +836,7 @@ pub fn analyse(
                     .find(|&i| ck_eq[i].is_none())
                     .unwrap_or(j.saturating_sub(1))]
                 .name;
-                return Err(Error::Invalid(format!(
-                    "PRIMARY KEY column \"{}\" cannot be restricted as preceding column \"{}\" is not restricted",
-                    table.clustering()[j].name, prev
-                )));
+                return Err(preceding_not_restricted(&table.clustering()[j].name, prev));
             }
             needs_filtering = true;
             let col = pk_n + j;
@@ -1006,11 +1026,10 @@ pub fn analyse(
         let prev = (0..*first)
             .find(|&i| ck_eq[i].is_none())
             .unwrap_or(first.saturating_sub(1));
-        return Err(Error::Invalid(format!(
-            "PRIMARY KEY column \"{}\" cannot be restricted as preceding column \"{}\" is not restricted",
-            table.clustering()[*first].name,
-            table.clustering()[prev].name
-        )));
+        return Err(preceding_not_restricted(
+            &table.clustering()[*first].name,
+            &table.clustering()[prev].name,
+        ));
     }
     let mut r = finish(
         partition_keys,

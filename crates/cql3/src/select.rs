@@ -2253,7 +2253,7 @@ pub async fn execute(
     }
     if let (Some((col, prev)), false) = (&r.clustering_gap, allow_filtering) {
         if !table.indexes.iter().any(|ix| &ix.column == col) {
-            return Err(Error::Invalid(format!("PRIMARY KEY column \"{col}\" cannot be restricted as preceding column \"{prev}\" is not restricted")));
+            return Err(crate::restrictions::preceding_not_restricted(col, prev));
         }
     }
     let ann = ann_plan(table, stmt, ev, page_size)?;
