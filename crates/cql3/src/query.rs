@@ -969,7 +969,16 @@ impl QueryProcessor {
             let ks_opt = c.keyspace.as_deref().or(opts.keyspace.as_deref());
             self.bind_conditions(c, client, ks_opt)?;
             let (_, muts) = self
-                .child_mutations(c, c.statement, c.memo, client, ks_opt, opts, ts, now)
+                .mutations_of(
+                    c.statement,
+                    c.memo,
+                    client,
+                    ks_opt,
+                    c.ev,
+                    ts,
+                    now,
+                    opts.consistency,
+                )
                 .await?;
             all.extend(muts);
         }
@@ -1195,25 +1204,6 @@ impl QueryProcessor {
 
     /// A batch child's conditions bound first, as Cassandra prepares them:
     /// their values' types, and what is refused whatever the row holds.
-    /// The mutations of `st` (a batch child's statement, or one made from
-    /// it) with the child's values, in the keyspace `ks_opt` (its own, else
-    /// the batch's).
-    #[allow(clippy::too_many_arguments)]
-    async fn child_mutations(
-        &self,
-        c: &BatchChild<'_>,
-        st: &Statement,
-        memo: &sibyl_cql::Memo,
-        client: &ClientState,
-        ks_opt: Option<&str>,
-        opts: &QueryOptions,
-        ts: i64,
-        now: i32,
-    ) -> Result<(String, Vec<Mutation>)> {
-        self.mutations_of(st, memo, client, ks_opt, c.ev, ts, now, opts.consistency)
-            .await
-    }
-
     fn bind_conditions(
         &self,
         c: &BatchChild<'_>,
@@ -1379,7 +1369,16 @@ impl QueryProcessor {
             let ks_opt = c.keyspace.as_deref().or(opts.keyspace.as_deref());
             self.bind_conditions(c, client, ks_opt)?;
             let muts = match self
-                .child_mutations(c, c.statement, c.memo, client, ks_opt, opts, ts, now)
+                .mutations_of(
+                    c.statement,
+                    c.memo,
+                    client,
+                    ks_opt,
+                    c.ev,
+                    ts,
+                    now,
+                    opts.consistency,
+                )
                 .await
             {
                 Ok((_, muts)) => muts,
@@ -1394,15 +1393,15 @@ impl QueryProcessor {
                     // without its TTL must fail only where Cassandra waits
                     if let Some(no_ttl) = without_ttl(c.statement) {
                         match self
-                            .child_mutations(
-                                c,
+                            .mutations_of(
                                 &no_ttl,
                                 &Default::default(),
                                 client,
                                 ks_opt,
-                                opts,
+                                c.ev,
                                 ts,
                                 now,
+                                opts.consistency,
                             )
                             .await
                         {
@@ -1417,15 +1416,15 @@ impl QueryProcessor {
                         return Err(e);
                     };
                     match self
-                        .child_mutations(
-                            c,
+                        .mutations_of(
                             &key_only,
                             &Default::default(),
                             client,
                             ks_opt,
-                            opts,
+                            c.ev,
                             ts,
                             now,
+                            opts.consistency,
                         )
                         .await
                     {

@@ -4,7 +4,9 @@
 
 use crate::aggregates::{AggKind, AggState};
 use crate::error::{Error, Result};
-use crate::restrictions::{analyse, filter_matches, Purpose, Restrictions, ALLOW_FILTERING_MSG};
+use crate::restrictions::{
+    analyse, filter_matches, preceding_not_restricted, Purpose, Restrictions, ALLOW_FILTERING_MSG,
+};
 use crate::terms::{Eval, Val};
 use crate::virtual_table::{compare_partition_keys, VirtualRows};
 use bytes::Bytes;
@@ -2253,7 +2255,7 @@ pub async fn execute(
     }
     if let (Some((col, prev)), false) = (&r.clustering_gap, allow_filtering) {
         if !table.indexes.iter().any(|ix| &ix.column == col) {
-            return Err(crate::restrictions::preceding_not_restricted(col, prev));
+            return Err(preceding_not_restricted(col, prev));
         }
     }
     let ann = ann_plan(table, stmt, ev, page_size)?;
